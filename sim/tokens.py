@@ -1,0 +1,123 @@
+"""Token sequences stored as runs of (source, offset) pairs.
+
+A trace never stores text: a prompt is a list of segments, and equal segment references mean equal
+tokens. So the token at offset ``o`` of source ``s`` *is* the pair ``(s, o)``; two sequences agree at a
+position exactly when those pairs agree. Keeping runs instead of per-token lists makes a 12k-token
+Mooncake prompt a couple of dozen runs, so the radix tree compares and splits keys in O(runs).
+
+Sources are strings: ``"r:<ref>"`` for a trace reference and ``"o:<request id>"`` for a request's
+output. Concrete token ids (for the executor's embedding lookup) come from ``token_ids``: a hash of the
+source name mixed with the offset, identical on every run and machine.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+Run = tuple[str, int, int]  # (source, first offset, length)
+
+_MASK64 = (1 << 64) - 1
+
+
+def ref_source(ref: str) -> str:
+    return "r:" + ref
+
+
+def output_source(request_id: str) -> str:
+    return "o:" + request_id
+
+
+class TokenSeq:
+    """An immutable token sequence; adjacent contiguous runs of one source are merged."""
+
+    __slots__ = ("runs", "length")
+
+    def __init__(self, runs: tuple[Run, ...] | list[Run] = ()):
+        merged: list[Run] = []
+        for source, start, length in runs:
+            if length < 0 or start < 0:
+                raise ValueError(f"bad run {(source, start, length)!r}")
+            if length == 0:
+                continue
+            if merged and merged[-1][0] == source and merged[-1][1] + merged[-1][2] == start:
+                merged[-1] = (source, merged[-1][1], merged[-1][2] + length)
+            else:
+                merged.append((source, start, length))
+        self.runs: tuple[Run, ...] = tuple(merged)
+        self.length = sum(r[2] for r in merged)
+
+    @classmethod
+    def of(cls, source: str, length: int, start: int = 0) -> "TokenSeq":
+        return cls(((source, start, length),))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __add__(self, other: "TokenSeq") -> "TokenSeq":
+        return TokenSeq(self.runs + other.runs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenSeq) and self.runs == other.runs
+
+    def __hash__(self) -> int:
+        return hash(self.runs)
+
+    def __repr__(self) -> str:
+        return f"TokenSeq({list(self.runs)!r})"
+
+    def slice(self, start: int, end: int | None = None) -> "TokenSeq":
+        end = self.length if end is None else min(end, self.length)
+        if start <= 0 and end >= self.length:
+            return self
+        out: list[Run] = []
+        pos = 0
+        for source, first, length in self.runs:
+            lo, hi = max(start, pos), min(end, pos + length)
+            if lo < hi:
+                out.append((source, first + lo - pos, hi - lo))
+            pos += length
+            if pos >= end:
+                break
+        return TokenSeq(out)
+
+    def common_prefix_len(self, other: "TokenSeq") -> int:
+        ra, rb = self.runs, other.runs
+        i = j = ai = bi = matched = 0
+        while i < len(ra) and j < len(rb):
+            sa, oa, la = ra[i]
+            sb, ob, lb = rb[j]
+            if sa != sb or oa + ai != ob + bi:
+                return matched
+            step = min(la - ai, lb - bi)
+            matched += step
+            ai += step
+            bi += step
+            if ai == la:
+                i, ai = i + 1, 0
+            if bi == lb:
+                j, bi = j + 1, 0
+        return matched
+
+    def first_page(self, page_size: int) -> tuple[Run, ...]:
+        """A hashable key for the first page: children of a radix node are told apart by it."""
+        return self.slice(0, page_size).runs
+
+    def token_ids(self, start: int = 0, end: int | None = None) -> np.ndarray:
+        """Deterministic 63-bit token ids for positions [start, end)."""
+        parts = [_run_ids(s, o, n) for s, o, n in self.slice(start, end).runs]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _source_seed(source: str) -> int:
+    return int.from_bytes(hashlib.blake2b(source.encode(), digest_size=8).digest(), "little")
+
+
+def _run_ids(source: str, first: int, length: int) -> np.ndarray:
+    # splitmix64 of (seed + offset): a bijection per source, so ids within a source never collide
+    x = (np.uint64(_source_seed(source)) + np.arange(first, first + length, dtype=np.uint64)) & np.uint64(_MASK64)
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(1)).astype(np.int64)

@@ -1,0 +1,85 @@
+"""Handing a request's KV to the tree: ``[0, end)`` becomes (or joins) a path of nodes.
+
+Positions below the request's SWA frontier arrive as tombstones (their SWA is already freed). Where the
+path already exists the tree keeps its own copy and the request's duplicate is freed, except that a
+tombstone the request recomputed inside its window is revived with the request's live SWA pages.
+"""
+from __future__ import annotations
+
+from sim.cache.node import Node
+from sim.cache.request import RequestCache
+from sim.cache.swa_free import ceil_to
+from sim.cache.tree import STATE, RadixTree
+from sim.tokens import TokenSeq
+
+
+def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool) -> Node:
+    """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks."""
+    page, base = tree.page_size, req.prefix_len
+    key = req.tokens.slice(0, end)
+    path, depth = tree.walk(key)
+    full, swa = req.take_own_pages(end)
+    for node in list(path):
+        if node.end > base:
+            lo, hi = (node.start - base) // page, (node.end - base) // page
+            _merge_existing(tree, req, node, full[lo:hi], swa[lo:hi], has_swa)
+    node = path[-1] if path else tree.root
+    if depth < end:
+        lo = (depth - base) // page
+        node = _add_new(tree, req, node, key.slice(depth), full[lo:], swa[lo:], window, has_swa)
+    _attach_checkpoint(tree, req, node, end)
+    req.prefix_len = end
+    return node
+
+
+def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[int],
+                    swa: list[int | None], has_swa: bool) -> None:
+    tree.full_pool.free(full)
+    frontier = req.swa_frontier
+    if has_swa and node.swa_pages is None and frontier < node.end:
+        if frontier > node.start:
+            cut = (frontier - node.start) // tree.page_size
+            _free_live(tree, swa[:cut])
+            tree.split(node, frontier - node.start)
+            swa = swa[cut:]
+        tree.revive(node, swa)
+    else:
+        _free_live(tree, swa)
+
+
+def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, full: list[int],
+             swa: list[int | None], window: int, has_swa: bool) -> Node:
+    if not has_swa:
+        return tree.add_leaf(parent, key, full, None)
+    page = tree.page_size
+    dead = min(max(req.swa_frontier - parent.end, 0), len(key))
+    if dead:
+        _free_live(tree, swa[: dead // page])
+        parent = tree.add_leaf(parent, key.slice(0, dead), full[: dead // page], None)
+    live = len(key) - dead
+    tail = ceil_to(max(window, 1), page)
+    if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
+        cut = (live - tail) // page
+        lo = dead // page
+        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), full[lo:lo + cut], swa[lo:lo + cut])
+        dead += live - tail
+    if dead == len(key):
+        return parent
+    lo = dead // page
+    return tree.add_leaf(parent, key.slice(dead), full[lo:], swa[lo:])
+
+
+def _attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int) -> None:
+    if req.checkpoint is None or req.checkpoint[0] != end:
+        return
+    state_id = req.checkpoint[1]
+    req.checkpoint = None
+    if node.state is None:
+        tree.set_state(node, state_id)
+    else:  # the tree already holds this state: keep the older copy, refresh it
+        tree.state_pool.free([state_id])
+        tree.touch(node, STATE)
+
+
+def _free_live(tree: RadixTree, swa: list[int | None]) -> None:
+    tree.swa_pool.free([page for page in swa if page is not None])

@@ -1,0 +1,78 @@
+"""``check_integrity``: every page and state is owned exactly once, and the tree is well formed."""
+from __future__ import annotations
+
+from collections import Counter
+
+from sim.cache.tree import FULL, STATE, SWA
+
+
+class IntegrityError(AssertionError):
+    pass
+
+
+def check_integrity(manager) -> None:
+    owned = {FULL: [], SWA: [], STATE: []}
+    full_locks: Counter = Counter()
+    _collect_tree(manager, owned)
+    for req in manager.requests.values():
+        owned[FULL] += req.own_full
+        owned[SWA] += [page for page in req.own_swa if page is not None]
+        owned[STATE] += [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
+        owned[STATE] += [s for _, s in req.planned]
+        _check_request(manager, req)
+        node = req.last_node
+        while node is not manager.tree.root:
+            full_locks[node.id] += 1
+            node = node.parent
+    for comp, pool in manager.pools.items():
+        _check_pool(comp, pool, owned[comp])
+    for node in manager.tree.nodes():
+        _expect(node.full_lock == full_locks[node.id], f"{node}: full_lock {node.full_lock} != {full_locks[node.id]}")
+        _expect(node.swa_holders <= set(manager.requests), f"{node}: SWA held by finished requests")
+
+
+def _collect_tree(manager, owned: dict) -> None:
+    tree, page = manager.tree, manager.page_size
+    counts = Counter()
+    for node in tree.nodes():
+        _expect(node.alive and node.start == node.parent.end, f"{node}: bad start or dead node in tree")
+        _expect(len(node.key) == len(node.full_pages) * page and len(node.key) > 0, f"{node}: key/page mismatch")
+        _expect(node.parent.children.get(node.key.first_page(page)) is node, f"{node}: not indexed by its parent")
+        owned[FULL] += node.full_pages
+        counts[FULL] += len(node.full_pages)
+        if node.swa_pages is not None:
+            _expect(len(node.swa_pages) == len(node.full_pages), f"{node}: SWA/FULL length mismatch")
+            owned[SWA] += node.swa_pages
+            counts[SWA] += len(node.swa_pages)
+        if node.state is not None:
+            owned[STATE].append(node.state)
+            counts[STATE] += 1
+    tree_counts = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, STATE: tree.num_states}
+    for comp, count in counts.items():
+        _expect(count == tree_counts[comp], f"tree {comp} count {tree_counts[comp]} != {count} held")
+
+
+def _check_request(manager, req) -> None:
+    page = manager.page_size
+    _expect(req.prefix_len % page == 0 and req.prefix_len == req.last_node.end,
+            f"{req.request_id}: prefix_len {req.prefix_len} is not its last node's end")
+    have = req.prefix_len // page + len(req.own_full)
+    _expect(have * page >= req.kv_len and len(req.own_swa) == len(req.own_full),
+            f"{req.request_id}: {have} pages cannot hold {req.kv_len} tokens")
+    _expect(req.last_node is manager.tree.root or req.last_node.alive, f"{req.request_id}: locked a dead node")
+
+
+def _check_pool(comp: str, pool, ids: list[int]) -> None:
+    dup = [i for i, n in Counter(ids).items() if n > 1]
+    _expect(not dup, f"{pool.name}: ids owned twice: {dup[:10]}")
+    free = pool.free_ids()
+    _expect(len(set(free)) == len(free), f"{pool.name}: free list has duplicates")
+    both = set(free) & set(ids)
+    _expect(not both, f"{pool.name}: ids both free and owned: {sorted(both)[:10]}")
+    lost = set(range(pool.size)) - set(free) - set(ids)
+    _expect(not lost, f"{pool.name}: ids lost (neither free nor owned): {sorted(lost)[:10]}")
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise IntegrityError(message)

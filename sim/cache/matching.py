@@ -1,0 +1,55 @@
+"""The match rule of SPEC section 4: where a walked path may end, and the LRU refresh of a hit."""
+from __future__ import annotations
+
+from sim.cache.node import Node
+from sim.cache.tree import FULL, STATE, SWA, RadixTree
+
+
+def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: bool) -> Node | None:
+    """The deepest node on ``path`` that every component accepts.
+
+    FULL is present on every tree node. MAMBA needs a state at the node's end. SWA needs ``window`` live
+    tokens ending at the node, counted from the last tombstone above it (a path with no tombstone from the
+    root always passes: nothing below it was ever freed).
+    """
+    best = None
+    live_run = float("inf")
+    for node in path:
+        ok = True
+        if has_swa:
+            if node.swa_pages is None:
+                live_run, ok = 0, False
+            else:
+                live_run += len(node.key)
+                ok = live_run >= window
+        if has_mamba and node.state is None:
+            ok = False
+        if ok:
+            best = node
+    return best
+
+
+def refresh_after_match(tree: RadixTree, path: list[Node], end: Node, window: int, swa_refresh: str) -> None:
+    """FULL: the matched path, ancestors older. SWA: the window above the end (SGLang) or the whole
+    path (FreeToken). MAMBA: the end node only: ancestors' states are not what the hit used."""
+    used = path[: path.index(end) + 1] if end in path else []
+    for node in used:
+        tree.touch(node, FULL)
+    swa_nodes = used if swa_refresh == "path" else _window_nodes(used, window + tree.page_size)
+    for node in swa_nodes:
+        if node.swa_pages is not None:
+            tree.touch(node, SWA)
+    if end.state is not None and used:
+        tree.touch(end, STATE)
+
+
+def _window_nodes(used: list[Node], span: int) -> list[Node]:
+    picked, covered = [], 0
+    for node in reversed(used):
+        if covered >= span:
+            break
+        if node.swa_pages is not None:
+            picked.append(node)
+            covered += len(node.key)
+    picked.reverse()
+    return picked

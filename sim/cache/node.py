@@ -1,0 +1,70 @@
+"""A radix-tree node: a span of tokens and, per component, what the cache still holds for it."""
+from __future__ import annotations
+
+import itertools
+
+from sim.tokens import TokenSeq
+
+_ids = itertools.count(1)
+
+
+class Node:
+    """Tokens ``[start, start + len(key))`` of every sequence through this node.
+
+    ``full_pages`` always covers the span (a node whose FULL KV is evicted is deleted). ``swa_pages`` is
+    ``None`` for a *tombstone*: SWA freed, FULL kept. ``state`` is the MAMBA state after the node's last
+    token, or ``None``. Locks: ``full_lock`` counts requests whose path runs through the node,
+    ``swa_holders`` names the requests whose sliding window rests on it, ``state_lock`` counts requests
+    resumed from its state.
+    """
+
+    __slots__ = (
+        "id", "key", "start", "parent", "children", "full_pages", "swa_pages", "state",
+        "full_lock", "swa_holders", "state_lock", "full_stamp", "swa_stamp", "state_stamp", "alive",
+    )
+
+    def __init__(self, key: TokenSeq, start: int, parent: "Node | None", full_pages: list[int],
+                 swa_pages: list[int] | None, state: int | None = None):
+        self.id = next(_ids)
+        self.key = key
+        self.start = start
+        self.parent = parent
+        self.children: dict[tuple, Node] = {}
+        self.full_pages = full_pages
+        self.swa_pages = swa_pages
+        self.state = state
+        self.full_lock = 0
+        self.swa_holders: set[str] = set()
+        self.state_lock = 0
+        self.full_stamp = self.swa_stamp = self.state_stamp = 0
+        self.alive = True
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.key)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.swa_pages is None
+
+    @property
+    def is_locked(self) -> bool:
+        return self.full_lock > 0 or bool(self.swa_holders) or self.state_lock > 0
+
+    def path_from_root(self) -> list["Node"]:
+        """Nodes from the first below the root down to this one."""
+        path = []
+        node: Node | None = self
+        while node is not None and node.parent is not None:
+            path.append(node)
+            node = node.parent
+        path.reverse()
+        return path
+
+    def __repr__(self) -> str:
+        swa = "tomb" if self.swa_pages is None else "live"
+        return f"Node#{self.id}[{self.start},{self.end}) {swa} state={self.state}"

@@ -1,0 +1,97 @@
+"""Cache policy presets: each a small object, chosen by name; every knob can be overridden.
+
+A preset fixes an engine's rules (when SWA is freed, where checkpoints land, what a finish keeps) and
+default knobs; ``make_policy(name, **knobs)`` returns the frozen ``Policy`` the manager runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+SGLANG_RULES, FREETOKEN_RULES = "sglang", "freetoken"
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    rules: str = SGLANG_RULES  # which engine's SWA-freeing and checkpoint rules
+    cache_enabled: bool = True  # False: the no-cache baseline (nothing matched, nothing kept)
+    full_only: bool = False  # True: plain FULL radix, SWA and MAMBA ignored (the ideal FULL engine)
+    page_size: int = 64
+    track_interval: int = 256  # decode checkpoint spacing (MAMBA)
+    window: int | None = None  # None: the model's window
+    mamba_chunk: int | None = None  # None: the model's scan chunk
+    swa_eviction_interval: int = 128
+    swa_free_trigger: str = "tokens"  # "tokens" (per request) | "iterations" (global cadence)
+    retain_floor: str | None = None  # None | "request" (PR #34729) | "tree" (its first TODO)
+    finish_trim_gap: int | None = None  # FreeToken: keep SWA only for [prompt - W - gap, prompt) at finish
+    commit_every_chunk: bool = True  # SGLang inserts after every prefill chunk; FreeToken after the last
+    swa_refresh: str = "window"  # LRU refresh of SWA on a hit: "window" (SGLang) | "path" (FreeToken)
+    swa_pool_floor: str = "window"  # per-request SWA pool floor: "window" | "window+interval"
+    chunked_prefill_size: int = 8192
+    max_running_requests: int = 64
+    iteration_phase: int = 0  # global iteration index of the first step ("iterations" trigger)
+
+    def knob_names(self) -> list[str]:
+        return [f.name for f in fields(self) if f.name not in ("name", "rules")]
+
+
+_SGLANG = Policy(name="sglang")
+
+PRESETS: dict[str, Policy] = {
+    "no-cache": replace(_SGLANG, name="no-cache", cache_enabled=False),
+    "radix": replace(_SGLANG, name="radix", full_only=True),
+    # SGLang 0.5.23 with the retain floor off: the behaviour PR #34729 fixed
+    "sglang": _SGLANG,
+    # SGLang 0.5.23 as shipped (PR #34729): SWA kept down to the request's last checkpoint - W
+    "sglang-retain": replace(_SGLANG, name="sglang-retain", retain_floor="request"),
+    # PR #34729's first TODO: the floor comes from the deepest checkpoint on the request's tree path
+    "sglang-retain-tree": replace(_SGLANG, name="sglang-retain-tree", retain_floor="tree"),
+    # FreeToken 0.2.1 before #200: finish trims the prompt head's SWA down to W + 16 tokens
+    "freetoken": Policy(name="freetoken", rules=FREETOKEN_RULES, page_size=1, finish_trim_gap=16,
+                        commit_every_chunk=False, swa_refresh="path", swa_free_trigger="iterations",
+                        mamba_chunk=64),
+}
+# FreeToken PR #488: no finish-time trim; the head goes only when the SWA pool must evict
+PRESETS["freetoken-lazy"] = replace(PRESETS["freetoken"], name="freetoken-lazy", finish_trim_gap=None)
+# the trim kept, with a configurable divergence budget instead of 16 (``finish_trim_gap``)
+PRESETS["freetoken-budget"] = replace(PRESETS["freetoken"], name="freetoken-budget", finish_trim_gap=256)
+
+_CHOICES = {"swa_free_trigger": ("tokens", "iterations"), "retain_floor": (None, "request", "tree"),
+            "swa_refresh": ("window", "path"), "swa_pool_floor": ("window", "window+interval")}
+_POSITIVE = ("page_size", "track_interval", "swa_eviction_interval", "chunked_prefill_size",
+             "max_running_requests")
+
+
+def policy_names() -> list[str]:
+    return list(PRESETS)
+
+
+def make_policy(name: str, **knobs) -> Policy:
+    """The preset ``name`` with ``knobs`` (None values ignored) overriding its defaults."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(PRESETS)}")
+    base = PRESETS[name]
+    unknown = set(knobs) - set(base.knob_names())
+    if unknown:
+        raise ValueError(f"unknown policy knob(s) {sorted(unknown)}; known: {', '.join(base.knob_names())}")
+    policy = replace(base, **{k: v for k, v in knobs.items() if v is not None})
+    validate(policy)
+    return policy
+
+
+def validate(policy: Policy) -> None:
+    for knob in _POSITIVE:
+        if getattr(policy, knob) <= 0:
+            raise ValueError(f"policy knob {knob} must be > 0, got {getattr(policy, knob)}")
+    for knob, allowed in _CHOICES.items():
+        if getattr(policy, knob) not in allowed:
+            raise ValueError(f"policy knob {knob} must be one of {allowed}, got {getattr(policy, knob)!r}")
+    if policy.track_interval % policy.page_size:
+        raise ValueError(f"track_interval {policy.track_interval} must be a multiple of page_size "
+                         f"{policy.page_size}")
+    for knob in ("window", "mamba_chunk", "finish_trim_gap"):
+        value = getattr(policy, knob)
+        if value is not None and value < 0:
+            raise ValueError(f"policy knob {knob} must be >= 0, got {value}")
+    if policy.iteration_phase < 0:
+        raise ValueError(f"policy knob iteration_phase must be >= 0, got {policy.iteration_phase}")

@@ -1,0 +1,57 @@
+"""Typed results the cache manager hands to the scheduler (and, through it, to a backend)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.cache.node import Node
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    cached_len: int  # reusable prefix: the deepest node every component accepts
+    full_depth: int  # how deep FULL KV alone would have matched
+    node: Node  # the node ending at cached_len (the root when nothing matched)
+
+    @property
+    def blocked(self) -> int:
+        """Tokens with FULL KV in the tree that a missing checkpoint or window made unusable."""
+        return self.full_depth - self.cached_len
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the pools cannot take a request's next step now (the scheduler waits or retracts)."""
+
+    pool: str
+    needed: int
+    available: int
+
+    def __str__(self) -> str:
+        return f"{self.pool} pool: need {self.needed}, at most {self.available} obtainable"
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """What one request does in one forward: tokens ``[start, end)`` and where states are saved."""
+
+    request_id: str
+    start: int
+    end: int
+    state_id: int | None  # the request's running MAMBA state
+    checkpoints: tuple[tuple[int, int], ...] = ()  # (position, state id) to save after that many tokens
+    copy_state_from: int | None = None  # state id to copy into state_id first (resume from the tree)
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    match: MatchResult
+    copy_state_from: int | None = None
+
+
+@dataclass
+class FinishResult:
+    inserted_len: int  # how much of the sequence the tree now holds for this request
+    freed_full_pages: int = 0
+    freed_swa_pages: int = 0
+    trimmed_swa_pages: int = 0  # FreeToken's finish-time head trim
+    extra: dict = field(default_factory=dict)

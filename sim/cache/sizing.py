@@ -1,0 +1,44 @@
+"""Pool sizes: in pages and states, from token counts or from a memory budget and SGLang's ratios."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class PoolSizes:
+    full_pages: int
+    swa_pages: int
+    states: int
+
+    def __post_init__(self):
+        for name in ("full_pages", "swa_pages", "states"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"pool size {name} must be >= 0, got {getattr(self, name)}")
+
+
+def sizes_from_tokens(page_size: int, full_tokens: int, swa_tokens: int | None = None,
+                      states: int = 0, swa_full_tokens_ratio: float = 0.8) -> PoolSizes:
+    """``swa_tokens`` defaults to ``swa_full_tokens_ratio * full_tokens`` as SGLang sizes it."""
+    if full_tokens < page_size:
+        raise ValueError(f"FULL pool of {full_tokens} tokens holds less than one {page_size}-token page")
+    if swa_tokens is None:
+        swa_tokens = int(full_tokens * swa_full_tokens_ratio)
+    return PoolSizes(full_tokens // page_size, swa_tokens // page_size, states)
+
+
+def sizes_from_memory(model: ModelSpec, page_size: int, memory_bytes: int,
+                      swa_full_tokens_ratio: float = 0.8, mamba_full_memory_ratio: float = 0.9) -> PoolSizes:
+    """Split a KV budget as SGLang does: MAMBA takes ``r/(1+r)`` of it, the rest holds FULL tokens
+    and ``ratio`` times as many SWA tokens."""
+    if memory_bytes <= 0:
+        raise ValueError(f"memory budget must be > 0 bytes, got {memory_bytes}")
+    state_bytes = model.mamba_state_bytes() if model.has_mamba else 0
+    mamba_bytes = memory_bytes * mamba_full_memory_ratio / (1 + mamba_full_memory_ratio) if state_bytes else 0
+    kv_bytes = memory_bytes - mamba_bytes
+    swa_ratio = swa_full_tokens_ratio if model.has_swa else 0.0
+    per_token = model.full_kv_bytes_per_token() + swa_ratio * model.swa_kv_bytes_per_token()
+    full_tokens = int(kv_bytes // per_token)
+    states = int(mamba_bytes // state_bytes) if state_bytes else 0
+    return sizes_from_tokens(page_size, full_tokens, int(full_tokens * swa_ratio), states)

@@ -1,0 +1,149 @@
+"""The radix tree: structure, page-granular walks, splits, LRU stamps.
+
+Policy (what to keep, when a match is acceptable) lives in the manager; this file only keeps the
+structure consistent and the pools' tree-held counts exact.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Callable
+
+from sim.cache.node import Node
+from sim.cache.pools import Pool
+from sim.tokens import TokenSeq
+
+FULL, SWA, STATE = "full", "swa", "state"
+
+
+class RadixTree:
+    def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool):
+        self.page_size = page_size
+        self.full_pool, self.swa_pool, self.state_pool = full_pool, swa_pool, state_pool
+        self.root = Node(TokenSeq(), 0, None, [], [], None)
+        self.clock = 0
+        self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
+        self.num_full_pages = self.num_swa_pages = self.num_states = 0
+        self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
+
+    # ---- structure -------------------------------------------------------------------------------
+    def walk(self, key: TokenSeq) -> tuple[list[Node], int]:
+        """Follow ``key`` a page at a time; a node matched part-way is split so the walk ends on a
+        node end. Returns the nodes walked and the matched (FULL) depth."""
+        node, path, pos, page = self.root, [], 0, self.page_size
+        while len(key) - pos >= page:
+            rest = key.slice(pos)
+            child = node.children.get(rest.first_page(page))
+            if child is None:
+                break
+            matched = child.key.common_prefix_len(rest) // page * page
+            if matched < len(child.key):
+                child = self.split(child, matched)
+                path.append(child)
+                return path, pos + matched
+            path.append(child)
+            pos += matched
+            node = child
+        return path, pos
+
+    def split(self, node: Node, offset: int) -> Node:
+        """Cut ``node`` at ``offset`` tokens; returns the new upper half. The MAMBA state stays below."""
+        assert 0 < offset < len(node.key) and offset % self.page_size == 0
+        cut = offset // self.page_size
+        upper = Node(node.key.slice(0, offset), node.start, node.parent, node.full_pages[:cut],
+                     None if node.swa_pages is None else node.swa_pages[:cut])
+        node.parent.children[upper.key.first_page(self.page_size)] = upper
+        node.key, node.start, node.parent = node.key.slice(offset), node.start + offset, upper
+        node.full_pages = node.full_pages[cut:]
+        node.swa_pages = None if node.swa_pages is None else node.swa_pages[cut:]
+        upper.children[node.key.first_page(self.page_size)] = node
+        upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)
+        upper.full_stamp, upper.swa_stamp = node.full_stamp, node.swa_stamp
+        self._push(SWA, upper)
+        if self.on_split is not None:
+            self.on_split(upper, node)
+        return upper
+
+    def add_leaf(self, parent: Node, key: TokenSeq, full_pages: list[int], swa_pages: list[int] | None,
+                 state: int | None = None) -> Node:
+        assert len(key) == len(full_pages) * self.page_size and len(key) > 0
+        node = Node(key, parent.end, parent, full_pages, swa_pages, state)
+        parent.children[key.first_page(self.page_size)] = node
+        self.num_full_pages += len(full_pages)
+        self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
+        self.num_states += state is not None
+        for comp in (FULL, SWA, STATE):
+            self.touch(node, comp)
+        return node
+
+    def delete_leaf(self, node: Node) -> None:
+        assert node.is_leaf and not node.is_locked and node.parent is not None
+        del node.parent.children[node.key.first_page(self.page_size)]
+        self.full_pool.free(node.full_pages)
+        self.num_full_pages -= len(node.full_pages)
+        self.tombstone(node)
+        self.drop_state(node)
+        node.alive = False
+        self._push(FULL, node.parent)
+
+    # ---- component changes -------------------------------------------------------------------------
+    def tombstone(self, node: Node) -> int:
+        """Free the node's SWA pages; returns how many."""
+        if node.swa_pages is None:
+            return 0
+        freed = len(node.swa_pages)
+        self.swa_pool.free(node.swa_pages)
+        self.num_swa_pages -= freed
+        node.swa_pages = None
+        return freed
+
+    def revive(self, node: Node, swa_pages: list[int]) -> None:
+        assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
+        node.swa_pages = swa_pages
+        self.num_swa_pages += len(swa_pages)
+        self.touch(node, SWA)
+
+    def drop_state(self, node: Node) -> int:
+        if node.state is None:
+            return 0
+        self.state_pool.free([node.state])
+        self.num_states -= 1
+        node.state = None
+        return 1
+
+    def set_state(self, node: Node, state: int) -> None:
+        assert node.state is None
+        node.state = state
+        self.num_states += 1
+        self.touch(node, STATE)
+
+    # ---- LRU ---------------------------------------------------------------------------------------
+    def touch(self, node: Node, comp: str) -> None:
+        self.clock += 1
+        setattr(node, comp + "_stamp", self.clock)
+        self._push(comp, node)
+
+    def _push(self, comp: str, node: Node) -> None:
+        if node is not self.root:
+            heapq.heappush(self.heaps[comp], (getattr(node, comp + "_stamp"), node.id, node))
+
+    def release(self, node: Node) -> None:
+        """A lock on ``node`` dropped: it may be a candidate again."""
+        for comp in (FULL, SWA, STATE):
+            self._push(comp, node)
+
+    def pop_lru(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+        """The least recently used eligible node, or None. Ineligible entries are dropped: whatever
+        makes a node eligible again (unlock, losing its last child, a touch) pushes it anew."""
+        heap = self.heaps[comp]
+        while heap:
+            stamp, _, node = heapq.heappop(heap)
+            if node.alive and stamp == getattr(node, comp + "_stamp") and eligible(node):
+                return node
+        return None
+
+    def nodes(self):
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())

@@ -1,0 +1,157 @@
+"""Calibration files: measured step times fitted to a linear model that overrides the roofline.
+
+time = overhead_s + s_per_prefill_token * prefill tokens + s_per_decode_token * decode tokens
+       + s_per_context_token * attended context (keys attended, summed over the step's tokens)
+
+The file is JSON:
+  {"model": "small", "gpu": "h200", "overhead_s": ..., "s_per_prefill_token": ..., "s_per_decode_token": ...,
+   "s_per_context_token": ..., "fit": {"mape": ..., "num_samples": ...}}
+"fit" (how well the coefficients matched the samples they came from) is optional.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.cost import StepShape
+
+COEFFICIENTS = ("overhead_s", "s_per_prefill_token", "s_per_decode_token", "s_per_context_token")
+_FIELDS = ("model", "gpu", *COEFFICIENTS, "fit")
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    mape: float  # mean absolute percentage error over the samples, as a fraction (0.05 = 5%)
+    num_samples: int
+
+
+@dataclass(frozen=True)
+class Calibration:
+    model: str
+    gpu: str
+    overhead_s: float
+    s_per_prefill_token: float
+    s_per_decode_token: float
+    s_per_context_token: float
+    fit: CalibrationFit | None = None
+
+    def coefficients(self) -> tuple[float, float, float, float]:
+        return self.overhead_s, self.s_per_prefill_token, self.s_per_decode_token, self.s_per_context_token
+
+    def predict_s(self, shape: StepShape) -> float:
+        return float(np.dot(self.coefficients(), step_features(shape)))
+
+
+def step_features(shape: StepShape) -> tuple[float, float, float, float]:
+    """The linear model's regressors for one step, the constant first."""
+    return 1.0, float(shape.num_prefill_tokens), float(shape.num_decode_tokens), float(shape.attended_context())
+
+
+# ---- file format ----
+
+def _reject(path: str | Path, field: str, message: str) -> None:
+    raise ValueError(f"calibration file {str(path)!r}: field {field!r} {message}")
+
+
+def _number(value: object, field: str, path: str | Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        _reject(path, field, f"must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _text(value: object, field: str, path: str | Path) -> str:
+    if not isinstance(value, str) or not value:
+        _reject(path, field, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
+    fit = data.get("fit")
+    if fit is None:
+        return None
+    if not isinstance(fit, dict) or set(fit) != {"mape", "num_samples"}:
+        _reject(path, "fit", f"must be an object with exactly 'mape' and 'num_samples', got {fit!r}")
+    count = fit["num_samples"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        _reject(path, "fit.num_samples", f"must be an integer >= 1, got {count!r}")
+    return CalibrationFit(mape=_number(fit["mape"], "fit.mape", path), num_samples=count)
+
+
+def _read_object(path: str | Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"calibration file {str(path)!r}: cannot read: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(f"calibration file {str(path)!r}: not valid JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"calibration file {str(path)!r}: must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    data = _read_object(path)
+    for field in sorted(set(data) - set(_FIELDS)):
+        _reject(path, field, f"is not a calibration field (known: {', '.join(_FIELDS)})")
+    for field in _FIELDS[:-1]:
+        if field not in data:
+            _reject(path, field, "is missing")
+    numbers = {field: _number(data[field], field, path) for field in COEFFICIENTS}
+    return Calibration(model=_text(data["model"], "model", path), gpu=_text(data["gpu"], "gpu", path), **numbers,
+                       fit=_fit(data, path))
+
+
+def save_calibration(calibration: Calibration, path: str | Path) -> None:
+    data = dataclasses.asdict(calibration)
+    if data["fit"] is None:
+        del data["fit"]
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+# ---- fitting ----
+
+def _nnls(features: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Non-negative least squares by trying every column subset: exact, and cheap for four columns."""
+    scale = np.abs(features).max(axis=0)
+    scale[scale == 0] = 1.0
+    scaled = features / scale
+    best, best_residual = np.zeros(features.shape[1]), float(np.sum(times**2))
+    for size in range(1, features.shape[1] + 1):
+        for columns in itertools.combinations(range(features.shape[1]), size):
+            coef, *_ = np.linalg.lstsq(scaled[:, columns], times, rcond=None)
+            if np.any(coef < 0):
+                continue
+            residual = float(np.sum((scaled[:, columns] @ coef - times) ** 2))
+            if residual < best_residual:
+                best = np.zeros(features.shape[1])
+                best[list(columns)] = coef
+                best_residual = residual
+    return best / scale
+
+
+def _check_samples(samples: list[tuple[StepShape, float]]) -> None:
+    if not samples:
+        raise ValueError("fit_calibration needs at least one (StepShape, seconds) sample")
+    for index, (shape, seconds) in enumerate(samples):
+        if not isinstance(shape, StepShape):
+            raise ValueError(f"fit_calibration: samples[{index}] shape is {type(shape).__name__}, not StepShape")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+            raise ValueError(f"fit_calibration: samples[{index}] time must be a finite number > 0, got {seconds!r}")
+
+
+def fit_calibration(samples: list[tuple[StepShape, float]], *, model: str = "unknown",
+                    gpu: str = "unknown") -> Calibration:
+    """Least-squares coefficients (all >= 0) for measured (step shape, seconds) samples."""
+    _check_samples(samples)
+    features = np.array([step_features(shape) for shape, _ in samples], dtype=np.float64)
+    times = np.array([seconds for _, seconds in samples], dtype=np.float64)
+    coef = _nnls(features, times)
+    mape = float(np.mean(np.abs(features @ coef - times) / times))
+    fit = CalibrationFit(mape=mape, num_samples=len(samples))
+    return Calibration(model, gpu, *(float(c) for c in coef), fit=fit)

@@ -1,0 +1,46 @@
+"""Shared fixtures: the test data folder, a writer for small JSONL traces, the real traces if present."""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def _shared_traces_dir() -> Path | None:
+    # CI lays shared/ beside the clone; a developer's checkout may have it elsewhere
+    repo = Path(__file__).resolve().parent.parent
+    candidates = [os.environ.get("HYBRIDCACHE_SHARED"), repo.parent / "shared", Path("/work/shared")]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "traces").is_dir():
+            return Path(candidate) / "traces"
+    return None
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return DATA_DIR
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    """The real traces of shared/traces; the test is skipped where they are absent."""
+    found = _shared_traces_dir()
+    if found is None:
+        pytest.skip("shared/traces not found (set HYBRIDCACHE_SHARED)")
+    return found
+
+
+@pytest.fixture
+def write_lines(tmp_path: Path) -> Callable[..., Path]:
+    """Write a trace file from dicts (dumped as JSON) and strings (written as they are)."""
+    def write(lines: list[dict | str], name: str = "trace.jsonl") -> Path:
+        path = tmp_path / name
+        text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+        path.write_text(text, encoding="utf-8")
+        return path
+    return write

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,14 @@ def test_generate_write_load_write_is_byte_identical(name, tmp_path):
 def test_bad_parameters_are_named(call, phrase):
     with pytest.raises(ValueError, match=phrase):
         call()
+
+
+@pytest.mark.parametrize("name, make", [
+    ("fanout.jsonl", lambda: fanout(num_groups=8, prompts_per_group=16, system_len=2048, question_len=128,
+                                    output_len=256, request_rate=8.0, seed=0)),
+    ("multiturn.jsonl", lambda: multiturn(num_sessions=64, num_turns=5, system_len=1024, user_len=128,
+                                          output_len=256, think_time=2.0, request_rate=2.0, seed=0)),
+])
+def test_sample_traces_are_what_traces_readme_says(name, make, tmp_path):
+    samples = Path(__file__).resolve().parent.parent / "traces"
+    assert _bytes(make(), tmp_path) == (samples / name).read_bytes()

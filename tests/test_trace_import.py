@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,10 @@ def test_full_mooncake_conversation_imports_and_analyses_fast(shared_traces):
     assert stats["requests"] == 12031
     assert 0.3 < stats["ideal_cached_fraction"] < 0.45
     assert elapsed < 10, f"import + stats took {elapsed:.1f} s"
+
+
+def test_sample_mooncake_slice_is_the_first_500_lines(shared_traces, tmp_path):
+    out = tmp_path / "slice.jsonl"
+    write_trace(import_mooncake(shared_traces / "mooncake" / "conversation_trace.jsonl", limit=500), out)
+    sample = Path(__file__).resolve().parent.parent / "traces" / "mooncake_conversation_500.jsonl"
+    assert out.read_bytes() == sample.read_bytes()

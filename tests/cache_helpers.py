@@ -1,0 +1,29 @@
+"""Small builders shared by the cache tests."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.cache.manager import CacheManager
+from sim.cache.policies import make_policy
+from sim.cache.sizing import PoolSizes
+from sim.models import get_model
+from sim.tokens import TokenSeq
+
+BIG = PoolSizes(100_000, 100_000, 1_000)
+
+
+def hybrid_model(swa: bool = True, mamba: bool = True, window: int = 512, mamba_chunk: int = 128):
+    kinds = tuple(k for k, on in (("swa", swa), ("mamba", mamba), ("full", True)) if on)
+    return replace(get_model("tiny"), layer_kinds=kinds, window=window if swa else 0, mamba_chunk=mamba_chunk)
+
+
+def manager(policy: str, model=None, sizes: PoolSizes = BIG, **knobs) -> CacheManager:
+    return CacheManager(model or hybrid_model(), make_policy(policy, **knobs), sizes)
+
+
+def seq(*parts: tuple[str, int]) -> TokenSeq:
+    return TokenSeq([("r:" + ref, 0, length) for ref, length in parts])
+
+
+def out(request_id: str, length: int) -> TokenSeq:
+    return TokenSeq.of("o:" + request_id, length)

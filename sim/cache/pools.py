@@ -61,6 +61,5 @@ class PoolUsage:
     """One pool's occupancy at an instant, in its own unit (pages or states)."""
 
     free: int
-    running: int
-    tree: int
-    tree_evictable: int
+    running: int  # held by running requests
+    tree: int  # held by the radix tree (evictable unless locked)

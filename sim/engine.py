@@ -1,0 +1,120 @@
+"""The SimPy engine: arrivals, closed-loop sessions, and one engine loop that advances time.
+
+The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)``
+-> postprocess. Monitoring is appending rows (``EngineLog``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from sim.backend import Backend, batch_shape
+from sim.scheduler import Scheduler
+from sim.trace import Trace
+
+
+@dataclass
+class EngineLog:
+    arrived_at: dict[str, float] = field(default_factory=dict)
+    first_token_at: dict[str, float] = field(default_factory=dict)
+    finished_at: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)  # request id -> why it can never run
+    steps: list[dict] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, env: simpy.Environment, trace: Trace, scheduler: Scheduler, backend: Backend,
+                 fits=None, on_step=None):
+        self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
+        self.manager = scheduler.manager
+        self.log = EngineLog()
+        self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
+        self.on_step = on_step or (lambda: None)
+        self.iteration = 0
+        self._stalled: dict[str, int] = {}  # request id -> retractions with nothing else progressing
+        self._wake: simpy.Event | None = None
+        self._followers: dict[str, list[str]] = {}
+        for request in trace:
+            if request.after is not None:
+                self._followers.setdefault(request.after, []).append(request.id)
+
+    def start(self) -> None:
+        self.env.process(self._arrivals())
+        self.env.process(self._loop())
+
+    # ---- processes ----------------------------------------------------------------------------------
+    def _arrivals(self):
+        for request in sorted((r for r in self.trace if r.after is None), key=lambda r: r.arrival):
+            yield self.env.timeout(max(0.0, request.arrival - self.env.now))
+            self._submit(request.id)
+
+    def _follow(self, request_id: str):
+        yield self.env.timeout(self.trace.request(request_id).think_time)
+        self._submit(request_id)
+
+    def _loop(self):
+        while True:
+            if not self.scheduler.has_work():
+                self._wake = self.env.event()
+                yield self._wake
+            batch = self.scheduler.schedule(self.iteration)
+            if not batch:
+                self._unblock()
+                continue
+            started_at = self.env.now
+            duration = self.backend.run(batch, self.manager)
+            yield self.env.timeout(duration)
+            outcome = self.scheduler.postprocess(batch)
+            self._stalled.clear()
+            self._record_step(batch, started_at, duration)
+            for request_id in outcome.first_tokens:
+                self.log.first_token_at.setdefault(request_id, self.env.now)
+            for request_id in outcome.finished:
+                self._finish(request_id)
+            self.iteration += 1
+            self.on_step()
+
+    # ---- events -------------------------------------------------------------------------------------
+    def _submit(self, request_id: str) -> None:
+        self.log.arrived_at[request_id] = self.env.now
+        why = self.fits(request_id)
+        if why is not None:
+            self._reject(request_id, why)
+            return
+        tokens = self.trace.prompt_seq(request_id) + self.trace.output_seq(request_id)
+        request = self.trace.request(request_id)
+        self.scheduler.add(request_id, tokens, self.trace.prompt_len(request_id), request.output_len)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _finish(self, request_id: str) -> None:
+        self.log.finished_at[request_id] = self.env.now
+        for follower in self._followers.get(request_id, []):
+            self.env.process(self._follow(follower))
+
+    def _reject(self, request_id: str, why: str) -> None:
+        self.log.rejected[request_id] = why
+        self._finish(request_id)  # its session goes on: the follow-up is judged on its own
+
+    def _unblock(self) -> None:
+        """Nothing could be scheduled: free the newest running request, or give up on the waiting head
+        when even an empty engine cannot hold it."""
+        newest = max(self.scheduler.running, key=lambda r: self.scheduler._order_of[r], default=None)
+        if newest is not None and self._stalled.get(newest, 0) < 3:
+            self._stalled[newest] = self._stalled.get(newest, 0) + 1
+            self.scheduler.retract_newest()
+            return
+        if newest is not None:
+            self.scheduler.retract_newest()
+        request_id = self.scheduler.waiting.popleft()[0]
+        self._reject(request_id, "the pools cannot hold it even with the cache emptied")
+
+    def _record_step(self, batch, started_at: float, duration: float) -> None:
+        shape = batch_shape(batch)
+        row = {"step": self.iteration, "start_at": started_at, "duration_s": duration,
+               "num_prefill": len(shape.prefill), "prefill_tokens": shape.num_prefill_tokens,
+               "num_decode": shape.num_decode_tokens}
+        for comp, usage in self.manager.usage().items():
+            row.update({f"{comp}_free": usage.free, f"{comp}_running": usage.running, f"{comp}_tree": usage.tree})
+        self.log.steps.append(row)

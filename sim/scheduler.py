@@ -1,0 +1,161 @@
+"""Batch formation, as engines do it: pure Python, no time.
+
+Each step: running requests in decode get one token each, then prefill chunks (unfinished prompts
+first, then FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission
+is capped by ``max_running_requests`` and by the pools: the cache manager evicts what it can and refuses
+otherwise, and a refused request waits. A decode step that cannot get memory retracts the newest
+running request (freed, requeued at the head) as SGLang does.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from sim.cache.manager import CacheManager
+from sim.cache.results import ChunkPlan, MatchResult, Refusal
+from sim.tokens import TokenSeq
+
+
+@dataclass
+class Running:
+    request_id: str
+    tokens: TokenSeq
+    prompt_len: int
+    output_len: int
+    match: MatchResult
+    copy_state_from: int | None
+    decoded: int = 0  # output tokens whose KV is computed (the first output token needs none)
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    plan: ChunkPlan
+    is_prefill: bool
+    copy_state_from: int | None = None  # set on a request's first chunk: resume from this tree state
+
+
+@dataclass
+class Batch:
+    iteration: int
+    items: list[BatchItem] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    first_tokens: list[str]  # requests whose prompt finished this step
+    finished: list[str]
+
+
+class Scheduler:
+    def __init__(self, manager: CacheManager, chunked_prefill_size: int, max_running_requests: int):
+        self.manager = manager
+        self.budget = chunked_prefill_size
+        self.max_running = max_running_requests
+        self.waiting: deque[tuple[str, TokenSeq, int, int]] = deque()
+        self.running: dict[str, Running] = {}
+        self.num_retractions: dict[str, int] = {}
+        self.admitted: dict[str, MatchResult] = {}  # the match each request last ran with
+        self._order_of: dict[str, int] = {}
+        self._counter = itertools.count()
+
+    def add(self, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int) -> None:
+        self.waiting.append((request_id, tokens, prompt_len, output_len))
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self, iteration: int) -> Batch:
+        batch = Batch(iteration)
+        budget = self._schedule_decodes(batch)
+        for run in [r for r in self.running.values() if self._in_prefill(r)]:
+            budget = self._add_prefill(batch, run, budget)
+        while budget > 0 and self.waiting and len(self.running) < self.max_running:
+            run = self._admit_head()
+            if run is None:
+                break
+            budget = self._add_prefill(batch, run, budget)
+        return batch
+
+    def retract_newest(self) -> bool:
+        """Free the newest running request and requeue it; False when nothing runs."""
+        if not self.running:
+            return False
+        self._retract(max(self.running.values(), key=self._order))
+        return True
+
+    def postprocess(self, batch: Batch) -> StepOutcome:
+        first_tokens, finished = [], []
+        for item in batch.items:
+            run = self.running[item.plan.request_id]
+            if item.is_prefill:
+                self.manager.complete_prefill(run.request_id, item.plan.end - item.plan.start)
+                if item.plan.end == run.prompt_len:
+                    first_tokens.append(run.request_id)
+            else:
+                self.manager.complete_decode(run.request_id)
+                run.decoded += 1
+            if not self._in_prefill(run) and run.decoded == run.output_len - 1:
+                self.manager.finish(run.request_id)
+                del self.running[run.request_id]
+                finished.append(run.request_id)
+        return StepOutcome(first_tokens, finished)
+
+    # ---- internals ----------------------------------------------------------------------------------
+    def _in_prefill(self, run: Running) -> bool:
+        return self.manager.requests[run.request_id].kv_len < run.prompt_len
+
+    def _schedule_decodes(self, batch: Batch) -> int:
+        budget = self.budget
+        for run in sorted(self.running.values(), key=lambda r: self._order(r)):
+            if run.request_id not in self.running or self._in_prefill(run):
+                continue
+            plan = self.manager.prepare_decode(run.request_id, batch.iteration)
+            while isinstance(plan, Refusal):
+                newer = [r for r in self.running.values() if self._order(r) > self._order(run)]
+                self._retract(max(newer, key=self._order) if newer else run)
+                if not newer:
+                    break
+                plan = self.manager.prepare_decode(run.request_id, batch.iteration)
+            if not isinstance(plan, Refusal):
+                batch.items.append(BatchItem(plan, False))
+                budget -= 1
+        return budget
+
+    def _add_prefill(self, batch: Batch, run: Running, budget: int) -> int:
+        kv_len = self.manager.requests[run.request_id].kv_len
+        chunk = min(budget, run.prompt_len - kv_len)
+        if chunk < run.prompt_len - kv_len:  # a non-final chunk ends on a page boundary
+            chunk = (kv_len + chunk) // self.manager.page_size * self.manager.page_size - kv_len
+        if chunk <= 0:
+            return budget
+        plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)
+        if isinstance(plan, Refusal):
+            return budget
+        batch.items.append(BatchItem(plan, True, run.copy_state_from))
+        run.copy_state_from = None
+        return budget - chunk
+
+    def _admit_head(self) -> Running | None:
+        request_id, tokens, prompt_len, output_len = self.waiting[0]
+        result = self.manager.admit(request_id, tokens, prompt_len)
+        if isinstance(result, Refusal):
+            return None
+        self.waiting.popleft()
+        run = Running(request_id, tokens, prompt_len, output_len, result.match, result.copy_state_from)
+        self.running[request_id] = run
+        self.admitted[request_id] = result.match
+        self._order_of[request_id] = next(self._counter)
+        return run
+
+    def _retract(self, victim: Running) -> None:
+        self.manager.abort(victim.request_id)
+        del self.running[victim.request_id]
+        self.num_retractions[victim.request_id] = self.num_retractions.get(victim.request_id, 0) + 1
+        self.waiting.appendleft((victim.request_id, victim.tokens, victim.prompt_len, victim.output_len))
+
+    def _order(self, run: Running) -> int:
+        return self._order_of[run.request_id]

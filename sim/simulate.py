@@ -1,0 +1,114 @@
+"""One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import simpy
+
+from sim.backend import Backend, PredictBackend
+from sim.cache.manager import CacheManager
+from sim.cache.policies import Policy, make_policy
+from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
+from sim.calibration import load_calibration
+from sim.cost import CostModel, get_gpu
+from sim.engine import Engine
+from sim.metrics import REQUEST_COLUMNS, request_row, summarize
+from sim.models import ModelSpec, get_model
+from sim.scheduler import Scheduler
+from sim.trace import Trace
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    policy: str = "sglang-retain"
+    model: str = "inkling"
+    gpu: str = "h200"
+    knobs: dict = field(default_factory=dict)  # policy knobs (page_size, track_interval, window, ...)
+    pool_tokens: int | None = None  # FULL pool; None: from kv_memory_gb
+    swa_pool_tokens: int | None = None  # None: swa_full_tokens_ratio * pool_tokens
+    mamba_states: int | None = None
+    kv_memory_gb: float = 40.0
+    swa_full_tokens_ratio: float = 0.8
+    mamba_full_memory_ratio: float = 0.9
+    calibration: str | None = None
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    policy: Policy
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    summary: dict
+
+
+def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
+    model = get_model(config.model)
+    knobs = dict(config.knobs)
+    if knobs.get("window") is not None:
+        model = model.replace(window=knobs["window"])
+    policy = make_policy(config.policy, **knobs)
+    return model, policy, pool_sizes(config, model, policy)
+
+
+def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
+    page = policy.page_size
+    if config.pool_tokens is None:
+        sizes = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
+                                  config.mamba_full_memory_ratio)
+    else:
+        sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio)
+    states = sizes.states if config.mamba_states is None else config.mamba_states
+    swa_pages = max(sizes.swa_pages, swa_floor_pages(model, policy)) if model.has_swa else 0
+    return PoolSizes(sizes.full_pages, swa_pages, states)
+
+
+def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
+    """Enough SWA for every running request's window and one step's chunk (FreeToken's pool floor);
+    ``window+interval`` also covers the retain floor's extra retention (PR #34729's second TODO)."""
+    window = model.window if policy.window is None else policy.window
+    extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
+    per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
+    return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
+
+
+def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None) -> SimResult:
+    model, policy, sizes = build(config)
+    manager = CacheManager(model, policy, sizes)
+    if backend is None:
+        calibration = load_calibration(config.calibration) if config.calibration else None
+        backend = PredictBackend(CostModel(model, get_gpu(config.gpu), calibration))
+    scheduler = Scheduler(manager, policy.chunked_prefill_size, policy.max_running_requests)
+    env = simpy.Environment()
+    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step)
+    engine.start()
+    env.run()
+    requests = _request_table(trace, engine, scheduler)
+    steps = pd.DataFrame(engine.log.steps)
+    return SimResult(config, policy, requests, steps, summarize(requests, steps, policy.page_size))
+
+
+def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):
+    page = manager.page_size
+
+    def why_not(request_id: str) -> str | None:
+        total = trace.prompt_len(request_id) + trace.request(request_id).output_len
+        pages = -(-total // page)
+        if pages > sizes.full_pages:
+            return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
+        if manager.has_mamba and sizes.states < 2:
+            return f"needs 2 MAMBA states (running + checkpoint), the pool has {sizes.states}"
+        return None
+
+    return why_not
+
+
+def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.DataFrame:
+    log, rows = engine.log, []
+    for request in trace:
+        times = {"arrived": log.arrived_at.get(request.id), "first": log.first_token_at.get(request.id),
+                 "finished": log.finished_at.get(request.id)}
+        rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
+                                scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)

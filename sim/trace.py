@@ -39,7 +39,7 @@ class Segment:
     skip: int = 0  # output tokens a client dropped (reasoning) before this segment starts
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     id: str
     arrival: float | None = None  # seconds, open loop; a request with `after` is closed loop
@@ -95,7 +95,7 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 class _Checker:

@@ -41,6 +41,8 @@ BAD_TRACES = [
     ("output_len_bool", [_req("a1", output_len=True)], 1, "output_len", "positive integer"),
     ("arrival_mistyped", [_req("a1", arrival="0")], 1, "arrival", "finite number"),
     ("arrival_negative", [_req("a1", arrival=-1.0)], 1, "arrival", "finite number"),
+    ("arrival_nan", ['{"id": "a1", "arrival": NaN, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}'], 1,
+     "arrival", "finite number"),
     ("ref_without_len", [_req("a1", prompt=[{"ref": "s"}])], 1, "prompt[0].len", "needs a len"),
     ("ref_and_output_of", [A1, _req("a2", prompt=[{"ref": "s", "len": 1, "output_of": "a1"}])], 2,
      "prompt[0]", "exactly one"),

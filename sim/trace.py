@@ -187,13 +187,19 @@ class _Checker:
         if s.len is not None and (not _is_int(s.len) or s.len <= 0):
             self.fail(f"{where}.len", f"must be a positive integer, got {s.len!r}")
         if s.ref is not None:
-            if not isinstance(s.ref, str) or not s.ref:
-                self.fail(f"{where}.ref", "must be a non-empty string")
-            if s.len is None:
-                self.fail(f"{where}.len", "a ref segment needs a len")
-            if s.skip:
-                self.fail(f"{where}.skip", "only an output_of segment can skip")
-            return s.len
+            return self.check_ref_segment(where, s)
+        return self.check_output_segment(own_id, where, s)
+
+    def check_ref_segment(self, where: str, s: Segment) -> int:
+        if not isinstance(s.ref, str) or not s.ref:
+            self.fail(f"{where}.ref", "must be a non-empty string")
+        if s.len is None:
+            self.fail(f"{where}.len", "a ref segment needs a len")
+        if s.skip:
+            self.fail(f"{where}.skip", "only an output_of segment can skip")
+        return s.len
+
+    def check_output_segment(self, own_id: str, where: str, s: Segment) -> int:
         target = self.check_target(own_id, f"{where}.output_of", s.output_of)
         if not _is_int(s.skip) or not 0 <= s.skip < target.output_len:
             self.fail(f"{where}.skip", f"must be an integer in [0, {target.output_len}) "

@@ -13,6 +13,9 @@ from collections.abc import Callable
 
 import click
 
+from sim.cache.policies import policy_names
+from sim.cost import GPUS
+from sim.models import MODELS
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace_gen import GENERATORS
 from sim.trace_import import import_azure, import_mooncake
@@ -120,6 +123,76 @@ def _format_value(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
     return str(value)
+
+
+# ---- simulate and the seed experiments ---------------------------------------------------------------
+def _knob_options(fn):
+    """The policy knobs every simulation command takes (None keeps the preset's value)."""
+    knobs = [
+        click.option("--page-size", type=click.IntRange(min=1)), click.option("--track-interval", type=click.IntRange(min=1)),
+        click.option("--window", type=click.IntRange(min=0)), click.option("--mamba-chunk", type=click.IntRange(min=1)),
+        click.option("--chunked-prefill-size", type=click.IntRange(min=1)),
+        click.option("--max-running-requests", type=click.IntRange(min=1)),
+        click.option("--swa-free-trigger", type=click.Choice(["tokens", "iterations"])),
+        click.option("--swa-eviction-interval", type=click.IntRange(min=1)),
+        click.option("--iteration-phase", type=click.IntRange(min=0)),
+        click.option("--finish-trim-gap", type=click.IntRange(min=0)),
+        click.option("--swa-pool-floor", type=click.Choice(["window", "window+interval"])),
+    ]
+    for option in reversed(knobs):
+        fn = option(fn)
+    return fn
+
+
+KNOB_NAMES = ("page_size", "track_interval", "window", "mamba_chunk", "chunked_prefill_size",
+              "max_running_requests", "swa_free_trigger", "swa_eviction_interval", "iteration_phase",
+              "finish_trim_gap", "swa_pool_floor")
+
+
+@cli.command()
+@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names()))
+@click.option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)))
+@click.option("--gpu", default="h200", show_default=True, type=click.Choice(sorted(GPUS)))
+@_knob_options
+@click.option("--pool-tokens", type=click.IntRange(min=1), help="FULL pool tokens [from --kv-memory-gb]")
+@click.option("--swa-pool-tokens", type=click.IntRange(min=0), help="SWA pool tokens [ratio x FULL]")
+@click.option("--mamba-states", type=click.IntRange(min=0), help="MAMBA pool states [from memory]")
+@click.option("--kv-memory-gb", default=40.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
+@click.option("--compare", "compare_policy", type=click.Choice(policy_names()), help="a second policy, side by side")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="write requests.csv and steps.csv here")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of tables")
+def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba_states, kv_memory_gb,
+             calibration, compare_policy, out_dir, as_json, **knobs):
+    """Replay a trace through a policy in the SimPy engine: reuse, pool occupancy, predicted time."""
+    from sim.simulate import SimConfig
+    from sim.simulate_cli import run_simulate
+
+    loaded = call_library(load_trace, trace_path)
+    config = SimConfig(policy=policy, model=model, gpu=gpu, knobs={k: knobs[k] for k in KNOB_NAMES},
+                       pool_tokens=pool_tokens, swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states,
+                       kv_memory_gb=kv_memory_gb, calibration=calibration)
+    click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, as_json, trace_path))
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(["s1", "s2", "s3"]))
+@click.option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
+              help="s1: SGLang's SWA freeing trigger")
+@click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
+              help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
+@click.option("--markdown", "as_markdown", is_flag=True, help="print a markdown table")
+def experiment(name, trigger, prompt_len_jitter, as_markdown):
+    """Run a seed experiment of SPEC section 7 and print its table in the seed's shape."""
+    from reports.tables import markdown
+    from sim import experiments
+
+    if name == "s1":
+        table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
+    else:
+        table = call_library(getattr(experiments, name))
+    click.echo(markdown(table) if as_markdown else table.to_string(index=False))
 
 
 if __name__ == "__main__":

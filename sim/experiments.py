@@ -15,9 +15,10 @@ S1_POOLS = dict(pool_tokens=4_000_000, mamba_states=4096)
 
 def s1(pages=(64, 128), intervals=(256, 512), trigger: str = "tokens", num_prompts: int = 32,
        prompt_len: int = 3000, output_len: int = 1024, policies=("sglang", "sglang-retain"),
-       model: str = "inkling", on_point=None) -> pd.DataFrame:
+       model: str = "inkling", prompt_len_jitter: int = 0, on_point=None) -> pd.DataFrame:
     """Second-turn decode-region reuse over page x interval, floor off -> on (SGLang PR #34729)."""
-    trace = s1_trace(num_prompts=num_prompts, prompt_len=prompt_len, output_len=output_len)
+    trace = s1_trace(num_prompts=num_prompts, prompt_len=prompt_len, output_len=output_len,
+                     prompt_len_jitter=prompt_len_jitter)
     rows = []
     for page in pages:
         for interval in intervals:

@@ -5,6 +5,7 @@ The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch)
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import simpy
@@ -45,9 +46,12 @@ class Engine:
 
     # ---- processes ----------------------------------------------------------------------------------
     def _arrivals(self):
-        for request in sorted((r for r in self.trace if r.after is None), key=lambda r: r.arrival):
-            yield self.env.timeout(max(0.0, request.arrival - self.env.now))
-            self._submit(request.id)
+        # requests arriving together are submitted together, before the engine forms its next batch
+        for arrival, group in itertools.groupby(sorted((r for r in self.trace if r.after is None),
+                                                       key=lambda r: r.arrival), key=lambda r: r.arrival):
+            yield self.env.timeout(max(0.0, arrival - self.env.now))
+            for request in group:
+                self._submit(request.id)
 
     def _follow(self, request_id: str):
         yield self.env.timeout(self.trace.request(request_id).think_time)

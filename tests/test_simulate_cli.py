@@ -1,0 +1,96 @@
+"""cli.py simulate and experiment: embedded defaults, JSON keys, CSV outputs, bad input, seed shapes."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cli import cli
+from sim import experiments
+
+JSON_KEYS = {"requests", "prompt_tokens", "cached_tokens", "recomputed_tokens", "mean_reuse_fraction",
+             "decode_region_hits", "followup_requests", "peak_swa_slots", "peak_mamba_states", "makespan_s"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_simulate_defaults_on_the_sample_fanout():
+    result = invoke("simulate", "--trace", "traces/fanout.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "reused (cached) tokens" in result.output
+
+
+def test_simulate_json_and_compare(tmp_path):
+    result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "freetoken", "--model",
+                    "gemma-4-26b-a4b", "--compare", "freetoken-lazy", "--json", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert JSON_KEYS <= set(payload) and JSON_KEYS <= set(payload["compare"])
+    assert payload["compare"]["cached_tokens"] >= payload["cached_tokens"]
+    assert payload["compare"]["regressed_requests"] == 0
+    requests = pd.read_csv(tmp_path / "requests.csv")
+    assert {"id", "prompt_tokens", "cached_tokens", "full_depth", "blocked", "decode_region_hit"} <= set(requests)
+    assert requests["cached_tokens"].sum() == payload["cached_tokens"]
+    assert (tmp_path / "steps.csv").exists() and (tmp_path / "requests.freetoken-lazy.csv").exists()
+
+
+def test_simulate_is_byte_identical_across_runs(tmp_path):
+    outputs = [invoke("simulate", "--trace", "traces/fanout.jsonl", "--json", "--page-size", "128").output
+               for _ in range(2)]
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "nope"], "nope"),
+    (["--page-size", "0"], "page-size"),
+    (["--page-size", "64", "--track-interval", "100"], "track_interval"),
+    (["--pool-tokens", "10", "--page-size", "64"], "less than one"),
+])
+def test_simulate_rejects_bad_input(args, message):
+    result = CliRunner().invoke(cli, ["simulate", "--trace", "traces/fanout.jsonl", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_simulate_rejects_a_malformed_trace(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "arrival": 0, "prompt": [{"ref": "x", "len": -3}], "output_len": 4}\n')
+    result = CliRunner().invoke(cli, ["simulate", "--trace", str(bad)])
+    assert result.exit_code == 2 and "bad.jsonl:1" in result.output
+
+
+def test_s1_shape_floor_on_reuses_every_decode_region():
+    table = experiments.s1(pages=(128,), intervals=(256, 512), num_prompts=4)
+    for _, row in table.iterrows():
+        assert row["sglang-retain:hits"] == "4/4"
+        assert int(row["sglang:hits"].split("/")[0]) < 4
+        assert row["regressed_requests"] == 0
+        assert row["sglang-retain:recomputed"] < row["sglang:recomputed"]
+        assert row["sglang-retain:peak_swa_slots"] >= row["sglang:peak_swa_slots"]
+
+
+def test_s2_cliff_sits_at_distance_16():
+    table = experiments.s2(distances=(15, 16, 17, 100)).set_index("distance")
+    assert table.loc[16, "freetoken:cached"] == "1870/1886"
+    assert table.loc[17, "freetoken:cached"] == "0/1886"
+    assert table.loc[100, "freetoken-lazy:cached"] == "1786/1886"
+
+
+def test_s3_fanout_vs_append():
+    table = experiments.s3()
+    rows = {(r.pattern, r.policy): r for r in table.itertuples()}
+    assert rows[("fanout", "freetoken")].cached == "0/7780"
+    assert rows[("fanout", "freetoken-lazy")].cached == "7700/7780"
+    assert rows[("fanout", "freetoken-lazy")].prefill_s < rows[("fanout", "freetoken")].prefill_s / 5
+    for policy in ("freetoken", "freetoken-lazy"):
+        cached, prompt = map(int, rows[("append", policy)].cached.split("/"))
+        assert cached >= prompt - 100
+
+
+def test_experiment_command_prints_markdown():
+    result = invoke("experiment", "s2", "--markdown")
+    assert result.exit_code == 0 and result.output.startswith("| distance |")

@@ -163,8 +163,10 @@ KNOB_NAMES = ("page_size", "track_interval", "window", "mamba_chunk", "chunked_p
 @click.option("--compare", "compare_policy", type=click.Choice(policy_names()), help="a second policy, side by side")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="write requests.csv and steps.csv here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of tables")
+@click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
+              help="timed: the SimPy engine with batching and time; replay: requests one after another")
 def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba_states, kv_memory_gb,
-             calibration, compare_policy, out_dir, as_json, **knobs):
+             calibration, compare_policy, out_dir, as_json, mode, **knobs):
     """Replay a trace through a policy in the SimPy engine: reuse, pool occupancy, predicted time."""
     from sim.simulate import SimConfig
     from sim.simulate_cli import run_simulate
@@ -172,7 +174,7 @@ def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba
     loaded = call_library(load_trace, trace_path)
     config = SimConfig(policy=policy, model=model, gpu=gpu, knobs={k: knobs[k] for k in KNOB_NAMES},
                        pool_tokens=pool_tokens, swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states,
-                       kv_memory_gb=kv_memory_gb, calibration=calibration)
+                       kv_memory_gb=kv_memory_gb, calibration=calibration, mode=mode)
     click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, as_json, trace_path))
 
 

@@ -35,10 +35,10 @@ def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_l
         _ok(manager.prepare_prefill(request_id, chunk, iteration), request_id)
         manager.complete_prefill(request_id, chunk)
         position, iteration = position + chunk, iteration + 1
-    for _ in range(output_len - 1):
-        _ok(manager.prepare_decode(request_id, iteration), request_id)
-        manager.complete_decode(request_id)
-        iteration += 1
+    done = manager.advance_decode(request_id, output_len - 1, iteration)
+    if done < output_len - 1:
+        _ok(manager.prepare_decode(request_id, iteration + done), request_id)
+    iteration += done
     finished = manager.finish(request_id)
     return SoloRun(admitted.match, iteration, finished.inserted_len)
 
@@ -48,3 +48,35 @@ def _ok(result, request_id: str):
         manager_msg = f"request {request_id}: the pools cannot hold it even after eviction ({result})"
         raise ReplayRefused(manager_msg)
     return result
+
+
+def replay_order(trace) -> list[str]:
+    """Open-loop requests by arrival; a closed-loop request right after the request it follows."""
+    followers: dict[str, list[str]] = {}
+    for request in trace:
+        if request.after is not None:
+            followers.setdefault(request.after, []).append(request.id)
+    order: list[str] = []
+    stack = [r.id for r in sorted((r for r in trace if r.after is None), key=lambda r: r.arrival, reverse=True)]
+    while stack:
+        request_id = stack.pop()
+        order.append(request_id)
+        stack.extend(reversed(followers.get(request_id, [])))
+    return order
+
+
+def replay_trace(trace, manager: CacheManager, chunk_size: int, on_request=None):
+    """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage)."""
+    iteration = 0
+    for request_id in replay_order(trace):
+        tokens = trace.prompt_seq(request_id) + trace.output_seq(request_id)
+        try:
+            run = run_alone(manager, request_id, tokens, trace.prompt_len(request_id),
+                            trace.request(request_id).output_len, chunk_size, iteration)
+        except ReplayRefused as refused:
+            if request_id in manager.requests:
+                manager.abort(request_id)
+            yield request_id, str(refused), manager.usage()
+            continue
+        iteration = run.end_iteration
+        yield request_id, run, manager.usage()

@@ -15,6 +15,7 @@ from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.metrics import REQUEST_COLUMNS, request_row, summarize
 from sim.models import ModelSpec, get_model
+from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 
@@ -32,6 +33,11 @@ class SimConfig:
     swa_full_tokens_ratio: float = 0.8
     mamba_full_memory_ratio: float = 0.9
     calibration: str | None = None
+    mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
+
+    def __post_init__(self):
+        if self.mode not in ("timed", "replay"):
+            raise ValueError(f"mode must be 'timed' or 'replay', got {self.mode!r}")
 
 
 @dataclass
@@ -74,6 +80,8 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
 
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None) -> SimResult:
+    if config.mode == "replay":
+        return simulate_replay(trace, config, on_step)
     model, policy, sizes = build(config)
     manager = CacheManager(model, policy, sizes)
     if backend is None:
@@ -112,3 +120,22 @@ def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.Dat
         rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
                                 scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+
+
+def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
+    """Replay mode: each request prefilled and decoded alone, in arrival order; one usage row each."""
+    model, policy, sizes = build(config)
+    manager = CacheManager(model, policy, sizes)
+    rows, steps = [], []
+    for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, policy.chunked_prefill_size)):
+        refused = isinstance(run, str)
+        rows.append(request_row(trace, request_id, None if refused else run.match, {}, 0, run if refused else ""))
+        step = {"step": index, "request": request_id}
+        for comp, held in usage.items():
+            step.update({f"{comp}_free": held.free, f"{comp}_running": held.running, f"{comp}_tree": held.tree})
+        steps.append(step)
+        if on_step:
+            on_step()
+    requests = pd.DataFrame(rows, columns=REQUEST_COLUMNS).set_index("id").loc[[r.id for r in trace]].reset_index()
+    steps_frame = pd.DataFrame(steps)
+    return SimResult(config, policy, requests, steps_frame, summarize(requests, steps_frame, policy.page_size))

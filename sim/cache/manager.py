@@ -105,6 +105,30 @@ class CacheManager:
         req.decode_steps += 1
         self._take_planned_checkpoint(req)
 
+    def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
+        """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
+        ``prepare_decode`` + ``complete_decode`` would; steps where nothing but the length changes (no
+        page, checkpoint or SWA trigger) skip the bookkeeping. Returns the steps done: fewer when the
+        pools refuse one (that step is not taken)."""
+        req = self.requests[request_id]
+        for done in range(num_steps):
+            if self._decode_is_plain(req, iteration + done):
+                req.kv_len += 1
+                req.decode_steps += 1
+                continue
+            if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
+                return done
+            self.complete_decode(request_id)
+        return num_steps
+
+    def _decode_is_plain(self, req: RequestCache, iteration: int) -> bool:
+        if (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size <= req.kv_len:
+            return False
+        if self.has_mamba and (req.kv_len + 1) % self.policy.track_interval == 0:
+            return False
+        return not (self.has_swa and decode_trigger_fires(self.policy, req, self.window,
+                                                          iteration + self.policy.iteration_phase))
+
     # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests[request_id]

@@ -1,0 +1,99 @@
+"""Where the points run: in this process, in local worker processes, or as Ray tasks.
+
+Each runner yields outcomes as points finish (in completion order; the sweep restores grid order) and
+cancels what has not started when the consumer stops early (an error, Ctrl-C, a test's kill hook).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from sim.grid.worker import PointOutcome, PointTask, run_task
+
+LOCAL_RAY = "local"  # ``--ray`` without an address: start a private Ray on this machine
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+def run_serial(tasks: list[PointTask]) -> Iterator[PointOutcome]:
+    for task in tasks:
+        yield run_task(task)
+
+
+def run_processes(tasks: list[PointTask], jobs: int) -> Iterator[PointOutcome]:
+    """Local worker processes. Spawned, not forked: a worker starts clean whatever the parent imported."""
+    if jobs == 1 or len(tasks) <= 1:
+        yield from run_serial(tasks)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        tasks_of = {pool.submit(run_task, task): task for task in tasks}
+        pending = set(tasks_of)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: tasks_of[f].key):
+                yield _outcome(future, tasks_of[future])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _outcome(future: Future, task: PointTask) -> PointOutcome:
+    """run_task catches a point's own errors; this catches its worker dying (killed, out of memory)."""
+    error = future.exception()
+    if error is None:
+        return future.result()
+    return PointOutcome(task.key, task.config, error=f"{type(error).__name__}: {error}")
+
+
+def run_ray(tasks: list[PointTask], address: str, num_cpus: int) -> Iterator[PointOutcome]:
+    """Ray tasks on the cluster at ``address`` (LOCAL_RAY: a private one with ``num_cpus`` CPUs).
+
+    The trace travels through Ray's object store, so a remote cluster needs no copy of the file; on a
+    remote cluster the ``sim`` package is shipped as a runtime-env module."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ValueError(f"--ray needs Ray: pip install -e '.[ray]' ({e})") from None
+    started = _ray_init(ray, address, num_cpus)
+    try:
+        trace_ref = ray.put(Path(tasks[0].trace_path).read_bytes()) if tasks else None
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
+        tasks_of = {remote.remote(task, trace_ref): task for task in tasks}
+        pending = list(tasks_of)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield _ray_outcome(ray, done[0], tasks_of[done[0]])
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray_outcome(ray, ref, task: PointTask) -> PointOutcome:
+    try:
+        return ray.get(ref)
+    except Exception as e:  # the task's worker died or the cluster lost it: that point failed
+        return PointOutcome(task.key, task.config, error=f"{type(e).__name__}: {e}")
+
+
+def _ray_init(ray, address: str, num_cpus: int) -> bool:
+    """Connect to (or start) Ray; True when this call started it and so must shut it down."""
+    if ray.is_initialized():
+        return False
+    sim_dir = Path(__file__).resolve().parents[1]
+    if address == LOCAL_RAY:
+        # workers start elsewhere than this process: point them at this checkout's ``sim``
+        paths = [str(sim_dir.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+    else:
+        ray.init(address=address, runtime_env={"py_modules": [str(sim_dir)]}, log_to_driver=False)
+    return True

@@ -1,0 +1,119 @@
+"""A sweep: every grid point simulated once, results stored per point, finished points never rerun."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sim.grid.axes import KNOB_NAMES
+from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
+from sim.grid.progress import sweep_progress
+from sim.grid.runners import default_jobs, run_processes, run_ray
+from sim.grid.store import PointStore
+from sim.grid.worker import PointOutcome, PointTask
+from sim.simulate import SimConfig
+from sim.trace import load_trace
+
+CONFIG_COLUMNS = ("policy", "model", "gpu", "mode", "calibration", "pool_tokens", "swa_pool_tokens",
+                  "mamba_states", "kv_memory_gb", "swa_full_tokens_ratio", "mamba_full_memory_ratio")
+POOL_COLUMNS = ("full_pages", "swa_pages", "mamba_pool_states")
+
+
+@dataclass(frozen=True)
+class GridRun:
+    root: Path
+    points: list[GridPoint]
+    ran: list[str]  # keys simulated by this call
+    skipped: list[str]  # keys already complete in the store, not rerun
+    failed: list[dict]  # failure records (key, config, error) of this call
+    table: pd.DataFrame  # what grid.csv holds
+
+
+def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Path, jobs: int | None = None,
+             ray_address: str | None = None, progress: bool = True,
+             on_outcome: Callable[[PointOutcome], None] | None = None) -> GridRun:
+    """Run every point of ``configs`` not yet in ``out_dir``: local processes (``jobs``, default one per
+    core), or Ray tasks when ``ray_address`` is given (``runners.LOCAL_RAY`` starts a private Ray).
+    ``on_outcome`` sees each finished point; an exception there stops the sweep (finished points kept)."""
+    if not configs:
+        raise ValueError("the grid has no points")
+    load_trace(trace_path)  # reject a bad trace here, whole, before any worker starts
+    trace_sha = file_sha256(trace_path)
+    points = make_points(trace_sha, configs)
+    store = PointStore(out_dir, create=True)
+    store.write_manifest({"trace": {"path": str(trace_path), "sha256": trace_sha},
+                          "points": [p.key for p in points]})
+    skipped = [p.key for p in points if store.is_done(p.key)]
+    tasks = [PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
+             for p in points if not store.is_done(p.key)]
+    jobs = jobs or default_jobs()
+    outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
+    ran, failed = _collect(store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress,
+                           on_outcome)
+    table = grid_table(store, points)
+    store.write_table(table)
+    return GridRun(Path(out_dir), points, ran, skipped, failed, table)
+
+
+def _collect(store: PointStore, outcomes, total: int, done: int, slots: int, progress: bool,
+             on_outcome) -> tuple[list[str], list[dict]]:
+    """Store each outcome as it arrives; the bar's "running" is the points in flight on the workers."""
+    ran, failed = [], []
+    left = total - done
+    with sweep_progress(total, progress) as update:
+        update(done, min(slots, left), 0)
+        for outcome in outcomes:
+            if outcome.ok:
+                store.write_point(outcome.record, outcome.requests_csv, outcome.steps_csv)
+                ran.append(outcome.key)
+            else:
+                failed.append({"key": outcome.key, "config": outcome.config, "error": outcome.error})
+                store.write_failure(failed[-1])
+            left -= 1
+            update(total - left - len(failed), min(slots, left), len(failed))
+            if on_outcome:
+                on_outcome(outcome)
+    return ran, failed
+
+
+def grid_table(store: PointStore, points: list[GridPoint]) -> pd.DataFrame:
+    """One row per point in grid order: status, configuration, knobs as run, pool sizes, summary."""
+    rows = []
+    for point in points:
+        if store.is_done(point.key):
+            rows.append(_row(point, "ok", store.read_point(point.key)))
+        elif (failure := store.read_failure(point.key)) is not None:
+            rows.append(_row(point, "failed", failure))
+    return _with_integer_columns(rows)
+
+
+def _with_integer_columns(rows: list[dict]) -> pd.DataFrame:
+    """Counts stay integers (16, not 16.0) in a table where failed rows leave them empty."""
+    frame = pd.DataFrame(rows)
+    for name in frame.columns:
+        values = [row[name] for row in rows if row.get(name) is not None]
+        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            frame[name] = frame[name].astype("Int64")
+    return frame
+
+
+def _row(point: GridPoint, status: str, record: dict) -> dict:
+    config = config_to_dict(point.config)
+    row = {"key": point.key, "status": status, **{name: config[name] for name in CONFIG_COLUMNS}}
+    resolved = record.get("resolved", {})
+    for name in KNOB_NAMES + POOL_COLUMNS:
+        row[name] = resolved.get(name, config["knobs"].get(name))
+    row.update(record.get("summary", {}))
+    row["error"] = record.get("error", "")
+    return row
+
+
+def describe_run(run: GridRun) -> str:
+    """What the CLI prints at the end: counts, where the table is, and each failed point with its error."""
+    lines = [f"{len(run.points)} points: {len(run.ran)} ran, {len(run.skipped)} already done, "
+             f"{len(run.failed)} failed; table: {run.root / 'grid.csv'}"]
+    for failure in run.failed:
+        lines.append(f"failed {failure['key']}: {describe(failure['config'])}: {failure['error']}")
+    return "\n".join(lines)

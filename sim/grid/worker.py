@@ -1,0 +1,82 @@
+"""One sweep point, as a worker process (or Ray task) runs it: load the trace once, simulate, pack.
+
+Everything a worker returns is plain data (CSV text, dicts), so the driver alone writes the store and a
+Ray cluster's workers need no access to the driver's disk.
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.grid.axes import KNOB_NAMES
+from sim.grid.points import config_from_dict
+from sim.simulate import build, simulate
+from sim.trace import Trace, load_trace
+
+_TRACES: dict[str, Trace] = {}  # per worker process: a trace is parsed once, however many points it runs
+
+
+@dataclass(frozen=True)
+class PointTask:
+    key: str
+    config: dict  # config_to_dict of the point's SimConfig
+    trace_path: str
+    trace_sha256: str
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    key: str
+    config: dict
+    record: dict | None = None  # the point's JSON record; None when it failed
+    requests_csv: str = ""
+    steps_csv: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None
+
+
+def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
+    """Simulate one point; any exception becomes a failed outcome naming the error, never a crash."""
+    try:
+        trace = _trace(task, trace_bytes)
+        config = config_from_dict(task.config)
+        result = simulate(trace, config)
+        record = {"key": task.key, "config": task.config, "resolved": resolved_knobs(config),
+                  "summary": result.summary, "trace": {"path": task.trace_path, "sha256": task.trace_sha256}}
+        return PointOutcome(task.key, task.config, record, result.requests.to_csv(index=False),
+                            result.steps.to_csv(index=False))
+    except Exception as e:  # a point's failure is data for the sweep, not a crash
+        return PointOutcome(task.key, task.config, error=f"{type(e).__name__}: {e}")
+
+
+def resolved_knobs(config) -> dict:
+    """The knobs and pool sizes the point really ran with (preset defaults and the model's window filled in)."""
+    model, policy, sizes = build(config)
+    knobs = {name: getattr(policy, name) for name in KNOB_NAMES}
+    knobs["window"] = model.window if policy.window is None else policy.window
+    knobs["mamba_chunk"] = model.mamba_chunk if policy.mamba_chunk is None else policy.mamba_chunk
+    knobs.update(full_pages=sizes.full_pages, swa_pages=sizes.swa_pages, mamba_pool_states=sizes.states)
+    return knobs
+
+
+def _trace(task: PointTask, trace_bytes: bytes | None) -> Trace:
+    if task.trace_sha256 not in _TRACES:
+        data = trace_bytes if trace_bytes is not None else Path(task.trace_path).read_bytes()
+        if hashlib.sha256(data).hexdigest() != task.trace_sha256:
+            raise ValueError(f"{task.trace_path}: the trace changed while the sweep was running")
+        _TRACES[task.trace_sha256] = _load_bytes(data, task.trace_path) if trace_bytes is not None \
+            else load_trace(task.trace_path)
+    return _TRACES[task.trace_sha256]
+
+
+def _load_bytes(data: bytes, name: str) -> Trace:
+    """A Ray worker gets the trace's bytes, not its path: parse them from a private temporary copy."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / Path(name).name
+        path.write_bytes(data)
+        return load_trace(path)

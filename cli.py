@@ -197,5 +197,37 @@ def experiment(name, trigger, prompt_len_jitter, as_markdown):
     click.echo(markdown(table) if as_markdown else table.to_string(index=False))
 
 
+
+# ---- grids and reports (sim/grid/, reports/) ---------------------------------------------------------
+def _grid_axis_options(fn):
+    """One comma-list option per grid axis: every simulate knob and pool option (sim/grid/axes.py)."""
+    from sim.grid.axes import AXES
+
+    for axis in reversed(AXES):
+        fn = click.option(axis.flag, axis.name, metavar="V1,V2,..", help=f"{axis.name} values")(fn)
+    return fn
+
+
+@cli.command()
+@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@_grid_axis_options
+@click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]))
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="the result store")
+@click.option("--jobs", type=click.IntRange(min=1), help="worker processes, or a private Ray's CPUs [cores]")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", metavar="[ADDRESS]",
+              help="run points as Ray tasks on the cluster at ADDRESS (no address: a private local Ray)")
+@click.pass_context
+def grid(ctx, trace_path, mode, calibration, out_dir, jobs, ray_address, **axis_texts):
+    """Simulate every combination of the comma-list knobs, one stored result per point; a rerun skips
+    finished points. Exit status 1 when some point failed (each is printed with its configuration)."""
+    from sim.grid.axes import expand, parse_axes
+    from sim.grid.sweep import describe_run, run_grid
+
+    configs = call_library(expand, call_library(parse_axes, axis_texts), calibration, mode)
+    run = call_library(run_grid, trace_path, configs, out_dir, jobs, ray_address)
+    click.echo(describe_run(run))
+    ctx.exit(1 if run.failed else 0)
+
 if __name__ == "__main__":
     cli()

@@ -1,0 +1,253 @@
+"""Side by side with KVCache.AI's kvcache-simulator 0.1.3: same Mooncake trace, FULL attention, LRU.
+
+Both sides count as the peer does: hits over the last 50% of requests (from request floor(N/2) in file
+order), in whole 512-token blocks, over the same cache budget in blocks. Ours is the ``radix`` policy
+(FULL only) at page 512 in replay mode; its per-request table gives the hits. Prints both hit rates
+and wall times for each of the peer's backends here (Python; C++, compiled on first use), the ratios,
+and two alignment checks: an unbounded cache (where the counting rules alone differ) and the peer fed
+whole blocks only (where its capacity no longer holds partial tail blocks). docs/benchmarks.md
+explains what remains. Needs ``pip install kvcache-simulator==0.1.3``.
+
+    python benchmarks/peer_kvcache_sim.py [--trace T] [--budget-blocks B] [--limit N] [--backends python,cpp]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+
+from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
+from sim.simulate import SimConfig, simulate  # noqa: E402
+from sim.trace import Trace  # noqa: E402
+from sim.trace_import import MOONCAKE_BLOCK_LEN, import_mooncake  # noqa: E402
+
+BLOCK_LEN = MOONCAKE_BLOCK_LEN  # the peer's block, our page
+BACKENDS = ("python", "cpp")
+
+
+@dataclass(frozen=True)
+class SideRun:
+    side: str
+    load_s: float  # reading the trace
+    sim_s: float  # everything after: the peer's plan or binary files, our simulation
+    hit_tokens: int
+    total_tokens: int  # prompt tokens of the measured requests
+    note: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return self.load_s + self.sim_s
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.total_tokens if self.total_tokens else 0.0
+
+
+def peer_modules():
+    try:
+        from kvcache_sim import cpp_backend, plan, policies, trace
+    except ImportError:
+        raise SystemExit("error: kvcache-simulator is not installed here: "
+                         "pip install kvcache-simulator==0.1.3") from None
+    return cpp_backend, plan, policies, trace
+
+
+def _timed(fn, *args, **kwargs):
+    gc.collect()
+    started = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, time.perf_counter() - started
+
+
+def run_peer(backend: str, path: Path, limit: int | None, budget_blocks: int) -> SideRun:
+    cpp_backend, plan_mod, policies, trace_mod = peer_modules()
+    peer_trace, load_s = _timed(trace_mod.parse_trace_file, path, block_size=BLOCK_LEN, max_records=limit or 0)
+    warmup = peer_trace.request_count // 2
+    if backend == "python":
+        started = time.perf_counter()
+        plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
+        result = policies.simulate_policy(plan, "lru", budget_blocks)
+        sim_s = time.perf_counter() - started
+    else:
+        sweep, sim_s = _timed(cpp_backend.run_cpp_sweep, peer_trace, capacities=[budget_blocks],
+                              policies=["lru"], warmup_requests=warmup)
+        result = sweep.results[("lru", budget_blocks)]
+    note = "" if result.measurementMode == "fixed_window" else \
+        f"{result.measurementMode}: the cache never filled before the window; the peer reports no figure"
+    return SideRun(f"kvcache-simulator {backend}", load_s, sim_s, result.hitTokens, result.totalTokens, note)
+
+
+def compile_cpp() -> tuple[float | None, str]:
+    """Build the peer's C++ binary (cached in the temp folder by source hash); (seconds, what happened)."""
+    cpp_backend = peer_modules()[0]
+    try:
+        binary, seconds = _timed(cpp_backend.ensure_cpp_simulator)
+    except Exception as error:  # no compiler, or the compiler failed: reported, the backend skipped
+        return None, f"C++ backend unavailable: {error}"
+    return seconds, f"C++ binary {binary} ready in {seconds:.1f} s (0 when already built)"
+
+
+def our_trace(path: Path, limit: int | None, drop_outputs: bool, file_order: bool) -> Trace:
+    """The imported trace; without outputs (one output token, which is never computed, so only the prompt
+    is inserted, as the peer inserts it) and/or with equal arrivals nudged 1 ns apart into file order."""
+    trace = import_mooncake(path, limit=limit)
+    if not (drop_outputs or file_order):
+        return trace
+    requests = [replace(r, output_len=1 if drop_outputs else r.output_len,
+                        arrival=r.arrival + index * 1e-9 if file_order else r.arrival)
+                for index, r in enumerate(trace)]
+    return Trace(requests, path=str(path))
+
+
+def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
+    """(hit tokens in whole blocks, prompt tokens) over the last 50% of the rows (file order)."""
+    measured = requests.iloc[len(requests) // 2:]
+    hits = measured["cached_tokens"].where(measured["rejected"] == "", 0) // BLOCK_LEN * BLOCK_LEN
+    return int(hits.sum()), int(measured["prompt_tokens"].sum())
+
+
+def run_ours(path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool,
+             file_order: bool) -> SideRun:
+    """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts."""
+    trace, load_s = _timed(our_trace, path, limit, drop_outputs, file_order)
+    if budget_blocks is None:
+        budget_blocks = sum(-(-(trace.prompt_len(r.id) + r.output_len) // BLOCK_LEN) for r in trace) + 1
+    config = SimConfig(policy="radix", mode="replay", pool_tokens=budget_blocks * BLOCK_LEN,
+                       knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN})
+    result, sim_s = _timed(simulate, trace, config)
+    hits, total = measured_hits(result.requests)
+    rejected = int((result.requests["rejected"] != "").sum())
+    label = "hybridcache replay, " + ("prompts only" if drop_outputs else "with outputs")
+    return SideRun(label, load_s, sim_s, hits, total, f"rejected: {rejected} (larger than the pool)" if rejected else "")
+
+
+def peer_unbounded_recount(path: Path, limit: int | None) -> tuple[SideRun, SideRun]:
+    """The peer's infinite-cache walk over its own plan, counted its way and our way: a hit stops at
+    ``page_floor(prompt_len - 1)`` (the last prompt token is recomputed) and counts whole blocks only."""
+    _, plan_mod, _, trace_mod = peer_modules()
+    peer_trace = trace_mod.parse_trace_file(path, block_size=BLOCK_LEN, max_records=limit or 0)
+    plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
+    seen = bytearray(len(plan.parent))
+    raw = ours = total = 0
+    for index in range(plan.request_count):
+        events = range(plan.request_starts[index], plan.request_starts[index + 1])
+        prompt_len = sum(plan.tokens[e] for e in events)
+        num_hit = next((k for k, e in enumerate(events) if not seen[plan.node_for_event[e]]), len(events))
+        for event in events:
+            seen[plan.node_for_event[event]] = 1
+        if index >= plan.warmup_requests:
+            total += prompt_len
+            raw += sum(plan.tokens[e] for e in events[:num_hit])
+            ours += min(num_hit, (prompt_len - 1) // BLOCK_LEN) * BLOCK_LEN
+    return (SideRun("peer walk, its counting", 0.0, 0.0, raw, total),
+            SideRun("peer walk, our counting", 0.0, 0.0, ours, total))
+
+
+def whole_block_lines(path: Path, limit: int | None) -> list[str]:
+    """The trace as the peer reads it, each prompt cut to its whole 512-token blocks (a prompt shorter
+    than one block keeps its one partial block)."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            if limit is not None and len(lines) >= limit:
+                break
+            if text.strip():
+                record = json.loads(text)
+                num_whole = record["input_length"] // BLOCK_LEN
+                if num_whole:
+                    record = {"input_length": num_whole * BLOCK_LEN, "hash_ids": record["hash_ids"][:num_whole]}
+                lines.append(json.dumps(record))
+    return lines
+
+
+def run_peer_whole_blocks(path: Path, limit: int | None, budget_blocks: int, total_tokens: int) -> SideRun:
+    """The peer's Python LRU on ``whole_block_lines``; the rate over the full prompts' tokens."""
+    _, plan_mod, policies, trace_mod = peer_modules()
+    peer_trace = trace_mod.parse_trace_lines(whole_block_lines(path, limit), block_size=BLOCK_LEN)
+    plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
+    result = policies.simulate_policy(plan, "lru", budget_blocks)
+    return SideRun("kvcache-simulator python, whole blocks", 0.0, 0.0, result.hitTokens, total_tokens,
+                   "" if result.measurementMode == "fixed_window" else result.measurementMode)
+
+
+def format_rows(runs: list[SideRun], with_times: bool = True) -> str:
+    times = f" {'load s':>7} {'sim s':>7} {'total s':>8}" if with_times else ""
+    header = f"{'side':<40}{times} {'hit rate':>9} {'hit tokens':>11}  note"
+    lines = [header, "-" * len(header)]
+    for r in runs:
+        times = f" {r.load_s:>7.2f} {r.sim_s:>7.2f} {r.total_s:>8.2f}" if with_times else ""
+        lines.append(f"{r.side:<40}{times} {r.hit_rate:>9.5f} {r.hit_tokens:>11}  {r.note}")
+    return "\n".join(lines)
+
+
+def format_ratios(ours: SideRun, peers: list[SideRun]) -> str:
+    lines = [f"ratios, {ours.side} over each peer backend:"]
+    for peer in peers:
+        lines.append(f"  vs {peer.side:<26} total time {ours.total_s / peer.total_s:6.2f}x, "
+                     f"sim time {ours.sim_s / peer.sim_s:6.2f}x, hit rate {ours.hit_rate / peer.hit_rate:.4f}x "
+                     f"({100 * (ours.hit_rate - peer.hit_rate):+.3f} points)"
+                     if peer.hit_rate else f"  vs {peer.side}: no peer hit rate ({peer.note})")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation")
+    parser.add_argument("--limit", type=int, help="only the first N requests")
+    parser.add_argument("--budget-blocks", type=int, default=8000, help="cache budget in 512-token blocks")
+    parser.add_argument("--backends", default="python,cpp", help="the peer's backends, comma-separated")
+    parser.add_argument("--outputs", choices=["drop", "keep", "both"], default="both",
+                        help="ours without outputs (the peer's work: prompts only), with them, or both")
+    parser.add_argument("--file-order", action="store_true",
+                        help="replay equal-arrival requests in file order, as the peer does")
+    parser.add_argument("--no-checks", action="store_true", help="skip the two alignment checks")
+    args = parser.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    if not set(backends) <= set(BACKENDS):
+        parser.error(f"--backends: choose from {', '.join(BACKENDS)}, got {args.backends!r}")
+    if args.budget_blocks < 1 or (args.limit is not None and args.limit < 2):
+        parser.error("--budget-blocks must be >= 1 and --limit >= 2")
+    args.backends = backends
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    path = existing_trace(args.trace or mooncake_trace("conversation"))
+    peer_modules()
+    peers = []
+    for backend in args.backends:
+        if backend == "cpp":
+            compile_s, message = compile_cpp()
+            print(message)
+            if compile_s is None:
+                continue
+        peers.append(run_peer(backend, path, args.limit, args.budget_blocks))
+    drops = {"drop": [True], "keep": [False], "both": [True, False]}[args.outputs]
+    ours = [run_ours(path, args.limit, args.budget_blocks, drop, args.file_order) for drop in drops]
+    num_requests = len(import_mooncake(path, limit=args.limit))
+    print(f"trace {path}: {num_requests} requests; measured: the last {num_requests - num_requests // 2} "
+          f"({ours[0].total_tokens} prompt tokens)")
+    print(f"FULL attention, LRU, block = page = {BLOCK_LEN} tokens, budget {args.budget_blocks} blocks; "
+          f"ours: policy radix, replay order {'file' if args.file_order else 'by arrival'}")
+    print(format_rows(peers + ours))
+    print(format_ratios(ours[0], peers))
+    if not args.no_checks:
+        print("alignment checks:")
+        unbounded = run_ours(path, args.limit, None, True, args.file_order)
+        print(format_rows([*peer_unbounded_recount(path, args.limit), replace(unbounded, side="ours, unbounded")],
+                          with_times=False))
+        print(format_rows([run_peer_whole_blocks(path, args.limit, args.budget_blocks, ours[0].total_tokens),
+                           ours[0]], with_times=False))
+
+
+if __name__ == "__main__":
+    main()

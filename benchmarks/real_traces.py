@@ -1,0 +1,189 @@
+"""The real Mooncake traces through the whole simulator, replay and timed mode: speed, memory, reuse.
+
+Each (trace, mode) case runs in a fresh interpreter so that its peak RSS is its own. Prints wall and
+CPU seconds of the simulation (the import is timed apart), requests/s, peak RSS, and the cached-token
+fraction of the prompts.
+
+    python benchmarks/real_traces.py [--trace T]... [--mode replay|timed|both] [--policy P] [--limit N]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import multiprocessing
+import os
+import pstats
+import resource
+import sys
+import time
+import tracemalloc
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from sim.cache.policies import policy_names  # noqa: E402
+from sim.models import MODELS  # noqa: E402
+from sim.simulate import SimConfig, simulate  # noqa: E402
+from sim.trace_import import import_mooncake  # noqa: E402
+
+MODES = ("replay", "timed")
+
+
+def shared_dir() -> Path:
+    """``shared/`` beside the checkout, or where HYBRIDCACHE_SHARED points (as the tests find it)."""
+    return Path(os.environ.get("HYBRIDCACHE_SHARED") or REPO_ROOT.parent / "shared")
+
+
+def mooncake_trace(name: str) -> Path:
+    return shared_dir() / "traces" / "mooncake" / f"{name}_trace.jsonl"
+
+
+def existing_trace(path: str | Path) -> Path:
+    """The trace path, or a clear error naming it (the shared traces live outside the repository)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"error: trace {path} not found (pass --trace, or set HYBRIDCACHE_SHARED to the "
+                         "folder holding traces/mooncake)")
+    return path
+
+
+@dataclass(frozen=True)
+class Case:
+    trace_path: str
+    mode: str
+    policy: str = "sglang-retain"
+    model: str = "inkling"
+    limit: int | None = None
+    use_tracemalloc: bool = False
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    trace: str
+    mode: str
+    policy: str
+    num_requests: int
+    import_s: float
+    wall_s: float
+    cpu_s: float
+    requests_per_s: float
+    start_rss_mib: float  # after the imports, before the trace: the interpreter, pandas, simpy
+    peak_rss_mib: float
+    traced_peak_mib: float | None  # tracemalloc's peak of Python allocations during the simulation
+    prompt_tokens: int
+    cached_tokens: int
+    cached_fraction: float
+    rejected_requests: int
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_case(case: Case) -> CaseResult:
+    """One simulation in this process (peak RSS is the process's, so run it alone: ``run_isolated``)."""
+    start_rss = _rss_mib()
+    started = time.perf_counter()
+    trace = import_mooncake(case.trace_path, limit=case.limit)
+    imported = time.perf_counter()
+    if case.use_tracemalloc:
+        tracemalloc.start()
+    cpu_started, wall_started = time.process_time(), time.perf_counter()
+    result = simulate(trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode))
+    wall_s, cpu_s = time.perf_counter() - wall_started, time.process_time() - cpu_started
+    traced = tracemalloc.get_traced_memory()[1] / 2**20 if case.use_tracemalloc else None
+    tracemalloc.stop()
+    summary = result.summary
+    return CaseResult(
+        trace=Path(case.trace_path).name, mode=case.mode, policy=case.policy, num_requests=len(trace),
+        import_s=imported - started, wall_s=wall_s, cpu_s=cpu_s, requests_per_s=len(trace) / wall_s,
+        start_rss_mib=start_rss, peak_rss_mib=_rss_mib(), traced_peak_mib=traced,
+        prompt_tokens=summary["prompt_tokens"], cached_tokens=summary["cached_tokens"],
+        cached_fraction=summary["cached_tokens"] / max(summary["prompt_tokens"], 1),
+        rejected_requests=summary["rejected_requests"])
+
+
+def run_isolated(case: Case) -> CaseResult:
+    """``run_case`` in a fresh interpreter (spawn), so its peak RSS is not an earlier case's."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(run_case, (case,))
+
+
+def profile_case(case: Case, num_functions: int) -> str:
+    """The simulation of ``case`` under cProfile: the top functions by own time, as pstats prints them."""
+    trace = import_mooncake(case.trace_path, limit=case.limit)
+    profiler = cProfile.Profile()
+    profiler.runcall(simulate, trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode))
+    out = _StringSink()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(num_functions)
+    return out.text()
+
+
+class _StringSink:
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def format_table(results: list[CaseResult]) -> str:
+    header = (f"{'trace':<26} {'mode':<6} {'policy':<14} {'requests':>8} {'import s':>8} {'wall s':>8} "
+              f"{'cpu s':>8} {'req/s':>8} {'start MiB':>9} {'peak MiB':>9} {'traced MiB':>10} {'cached':>7}")
+    lines = [header, "-" * len(header)]
+    for r in results:
+        traced = "-" if r.traced_peak_mib is None else f"{r.traced_peak_mib:.0f}"
+        lines.append(f"{r.trace:<26} {r.mode:<6} {r.policy:<14} {r.num_requests:>8} {r.import_s:>8.2f} "
+                     f"{r.wall_s:>8.2f} {r.cpu_s:>8.2f} {r.requests_per_s:>8.0f} {r.start_rss_mib:>9.0f} "
+                     f"{r.peak_rss_mib:>9.0f} {traced:>10} {r.cached_fraction:>7.4f}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", action="append", help="a Mooncake JSONL trace (repeatable); default: "
+                        "the conversation and synthetic traces of shared/traces/mooncake")
+    parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
+    parser.add_argument("--policy", choices=policy_names(), default="sglang-retain")
+    parser.add_argument("--model", choices=sorted(MODELS), default="inkling")
+    parser.add_argument("--limit", type=int, help="only the first N requests of each trace")
+    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile each case in this process instead "
+                        "and print its top N functions by own time")
+    parser.add_argument("--json", action="store_true", help="one JSON object a case instead of the table")
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    paths = [existing_trace(p) for p in (args.trace or [mooncake_trace("conversation"),
+                                                         mooncake_trace("synthetic")])]
+    modes = MODES if args.mode == "both" else (args.mode,)
+    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc)
+             for path in paths for mode in modes]
+    if args.profile:
+        for case in cases:
+            print(f"== {Path(case.trace_path).name} {case.mode} ({case.policy}, {case.model})")
+            print(profile_case(case, args.profile))
+        return
+    results = []
+    for case in cases:
+        results.append(run_isolated(case))
+        if args.json:
+            print(json.dumps(asdict(results[-1])), flush=True)
+    if not args.json:
+        print(f"model {args.model}, policy {args.policy}, GPU h200, 40 GB of KV (SimConfig defaults)")
+        print(format_table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The benchmark scripts on a tiny slice (the 40-line Mooncake head in tests/data), so they do not rot;
+and the pieces whose numbers they print: the log-log fit, the peer-aligned hit count."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.peer_kvcache_sim import BLOCK_LEN, measured_hits, whole_block_lines
+from benchmarks.scaling import fitted_exponent
+from sim.simulate import SimConfig, simulate
+from sim.trace_import import import_mooncake
+
+REPO = Path(__file__).resolve().parents[1]
+HEAD = REPO / "tests" / "data" / "mooncake_conversation_head.jsonl"
+
+
+def run_script(name: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def input_lengths(path: Path, limit: int) -> list[int]:
+    return [json.loads(line)["input_length"] for line in path.read_text().splitlines()[:limit]]
+
+
+@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py"])
+def test_help(name):
+    assert "usage:" in run_script(name, "--help")
+
+
+def test_real_traces_both_modes_report_the_simulation(tmp_path):
+    out = run_script("real_traces.py", "--trace", str(HEAD), "--limit", "12", "--json")
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [r["mode"] for r in results] == ["replay", "timed"]
+    replay = simulate(import_mooncake(HEAD, limit=12), SimConfig(mode="replay")).summary
+    for r in results:
+        assert r["num_requests"] == 12 and r["rejected_requests"] == 0
+        assert r["prompt_tokens"] == sum(input_lengths(HEAD, 12))
+        assert r["cached_fraction"] == pytest.approx(r["cached_tokens"] / r["prompt_tokens"])
+        assert r["peak_rss_mib"] >= r["start_rss_mib"] > 0 and r["wall_s"] > 0
+    assert results[0]["cached_tokens"] == replay["cached_tokens"]
+
+
+def test_real_traces_rejects_a_missing_trace(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "real_traces.py"), "--trace",
+                           str(tmp_path / "absent.jsonl")], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "absent.jsonl not found" in done.stderr
+
+
+def test_scaling_prints_a_table_and_exponent():
+    out = run_script("scaling.py", "--trace", str(HEAD), "--sizes", "5,10", "--modes", "replay")
+    assert "replay: fitted exponent" in out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("replay  ")] == ["5", "10"]
+
+
+def test_fitted_exponent_recovers_power_laws():
+    sizes = [1000, 2000, 4000, 8000]
+    assert fitted_exponent(sizes, [0.003 * n for n in sizes]) == pytest.approx(1.0)
+    assert fitted_exponent(sizes, [1e-6 * n**2 for n in sizes]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two or more distinct sizes"):
+        fitted_exponent([1000, 1000], [1.0, 2.0])
+
+
+def test_measured_hits_counts_the_last_half_in_whole_blocks():
+    rows = pd.DataFrame({"cached_tokens": [5000, 1024, 1500, 2048], "prompt_tokens": [6000, 2000, 3000, 4000],
+                         "rejected": ["", "", "", "too big"]})
+    assert measured_hits(rows) == (1024, 7000)  # 1500 -> 1024; the rejected row hits nothing
+
+
+def test_whole_block_lines_cut_partial_tails(write_lines):
+    path = write_lines([{"input_length": 1100, "hash_ids": [1, 2, 3]},
+                        {"input_length": 300, "hash_ids": [4]}, {"input_length": 1024, "hash_ids": [1, 2]}])
+    cut = [json.loads(line) for line in whole_block_lines(path, None)]
+    assert cut == [{"input_length": 2 * BLOCK_LEN, "hash_ids": [1, 2]}, {"input_length": 300, "hash_ids": [4]},
+                   {"input_length": 1024, "hash_ids": [1, 2]}]
+    assert len(whole_block_lines(path, 2)) == 2
+
+
+def test_peer_side_by_side_on_the_head():
+    pytest.importorskip("kvcache_sim")
+    out = run_script("peer_kvcache_sim.py", "--trace", str(HEAD), "--budget-blocks", "200",
+                     "--backends", "python", "--outputs", "drop")
+    rows = {line[:40].strip(): line[40:].split() for line in out.splitlines()
+            if line.startswith(("kvcache-simulator", "hybridcache", "peer walk", "ours"))}
+    assert set(rows) == {"kvcache-simulator python", "hybridcache replay, prompts only", "peer walk, its counting",
+                         "peer walk, our counting", "ours, unbounded", "kvcache-simulator python, whole blocks"}
+    assert rows["peer walk, our counting"][:2] == rows["ours, unbounded"][:2]  # hit rate, hit tokens
+    assert "vs kvcache-simulator python" in out and "trace " in out and ": 40 requests" in out
+
+
+def test_unbounded_cache_counts_exactly_as_the_peer_recounted():
+    pytest.importorskip("kvcache_sim")
+    from benchmarks.peer_kvcache_sim import peer_unbounded_recount, run_ours
+
+    theirs, recounted = peer_unbounded_recount(HEAD, None)
+    ours = run_ours(HEAD, None, None, drop_outputs=True, file_order=False)
+    assert ours.hit_tokens == recounted.hit_tokens > 0
+    assert ours.total_tokens == recounted.total_tokens == sum(input_lengths(HEAD, 40)[20:])
+    assert theirs.hit_tokens >= recounted.hit_tokens

@@ -18,7 +18,7 @@ from executor.kernels.conv import causal_conv_with_state
 from executor.kernels.ops import KernelOps, get_ops
 from executor.kernels.ragged import Ragged, SlotTable
 from executor.kernels.rope import RopeTable, apply_rope
-from executor.pools import Pools, mamba_conv_dim
+from executor.pools import Pools, check_supported
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
 ROPE_THETA = 10000.0
@@ -45,8 +45,7 @@ def init_weights(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
             w[p + "qkv"] = randn(q_dim + 2 * kv_dim, d, scale=d ** -0.5)
             w[p + "o"] = randn(d, q_dim, scale=q_dim ** -0.5)
         elif kind == MAMBA:
-            heads, inner, conv_dim = spec.mamba_num_heads, spec.mamba_num_heads * spec.mamba_head_dim, \
-                mamba_conv_dim(spec)
+            heads, inner, conv_dim = spec.mamba_num_heads, spec.mamba_inner_dim(), spec.mamba_conv_channels()
             w[p + "in_proj"] = randn(inner + conv_dim + heads, d, scale=d ** -0.5)
             w[p + "conv_w"] = randn(conv_dim, spec.mamba_conv_kernel, scale=spec.mamba_conv_kernel ** -0.5)
             w[p + "conv_b"] = 0.1 * randn(conv_dim)
@@ -71,6 +70,7 @@ _FP32_WEIGHTS = ("dt_bias", "A", "D")  # scan parameters stay fp32 like the SSM 
 class HybridModel:
     def __init__(self, spec: ModelSpec, seed: int = 0, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32):
+        check_supported(spec)
         self.spec, self.seed, self.device, self.dtype = spec, seed, torch.device(device), dtype
         self.w = {name: t.to(device=self.device, dtype=torch.float32 if name.endswith(_FP32_WEIGHTS) else dtype)
                   for name, t in init_weights(spec, seed).items()}
@@ -129,7 +129,7 @@ class HybridModel:
     def _mamba(self, layer: int, kind: str, h: torch.Tensor, step: "_Step", pools: Pools,
                ops: KernelOps) -> torch.Tensor:
         s, w, p = self.spec, self.w, f"{layer}."
-        inner, conv_dim, n = s.mamba_num_heads * s.mamba_head_dim, mamba_conv_dim(s), s.mamba_state_dim
+        inner, conv_dim, n = s.mamba_inner_dim(), s.mamba_conv_channels(), s.mamba_state_dim
         zxbcdt = ops.matmul(h, w[p + "in_proj"])
         xbc = causal_conv_with_state(zxbcdt[:, inner:inner + conv_dim].contiguous(), step.rag, step.state_ids,
                                      step.ckpts, pools.conv[layer], w[p + "conv_w"], w[p + "conv_b"],

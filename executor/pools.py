@@ -16,9 +16,18 @@ import torch
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
 
-def mamba_conv_dim(spec: ModelSpec) -> int:
-    """Channels of the short conv: x (heads * head_dim) plus one group of B and C (state_dim each)."""
-    return spec.mamba_num_heads * spec.mamba_head_dim + 2 * spec.mamba_state_dim
+def check_supported(spec: ModelSpec) -> None:
+    """The executor builds dense models with one KV geometry and one B/C group; say so for anything else."""
+    unsupported = {
+        "num_experts": spec.num_experts != 1, "shared_d_ff": spec.shared_d_ff != 0,
+        "full_num_kv_heads": spec.full_num_kv_heads not in (0, spec.num_kv_heads),
+        "full_head_dim": spec.full_head_dim not in (0, spec.head_dim), "full_k_eq_v": spec.full_k_eq_v,
+        "mamba_num_groups": spec.mamba_num_groups != 1, "sconv_dims": bool(spec.sconv_dims),
+    }
+    named = [knob for knob, bad in unsupported.items() if bad]
+    if named:
+        raise ValueError(f"model {spec.name!r}: the executor does not implement {', '.join(named)} "
+                         "(it runs dense models with one KV geometry and one B/C group, e.g. 'tiny', 'small')")
 
 
 class Pools:
@@ -28,6 +37,7 @@ class Pools:
                             ("num_swa_pages", num_swa_pages), ("num_states", num_states)):
             if not isinstance(value, (int, np.integer)) or value < (1 if name == "page_size" else 0):
                 raise ValueError(f"Pools: {name} must be a non-negative int (page_size >= 1), got {value!r}")
+        check_supported(model_spec)
         self.spec, self.page_size, self.device, self.dtype = model_spec, int(page_size), device, dtype
         self.num_full_pages, self.num_swa_pages, self.num_states = num_full_pages, num_swa_pages, num_states
         kv_shape = (model_spec.num_kv_heads, model_spec.head_dim)
@@ -44,7 +54,7 @@ class Pools:
                 self.ssm[layer] = self._nan((num_states, model_spec.mamba_num_heads, model_spec.mamba_head_dim,
                                              model_spec.mamba_state_dim), torch.float32)
                 self.conv[layer] = self._nan((num_states, model_spec.mamba_conv_kernel - 1,
-                                              mamba_conv_dim(model_spec)), dtype)
+                                              model_spec.mamba_conv_channels()), dtype)
 
     def _nan(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.full(shape, float("nan"), dtype=dtype, device=self.device)

@@ -68,4 +68,5 @@ def matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def matmul_ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Plain torch, one row per call, so a row never sees the batch (torch's own GEMM is not invariant)."""
     _check(x, w)
-    return rowwise(lambda row: torch.nn.functional.linear(row.float(), w.float()), x).to(x.dtype)
+    w32 = w.float()
+    return rowwise(lambda row: torch.nn.functional.linear(row.float(), w32), x).to(x.dtype)

@@ -49,9 +49,10 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
 
 def _rmsnorm_row(row: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     row = row.float()
-    return row * (1.0 / torch.sqrt((row * row).sum() / row.numel() + eps)) * weight.float()
+    return row * (1.0 / torch.sqrt((row * row).sum() / row.numel() + eps)) * weight
 
 
 def rmsnorm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     _check(x, weight)
-    return rowwise(lambda row: _rmsnorm_row(row, weight, eps), x).to(x.dtype)
+    w32 = weight.float()
+    return rowwise(lambda row: _rmsnorm_row(row, w32, eps), x).to(x.dtype)

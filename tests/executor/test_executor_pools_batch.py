@@ -11,7 +11,7 @@ from executor_helpers import SPEC, PageAlloc, make_pools, make_seq  # noqa: E402
 
 from executor.batch import BatchItem, ForwardBatch  # noqa: E402
 from executor.model import HybridModel, init_weights  # noqa: E402
-from executor.pools import Pools, mamba_conv_dim  # noqa: E402
+from executor.pools import Pools  # noqa: E402
 from sim.models import get_model  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
@@ -24,7 +24,7 @@ def test_pool_shapes_follow_the_spec():
     assert pools.v[swa_layer].shape == (48, SPEC.num_kv_heads, SPEC.head_dim)
     assert pools.ssm[mamba_layer].shape == (4, SPEC.mamba_num_heads, SPEC.mamba_head_dim, SPEC.mamba_state_dim)
     assert pools.ssm[mamba_layer].dtype == torch.float32
-    assert pools.conv[mamba_layer].shape == (4, SPEC.mamba_conv_kernel - 1, mamba_conv_dim(SPEC))
+    assert pools.conv[mamba_layer].shape == (4, SPEC.mamba_conv_kernel - 1, SPEC.mamba_conv_channels())
     assert all(torch.isnan(t).all() for t in (*pools.k.values(), *pools.ssm.values(), *pools.conv.values()))
 
 
@@ -63,6 +63,18 @@ def test_pools_reject_bad_ids(call, match):
 def test_pools_reject_bad_sizes():
     with pytest.raises(ValueError, match="page_size"):
         Pools(SPEC, 0, 6, 6, 5)
+
+
+@pytest.mark.parametrize("knobs,named", [
+    (dict(num_experts=4, experts_per_token=2), "num_experts"),
+    (dict(mamba_num_groups=2), "mamba_num_groups"),
+    (dict(full_head_dim=64), "full_head_dim"),
+])
+def test_unsupported_specs_are_named(knobs, named):
+    spec = SPEC.replace(**knobs)
+    for build in (lambda: Pools(spec, 8, 1, 1, 1), lambda: HybridModel(spec)):
+        with pytest.raises(ValueError, match=f"does not implement {named}"):
+            build()
 
 
 def _item(**kw):

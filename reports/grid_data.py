@@ -1,0 +1,117 @@
+"""A sweep's results read back for reports: finished points in grid order, with their reuse in scope.
+
+Reuse is measured over the follow-up requests when the trace has any (the seeds' second turns: what
+PR #34729 and the S1 table count), else over every served request; ``GridData.scope`` says which.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from sim.grid.points import GridPoint, config_from_dict
+from sim.grid.store import PointStore
+from sim.grid.sweep import grid_table
+
+FOLLOWUP, ALL = "follow-up", "all"
+REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse")
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Reuse over the requests in scope: hits are decode-region hits (follow-ups) or requests with any hit."""
+    hits: int
+    num_requests: int
+    reused_tokens: int
+    recomputed_tokens: int
+    mean_reuse: float
+
+    def hits_text(self) -> str:
+        return f"{self.hits}/{self.num_requests}"
+
+
+def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
+    served = requests[requests["rejected"] == ""]
+    return served[served["followup"]] if scope == FOLLOWUP else served
+
+
+def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
+    chosen = in_scope(requests, scope)
+    hit = chosen["decode_region_hit"].astype(bool) if scope == FOLLOWUP else chosen["cached_tokens"] > 0
+    mean = float(chosen["reuse_fraction"].mean()) if len(chosen) else 0.0
+    return Reuse(int(hit.sum()), int(len(chosen)), int(chosen["cached_tokens"].sum()),
+                 int(chosen["recomputed_tokens"].sum()), mean)
+
+
+@dataclass
+class GridData:
+    store: PointStore
+    trace: dict  # path and sha256 of the swept trace
+    points: pd.DataFrame  # finished points in grid order: grid.csv's columns + REUSE_COLUMNS + "setting"
+    settings: list[str]  # the configured knobs, besides the policy, that take more than one value
+    failed: list[str]  # keys of points that failed
+    missing: list[str]  # keys never finished (a sweep stopped early)
+    scope: str
+    _requests: dict = field(default_factory=dict, repr=False)
+
+    def requests(self, key: str) -> pd.DataFrame:
+        if key not in self._requests:
+            self._requests[key] = self.store.read_requests(key)
+        return self._requests[key]
+
+    def steps(self, key: str) -> pd.DataFrame:
+        return self.store.read_steps(key)
+
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(self.points["policy"]))
+
+    def row(self, key: str) -> pd.Series:
+        return self.points.set_index("key").loc[key]
+
+
+def load_grid(root: str | Path) -> GridData:
+    store = PointStore(root)
+    manifest = store.read_manifest()
+    points = [_point(store, key) for key in manifest["points"]]
+    found = [p for p in points if p is not None]
+    table = grid_table(store, found) if found else pd.DataFrame(columns=["key", "status"])
+    done = table[table["status"] == "ok"].reset_index(drop=True)
+    if done.empty:
+        raise ValueError(f"{root}: none of the grid's {len(points)} points has finished; nothing to report")
+    failed = list(table.loc[table["status"] == "failed", "key"])
+    missing = [key for key, p in zip(manifest["points"], points, strict=True) if p is None]
+    configs = {p.key: p.config for p in found}
+    settings = _varying_settings([configs[k] for k in done["key"]])
+    done["setting"] = [_setting(configs[k], settings) for k in done["key"]]
+    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL)
+    data.scope = FOLLOWUP if done["followup_requests"].astype(int).max() > 0 else ALL
+    _add_reuse(data)
+    return data
+
+
+def _point(store: PointStore, key: str) -> GridPoint | None:
+    record = store.read_point(key) if store.is_done(key) else store.read_failure(key)
+    return None if record is None else GridPoint(key, config_from_dict(record["config"]))
+
+
+def _flat(config) -> dict:
+    fields = {k: v for k, v in vars(config).items() if k != "knobs"}
+    return {**fields, **{k: v for k, v in config.knobs.items() if v is not None}}
+
+
+def _varying_settings(configs: list) -> list[str]:
+    flat = [_flat(c) for c in configs]
+    names = list(dict.fromkeys(name for f in flat for name in f if name != "policy"))
+    return [n for n in names if len({repr(f.get(n)) for f in flat}) > 1]
+
+
+def _setting(config, settings: list[str]) -> tuple:
+    flat = _flat(config)
+    return tuple(flat.get(name) for name in settings)
+
+
+def _add_reuse(data: GridData) -> None:
+    reuse = [reuse_of(data.requests(key), data.scope) for key in data.points["key"]]
+    for column in REUSE_COLUMNS:
+        data.points[column] = [getattr(r, column) for r in reuse]

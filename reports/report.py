@@ -1,0 +1,95 @@
+"""``cli.py report DIR``: a sweep's reuse heatmaps, pool occupancy, cost of retention and seed-style tables,
+as markdown (+ PNGs), one self-contained HTML page, or the PNGs alone."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reports.cost import cost_figure, cost_table
+from reports.figures import RenderedFigure
+from reports.grid_data import GridData, load_grid
+from reports.grid_tables import comparison_table, points_table
+from reports.heatmaps import heatmap_figures
+from reports.occupancy import choose_points, occupancy_figure
+from reports.report_formats import FIGURES_DIR, Section, to_html, to_markdown
+from sim.grid.store import atomic_write
+
+FORMATS = ("md", "html", "png")
+
+
+def write_report(root: str | Path, baseline: str | None = None, fmt: str = "md",
+                 points: list[str] | None = None) -> list[Path]:
+    """Write the report of the sweep in ``root``; returns the files written. ``points`` (keys or unique
+    prefixes) chooses the points whose pool occupancy is drawn."""
+    if fmt not in FORMATS:
+        raise ValueError(f"report format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    data = load_grid(root)
+    baseline = _baseline(data, baseline)
+    sections = build_sections(data, baseline, points)
+    title = f"Grid report: {Path(data.trace['path']).name}"
+    figures = [figure for section in sections for figure in section.figures]
+    root = Path(root)
+    written = [] if fmt == "html" else [_write_png(root, figure) for figure in figures]
+    if fmt == "md":
+        written.append(_write_text(root / "report.md", to_markdown(title, sections)))
+    elif fmt == "html":
+        written.append(_write_text(root / "report.html", to_html(title, sections)))
+    return written
+
+
+def _baseline(data: GridData, baseline: str | None) -> str:
+    policies = data.policies()
+    if baseline is None:
+        return policies[0]
+    if baseline not in policies:
+        raise ValueError(f"--baseline {baseline!r} is not a policy of this grid; it has {', '.join(policies)}")
+    return baseline
+
+
+def build_sections(data: GridData, baseline: str, points: list[str] | None = None) -> list[Section]:
+    others = [p for p in data.policies() if p != baseline]
+    comparisons = [(f"{baseline} -> {other}", comparison_table(data, baseline, other)) for other in others]
+    occupancy_keys = choose_points(data, baseline, points)
+    return [
+        Section("Sweep", _overview(data, baseline)),
+        Section(f"Reuse: {baseline} -> each policy", _scope_text(data),
+                [(caption, table) for caption, table in comparisons if not table.empty]),
+        Section("Reuse over page size x track interval", figures=heatmap_figures(data, baseline)),
+        Section("What retention costs", "Reused tokens against peak and mean SWA and MAMBA pool occupancy; "
+                "circled points are on the Pareto frontier (no other point reuses as much for less).",
+                [("", cost_table(data))], [cost_figure(data)]),
+        Section("Pool occupancy over time", figures=[occupancy_figure(data, occupancy_keys)]),
+        Section("Every point", "", [("", points_table(data))]),
+    ]
+
+
+def _overview(data: GridData, baseline: str) -> str:
+    text = (f"Trace `{data.trace['path']}` (sha256 {data.trace['sha256'][:12]}), {len(data.points)} finished "
+            f"points, policies {', '.join(data.policies())}, baseline {baseline}; varying: "
+            f"{', '.join(data.settings) or 'nothing besides the policy'}.")
+    if data.failed:
+        text += f" {len(data.failed)} points failed ({', '.join(data.failed)}): see failed/<key>.json."
+    if data.missing:
+        text += f" {len(data.missing)} points never finished ({', '.join(data.missing)}): rerun the sweep."
+    return text
+
+
+def _scope_text(data: GridData) -> str:
+    counts = sorted(set(data.points["num_requests"]))
+    return (f"Over the {data.scope} requests ({'/'.join(map(str, counts))} per point), as `baseline -> other`; "
+            "improved / regressed counts requests whose cached tokens rose / fell.")
+
+
+def _write_png(root: Path, figure: RenderedFigure) -> Path:
+    folder = root / FIGURES_DIR
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{figure.name}.png"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(figure.png)
+    os.replace(tmp, path)
+    return path
+
+
+def _write_text(path: Path, text: str) -> Path:
+    atomic_write(path, text)
+    return path

@@ -229,5 +229,20 @@ def grid(ctx, trace_path, mode, calibration, out_dir, jobs, ray_address, **axis_
     click.echo(describe_run(run))
     ctx.exit(1 if run.failed else 0)
 
+
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("--baseline", help="the policy every other is compared with [the grid's first]")
+@click.option("--format", "fmt", default="md", show_default=True, type=click.Choice(["md", "html", "png"]),
+              help="md: DIR/report.md + figures/*.png; html: one self-contained DIR/report.html; png: figures")
+@click.option("--points", metavar="KEY,..", help="points whose pool occupancy is drawn (keys or unique prefixes)")
+def report(out_dir, baseline, fmt, points):
+    """Heatmaps, pool occupancy, cost of retention and seed-style tables of a `grid` sweep in DIR."""
+    from reports.report import write_report
+
+    chosen = [p.strip() for p in points.split(",")] if points is not None else None
+    for path in call_library(write_report, out_dir, baseline, fmt, chosen):
+        click.echo(str(path))
+
 if __name__ == "__main__":
     cli()

@@ -15,6 +15,9 @@ from executor_helpers import DEVICE, SPEC, PageAlloc, make_pools, make_seq, run_
 
 from executor.model import HybridModel  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning",
+                                        "ignore:All-NaN slice encountered:RuntimeWarning")
+
 LENGTH = 80  # > the window (64), with decode steps crossing a 32-position tile boundary
 
 

@@ -21,7 +21,7 @@ class Backend(Protocol):
 def batch_shape(batch: Batch) -> StepShape:
     prefill = tuple((item.plan.start, item.plan.end - item.plan.start) for item in batch.items if item.is_prefill)
     decode = tuple(item.plan.start for item in batch.items if not item.is_prefill)
-    return StepShape(prefill, decode)
+    return StepShape.trusted(prefill, decode)
 
 
 class PredictBackend:
@@ -29,7 +29,13 @@ class PredictBackend:
         self.cost = cost
 
     def run(self, batch: Batch, manager: CacheManager) -> float:
-        return self.cost.step_time(batch_shape(batch))
+        return self.step_time(batch_shape(batch))
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.cost.step_time(shape)
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        return self.cost.decode_times(contexts)
 
 
 class FixedStepBackend:
@@ -39,4 +45,11 @@ class FixedStepBackend:
         self.step_s, self.per_token_s = step_s, per_token_s
 
     def run(self, batch: Batch, manager: CacheManager) -> float:
-        return self.step_s + self.per_token_s * batch_shape(batch).num_tokens
+        return self.step_time(batch_shape(batch))
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.step_s + self.per_token_s * shape.num_tokens
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        while True:
+            yield self.step_time(StepShape.trusted((), contexts))

@@ -6,6 +6,7 @@ calibration file (sim/calibration.py), when given, replaces both with a fitted l
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,14 @@ class StepShape:
         if not self.prefill and not self.decode:
             raise ValueError("StepShape has neither prefill nor decode items: a step needs at least one token")
 
+    @classmethod
+    def trusted(cls, prefill: tuple[tuple[int, int], ...], decode: tuple[int, ...]) -> StepShape:
+        """A shape the engine built from a scheduled batch: valid by construction, so unchecked."""
+        shape = object.__new__(cls)
+        object.__setattr__(shape, "prefill", prefill)
+        object.__setattr__(shape, "decode", decode)
+        return shape
+
     @property
     def num_prefill_tokens(self) -> int:
         return sum(chunk_len for _, chunk_len in self.prefill)
@@ -154,6 +163,38 @@ def step_bytes(model: ModelSpec, shape: StepShape) -> int:
     return model.weight_bytes_read(shape.num_tokens) + state
 
 
+class _Coefficients:
+    """The model's per-token and per-run figures, read once: ``step_time`` runs on every engine step."""
+
+    def __init__(self, model: ModelSpec) -> None:
+        self.model = model
+        self.per_token_flops = 2 * model.active_param_count() + model.state_flops_per_token()
+        self.full_flops = model.attention_flops_per_attended_token(FULL)
+        self.swa_flops = model.attention_flops_per_attended_token(SWA) if model.has_swa else 0
+        self.window = model.window
+        self.full_bytes = model.full_kv_bytes_per_token()
+        self.swa_bytes = model.swa_kv_bytes_per_token()
+        self.state_bytes_twice = 2 * model.mamba_state_bytes()
+        self._weights: dict[int, int] = {}
+
+    def flops(self, shape: StepShape) -> int:
+        runs = shape.token_runs()
+        full = sum(attended_sum(start, count) for start, count in runs)
+        swa = sum(attended_sum(start, count, self.window) for start, count in runs) if self.swa_flops else 0
+        return shape.num_tokens * self.per_token_flops + self.full_flops * full + self.swa_flops * swa
+
+    def bytes_read(self, shape: StepShape) -> int:
+        num_tokens = shape.num_tokens
+        weights = self._weights.get(num_tokens)
+        if weights is None:
+            weights = self._weights[num_tokens] = self.model.weight_bytes_read(num_tokens)
+        state = 0
+        for start, count in shape.token_runs():
+            state += ((start + count) * self.full_bytes + (min(start, self.window) + count) * self.swa_bytes
+                      + self.state_bytes_twice)
+        return weights + state
+
+
 class CostModel:
     """Predicted seconds per engine step for one model on one GPU (or from a calibration file)."""
 
@@ -165,11 +206,12 @@ class CostModel:
         self.model = model
         self.gpu = gpu
         self.calibration = calibration
+        self._coefficients = _Coefficients(model)
 
     def roofline(self, shape: StepShape) -> StepCost:
         """The analytic breakdown (ignores any calibration)."""
-        flops = step_flops(self.model, shape)
-        bytes_read = step_bytes(self.model, shape)
+        flops = self._coefficients.flops(shape)
+        bytes_read = self._coefficients.bytes_read(shape)
         compute_s = flops / (self.gpu.peak_flops * self.gpu.mfu)
         memory_s = bytes_read / (self.gpu.mem_bandwidth * self.gpu.bw_efficiency)
         return StepCost(flops, bytes_read, compute_s, memory_s, self.gpu.step_overhead_s)
@@ -178,6 +220,32 @@ class CostModel:
         if self.calibration is not None:
             return self.calibration.predict_s(shape)
         return self.roofline(shape).total_s
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        """Step times of successive decode-only steps over the same requests, each context one longer
+        than the step before: equal, bit for bit, to ``step_time`` of each step's shape."""
+        if self.calibration is not None:
+            while True:
+                yield self.step_time(StepShape.trusted((), contexts))
+                contexts = tuple(c + 1 for c in contexts)
+        co, gpu, n = self._coefficients, self.gpu, len(contexts)
+        ordered = sorted(contexts)
+        flops_rate, bytes_rate = gpu.peak_flops * gpu.mfu, gpu.mem_bandwidth * gpu.bw_efficiency
+        full_att = sum(c + 1 for c in contexts)
+        swa_att = sum(min(c + 1, co.window) for c in contexts) if co.swa_flops else 0
+        state = sum((c + 1) * co.full_bytes + (min(c, co.window) + 1) * co.swa_bytes + co.state_bytes_twice
+                    for c in contexts)
+        weights = co.model.weight_bytes_read(n)
+        step = 0
+        while True:
+            flops = n * co.per_token_flops + co.full_flops * full_att + co.swa_flops * swa_att
+            yield gpu.step_overhead_s + max(flops / flops_rate, (weights + state) / bytes_rate)
+            # integer sums move exactly: each context grows by one, capped where it reaches the window
+            below_window = bisect.bisect_left(ordered, co.window - step - 1)  # c + step + 1 < window
+            full_att += n
+            swa_att += below_window if co.swa_flops else 0
+            state += n * co.full_bytes + bisect.bisect_left(ordered, co.window - step) * co.swa_bytes
+            step += 1
 
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""

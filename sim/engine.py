@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from sim.backend import Backend, batch_shape
+from sim.cost import StepShape
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 
@@ -26,12 +27,14 @@ class EngineLog:
 
 class Engine:
     def __init__(self, env: simpy.Environment, trace: Trace, scheduler: Scheduler, backend: Backend,
-                 fits=None, on_step=None):
+                 fits=None, on_step=None, fast_path: bool | None = None):
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.manager = scheduler.manager
         self.log = EngineLog()
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step or (lambda: None)
+        # a backend that only predicts lets runs of plain decode steps skip the scheduler
+        self.fast_path = hasattr(backend, "decode_times") if fast_path is None else fast_path
         self.iteration = 0
         self._stalled: dict[str, int] = {}  # request id -> retractions with nothing else progressing
         self._wake: simpy.Event | None = None
@@ -78,6 +81,31 @@ class Engine:
                 self._finish(request_id)
             self.iteration += 1
             self.on_step()
+            if self.fast_path:
+                yield from self._plain_run()
+
+    def _plain_run(self):
+        """Decode-only steps that change nothing but lengths, each ending before the next arrival or
+        follow-up: the same steps, times and rows as the full loop, without scheduling each one."""
+        runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
+        if not num_steps:
+            return
+        requests = self.manager.requests
+        durations = self.backend.decode_times(tuple(requests[r.request_id].kv_len for r in runs))
+        done = 0
+        for duration in durations:
+            if done == num_steps or not self.env.now + duration < self.env.peek():
+                break
+            started_at = self.env.now
+            yield self.env.timeout(duration)
+            # a plain step allocates nothing: the pools read as after the previous step
+            self.log.steps.append(dict(self.log.steps[-1], step=self.iteration, start_at=started_at,
+                                       duration_s=duration, num_prefill=0, prefill_tokens=0,
+                                       num_decode=len(runs)))
+            self.iteration += 1
+            done += 1
+            self.on_step()
+        self.scheduler.advance_plain(runs, done)
 
     # ---- events -------------------------------------------------------------------------------------
     def _submit(self, request_id: str) -> None:
@@ -115,7 +143,9 @@ class Engine:
         self._reject(request_id, "the pools cannot hold it even with the cache emptied")
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
-        shape = batch_shape(batch)
+        self._append_step(started_at, duration, batch_shape(batch))
+
+    def _append_step(self, started_at: float, duration: float, shape: StepShape) -> None:
         row = {"step": self.iteration, "start_at": started_at, "duration_s": duration,
                "num_prefill": len(shape.prefill), "prefill_tokens": shape.num_prefill_tokens,
                "num_decode": shape.num_decode_tokens}

@@ -10,7 +10,22 @@ biases and convolution taps are too small to matter. MLPs are gated (three matri
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+
+def _memo(method):
+    """Cache a derived figure on the (frozen) spec: the cost model asks for them on every engine step."""
+    key = "_memo_" + method.__name__
+
+    @functools.wraps(method)
+    def cached(self, *args):
+        table = self.__dict__.setdefault(key, {})
+        if args not in table:
+            table[args] = method(self, *args)
+        return table[args]
+
+    return cached
+
 
 FULL, SWA, MAMBA = "full", "swa", "mamba"
 LAYER_KINDS = (FULL, SWA, MAMBA)
@@ -53,6 +68,7 @@ class ModelSpec:
     def __post_init__(self) -> None:
         _validate(self)
 
+    @_memo
     def num_layers(self, kind: str) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)
 
@@ -82,11 +98,13 @@ class ModelSpec:
         """(KV heads, head dim) of the FULL layers."""
         return self.full_num_kv_heads or self.num_kv_heads, self.full_head_dim or self.head_dim
 
+    @_memo
     def full_kv_bytes_per_token(self) -> int:
         kv_heads, head_dim = self.full_kv_geometry()
         num_tensors = 1 if self.full_k_eq_v else 2
         return self.num_layers(FULL) * num_tensors * kv_heads * head_dim * self.dtype_bytes
 
+    @_memo
     def swa_kv_bytes_per_token(self) -> int:
         return self.num_layers(SWA) * 2 * self.num_kv_heads * self.head_dim * self.dtype_bytes
 
@@ -96,6 +114,7 @@ class ModelSpec:
     def mamba_conv_channels(self) -> int:
         return self.mamba_inner_dim() + 2 * self.mamba_num_groups * self.mamba_state_dim
 
+    @_memo
     def mamba_state_bytes(self) -> int:
         """One request's MAMBA state (one checkpoint): SSM + conv state of every MAMBA layer, plus sconv windows."""
         conv_len = max(self.mamba_conv_kernel - 1, 0)  # a causal conv needs the last kernel-1 inputs
@@ -133,6 +152,7 @@ class ModelSpec:
         lm_head = self.vocab_size * self.d_model
         return self._mixer_params() + len(self.layer_kinds) * per_layer_mlp + lm_head
 
+    @_memo
     def active_param_count(self) -> int:
         """Weights one token's forward multiplies by (MoE: its experts_per_token experts only)."""
         return int(self._params_with_experts(self.experts_per_token))
@@ -145,6 +165,7 @@ class ModelSpec:
         miss_one = 1.0 - self.experts_per_token / self.num_experts
         return self.num_experts * (1.0 - miss_one**num_tokens)
 
+    @_memo
     def weight_bytes_read(self, num_tokens: int) -> int:
         """Weight bytes one step streams from memory: a MoE step reads every expert any of its tokens uses."""
         if num_tokens < 1:
@@ -155,11 +176,13 @@ class ModelSpec:
 
     # ---- FLOPs ----
 
+    @_memo
     def attention_flops_per_attended_token(self, kind: str) -> int:
         """FLOPs one query token spends per key it attends to, over all layers of kind (QK^T and PV)."""
         head_dim = self.full_kv_geometry()[1] if kind == FULL else self.head_dim
         return self.num_layers(kind) * 2 * 2 * self.num_q_heads * head_dim
 
+    @_memo
     def state_flops_per_token(self) -> int:
         """Per-token recurrent cost: the state is decayed, written and read (2 FLOPs each), plus the convs."""
         ssm = 3 * 2 * self.mamba_num_heads * self.mamba_head_dim * self.mamba_state_dim

@@ -104,6 +104,29 @@ class Scheduler:
                 finished.append(run.request_id)
         return StepOutcome(first_tokens, finished)
 
+    def plain_decode_run(self, iteration: int) -> tuple[list[Running], int]:
+        """The running requests, oldest first, and how many coming steps are decodes only and plain
+        for all of them (no page, checkpoint, SWA free, finish or admission attempt)."""
+        if not self.running or (self.waiting and len(self.running) < self.max_running):
+            return [], 0
+        runs = sorted(self.running.values(), key=self._order)
+        steps = None
+        for run in runs:
+            req = self.manager.requests[run.request_id]
+            if req.kv_len < run.prompt_len:
+                return [], 0
+            own = min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
+            steps = own if steps is None else min(steps, own)
+        return runs, max(steps, 0)
+
+    def advance_plain(self, runs: list[Running], num_steps: int) -> None:
+        """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and no more."""
+        for run in runs:
+            req = self.manager.requests[run.request_id]
+            req.kv_len += num_steps
+            req.decode_steps += num_steps
+            run.decoded += num_steps
+
     # ---- internals ----------------------------------------------------------------------------------
     def _in_prefill(self, run: Running) -> bool:
         return self.manager.requests[run.request_id].kv_len < run.prompt_len

@@ -79,7 +79,10 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
     return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
 
 
-def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None) -> SimResult:
+def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
+             fast_path: bool | None = None) -> SimResult:
+    """``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode steps
+    without the scheduler; False forces the step-by-step loop (the tests compare the two)."""
     if config.mode == "replay":
         return simulate_replay(trace, config, on_step)
     model, policy, sizes = build(config)
@@ -89,7 +92,8 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
         backend = PredictBackend(CostModel(model, get_gpu(config.gpu), calibration))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, policy.max_running_requests)
     env = simpy.Environment()
-    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step)
+    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,
+                    fast_path=fast_path)
     engine.start()
     env.run()
     requests = _request_table(trace, engine, scheduler)

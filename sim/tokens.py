@@ -11,6 +11,7 @@ source name mixed with the offset, identical on every run and machine.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 
 import numpy as np
@@ -31,7 +32,7 @@ def output_source(request_id: str) -> str:
 class TokenSeq:
     """An immutable token sequence; adjacent contiguous runs of one source are merged."""
 
-    __slots__ = ("runs", "length")
+    __slots__ = ("runs", "length", "_starts")
 
     def __init__(self, runs: tuple[Run, ...] | list[Run] = ()):
         merged: list[Run] = []
@@ -46,6 +47,23 @@ class TokenSeq:
                 merged.append((source, start, length))
         self.runs: tuple[Run, ...] = tuple(merged)
         self.length = sum(r[2] for r in merged)
+        self._starts: list[int] | None = None
+
+    @classmethod
+    def _trusted(cls, runs: tuple[Run, ...], length: int) -> "TokenSeq":
+        """Runs cut from a normalised sequence are normalised already: skip the merge."""
+        seq = object.__new__(cls)
+        seq.runs, seq.length, seq._starts = runs, length, None
+        return seq
+
+    def _run_starts(self) -> list[int]:
+        if self._starts is None:
+            starts, pos = [], 0
+            for run in self.runs:
+                starts.append(pos)
+                pos += run[2]
+            self._starts = starts
+        return self._starts
 
     @classmethod
     def of(cls, source: str, length: int, start: int = 0) -> "TokenSeq":
@@ -68,22 +86,32 @@ class TokenSeq:
 
     def slice(self, start: int, end: int | None = None) -> "TokenSeq":
         end = self.length if end is None else min(end, self.length)
+        start = max(start, 0)
         if start <= 0 and end >= self.length:
             return self
+        if start >= end:
+            return TokenSeq._trusted((), 0)
+        starts = self._run_starts()
+        first = bisect.bisect_right(starts, start) - 1
         out: list[Run] = []
-        pos = 0
-        for source, first, length in self.runs:
-            lo, hi = max(start, pos), min(end, pos + length)
-            if lo < hi:
-                out.append((source, first + lo - pos, hi - lo))
-            pos += length
+        for index in range(first, len(self.runs)):
+            pos = starts[index]
             if pos >= end:
                 break
-        return TokenSeq(out)
+            source, offset, length = self.runs[index]
+            lo, hi = max(start, pos), min(end, pos + length)
+            out.append((source, offset + lo - pos, hi - lo))
+        return TokenSeq._trusted(tuple(out), end - start)
 
-    def common_prefix_len(self, other: "TokenSeq") -> int:
+    def common_prefix_len(self, other: "TokenSeq", other_at: int = 0) -> int:
+        """How many leading tokens of ``self`` equal ``other``'s from position ``other_at`` on."""
         ra, rb = self.runs, other.runs
-        i = j = ai = bi = matched = 0
+        if other_at:
+            j = bisect.bisect_right(other._run_starts(), other_at) - 1
+            bi = other_at - other._run_starts()[j] if 0 <= j < len(rb) else 0
+        else:
+            j = bi = 0
+        i = ai = matched = 0
         while i < len(ra) and j < len(rb):
             sa, oa, la = ra[i]
             sb, ob, lb = rb[j]
@@ -99,9 +127,9 @@ class TokenSeq:
                 j, bi = j + 1, 0
         return matched
 
-    def first_page(self, page_size: int) -> tuple[Run, ...]:
-        """A hashable key for the first page: children of a radix node are told apart by it."""
-        return self.slice(0, page_size).runs
+    def first_page(self, page_size: int, at: int = 0) -> tuple[Run, ...]:
+        """A hashable key for the page starting at ``at``: a radix node's children are told apart by it."""
+        return self.slice(at, at + page_size).runs
 
     def token_ids(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """Deterministic 63-bit token ids for positions [start, end)."""

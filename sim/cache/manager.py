@@ -112,7 +112,7 @@ class CacheManager:
         pools refuse one (that step is not taken)."""
         req = self.requests[request_id]
         for done in range(num_steps):
-            if self._decode_is_plain(req, iteration + done):
+            if self.decode_is_plain(req, iteration + done):
                 req.kv_len += 1
                 req.decode_steps += 1
                 continue
@@ -121,7 +121,23 @@ class CacheManager:
             self.complete_decode(request_id)
         return num_steps
 
-    def _decode_is_plain(self, req: RequestCache, iteration: int) -> bool:
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        """How many decode steps from ``iteration`` on are plain (see ``decode_is_plain``), or fewer."""
+        page, policy = self.page_size, self.policy
+        steps = (req.prefix_len // page + len(req.own_full)) * page - req.kv_len
+        if self.has_mamba:
+            steps = min(steps, -(req.kv_len + 1) % policy.track_interval)
+        if self.has_swa:
+            if policy.swa_free_trigger == "iterations":
+                steps = min(steps, -(iteration + policy.iteration_phase) % policy.swa_eviction_interval)
+            else:
+                first = 0 if req.decode_steps >= 1 else 1
+                fires_at = req.swa_frontier + policy.swa_eviction_interval + self.window - req.kv_len
+                steps = min(steps, max(first, fires_at))
+        return max(steps, 0)
+
+    def decode_is_plain(self, req: RequestCache, iteration: int) -> bool:
+        """Whether this decode step only lengthens the request: no page, checkpoint or SWA free."""
         if (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size <= req.kv_len:
             return False
         if self.has_mamba and (req.kv_len + 1) % self.policy.track_interval == 0:

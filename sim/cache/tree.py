@@ -31,11 +31,10 @@ class RadixTree:
         node end. Returns the nodes walked and the matched (FULL) depth."""
         node, path, pos, page = self.root, [], 0, self.page_size
         while len(key) - pos >= page:
-            rest = key.slice(pos)
-            child = node.children.get(rest.first_page(page))
+            child = node.children.get(key.first_page(page, pos))
             if child is None:
                 break
-            matched = child.key.common_prefix_len(rest) // page * page
+            matched = min(child.key.common_prefix_len(key, pos), len(key) - pos) // page * page
             if matched < len(child.key):
                 child = self.split(child, matched)
                 path.append(child)

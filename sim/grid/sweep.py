@@ -54,6 +54,9 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
                            on_outcome)
     table = grid_table(store, points)
     store.write_table(table)
+    order = {p.key: i for i, p in enumerate(points)}  # grid order, whatever order the workers finished in
+    ran.sort(key=order.get)
+    failed.sort(key=lambda f: order[f["key"]])
     return GridRun(Path(out_dir), points, ran, skipped, failed, table)
 
 

@@ -44,23 +44,26 @@ def _count(value: float) -> str:
 
 def cost_figure(data: GridData) -> RenderedFigure:
     figure, axes = new_figure(6.4, 2, 2, constrained_layout=True)
-    policies = data.policies()
-    points = data.points
     for ax, (cost, label) in zip(axes.ravel(), COSTS, strict=True):
-        for policy in policies:
-            mine = points[points["policy"] == policy]
-            ax.scatter(mine[cost], mine[GAIN], color=policy_color(policies, policy), label=policy, s=28, zorder=2)
-        on_front = points[pareto_mask(list(points[cost]), list(points[GAIN]))].sort_values(cost)
-        ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1)
-        ax.scatter(on_front[cost], on_front[GAIN], facecolors="none", edgecolors="black", s=90, zorder=3,
-                   label="Pareto frontier")
-        ax.set_xlabel(label)
-        ax.set_ylabel(f"reused tokens ({data.scope} requests)")
-        ax.xaxis.set_major_formatter(lambda value, _: thousands(value))
-        ax.yaxis.set_major_formatter(lambda value, _: thousands(value))
-        ax.grid(alpha=0.3)
+        _draw_cost(ax, data, cost, label)
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
     title = "What retention costs: reuse against SWA and MAMBA pool occupancy (each point one grid point)"
     figure.suptitle(title, fontsize=11)
     return render(figure, "cost", title)
+
+
+def _draw_cost(ax, data: GridData, cost: str, label: str) -> None:
+    points, policies = data.points, data.policies()
+    for policy in policies:
+        mine = points[points["policy"] == policy]
+        ax.scatter(mine[cost], mine[GAIN], color=policy_color(policies, policy), label=policy, s=28, zorder=2)
+    on_front = points[pareto_mask(list(points[cost]), list(points[GAIN]))].sort_values(cost)
+    ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1)
+    ax.scatter(on_front[cost], on_front[GAIN], facecolors="none", edgecolors="black", s=90, zorder=3,
+               label="Pareto frontier")
+    ax.set_xlabel(label)
+    ax.set_ylabel(f"reused tokens ({data.scope} requests)")
+    ax.xaxis.set_major_formatter(lambda value, _: thousands(value))
+    ax.yaxis.set_major_formatter(lambda value, _: thousands(value))
+    ax.grid(alpha=0.3)

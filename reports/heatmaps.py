@@ -64,27 +64,31 @@ def _groups(data: GridData) -> list[tuple[str, pd.DataFrame]]:
 def _figure(points: pd.DataFrame, policies: list[str], baseline: str, metric: Metric, title: str):
     pages = sorted(points["page_size"].unique())
     intervals = sorted(points["track_interval"].unique())
-    others = [p for p in policies if p != baseline]
-    panels = [(p, None) for p in policies] + [(p, baseline) for p in others]
+    panels = [(p, None) for p in policies] + [(p, baseline) for p in policies if p != baseline]
     ncols = min(PANELS_PER_ROW, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     figure, axes = new_figure(0.9 + 2.4 * nrows, nrows, ncols, constrained_layout=True)
     values = {p: _grid(points, p, pages, intervals, metric) for p in policies}
     finite = [v for p in policies for v in values[p][0].ravel() if not math.isnan(v)]
-    span = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    span = (min(finite), max(finite)) if finite else (0.0, 1.0)  # one scale for every policy panel
     for ax, (policy, base) in zip(axes.ravel(), panels, strict=False):
         if base is None:
             _draw(figure, ax, *values[policy][:2], pages, intervals, policy, span, "viridis", metric.short)
         else:
-            diff = values[policy][0] - values[base][0]
-            texts = np.vectorize(_signed)(values[policy][2] - values[base][2], metric.name == "mean_reuse")
-            limit = max(float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() else 0.0, 1e-9)
-            _draw(figure, ax, diff, texts, pages, intervals, f"{policy} − {base}", (-limit, limit), "RdBu",
-                  f"difference in {metric.short}")
+            _draw_difference(figure, ax, values[policy], values[base], pages, intervals, f"{policy} − {base}",
+                             metric)
     for ax in axes.ravel()[len(panels):]:
         ax.set_visible(False)
     figure.suptitle(title, fontsize=11)
     return figure
+
+
+def _draw_difference(figure, ax, other, base, pages, intervals, title: str, metric: Metric) -> None:
+    """Colour by the difference of values, write the difference of counts; white is no change."""
+    diff = other[0] - base[0]
+    texts = np.vectorize(_signed)(other[2] - base[2], metric.name == "mean_reuse")
+    limit = max(float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() else 0.0, 1e-9)
+    _draw(figure, ax, diff, texts, pages, intervals, title, (-limit, limit), "RdBu", f"difference in {metric.short}")
 
 
 def _grid(points: pd.DataFrame, policy: str, pages: list, intervals: list, metric: Metric):

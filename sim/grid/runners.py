@@ -50,31 +50,44 @@ def _outcome(future: Future, task: PointTask) -> PointOutcome:
     return PointOutcome(task.key, task.config, error=f"{type(error).__name__}: {error}")
 
 
+def require_ray():
+    """The ray module, or a clear error saying how to install it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ValueError(f"--ray needs Ray: pip install -e '.[ray]' ({e})") from None
+    return ray
+
+
 def run_ray(tasks: list[PointTask], address: str, num_cpus: int) -> Iterator[PointOutcome]:
     """Ray tasks on the cluster at ``address`` (LOCAL_RAY: a private one with ``num_cpus`` CPUs).
 
     The trace travels through Ray's object store, so a remote cluster needs no copy of the file; on a
     remote cluster the ``sim`` package is shipped as a runtime-env module."""
-    try:
-        import ray
-    except ImportError as e:
-        raise ValueError(f"--ray needs Ray: pip install -e '.[ray]' ({e})") from None
+    if not tasks:
+        return  # every point already done: no need to start or reach a cluster
+    ray = require_ray()
     started = _ray_init(ray, address, num_cpus)
     try:
-        trace_ref = ray.put(Path(tasks[0].trace_path).read_bytes()) if tasks else None
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        tasks_of = {remote.remote(task, trace_ref): task for task in tasks}
-        pending = list(tasks_of)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                yield _ray_outcome(ray, done[0], tasks_of[done[0]])
-        finally:
-            for ref in pending:
-                ray.cancel(ref)
+        yield from _ray_outcomes(ray, tasks)
     finally:
         if started:
             ray.shutdown()
+
+
+def _ray_outcomes(ray, tasks: list[PointTask]) -> Iterator[PointOutcome]:
+    """Submit every point, yield each as it finishes; cancel what is left when the consumer stops."""
+    trace_ref = ray.put(Path(tasks[0].trace_path).read_bytes())
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
+    tasks_of = {remote.remote(task, trace_ref): task for task in tasks}
+    pending = list(tasks_of)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield _ray_outcome(ray, done[0], tasks_of[done[0]])
+    finally:
+        for ref in pending:
+            ray.cancel(ref)
 
 
 def _ray_outcome(ray, ref, task: PointTask) -> PointOutcome:

@@ -10,7 +10,7 @@ import pandas as pd
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
 from sim.grid.progress import sweep_progress
-from sim.grid.runners import default_jobs, run_processes, run_ray
+from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore
 from sim.grid.worker import PointOutcome, PointTask
 from sim.simulate import SimConfig
@@ -40,6 +40,8 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     if not configs:
         raise ValueError("the grid has no points")
     load_trace(trace_path)  # reject a bad trace here, whole, before any worker starts
+    if ray_address:
+        require_ray()
     trace_sha = file_sha256(trace_path)
     points = make_points(trace_sha, configs)
     store = PointStore(out_dir, create=True)
@@ -52,12 +54,18 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
     ran, failed = _collect(store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress,
                            on_outcome)
+    return _finish(store, points, skipped, ran, failed)
+
+
+def _finish(store: PointStore, points: list[GridPoint], skipped: list[str], ran: list[str],
+            failed: list[dict]) -> GridRun:
+    """grid.csv written; what ran and failed listed in grid order, whatever order the workers finished in."""
     table = grid_table(store, points)
     store.write_table(table)
-    order = {p.key: i for i, p in enumerate(points)}  # grid order, whatever order the workers finished in
+    order = {p.key: i for i, p in enumerate(points)}
     ran.sort(key=order.get)
     failed.sort(key=lambda f: order[f["key"]])
-    return GridRun(Path(out_dir), points, ran, skipped, failed, table)
+    return GridRun(store.root, points, ran, skipped, failed, table)
 
 
 def _collect(store: PointStore, outcomes, total: int, done: int, slots: int, progress: bool,

@@ -11,6 +11,7 @@ REQUEST_COLUMNS = [
     "id", "session", "prompt_tokens", "output_tokens", "cached_tokens", "full_depth", "blocked",
     "recomputed_tokens", "reuse_fraction", "followup", "previous_prompt_tokens", "decode_region_hit",
     "arrival_at", "first_token_at", "finished_at", "ttft_s", "tpot_s", "e2e_s", "retractions", "rejected",
+    "relies_on_freed_window",
 ]
 
 
@@ -41,6 +42,7 @@ def request_row(trace: Trace, request_id: str, match, times: dict, retractions: 
         "tpot_s": _diff(finished, first) / (request.output_len - 1)
         if request.output_len > 1 and first is not None and finished is not None else None,
         "retractions": retractions, "rejected": rejected,
+        "relies_on_freed_window": bool(match is not None and match.relies_on_freed_window),
     }
 
 

@@ -87,6 +87,8 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
         return simulate_replay(trace, config, on_step)
     model, policy, sizes = build(config)
     manager = CacheManager(model, policy, sizes)
+    if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
+        backend.attach(manager)
     if backend is None:
         calibration = load_calibration(config.calibration) if config.calibration else None
         backend = PredictBackend(CostModel(model, get_gpu(config.gpu), calibration))

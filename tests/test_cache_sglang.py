@@ -80,3 +80,12 @@ def test_no_cache_and_radix_baselines():
     _, radix = second_turn_match("radix", page_size=128)
     assert none.cached_len == 0
     assert radix.cached_len == 3968  # FULL only: every committed page
+
+
+def test_reference_catches_the_deliberately_broken_policy():
+    from tests.cache_reference import reference_match
+
+    mgr, match = second_turn_match("broken-retain-short", page_size=128, track_interval=256)
+    turn2 = seq(("p", PROMPT)) + out("a", OUTPUT) + seq(("x", 1))
+    assert match.cached_len == 3840 and match.relies_on_freed_window
+    assert reference_match(mgr, turn2, len(turn2))[0] == match.sound_len == 2944

@@ -30,6 +30,7 @@ class CacheManager:
         self.policy, self.model = policy, model
         self.page_size = policy.page_size
         self.window = model.window if policy.window is None else policy.window
+        self.window_slack = self.page_size if policy.window_slack == -1 else policy.window_slack
         self.has_swa = model.has_swa and not policy.full_only
         self.has_mamba = model.has_mamba and not policy.full_only
         self.checkpoint_grid = math.lcm(policy.mamba_chunk or model.mamba_chunk or 1, self.page_size)
@@ -48,10 +49,14 @@ class CacheManager:
         if not self.policy.cache_enabled or prompt_len <= 1:
             return MatchResult(0, 0, self.tree.root)
         path, full_depth = self.tree.walk(tokens.slice(0, floor_to(prompt_len - 1, self.page_size)))
-        best = deepest_acceptable(path, self.window, self.has_swa, self.has_mamba)
+        best = deepest_acceptable(path, self.window - self.window_slack, self.has_swa, self.has_mamba)
         node = best if best is not None else self.tree.root
         refresh_after_match(self.tree, path, node, self.window, self.policy.swa_refresh)
-        return MatchResult(node.end, full_depth, node)
+        sound = None
+        if self.window_slack:
+            sound_node = deepest_acceptable(path, self.window, self.has_swa, self.has_mamba)
+            sound = sound_node.end if sound_node is not None else 0
+        return MatchResult(node.end, full_depth, node, sound)
 
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
         if request_id in self.requests:
@@ -268,7 +273,7 @@ class CacheManager:
         deepest = req.checkpoint[0] if req.checkpoint is not None else None
         if mode == "tree" and deepest is None:
             deepest = next((n.end for n in reversed(req.last_node.path_from_root()) if n.state is not None), None)
-        return None if deepest is None else deepest - self.window
+        return None if deepest is None else deepest - self.window + self.window_slack
 
     def _follow_split(self, upper, lower) -> None:
         """A split node's upper half inherits its SWA holders; their lock sets must name it too."""

@@ -30,6 +30,9 @@ class Policy:
     chunked_prefill_size: int = 8192
     max_running_requests: int = 64
     iteration_phase: int = 0  # global iteration index of the first step ("iterations" trigger)
+    # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less
+    # and the match accepts a window this much short (-1: one page)
+    window_slack: int = 0
 
     def knob_names(self) -> list[str]:
         return [f.name for f in fields(self) if f.name not in ("name", "rules")]
@@ -55,6 +58,9 @@ PRESETS: dict[str, Policy] = {
 PRESETS["freetoken-lazy"] = replace(PRESETS["freetoken"], name="freetoken-lazy", finish_trim_gap=None)
 # the trim kept, with a configurable divergence budget instead of 16 (``finish_trim_gap``)
 PRESETS["freetoken-budget"] = replace(PRESETS["freetoken"], name="freetoken-budget", finish_trim_gap=256)
+# DELIBERATELY WRONG (a negative control for `execute`): the retain floor one page short, and a match
+# that accepts the window one page short, so second turns read SWA the policy already freed
+PRESETS["broken-retain-short"] = replace(PRESETS["sglang-retain"], name="broken-retain-short", window_slack=-1)
 
 _CHOICES = {"swa_free_trigger": ("tokens", "iterations"), "retain_floor": (None, "request", "tree"),
             "swa_refresh": ("window", "path"), "swa_pool_floor": ("window", "window+interval")}
@@ -93,5 +99,7 @@ def validate(policy: Policy) -> None:
         value = getattr(policy, knob)
         if value is not None and value < 0:
             raise ValueError(f"policy knob {knob} must be >= 0, got {value}")
+    if policy.window_slack < -1:
+        raise ValueError(f"policy knob window_slack must be >= -1, got {policy.window_slack}")
     if policy.iteration_phase < 0:
         raise ValueError(f"policy knob iteration_phase must be >= 0, got {policy.iteration_phase}")

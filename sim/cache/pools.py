@@ -24,6 +24,10 @@ class Pool:
         self._free = list(range(size - 1, -1, -1))
         self._on_free = on_free  # the executor poisons freed memory through this hook
 
+    def set_on_free(self, hook) -> None:
+        """Called with the ids of every free (the executor poisons that memory with NaN)."""
+        self._on_free = hook
+
     @property
     def num_free(self) -> int:
         return len(self._free)

@@ -11,6 +11,11 @@ class MatchResult:
     cached_len: int  # reusable prefix: the deepest node every component accepts
     full_depth: int  # how deep FULL KV alone would have matched
     node: Node  # the node ending at cached_len (the root when nothing matched)
+    sound_len: int | None = None  # the match a full window allows, where a broken policy went deeper
+
+    @property
+    def relies_on_freed_window(self) -> bool:
+        return self.sound_len is not None and self.sound_len < self.cached_len
 
     @property
     def blocked(self) -> int:

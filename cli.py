@@ -244,5 +244,68 @@ def report(out_dir, baseline, fmt, points):
     for path in call_library(write_report, out_dir, baseline, fmt, chosen):
         click.echo(str(path))
 
+# ---- the executor ----------------------------------------------------------------------------------------
+def _executor_options(fn):
+    options = [
+        click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False)),
+        click.option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names())),
+        click.option("--model", default="tiny", show_default=True, type=click.Choice(["tiny", "small"])),
+        click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"])),
+        click.option("--kernels", default="triton", show_default=True, type=click.Choice(["triton", "torch"])),
+        click.option("--gpu", type=click.Choice(sorted(GPUS)), help="cost preset [cpu on cpu, h200 on cuda]"),
+        click.option("--seed", default=0, show_default=True, type=int, help="seed of the model's random weights"),
+        click.option("--pool-tokens", default=200_000, show_default=True, type=click.IntRange(min=1)),
+        click.option("--swa-pool-tokens", type=click.IntRange(min=0)),
+        click.option("--mamba-states", default=256, show_default=True, type=click.IntRange(min=2)),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return _knob_options(fn)
+
+
+def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, calibration, knobs):
+    import os
+
+    from sim.simulate import SimConfig
+
+    if device == "cpu":  # the Triton kernels run under the interpreter; it must be on before they load
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return SimConfig(policy=policy, model=model, gpu=gpu or ("cpu" if device == "cpu" else "h200"),
+                     knobs={k: knobs[k] for k in KNOB_NAMES}, pool_tokens=pool_tokens,
+                     swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states, calibration=calibration)
+
+
+@cli.command()
+@_executor_options
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="write requests.csv and steps.csv here")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def execute(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, swa_pool_tokens, mamba_states,
+            calibration, out_dir, as_json, **knobs):
+    """Run a trace through the real executor beside the simulator's prediction: reuse mismatches (must
+    be 0), KL per request against a replay from scratch (exactly 0 where reuse is correct), measured vs
+    predicted step time, throughput."""
+    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states,
+                              calibration, knobs)
+    loaded = call_library(load_trace, trace_path)
+    from executor.report import execute_report
+
+    click.echo(call_library(execute_report, loaded, config, device, kernels, seed, out_dir, as_json))
+
+
+@cli.command()
+@_executor_options
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON")
+def calibrate(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, swa_pool_tokens, mamba_states,
+              output, **knobs):
+    """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
+    and `execute --calibration` read the file."""
+    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, None, knobs)
+    loaded = call_library(load_trace, trace_path)
+    from executor.report import calibrate_from_run
+
+    click.echo(call_library(calibrate_from_run, loaded, config, device, kernels, seed, output))
+
+
 if __name__ == "__main__":
     cli()

@@ -1,0 +1,110 @@
+"""The executor backend: runs each batch the engine schedules on the real model, for real.
+
+It is handed the same ``Batch`` the simulator predicts, reads page tables and states from the same cache
+manager, and poisons with NaN every page and state the manager frees. It returns the *predicted* step
+time to the engine, so the run's schedule (and therefore every cache decision) is exactly the
+simulator's, and records the measured time beside it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from executor.batch import BatchItem
+from executor.model import HybridModel
+from executor.pools import Pools
+from sim.backend import batch_shape
+from sim.cost import CostModel, StepShape
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    shape: StepShape
+    predicted_s: float
+    measured_s: float
+
+
+class ExecutorBackend:
+    def __init__(self, model: HybridModel, cost: CostModel, kernels: str = "triton"):
+        self.model, self.cost, self.kernels = model, cost, kernels
+        self.pools: Pools | None = None
+        self.logprobs: dict[str, dict[int, float]] = {}  # request id -> output index -> logprob
+        self.timings: list[StepTiming] = []
+
+    def attach(self, manager) -> None:
+        """Build real pools the size of the manager's and poison whatever it frees."""
+        sizes = {comp: pool.size for comp, pool in manager.pools.items()}
+        self.pools = Pools(self.model.spec, manager.page_size, sizes["full"], sizes["swa"], sizes["state"],
+                           device=self.model.device, dtype=self.model.dtype)
+        manager.pools["full"].set_on_free(self.pools.poison_full_pages)
+        manager.pools["swa"].set_on_free(self.pools.poison_swa_pages)
+        manager.pools["state"].set_on_free(self.pools.poison_states)
+
+    def run(self, batch, manager) -> float:
+        items = [self._item(entry, manager) for entry in batch.items]
+        shape = batch_shape(batch)
+        predicted = self.cost.step_time(shape)
+        with _Stopwatch(self.model.device) as watch:
+            logits = self.model.forward(items, self.pools, self.kernels)
+        measured = watch.seconds
+        self.timings.append(StepTiming(shape, predicted, measured))
+        for entry, rows in zip(batch.items, logits):
+            self._record_logprob(entry.plan, rows[-1], manager)
+        return predicted
+
+    def _item(self, entry, manager) -> BatchItem:
+        plan = entry.plan
+        req = manager.requests[plan.request_id]
+        if entry.copy_state_from is not None:
+            self.pools.copy_state(entry.copy_state_from, plan.state_id)
+        full_pages, swa_pages = manager.page_tables(plan.request_id)
+        page = manager.page_size
+        full = page_slots(full_pages, page, plan.end)
+        swa = page_slots([-1 if p is None else p for p in swa_pages], page, plan.end)
+        tokens = self.model.map_token_ids(req.tokens.token_ids(plan.start, plan.end))
+        state = plan.state_id if plan.state_id is not None else 0
+        return BatchItem(tokens.numpy(), plan.start, full, swa, state, plan.checkpoints, plan.end - 1)
+
+    def _record_logprob(self, plan, last_logits: torch.Tensor, manager) -> None:
+        req = manager.requests[plan.request_id]
+        index = plan.end - req.prompt_len  # the output token the last position predicts
+        if 0 <= index < len(req.tokens) - req.prompt_len:
+            token = int(self.model.map_token_ids(req.tokens.token_ids(plan.end, plan.end + 1))[0])
+            value = torch.log_softmax(last_logits.double(), dim=-1)[token].item()
+            self.logprobs.setdefault(plan.request_id, {})[index] = value
+
+
+def page_slots(pages: list[int], page_size: int, end: int) -> np.ndarray:
+    """Slot ids of positions [0, end) from page ids (-1 pages give -1 slots: freed SWA)."""
+    pages_arr = np.asarray(pages, dtype=np.int64)
+    slots = pages_arr[:, None] * page_size + np.arange(page_size)
+    slots[pages_arr < 0] = -1
+    return slots.reshape(-1)[:end]
+
+
+class _Stopwatch:
+    """Wall time of a forward: CUDA events on a GPU (the queue is drained first), perf_counter on CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.seconds = 0.0
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.start.record()
+        else:
+            self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.end.record()
+            self.end.synchronize()
+            self.seconds = self.start.elapsed_time(self.end) / 1000.0
+        else:
+            self.seconds = time.perf_counter() - self.started

@@ -129,6 +129,13 @@ class TokenSeq:
 
     def first_page(self, page_size: int, at: int = 0) -> tuple[Run, ...]:
         """A hashable key for the page starting at ``at``: a radix node's children are told apart by it."""
+        starts = self._run_starts()
+        index = bisect.bisect_right(starts, at) - 1 if at else 0
+        if index < len(self.runs):
+            source, offset, length = self.runs[index]
+            inside = at - starts[index]
+            if length - inside >= page_size:  # the usual case: the page lies within one run
+                return ((source, offset + inside, page_size),)
         return self.slice(at, at + page_size).runs
 
     def token_ids(self, start: int = 0, end: int | None = None) -> np.ndarray:

@@ -59,8 +59,10 @@ def _draw_point(subfigure, data: GridData, key: str) -> None:
         scale = int(point["page_size"]) if unit == "tokens" else 1
         _draw_pool(ax, x, steps, pool, scale, name, unit)
         ax.set_xlabel("simulated time (s)" if timed else "request (replay order)", fontsize=8)
-    subfigure.suptitle(f"{point['policy']}, page {point['page_size']}, interval {point['track_interval']} "
-                       f"[{key}]", fontsize=10, weight="bold")
+    others = [f"{name} {value}" for name, value in zip(data.settings, point["setting"], strict=True)
+              if name not in ("page_size", "track_interval")]
+    label = ", ".join([point["policy"], f"page {point['page_size']}", f"interval {point['track_interval']}", *others])
+    subfigure.suptitle(f"{label} [{key}]", fontsize=10, weight="bold")
 
 
 def _thin(steps: pd.DataFrame) -> pd.DataFrame:

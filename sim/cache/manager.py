@@ -189,6 +189,9 @@ class CacheManager:
     # ---- internals ----------------------------------------------------------------------------------
     def _plan(self, req: RequestCache, num_tokens: int, checkpoint: int | None) -> ChunkPlan | Refusal:
         num_pages = req.pages_needed(req.kv_len + num_tokens)
+        if not num_pages and not checkpoint:  # nothing to allocate (most decode steps)
+            req.planned = ()
+            return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
         refusal = self._reserve(num_pages, num_pages if self.has_swa else 0, 1 if checkpoint else 0)
         if refusal is not None:
             return refusal

@@ -167,7 +167,8 @@ KNOB_NAMES = ("page_size", "track_interval", "window", "mamba_chunk", "chunked_p
               help="timed: the SimPy engine with batching and time; replay: requests one after another")
 def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba_states, kv_memory_gb,
              calibration, compare_policy, out_dir, as_json, mode, **knobs):
-    """Replay a trace through a policy in the SimPy engine: reuse, pool occupancy, predicted time."""
+    """Replay a trace through a policy in the SimPy engine: reuse, pool occupancy, predicted time.
+    `python cli.py policies` describes the presets."""
     from sim.simulate import SimConfig
     from sim.simulate_cli import run_simulate
 
@@ -243,6 +244,15 @@ def report(out_dir, baseline, fmt, points):
     chosen = [p.strip() for p in points.split(",")] if points is not None else None
     for path in call_library(write_report, out_dir, baseline, fmt, chosen):
         click.echo(str(path))
+
+@cli.command()
+def policies():
+    """The policy presets and the engine version or PR each one models."""
+    from sim.cache.policies import PRESETS
+
+    for name, preset in PRESETS.items():
+        click.echo(f"{name:<20} {preset.about}")
+
 
 # ---- the executor ----------------------------------------------------------------------------------------
 def _executor_options(fn):

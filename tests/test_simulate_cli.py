@@ -94,3 +94,11 @@ def test_s3_fanout_vs_append():
 def test_experiment_command_prints_markdown():
     result = invoke("experiment", "s2", "--markdown")
     assert result.exit_code == 0 and result.output.startswith("| distance |")
+
+
+def test_every_preset_says_what_it_models():
+    result = invoke("policies")
+    from sim.cache.policies import PRESETS
+
+    for name, preset in PRESETS.items():
+        assert len(preset.about) > 20 and f"{name} " in result.output

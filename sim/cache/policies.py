@@ -13,6 +13,7 @@ SGLANG_RULES, FREETOKEN_RULES = "sglang", "freetoken"
 @dataclass(frozen=True)
 class Policy:
     name: str
+    about: str = ""  # which engine version or PR the preset models
     rules: str = SGLANG_RULES  # which engine's SWA-freeing and checkpoint rules
     cache_enabled: bool = True  # False: the no-cache baseline (nothing matched, nothing kept)
     full_only: bool = False  # True: plain FULL radix, SWA and MAMBA ignored (the ideal FULL engine)
@@ -35,32 +36,39 @@ class Policy:
     window_slack: int = 0
 
     def knob_names(self) -> list[str]:
-        return [f.name for f in fields(self) if f.name not in ("name", "rules")]
+        return [f.name for f in fields(self) if f.name not in ("name", "about", "rules")]
 
 
-_SGLANG = Policy(name="sglang")
+_SGLANG = Policy(name="sglang", about="SGLang 0.5.23 with the SWA retain floor switched off: the behaviour "
+                                     "PR #34729 fixed")
 
 PRESETS: dict[str, Policy] = {
-    "no-cache": replace(_SGLANG, name="no-cache", cache_enabled=False),
-    "radix": replace(_SGLANG, name="radix", full_only=True),
-    # SGLang 0.5.23 with the retain floor off: the behaviour PR #34729 fixed
+    "no-cache": replace(_SGLANG, name="no-cache", cache_enabled=False,
+                        about="no prefix cache (SGLang --disable-radix-cache): the baseline that reuses nothing"),
+    "radix": replace(_SGLANG, name="radix", full_only=True,
+                     about="a plain FULL-attention radix cache: SWA and MAMBA ignored, the ideal a hybrid can reach"),
     "sglang": _SGLANG,
-    # SGLang 0.5.23 as shipped (PR #34729): SWA kept down to the request's last checkpoint - W
-    "sglang-retain": replace(_SGLANG, name="sglang-retain", retain_floor="request"),
-    # PR #34729's first TODO: the floor comes from the deepest checkpoint on the request's tree path
-    "sglang-retain-tree": replace(_SGLANG, name="sglang-retain-tree", retain_floor="tree"),
-    # FreeToken 0.2.1 before #200: finish trims the prompt head's SWA down to W + 16 tokens
+    "sglang-retain": replace(_SGLANG, name="sglang-retain", retain_floor="request",
+                             about="SGLang 0.5.23 as shipped (PR #34729): SWA kept down to the request's last "
+                                   "checkpoint - W"),
+    "sglang-retain-tree": replace(_SGLANG, name="sglang-retain-tree", retain_floor="tree",
+                                  about="PR #34729's first TODO: the floor from the deepest checkpoint on the "
+                                        "request's tree path, so the prefill region is covered too"),
     "freetoken": Policy(name="freetoken", rules=FREETOKEN_RULES, page_size=1, finish_trim_gap=16,
                         commit_every_chunk=False, swa_refresh="path", swa_free_trigger="iterations",
-                        mamba_chunk=64),
+                        mamba_chunk=64, about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA "
+                                              "to its last W + 16 tokens"),
 }
-# FreeToken PR #488: no finish-time trim; the head goes only when the SWA pool must evict
-PRESETS["freetoken-lazy"] = replace(PRESETS["freetoken"], name="freetoken-lazy", finish_trim_gap=None)
-# the trim kept, with a configurable divergence budget instead of 16 (``finish_trim_gap``)
-PRESETS["freetoken-budget"] = replace(PRESETS["freetoken"], name="freetoken-budget", finish_trim_gap=256)
-# DELIBERATELY WRONG (a negative control for `execute`): the retain floor one page short, and a match
-# that accepts the window one page short, so second turns read SWA the policy already freed
-PRESETS["broken-retain-short"] = replace(PRESETS["sglang-retain"], name="broken-retain-short", window_slack=-1)
+PRESETS["freetoken-lazy"] = replace(PRESETS["freetoken"], name="freetoken-lazy", finish_trim_gap=None,
+                                    about="FreeToken PR #488: no finish-time trim; the head goes only when the SWA "
+                                          "pool must evict")
+PRESETS["freetoken-budget"] = replace(PRESETS["freetoken"], name="freetoken-budget", finish_trim_gap=256,
+                                      about="FreeToken's trim kept with a divergence budget D (finish_trim_gap) "
+                                            "instead of 16, as issue #200 suggests")
+PRESETS["broken-retain-short"] = replace(
+    PRESETS["sglang-retain"], name="broken-retain-short", window_slack=-1,
+    about="DELIBERATELY WRONG, a negative control for `execute`: the retain floor and the match's window "
+          "one page short, so second turns read SWA the policy already freed")
 
 _CHOICES = {"swa_free_trigger": ("tokens", "iterations"), "retain_floor": (None, "request", "tree"),
             "swa_refresh": ("window", "path"), "swa_pool_floor": ("window", "window+interval")}

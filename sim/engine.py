@@ -132,7 +132,7 @@ class Engine:
     def _unblock(self) -> None:
         """Nothing could be scheduled: free the newest running request, or give up on the waiting head
         when even an empty engine cannot hold it."""
-        newest = max(self.scheduler.running, key=lambda r: self.scheduler._order_of[r], default=None)
+        newest = self.scheduler.newest_running()
         if newest is not None and self._stalled.get(newest, 0) < 3:
             self._stalled[newest] = self._stalled.get(newest, 0) + 1
             self.scheduler.retract_newest()

@@ -80,6 +80,9 @@ class Scheduler:
             budget = self._add_prefill(batch, run, budget)
         return batch
 
+    def newest_running(self) -> str | None:
+        return max(self.running, key=lambda rid: self._order_of[rid], default=None)
+
     def retract_newest(self) -> bool:
         """Free the newest running request and requeue it; False when nothing runs."""
         if not self.running:

@@ -22,6 +22,7 @@ class SoloRun:
     match: MatchResult
     end_iteration: int
     inserted_len: int
+    peak_usage: dict  # pool usage just before the finish: the request still holds all it allocated
 
 
 def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int,
@@ -39,8 +40,9 @@ def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_l
     if done < output_len - 1:
         _ok(manager.prepare_decode(request_id, iteration + done), request_id)
     iteration += done
+    peak_usage = manager.usage()
     finished = manager.finish(request_id)
-    return SoloRun(admitted.match, iteration, finished.inserted_len)
+    return SoloRun(admitted.match, iteration, finished.inserted_len, peak_usage)
 
 
 def _ok(result, request_id: str):
@@ -65,8 +67,9 @@ def replay_order(trace) -> list[str]:
     return order
 
 
-def replay_trace(trace, manager: CacheManager, chunk_size: int, on_request=None):
-    """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage)."""
+def replay_trace(trace, manager: CacheManager, chunk_size: int):
+    """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage
+    at the request's peak)."""
     iteration = 0
     for request_id in replay_order(trace):
         tokens = trace.prompt_seq(request_id) + trace.output_seq(request_id)
@@ -79,4 +82,4 @@ def replay_trace(trace, manager: CacheManager, chunk_size: int, on_request=None)
             yield request_id, str(refused), manager.usage()
             continue
         iteration = run.end_iteration
-        yield request_id, run, manager.usage()
+        yield request_id, run, run.peak_usage

@@ -102,3 +102,24 @@ def test_every_preset_says_what_it_models():
 
     for name, preset in PRESETS.items():
         assert len(preset.about) > 20 and f"{name} " in result.output
+
+
+@pytest.mark.parametrize("trace_kind", ["s2", "s3"])
+def test_replay_mode_equals_timed_mode_when_requests_never_overlap(trace_kind, tmp_path):
+    path = tmp_path / "t.jsonl"
+    extra = ["--distance", "40"] if trace_kind == "s2" else []
+    invoke("trace", "gen", trace_kind, *extra, "-o", str(path))
+    outputs = {}
+    for mode in ("timed", "replay"):
+        result = invoke("simulate", "--trace", str(path), "--policy", "freetoken-lazy", "--model", "gemma-4-26b-a4b",
+                        "--mode", mode, "--json")
+        outputs[mode] = json.loads(result.output)
+    for key in ("cached_tokens", "recomputed_tokens", "hits", "peak_swa_slots"):
+        assert outputs["timed"][key] == outputs["replay"][key], key
+    assert outputs["replay"]["makespan_s"] == 0.0  # replay has no time
+
+
+def test_replay_mode_on_the_mooncake_slice_reports_every_request():
+    result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--json")
+    payload = json.loads(result.output)
+    assert payload["requests"] == 500 and payload["num_steps"] == 500 and payload["cached_tokens"] > 0

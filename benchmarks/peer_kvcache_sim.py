@@ -95,10 +95,9 @@ def compile_cpp() -> tuple[float | None, str]:
     return seconds, f"C++ binary {binary} ready in {seconds:.1f} s (0 when already built)"
 
 
-def our_trace(path: Path, limit: int | None, drop_outputs: bool, file_order: bool) -> Trace:
-    """The imported trace; without outputs (one output token, which is never computed, so only the prompt
-    is inserted, as the peer inserts it) and/or with equal arrivals nudged 1 ns apart into file order."""
-    trace = import_mooncake(path, limit=limit)
+def adapt(trace: Trace, path: Path, drop_outputs: bool, file_order: bool) -> Trace:
+    """Without outputs (one output token, never computed, so only the prompt is inserted, as the peer
+    inserts it) and/or with equal arrivals nudged 1 ns apart so that replay keeps file order."""
     if not (drop_outputs or file_order):
         return trace
     requests = [replace(r, output_len=1 if drop_outputs else r.output_len,
@@ -117,7 +116,8 @@ def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
 def run_ours(path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool,
              file_order: bool) -> SideRun:
     """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts."""
-    trace, load_s = _timed(our_trace, path, limit, drop_outputs, file_order)
+    imported, load_s = _timed(import_mooncake, path, limit=limit)
+    trace = adapt(imported, path, drop_outputs, file_order)  # not timed: the peer has no such step
     if budget_blocks is None:
         budget_blocks = sum(-(-(trace.prompt_len(r.id) + r.output_len) // BLOCK_LEN) for r in trace) + 1
     config = SimConfig(policy="radix", mode="replay", pool_tokens=budget_blocks * BLOCK_LEN,

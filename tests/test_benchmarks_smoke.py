@@ -104,3 +104,15 @@ def test_unbounded_cache_counts_exactly_as_the_peer_recounted():
     assert ours.hit_tokens == recounted.hit_tokens > 0
     assert ours.total_tokens == recounted.total_tokens == sum(input_lengths(HEAD, 40)[20:])
     assert theirs.hit_tokens >= recounted.hit_tokens
+
+
+def test_adapt_drops_outputs_and_keeps_file_order():
+    from benchmarks.peer_kvcache_sim import adapt
+    from sim.replay import replay_order
+
+    trace = import_mooncake(HEAD)  # its first ten requests share arrival 0.0
+    adapted = adapt(trace, HEAD, drop_outputs=True, file_order=True)
+    assert replay_order(adapted) == [r.id for r in trace]
+    assert {r.output_len for r in adapted} == {1}
+    assert [adapted.prompt_len(r.id) for r in adapted] == [trace.prompt_len(r.id) for r in trace]
+    assert adapt(trace, HEAD, drop_outputs=False, file_order=False) is trace

@@ -51,7 +51,7 @@ class ExecutorBackend:
             logits = self.model.forward(items, self.pools, self.kernels)
         measured = watch.seconds
         self.timings.append(StepTiming(shape, predicted, measured))
-        for entry, rows in zip(batch.items, logits):
+        for entry, rows in zip(batch.items, logits, strict=True):
             self._record_logprob(entry.plan, rows[-1], manager)
         return predicted
 

@@ -15,6 +15,31 @@ from sim.cost import StepShape
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 
+STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
+POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
+
+
+class StepLog:
+    """One row per engine step, kept as columns: a long run has about a million steps."""
+
+    def __init__(self):
+        self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
+
+    def append(self, step: tuple, pools: tuple) -> None:
+        for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):
+            self.columns[name].append(value)
+
+    def append_same_pools(self, step: tuple) -> None:
+        """A step that allocated nothing: the pools read as after the previous one."""
+        for name, value in zip(STEP_COLUMNS, step, strict=True):
+            self.columns[name].append(value)
+        for name in POOL_COLUMNS:
+            column = self.columns[name]
+            column.append(column[-1])
+
+    def __len__(self) -> int:
+        return len(self.columns["step"])
+
 
 @dataclass
 class EngineLog:
@@ -22,7 +47,7 @@ class EngineLog:
     first_token_at: dict[str, float] = field(default_factory=dict)
     finished_at: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)  # request id -> why it can never run
-    steps: list[dict] = field(default_factory=list)
+    steps: StepLog = field(default_factory=StepLog)
 
 
 class Engine:
@@ -98,10 +123,7 @@ class Engine:
                 break
             started_at = self.env.now
             yield self.env.timeout(duration)
-            # a plain step allocates nothing: the pools read as after the previous step
-            self.log.steps.append(dict(self.log.steps[-1], step=self.iteration, start_at=started_at,
-                                       duration_s=duration, num_prefill=0, prefill_tokens=0,
-                                       num_decode=len(runs)))
+            self.log.steps.append_same_pools((self.iteration, started_at, duration, 0, 0, len(runs)))
             self.iteration += 1
             done += 1
             self.on_step()
@@ -146,9 +168,8 @@ class Engine:
         self._append_step(started_at, duration, batch_shape(batch))
 
     def _append_step(self, started_at: float, duration: float, shape: StepShape) -> None:
-        row = {"step": self.iteration, "start_at": started_at, "duration_s": duration,
-               "num_prefill": len(shape.prefill), "prefill_tokens": shape.num_prefill_tokens,
-               "num_decode": shape.num_decode_tokens}
-        for comp, usage in self.manager.usage().items():
-            row.update({f"{comp}_free": usage.free, f"{comp}_running": usage.running, f"{comp}_tree": usage.tree})
-        self.log.steps.append(row)
+        usage = self.manager.usage()
+        pools = tuple(value for comp in ("full", "swa", "state")
+                      for value in (usage[comp].free, usage[comp].running, usage[comp].tree))
+        self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
+                               shape.num_decode_tokens), pools)

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+
 def _memo(method):
     """Cache a derived figure on the (frozen) spec: the cost model asks for them on every engine step."""
     key = "_memo_" + method.__name__

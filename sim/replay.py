@@ -59,7 +59,8 @@ def replay_order(trace) -> list[str]:
         if request.after is not None:
             followers.setdefault(request.after, []).append(request.id)
     order: list[str] = []
-    stack = [r.id for r in sorted((r for r in trace if r.after is None), key=lambda r: r.arrival, reverse=True)]
+    # a stable sort keeps file order among equal arrivals; the stack pops the first of them first
+    stack = [r.id for r in sorted((r for r in trace if r.after is None), key=lambda r: r.arrival)][::-1]
     while stack:
         request_id = stack.pop()
         order.append(request_id)

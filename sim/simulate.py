@@ -99,7 +99,7 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
     engine.start()
     env.run()
     requests = _request_table(trace, engine, scheduler)
-    steps = pd.DataFrame(engine.log.steps)
+    steps = pd.DataFrame(engine.log.steps.columns)
     return SimResult(config, policy, requests, steps, summarize(requests, steps, policy.page_size))
 
 

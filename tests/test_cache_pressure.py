@@ -10,8 +10,8 @@ from tests.cache_helpers import hybrid_model, manager, out, seq
 FULL_ONLY = hybrid_model(swa=False, mamba=False)
 
 
-def filled(num_requests=8, sizes=PoolSizes(40, 0, 0)):
-    mgr = manager("sglang", FULL_ONLY, sizes, page_size=4, track_interval=4)
+def filled(num_requests=8):
+    mgr = manager("sglang", FULL_ONLY, PoolSizes(40, 0, 0), page_size=4, track_interval=4)
     for i in range(num_requests):
         run_alone(mgr, f"r{i}", seq((f"p{i}", 16)) + out(f"r{i}", 1), 16, 1, 64)
     return mgr

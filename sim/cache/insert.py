@@ -16,8 +16,7 @@ from sim.tokens import TokenSeq
 def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks."""
     page, base = tree.page_size, req.prefix_len
-    key = req.tokens.slice(0, end)
-    path, depth = tree.walk(key)
+    path, depth = tree.walk(req.tokens, end)
     full, swa = req.take_own_pages(end)
     for node in list(path):
         if node.end > base:
@@ -26,7 +25,7 @@ def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: b
     node = path[-1] if path else tree.root
     if depth < end:
         lo = (depth - base) // page
-        node = _add_new(tree, req, node, key.slice(depth), full[lo:], swa[lo:], window, has_swa)
+        node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
     _attach_checkpoint(tree, req, node, end)
     req.prefix_len = end
     return node

@@ -16,8 +16,13 @@ from sim.cache.pools import Pool, PoolUsage
 from sim.cache.request import RequestCache
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.cache.swa_free import (decode_trigger_fires, floor_to, freetoken_prefill_frontier, frontier_for,
-                                prefill_commit_fires)
+from sim.cache.swa_free import (
+    decode_trigger_fires,
+    floor_to,
+    freetoken_prefill_frontier,
+    frontier_for,
+    prefill_commit_fires,
+)
 from sim.cache.tree import FULL, STATE, SWA, RadixTree
 from sim.cache.trim import trim_head
 from sim.models import ModelSpec
@@ -48,7 +53,7 @@ class CacheManager:
         """The reusable prefix of a prompt; the last prompt token is always recomputed."""
         if not self.policy.cache_enabled or prompt_len <= 1:
             return MatchResult(0, 0, self.tree.root)
-        path, full_depth = self.tree.walk(tokens.slice(0, floor_to(prompt_len - 1, self.page_size)))
+        path, full_depth = self.tree.walk(tokens, floor_to(prompt_len - 1, self.page_size))
         best = deepest_acceptable(path, self.window - self.window_slack, self.has_swa, self.has_mamba)
         node = best if best is not None else self.tree.root
         refresh_after_match(self.tree, path, node, self.window, self.policy.swa_refresh)
@@ -116,14 +121,18 @@ class CacheManager:
         page, checkpoint or SWA trigger) skip the bookkeeping. Returns the steps done: fewer when the
         pools refuse one (that step is not taken)."""
         req = self.requests[request_id]
-        for done in range(num_steps):
-            if self.decode_is_plain(req, iteration + done):
-                req.kv_len += 1
-                req.decode_steps += 1
+        done = 0
+        while done < num_steps:
+            plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
+            if plain:
+                req.kv_len += plain
+                req.decode_steps += plain
+                done += plain
                 continue
             if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
                 return done
             self.complete_decode(request_id)
+            done += 1
         return num_steps
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:

@@ -26,15 +26,16 @@ class RadixTree:
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
 
     # ---- structure -------------------------------------------------------------------------------
-    def walk(self, key: TokenSeq) -> tuple[list[Node], int]:
-        """Follow ``key`` a page at a time; a node matched part-way is split so the walk ends on a
+    def walk(self, key: TokenSeq, end: int | None = None) -> tuple[list[Node], int]:
+        """Follow ``key[:end]`` a page at a time; a node matched part-way is split so the walk ends on a
         node end. Returns the nodes walked and the matched (FULL) depth."""
         node, path, pos, page = self.root, [], 0, self.page_size
-        while len(key) - pos >= page:
+        end = len(key) if end is None else min(end, len(key))
+        while end - pos >= page:
             child = node.children.get(key.first_page(page, pos))
             if child is None:
                 break
-            matched = min(child.key.common_prefix_len(key, pos), len(key) - pos) // page * page
+            matched = min(child.key.common_prefix_len(key, pos), end - pos) // page * page
             if matched < len(child.key):
                 child = self.split(child, matched)
                 path.append(child)
@@ -122,8 +123,16 @@ class RadixTree:
         self._push(comp, node)
 
     def _push(self, comp: str, node: Node) -> None:
-        if node is not self.root:
-            heapq.heappush(self.heaps[comp], (getattr(node, comp + "_stamp"), node.id, node))
+        # only nodes that hold the component (FULL: leaves) can be candidates; whatever gives a node the
+        # component later (revive, set_state, losing its last child) pushes it then
+        if node is self.root:
+            return
+        if comp == FULL:
+            if node.children:
+                return
+        elif (node.swa_pages if comp == SWA else node.state) is None:
+            return
+        heapq.heappush(self.heaps[comp], (getattr(node, comp + "_stamp"), node.id, node))
 
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped: it may be a candidate again."""

@@ -19,7 +19,7 @@ def trim_head(tree: RadixTree, tokens: TokenSeq, prompt_len: int, window: int, g
     keep_from = floor_to(max(prompt_end - window - gap, 0), page)
     freed = 0
     if keep_from > 0:
-        path, _ = tree.walk(tokens.slice(0, keep_from))  # splits a node straddling keep_from
+        path, _ = tree.walk(tokens, keep_from)  # splits a node straddling keep_from
         for node in path:
             if node.end <= keep_from and not node.is_leaf and not node.swa_holders:
                 freed += tree.tombstone(node)
@@ -29,7 +29,7 @@ def trim_head(tree: RadixTree, tokens: TokenSeq, prompt_len: int, window: int, g
 
 def _restamp(tree: RadixTree, tokens: TokenSeq, prompt_end: int) -> None:
     """FreeToken re-matches the prompt: its path becomes newer than the decode tail just inserted."""
-    path, _ = tree.walk(tokens.slice(0, prompt_end))
+    path, _ = tree.walk(tokens, prompt_end)
     for node in path:
         tree.touch(node, FULL)
         if node.swa_pages is not None:

@@ -36,17 +36,21 @@ class TokenSeq:
 
     def __init__(self, runs: tuple[Run, ...] | list[Run] = ()):
         merged: list[Run] = []
-        for source, start, length in runs:
-            if length < 0 or start < 0:
-                raise ValueError(f"bad run {(source, start, length)!r}")
-            if length == 0:
+        length = 0
+        for source, start, count in runs:
+            if count <= 0 or start < 0:
+                if count < 0 or start < 0:
+                    raise ValueError(f"bad run {(source, start, count)!r}")
                 continue
-            if merged and merged[-1][0] == source and merged[-1][1] + merged[-1][2] == start:
-                merged[-1] = (source, merged[-1][1], merged[-1][2] + length)
-            else:
-                merged.append((source, start, length))
+            length += count
+            if merged:
+                last_source, last_start, last_count = merged[-1]
+                if last_source == source and last_start + last_count == start:
+                    merged[-1] = (source, last_start, last_count + count)
+                    continue
+            merged.append((source, start, count))
         self.runs: tuple[Run, ...] = tuple(merged)
-        self.length = sum(r[2] for r in merged)
+        self.length = length
         self._starts: list[int] | None = None
 
     @classmethod
@@ -73,7 +77,12 @@ class TokenSeq:
         return self.length
 
     def __add__(self, other: "TokenSeq") -> "TokenSeq":
-        return TokenSeq(self.runs + other.runs)
+        if not self.runs or not other.runs:
+            return other if not self.runs else self
+        (source, start, count), (other_source, other_start, _) = self.runs[-1], other.runs[0]
+        if source == other_source and start + count == other_start:  # the junction merges
+            return TokenSeq(self.runs + other.runs)
+        return TokenSeq._trusted(self.runs + other.runs, self.length + other.length)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TokenSeq) and self.runs == other.runs

@@ -16,13 +16,14 @@ from sim.tokens import TokenSeq
 def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks."""
     page, base = tree.page_size, req.prefix_len
-    path, depth = tree.walk(req.tokens, end)
+    # [0, prefix_len) is the request's locked path already: walk on from its end
+    path, depth = tree.walk(req.tokens, end, start=req.last_node)
     full, swa = req.take_own_pages(end)
     for node in list(path):
         if node.end > base:
             lo, hi = (node.start - base) // page, (node.end - base) // page
             _merge_existing(tree, req, node, full[lo:hi], swa[lo:hi], has_swa)
-    node = path[-1] if path else tree.root
+    node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
         node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)

@@ -26,10 +26,12 @@ class RadixTree:
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
 
     # ---- structure -------------------------------------------------------------------------------
-    def walk(self, key: TokenSeq, end: int | None = None) -> tuple[list[Node], int]:
-        """Follow ``key[:end]`` a page at a time; a node matched part-way is split so the walk ends on a
-        node end. Returns the nodes walked and the matched (FULL) depth."""
-        node, path, pos, page = self.root, [], 0, self.page_size
+    def walk(self, key: TokenSeq, end: int | None = None, start: Node | None = None) -> tuple[list[Node], int]:
+        """Follow ``key[:end]`` a page at a time, from the root or from ``start`` (a node on the key's path);
+        a node matched part-way is split so the walk ends on a node end. Returns the nodes walked below
+        the starting node and the matched (FULL) depth."""
+        node = self.root if start is None else start
+        path, pos, page = [], node.end if start is not None else 0, self.page_size
         end = len(key) if end is None else min(end, len(key))
         while end - pos >= page:
             child = node.children.get(key.first_page(page, pos))

@@ -11,6 +11,7 @@ import math
 from sim.cache import evictor, locks
 from sim.cache.insert import insert
 from sim.cache.matching import deepest_acceptable, refresh_after_match
+from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.policies import FREETOKEN_RULES, Policy
 from sim.cache.pools import Pool, PoolUsage
 from sim.cache.request import RequestCache
@@ -29,7 +30,7 @@ from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager:
+class CacheManager(PlainDecodes):
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
         on_free = on_free or {}
         self.policy, self.model = policy, model
@@ -114,50 +115,6 @@ class CacheManager:
         req.kv_len += 1
         req.decode_steps += 1
         self._take_planned_checkpoint(req)
-
-    def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
-        """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
-        ``prepare_decode`` + ``complete_decode`` would; steps where nothing but the length changes (no
-        page, checkpoint or SWA trigger) skip the bookkeeping. Returns the steps done: fewer when the
-        pools refuse one (that step is not taken)."""
-        req = self.requests[request_id]
-        done = 0
-        while done < num_steps:
-            plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
-            if plain:
-                req.kv_len += plain
-                req.decode_steps += plain
-                done += plain
-                continue
-            if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
-                return done
-            self.complete_decode(request_id)
-            done += 1
-        return num_steps
-
-    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
-        """How many decode steps from ``iteration`` on are plain (see ``decode_is_plain``), or fewer."""
-        page, policy = self.page_size, self.policy
-        steps = (req.prefix_len // page + len(req.own_full)) * page - req.kv_len
-        if self.has_mamba:
-            steps = min(steps, -(req.kv_len + 1) % policy.track_interval)
-        if self.has_swa:
-            if policy.swa_free_trigger == "iterations":
-                steps = min(steps, -(iteration + policy.iteration_phase) % policy.swa_eviction_interval)
-            else:
-                first = 0 if req.decode_steps >= 1 else 1
-                fires_at = req.swa_frontier + policy.swa_eviction_interval + self.window - req.kv_len
-                steps = min(steps, max(first, fires_at))
-        return max(steps, 0)
-
-    def decode_is_plain(self, req: RequestCache, iteration: int) -> bool:
-        """Whether this decode step only lengthens the request: no page, checkpoint or SWA free."""
-        if (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size <= req.kv_len:
-            return False
-        if self.has_mamba and (req.kv_len + 1) % self.policy.track_interval == 0:
-            return False
-        return not (self.has_swa and decode_trigger_fires(self.policy, req, self.window,
-                                                          iteration + self.policy.iteration_phase))
 
     # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:

@@ -92,7 +92,7 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
     if backend is None:
         calibration = load_calibration(config.calibration) if config.calibration else None
         backend = PredictBackend(CostModel(model, get_gpu(config.gpu), calibration))
-    scheduler = Scheduler(manager, policy.chunked_prefill_size, policy.max_running_requests)
+    scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
     engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,
                     fast_path=fast_path)
@@ -101,6 +101,17 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
     requests = _request_table(trace, engine, scheduler)
     steps = pd.DataFrame(engine.log.steps.columns)
     return SimResult(config, policy, requests, steps, summarize(requests, steps, policy.page_size))
+
+
+# SGLang caps running requests at a third of the MAMBA pool (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO):
+# a running state plus two ping-pong checkpoint slots each, so admission never starves the pool
+MAMBA_STATES_PER_REQUEST = 3
+
+
+def max_running(policy: Policy, manager: CacheManager, sizes: PoolSizes) -> int:
+    if not manager.has_mamba:
+        return policy.max_running_requests
+    return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
 def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):

@@ -121,3 +121,13 @@ def test_request_that_can_never_fit_is_rejected_not_crashed():
     rows = result.requests.set_index("id")
     assert "FULL pages" in rows.loc["big", "rejected"]
     assert rows.loc["ok", "rejected"] == "" and rows.loc["ok", "finished_at"] > 0
+
+
+def test_running_requests_are_capped_by_a_third_of_the_mamba_pool():
+    trace = fanout(num_groups=2, prompts_per_group=8, system_len=256, question_len=32, output_len=40, seed=4)
+    config = SimConfig(policy="sglang-retain", model="inkling", knobs=dict(page_size=16, track_interval=32),
+                       pool_tokens=200_000, mamba_states=12)
+    result = simulate(trace, config, backend=FixedStepBackend(0.01))
+    running = result.steps["num_decode"] + result.steps["num_prefill"]
+    assert running.max() <= 4 and result.summary["retractions"] == 0
+    assert result.summary["rejected_requests"] == 0

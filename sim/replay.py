@@ -47,8 +47,7 @@ def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_l
 
 def _ok(result, request_id: str):
     if isinstance(result, Refusal):
-        manager_msg = f"request {request_id}: the pools cannot hold it even after eviction ({result})"
-        raise ReplayRefused(manager_msg)
+        raise ReplayRefused(f"request {request_id}: the pools cannot hold it even after eviction ({result})")
     return result
 
 

@@ -23,7 +23,6 @@ class Running:
     tokens: TokenSeq
     prompt_len: int
     output_len: int
-    match: MatchResult
     copy_state_from: int | None
     decoded: int = 0  # output tokens whose KV is computed (the first output token needs none)
 
@@ -171,7 +170,7 @@ class Scheduler:
         if isinstance(result, Refusal):
             return None
         self.waiting.popleft()
-        run = Running(request_id, tokens, prompt_len, output_len, result.match, result.copy_state_from)
+        run = Running(request_id, tokens, prompt_len, output_len, result.copy_state_from)
         self.running[request_id] = run
         self.admitted[request_id] = result.match
         self._order_of[request_id] = next(self._counter)

@@ -60,6 +60,11 @@ def _check_request(manager, req) -> None:
     _expect(have * page >= req.kv_len and len(req.own_swa) == len(req.own_full),
             f"{req.request_id}: {have} pages cannot hold {req.kv_len} tokens")
     _expect(req.last_node is manager.tree.root or req.last_node.alive, f"{req.request_id}: locked a dead node")
+    for node in req.locks.swa_nodes:
+        _expect(node.alive and req.request_id in node.swa_holders,
+                f"{req.request_id}: its SWA window lock on {node} was lost")
+    state_node = req.locks.state_node
+    _expect(state_node is None or state_node.state_lock > 0, f"{req.request_id}: its state lock was lost")
 
 
 def _check_pool(comp: str, pool, ids: list[int]) -> None:

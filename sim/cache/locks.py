@@ -19,12 +19,23 @@ class LockSet:
     state_node: Node | None = None
 
 
-def lock(tree: RadixTree, holder: str, node: Node, window: int, has_swa: bool, has_mamba: bool) -> LockSet:
+def lock(tree: RadixTree, holder: str, node: Node, window: int, has_swa: bool, has_mamba: bool,
+         locked_above: Node | None = None) -> LockSet:
+    """Lock ``node``'s path. ``locked_above``: an ancestor whose path this holder already locks (an
+    insert extends the request's own path), so only the nodes below it gain a FULL lock."""
     held = LockSet(holder, node)
+    stop = tree.root if locked_above is None else locked_above
     current = node
-    while current is not tree.root:
+    while current is not stop:
         current.full_lock += 1
         current = current.parent
+    _lock_window_and_state(held, node, tree, window, has_swa, has_mamba)
+    return held
+
+
+def _lock_window_and_state(held: LockSet, node: Node, tree: RadixTree, window: int, has_swa: bool,
+                           has_mamba: bool) -> None:
+    holder = held.holder
     covered, current = 0, node
     while has_swa and current is not tree.root and covered < window:
         if current.swa_pages is not None:
@@ -35,12 +46,13 @@ def lock(tree: RadixTree, holder: str, node: Node, window: int, has_swa: bool, h
     if has_mamba and node.state is not None:
         node.state_lock += 1
         held.state_node = node
-    return held
 
 
-def unlock(tree: RadixTree, held: LockSet) -> None:
+def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> None:
+    """Release ``held``; ``keep_from``: the FULL locks from this node up stay (the holder's new path)."""
     current = held.node
-    while current is not tree.root:
+    stop = tree.root if keep_from is None else keep_from
+    while current is not stop:
         current.full_lock -= 1
         if current.full_lock == 0:
             tree.release(current)

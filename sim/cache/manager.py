@@ -208,8 +208,11 @@ class CacheManager(PlainDecodes):
     def _insert(self, req: RequestCache, end: int) -> None:
         node = insert(self.tree, req, end, self.window, self.has_swa)
         old = req.locks
-        req.locks = self._lock(req.request_id, node)
-        locks.unlock(self.tree, old)
+        # release the old window and state first: the new window may share nodes, and a holder is a set
+        # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
+        locks.unlock(self.tree, old, keep_from=old.node)
+        req.locks = locks.lock(self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba,
+                               locked_above=old.node)
 
     def _lock(self, holder: str, node) -> locks.LockSet:
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)

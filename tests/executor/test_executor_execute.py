@@ -95,3 +95,18 @@ def test_calibrate_writes_a_file_simulate_reads(tmp_path):
     simulated = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--model", "tiny", "--gpu", "cpu",
                                          "--calibration", str(calibration), "--json"], catch_exceptions=False)
     assert simulated.exit_code == 0 and json.loads(simulated.output)["makespan_s"] > 0
+
+
+def test_kl_stays_zero_when_the_swa_pool_must_evict(device):
+    from sim.trace_gen import fanout
+
+    trace = fanout(num_groups=2, prompts_per_group=4, system_len=120, question_len=24, output_len=40,
+                   request_rate=20.0, seed=0)
+    knobs = dict(page_size=16, track_interval=32, swa_eviction_interval=16, max_running_requests=2,
+                 chunked_prefill_size=64)
+    config = SimConfig(policy="sglang-retain", model="tiny", gpu="cpu", knobs=knobs, pool_tokens=20_000,
+                       swa_pool_tokens=320, mamba_states=64)
+    result = execute(trace, config, device=device, kernels="torch")
+    assert result.measured.summary["peak_swa_slots"] == 320  # the pool ran full: the tree's SWA was evicted
+    assert result.summary["reuse_mismatches"] == 0 and result.summary["kl_nonzero"] == 0
+    assert result.summary["cached_tokens"] > 0

@@ -12,11 +12,14 @@ SUMMARY_ROWS = [
     ("peak SWA slots", "peak_swa_slots"), ("mean SWA slots", "mean_swa_slots"),
     ("peak MAMBA states", "peak_mamba_states"), ("makespan (s)", "makespan_s"),
     ("output tokens/s", "output_tokens_per_s"), ("mean TTFT (s)", "mean_ttft_s"),
-    ("retractions", "retractions"),
+    ("retractions", "retractions"), ("evictions FULL / SWA / MAMBA (nodes)", "evictions"),
 ]
 
 
 def summary_table(summary: dict, title: str) -> str:
+    if "evictions_full" in summary:
+        summary = dict(summary, evictions=f"{summary['evictions_full']} / {summary['evictions_swa']} / "
+                                          f"{summary['evictions_mamba']}")
     width = max(len(label) for label, _ in SUMMARY_ROWS)
     lines = [title]
     lines += [f"  {label:<{width}}  {_fmt(summary[key])}" for label, key in SUMMARY_ROWS if key in summary]

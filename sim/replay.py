@@ -67,11 +67,15 @@ def replay_order(trace) -> list[str]:
     return order
 
 
-def replay_trace(trace, manager: CacheManager, chunk_size: int):
+def replay_trace(trace, manager: CacheManager, chunk_size: int, fits=None):
     """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage
-    at the request's peak)."""
+    at the request's peak). ``fits(request_id)`` names why a request can never run, or returns None."""
     iteration = 0
     for request_id in replay_order(trace):
+        why_not = fits(request_id) if fits is not None else None
+        if why_not is not None:
+            yield request_id, why_not, manager.usage()
+            continue
         tokens = trace.prompt_seq(request_id) + trace.output_seq(request_id)
         try:
             run = run_alone(manager, request_id, tokens, trace.prompt_len(request_id),

@@ -59,13 +59,16 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
 
 
 def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
+    """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
+    when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
     page = policy.page_size
-    if config.pool_tokens is None:
-        sizes = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
+    by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
                                   config.mamba_full_memory_ratio)
+    if config.pool_tokens is None:
+        sizes = by_memory
     else:
         sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio)
-    states = sizes.states if config.mamba_states is None else config.mamba_states
+    states = by_memory.states if config.mamba_states is None else config.mamba_states
     swa_pages = max(sizes.swa_pages, swa_floor_pages(model, policy)) if model.has_swa else 0
     return PoolSizes(sizes.full_pages, swa_pages, states)
 
@@ -100,7 +103,13 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
     env.run()
     requests = _request_table(trace, engine, scheduler)
     steps = pd.DataFrame(engine.log.steps.columns)
-    return SimResult(config, policy, requests, steps, summarize(requests, steps, policy.page_size))
+    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager)
+    return SimResult(config, policy, requests, steps, summary)
+
+
+def eviction_counts(manager: CacheManager) -> dict:
+    counts = manager.tree.num_evictions
+    return {"evictions_full": counts["full"], "evictions_swa": counts["swa"], "evictions_mamba": counts["state"]}
 
 
 # SGLang caps running requests at a third of the MAMBA pool (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO):
@@ -144,7 +153,8 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     model, policy, sizes = build(config)
     manager = CacheManager(model, policy, sizes)
     rows, steps = [], []
-    for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, policy.chunked_prefill_size)):
+    runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
+    for index, (request_id, run, usage) in enumerate(runs):
         refused = isinstance(run, str)
         rows.append(request_row(trace, request_id, None if refused else run.match, {}, 0, run if refused else ""))
         step = {"step": index, "request": request_id}
@@ -155,4 +165,5 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
             on_step()
     requests = pd.DataFrame(rows, columns=REQUEST_COLUMNS).set_index("id").loc[[r.id for r in trace]].reset_index()
     steps_frame = pd.DataFrame(steps)
-    return SimResult(config, policy, requests, steps_frame, summarize(requests, steps_frame, policy.page_size))
+    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager)
+    return SimResult(config, policy, requests, steps_frame, summary)

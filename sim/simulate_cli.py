@@ -24,11 +24,21 @@ def run_simulate(trace: Trace, config: SimConfig, compare_policy: str | None, ou
             payload["compare"] = dict(other.summary, policy=compare_policy, **compare(result.requests, other.requests))
         return json.dumps(payload)
     text = summary_table(result.summary, f"{config.policy} on {trace_name} ({config.model}, {config.gpu})")
+    text += rejection_note(result)
     if other is None:
         return text
     changes = compare(result.requests, other.requests)
     return "\n\n".join([text, summary_table(other.summary, compare_policy),
                         compare_table(result.summary, other.summary, config.policy, compare_policy, changes)])
+
+
+def rejection_note(result: SimResult) -> str:
+    """Name the requests the pools could never hold (the first few, with why)."""
+    rejected = result.requests[result.requests["rejected"] != ""]
+    if rejected.empty:
+        return ""
+    shown = "; ".join(f"{row.id}: {row.rejected}" for row in rejected.head(3).itertuples())
+    return f"\n  NOTE: {len(rejected)} request(s) never ran, e.g. {shown}"
 
 
 def _run(trace: Trace, config: SimConfig) -> SimResult:

@@ -123,3 +123,17 @@ def test_replay_mode_on_the_mooncake_slice_reports_every_request():
     result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--json")
     payload = json.loads(result.output)
     assert payload["requests"] == 500 and payload["num_steps"] == 500 and payload["cached_tokens"] > 0
+
+
+def test_pool_tokens_alone_keeps_mamba_states_from_memory_and_rejections_are_named():
+    result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--pool-tokens", "100000",
+                    "--mode", "replay")
+    assert result.exit_code == 0
+    assert "rejected                              5" in result.output
+    assert "NOTE: 5 request(s) never ran, e.g. mc-98: needs 1894 FULL pages, the pool has 1562" in result.output
+
+
+def test_summary_counts_evictions():
+    payload = json.loads(invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--pool-tokens",
+                                "100000", "--mode", "replay", "--json").output)
+    assert payload["evictions_full"] > 0 and payload["rejected_requests"] == 5

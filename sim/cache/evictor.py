@@ -29,6 +29,7 @@ def evict_one(tree: RadixTree, comp: str) -> bool:
     node = tree.pop_lru(comp, eligible)
     if node is None:
         return False
+    tree.num_evictions[comp] += 1
     if _full_ok(node):
         tree.delete_leaf(node)
     elif comp == SWA:

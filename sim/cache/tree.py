@@ -23,6 +23,7 @@ class RadixTree:
         self.clock = 0
         self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
+        self.num_evictions = {FULL: 0, SWA: 0, STATE: 0}  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
 
     # ---- structure -------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import simpy
 
 from sim.backend import Backend, batch_shape
-from sim.cost import StepShape
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 
@@ -165,9 +164,7 @@ class Engine:
         self._reject(request_id, "the pools cannot hold it even with the cache emptied")
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
-        self._append_step(started_at, duration, batch_shape(batch))
-
-    def _append_step(self, started_at: float, duration: float, shape: StepShape) -> None:
+        shape = batch_shape(batch)
         usage = self.manager.usage()
         pools = tuple(value for comp in ("full", "swa", "state")
                       for value in (usage[comp].free, usage[comp].running, usage[comp].tree))

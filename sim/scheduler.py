@@ -84,9 +84,10 @@ class Scheduler:
 
     def retract_newest(self) -> bool:
         """Free the newest running request and requeue it; False when nothing runs."""
-        if not self.running:
+        newest = self.newest_running()
+        if newest is None:
             return False
-        self._retract(max(self.running.values(), key=self._order))
+        self._retract(self.running[newest])
         return True
 
     def postprocess(self, batch: Batch) -> StepOutcome:
@@ -124,9 +125,7 @@ class Scheduler:
     def advance_plain(self, runs: list[Running], num_steps: int) -> None:
         """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and no more."""
         for run in runs:
-            req = self.manager.requests[run.request_id]
-            req.kv_len += num_steps
-            req.decode_steps += num_steps
+            self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
 
     # ---- internals ----------------------------------------------------------------------------------
@@ -135,7 +134,7 @@ class Scheduler:
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget = self.budget
-        for run in sorted(self.running.values(), key=lambda r: self._order(r)):
+        for run in sorted(self.running.values(), key=self._order):
             if run.request_id not in self.running or self._in_prefill(run):
                 continue
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
-from sim.cache.swa_free import decode_trigger_fires
 
 
 class PlainDecodes:
@@ -25,8 +24,7 @@ class PlainDecodes:
         while done < num_steps:
             plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
             if plain:
-                req.kv_len += plain
-                req.decode_steps += plain
+                self.take_plain_decodes(req, plain)
                 done += plain
                 continue
             if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
@@ -35,8 +33,14 @@ class PlainDecodes:
             done += 1
         return num_steps
 
+    def take_plain_decodes(self, req: RequestCache, num_steps: int) -> None:
+        """What ``num_steps`` plain decode steps record: only the lengths move."""
+        req.kv_len += num_steps
+        req.decode_steps += num_steps
+
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
-        """How many decode steps from ``iteration`` on are plain (see ``decode_is_plain``), or fewer."""
+        """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
+        no SWA free fires), or fewer."""
         page, policy = self.page_size, self.policy
         steps = (req.prefix_len // page + len(req.own_full)) * page - req.kv_len
         if self.has_mamba:
@@ -49,12 +53,3 @@ class PlainDecodes:
                 fires_at = req.swa_frontier + policy.swa_eviction_interval + self.window - req.kv_len
                 steps = min(steps, max(first, fires_at))
         return max(steps, 0)
-
-    def decode_is_plain(self, req: RequestCache, iteration: int) -> bool:
-        """Whether this decode step only lengthens the request: no page, checkpoint or SWA free."""
-        if (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size <= req.kv_len:
-            return False
-        if self.has_mamba and (req.kv_len + 1) % self.policy.track_interval == 0:
-            return False
-        return not (self.has_swa and decode_trigger_fires(self.policy, req, self.window,
-                                                          iteration + self.policy.iteration_phase))

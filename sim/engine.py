@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import simpy
 
 from sim.backend import Backend, batch_shape
+from sim.metrics import POOL_COLUMNS, pool_row
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
-POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
 
 
 class StepLog:
@@ -165,8 +165,6 @@ class Engine:
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)
-        usage = self.manager.usage()
-        pools = tuple(value for comp in ("full", "swa", "state")
-                      for value in (usage[comp].free, usage[comp].running, usage[comp].tree))
+        pools = tuple(pool_row(self.manager.usage()).values())
         self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
                                shape.num_decode_tokens), pools)

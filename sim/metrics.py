@@ -15,6 +15,15 @@ REQUEST_COLUMNS = [
 ]
 
 
+POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
+
+
+def pool_row(usage: dict) -> dict[str, int]:
+    """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``."""
+    return {f"{comp}_{held}": getattr(usage[comp], held)
+            for comp in ("full", "swa", "state") for held in ("free", "running", "tree")}
+
+
 def previous_prompt_len(trace: Trace, request_id: str) -> int | None:
     """The prompt a follow-up turn extends: the request whose output it quotes, else its ``after``."""
     request = trace.request(request_id)

@@ -13,7 +13,7 @@ from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
 from sim.calibration import load_calibration
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
-from sim.metrics import REQUEST_COLUMNS, request_row, summarize
+from sim.metrics import REQUEST_COLUMNS, pool_row, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
@@ -157,10 +157,7 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     for index, (request_id, run, usage) in enumerate(runs):
         refused = isinstance(run, str)
         rows.append(request_row(trace, request_id, None if refused else run.match, {}, 0, run if refused else ""))
-        step = {"step": index, "request": request_id}
-        for comp, held in usage.items():
-            step.update({f"{comp}_free": held.free, f"{comp}_running": held.running, f"{comp}_tree": held.tree})
-        steps.append(step)
+        steps.append({"step": index, "request": request_id} | pool_row(usage))
         if on_step:
             on_step()
     requests = pd.DataFrame(rows, columns=REQUEST_COLUMNS).set_index("id").loc[[r.id for r in trace]].reset_index()

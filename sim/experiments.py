@@ -5,7 +5,7 @@ import pandas as pd
 
 from sim.cost import CostModel, get_gpu
 from sim.metrics import compare
-from sim.simulate import SimConfig, simulate
+from sim.simulate import SimConfig, build, simulate
 from sim.trace_gen import s1 as s1_trace
 from sim.trace_gen import s2 as s2_trace
 from sim.trace_gen import s3 as s3_trace
@@ -71,15 +71,9 @@ def s3(policies=("freetoken", "freetoken-lazy"), model: str = "gemma-4-26b-a4b",
             result = simulate(s3_trace(mode=mode), SimConfig(policy=policy, model=model, gpu=gpu,
                                                              knobs={"page_size": 1}))
             second = result.requests.iloc[1]
-            cost = CostModel(result_model(result), get_gpu(gpu))
+            cost = CostModel(build(result.config)[0], get_gpu(gpu))
             prompt, cached = int(second["prompt_tokens"]), int(second["cached_tokens"])
             rows.append({"pattern": mode, "policy": policy, "cached": f"{cached}/{prompt}",
                          "prefill_s": round(cost.prefill_time(prompt, cached), 4),
                          "prefill_s_no_cache": round(cost.prefill_time(prompt, 0), 4)})
     return pd.DataFrame(rows)
-
-
-def result_model(result):
-    from sim.simulate import build
-
-    return build(result.config)[0]

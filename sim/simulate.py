@@ -13,6 +13,7 @@ from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
 from sim.calibration import load_calibration
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
+from sim.gc_pause import collector_paused
 from sim.metrics import REQUEST_COLUMNS, pool_row, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
@@ -86,8 +87,14 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
              fast_path: bool | None = None) -> SimResult:
     """``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode steps
     without the scheduler; False forces the step-by-step loop (the tests compare the two)."""
-    if config.mode == "replay":
-        return simulate_replay(trace, config, on_step)
+    with collector_paused():
+        if config.mode == "replay":
+            return simulate_replay(trace, config, on_step)
+        return simulate_timed(trace, config, backend, on_step, fast_path)
+
+
+def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
+                   fast_path: bool | None = None) -> SimResult:
     model, policy, sizes = build(config)
     manager = CacheManager(model, policy, sizes)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools

@@ -1,0 +1,103 @@
+"""simulate() pauses the cycle collector: safe because a run makes no cyclic garbage, and the caller's
+setting always comes back."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+import simpy
+
+from sim.backend import PredictBackend
+from sim.cache.manager import CacheManager
+from sim.cost import CostModel, get_gpu
+from sim.engine import Engine
+from sim.replay import replay_trace
+from sim.scheduler import Scheduler
+from sim.simulate import SimConfig, _fits_check, build, max_running, simulate
+from sim.trace import Trace, load_trace
+
+PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]
+
+
+def _pressured(policy: str) -> tuple[Trace, SimConfig]:
+    """120 Mooncake requests through pools small enough that every component evicts and splits."""
+    trace = load_trace("traces/mooncake_conversation_500.jsonl")
+    model = "gemma-4-26b-a4b" if "free" in policy else "inkling"
+    config = SimConfig(policy=policy, model=model, pool_tokens=300_000, mamba_states=48,
+                       knobs={"page_size": 64})
+    return Trace(list(trace)[:120]), config
+
+
+def _cyclic_garbage_of(run) -> int:
+    """Unreachable objects that only the cycle collector could free, made while ``run()`` ran."""
+    gc.collect()
+    gc.disable()
+    try:
+        run()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("policy", PRESETS)
+def test_replay_makes_no_cyclic_garbage(policy):
+    trace, config = _pressured(policy)
+    model, preset, sizes = build(config)
+    manager = CacheManager(model, preset, sizes)  # alive through the count: its own cycles are not garbage
+
+    def run():
+        for _ in replay_trace(trace, manager, preset.chunked_prefill_size):
+            pass
+
+    assert _cyclic_garbage_of(run) == 0
+    assert sum(manager.tree.num_evictions.values()) > 0  # the pools were under pressure
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.parametrize("policy", ["radix", "sglang-retain", "freetoken"])
+def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
+    trace, config = _pressured(policy)
+    model, preset, sizes = build(config)
+    manager = CacheManager(model, preset, sizes)
+    env = simpy.Environment()
+    engine = Engine(env, trace, Scheduler(manager, preset.chunked_prefill_size, max_running(preset, manager, sizes)),
+                    PredictBackend(CostModel(model, get_gpu("h200"))), fits=_fits_check(trace, manager, sizes),
+                    fast_path=fast_path)
+
+    def run():
+        engine.start()
+        env.run()
+
+    assert _cyclic_garbage_of(run) == 0
+    assert len(engine.log.steps.columns["step"]) > 0 and sum(manager.tree.num_evictions.values()) > 0
+
+
+@pytest.mark.parametrize("mode", ["timed", "replay"])
+def test_collector_is_paused_inside_and_restored_after(mode):
+    trace, config = _pressured("sglang-retain")
+    config = SimConfig(**{**config.__dict__, "mode": mode})
+    seen = []
+    simulate(Trace(list(trace)[:5]), config, on_step=lambda *args: seen.append(gc.isenabled()))
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_a_disabled_collector_stays_disabled():
+    trace, config = _pressured("radix")
+    gc.disable()
+    try:
+        simulate(Trace(list(trace)[:5]), config)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_collector_restored_when_the_run_fails():
+    trace, config = _pressured("radix")
+
+    def fail(*args):
+        raise RuntimeError("callback failed")
+
+    with pytest.raises(RuntimeError, match="callback failed"):
+        simulate(Trace(list(trace)[:5]), config, on_step=fail)
+    assert gc.isenabled()

@@ -45,7 +45,7 @@ def main() -> None:
     manager = CacheManager(model, policy, sizes)
     cached = prompt_tokens = iteration = 0
     for request in sorted(trace, key=lambda r: r.arrival):
-        tokens = trace.prompt_seq(request.id) + trace.output_seq(request.id)
+        tokens = trace.request_seq(request.id)
         prompt_len = trace.prompt_len(request.id)
         output_len = request.output_len if args.decode else 1
         run = run_alone(manager, request.id, tokens, prompt_len, output_len, 1 << 30, iteration)

@@ -19,7 +19,7 @@ def replay_logprobs(model: HybridModel, trace: Trace, request_ids: list[str], ke
     out = {}
     for rid in request_ids:
         prompt_len, length = trace.prompt_len(rid), lengths[rid]
-        tokens = trace.prompt_seq(rid) + trace.output_seq(rid)
+        tokens = trace.request_seq(rid)
         ids = model.map_token_ids(tokens.token_ids(0, length + 1)).numpy()
         slots = np.arange(length)
         item = BatchItem(ids[:length], 0, slots, slots, 0, (), prompt_len - 1)

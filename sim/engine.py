@@ -135,7 +135,7 @@ class Engine:
         if why is not None:
             self._reject(request_id, why)
             return
-        tokens = self.trace.prompt_seq(request_id) + self.trace.output_seq(request_id)
+        tokens = self.trace.request_seq(request_id)
         request = self.trace.request(request_id)
         self.scheduler.add(request_id, tokens, self.trace.prompt_len(request_id), request.output_len)
         if self._wake is not None and not self._wake.triggered:

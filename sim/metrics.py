@@ -15,13 +15,14 @@ REQUEST_COLUMNS = [
 ]
 
 
-POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
+_POOL_FIELDS = tuple((f"{comp}_{held}", comp, held) for comp in ("full", "swa", "state")
+                     for held in ("free", "running", "tree"))
+POOL_COLUMNS = tuple(column for column, _, _ in _POOL_FIELDS)
 
 
 def pool_row(usage: dict) -> dict[str, int]:
     """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``."""
-    return {f"{comp}_{held}": getattr(usage[comp], held)
-            for comp in ("full", "swa", "state") for held in ("free", "running", "tree")}
+    return {column: getattr(usage[comp], held) for column, comp, held in _POOL_FIELDS}
 
 
 def previous_prompt_len(trace: Trace, request_id: str) -> int | None:

@@ -76,7 +76,7 @@ def replay_trace(trace, manager: CacheManager, chunk_size: int, fits=None):
         if why_not is not None:
             yield request_id, why_not, manager.usage()
             continue
-        tokens = trace.prompt_seq(request_id) + trace.output_seq(request_id)
+        tokens = trace.request_seq(request_id)
         try:
             run = run_alone(manager, request_id, tokens, trace.prompt_len(request_id),
                             trace.request(request_id).output_len, chunk_size, iteration)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from itertools import accumulate
 
 import numpy as np
 
@@ -21,8 +22,11 @@ Run = tuple[str, int, int]  # (source, first offset, length)
 _MASK64 = (1 << 64) - 1
 
 
+REF_PREFIX = "r:"
+
+
 def ref_source(ref: str) -> str:
-    return "r:" + ref
+    return REF_PREFIX + ref
 
 
 def output_source(request_id: str) -> str:
@@ -62,11 +66,7 @@ class TokenSeq:
 
     def _run_starts(self) -> list[int]:
         if self._starts is None:
-            starts, pos = [], 0
-            for run in self.runs:
-                starts.append(pos)
-                pos += run[2]
-            self._starts = starts
+            self._starts = list(accumulate([run[2] for run in self.runs[:-1]], initial=0)) if self.runs else []
         return self._starts
 
     @classmethod
@@ -94,27 +94,34 @@ class TokenSeq:
         return f"TokenSeq({list(self.runs)!r})"
 
     def slice(self, start: int, end: int | None = None) -> "TokenSeq":
-        end = self.length if end is None else min(end, self.length)
+        length = self.length
+        end = length if end is None or end > length else end
         start = max(start, 0)
-        if start <= 0 and end >= self.length:
+        if start == 0 and end == length:
             return self
         if start >= end:
             return TokenSeq._trusted((), 0)
         starts = self._run_starts()
         first = bisect.bisect_right(starts, start) - 1
         out: list[Run] = []
-        for index in range(first, len(self.runs)):
-            pos = starts[index]
+        pos = starts[first]
+        for run in self.runs[first:]:
             if pos >= end:
                 break
-            source, offset, length = self.runs[index]
-            lo, hi = max(start, pos), min(end, pos + length)
-            out.append((source, offset + lo - pos, hi - lo))
+            run_end = pos + run[2]
+            if start <= pos and run_end <= end:
+                out.append(run)  # whole runs are shared, not rebuilt
+            else:
+                lo, hi = max(start, pos), min(end, run_end)
+                out.append((run[0], run[1] + lo - pos, hi - lo))
+            pos = run_end
         return TokenSeq._trusted(tuple(out), end - start)
 
     def common_prefix_len(self, other: "TokenSeq", other_at: int = 0) -> int:
         """How many leading tokens of ``self`` equal ``other``'s from position ``other_at`` on."""
         ra, rb = self.runs, other.runs
+        if other_at >= other.length:
+            return 0
         if other_at:
             j = bisect.bisect_right(other._run_starts(), other_at) - 1
             bi = other_at - other._run_starts()[j] if 0 <= j < len(rb) else 0
@@ -138,11 +145,16 @@ class TokenSeq:
 
     def first_page(self, page_size: int, at: int = 0) -> tuple[Run, ...]:
         """A hashable key for the page starting at ``at``: a radix node's children are told apart by it."""
-        starts = self._run_starts()
-        index = bisect.bisect_right(starts, at) - 1 if at else 0
+        if at >= self.length:
+            return ()
+        if at:
+            starts = self._run_starts()
+            index = bisect.bisect_right(starts, at) - 1
+            inside = at - starts[index]
+        else:  # a node's own key: no run starts needed
+            index = inside = 0
         if index < len(self.runs):
             source, offset, length = self.runs[index]
-            inside = at - starts[index]
             if length - inside >= page_size:  # the usual case: the page lies within one run
                 return ((source, offset + inside, page_size),)
         return self.slice(at, at + page_size).runs

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.tokens import Run, TokenSeq, output_source, ref_source
+from sim.tokens import REF_PREFIX, Run, TokenSeq, output_source, ref_source
 
 _REQUEST_KEYS = ("id", "arrival", "session", "after", "think_time", "prompt", "output_len")
 _SEGMENT_KEYS = ("ref", "output_of", "len", "skip")
@@ -88,6 +88,17 @@ class Trace:
 
     def output_seq(self, request_id: str) -> TokenSeq:
         return TokenSeq.of(output_source(request_id), self._by_id[request_id].output_len)
+
+    def request_seq(self, request_id: str) -> TokenSeq:
+        """The prompt followed by the request's own output: what its KV will hold."""
+        request = self._by_id[request_id]
+        runs = [(REF_PREFIX + s.ref, 0, s.len) if s.ref is not None else self.segment_run(s) for s in request.prompt]
+        runs.append((output_source(request_id), 0, request.output_len))
+        if all(s.ref is not None for s in request.prompt):
+            # ref runs start at offset 0 with len > 0 (checked), so no two of them, and not the
+            # request's own output after them, can merge: the runs are normal already
+            return TokenSeq._trusted(tuple(runs), self._prompt_len[request_id] + request.output_len)
+        return TokenSeq(runs)
 
 
 def _is_int(value: object) -> bool:

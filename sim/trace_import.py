@@ -36,21 +36,22 @@ def import_mooncake(path: str | os.PathLike, limit: int | None = None) -> Trace:
     share tokens exactly as Mooncake's prefix-chained block hashes say. Ids are ``mc-<line number>``.
     """
     path = str(path)
-    requests, lines = [], []
+    requests, lines, blocks = [], [], {}
     with open(path, encoding="utf-8") as f:
         for line_no, text in enumerate(f, 1):
             if limit is not None and len(requests) >= limit:
                 break
             if text.strip():
                 previous = requests[-1].arrival if requests else 0.0
-                requests.append(_mooncake_request(text, path, line_no, previous))
+                requests.append(_mooncake_request(text, path, line_no, previous, blocks))
                 lines.append(line_no)
     if not requests:
         raise TraceError(path, None, "file", "no requests")
     return Trace(requests, path=path, line_numbers=lines)
 
 
-def _mooncake_request(text: str, path: str, line: int, previous_arrival: float) -> Request:
+def _mooncake_request(text: str, path: str, line: int, previous_arrival: float,
+                      blocks: dict[int, Segment]) -> Request:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,20 +69,29 @@ def _mooncake_request(text: str, path: str, line: int, previous_arrival: float) 
     input_length = _positive_int(obj["input_length"], path, line, "input_length")
     output_length = _positive_int(obj["output_length"], path, line, "output_length")
     return Request(id=f"mc-{line}", arrival=timestamp / 1000, output_len=output_length,
-                   prompt=_mooncake_segments(obj["hash_ids"], input_length, path, line))
+                   prompt=_mooncake_segments(obj["hash_ids"], input_length, path, line, blocks))
 
 
-def _mooncake_segments(hash_ids: object, input_length: int, path: str, line: int) -> list[Segment]:
+def _mooncake_segments(hash_ids: object, input_length: int, path: str, line: int,
+                       blocks: dict[int, Segment]) -> list[Segment]:
+    """``blocks`` holds one Segment per whole-block hash id, shared by every request that names it."""
     num_blocks = -(-input_length // MOONCAKE_BLOCK_LEN)
-    if not isinstance(hash_ids, list) or not all(_is_int(h) for h in hash_ids):
+    if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):  # bool is not int here
         raise TraceError(path, line, "hash_ids", "must be a list of integers")
     if len(hash_ids) != num_blocks:
         raise TraceError(path, line, "hash_ids", f"has {len(hash_ids)} ids; input_length {input_length} "
                                                  f"needs ceil({input_length}/512) = {num_blocks}")
+    segments = [blocks.get(h) or _whole_block(blocks, h) for h in hash_ids[:-1]]
     last_len = input_length - MOONCAKE_BLOCK_LEN * (num_blocks - 1)
-    segments = [Segment(ref=f"mc{h}", len=MOONCAKE_BLOCK_LEN) for h in hash_ids[:-1]]
-    segments.append(Segment(ref=f"mc{hash_ids[-1]}", len=last_len))
+    last = hash_ids[-1]
+    segments.append(blocks.get(last) or _whole_block(blocks, last) if last_len == MOONCAKE_BLOCK_LEN
+                    else Segment(ref=f"mc{last}", len=last_len))
     return segments
+
+
+def _whole_block(blocks: dict[int, Segment], hash_id: int) -> Segment:
+    segment = blocks[hash_id] = Segment(ref=f"mc{hash_id}", len=MOONCAKE_BLOCK_LEN)
+    return segment
 
 
 def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: int = 512, seed: int = 0,

@@ -80,7 +80,7 @@ def ideal_cached_tokens(trace: Trace) -> list[int]:
     for request in trace:
         prompt_len = trace.prompt_len(request.id)
         # the prompt is a prefix of prompt + output, so one walk both matches and inserts
-        known = trie.insert(trace.prompt_seq(request.id) + trace.output_seq(request.id))
+        known = trie.insert(trace.request_seq(request.id))
         cached.append(min(known, prompt_len - 1))
     return cached
 

@@ -128,6 +128,22 @@ def test_prompt_seq_turns_segments_into_runs(data_dir):
     assert trace.prompt_seq("a2").common_prefix_len(a1_full) == len(a1_full)
 
 
+def test_request_seq_is_prompt_then_own_output_with_runs_merged():
+    first = Request(id="a", arrival=0.0, prompt=[Segment(ref="s", len=4), Segment(ref="s", len=4)], output_len=100)
+    # the two output_of segments are contiguous in a's output: their runs merge
+    joined = Request(id="b", after="a", prompt=[Segment(output_of="a", len=30), Segment(output_of="a", skip=30)],
+                     output_len=7)
+    trace = Trace([first, joined])
+    assert trace.request_seq("a").runs == (("r:s", 0, 4), ("r:s", 0, 4), ("o:a", 0, 100))
+    assert trace.request_seq("b").runs == (("o:a", 0, 100), ("o:b", 0, 7))
+    for traced in (trace, load_trace("traces/multiturn.jsonl"), load_trace("traces/mooncake_conversation_500.jsonl")):
+        for request in traced:
+            expected = traced.prompt_seq(request.id) + traced.output_seq(request.id)
+            got = traced.request_seq(request.id)
+            assert (got.runs, len(got)) == (expected.runs, len(expected))
+            assert got.runs == TokenSeq(list(got.runs)).runs  # normal: nothing left to merge
+
+
 def test_output_of_with_skip_and_len_selects_that_slice():
     first = Request(id="a", arrival=0.0, prompt=[Segment(ref="s", len=4)], output_len=100)
     skip_only = Request(id="b", after="a", prompt=[Segment(output_of="a", skip=30)], output_len=1)

@@ -13,6 +13,7 @@ from sim.cache.pools import Pool
 from sim.tokens import TokenSeq
 
 FULL, SWA, STATE = "full", "swa", "state"
+_STAMP = {FULL: "full_stamp", SWA: "swa_stamp", STATE: "state_stamp"}  # each component's LRU stamp
 
 
 class RadixTree:
@@ -74,8 +75,10 @@ class RadixTree:
         self.num_full_pages += len(full_pages)
         self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
         self.num_states += state is not None
-        for comp in (FULL, SWA, STATE):
-            self.touch(node, comp)
+        clock = self.clock  # stamped as three touches (FULL, SWA, STATE) would stamp it
+        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, clock + 2, clock + 3
+        self.clock = clock + 3
+        self.release(node)
         return node
 
     def delete_leaf(self, node: Node) -> None:
@@ -122,7 +125,7 @@ class RadixTree:
     # ---- LRU ---------------------------------------------------------------------------------------
     def touch(self, node: Node, comp: str) -> None:
         self.clock += 1
-        setattr(node, comp + "_stamp", self.clock)
+        setattr(node, _STAMP[comp], self.clock)
         self._push(comp, node)
 
     def _push(self, comp: str, node: Node) -> None:
@@ -135,20 +138,28 @@ class RadixTree:
                 return
         elif (node.swa_pages if comp == SWA else node.state) is None:
             return
-        heapq.heappush(self.heaps[comp], (getattr(node, comp + "_stamp"), node.id, node))
+        heapq.heappush(self.heaps[comp], (getattr(node, _STAMP[comp]), node.id, node))
 
     def release(self, node: Node) -> None:
-        """A lock on ``node`` dropped: it may be a candidate again."""
-        for comp in (FULL, SWA, STATE):
-            self._push(comp, node)
+        """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it
+        holds; the same pushes as ``_push`` for FULL, SWA and STATE in turn."""
+        if node is self.root:
+            return
+        heaps = self.heaps
+        if not node.children:
+            heapq.heappush(heaps[FULL], (node.full_stamp, node.id, node))
+        if node.swa_pages is not None:
+            heapq.heappush(heaps[SWA], (node.swa_stamp, node.id, node))
+        if node.state is not None:
+            heapq.heappush(heaps[STATE], (node.state_stamp, node.id, node))
 
     def pop_lru(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
         """The least recently used eligible node, or None. Ineligible entries are dropped: whatever
         makes a node eligible again (unlock, losing its last child, a touch) pushes it anew."""
-        heap = self.heaps[comp]
+        heap, stamp_of = self.heaps[comp], _STAMP[comp]
         while heap:
             stamp, _, node = heapq.heappop(heap)
-            if node.alive and stamp == getattr(node, comp + "_stamp") and eligible(node):
+            if node.alive and stamp == getattr(node, stamp_of) and eligible(node):
                 return node
         return None
 

@@ -14,7 +14,7 @@ from sim.calibration import load_calibration
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import REQUEST_COLUMNS, pool_row, request_row, summarize
+from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_row, records_frame, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
@@ -152,22 +152,23 @@ def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.Dat
                  "finished": log.finished_at.get(request.id)}
         rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
                                 scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
-    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+    return records_frame(rows, REQUEST_COLUMNS)
 
 
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     """Replay mode: each request prefilled and decoded alone, in arrival order; one usage row each."""
     model, policy, sizes = build(config)
     manager = CacheManager(model, policy, sizes)
-    rows, steps = [], []
+    rows, steps = {}, []
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
     for index, (request_id, run, usage) in enumerate(runs):
         refused = isinstance(run, str)
-        rows.append(request_row(trace, request_id, None if refused else run.match, {}, 0, run if refused else ""))
+        rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
+                                       run if refused else "")
         steps.append({"step": index, "request": request_id} | pool_row(usage))
         if on_step:
             on_step()
-    requests = pd.DataFrame(rows, columns=REQUEST_COLUMNS).set_index("id").loc[[r.id for r in trace]].reset_index()
-    steps_frame = pd.DataFrame(steps)
+    requests = records_frame([rows[r.id] for r in trace], REQUEST_COLUMNS)  # the table is in trace order
+    steps_frame = records_frame(steps, ("step", "request") + POOL_COLUMNS)
     summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager)
     return SimResult(config, policy, requests, steps_frame, summary)

@@ -23,10 +23,12 @@ def _state_ok(node: Node) -> bool:
     return node.state is not None and node.state_lock == 0
 
 
+_ELIGIBLE = {FULL: _full_ok, SWA: _swa_ok, STATE: _state_ok}
+
+
 def evict_one(tree: RadixTree, comp: str) -> bool:
     """Evict one node's worth of ``comp``; False when nothing is evictable."""
-    eligible = {FULL: _full_ok, SWA: _swa_ok, STATE: _state_ok}[comp]
-    node = tree.pop_lru(comp, eligible)
+    node = tree.pop_lru(comp, _ELIGIBLE[comp])
     if node is None:
         return False
     tree.num_evictions[comp] += 1

@@ -7,7 +7,7 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class PoolExhausted(RuntimeError):
@@ -60,8 +60,7 @@ class Pool:
         return list(self._free)
 
 
-@dataclass(frozen=True)
-class PoolUsage:
+class PoolUsage(NamedTuple):  # a tuple: made for every pool at every engine step, it must be cheap
     """One pool's occupancy at an instant, in its own unit (pages or states)."""
 
     free: int

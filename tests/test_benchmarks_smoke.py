@@ -86,7 +86,7 @@ def test_whole_block_lines_cut_partial_tails(write_lines):
 def test_peer_side_by_side_on_the_head():
     pytest.importorskip("kvcache_sim")
     out = run_script("peer_kvcache_sim.py", "--trace", str(HEAD), "--budget-blocks", "200",
-                     "--backends", "python", "--outputs", "drop")
+                     "--backends", "python", "--outputs", "drop", "--repeat", "2")
     rows = {line[:40].strip(): line[40:].split() for line in out.splitlines()
             if line.startswith(("kvcache-simulator", "hybridcache", "peer walk", "ours"))}
     assert set(rows) == {"kvcache-simulator python", "hybridcache replay, prompts only", "peer walk, its counting",

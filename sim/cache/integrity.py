@@ -36,8 +36,10 @@ def _collect_tree(manager, owned: dict) -> None:
     counts = Counter()
     for node in tree.nodes():
         _expect(node.alive and node.start == node.parent.end, f"{node}: bad start or dead node in tree")
+        _expect(node.end == node.start + len(node.key), f"{node}: end is not start + key length")
         _expect(len(node.key) == len(node.full_pages) * page and len(node.key) > 0, f"{node}: key/page mismatch")
-        _expect(node.parent.children.get(node.key.first_page(page)) is node, f"{node}: not indexed by its parent")
+        _expect(node.edge == node.key.first_page(page), f"{node}: edge is not its first page")
+        _expect(node.parent.children.get(node.edge) is node, f"{node}: not indexed by its parent")
         owned[FULL] += node.full_pages
         counts[FULL] += len(node.full_pages)
         if node.swa_pages is not None:

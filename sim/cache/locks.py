@@ -41,7 +41,7 @@ def _lock_window_and_state(held: LockSet, node: Node, tree: RadixTree, window: i
         if current.swa_pages is not None:
             current.swa_holders.add(holder)
             held.swa_nodes.append(current)
-            covered += len(current.key)
+            covered += current.end - current.start
         current = current.parent
     if has_mamba and node.state is not None:
         node.state_lock += 1

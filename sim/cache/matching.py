@@ -20,7 +20,7 @@ def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: 
             if node.swa_pages is None:
                 live_run, ok = 0, False
             else:
-                live_run += len(node.key)
+                live_run += node.end - node.start
                 ok = live_run >= window
         if has_mamba and node.state is None:
             ok = False
@@ -50,6 +50,6 @@ def _window_nodes(used: list[Node], span: int) -> list[Node]:
             break
         if node.swa_pages is not None:
             picked.append(node)
-            covered += len(node.key)
+            covered += node.end - node.start
     picked.reverse()
     return picked

@@ -19,7 +19,7 @@ class Node:
     """
 
     __slots__ = (
-        "id", "key", "start", "parent", "children", "full_pages", "swa_pages", "state",
+        "id", "key", "start", "end", "edge", "parent", "children", "full_pages", "swa_pages", "state",
         "full_lock", "swa_holders", "state_lock", "full_stamp", "swa_stamp", "state_stamp", "alive",
     )
 
@@ -28,7 +28,9 @@ class Node:
         self.id = next(_ids)
         self.key = key
         self.start = start
+        self.end = start + len(key)  # a split moves start and shortens the key together: end never changes
         self.parent = parent
+        self.edge: tuple = ()  # the key of this node in its parent's children: its first page
         self.children: dict[tuple, Node] = {}
         self.full_pages = full_pages
         self.swa_pages = swa_pages
@@ -38,10 +40,6 @@ class Node:
         self.state_lock = 0
         self.full_stamp = self.swa_stamp = self.state_stamp = 0
         self.alive = True
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.key)
 
     @property
     def is_leaf(self) -> bool:

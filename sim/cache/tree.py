@@ -40,7 +40,7 @@ class RadixTree:
             if child is None:
                 break
             matched = min(child.key.common_prefix_len(key, pos), end - pos) // page * page
-            if matched < len(child.key):
+            if matched < child.end - child.start:
                 child = self.split(child, matched)
                 path.append(child)
                 return path, pos + matched
@@ -55,11 +55,13 @@ class RadixTree:
         cut = offset // self.page_size
         upper = Node(node.key.slice(0, offset), node.start, node.parent, node.full_pages[:cut],
                      None if node.swa_pages is None else node.swa_pages[:cut])
-        node.parent.children[upper.key.first_page(self.page_size)] = upper
+        upper.edge = node.edge  # the upper half begins with the page the node began with
+        node.parent.children[upper.edge] = upper
         node.key, node.start, node.parent = node.key.slice(offset), node.start + offset, upper
         node.full_pages = node.full_pages[cut:]
         node.swa_pages = None if node.swa_pages is None else node.swa_pages[cut:]
-        upper.children[node.key.first_page(self.page_size)] = node
+        node.edge = node.key.first_page(self.page_size)
+        upper.children[node.edge] = node
         upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)
         upper.full_stamp, upper.swa_stamp = node.full_stamp, node.swa_stamp
         self._push(SWA, upper)
@@ -71,7 +73,8 @@ class RadixTree:
                  state: int | None = None) -> Node:
         assert len(key) == len(full_pages) * self.page_size and len(key) > 0
         node = Node(key, parent.end, parent, full_pages, swa_pages, state)
-        parent.children[key.first_page(self.page_size)] = node
+        node.edge = key.first_page(self.page_size)
+        parent.children[node.edge] = node
         self.num_full_pages += len(full_pages)
         self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
         self.num_states += state is not None
@@ -83,7 +86,7 @@ class RadixTree:
 
     def delete_leaf(self, node: Node) -> None:
         assert node.is_leaf and not node.is_locked and node.parent is not None
-        del node.parent.children[node.key.first_page(self.page_size)]
+        del node.parent.children[node.edge]
         self.full_pool.free(node.full_pages)
         self.num_full_pages -= len(node.full_pages)
         self.tombstone(node)

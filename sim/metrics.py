@@ -25,12 +25,6 @@ def pool_row(usage: dict) -> dict[str, int]:
     return {column: getattr(usage[comp], held) for column, comp, held in _POOL_FIELDS}
 
 
-def records_frame(rows: list[dict], columns) -> pd.DataFrame:
-    """``pd.DataFrame(rows, columns=columns)`` built column by column: the same frame, several times faster
-    for tens of thousands of rows."""
-    return pd.DataFrame({column: [row[column] for row in rows] for column in columns}, columns=list(columns))
-
-
 def previous_prompt_len(trace: Trace, request_id: str) -> int | None:
     """The prompt a follow-up turn extends: the request whose output it quotes, else its ``after``."""
     request = trace.request(request_id)

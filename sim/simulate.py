@@ -14,7 +14,7 @@ from sim.calibration import load_calibration
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_row, records_frame, request_row, summarize
+from sim.metrics import REQUEST_COLUMNS, pool_row, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
@@ -152,7 +152,7 @@ def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.Dat
                  "finished": log.finished_at.get(request.id)}
         rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
                                 scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
-    return records_frame(rows, REQUEST_COLUMNS)
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
@@ -168,7 +168,7 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
         steps.append({"step": index, "request": request_id} | pool_row(usage))
         if on_step:
             on_step()
-    requests = records_frame([rows[r.id] for r in trace], REQUEST_COLUMNS)  # the table is in trace order
-    steps_frame = records_frame(steps, ("step", "request") + POOL_COLUMNS)
+    requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
+    steps_frame = pd.DataFrame(steps)
     summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager)
     return SimResult(config, policy, requests, steps_frame, summary)

@@ -109,7 +109,7 @@ def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = No
     engine.start()
     env.run()
     requests = _request_table(trace, engine, scheduler)
-    steps = pd.DataFrame(engine.log.steps.columns)
+    steps = engine.log.steps.frame()
     summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager)
     return SimResult(config, policy, requests, steps, summary)
 

@@ -13,18 +13,15 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from sim.trace import Request, Segment, Trace, TraceError
+from sim.trace_check import is_int
 
 MOONCAKE_BLOCK_LEN = 512
 _MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _positive_int(value: object, path: str, line: int, field: str) -> int:
-    if not _is_int(value) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise TraceError(path, line, field, f"must be a positive integer, got {value!r}")
     return value
 
@@ -62,7 +59,7 @@ def _mooncake_request(text: str, path: str, line: int, previous_arrival: float,
         if field not in obj:
             raise TraceError(path, line, field, "missing required field")
     timestamp = obj["timestamp"]
-    if not (_is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < math.inf:
+    if not (is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < math.inf:
         raise TraceError(path, line, "timestamp", f"must be a number of ms >= 0, got {timestamp!r}")
     if timestamp / 1000 < previous_arrival:
         raise TraceError(path, line, "timestamp", "earlier than the previous line's")
@@ -105,9 +102,9 @@ def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: in
     are a plausible chat service, not a measurement: sweep them when the answer depends on them.
     Ids are ``az-<line number>``.
     """
-    if not _is_int(prefix_groups) or prefix_groups < 1:
+    if not is_int(prefix_groups) or prefix_groups < 1:
         raise ValueError(f"import_azure: prefix_groups must be an integer >= 1, got {prefix_groups!r}")
-    if not _is_int(shared_len) or shared_len < 0:
+    if not is_int(shared_len) or shared_len < 0:
         raise ValueError(f"import_azure: shared_len must be an integer >= 0, got {shared_len!r}")
     path, rng = str(path), random.Random(seed)
     requests, lines, first_at = [], [], None

@@ -6,47 +6,16 @@ The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch)
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
-import numpy as np
-import pandas as pd
 import simpy
 
 from sim.backend import Backend, batch_shape
-from sim.metrics import POOL_COLUMNS, pool_row
+from sim.metrics import pool_row
 from sim.scheduler import Scheduler
+from sim.step_log import StepLog
 from sim.trace import Trace
-
-STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
-
-
-class StepLog:
-    """One row per engine step, kept as columns: a long run has about a million steps."""
-
-    def __init__(self):
-        self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
-
-    def append(self, step: tuple, pools: tuple) -> None:
-        for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):
-            self.columns[name].append(value)
-
-    def append_same_pools(self, step: tuple) -> None:
-        """A step that allocated nothing: the pools read as after the previous one."""
-        for name, value in zip(STEP_COLUMNS, step, strict=True):
-            self.columns[name].append(value)
-        for name in POOL_COLUMNS:
-            column = self.columns[name]
-            column.append(column[-1])
-
-    def __len__(self) -> int:
-        return len(self.columns["step"])
-
-    def frame(self) -> pd.DataFrame:
-        """The table. Every column is all ints or all floats, so numpy makes the same dtypes pandas would,
-        three times faster than pandas reading a million-row list."""
-        if not len(self):
-            return pd.DataFrame(self.columns)
-        return pd.DataFrame({name: np.array(column) for name, column in self.columns.items()})
 
 
 @dataclass
@@ -118,24 +87,37 @@ class Engine:
                 yield from self._plain_run()
 
     def _plain_run(self):
-        """Decode-only steps that change nothing but lengths, each ending before the next arrival or
-        follow-up: the same steps, times and rows as the full loop, without scheduling each one."""
+        """Decode-only steps that change nothing but lengths, ending before the next arrival or
+        follow-up, taken in one event (rarely a few): the same steps, times and rows as the full loop."""
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
             return
         requests = self.manager.requests
         durations = self.backend.decode_times(tuple(requests[r.request_id].kv_len for r in runs))
-        done = 0
-        for duration in durations:
-            if done == num_steps or not self.env.now + duration < self.env.peek():
-                break
-            started_at = self.env.now
-            yield self.env.timeout(duration)
-            self.log.steps.append_same_pools((self.iteration, started_at, duration, 0, 0, len(runs)))
-            self.iteration += 1
-            done += 1
+        starts, taken = self._steps_before_next_event(durations, num_steps)
+        if not taken:
+            return
+        for delay in _event_delays(self.env.now, taken):
+            yield self.env.timeout(delay)
+        self.log.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
+        self.iteration += len(taken)
+        for _ in taken:
             self.on_step()
-        self.scheduler.advance_plain(runs, done)
+        self.scheduler.advance_plain(runs, len(taken))
+
+    def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
+        """Start times and durations of the steps that end before the next scheduled event, as one step
+        after another would advance the clock (each start is the previous start plus its duration)."""
+        now, horizon = self.env.now, self.env.peek()
+        starts: list[float] = []
+        taken: list[float] = []
+        for duration in durations:
+            if len(taken) == num_steps or not now + duration < horizon:
+                break
+            starts.append(now)
+            taken.append(duration)
+            now = now + duration
+        return starts, taken
 
     # ---- events -------------------------------------------------------------------------------------
     def _submit(self, request_id: str) -> None:
@@ -177,3 +159,32 @@ class Engine:
         pools = tuple(pool_row(self.manager.usage()).values())
         self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
                                shape.num_decode_tokens), pools)
+
+
+def _event_delays(now: float, durations: list[float]) -> list[float]:
+    """Timeouts that take the clock from ``now`` through steps of ``durations`` and end exactly where step
+    after step would (each end is the previous end plus a duration, in floating point): one jump to the
+    latest step end a single delay can land on exactly, then the remaining steps one by one. Usually
+    that is one jump; ``end - now`` can miss by an ulp, and rounding can make an end unreachable."""
+    ends, end = [], now
+    for duration in durations:
+        end = end + duration
+        ends.append(end)
+    for index in range(len(ends) - 1, 0, -1):
+        delay = _delay_landing_on(now, ends[index])
+        if delay is not None:
+            return [delay] + durations[index + 1:]
+    return list(durations)  # the first end is now + durations[0] by definition
+
+
+def _delay_landing_on(now: float, end: float) -> float | None:
+    """A delay with ``now + delay == end`` exactly, or None where rounding skips ``end``."""
+    delay = end - now
+    for _ in range(4):
+        if now + delay < end:
+            delay = math.nextafter(delay, math.inf)
+        elif now + delay > end:
+            delay = math.nextafter(delay, -math.inf)
+        else:
+            return delay
+    return delay if now + delay == end else None

@@ -3,7 +3,10 @@ runs of the same trace give identical per-request and per-step tables."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sim.engine import _delay_landing_on, _event_delays
 from sim.simulate import SimConfig, simulate
 from sim.trace import load_trace
 from sim.trace_gen import fanout, multiturn, s1
@@ -39,3 +42,26 @@ def test_fast_path_changes_nothing(trace_name, policy, knobs):
     assert fast.requests.equals(slow.requests)
     assert fast.steps.equals(slow.steps)
     assert fast.summary == slow.summary
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(0, 1e7, allow_nan=False), st.lists(st.floats(1e-9, 10.0, allow_nan=False), min_size=1, max_size=50))
+def test_the_events_end_where_the_steps_would(now, durations):
+    """The fast path's timeouts end exactly where step after step would have (now + d1 + d2 ...)."""
+    end = now
+    for duration in durations:
+        end = end + duration
+    delays = _event_delays(now, durations)
+    clock = now
+    for delay in delays:
+        clock = clock + delay
+    assert clock == end
+    assert len(delays) <= len(durations)
+
+
+def test_an_end_that_rounding_skips_takes_the_last_step_alone():
+    # from 1.00001, no single delay lands on 1.00001 + 0.6 + 4.0 (ties round to even, skipping it)
+    assert _delay_landing_on(1.00001, (1.00001 + 0.6) + 4.0) is None
+    delays = _event_delays(1.00001, [0.6, 4.0])
+    assert delays[-1] == 4.0 and len(delays) == 2
+    assert _event_delays(1.0, [0.5, 0.25, 0.125]) == [0.875]

@@ -6,7 +6,7 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sim.cache.manager import CacheManager
 from sim.cache.results import MatchResult, Refusal
@@ -17,8 +17,7 @@ class ReplayRefused(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class SoloRun:
+class SoloRun(NamedTuple):
     match: MatchResult
     end_iteration: int
     inserted_len: int

@@ -69,7 +69,7 @@ class CacheManager(PlainDecodes):
             raise ValueError(f"request {request_id!r} is already admitted")
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.node)
-        refusal = self._reserve(0, 0, 1 if self.has_mamba else 0)
+        refusal = self._reserve(0, 0, 1) if self.has_mamba else None
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
@@ -95,7 +95,8 @@ class CacheManager(PlainDecodes):
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
         req = self.requests[request_id]
         req.kv_len += chunk_len
-        self._take_planned_checkpoint(req)
+        if req.planned:
+            self._take_planned_checkpoint(req)
         last_chunk = req.kv_len >= req.prompt_len
         if self.policy.cache_enabled and (self.policy.commit_every_chunk or last_chunk):
             self._commit(req)

@@ -1,13 +1,17 @@
-"""Typed results the cache manager hands to the scheduler (and, through it, to a backend)."""
+"""Typed results the cache manager hands to the scheduler (and, through it, to a backend).
+
+The immutable ones are named tuples: a timed run makes about a million ``ChunkPlan``s, and a named tuple
+is built in half the time of a frozen dataclass.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sim.cache.node import Node
 
 
-@dataclass(frozen=True)
-class MatchResult:
+class MatchResult(NamedTuple):
     cached_len: int  # reusable prefix: the deepest node every component accepts
     full_depth: int  # how deep FULL KV alone would have matched
     node: Node  # the node ending at cached_len (the root when nothing matched)
@@ -23,8 +27,7 @@ class MatchResult:
         return self.full_depth - self.cached_len
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """Why the pools cannot take a request's next step now (the scheduler waits or retracts)."""
 
     pool: str
@@ -35,8 +38,7 @@ class Refusal:
         return f"{self.pool} pool: need {self.needed}, at most {self.available} obtainable"
 
 
-@dataclass(frozen=True)
-class ChunkPlan:
+class ChunkPlan(NamedTuple):
     """What one request does in one forward: tokens ``[start, end)`` and where states are saved."""
 
     request_id: str
@@ -47,8 +49,7 @@ class ChunkPlan:
     copy_state_from: int | None = None  # state id to copy into state_id first (resume from the tree)
 
 
-@dataclass(frozen=True)
-class AdmitResult:
+class AdmitResult(NamedTuple):
     match: MatchResult
     copy_state_from: int | None = None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from sim.backend import Backend, batch_shape
-from sim.metrics import pool_row
+from sim.metrics import pool_values
 from sim.scheduler import Scheduler
 from sim.step_log import StepLog
 from sim.trace import Trace
@@ -156,7 +156,7 @@ class Engine:
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)
-        pools = tuple(pool_row(self.manager.usage()).values())
+        pools = pool_values(self.manager.usage())
         self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
                                shape.num_decode_tokens), pools)
 

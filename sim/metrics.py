@@ -15,14 +15,13 @@ REQUEST_COLUMNS = [
 ]
 
 
-_POOL_FIELDS = tuple((f"{comp}_{held}", comp, held) for comp in ("full", "swa", "state")
-                     for held in ("free", "running", "tree"))
-POOL_COLUMNS = tuple(column for column, _, _ in _POOL_FIELDS)
+POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
 
 
-def pool_row(usage: dict) -> dict[str, int]:
-    """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``."""
-    return {column: getattr(usage[comp], held) for column, comp, held in _POOL_FIELDS}
+def pool_values(usage: dict) -> tuple[int, ...]:
+    """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``: each PoolUsage is a
+    (free, running, tree) tuple already."""
+    return usage["full"] + usage["swa"] + usage["state"]
 
 
 def previous_prompt_len(trace: Trace, request_id: str) -> int | None:

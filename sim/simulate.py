@@ -14,7 +14,7 @@ from sim.calibration import load_calibration
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import REQUEST_COLUMNS, pool_row, request_row, summarize
+from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_values, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
@@ -165,10 +165,10 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
         refused = isinstance(run, str)
         rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
                                        run if refused else "")
-        steps.append({"step": index, "request": request_id} | pool_row(usage))
+        steps.append((index, request_id) + pool_values(usage))
         if on_step:
             on_step()
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
-    steps_frame = pd.DataFrame(steps)
+    steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
     summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager)
     return SimResult(config, policy, requests, steps_frame, summary)

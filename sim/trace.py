@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sim.tokens import REF_PREFIX, Run, TokenSeq, output_source, ref_source
 from sim.trace_check import TraceError, check_requests, is_int
@@ -24,8 +25,7 @@ _SEGMENT_KEYS = ("ref", "output_of", "len", "skip")
 _SEGMENT_KEY_SET = frozenset(_SEGMENT_KEYS)
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):  # a tuple: the Mooncake conversation trace makes 183k of them at import
     ref: str | None = None
     len: int | None = None  # required with ref; optional with output_of (None = rest of the output)
     output_of: str | None = None

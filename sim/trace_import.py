@@ -87,7 +87,7 @@ def _mooncake_segments(hash_ids: object, input_length: int, path: str, line: int
 
 
 def _whole_block(blocks: dict[int, Segment], hash_id: int) -> Segment:
-    segment = blocks[hash_id] = Segment(ref=f"mc{hash_id}", len=MOONCAKE_BLOCK_LEN)
+    segment = blocks[hash_id] = Segment(f"mc{hash_id}", MOONCAKE_BLOCK_LEN)  # ref, len
     return segment
 
 

@@ -75,7 +75,16 @@ class _Checker:
             self.fail("output_len", f"must be a positive integer, got {r.output_len!r}")
         if not isinstance(r.prompt, list) or not r.prompt:
             self.fail("prompt", "must be a non-empty list of segments")
-        return sum(self.check_segment(r.id, index, segment) for index, segment in enumerate(r.prompt))
+        prompt_len = 0
+        for index, seg in enumerate(r.prompt):
+            # the common case, a plain ref segment, is checked inline: a call for each of a Mooncake
+            # trace's 288k segments was a tenth of its import
+            if seg.output_of is None and type(seg.ref) is str and seg.ref and type(seg.len) is int and seg.len > 0 \
+                    and not seg.skip:
+                prompt_len += seg.len
+            else:
+                prompt_len += self.check_segment(r.id, index, seg)
+        return prompt_len
 
     def check_timing(self, r: Request) -> None:
         if r.arrival is not None and (not is_number(r.arrival) or r.arrival < 0):
@@ -120,9 +129,6 @@ class _Checker:
 
     def check_segment(self, own_id: str, index: int, s: Segment) -> int:
         """Returns the segment's length."""
-        if s.output_of is None and type(s.ref) is str and s.ref and type(s.len) is int and s.len > 0:
-            if not s.skip:
-                return s.len  # the common case, checked in one go
         where = f"prompt[{index}]"
         if (s.ref is None) == (s.output_of is None):
             self.fail(where, "a segment has exactly one of ref and output_of")

@@ -87,7 +87,8 @@ def _mooncake_segments(hash_ids: object, input_length: int, path: str, line: int
 
 
 def _whole_block(blocks: dict[int, Segment], hash_id: int) -> Segment:
-    segment = blocks[hash_id] = Segment(f"mc{hash_id}", MOONCAKE_BLOCK_LEN)  # ref, len
+    # tuple.__new__ skips the named tuple's Python-level constructor: one per distinct block (183k)
+    segment = blocks[hash_id] = tuple.__new__(Segment, (f"mc{hash_id}", MOONCAKE_BLOCK_LEN, None, 0))
     return segment
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.trace import TraceError, load_trace, write_trace
+from sim.trace import Segment, TraceError, load_trace, write_trace
 from sim.trace_import import import_azure, import_mooncake
 from sim.trace_stats import trace_stats
 
@@ -29,6 +29,8 @@ def test_mooncake_blocks_become_512_token_refs(data_dir, name):
         assert [s.ref for s in request.prompt] == [f"mc{h}" for h in original["hash_ids"]]
         assert all(s.len == 512 for s in request.prompt[:-1])
         assert trace.prompt_len(request.id) == original["input_length"]
+        # whole blocks are shared Segment objects, equal to the plainly built ones
+        assert request.prompt[:-1] == [Segment(ref=f"mc{h}", len=512) for h in original["hash_ids"][:-1]]
 
 
 def test_mooncake_equal_hash_ids_share_tokens(data_dir):

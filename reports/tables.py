@@ -16,13 +16,20 @@ SUMMARY_ROWS = [
 ]
 
 
-def summary_table(summary: dict, title: str) -> str:
+TIME_KEYS = ("makespan_s", "output_tokens_per_s", "mean_ttft_s")
+
+
+def summary_table(summary: dict, title: str, timed: bool = True) -> str:
+    """``timed=False`` (replay mode): the time rows read "none (replay)", not a misleading 0."""
     if "evictions_full" in summary:
         summary = dict(summary, evictions=f"{summary['evictions_full']} / {summary['evictions_swa']} / "
                                           f"{summary['evictions_mamba']}")
     width = max(len(label) for label, _ in SUMMARY_ROWS)
     lines = [title]
-    lines += [f"  {label:<{width}}  {_fmt(summary[key])}" for label, key in SUMMARY_ROWS if key in summary]
+    for label, key in SUMMARY_ROWS:
+        if key in summary:
+            text = "none (replay)" if key in TIME_KEYS and not timed else _fmt(summary[key])
+            lines.append(f"  {label:<{width}}  {text}")
     return "\n".join(lines)
 
 

@@ -23,12 +23,13 @@ def run_simulate(trace: Trace, config: SimConfig, compare_policy: str | None, ou
         if other is not None:
             payload["compare"] = dict(other.summary, policy=compare_policy, **compare(result.requests, other.requests))
         return json.dumps(payload)
-    text = summary_table(result.summary, f"{config.policy} on {trace_name} ({config.model}, {config.gpu})")
+    timed = config.mode == "timed"
+    text = summary_table(result.summary, f"{config.policy} on {trace_name} ({config.model}, {config.gpu})", timed)
     text += rejection_note(result)
     if other is None:
         return text
     changes = compare(result.requests, other.requests)
-    return "\n\n".join([text, summary_table(other.summary, compare_policy),
+    return "\n\n".join([text, summary_table(other.summary, compare_policy, timed),
                         compare_table(result.summary, other.summary, config.policy, compare_policy, changes)])
 
 

@@ -119,6 +119,15 @@ def test_replay_mode_equals_timed_mode_when_requests_never_overlap(trace_kind, t
     assert outputs["replay"]["makespan_s"] == 0.0  # replay has no time
 
 
+def test_replay_summary_says_it_has_no_time():
+    text = invoke("simulate", "--trace", "traces/fanout.jsonl", "--mode", "replay").output
+    for label in ("makespan (s)", "output tokens/s", "mean TTFT (s)"):
+        line = next(line for line in text.splitlines() if line.strip().startswith(label))
+        assert line.endswith("none (replay)"), line
+    timed = invoke("simulate", "--trace", "traces/fanout.jsonl").output
+    assert "none (replay)" not in timed
+
+
 def test_replay_mode_on_the_mooncake_slice_reports_every_request():
     result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--json")
     payload = json.loads(result.output)

@@ -40,10 +40,7 @@ class Engine:
         self.iteration = 0
         self._stalled: dict[str, int] = {}  # request id -> retractions with nothing else progressing
         self._wake: simpy.Event | None = None
-        self._followers: dict[str, list[str]] = {}
-        for request in trace:
-            if request.after is not None:
-                self._followers.setdefault(request.after, []).append(request.id)
+        self._followers = trace.followers()
 
     def start(self) -> None:
         self.env.process(self._arrivals())
@@ -52,8 +49,7 @@ class Engine:
     # ---- processes ----------------------------------------------------------------------------------
     def _arrivals(self):
         # requests arriving together are submitted together, before the engine forms its next batch
-        for arrival, group in itertools.groupby(sorted((r for r in self.trace if r.after is None),
-                                                       key=lambda r: r.arrival), key=lambda r: r.arrival):
+        for arrival, group in itertools.groupby(self.trace.open_loop(), key=lambda r: r.arrival):
             yield self.env.timeout(max(0.0, arrival - self.env.now))
             for request in group:
                 self._submit(request.id)

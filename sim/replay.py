@@ -52,13 +52,9 @@ def _ok(result, request_id: str):
 
 def replay_order(trace) -> list[str]:
     """Open-loop requests by arrival; a closed-loop request right after the request it follows."""
-    followers: dict[str, list[str]] = {}
-    for request in trace:
-        if request.after is not None:
-            followers.setdefault(request.after, []).append(request.id)
+    followers = trace.followers()
     order: list[str] = []
-    # a stable sort keeps file order among equal arrivals; the stack pops the first of them first
-    stack = [r.id for r in sorted((r for r in trace if r.after is None), key=lambda r: r.arrival)][::-1]
+    stack = [r.id for r in trace.open_loop()][::-1]  # popped from the end: the first arrival first
     while stack:
         request_id = stack.pop()
         order.append(request_id)

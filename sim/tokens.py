@@ -22,11 +22,8 @@ Run = tuple[str, int, int]  # (source, first offset, length)
 _MASK64 = (1 << 64) - 1
 
 
-REF_PREFIX = "r:"
-
-
 def ref_source(ref: str) -> str:
-    return REF_PREFIX + ref
+    return "r:" + ref
 
 
 def output_source(request_id: str) -> str:

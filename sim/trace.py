@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from sim.tokens import REF_PREFIX, Run, TokenSeq, output_source, ref_source
+from sim.tokens import Run, TokenSeq, output_source, ref_source
 from sim.trace_check import TraceError, check_requests, is_int
 
 __all__ = ["Request", "Segment", "Trace", "TraceError", "load_trace", "request_to_dict", "write_trace"]
@@ -67,6 +67,18 @@ class Trace:
     def prompt_len(self, request_id: str) -> int:
         return self._prompt_len[request_id]
 
+    def open_loop(self) -> list[Request]:
+        """Requests with an arrival time, in arrival order (the checker requires the file to be so)."""
+        return [r for r in self.requests if r.after is None]
+
+    def followers(self) -> dict[str, list[str]]:
+        """Request id -> the closed-loop requests sent after it finishes, in file order."""
+        out: dict[str, list[str]] = {}
+        for request in self.requests:
+            if request.after is not None:
+                out.setdefault(request.after, []).append(request.id)
+        return out
+
     def segment_run(self, segment: Segment) -> Run:
         if segment.ref is not None:
             return (ref_source(segment.ref), 0, segment.len)
@@ -83,7 +95,7 @@ class Trace:
     def request_seq(self, request_id: str) -> TokenSeq:
         """The prompt followed by the request's own output: what its KV will hold."""
         request = self._by_id[request_id]
-        runs = [(REF_PREFIX + s.ref, 0, s.len) if s.ref is not None else self.segment_run(s) for s in request.prompt]
+        runs = [self.segment_run(s) for s in request.prompt]
         runs.append((output_source(request_id), 0, request.output_len))
         if all(s.ref is not None for s in request.prompt):
             # ref runs start at offset 0 with len > 0 (checked), so no two of them, and not the

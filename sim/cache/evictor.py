@@ -11,8 +11,8 @@ from sim.cache.pools import Pool
 from sim.cache.tree import FULL, STATE, SWA, RadixTree
 
 
-def _full_ok(node: Node) -> bool:  # Node.is_leaf and not Node.is_locked, spelled out: called per eviction
-    return not (node.children or node.full_lock or node.swa_holders or node.state_lock)
+def _full_ok(node: Node) -> bool:
+    return node.is_leaf and not node.is_locked
 
 
 def _swa_ok(node: Node) -> bool:

@@ -20,7 +20,6 @@ from sim.cache.sizing import PoolSizes
 from sim.cache.swa_free import (
     decode_trigger_fires,
     floor_to,
-    freetoken_prefill_frontier,
     frontier_for,
     prefill_commit_fires,
 )
@@ -88,15 +87,14 @@ class CacheManager(PlainDecodes):
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}")
         if self.has_swa and self.policy.rules == FREETOKEN_RULES:
-            self._free_swa_below(req, freetoken_prefill_frontier(self.policy, req, self.window))
+            self._free_swa_below(req, frontier_for(self.policy, req, req.kv_len, self.window, None))
         checkpoint = self._prefill_checkpoint(req, chunk_len)
         return self._plan(req, chunk_len, checkpoint)
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
         req = self.requests[request_id]
         req.kv_len += chunk_len
-        if req.planned:
-            self._take_planned_checkpoint(req)
+        self._take_planned_checkpoint(req)
         last_chunk = req.kv_len >= req.prompt_len
         if self.policy.cache_enabled and (self.policy.commit_every_chunk or last_chunk):
             self._commit(req)

@@ -46,10 +46,6 @@ class Node:
         return not self.children
 
     @property
-    def is_tombstone(self) -> bool:
-        return self.swa_pages is None
-
-    @property
     def is_locked(self) -> bool:
         return self.full_lock > 0 or bool(self.swa_holders) or self.state_lock > 0
 

@@ -20,7 +20,8 @@ def ceil_to(value: int, unit: int) -> int:
 def frontier_for(policy: Policy, req: RequestCache, pre_len: int, window: int,
                  retain_floor: int | None) -> int:
     """The frontier once everything ``pre_len`` no longer needs is freed (SGLang's
-    ``free_swa_out_of_window_slots`` threshold, or FreeToken's ``device_len - 1 - W - page``)."""
+    ``free_swa_out_of_window_slots`` threshold, or FreeToken's ``device_len - 1 - W - page``; FreeToken
+    also applies it before every prefill chunk, with ``pre_len`` the cached length)."""
     page = policy.page_size
     if policy.rules == FREETOKEN_RULES:
         threshold = pre_len - window - page
@@ -44,9 +45,3 @@ def decode_trigger_fires(policy: Policy, req: RequestCache, window: int, iterati
 def prefill_commit_fires(req: RequestCache, insert_len: int, window: int) -> bool:
     """SGLang frees out-of-window SWA before each prefill-chunk insert, with ``pre_len = insert_len - 1``."""
     return insert_len - 1 - window >= req.swa_frontier + 1
-
-
-def freetoken_prefill_frontier(policy: Policy, req: RequestCache, window: int) -> int:
-    """FreeToken frees below ``align_down(cached_len - W - page)`` before every prefill chunk."""
-    page = policy.page_size
-    return floor_to(max(req.swa_frontier, req.prefix_len, req.kv_len - window - page), page)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.real_traces import mooncake_trace  # noqa: E402
 from sim.cache.manager import CacheManager  # noqa: E402
 from sim.cache.policies import make_policy, policy_names  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
@@ -22,12 +23,10 @@ from sim.models import get_model  # noqa: E402
 from sim.replay import run_alone  # noqa: E402
 from sim.trace_import import import_mooncake  # noqa: E402
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared/traces/mooncake/conversation_trace.jsonl"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default=str(DEFAULT_TRACE))
+    parser.add_argument("--trace", default=str(mooncake_trace("conversation")))
     parser.add_argument("--policy", default="sglang-retain", choices=policy_names())
     parser.add_argument("--model", default="inkling")
     parser.add_argument("--page-size", type=int, default=64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import io
 import json
 import multiprocessing
 import os
@@ -117,20 +118,9 @@ def profile_case(case: Case, num_functions: int) -> str:
     trace = import_mooncake(case.trace_path, limit=case.limit)
     profiler = cProfile.Profile()
     profiler.runcall(simulate, trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode))
-    out = _StringSink()
+    out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(num_functions)
-    return out.text()
-
-
-class _StringSink:
-    def __init__(self):
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.parts.append(text)
-
-    def text(self) -> str:
-        return "".join(self.parts)
+    return out.getvalue()
 
 
 def format_table(results: list[CaseResult]) -> str:

@@ -16,8 +16,7 @@ import torch
 from executor.backend import ExecutorBackend
 from executor.model import HybridModel
 from executor.replay import kl_per_request, replay_logprobs
-from sim.cost import CostModel, get_gpu
-from sim.simulate import SimConfig, SimResult, build, simulate
+from sim.simulate import SimConfig, SimResult, build, cost_model, simulate
 from sim.trace import Trace
 
 
@@ -36,7 +35,7 @@ def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str =
     config = replace(config, mode="timed")
     model_spec, _, _ = build(config)
     model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
-    cost = CostModel(model_spec, get_gpu(config.gpu), _calibration(config))
+    cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
     predicted = simulate(trace, config)
     backend = ExecutorBackend(model, cost, kernels)
     measured = simulate(trace, config, backend=backend)
@@ -46,12 +45,6 @@ def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str =
     timings = pd.DataFrame([{"tokens": t.shape.num_tokens, "prefill_tokens": t.shape.num_prefill_tokens,
                              "predicted_s": t.predicted_s, "measured_s": t.measured_s} for t in backend.timings])
     return ExecuteResult(predicted, measured, requests, timings, _summary(requests, timings), backend.timings)
-
-
-def _calibration(config: SimConfig):
-    from sim.calibration import load_calibration
-
-    return load_calibration(config.calibration) if config.calibration else None
 
 
 def _request_table(predicted: SimResult, measured: SimResult, kl: dict[str, float]) -> pd.DataFrame:

@@ -27,9 +27,6 @@ class Reuse:
     recomputed_tokens: int
     mean_reuse: float
 
-    def hits_text(self) -> str:
-        return f"{self.hits}/{self.num_requests}"
-
 
 def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
     served = requests[requests["rejected"] == ""]

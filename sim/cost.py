@@ -144,23 +144,13 @@ class StepCost:
 
 
 def step_flops(model: ModelSpec, shape: StepShape) -> int:
-    per_token = 2 * model.active_param_count() + model.state_flops_per_token()
-    full = model.attention_flops_per_attended_token(FULL) * shape.attended_context()
-    swa = model.attention_flops_per_attended_token(SWA) * shape.attended_context(model.window) if model.has_swa else 0
-    return shape.num_tokens * per_token + full + swa
-
-
-def _run_state_bytes(model: ModelSpec, start: int, count: int) -> int:
-    # FULL reads the whole prefix and writes the run; SWA reads only the window below the run; a MAMBA state
-    # is read and written back once per step
-    full = (start + count) * model.full_kv_bytes_per_token()
-    swa = (min(start, model.window) + count) * model.swa_kv_bytes_per_token()
-    return full + swa + 2 * model.mamba_state_bytes()
+    """FLOPs of one step, as the cost model counts them."""
+    return _Coefficients(model).flops(shape)
 
 
 def step_bytes(model: ModelSpec, shape: StepShape) -> int:
-    state = sum(_run_state_bytes(model, start, count) for start, count in shape.token_runs())
-    return model.weight_bytes_read(shape.num_tokens) + state
+    """Bytes read by one step (weights, KV, MAMBA states), as the cost model counts them."""
+    return _Coefficients(model).bytes_read(shape)
 
 
 class _Coefficients:
@@ -188,6 +178,8 @@ class _Coefficients:
         weights = self._weights.get(num_tokens)
         if weights is None:
             weights = self._weights[num_tokens] = self.model.weight_bytes_read(num_tokens)
+        # FULL reads the whole prefix and writes the run; SWA reads only the window below the run; a MAMBA
+        # state is read and written back once per step
         state = 0
         for start, count in shape.token_runs():
             state += ((start + count) * self.full_bytes + (min(start, self.window) + count) * self.swa_bytes

@@ -141,12 +141,12 @@ class Engine:
         """Nothing could be scheduled: free the newest running request, or give up on the waiting head
         when even an empty engine cannot hold it."""
         newest = self.scheduler.newest_running()
-        if newest is not None and self._stalled.get(newest, 0) < 3:
-            self._stalled[newest] = self._stalled.get(newest, 0) + 1
-            self.scheduler.retract_newest()
-            return
         if newest is not None:
             self.scheduler.retract_newest()
+            num_stalls = self._stalled.get(newest, 0)
+            if num_stalls < 3:
+                self._stalled[newest] = num_stalls + 1
+                return
         request_id = self.scheduler.waiting.popleft()[0]
         self._reject(request_id, "the pools cannot hold it even with the cache emptied")
 

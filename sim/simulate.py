@@ -93,6 +93,12 @@ def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on
         return simulate_timed(trace, config, backend, on_step, fast_path)
 
 
+def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
+    """The step-time prediction of ``config`` (its GPU preset, or its calibration file)."""
+    calibration = load_calibration(config.calibration) if config.calibration else None
+    return CostModel(model, get_gpu(config.gpu), calibration)
+
+
 def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
                    fast_path: bool | None = None) -> SimResult:
     model, policy, sizes = build(config)
@@ -100,8 +106,7 @@ def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = No
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
     if backend is None:
-        calibration = load_calibration(config.calibration) if config.calibration else None
-        backend = PredictBackend(CostModel(model, get_gpu(config.gpu), calibration))
+        backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
     engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,

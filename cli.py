@@ -15,6 +15,7 @@ import click
 
 from sim.cache.policies import policy_names
 from sim.cost import GPUS
+from sim.grid.axes import KNOB_NAMES
 from sim.models import MODELS
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace_gen import GENERATORS
@@ -144,9 +145,6 @@ def _knob_options(fn):
     return fn
 
 
-KNOB_NAMES = ("page_size", "track_interval", "window", "mamba_chunk", "chunked_prefill_size",
-              "max_running_requests", "swa_free_trigger", "swa_eviction_interval", "iteration_phase",
-              "finish_trim_gap", "swa_pool_floor")
 
 
 @cli.command()

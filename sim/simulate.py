@@ -101,7 +101,13 @@ def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
 
 def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
                    fast_path: bool | None = None) -> SimResult:
-    model, policy, sizes = build(config)
+    return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
+
+
+def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
+              backend: Backend | None = None, on_step=None, fast_path: bool | None = None) -> SimResult:
+    """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
+    ``config``; the conformance suite gives the engine's exact ones)."""
     manager = CacheManager(model, policy, sizes)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
@@ -162,7 +168,11 @@ def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.Dat
 
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     """Replay mode: each request prefilled and decoded alone, in arrival order; one usage row each."""
-    model, policy, sizes = build(config)
+    return run_replay(trace, config, *build(config), on_step=on_step)
+
+
+def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
+               on_step=None) -> SimResult:
     manager = CacheManager(model, policy, sizes)
     rows, steps = {}, []
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))

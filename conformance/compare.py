@@ -1,0 +1,70 @@
+"""The simulator's side of a conformance check: a scenario through ``simulate``, per-request cached tokens.
+
+The model is built from the scenario's layer mix (FULL plus SWA and/or MAMBA, its window and scan chunk);
+the pools are exactly the engine's (no SWA floor added), so eviction happens where the engine's does.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from conformance.scenario import EngineOutcome, Scenario
+from sim.cache.policies import make_policy
+from sim.cache.sizing import PoolSizes
+from sim.gc_pause import collector_paused
+from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
+from sim.simulate import SimConfig, run_replay, run_timed
+
+MODES = ("replay", "timed")
+
+
+class Disagreement(NamedTuple):
+    request_id: str
+    mode: str
+    engine: EngineOutcome
+    simulated: EngineOutcome
+
+
+def model_for(scenario: Scenario) -> ModelSpec:
+    config = scenario.config
+    kinds = [FULL] + ([SWA] if config.has_swa else []) + ([MAMBA] if config.has_mamba else [])
+    return get_model("tiny").replace(name=f"conformance-{config.components}", layer_kinds=tuple(kinds),
+                                     window=config.window, mamba_chunk=config.mamba_chunk)
+
+
+def policy_knobs(scenario: Scenario) -> dict:
+    config = scenario.config
+    return {"page_size": config.page_size, "track_interval": config.track_interval, "window": config.window,
+            "mamba_chunk": config.mamba_chunk, "chunked_prefill_size": config.chunked_prefill_size,
+            "swa_eviction_interval": config.swa_eviction_interval}
+
+
+def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOutcome]:
+    """Per request: what ``simulate`` predicts the engine's cache report says."""
+    config = scenario.config
+    model = model_for(scenario)
+    policy = make_policy(preset, **policy_knobs(scenario))
+    page = config.page_size
+    sizes = PoolSizes(config.full_tokens // page, config.swa_tokens // page if config.has_swa else 0,
+                      config.mamba_states if config.has_mamba else 0)
+    sim_config = SimConfig(policy=preset, model="tiny", gpu="h200", mode=mode)
+    with collector_paused():
+        run = run_replay if mode == "replay" else run_timed
+        result = run(scenario.trace(), sim_config, model, policy, sizes)
+    outcomes = {}
+    for row in result.requests.itertuples():
+        refused = bool(row.rejected)
+        outcomes[row.id] = EngineOutcome(0 if refused else int(row.cached_tokens), not refused, row.rejected)
+    return outcomes
+
+
+def disagreements(scenario: Scenario, preset: str, engine: dict[str, EngineOutcome],
+                  modes=MODES) -> list[Disagreement]:
+    """Every request whose cached tokens (or whether it was served) differ, per mode."""
+    found = []
+    for mode in modes:
+        ours = simulated(scenario, preset, mode)
+        for request_id, theirs in engine.items():
+            mine = ours[request_id]
+            if (mine.served, mine.cached_tokens) != (theirs.served, theirs.cached_tokens):
+                found.append(Disagreement(request_id, mode, theirs, mine))
+    return found

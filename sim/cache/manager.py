@@ -78,6 +78,9 @@ class CacheManager(PlainDecodes):
         if self.has_mamba:
             req.state = self.pools[STATE].alloc_one()
             copy_from = match.node.state if match.cached_len else None
+            if copy_from is not None and self.policy.fault == "stale-state":
+                copy_from = next((n.state for n in reversed(match.node.path_from_root()[:-1])
+                                  if n.state is not None), None)
         self.requests[request_id] = req
         return AdmitResult(match, copy_from)
 
@@ -164,6 +167,8 @@ class CacheManager(PlainDecodes):
         req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
         planned = ((checkpoint, self.pools[STATE].alloc_one()),) if checkpoint else ()
         req.planned = planned
+        if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
+            planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
 
     def _reserve(self, full_pages: int, swa_pages: int, states: int) -> Refusal | None:

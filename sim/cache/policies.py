@@ -34,6 +34,10 @@ class Policy:
     # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less
     # and the match accepts a window this much short (-1: one page)
     window_slack: int = 0
+    # deliberately wrong MAMBA handling, for the same purpose: "stale-state" resumes a hit from the previous
+    # checkpoint on the path instead of the matched one; "early-checkpoint" saves each prefill checkpoint one
+    # token before the position the tree records for it
+    fault: str | None = None
 
     def knob_names(self) -> list[str]:
         return [f.name for f in fields(self) if f.name not in ("name", "about", "rules")]
@@ -70,7 +74,20 @@ PRESETS["broken-retain-short"] = replace(
     about="DELIBERATELY WRONG, a negative control for `execute`: the retain floor and the match's window "
           "one page short, so second turns read SWA the policy already freed")
 
-_CHOICES = {"swa_free_trigger": ("tokens", "iterations"), "retain_floor": (None, "request", "tree"),
+PRESETS["broken-stale-state"] = replace(
+    PRESETS["sglang-retain"], name="broken-stale-state", fault="stale-state",
+    about="DELIBERATELY WRONG, a negative control for `execute`: a hit resumes from the previous MAMBA "
+          "checkpoint on its path (or from zero) instead of the matched one")
+PRESETS["broken-early-checkpoint"] = replace(
+    PRESETS["sglang-retain"], name="broken-early-checkpoint", fault="early-checkpoint",
+    about="DELIBERATELY WRONG, a negative control for `execute`: every prefill checkpoint is saved one token "
+          "before the position the tree records for it")
+PRESETS["broken-freetoken-window-short"] = replace(
+    PRESETS["freetoken-lazy"], name="broken-freetoken-window-short", window_slack=-1,
+    about="DELIBERATELY WRONG, a negative control for `execute`: freetoken-lazy whose match accepts a window "
+          "one page short")
+
+_CHOICES = {"fault": (None, "stale-state", "early-checkpoint"), "swa_free_trigger": ("tokens", "iterations"), "retain_floor": (None, "request", "tree"),
             "swa_refresh": ("window", "path"), "swa_pool_floor": ("window", "window+interval")}
 _POSITIVE = ("page_size", "track_interval", "swa_eviction_interval", "chunked_prefill_size",
              "max_running_requests")

@@ -13,9 +13,11 @@ from collections.abc import Callable
 
 import click
 
+from sim.cache.knobs import NONE, KnobSpec
 from sim.cache.policies import policy_names
+from sim.cache.policy import CLI_KNOBS
+from sim.config import POOL_KNOBS
 from sim.cost import GPUS
-from sim.grid.axes import KNOB_NAMES
 from sim.models import MODELS
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace_gen import GENERATORS
@@ -127,24 +129,45 @@ def _format_value(value: object) -> str:
 
 
 # ---- simulate and the seed experiments ---------------------------------------------------------------
+class KnobType(click.ParamType):
+    """A knob's value, parsed and checked by its schema (``sim/cache/knobs.py``)."""
+
+    def __init__(self, spec: KnobSpec):
+        self.spec = spec
+        self.name = "|".join("none" if c is None else c for c in spec.choices) if spec.choices else (
+            spec.kind.__name__.upper() + ("|none" if spec.nullable else ""))
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.spec.parse(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+def _spec_options(specs, defaults: dict | None = None):
+    """One option per knob of ``specs`` (help, unit, range from the schema); ``defaults`` per command."""
+    defaults = defaults or {}
+
+    def decorate(fn):
+        for spec in reversed(list(specs.values())):
+            default = defaults.get(spec.name)
+            fn = click.option(spec.flag, spec.name, type=KnobType(spec), default=default,
+                              show_default=default is not None, help=spec.describe())(fn)
+        return fn
+
+    return decorate
+
+
 def _knob_options(fn):
-    """The policy knobs every simulation command takes (None keeps the preset's value)."""
-    knobs = [
-        click.option("--page-size", type=click.IntRange(min=1)), click.option("--track-interval", type=click.IntRange(min=1)),
-        click.option("--window", type=click.IntRange(min=0)), click.option("--mamba-chunk", type=click.IntRange(min=1)),
-        click.option("--chunked-prefill-size", type=click.IntRange(min=1)),
-        click.option("--max-running-requests", type=click.IntRange(min=1)),
-        click.option("--swa-free-trigger", type=click.Choice(["tokens", "iterations"])),
-        click.option("--swa-eviction-interval", type=click.IntRange(min=1)),
-        click.option("--iteration-phase", type=click.IntRange(min=0)),
-        click.option("--finish-trim-gap", type=click.IntRange(min=0)),
-        click.option("--swa-pool-floor", type=click.Choice(["window", "window+interval"])),
-    ]
-    for option in reversed(knobs):
-        fn = option(fn)
-    return fn
+    """The policy knobs every simulation command takes (not given: the preset's value)."""
+    return _spec_options(CLI_KNOBS)(fn)
 
 
+def _pools(values: dict) -> dict:
+    """Pool options as SimConfig fields ("none": derived, as when not given)."""
+    return {name: None if value == NONE else value for name, value in values.items()}
 
 
 @cli.command()
@@ -153,27 +176,23 @@ def _knob_options(fn):
 @click.option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)))
 @click.option("--gpu", default="h200", show_default=True, type=click.Choice(sorted(GPUS)))
 @_knob_options
-@click.option("--pool-tokens", type=click.IntRange(min=1), help="FULL pool tokens [from --kv-memory-gb]")
-@click.option("--swa-pool-tokens", type=click.IntRange(min=0), help="SWA pool tokens [ratio x FULL]")
-@click.option("--mamba-states", type=click.IntRange(min=0), help="MAMBA pool states [from memory]")
-@click.option("--kv-memory-gb", default=40.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@_spec_options(POOL_KNOBS, {"kv_memory_gb": 40.0, "swa_full_tokens_ratio": 0.8, "mamba_full_memory_ratio": 0.9})
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
 @click.option("--compare", "compare_policy", type=click.Choice(policy_names()), help="a second policy, side by side")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="write requests.csv and steps.csv here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of tables")
 @click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
               help="timed: the SimPy engine with batching and time; replay: requests one after another")
-def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba_states, kv_memory_gb,
-             calibration, compare_policy, out_dir, as_json, mode, **knobs):
+def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_dir, as_json, mode, **options):
     """Replay a trace through a policy in the SimPy engine: reuse, pool occupancy, predicted time.
     `python cli.py policies` describes the presets."""
     from sim.simulate import SimConfig
     from sim.simulate_cli import run_simulate
 
     loaded = call_library(load_trace, trace_path)
-    config = SimConfig(policy=policy, model=model, gpu=gpu, knobs={k: knobs[k] for k in KNOB_NAMES},
-                       pool_tokens=pool_tokens, swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states,
-                       kv_memory_gb=kv_memory_gb, calibration=calibration, mode=mode)
+    config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
+                          knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration, mode=mode,
+                          **_pools({k: options[k] for k in POOL_KNOBS}))
     click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, as_json, trace_path))
 
 
@@ -203,7 +222,7 @@ def _grid_axis_options(fn):
     from sim.grid.axes import AXES
 
     for axis in reversed(AXES):
-        fn = click.option(axis.flag, axis.name, metavar="V1,V2,..", help=f"{axis.name} values")(fn)
+        fn = click.option(axis.flag, axis.name, metavar="V1,V2,..", help=f"{axis.help}; a comma list")(fn)
     return fn
 
 
@@ -244,12 +263,16 @@ def report(out_dir, baseline, fmt, points):
         click.echo(str(path))
 
 @cli.command()
-def policies():
-    """The policy presets and the engine version or PR each one models."""
+@click.option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)),
+              help="the model the window, scan chunk and checkpoint grids are resolved against")
+def policies(model):
+    """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
     from sim.cache.policies import PRESETS
+    from sim.cache.policy import describe_resolved, resolve
 
     for name, preset in PRESETS.items():
         click.echo(f"{name:<20} {preset.about}")
+        click.echo(f"{'':<20} {describe_resolved(resolve(preset, MODELS[model]))}")
 
 
 # ---- the executor ----------------------------------------------------------------------------------------
@@ -279,7 +302,7 @@ def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, m
     if device == "cpu":  # the Triton kernels run under the interpreter; it must be on before they load
         os.environ.setdefault("TRITON_INTERPRET", "1")
     return SimConfig(policy=policy, model=model, gpu=gpu or ("cpu" if device == "cpu" else "h200"),
-                     knobs={k: knobs[k] for k in KNOB_NAMES}, pool_tokens=pool_tokens,
+                     knobs={k: knobs[k] for k in CLI_KNOBS}, pool_tokens=pool_tokens,
                      swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states, calibration=calibration)
 
 

@@ -1,7 +1,7 @@
 """One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 import simpy
@@ -9,8 +9,10 @@ import simpy
 from sim.backend import Backend, PredictBackend
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
+from sim.cache.policy import resolve
 from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
 from sim.calibration import load_calibration
+from sim.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part of this module's interface)
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
@@ -19,26 +21,6 @@ from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    policy: str = "sglang-retain"
-    model: str = "inkling"
-    gpu: str = "h200"
-    knobs: dict = field(default_factory=dict)  # policy knobs (page_size, track_interval, window, ...)
-    pool_tokens: int | None = None  # FULL pool; None: from kv_memory_gb
-    swa_pool_tokens: int | None = None  # None: swa_full_tokens_ratio * pool_tokens
-    mamba_states: int | None = None
-    kv_memory_gb: float = 40.0
-    swa_full_tokens_ratio: float = 0.8
-    mamba_full_memory_ratio: float = 0.9
-    calibration: str | None = None
-    mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
-
-    def __post_init__(self):
-        if self.mode not in ("timed", "replay"):
-            raise ValueError(f"mode must be 'timed' or 'replay', got {self.mode!r}")
 
 
 @dataclass
@@ -77,7 +59,7 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
 def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
     """Enough SWA for every running request's window and one step's chunk (FreeToken's pool floor);
     ``window+interval`` also covers the retain floor's extra retention (PR #34729's second TODO)."""
-    window = model.window if policy.window is None else policy.window
+    window = resolve(policy, model).window
     extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
     per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
     return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1

@@ -37,7 +37,7 @@ def flatten(manager) -> list[CachedSequence]:
 
 def reference_match(manager, tokens: TokenSeq, prompt_len: int) -> tuple[int, int]:
     """(cached_len, full_depth) as the rules alone give them."""
-    if not manager.policy.cache_enabled or prompt_len <= 1:
+    if not manager.rules.keeps_cache or prompt_len <= 1:
         return 0, 0
     page = manager.page_size
     key_len = (prompt_len - 1) // page * page

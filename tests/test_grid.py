@@ -40,7 +40,7 @@ def test_parse_axis_reads_typed_lists():
     ("policy", "sglang,nope", "--policy: item 2: unknown policy 'nope'"),
     ("page_size", "64,,128", "--page-size: item 2 of '64,,128' is empty"),
     ("page_size", "64,0", "must be an integer >= 1, got 0"),
-    ("track_interval", "256,abc", "must be an integer >= 1, got 'abc'"),
+    ("track_interval", "256,abc", "must be an integer >= 1 and <= 2147483647, got 'abc'"),
     ("page_size", "64,64", "'64' appears more than once"),
     ("kv_memory_gb", "nan", "finite number > 0"),
 ])

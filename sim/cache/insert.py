@@ -6,9 +6,9 @@ tombstone the request recomputed inside its window is revived with the request's
 """
 from __future__ import annotations
 
+from sim.cache.align import ceil_to
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
-from sim.cache.swa_free import ceil_to
 from sim.cache.tree import STATE, RadixTree
 from sim.tokens import TokenSeq
 

@@ -11,8 +11,8 @@ from sim.cache.results import Refusal
 
 
 class PlainDecodes:
-    """Mixed into ``CacheManager``: needs its ``requests``, ``policy``, ``page_size``, ``window``,
-    ``has_swa``, ``has_mamba``, ``prepare_decode`` and ``complete_decode``."""
+    """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``,
+    ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
@@ -41,15 +41,6 @@ class PlainDecodes:
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
         no SWA free fires), or fewer."""
-        page, policy = self.page_size, self.policy
-        steps = (req.prefix_len // page + len(req.own_full)) * page - req.kv_len
-        if self.has_mamba:
-            steps = min(steps, -(req.kv_len + 1) % policy.track_interval)
-        if self.has_swa:
-            if policy.swa_free_trigger == "iterations":
-                steps = min(steps, -(iteration + policy.iteration_phase) % policy.swa_eviction_interval)
-            else:
-                first = 0 if req.decode_steps >= 1 else 1
-                fires_at = req.swa_frontier + policy.swa_eviction_interval + self.window - req.kv_len
-                steps = min(steps, max(first, fires_at))
-        return max(steps, 0)
+        steps = (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size - req.kv_len
+        rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)
+        return max(min(steps, rule_steps), 0)

@@ -5,7 +5,6 @@ is built in half the time of a frozen dataclass.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sim.cache.node import Node
@@ -46,7 +45,6 @@ class ChunkPlan(NamedTuple):
     end: int
     state_id: int | None  # the request's running MAMBA state
     checkpoints: tuple[tuple[int, int], ...] = ()  # (position, state id) to save after that many tokens
-    copy_state_from: int | None = None  # state id to copy into state_id first (resume from the tree)
 
 
 class AdmitResult(NamedTuple):
@@ -54,10 +52,5 @@ class AdmitResult(NamedTuple):
     copy_state_from: int | None = None
 
 
-@dataclass
-class FinishResult:
+class FinishResult(NamedTuple):
     inserted_len: int  # how much of the sequence the tree now holds for this request
-    freed_full_pages: int = 0
-    freed_swa_pages: int = 0
-    trimmed_swa_pages: int = 0  # FreeToken's finish-time head trim
-    extra: dict = field(default_factory=dict)

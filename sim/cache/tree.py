@@ -5,24 +5,24 @@ structure consistent and the pools' tree-held counts exact.
 """
 from __future__ import annotations
 
-import heapq
 from typing import Callable
 
+from sim.cache.components import FULL, STAMP_OF, STATE, SWA
+from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.tokens import TokenSeq
 
-FULL, SWA, STATE = "full", "swa", "state"
-_STAMP = {FULL: "full_stamp", SWA: "swa_stamp", STATE: "state_stamp"}  # each component's LRU stamp
+__all__ = ["FULL", "STATE", "SWA", "RadixTree"]
 
 
 class RadixTree:
-    def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool):
+    def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool, eviction=None):
         self.page_size = page_size
         self.full_pool, self.swa_pool, self.state_pool = full_pool, swa_pool, state_pool
         self.root = Node(TokenSeq(), 0, None, [], [], None)
         self.clock = 0
-        self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
+        self.eviction = eviction if eviction is not None else LRUEviction()
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
         self.num_evictions = {FULL: 0, SWA: 0, STATE: 0}  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
@@ -125,10 +125,10 @@ class RadixTree:
         self.num_states += 1
         self.touch(node, STATE)
 
-    # ---- LRU ---------------------------------------------------------------------------------------
+    # ---- recency and eviction candidates -----------------------------------------------------------
     def touch(self, node: Node, comp: str) -> None:
         self.clock += 1
-        setattr(node, _STAMP[comp], self.clock)
+        setattr(node, STAMP_OF[comp], self.clock)
         self._push(comp, node)
 
     def _push(self, comp: str, node: Node) -> None:
@@ -141,30 +141,24 @@ class RadixTree:
                 return
         elif (node.swa_pages if comp == SWA else node.state) is None:
             return
-        heapq.heappush(self.heaps[comp], (getattr(node, _STAMP[comp]), node.id, node))
+        self.eviction.push(comp, node)
 
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it
         holds; the same pushes as ``_push`` for FULL, SWA and STATE in turn."""
         if node is self.root:
             return
-        heaps = self.heaps
+        push = self.eviction.push
         if not node.children:
-            heapq.heappush(heaps[FULL], (node.full_stamp, node.id, node))
+            push(FULL, node)
         if node.swa_pages is not None:
-            heapq.heappush(heaps[SWA], (node.swa_stamp, node.id, node))
+            push(SWA, node)
         if node.state is not None:
-            heapq.heappush(heaps[STATE], (node.state_stamp, node.id, node))
+            push(STATE, node)
 
     def pop_lru(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
-        """The least recently used eligible node, or None. Ineligible entries are dropped: whatever
-        makes a node eligible again (unlock, losing its last child, a touch) pushes it anew."""
-        heap, stamp_of = self.heaps[comp], _STAMP[comp]
-        while heap:
-            stamp, _, node = heapq.heappop(heap)
-            if node.alive and stamp == getattr(node, stamp_of) and eligible(node):
-                return node
-        return None
+        """The eviction strategy's next eligible candidate for ``comp``, or None."""
+        return self.eviction.pop(comp, eligible)
 
     def nodes(self):
         stack = list(self.root.children.values())

@@ -7,7 +7,7 @@ window of live SWA below its divergence point.
 """
 from __future__ import annotations
 
-from sim.cache.swa_free import floor_to
+from sim.cache.align import floor_to
 from sim.cache.tree import FULL, SWA, RadixTree
 from sim.tokens import TokenSeq
 

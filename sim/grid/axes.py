@@ -9,7 +9,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sim.cache.knobs import NONE, KnobSpec
 from sim.cache.policies import policy_names
+from sim.cache.policy import CLI_KNOBS
+from sim.config import POOL_KNOBS
 from sim.cost import GPUS
 from sim.models import MODELS
 
@@ -22,32 +25,11 @@ class Axis:
     name: str  # SimConfig field or policy knob name
     kind: str  # KNOB or CONFIG
     parse: Callable[[str], object]  # one item of the comma list -> value; ValueError says what is wrong
+    help: str = ""
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
-
-
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise ValueError(f"must be an integer >= {low}, got {value}")
-        return value
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"must be a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"must be a finite number > 0, got {text!r}")
-    return value
 
 
 def _choice(what: str, choices: Callable[[], list[str]]) -> Callable[[str], str]:
@@ -58,28 +40,17 @@ def _choice(what: str, choices: Callable[[], list[str]]) -> Callable[[str], str]
     return parse
 
 
+def _from_schema(spec: KnobSpec, kind: str) -> Axis:
+    return Axis(spec.name, kind, spec.parse, spec.describe())
+
+
 # Outermost first: the policy is innermost so that a grid's rows put each setting's policies side by side.
 AXES: tuple[Axis, ...] = (
-    Axis("model", CONFIG, _choice("model", lambda: sorted(MODELS))),
-    Axis("gpu", CONFIG, _choice("GPU", lambda: sorted(GPUS))),
-    Axis("page_size", KNOB, _int_at_least(1)),
-    Axis("track_interval", KNOB, _int_at_least(1)),
-    Axis("window", KNOB, _int_at_least(0)),
-    Axis("mamba_chunk", KNOB, _int_at_least(1)),
-    Axis("chunked_prefill_size", KNOB, _int_at_least(1)),
-    Axis("max_running_requests", KNOB, _int_at_least(1)),
-    Axis("swa_free_trigger", KNOB, _choice("trigger", lambda: ["tokens", "iterations"])),
-    Axis("swa_eviction_interval", KNOB, _int_at_least(1)),
-    Axis("iteration_phase", KNOB, _int_at_least(0)),
-    Axis("finish_trim_gap", KNOB, _int_at_least(0)),
-    Axis("swa_pool_floor", KNOB, _choice("pool floor", lambda: ["window", "window+interval"])),
-    Axis("pool_tokens", CONFIG, _int_at_least(1)),
-    Axis("swa_pool_tokens", CONFIG, _int_at_least(0)),
-    Axis("mamba_states", CONFIG, _int_at_least(0)),
-    Axis("kv_memory_gb", CONFIG, _positive_float),
-    Axis("swa_full_tokens_ratio", CONFIG, _positive_float),
-    Axis("mamba_full_memory_ratio", CONFIG, _positive_float),
-    Axis("policy", CONFIG, _choice("policy", policy_names)),
+    Axis("model", CONFIG, _choice("model", lambda: sorted(MODELS)), "model presets"),
+    Axis("gpu", CONFIG, _choice("GPU", lambda: sorted(GPUS)), "GPU presets"),
+    *(_from_schema(spec, KNOB) for spec in CLI_KNOBS.values()),
+    *(_from_schema(spec, CONFIG) for spec in POOL_KNOBS.values()),
+    Axis("policy", CONFIG, _choice("policy", policy_names), "policy presets"),
 )
 AXIS_NAMES = tuple(axis.name for axis in AXES)
 KNOB_NAMES = tuple(axis.name for axis in AXES if axis.kind == KNOB)
@@ -125,6 +96,6 @@ def expand(axes: dict[str, list], calibration: str | None = None, mode: str = "t
     for values in itertools.product(*(axes[name] for name in names)):
         chosen = dict(zip(names, values, strict=True))
         knobs = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == KNOB}
-        fields = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG}
+        fields = {k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG}
         configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, **fields))
     return configs

@@ -1,0 +1,21 @@
+"""Engine rules, one module per engine, chosen by name (a preset's ``engine``).
+
+Adding an engine: a module with an ``EngineRules`` subclass (see ``base.py`` for the hooks and what the
+manager does around them) and one line in ``ENGINES``; then presets in ``sim/cache/policies.py``.
+"""
+from __future__ import annotations
+
+from sim.cache.engines.base import EngineRules
+from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.nocache import NoCacheRules
+from sim.cache.engines.sglang import SGLangRules
+
+ENGINES: dict[str, type[EngineRules]] = {
+    "sglang": SGLangRules,
+    "freetoken": FreeTokenRules,
+    "none": NoCacheRules,
+}
+
+
+def rules_for(resolved) -> EngineRules:
+    return ENGINES[resolved.policy.engine](resolved)

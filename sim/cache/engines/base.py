@@ -1,0 +1,99 @@
+"""What every engine's rules answer, and the parts most engines share.
+
+The cache manager runs the lifecycle (admit -> prefill chunks -> decode steps -> finish) and owns the tree
+and the pools; at each event it asks the engine's rules what to do: where the match may end, where
+checkpoints land, how far a request's SWA is freed and when, what a prefill chunk and a finish commit to the
+tree. A rule returns a position or calls the manager's primitives (``free_swa_below``, ``commit``,
+``insert``); it never touches pools or nodes itself.
+"""
+from __future__ import annotations
+
+from sim.cache.align import floor_to
+from sim.cache.matching import deepest_acceptable
+from sim.cache.policy import Resolved
+from sim.cache.request import RequestCache
+from sim.cache.results import MatchResult
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
+
+
+class EngineRules:
+    name = ""
+    keeps_cache = True  # False: the null strategy (nothing is matched or kept)
+
+    def __init__(self, resolved: Resolved):
+        self.resolved = resolved
+        self.policy = resolved.policy
+        self.page_size = resolved.page_size
+        self.window = resolved.window
+
+    # ---- admission ----------------------------------------------------------------------------------
+    def match(self, tree: RadixTree, tokens: TokenSeq, prompt_len: int) -> MatchResult:
+        """The deepest node every component accepts, on the walk of ``page_floor(prompt_len - 1)``."""
+        if prompt_len <= 1:
+            return MatchResult(0, 0, tree.root)
+        r = self.resolved
+        path, full_depth = tree.walk(tokens, floor_to(prompt_len - 1, self.page_size))
+        best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
+        node = best if best is not None else tree.root
+        self.refresh_after_match(tree, path, node)
+        sound = None
+        if r.window_slack:
+            sound_node = deepest_acceptable(path, r.window, r.has_swa, r.has_mamba)
+            sound = sound_node.end if sound_node is not None else 0
+        return MatchResult(node.end, full_depth, node, sound)
+
+    def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
+        raise NotImplementedError
+
+    # ---- prefill ------------------------------------------------------------------------------------
+    def before_prefill_chunk(self, manager, req: RequestCache) -> None:
+        """Runs before a chunk's pages are reserved."""
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        """One checkpoint per extend at its last grid point, or at the branching point inside it."""
+        grid, start = self.resolved.checkpoint_grid, req.kv_len
+        if not self.resolved.has_mamba or chunk_len < grid:
+            return None
+        position = start + chunk_len // grid * grid
+        branch = req.match.full_depth // grid * grid
+        if branch > req.cached_len and start < branch < start + chunk_len and (branch - start) % grid == 0:
+            position = branch
+        return position if position % self.page_size == 0 else None
+
+    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+        raise NotImplementedError
+
+    # ---- decode -------------------------------------------------------------------------------------
+    def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
+        """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
+        return None
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        position = req.kv_len + 1
+        has_mamba = self.resolved.has_mamba
+        return position if has_mamba and position % self.policy.track_interval == 0 else None
+
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        """Decode steps from ``iteration`` on that take no checkpoint and free no SWA (closed forms of
+        ``decode_checkpoint`` and ``decode_free_target``; the manager adds the page bound)."""
+        if self.resolved.has_mamba:
+            return -(req.kv_len + 1) % self.policy.track_interval
+        return 1 << 62
+
+    # ---- commit and finish --------------------------------------------------------------------------
+    def insert_len(self, req: RequestCache) -> int | None:
+        """How much of the request the tree can take now: up to its last checkpoint (MAMBA models),
+        else every whole page it computed."""
+        if self.resolved.has_mamba:
+            return req.checkpoint[0] if req.checkpoint is not None else None
+        return floor_to(req.kv_len, self.page_size)
+
+    def finish(self, manager, req: RequestCache) -> None:
+        """Commit what the finished request leaves to the tree (before its own pages are released)."""
+        end = self.insert_len(req)
+        if end is not None and end > req.prefix_len:
+            manager.insert(req, end)
+
+    def after_release(self, manager, req: RequestCache) -> None:
+        """Runs once the finished request's pages and locks are released."""

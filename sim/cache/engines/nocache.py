@@ -1,0 +1,21 @@
+"""The null strategy: no prefix cache (SGLang ``--disable-radix-cache``, its chunk cache). Nothing is
+matched, committed or kept; running requests still free out-of-window SWA and take checkpoints as SGLang's
+do, so pool occupancy is what the engine without a cache holds."""
+from __future__ import annotations
+
+from sim.cache.engines.sglang import SGLangRules
+from sim.cache.results import MatchResult
+
+
+class NoCacheRules(SGLangRules):
+    name = "none"
+    keeps_cache = False
+
+    def match(self, tree, tokens, prompt_len) -> MatchResult:
+        return MatchResult(0, 0, tree.root)
+
+    def after_prefill_chunk(self, manager, req, is_last: bool) -> None:
+        pass
+
+    def finish(self, manager, req) -> None:
+        pass

@@ -1,0 +1,62 @@
+"""Which node a component's eviction takes next: a priority over the candidates (LRU today).
+
+The tree stamps a node per component whenever a rule refreshes it (``RadixTree.touch``) and tells the
+strategy whenever a node may have become a candidate (``push``: new, unlocked, revived, lost its last
+child). ``pop`` returns the best eligible candidate; what evicting it does is ``evictor``'s business.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from sim.cache.components import FULL, STAMP_OF, STATE, SWA
+from sim.cache.node import Node
+
+
+class LRUEviction:
+    """Least recently stamped first, from lazy heaps: an entry whose stamp is stale or whose node died is
+    dropped when popped, and the heaps are rebuilt from their live entries when stale ones dominate (so a
+    long run's memory stays proportional to the tree, not to its history)."""
+
+    name = "lru"
+
+    def __init__(self) -> None:
+        self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
+        self._limit = {FULL: 1024, SWA: 1024, STATE: 1024}
+
+    def push(self, comp: str, node: Node) -> None:
+        heap = self.heaps[comp]
+        heapq.heappush(heap, (getattr(node, STAMP_OF[comp]), node.id, node))
+        if len(heap) > self._limit[comp]:
+            self._compact(comp)
+
+    def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+        """The least recently used eligible node, or None. Ineligible entries are dropped: whatever makes a
+        node eligible again (unlock, losing its last child, a touch) pushes it anew."""
+        heap, stamp_of = self.heaps[comp], STAMP_OF[comp]
+        while heap:
+            stamp, _, node = heapq.heappop(heap)
+            if node.alive and stamp == getattr(node, stamp_of) and eligible(node):
+                return node
+        return None
+
+    def _compact(self, comp: str) -> None:
+        stamp_of = STAMP_OF[comp]
+        live = {}
+        for entry in self.heaps[comp]:
+            node = entry[2]
+            if node.alive and entry[0] == getattr(node, stamp_of) and _holds(node, comp):
+                live[node.id] = entry
+        heap = list(live.values())
+        heapq.heapify(heap)
+        self.heaps[comp] = heap
+        self._limit[comp] = max(1024, 2 * len(heap))
+
+
+def _holds(node: Node, comp: str) -> bool:
+    if comp == FULL:
+        return not node.children
+    return (node.swa_pages if comp == SWA else node.state) is not None
+
+
+EVICTIONS = {LRUEviction.name: LRUEviction}

@@ -1,0 +1,116 @@
+"""A policy: which engine's rules run, and the value of every knob (each declared once, here).
+
+``Policy`` is model-independent (a preset plus overrides, as a grid point stores it); ``resolve`` settles
+it against a model once: the effective window and scan chunk, the checkpoint grids, which components the
+cache keeps. Everything downstream (manager, rules, pool sizing, reports) reads the ``Resolved`` values.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.cache.knobs import MAX_INT, knob, knob_specs
+from sim.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    engine: str  # the rules module in sim/cache/engines/
+    about: str = ""  # which engine version or PR the preset models
+    full_only: bool = False  # the cache keeps FULL alone (SWA and MAMBA ignored): the ideal FULL engine
+    page_size: int = knob(64, "radix page: keys, pages, checkpoints and the SWA frontier align to it",
+                          unit="tokens", minimum=1, maximum=MAX_INT)
+    track_interval: int = knob(256, "MAMBA decode checkpoint interval", unit="tokens", minimum=1,
+                               maximum=MAX_INT)
+    window: int | None = knob(None, "SWA window", unit="tokens", minimum=0, maximum=MAX_INT,
+                              none_means="the model's")
+    mamba_chunk: int | None = knob(None, "the scan's chunk: prefill checkpoints land on its multiples",
+                                   unit="tokens", minimum=1, maximum=MAX_INT, none_means="the model's")
+    chunked_prefill_size: int = knob(8192, "prefill tokens per engine step; longer prompts are chunked",
+                                     unit="tokens", minimum=1, maximum=MAX_INT)
+    max_running_requests: int = knob(64, "requests running at once, at most", minimum=1, maximum=MAX_INT)
+    swa_free_trigger: str = knob("tokens", "when decode frees out-of-window SWA: per request every interval "
+                                 "tokens, or on every interval-th engine iteration",
+                                 choices=("tokens", "iterations"))
+    swa_eviction_interval: int = knob(128, "the SWA free trigger's interval", unit="tokens or iterations",
+                                      minimum=1, maximum=MAX_INT)
+    iteration_phase: int = knob(0, "global iteration index of the first engine step (iterations trigger)",
+                                minimum=0, maximum=MAX_INT)
+    finish_trim_gap: int | None = knob(None, "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
+                                       unit="tokens", minimum=0, maximum=MAX_INT, none_means="no trim (#488)",
+                                       engines=("freetoken",))
+    swa_pool_floor: str = knob("window", "per-request SWA pool floor when pools are sized",
+                               choices=("window", "window+interval"))
+    retain_floor: str | None = knob(None, "SWA retain floor: none (before PR #34729), request (#34729), "
+                                    "tree (its first TODO)", choices=(None, "request", "tree"),
+                                    engines=("sglang",))
+    # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less and
+    # the match accepts a window this much short (-1: one page)
+    window_slack: int = knob(0, "DELIBERATELY WRONG: window shortfall", minimum=-1, maximum=MAX_INT, hidden=True)
+    fault: str | None = knob(None, "DELIBERATELY WRONG MAMBA handling", choices=(None, "stale-state",
+                                                                              "early-checkpoint"), hidden=True)
+
+    def knob_values(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in KNOBS}
+
+
+KNOBS = knob_specs(Policy)
+CLI_KNOBS = {name: spec for name, spec in KNOBS.items() if not spec.hidden}
+
+
+def validate(policy: Policy) -> None:
+    """ValueError naming the knob when a value or a combination is not allowed."""
+    for name, spec in KNOBS.items():
+        try:
+            spec.check(getattr(policy, name))
+        except ValueError as e:
+            raise ValueError(f"policy knob {name} {e}") from None
+    if policy.track_interval % policy.page_size:
+        raise ValueError(f"track_interval {policy.track_interval} must be a multiple of page_size "
+                         f"{policy.page_size}")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A policy settled against a model: what the cache manager and its rules run with."""
+
+    policy: Policy
+    page_size: int
+    window: int  # effective SWA window (0 without SWA)
+    mamba_chunk: int
+    checkpoint_grid: int  # prefill checkpoints: lcm(chunk, page)
+    track_grid: int  # decode checkpoints: lcm(checkpoint grid, track interval)
+    has_swa: bool
+    has_mamba: bool
+    window_slack: int  # deliberately wrong policies only
+
+
+def resolve(policy: Policy, model: ModelSpec) -> Resolved:
+    page = policy.page_size
+    chunk = policy.mamba_chunk or model.mamba_chunk or 1
+    grid = math.lcm(chunk, page)
+    window = model.window if policy.window is None else policy.window
+    return Resolved(policy, page, window, chunk, grid, math.lcm(grid, policy.track_interval),
+                    model.has_swa and not policy.full_only, model.has_mamba and not policy.full_only,
+                    page if policy.window_slack == -1 else policy.window_slack)
+
+
+def describe_resolved(resolved: Resolved) -> str:
+    """One line: the rules, every knob as run, and what the model settles (window, chunk, grids)."""
+    policy = resolved.policy
+    components = "+".join(c for c, on in (("FULL", True), ("SWA", resolved.has_swa),
+                                           ("MAMBA", resolved.has_mamba)) if on)
+    knobs = ", ".join(f"{name} {_shown(getattr(policy, name))}" for name, spec in KNOBS.items()
+                      if not spec.hidden and _applies(spec, policy.engine))
+    return (f"rules {policy.engine}, cache {components}; {knobs}; resolved: window {resolved.window}, "
+            f"mamba_chunk {resolved.mamba_chunk}, checkpoint grid {resolved.checkpoint_grid}, "
+            f"track grid {resolved.track_grid}")
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def _applies(spec, engine: str) -> bool:
+    return spec.engines is None or engine in spec.engines

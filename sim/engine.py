@@ -38,7 +38,6 @@ class Engine:
         # a backend that only predicts lets runs of plain decode steps skip the scheduler
         self.fast_path = hasattr(backend, "decode_times") if fast_path is None else fast_path
         self.iteration = 0
-        self._stalled: dict[str, int] = {}  # request id -> retractions with nothing else progressing
         self._wake: simpy.Event | None = None
         self._followers = trace.followers()
 
@@ -64,6 +63,7 @@ class Engine:
                 self._wake = self.env.event()
                 yield self._wake
             batch = self.scheduler.schedule(self.iteration)
+            self._drop_given_up()
             if not batch:
                 self._unblock()
                 continue
@@ -71,7 +71,7 @@ class Engine:
             duration = self.backend.run(batch, self.manager)
             yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
-            self._stalled.clear()
+            self.scheduler.unpark()
             self._record_step(batch, started_at, duration)
             for request_id in outcome.first_tokens:
                 self.log.first_token_at.setdefault(request_id, self.env.now)
@@ -137,18 +137,26 @@ class Engine:
         self.log.rejected[request_id] = why
         self._finish(request_id)  # its session goes on: the follow-up is judged on its own
 
+    def _drop_given_up(self) -> bool:
+        """Reject the requests the scheduler gave up on; True if there were any."""
+        dropped = bool(self.scheduler.given_up)
+        while self.scheduler.given_up:
+            self._reject(*self.scheduler.given_up.pop(0))
+        return dropped
+
     def _unblock(self) -> None:
-        """Nothing could be scheduled: free the newest running request, or give up on the waiting head
-        when even an empty engine cannot hold it."""
-        newest = self.scheduler.newest_running()
-        if newest is not None:
-            self.scheduler.retract_newest()
-            num_stalls = self._stalled.get(newest, 0)
-            if num_stalls < 3:
-                self._stalled[newest] = num_stalls + 1
-                return
-        request_id = self.scheduler.waiting.popleft()[0]
-        self._reject(request_id, "the pools cannot hold it even with the cache emptied")
+        """Nothing could be scheduled: park the newest running request (one fewer each time, so a request
+        left alone that still cannot go on is given up on by the scheduler); with nothing running, let the
+        parked ones try again, or give up on the waiting head, which an empty engine cannot hold."""
+        if self.scheduler.park_newest():
+            self._drop_given_up()
+        elif self.scheduler.parked:
+            self.scheduler.unpark()
+        elif self.scheduler.waiting:
+            request_id = self.scheduler.waiting.popleft()[0]
+            why = self.scheduler.last_refusal.get(request_id, "")
+            self._reject(request_id, "the pools cannot hold it even with the cache emptied"
+                                     + (f" ({why})" if why else ""))
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)

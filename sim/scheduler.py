@@ -57,6 +57,14 @@ class Scheduler:
         self.waiting: deque[tuple[str, TokenSeq, int, int]] = deque()
         self.running: dict[str, Running] = {}
         self.num_retractions: dict[str, int] = {}
+        # a request retracted while running alone can only be helped by itself: if it gets no further the
+        # next time, it never will (a livelock), and it is given up on with the pools' reason
+        self.given_up: list[tuple[str, str]] = []
+        self._alone_reached: dict[str, int] = {}
+        self.last_refusal: dict[str, str] = {}  # request id -> why the pools last refused its step
+        # retracted because nothing could be scheduled: not admitted again until a step succeeds or nothing
+        # runs (else it would be re-admitted into the same stall at once)
+        self.parked: list[tuple[str, TokenSeq, int, int]] = []
         self.admitted: dict[str, MatchResult] = {}  # the match each request last ran with
         self._order_of: dict[str, int] = {}
         self._counter = itertools.count()
@@ -65,7 +73,7 @@ class Scheduler:
         self.waiting.append((request_id, tokens, prompt_len, output_len))
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.parked)
 
     def schedule(self, iteration: int) -> Batch:
         batch = Batch(iteration)
@@ -82,13 +90,21 @@ class Scheduler:
     def newest_running(self) -> str | None:
         return max(self.running, key=lambda rid: self._order_of[rid], default=None)
 
-    def retract_newest(self) -> bool:
-        """Free the newest running request and requeue it; False when nothing runs."""
+    def park_newest(self) -> bool:
+        """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
         newest = self.newest_running()
         if newest is None:
             return False
-        self._retract(self.running[newest])
+        self._retract(self.running[newest], self.last_refusal.get(newest, "nothing could be scheduled"))
+        if self.waiting and self.waiting[0][0] == newest:
+            self.parked.append(self.waiting.popleft())
         return True
+
+    def unpark(self) -> None:
+        """Parked requests go back to the head of the queue, in the order they were admitted."""
+        for entry in reversed(self.parked):
+            self.waiting.appendleft(entry)
+        self.parked.clear()
 
     def postprocess(self, batch: Batch) -> StepOutcome:
         first_tokens, finished = [], []
@@ -140,7 +156,7 @@ class Scheduler:
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             while isinstance(plan, Refusal):
                 newer = [r for r in self.running.values() if self._order(r) > self._order(run)]
-                self._retract(max(newer, key=self._order) if newer else run)
+                self._retract(max(newer, key=self._order) if newer else run, str(plan))
                 if not newer:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
@@ -158,6 +174,7 @@ class Scheduler:
             return budget
         plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)
         if isinstance(plan, Refusal):
+            self.last_refusal[run.request_id] = str(plan)
             return budget
         batch.items.append(BatchItem(plan, True, run.copy_state_from))
         run.copy_state_from = None
@@ -167,6 +184,7 @@ class Scheduler:
         request_id, tokens, prompt_len, output_len = self.waiting[0]
         result = self.manager.admit(request_id, tokens, prompt_len)
         if isinstance(result, Refusal):
+            self.last_refusal[request_id] = str(result)
             return None
         self.waiting.popleft()
         run = Running(request_id, tokens, prompt_len, output_len, result.copy_state_from)
@@ -175,11 +193,20 @@ class Scheduler:
         self._order_of[request_id] = next(self._counter)
         return run
 
-    def _retract(self, victim: Running) -> None:
-        self.manager.abort(victim.request_id)
-        del self.running[victim.request_id]
-        self.num_retractions[victim.request_id] = self.num_retractions.get(victim.request_id, 0) + 1
-        self.waiting.appendleft((victim.request_id, victim.tokens, victim.prompt_len, victim.output_len))
+    def _retract(self, victim: Running, why: str) -> None:
+        request_id = victim.request_id
+        reached = self.manager.requests[request_id].kv_len
+        alone = len(self.running) == 1
+        self.manager.abort(request_id)
+        del self.running[request_id]
+        self.num_retractions[request_id] = self.num_retractions.get(request_id, 0) + 1
+        if alone and reached <= self._alone_reached.get(request_id, -1):
+            self.given_up.append((request_id, f"retracted twice while running alone, the second time no further "
+                                              f"than position {reached}: {why}"))
+            return
+        if alone:
+            self._alone_reached[request_id] = reached
+        self.waiting.appendleft((request_id, victim.tokens, victim.prompt_len, victim.output_len))
 
     def _order(self, run: Running) -> int:
         return self._order_of[run.request_id]

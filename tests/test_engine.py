@@ -131,3 +131,24 @@ def test_running_requests_are_capped_by_a_third_of_the_mamba_pool():
     running = result.steps["num_decode"] + result.steps["num_prefill"]
     assert running.max() <= 4 and result.summary["retractions"] == 0
     assert result.summary["rejected_requests"] == 0
+
+
+def test_a_request_that_can_never_fit_alone_is_rejected_not_retried_forever():
+    # chunks of 16 tokens are below the 128-token checkpoint grid, so no prefill chunk takes a checkpoint,
+    # nothing is inserted and no SWA is freed: the 3000-token prompt needs 188 SWA pages, the pool has 100
+    config = SimConfig(policy="sglang-retain", model="inkling", mode="timed",
+                       knobs=dict(page_size=16, track_interval=128, chunked_prefill_size=16),
+                       pool_tokens=200_000, swa_pool_tokens=1600, mamba_states=16)
+    from sim.cache.policies import make_policy
+    from sim.cache.sizing import PoolSizes
+    from sim.models import get_model
+    from sim.simulate import run_timed
+
+    model = get_model("inkling")
+    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0), req("short", 100, 4, arrival=0.0)), config,
+                       model, make_policy("sglang-retain", **config.knobs), PoolSizes(12500, 100, 16),
+                       backend=FixedStepBackend(0.01, 0.0))
+    rows = result.requests.set_index("id")
+    assert rows.loc["long", "rejected"].startswith("retracted twice while running alone")
+    assert "SWA pool: need 1, at most 0 obtainable" in rows.loc["long", "rejected"]
+    assert rows.loc["short", "rejected"] == "" and rows.loc["short", "finished_at"] > 0

@@ -18,4 +18,7 @@ ENGINES: dict[str, type[EngineRules]] = {
 
 
 def rules_for(resolved) -> EngineRules:
-    return ENGINES[resolved.policy.engine](resolved)
+    """The engine's rules for a resolved policy; ValueError if that engine refuses the configuration."""
+    rules = ENGINES[resolved.policy.engine]
+    rules.check(resolved)
+    return rules(resolved)

@@ -21,6 +21,10 @@ class EngineRules:
     name = ""
     keeps_cache = True  # False: the null strategy (nothing is matched or kept)
 
+    @classmethod
+    def check(cls, resolved: Resolved) -> None:
+        """ValueError when the engine itself refuses this configuration (its own rule, in its words)."""
+
     def __init__(self, resolved: Resolved):
         self.resolved = resolved
         self.policy = resolved.policy

@@ -20,6 +20,14 @@ from sim.cache.trim import trim_head
 class FreeTokenRules(EngineRules):
     name = "freetoken"
 
+    @classmethod
+    def check(cls, resolved: Resolved) -> None:
+        page = resolved.page_size
+        if resolved.policy.chunked_prefill_size < page:
+            raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
+                             f"{page}: FreeToken aligns a non-final chunk's end down to a page, so no chunk "
+                             f"could ever be scheduled")
+
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)

@@ -19,6 +19,18 @@ from sim.cache.tree import RadixTree
 class SGLangRules(EngineRules):
     name = "sglang"
 
+    @classmethod
+    def check(cls, resolved: Resolved) -> None:
+        """The server-args checks of ``arg_groups/validation_hook.py`` and ``overrides.py``."""
+        policy, page = resolved.policy, resolved.page_size
+        if policy.chunked_prefill_size % page:
+            raise ValueError(f"chunked_prefill_size must be divisible by page_size (SGLang refuses it), got "
+                             f"{policy.chunked_prefill_size} and {page}")
+        chunk = resolved.mamba_chunk
+        if resolved.has_mamba and max(chunk, page) % min(chunk, page):
+            raise ValueError(f"for SSM models, either the scan's chunk or page_size must be divisible by the "
+                             f"other (SGLang refuses it), got mamba_chunk {chunk} and page_size {page}")
+
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)

@@ -72,11 +72,13 @@ def _check_request(manager, req) -> None:
 def _check_pool(comp: str, pool, ids: list[int]) -> None:
     dup = [i for i, n in Counter(ids).items() if n > 1]
     _expect(not dup, f"{pool.name}: ids owned twice: {dup[:10]}")
-    free = pool.free_ids()
+    free = pool.returned_ids()
     _expect(len(set(free)) == len(free), f"{pool.name}: free list has duplicates")
     both = set(free) & set(ids)
     _expect(not both, f"{pool.name}: ids both free and owned: {sorted(both)[:10]}")
-    lost = set(range(pool.size)) - set(free) - set(ids)
+    beyond = [i for i in ids if not 0 <= i < pool.high_water]
+    _expect(not beyond, f"{pool.name}: ids owned that were never handed out: {beyond[:10]}")
+    lost = set(range(pool.high_water)) - set(free) - set(ids)
     _expect(not lost, f"{pool.name}: ids lost (neither free nor owned): {sorted(lost)[:10]}")
 
 

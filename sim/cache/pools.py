@@ -15,13 +15,16 @@ class PoolExhausted(RuntimeError):
 
 
 class Pool:
+    """Free ids are the ones handed back (reused last-freed first) and, above a high-water mark, the ones
+    never handed out yet (lowest first): a pool of a billion states costs nothing until it is used."""
+
     def __init__(self, name: str, size: int, on_free=None):
         if size < 0:
             raise ValueError(f"{name} pool size must be >= 0, got {size}")
         self.name = name
         self.size = size
-        # pop from the end: lowest ids first, so runs are reproducible and easy to read in tests
-        self._free = list(range(size - 1, -1, -1))
+        self.high_water = 0  # ids below it have been handed out at least once
+        self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
         self._on_free = on_free  # the executor poisons freed memory through this hook
 
     def set_on_free(self, hook) -> None:
@@ -30,20 +33,23 @@ class Pool:
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return len(self._returned) + self.size - self.high_water
 
     @property
     def num_used(self) -> int:
-        return self.size - len(self._free)
+        return self.high_water - len(self._returned)
 
     def alloc(self, count: int) -> list[int]:
-        if count > len(self._free):
-            raise PoolExhausted(f"{self.name} pool: asked for {count}, {len(self._free)} free of {self.size}")
-        if count == 0:
-            return []
-        ids = self._free[-count:]
-        del self._free[-count:]
+        if count > self.num_free:
+            raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
+        reused = min(count, len(self._returned))
+        ids = self._returned[len(self._returned) - reused:]
+        del self._returned[len(self._returned) - reused:]
         ids.reverse()
+        fresh = count - reused
+        if fresh:
+            ids += range(self.high_water, self.high_water + fresh)
+            self.high_water += fresh
         return ids
 
     def alloc_one(self) -> int:
@@ -54,10 +60,11 @@ class Pool:
             return
         if self._on_free is not None:
             self._on_free(ids)
-        self._free.extend(reversed(ids))
+        self._returned.extend(reversed(ids))
 
-    def free_ids(self) -> list[int]:
-        return list(self._free)
+    def returned_ids(self) -> list[int]:
+        """The free ids below the high-water mark (every id at or above it is free too)."""
+        return list(self._returned)
 
 
 class PoolUsage(NamedTuple):  # a tuple: made for every pool at every engine step, it must be cheap

@@ -54,5 +54,8 @@ def calibrate_from_run(trace: Trace, config: SimConfig, device: str, kernels: st
     samples = [(t.shape, t.measured_s) for t in result.step_timings]
     calibration = fit_calibration(samples, model=config.model, gpu=config.gpu)
     save_calibration(calibration, output)
+    fit = calibration.fit
+    held_out = (f"held-out MAPE {fit.holdout_mape:.1%} ({fit.num_folds} contiguous folds)"
+                if fit.num_folds else "too few steps for a held-out error")
     return (f"fitted {len(samples)} steps of {config.model} on {device} ({kernels}): overhead "
-            f"{calibration.overhead_s * 1e3:.3f} ms, MAPE {calibration.fit.mape:.1%}; wrote {output}")
+            f"{calibration.overhead_s * 1e3:.3f} ms; in-sample MAPE {fit.mape:.1%}, {held_out}; wrote {output}")

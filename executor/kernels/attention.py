@@ -112,8 +112,8 @@ def paged_attention(
         rag.on("q_off", dev), rag.on("starts", dev), rag.on("ends", dev), to_device(slots.off, dev),
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), out.stride(0), out.stride(1),
         window, sm_scale, head_dim, GROUP=group, BLOCK_G=triton.next_power_of_2(group), BLOCK_M=config.ATTN_BLOCK_M,
-        BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(head_dim), BY_SUM=config.INTERPRET,
-        num_warps=config.NUM_WARPS,
+        BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(head_dim),
+        BY_SUM=config.tile_product_by_sum(), num_warps=config.NUM_WARPS,
     )
     return out
 

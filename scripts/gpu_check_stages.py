@@ -35,11 +35,12 @@ class Profile:
 
 
 # 4 prompts of 1500 tokens + 700 outputs: every second turn hits the 2048 decode checkpoint, and with the
-# window one page short (broken-retain-short) all four read SWA the policy freed (600 outputs: none do)
+# window one page short (broken-retain-short) all four read SWA the policy freed (600 outputs: none do).
+# The tests run in 4 pytest-xdist workers (in the GPU image): Triton's JIT compiles dominate, one per variant.
 GPU = Profile("gpu", "small", "cuda", "triton", "h200", ("--num-prompts", "4", "--prompt-len", "1500", "--output-len", "700"),
               ("--page-size", "64", "--track-interval", "256", "--swa-eviction-interval", "128",
                "--pool-tokens", "400000", "--mamba-states", "512"),
-              (*KERNEL_TESTS, *PYTEST), ("--model", "small", "--device", "cuda"), "carried")
+              (*KERNEL_TESTS, *PYTEST, "-n", "4"), ("--model", "small", "--device", "cuda"), "carried")
 # the same stages at sizes a CPU runs in seconds: the tiny model with a 16-token window
 DRY = Profile("dry-run", "tiny", "cpu", "torch", "cpu", ("--num-prompts", "2", "--prompt-len", "30", "--output-len", "8"),
               ("--page-size", "4", "--track-interval", "8", "--swa-eviction-interval", "4", "--window", "16",

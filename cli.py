@@ -309,13 +309,14 @@ def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, m
 @cli.command()
 @_executor_options
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="write requests.csv and steps.csv here")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="write requests.csv, steps.csv, bitwise.csv and timings.csv here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def execute(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, swa_pool_tokens, mamba_states,
             calibration, out_dir, as_json, **knobs):
-    """Run a trace through the real executor beside the simulator's prediction: reuse mismatches (must
-    be 0), KL per request against a replay from scratch (exactly 0 where reuse is correct), measured vs
-    predicted step time, throughput."""
+    """Run a trace through the real executor beside the simulator's prediction: every request's outputs
+    against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
+    vs predicted step time, throughput."""
     config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states,
                               calibration, knobs)
     loaded = call_library(load_trace, trace_path)

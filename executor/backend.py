@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from executor.batch import BatchItem
+from executor.bitwise import row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
 from sim.backend import batch_shape
@@ -31,7 +32,8 @@ class ExecutorBackend:
     def __init__(self, model: HybridModel, cost: CostModel, kernels: str = "triton"):
         self.model, self.cost, self.kernels = model, cost, kernels
         self.pools: Pools | None = None
-        self.logprobs: dict[str, dict[int, float]] = {}  # request id -> output index -> logprob
+        # request id -> output index -> (log-prob, logits fingerprint), see executor/bitwise.py
+        self.outputs: dict[str, dict[int, tuple[float, int]]] = {}
         self.timings: list[StepTiming] = []
 
     def attach(self, manager) -> None:
@@ -51,8 +53,7 @@ class ExecutorBackend:
             logits = self.model.forward(items, self.pools, self.kernels)
         measured = watch.seconds
         self.timings.append(StepTiming(shape, predicted, measured))
-        for entry, rows in zip(batch.items, logits, strict=True):
-            self._record_logprob(entry.plan, rows[-1], manager)
+        self._record_outputs(batch.items, logits, manager)
         return predicted
 
     def _item(self, entry, manager) -> BatchItem:
@@ -68,13 +69,22 @@ class ExecutorBackend:
         state = plan.state_id if plan.state_id is not None else 0
         return BatchItem(tokens.numpy(), plan.start, full, swa, state, plan.checkpoints, plan.end - 1)
 
-    def _record_logprob(self, plan, last_logits: torch.Tensor, manager) -> None:
-        req = manager.requests[plan.request_id]
-        index = plan.end - req.prompt_len  # the output token the last position predicts
-        if 0 <= index < len(req.tokens) - req.prompt_len:
-            token = int(self.model.map_token_ids(req.tokens.token_ids(plan.end, plan.end + 1))[0])
-            value = torch.log_softmax(last_logits.double(), dim=-1)[token].item()
-            self.logprobs.setdefault(plan.request_id, {})[index] = value
+    def _record_outputs(self, entries, logits: list[torch.Tensor], manager) -> None:
+        """The output each item's last position predicts (teacher-forced from the trace), if it is one."""
+        rows, targets, keys = [], [], []
+        for entry, item_logits in zip(entries, logits, strict=True):
+            plan = entry.plan
+            req = manager.requests[plan.request_id]
+            index = plan.end - req.prompt_len
+            if 0 <= index < len(req.tokens) - req.prompt_len:
+                rows.append(item_logits[-1])
+                targets.append(int(self.model.map_token_ids(req.tokens.token_ids(plan.end, plan.end + 1))[0]))
+                keys.append((plan.request_id, index))
+        if not rows:
+            return
+        found = row_outputs(torch.stack(rows), torch.as_tensor(targets, device=rows[0].device))
+        for (request_id, index), logprob, fingerprint in zip(keys, *found, strict=True):
+            self.outputs.setdefault(request_id, {})[index] = (float(logprob), int(fingerprint))
 
 
 def page_slots(pages: list[int], page_size: int, end: int) -> np.ndarray:

@@ -1,12 +1,14 @@
 """``cli.py execute``: the simulator's prediction and a real run of the same trace, side by side.
 
 The same scheduler and cache manager drive both; the executor backend runs every batch on the real
-model. Reuse must match request by request, and every request's output log-probs must equal a replay
-from scratch (KL exactly 0) wherever the policy reused correctly.
+model, on memory laid out by the manager and NaN-poisoned wherever it frees. What is checked: every
+request's outputs (the log-prob of each output token, and the bits of the logits row behind it) equal a
+replay of that request from scratch, bit for bit (`executor/bitwise.py`). A correct policy gives 0
+requests that are not bit-exact; a policy that reuses memory it freed, or a state saved at the wrong
+position, shows up on exactly the requests that relied on it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -14,8 +16,9 @@ import pandas as pd
 import torch
 
 from executor.backend import ExecutorBackend
+from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
-from executor.replay import kl_per_request, replay_logprobs
+from executor.replay import replay_outputs
 from sim.simulate import SimConfig, SimResult, build, cost_model, simulate
 from sim.trace import Trace
 
@@ -24,7 +27,7 @@ from sim.trace import Trace
 class ExecuteResult:
     predicted: SimResult
     measured: SimResult
-    requests: pd.DataFrame  # id, cached (predicted / measured), relies_on_freed_window, kl
+    requests: pd.DataFrame  # one row per request: reuse, the simulator's SWA flag, the bitwise check
     timings: pd.DataFrame  # one row per step: tokens, predicted_s, measured_s
     summary: dict
     step_timings: list = field(default_factory=list)  # StepTiming per step, for calibration
@@ -39,36 +42,54 @@ def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str =
     predicted = simulate(trace, config)
     backend = ExecutorBackend(model, cost, kernels)
     measured = simulate(trace, config, backend=backend)
-    served = [rid for rid in measured.requests["id"] if rid in backend.logprobs]
-    kl = kl_per_request(backend.logprobs, replay_logprobs(model, trace, served, kernels))
-    requests = _request_table(predicted, measured, kl)
+    _check_same_schedule(predicted, measured)
+    served = [rid for rid in measured.requests["id"] if rid in backend.outputs]
+    replayed = replay_outputs(model, trace, served, kernels)
+    checks = {rid: check_request(gather_outputs(backend.outputs[rid], len(ref.logprobs)), ref)
+              for rid, ref in replayed.items()}
+    requests = _request_table(measured, checks)
     timings = pd.DataFrame([{"tokens": t.shape.num_tokens, "prefill_tokens": t.shape.num_prefill_tokens,
                              "predicted_s": t.predicted_s, "measured_s": t.measured_s} for t in backend.timings])
     return ExecuteResult(predicted, measured, requests, timings, _summary(requests, timings), backend.timings)
 
 
-def _request_table(predicted: SimResult, measured: SimResult, kl: dict[str, float]) -> pd.DataFrame:
-    table = predicted.requests[["id", "prompt_tokens", "cached_tokens"]].rename(
-        columns={"cached_tokens": "predicted_cached"})
-    table["measured_cached"] = measured.requests["cached_tokens"].to_numpy()
-    table["relies_on_freed_window"] = measured.requests["relies_on_freed_window"].to_numpy()
-    table["kl"] = [kl.get(rid, math.nan) for rid in table["id"]]
+def _check_same_schedule(predicted: SimResult, measured: SimResult) -> None:
+    """The backend hands the engine the predicted step times, so both runs must make the same decisions;
+    a difference is a bug in this harness, not a finding about the policy."""
+    same = predicted.requests["cached_tokens"].tolist() == measured.requests["cached_tokens"].tolist()
+    if not same or len(predicted.steps) != len(measured.steps):
+        raise RuntimeError("execute: the executor's run scheduled differently from the prediction "
+                           f"({len(measured.steps)} steps vs {len(predicted.steps)}); the backend perturbed it")
+
+
+def _request_table(measured: SimResult, checks: dict[str, RequestCheck]) -> pd.DataFrame:
+    table = measured.requests[["id", "prompt_tokens", "cached_tokens", "relies_on_freed_window"]].copy()
+    missing = RequestCheck(0, False, np.nan, np.nan)  # rejected: never served, nothing compared
+    for column in RequestCheck._fields:
+        table[column] = [getattr(checks.get(rid, missing), column) for rid in table["id"]]
+    table["checked"] = [rid in checks for rid in table["id"]]
     return table
 
 
+def _ids(requests: pd.DataFrame, mask) -> list[str]:
+    return [str(r) for r in requests["id"][mask]]
+
+
 def _summary(requests: pd.DataFrame, timings: pd.DataFrame) -> dict:
-    kl = requests["kl"].to_numpy()
-    nonzero = ~(kl == 0.0)  # NaN (a read of poisoned memory) counts as nonzero
+    checked = requests[requests["checked"]]
+    not_exact = ~checked["bit_exact"].astype(bool)
     error = (timings["measured_s"] - timings["predicted_s"]).abs() / timings["measured_s"]
     total_s = float(timings["measured_s"].sum())
     return {
-        "requests": int(len(requests)),
-        "reuse_mismatches": int((requests["predicted_cached"] != requests["measured_cached"]).sum()),
-        "kl_nonzero": int(nonzero.sum()),
-        "kl_nonzero_ids": [str(r) for r in requests["id"][nonzero]],
-        "kl_max": float(np.nanmax(np.where(np.isnan(kl), np.inf, kl))) if len(kl) else 0.0,
+        "requests": int(len(requests)), "requests_checked": int(len(checked)),
+        "requests_reusing": int((checked["cached_tokens"] > 0).sum()),
+        "cached_tokens": int(checked["cached_tokens"].sum()), "outputs_checked": int(checked["outputs"].sum()),
+        "requests_not_bit_exact": int(not_exact.sum()), "not_bit_exact_ids": _ids(checked, not_exact),
+        "relies_on_freed_window_ids": _ids(requests, requests["relies_on_freed_window"].astype(bool)),
+        "logprob_max_abs_diff": float(checked["logprob_max_abs_diff"].max()) if len(checked) else 0.0,
+        "kl_max": float(checked["kl"].max()) if len(checked) else 0.0,
+        "kl_nonzero": int((checked["kl"] != 0.0).sum()),
+        "steps": int(len(timings)), "measured_s": total_s, "predicted_s": float(timings["predicted_s"].sum()),
         "step_time_mape": float(error.mean()) if len(timings) else 0.0,
         "tokens_per_s": float(timings["tokens"].sum() / total_s) if total_s > 0 else 0.0,
-        "measured_s": total_s, "predicted_s": float(timings["predicted_s"].sum()), "steps": int(len(timings)),
-        "cached_tokens": int(requests["measured_cached"].sum()),
     }

@@ -1,15 +1,20 @@
 """Compile every executor kernel ahead of time for sm_90 (H100/H200) with triton 3.6, without a GPU.
 
 Triton's wheel ships ptxas, so this runs on a CPU-only machine and catches what the interpreter
-accepts but the GPU compiler rejects (e.g. `tl.dot` with K < 16). Shapes are the `small` preset's, in
-float32 and bfloat16, with the GPU's tile constants. Exits non-zero if any variant fails.
+accepts but the GPU compiler rejects (e.g. `tl.dot` with K < 16). By default: one signature per kernel,
+shapes of the `small` preset, float32 and bfloat16, the GPU's tile constants. With --from-run: exactly
+the specialised variants the GPU check's `execute` launches (scripts/capture_variants.py runs it on this
+CPU with every launch intercepted), which is what the GPU's JIT will compile. Exits non-zero if any
+variant fails.
 
     python scripts/compile_sm90.py [--model small] [--dtypes fp32,bf16]
+    python scripts/compile_sm90.py --from-run [--output-len N]
 """
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -17,6 +22,7 @@ from pathlib import Path
 # must precede every import of a @triton.jit kernel: interpreted kernels cannot be compiled
 os.environ["TRITON_INTERPRET"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import click  # noqa: E402
 import triton  # noqa: E402
@@ -88,29 +94,56 @@ def variants(spec: ModelSpec, act: str) -> list[tuple[str, object, dict, dict]]:
     return out
 
 
-def compile_one(kernel, signature: dict, constexprs: dict) -> tuple[int, int]:
+def compile_one(source: ASTSource, options: dict) -> tuple[int, int]:
     """Compile for sm_90; returns (shared memory bytes, cubin bytes)."""
-    src = ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-    compiled = triton.compile(src, target=TARGET, options={"num_warps": config.NUM_WARPS})
+    compiled = triton.compile(source, target=TARGET, options=options)
     return compiled.metadata.shared, len(compiled.asm["cubin"])
+
+
+def captured_variants(output_len: int | None) -> list[tuple[str, ASTSource, dict]]:
+    """The variants scripts/gpu_check.sh's `execute` launches, from the same run on this CPU (pools cut
+    down to fit here: their sizes change no launch's specialisation)."""
+    from capture_variants import intercepted_launches
+    from gpu_check_stages import GPU
+
+    from cli import cli
+
+    trace_args = list(GPU.trace)
+    if output_len is not None:
+        trace_args[trace_args.index("--output-len") + 1] = str(output_len)
+    knobs = list(GPU.knobs)
+    knobs[knobs.index("--pool-tokens") + 1], knobs[knobs.index("--mamba-states") + 1] = "12800", "64"
+    with tempfile.TemporaryDirectory() as folder, intercepted_launches() as found:
+        trace = str(Path(folder) / "s1.jsonl")
+        cli.main(["trace", "gen", "s1", *trace_args, "-o", trace], standalone_mode=False)
+        cli.main(["execute", "--trace", trace, "--model", GPU.model, "--device", "cpu", "--kernels", "triton",
+                  "--gpu", GPU.gpu, *knobs, "--json"], standalone_mode=False)
+    return [(v.label, v.source(), v.options) for v in found]
+
+
+def unspecialised_variants(model_name: str, dtypes: str) -> list[tuple[str, ASTSource, dict]]:
+    spec, options = get_model(model_name), {"num_warps": config.NUM_WARPS}
+    return [(label, ASTSource(fn=kernel, signature=signature, constexprs=constexprs), options)
+            for act in dtypes.split(",") for label, kernel, signature, constexprs in variants(spec, act.strip())]
 
 
 @click.command()
 @click.option("--model", "model_name", default="small", show_default=True, help="model preset for shapes")
 @click.option("--dtypes", default="fp32,bf16", show_default=True, help="activation dtypes to compile")
-def main(model_name: str, dtypes: str) -> None:
-    spec = get_model(model_name)
+@click.option("--from-run", is_flag=True, help="compile the variants the GPU check's execute launches")
+@click.option("--output-len", type=click.IntRange(min=1), help="with --from-run: shorter outputs than the check's")
+def main(model_name: str, dtypes: str, from_run: bool, output_len: int | None) -> None:
+    todo = captured_variants(output_len) if from_run else unspecialised_variants(model_name, dtypes)
     failures = 0
-    for act in dtypes.split(","):
-        for label, kernel, signature, constexprs in variants(spec, act.strip()):
-            began = time.perf_counter()
-            try:
-                shared, cubin = compile_one(kernel, signature, constexprs)
-            except Exception:  # report every failing variant, then fail once at the end
-                failures += 1
-                click.echo(f"FAIL {label}\n{traceback.format_exc()}", err=True)
-                continue
-            click.echo(f"ok   {label}: shared {shared} B, cubin {cubin} B, {time.perf_counter() - began:.1f} s")
+    for label, source, options in todo:
+        began = time.perf_counter()
+        try:
+            shared, cubin = compile_one(source, options)
+        except Exception:  # report every failing variant, then fail once at the end
+            failures += 1
+            click.echo(f"FAIL {label}\n{traceback.format_exc()}", err=True)
+            continue
+        click.echo(f"ok   {label}: shared {shared} B, cubin {cubin} B, {time.perf_counter() - began:.1f} s")
     if failures:
         raise SystemExit(f"{failures} kernel variant(s) failed to compile for sm_90")
 

@@ -5,8 +5,10 @@ time = overhead_s + s_per_prefill_token * prefill tokens + s_per_decode_token * 
 
 The file is JSON:
   {"model": "small", "gpu": "h200", "overhead_s": ..., "s_per_prefill_token": ..., "s_per_decode_token": ...,
-   "s_per_context_token": ..., "fit": {"mape": ..., "num_samples": ...}}
-"fit" (how well the coefficients matched the samples they came from) is optional.
+   "s_per_context_token": ..., "fit": {"mape": ..., "num_samples": ..., "holdout_mape": ..., "num_folds": ...}}
+"fit" is optional. "mape" is in-sample (the error on the samples the coefficients came from); "holdout_mape"
+and "num_folds" (optional, together) are the honest figure: the run's steps cut into `num_folds` contiguous
+blocks, each block's error predicted by coefficients fitted on the other blocks.
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ _FIELDS = ("model", "gpu", *COEFFICIENTS, "fit")
 
 @dataclass(frozen=True)
 class CalibrationFit:
-    mape: float  # mean absolute percentage error over the samples, as a fraction (0.05 = 5%)
+    mape: float  # in-sample mean absolute percentage error, as a fraction (0.05 = 5%)
     num_samples: int
+    holdout_mape: float | None = None  # the same over samples held out of the fit (contiguous folds)
+    num_folds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,16 +75,29 @@ def _text(value: object, field: str, path: str | Path) -> str:
     return value
 
 
+_FIT_KEYS = {"mape", "num_samples"}
+_HOLDOUT_KEYS = {"holdout_mape", "num_folds"}
+
+
+def _count(value: object, field: str, path: str | Path, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        _reject(path, field, f"must be an integer >= {least}, got {value!r}")
+    return value
+
+
 def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
     fit = data.get("fit")
     if fit is None:
         return None
-    if not isinstance(fit, dict) or set(fit) != {"mape", "num_samples"}:
-        _reject(path, "fit", f"must be an object with exactly 'mape' and 'num_samples', got {fit!r}")
-    count = fit["num_samples"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        _reject(path, "fit.num_samples", f"must be an integer >= 1, got {count!r}")
-    return CalibrationFit(mape=_number(fit["mape"], "fit.mape", path), num_samples=count)
+    if not isinstance(fit, dict) or set(fit) not in (_FIT_KEYS, _FIT_KEYS | _HOLDOUT_KEYS):
+        _reject(path, "fit", f"must be an object with 'mape' and 'num_samples' (and optionally both "
+                             f"'holdout_mape' and 'num_folds'), got {fit!r}")
+    count = _count(fit["num_samples"], "fit.num_samples", path, 1)
+    holdout = folds = None
+    if "num_folds" in fit:
+        holdout = _number(fit["holdout_mape"], "fit.holdout_mape", path)
+        folds = _count(fit["num_folds"], "fit.num_folds", path, 2)
+    return CalibrationFit(_number(fit["mape"], "fit.mape", path), count, holdout, folds)
 
 
 def _read_object(path: str | Path) -> dict:
@@ -111,6 +128,8 @@ def save_calibration(calibration: Calibration, path: str | Path) -> None:
     data = dataclasses.asdict(calibration)
     if data["fit"] is None:
         del data["fit"]
+    elif data["fit"]["num_folds"] is None:
+        del data["fit"]["holdout_mape"], data["fit"]["num_folds"]
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -145,13 +164,40 @@ def _check_samples(samples: list[tuple[StepShape, float]]) -> None:
             raise ValueError(f"fit_calibration: samples[{index}] time must be a finite number > 0, got {seconds!r}")
 
 
+def _relative_fit(features: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Coefficients minimising the squared *relative* error, the quantity MAPE reports: every step counts
+    alike, instead of the few long prefill steps outweighing hundreds of short decode steps."""
+    return _nnls(features / times[:, None], np.ones_like(times))
+
+
+def _mape(features: np.ndarray, times: np.ndarray, coef: np.ndarray) -> float:
+    return float(np.mean(np.abs(features @ coef - times) / times))
+
+
+def holdout_mape(features: np.ndarray, times: np.ndarray, num_folds: int) -> float:
+    """Each of `num_folds` contiguous blocks of samples predicted by a fit on the others; the mean error.
+
+    Contiguous, not interleaved: neighbouring steps of a run are near copies of each other, so an
+    interleaved split would mostly test the fit on samples it has already seen."""
+    errors = []
+    for block in np.array_split(np.arange(len(times)), num_folds):
+        rest = np.setdiff1d(np.arange(len(times)), block)
+        coef = _relative_fit(features[rest], times[rest])
+        errors.append(np.abs(features[block] @ coef - times[block]) / times[block])
+    return float(np.mean(np.concatenate(errors)))
+
+
 def fit_calibration(samples: list[tuple[StepShape, float]], *, model: str = "unknown",
-                    gpu: str = "unknown") -> Calibration:
-    """Least-squares coefficients (all >= 0) for measured (step shape, seconds) samples."""
+                    gpu: str = "unknown", num_folds: int = 4) -> Calibration:
+    """Relative least-squares coefficients (all >= 0) for measured (step shape, seconds) samples, the in-sample
+    error and, given at least two samples per fold, the held-out error."""
     _check_samples(samples)
+    if isinstance(num_folds, bool) or not isinstance(num_folds, int) or num_folds < 2:
+        raise ValueError(f"fit_calibration: num_folds must be an integer >= 2, got {num_folds!r}")
     features = np.array([step_features(shape) for shape, _ in samples], dtype=np.float64)
     times = np.array([seconds for _, seconds in samples], dtype=np.float64)
-    coef = _nnls(features, times)
-    mape = float(np.mean(np.abs(features @ coef - times) / times))
-    fit = CalibrationFit(mape=mape, num_samples=len(samples))
+    coef = _relative_fit(features, times)
+    fit = CalibrationFit(mape=_mape(features, times, coef), num_samples=len(samples))
+    if len(samples) >= 2 * num_folds:
+        fit = dataclasses.replace(fit, holdout_mape=holdout_mape(features, times, num_folds), num_folds=num_folds)
     return Calibration(model, gpu, *(float(c) for c in coef), fit=fit)

@@ -176,6 +176,35 @@ def test_fit_keeps_coefficients_non_negative():
     assert fitted.fit.mape > 0
 
 
+def test_fit_reports_held_out_error_on_contiguous_folds():
+    truth = Calibration("m", "g", 0.0015, 2.5e-6, 4e-5, 3e-10)
+    shapes = _synthetic_shapes()
+    exact = fit_calibration([(s, truth.predict_s(s)) for s in shapes])
+    assert exact.fit.num_folds == 4 and exact.fit.holdout_mape < 1e-9
+    # the last quarter of the run is 30% slower than the rest: in-sample the fit averages it away,
+    # held out it is predicted by the other three quarters alone
+    slow_tail = [(s, truth.predict_s(s) * (1.3 if i >= 3 * len(shapes) // 4 else 1.0)) for i, s in enumerate(shapes)]
+    fitted = fit_calibration(slow_tail)
+    assert fitted.fit.holdout_mape > fitted.fit.mape > 0
+
+
+def test_fit_skips_the_held_out_error_with_too_few_samples():
+    samples = [(StepShape(decode=(n,)), 0.01 + 1e-5 * n) for n in (1, 2, 3)]
+    fitted = fit_calibration(samples, num_folds=2)
+    assert fitted.fit.holdout_mape is None and fitted.fit.num_folds is None
+    with pytest.raises(ValueError, match="num_folds"):
+        fit_calibration(samples, num_folds=1)
+
+
+def test_calibration_with_held_out_error_round_trips(tmp_path):
+    cal = Calibration("small", "h200", 0.002, 3e-6, 5e-5, 1e-9, CalibrationFit(0.04, 12, 0.07, 4))
+    path = tmp_path / "cal.json"
+    save_calibration(cal, path)
+    assert load_calibration(path) == cal
+    assert json.loads(path.read_text())["fit"] == {"mape": 0.04, "num_samples": 12, "holdout_mape": 0.07,
+                                                   "num_folds": 4}
+
+
 @pytest.mark.parametrize("samples, words", [([], "at least one"), ([(StepShape(decode=(1,)), 0.0)], "> 0"),
                                             ([("shape", 1.0)], "not StepShape")])
 def test_fit_rejects_bad_samples(samples, words):
@@ -199,6 +228,10 @@ def _good_file() -> dict:
     (lambda d: d.update(fit={"mape": 0.1}), "fit"),
     (lambda d: d.update(fit={"mape": 0.1, "num_samples": 0}), "fit.num_samples"),
     (lambda d: d.update(fit={"mape": -0.1, "num_samples": 2}), "fit.mape"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2}), "fit"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2, "num_folds": 1}), "fit.num_folds"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": None, "num_folds": 4}),
+     "fit.holdout_mape"),
 ])
 def test_bad_calibration_files_name_file_and_field(tmp_path, edit, field):
     data = _good_file()

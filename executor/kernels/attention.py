@@ -1,6 +1,9 @@
 """Paged causal attention with an optional sliding window, over per-position slot tables.
 
-Query position i of an item sees key positions j with ``i - window < j <= i`` (window 0: all j <= i).
+Query position i of an item sees key positions j with ``i - window <= j <= i`` (window 0: all j <= i):
+the window counts the keys *before* the query, SGLang's two-side-inclusive ``sliding_window_size`` (its
+FlashAttention ``window_size=(W, 0)``), so a prefix hit at P needs SWA KV of ``[P - W, P)`` exactly as the
+simulator's match rule assumes (SPEC section 1).
 Keys and values of position j live at row ``slots[j]`` of the layer's K/V pool ``[num_slots, Hkv, D]``;
 the new tokens' K/V are written there before the call, so one kernel serves prefill with a cached
 prefix, plain prefill and decode, for a ragged batch, with GQA (``Hq`` a multiple of ``Hkv``).
@@ -48,7 +51,7 @@ def paged_attention_kernel(
     q = tl.load(q_ptr + q_idx, mask=io_ok, other=0.0).to(tl.float32) * sm_scale
     hi = tl.minimum(lo + BLOCK_M, end)
     # the lowest key any valid query of this tile may read; the loop itself starts BLOCK_N-aligned
-    kv_lo = tl.where(window > 0, tl.maximum(tl.maximum(lo, start) - window + 1, 0), 0)
+    kv_lo = tl.where(window > 0, tl.maximum(tl.maximum(lo, start) - window, 0), 0)
     m_i = tl.full([BLOCK_M * BLOCK_G], -1.0e30, tl.float32)  # finite: fully masked blocks leave acc at 0
     l_i = tl.zeros([BLOCK_M * BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_M * BLOCK_G, BLOCK_D], tl.float32)
@@ -67,7 +70,7 @@ def paged_attention_kernel(
         else:
             qk = tl.dot(q, tl.trans(k))
         vis = (pos_n[None, :] <= pos_m[:, None]) & need[None, :]
-        vis = vis & ((pos_n[None, :] > pos_m[:, None] - window) | (window <= 0))
+        vis = vis & ((pos_n[None, :] >= pos_m[:, None] - window) | (window <= 0))
         qk = tl.where(vis, qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.reduce(qk, 1, MAX))
         alpha = tl.exp(m_i - m_new)
@@ -109,8 +112,8 @@ def paged_attention(
         rag.on("q_off", dev), rag.on("starts", dev), rag.on("ends", dev), to_device(slots.off, dev),
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), out.stride(0), out.stride(1),
         window, sm_scale, head_dim, GROUP=group, BLOCK_G=triton.next_power_of_2(group), BLOCK_M=config.ATTN_BLOCK_M,
-        BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(head_dim), BY_SUM=config.INTERPRET,
-        num_warps=config.NUM_WARPS,
+        BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(head_dim),
+        BY_SUM=config.tile_product_by_sum(), num_warps=config.NUM_WARPS,
     )
     return out
 

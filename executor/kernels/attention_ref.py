@@ -23,7 +23,7 @@ def paged_attention_ref(
         table = torch.as_tensor(slots.flat[slots.off[i]:slots.off[i] + end], device=q.device)
         keys, values = _gather(k_pool, table, group), _gather(v_pool, table, group)  # [Hq, end, D]
         for pos in range(start, end):
-            lo = max(pos - window + 1, 0) if window > 0 else 0
+            lo = max(pos - window, 0) if window > 0 else 0
             row = q_off + pos - start
             scores = (keys[:, lo:pos + 1] * (q[row].float() * sm_scale)[:, None, :]).sum(-1)  # [Hq, L]
             # written out: torch.softmax opens an OpenMP region per call (~1 ms on a busy 2-core box)

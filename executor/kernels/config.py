@@ -22,6 +22,15 @@ ATTN_BLOCK_M = 32  # query positions per program, aligned to absolute positions
 ATTN_BLOCK_N = 32  # key positions per loop step, aligned to absolute positions (K >= 16 for tl.dot)
 NUM_WARPS = 4
 
+# True: interpreted kernels take the GPU's tl.dot branch too (tests/executor/test_executor_dot_branch.py),
+# so the code the GPU runs is exercised on a CPU; nothing else sets it.
+FORCE_DOT = False
+
+
+def tile_product_by_sum() -> bool:
+    """Whether kernels multiply tiles by broadcast + sum (under the interpreter) rather than `tl.dot`."""
+    return INTERPRET and not FORCE_DOT
+
 
 def check_device(*tensors: torch.Tensor) -> None:
     """Fail clearly instead of with triton's '0 active drivers' when a CPU tensor reaches a kernel."""

@@ -60,7 +60,8 @@ def matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     bm, bn, bk = config.MATMUL_TILE
     bi_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
         x, w, out, M, N, K, x.stride(0), w.stride(0), out.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BY_SUM=config.INTERPRET, num_warps=config.NUM_WARPS,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BY_SUM=config.tile_product_by_sum(),
+        num_warps=config.NUM_WARPS,
     )
     return out
 

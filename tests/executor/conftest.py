@@ -17,6 +17,10 @@ except ImportError:  # the executor extra is not installed: every test here skip
 
 if torch is not None and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # The tests' tensors are tiny: one thread. With two, every torch op opens an OpenMP region, and on a
+    # busy 2-core machine its wake-ups made the executor tests ~10x slower. Children (scripts) inherit it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

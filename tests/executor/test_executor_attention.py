@@ -61,20 +61,22 @@ def test_freed_slot_is_nan_only_where_a_query_reads_it(device):
     (q, k_pool, v_pool), rag, slots = _setup(device, page=8, num_q=4, num_kv=2)
     window, scale = 16, HEAD_DIM ** -0.5
     clean = paged_attention(q, k_pool, v_pool, rag, slots, window, scale)
-    # item 2 decodes position 200 and sees keys (184, 200]: free 176..184 (below), then 190 (inside)
+    # item 2 decodes position 200 and sees keys [184, 200] (the window counts the 16 keys before it):
+    # free 176..183 (below), then 184 (the window's oldest key) or 190 (inside)
     flat = slots.flat.copy()
     below = flat.copy()
-    below[slots.off[2] + 176:slots.off[2] + 185] = -1
+    below[slots.off[2] + 176:slots.off[2] + 184] = -1
     got = paged_attention(q, k_pool, v_pool, rag, SlotTable(below, slots.off), window, scale)
     assert torch.equal(got, clean)
-    inside = flat.copy()
-    inside[slots.off[2] + 190] = -1
-    got = paged_attention(q, k_pool, v_pool, rag, SlotTable(inside, slots.off), window, scale)
     row = int(rag.q_off[2])
-    assert torch.isnan(got[row]).all()
     others = torch.ones(rag.num_tokens, dtype=torch.bool, device=got.device)
     others[row] = False
-    assert torch.equal(got[others], clean[others])
+    for position in (184, 190):
+        inside = flat.copy()
+        inside[slots.off[2] + position] = -1
+        got = paged_attention(q, k_pool, v_pool, rag, SlotTable(inside, slots.off), window, scale)
+        assert torch.isnan(got[row]).all(), position
+        assert torch.equal(got[others], clean[others])
 
 
 def test_query_tiles_sit_on_absolute_block_boundaries():

@@ -35,3 +35,16 @@ def test_all_kernels_compile_for_sm90_fp32_and_tiny(tmp_path):
     for args in (["--dtypes", "fp32"], ["--model", "tiny", "--dtypes", "fp32,bf16"]):
         done = _run(tmp_path, *args)
         assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_the_variants_the_gpu_check_launches_compile_for_sm90(tmp_path):
+    """scripts/gpu_check.sh's execute, captured on this CPU: every specialised variant compiles, including
+    those specialised on a runtime int of 1 (a single logit row in a second turn's replay)."""
+    done = _run(tmp_path, "--from-run", "--output-len", "4")
+    assert done.returncode == 0, done.stderr
+    compiled = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ok")]
+    kernels = {label.split("[")[0] for label in compiled}
+    assert kernels == {"bi_matmul_kernel", "rmsnorm_kernel", "silu_mul_kernel", "causal_conv_kernel",
+                       "ssm_scan_kernel", "paged_attention_kernel"}
+    assert any("M=1" in line for line in done.stdout.splitlines() if line.startswith("ok"))

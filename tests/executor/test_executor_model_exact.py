@@ -80,8 +80,9 @@ def test_batched_equals_alone(model, kernels, one_pass):
 
 
 def test_freed_swa_page(model, kernels, one_pass):
-    """Decode at 79 sees keys (15, 79]; page 1 (positions 8..15) lies below that window but inside the
-    32-aligned key block the kernel walks; page 2 (16..23) is inside the window."""
+    """Decode at 79 sees keys [15, 79] (the window counts the 64 keys before it); page 0 (positions 0..7)
+    lies below that window but inside the 32-aligned key block the kernel walks; page 1 (8..15) holds
+    position 15, the window's oldest key."""
     seq, expected, _, _ = one_pass
     pools = make_pools()
     run_chunks(model, seq, pools, [0, 79], kernels)
@@ -93,5 +94,5 @@ def test_freed_swa_page(model, kernels, one_pass):
         return model.forward([seq.item(79, LENGTH)], trial, kernels)[0]
 
     assert torch.equal(decode(None), expected[79:])
-    assert torch.equal(decode(1), expected[79:])
-    assert torch.isnan(decode(2)).all()
+    assert torch.equal(decode(0), expected[79:])
+    assert torch.isnan(decode(1)).all()

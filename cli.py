@@ -275,6 +275,33 @@ def policies(model):
         click.echo(f"{'':<20} {describe_resolved(resolve(preset, MODELS[model]))}")
 
 
+@cli.command()
+@click.argument("engine", type=click.Choice(["sglang", "freetoken", "vllm"]))
+@click.option("--scenarios", "num_scenarios", default=20, show_default=True, type=click.IntRange(min=1),
+              help="seeded scenarios per pressure setting")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the first scenario's seed")
+@click.option("--pressure/--no-pressure", default=None,
+              help="only scenarios whose pools force eviction, or only those with large pools [both]")
+@click.option("--preset", "presets", multiple=True, help="only this preset (repeatable) [every preset the "
+                                                         "engine's driver models]")
+@click.option("--mode", "modes", type=click.Choice(["replay", "timed"]), multiple=True,
+              help="simulate's mode to compare (repeatable) [both]")
+@click.pass_context
+def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
+    """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
+    each request's cached tokens with `simulate`; exit 1 when any request disagrees."""
+    from conformance.suite import EngineMissing, report, run_suite
+
+    pressures = (False, True) if pressure is None else (pressure,)
+    try:
+        result = run_suite(engine, range(seed, seed + num_scenarios), pressures, tuple(presets) or None,
+                           tuple(modes) or ("replay", "timed"))
+    except EngineMissing as e:
+        raise InputError(str(e)) from e
+    click.echo(report(result))
+    ctx.exit(0 if result.all_equal else 1)
+
+
 # ---- the executor ----------------------------------------------------------------------------------------
 def _executor_options(fn):
     options = [

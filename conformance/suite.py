@@ -39,10 +39,15 @@ class SuiteResult:
 def driver(engine: str):
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-    module = importlib.import_module(f"conformance.engines.{engine}")
+    hint = (f"the {engine} conformance driver needs the engine installed: see docs/conformance.md "
+            f"(pip install -r conformance/requirements-{engine}.txt)")
+    try:
+        module = importlib.import_module(f"conformance.engines.{engine}")
+    except ImportError as e:
+        raise EngineMissing(f"{hint}; {e}") from None
     missing = getattr(module, "missing", lambda: None)()
     if missing:
-        raise EngineMissing(missing)
+        raise EngineMissing(f"{hint}; {missing}")
     return module
 
 

@@ -161,3 +161,16 @@ def test_runs_are_repeatable():
     scene = generate("freetoken", 13, True)
     first = freetoken.run(scene)
     assert json.dumps(first) == json.dumps(freetoken.run(scene))
+
+
+@pytest.mark.parametrize("overlap, reused", [(True, 62), (False, 61)])
+def test_overlap_commits_the_prompt_and_the_first_decode_position(overlap, reused):
+    """The overlap loop launches the first decode before it commits the prefill, so the commit covers
+    L + 1 and the decode frees start there: a next turn matches up to L + 1 (the plain loop: L)."""
+    requests = [
+        {"id": "t0", "prompt": [{"ref": "x", "len": 61}], "output_len": 200},
+        {"id": "t1", "prompt": [{"ref": "x", "len": 61}, {"output_of": "t0", "len": 26}, {"ref": "u", "len": 9}],
+         "output_len": 1},
+    ]
+    config = swa_config(window=24, swa_eviction_interval=16, overlap=overlap)
+    assert cached(freetoken.run(scenario(config, requests))) == {"t0": 0, "t1": reused}

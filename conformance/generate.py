@@ -27,7 +27,7 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     kind = rng.choice(KINDS)
     config = _config(rng, engine)
     requests = _requests(rng, kind, config)
-    config = _with_pools(rng, config, requests, pressure)
+    config = _with_pools(rng, config, requests, pressure, engine)
     return Scenario(f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}", engine, seed, kind, pressure,
                     config, trace_lines(_chained(requests)))
 
@@ -36,6 +36,8 @@ def _config(rng: random.Random, engine: str) -> EngineConfig:
     components = rng.choice(_COMPONENTS[engine])
     page = rng.choice(_PAGES[engine])
     has_swa, has_mamba = "swa" in components, "mamba" in components
+    if engine == "freetoken" and has_swa:
+        page = 1  # FreeToken serves SWA models at page_size 1 only (its engine config refuses others)
     window = rng.choice((24, 64, 100, 128, 200, 256, 512)) if has_swa else 0
     chunk = 64
     grid = max(chunk, page)
@@ -124,7 +126,8 @@ def _chained(requests: list[dict]) -> list[dict]:
     return chained
 
 
-def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool) -> EngineConfig:
+def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool,
+                engine: str = "") -> EngineConfig:
     from dataclasses import replace
 
     from conformance.scenario import Scenario
@@ -139,6 +142,8 @@ def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], 
         full = longest + page * rng.randint(2, 8) + rng.randint(0, longest)
         swa = (config.window + config.chunked_prefill_size + page * rng.randint(2, 6)) if config.has_swa else 0
         states = rng.randint(4, 8) if config.has_mamba else 0
+        if engine == "freetoken" and config.has_swa:
+            swa = max(swa, _freetoken_swa_floor(config))
     else:
         full = total * 2
         swa = total * 2 if config.has_swa else 0
@@ -146,3 +151,12 @@ def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], 
     full = -(-full // page) * page
     swa = -(-swa // page) * page
     return replace(config, full_tokens=full, swa_tokens=swa, mamba_states=states)
+
+
+def _freetoken_swa_floor(config: EngineConfig) -> int:
+    """FreeToken's SWA pool floor for one running request (``_swa_per_req_swa_floor``): the window the
+    prefill commit locks (W + 16, page-rounded) plus the request's own decode tail until its first
+    out-of-window free (W + interval + 2 pages). Below it FreeToken's decode exhausts the pool and raises;
+    its own sizing never goes there, so pressure scenarios stay above it and still evict."""
+    page = config.page_size
+    return -(-(config.window + 16) // page) * page + config.window + config.swa_eviction_interval + 2 * page

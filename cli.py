@@ -307,7 +307,7 @@ def _executor_options(fn):
     options = [
         click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False)),
         click.option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names())),
-        click.option("--model", default="tiny", show_default=True, type=click.Choice(["tiny", "small"])),
+        click.option("--model", default="tiny", show_default=True, type=click.Choice(["tiny", "tiny-swa", "small"])),
         click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"])),
         click.option("--kernels", default="triton", show_default=True, type=click.Choice(["triton", "torch"])),
         click.option("--gpu", type=click.Choice(sorted(GPUS)), help="cost preset [cpu on cpu, h200 on cuda]"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from conformance.scenario import EngineOutcome, Scenario
-from sim.cache.policies import make_policy
+from sim.cache.policies import PRESETS, make_policy
 from sim.cache.sizing import PoolSizes
 from sim.gc_pause import collector_paused
 from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
@@ -31,18 +31,21 @@ def model_for(scenario: Scenario) -> ModelSpec:
                                      window=config.window, mamba_chunk=config.mamba_chunk)
 
 
-def policy_knobs(scenario: Scenario) -> dict:
+def policy_knobs(scenario: Scenario, preset: str) -> dict:
     config = scenario.config
-    return {"page_size": config.page_size, "track_interval": config.track_interval, "window": config.window,
-            "mamba_chunk": config.mamba_chunk, "chunked_prefill_size": config.chunked_prefill_size,
-            "swa_eviction_interval": config.swa_eviction_interval}
+    knobs = {"page_size": config.page_size, "track_interval": config.track_interval, "window": config.window,
+             "mamba_chunk": config.mamba_chunk, "chunked_prefill_size": config.chunked_prefill_size,
+             "swa_eviction_interval": config.swa_eviction_interval}
+    if PRESETS[preset].engine == "freetoken":
+        knobs["overlap"] = config.overlap
+    return knobs
 
 
 def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOutcome]:
     """Per request: what ``simulate`` predicts the engine's cache report says."""
     config = scenario.config
     model = model_for(scenario)
-    policy = make_policy(preset, **policy_knobs(scenario))
+    policy = make_policy(preset, **policy_knobs(scenario, preset))
     page = config.page_size
     sizes = PoolSizes(config.full_tokens // page, config.swa_tokens // page if config.has_swa else 0,
                       config.mamba_states if config.has_mamba else 0)

@@ -262,6 +262,11 @@ MODELS: dict[str, ModelSpec] = {
         window=64, mamba_num_heads=4, mamba_head_dim=32, mamba_state_dim=16, mamba_conv_kernel=4,
         mamba_chunk=16, d_ff=256, vocab_size=512,
     ),
+    # the same without MAMBA: a FULL + SWA model as FreeToken's SWA cache serves it
+    "tiny-swa": ModelSpec(
+        name="tiny-swa", layer_kinds=_mix("SF", 1), d_model=128, num_q_heads=4, num_kv_heads=2, head_dim=32,
+        window=64, d_ff=256, vocab_size=512, **_NO_MAMBA,
+    ),
     # the executor's GPU model: a step takes milliseconds on an H200
     "small": ModelSpec(
         name="small", layer_kinds=_mix("SMSMSF", 4), d_model=1024, num_q_heads=16, num_kv_heads=4,

@@ -31,7 +31,9 @@ def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_l
     admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)
     position = admitted.match.cached_len
     while position < prompt_len:
-        chunk = min(chunk_size, prompt_len - position)
+        chunk = manager.next_chunk_len(request_id, chunk_size)
+        if chunk <= 0:
+            raise ReplayRefused(f"request {request_id}: no prefill chunk fits at position {position}")
         _ok(manager.prepare_prefill(request_id, chunk, iteration), request_id)
         manager.complete_prefill(request_id, chunk)
         position, iteration = position + chunk, iteration + 1

@@ -166,10 +166,7 @@ class Scheduler:
         return budget
 
     def _add_prefill(self, batch: Batch, run: Running, budget: int) -> int:
-        kv_len = self.manager.requests[run.request_id].kv_len
-        chunk = min(budget, run.prompt_len - kv_len)
-        if chunk < run.prompt_len - kv_len:  # a non-final chunk ends on a page boundary
-            chunk = (kv_len + chunk) // self.manager.page_size * self.manager.page_size - kv_len
+        chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
             return budget
         plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)

@@ -59,4 +59,16 @@ def _holds(node: Node, comp: str) -> bool:
     return (node.swa_pages if comp == SWA else node.state) is not None
 
 
-EVICTIONS = {LRUEviction.name: LRUEviction}
+class NoEviction:
+    """For rules that choose their victims by scanning the tree (FreeToken): nothing to keep up to date."""
+
+    name = "scan"
+
+    def push(self, comp: str, node: Node) -> None:
+        pass
+
+    def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+        raise RuntimeError("these rules evict by scanning the tree, not from a queue")
+
+
+EVICTIONS = {LRUEviction.name: LRUEviction, NoEviction.name: NoEviction}

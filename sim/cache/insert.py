@@ -13,8 +13,9 @@ from sim.cache.tree import STATE, RadixTree
 from sim.tokens import TokenSeq
 
 
-def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool) -> Node:
-    """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks."""
+def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True) -> Node:
+    """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks. ``attach``: hang
+    the request's checkpoint at ``end`` on that node (else the caller does)."""
     page, base = tree.page_size, req.prefix_len
     # [0, prefix_len) is the request's locked path already: walk on from its end
     path, depth = tree.walk(req.tokens, end, start=req.last_node)
@@ -27,7 +28,8 @@ def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: b
     if depth < end:
         lo = (depth - base) // page
         node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
-    _attach_checkpoint(tree, req, node, end)
+    if attach:
+        attach_checkpoint(tree, req, node, end)
     req.prefix_len = end
     return node
 
@@ -39,12 +41,12 @@ def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[i
     if has_swa and node.swa_pages is None and frontier < node.end:
         if frontier > node.start:
             cut = (frontier - node.start) // tree.page_size
-            _free_live(tree, swa[:cut])
+            free_live(tree, swa[:cut])
             tree.split(node, frontier - node.start)
             swa = swa[cut:]
         tree.revive(node, swa)
     else:
-        _free_live(tree, swa)
+        free_live(tree, swa)
 
 
 def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, full: list[int],
@@ -54,7 +56,7 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     page = tree.page_size
     dead = min(max(req.swa_frontier - parent.end, 0), len(key))
     if dead:
-        _free_live(tree, swa[: dead // page])
+        free_live(tree, swa[: dead // page])
         parent = tree.add_leaf(parent, key.slice(0, dead), full[: dead // page], None)
     live = len(key) - dead
     tail = ceil_to(max(window, 1), page)
@@ -69,17 +71,23 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     return tree.add_leaf(parent, key.slice(dead), full[lo:], swa[lo:])
 
 
-def _attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int) -> None:
+def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False) -> bool:
+    """Hang the request's checkpoint at ``end`` on ``node``; True if the tree took it. Where the tree already
+    holds a state there, the older copy stays (refreshed) and the request's is freed, or, with
+    ``keep_duplicate``, stays the request's (``req.checkpoint`` is left set)."""
     if req.checkpoint is None or req.checkpoint[0] != end:
-        return
+        return False
     state_id = req.checkpoint[1]
-    req.checkpoint = None
     if node.state is None:
+        req.checkpoint = None
         tree.set_state(node, state_id)
-    else:  # the tree already holds this state: keep the older copy, refresh it
+        return True
+    if not keep_duplicate:
+        req.checkpoint = None
         tree.state_pool.free([state_id])
-        tree.touch(node, STATE)
+    tree.touch(node, STATE)
+    return False
 
 
-def _free_live(tree: RadixTree, swa: list[int | None]) -> None:
+def free_live(tree: RadixTree, swa: list[int | None]) -> None:
     tree.swa_pool.free([page for page in swa if page is not None])

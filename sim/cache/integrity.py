@@ -18,7 +18,7 @@ def check_integrity(manager) -> None:
         owned[FULL] += req.own_full
         owned[SWA] += [page for page in req.own_swa if page is not None]
         owned[STATE] += [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
-        owned[STATE] += [s for _, s in req.planned]
+        owned[STATE] += [s for _, s in req.planned] + req.spare_states
         _check_request(manager, req)
         node = req.last_node
         while node is not manager.tree.root:

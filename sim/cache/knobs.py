@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 MAX_INT = 2**31 - 1
 # a nullable knob set to None on purpose; a plain None in a knobs mapping means "not given" (the preset's)
 NONE = "none"
+_BOOLS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class KnobSpec:
             return NONE
         if self.kind is str:
             return self.check(text)
+        if self.kind is bool:
+            if text.lower() not in _BOOLS:
+                raise ValueError(f"must be {self.expects()}, got {text!r}")
+            return _BOOLS[text.lower()]
         try:
             number = float(text) if self.kind is float else int(text)
         except ValueError:
@@ -61,6 +66,10 @@ class KnobSpec:
             if value not in self.choices:
                 raise ValueError(f"must be {self.expects()}, got {value!r}")
             return value
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"must be {self.expects()}, got {value!r}")
+            return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 self.kind is int and not isinstance(value, int)) or not math.isfinite(value):
             raise ValueError(f"must be {self.expects()}, got {value!r}")
@@ -71,6 +80,8 @@ class KnobSpec:
         return value
 
     def expects(self, lower: bool = True, upper: bool = True) -> str:
+        if self.kind is bool:
+            return "on or off"
         if self.choices is not None:
             return "one of " + ", ".join("none" if c is None else str(c) for c in self.choices)
         low = "> " if self.exclusive_minimum else ">= "

@@ -34,7 +34,8 @@ class CacheManager(PlainDecodes):
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
         self.topology = SeparatePools(sizes, self.has_swa, self.has_mamba, on_free)
         self.pools = self.topology.pools
-        self.tree = RadixTree(self.page_size, self.pools[FULL], self.pools[SWA], self.pools[STATE])
+        self.tree = RadixTree(self.page_size, self.pools[FULL], self.pools[SWA], self.pools[STATE],
+                              self.rules.eviction())
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
 
@@ -48,18 +49,31 @@ class CacheManager(PlainDecodes):
             raise ValueError(f"request {request_id!r} is already admitted")
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.node)
-        refusal = self.topology.reserve(self.tree, 0, 0, 1) if self.has_mamba else None
+        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
+                           kv_len=match.cached_len, prefix_len=match.cached_len)
+        num_states = self.rules.admission_states if self.has_mamba else 0
+        refusal = self.rules.reserve(self, 0, 0, num_states) if num_states else None
+        refusal = refusal or self.rules.admission_refusal(self, req)
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
-        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
-                           kv_len=match.cached_len, prefix_len=match.cached_len)
         copy_from = None
         if self.has_mamba:
             req.state = self.pools[STATE].alloc_one()
+            req.spare_states = self.pools[STATE].alloc(num_states - 1)
             copy_from = self._resume_state(match)
         self.requests[request_id] = req
         return AdmitResult(match, copy_from)
+
+    def next_chunk_len(self, request_id: str, budget: int) -> int:
+        """The request's next prefill chunk under a token budget: the rest of its prompt, or a
+        page-aligned part of it, as the engine sizes it (0: none this step)."""
+        req = self.requests[request_id]
+        remaining = req.prompt_len - req.kv_len
+        chunk = min(budget, remaining)
+        if chunk < remaining:  # a non-final chunk ends on a page boundary
+            chunk = (req.kv_len + chunk) // self.page_size * self.page_size - req.kv_len
+        return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
     # ---- prefill ------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
@@ -81,7 +95,10 @@ class CacheManager(PlainDecodes):
         target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
         if target is not None:
             self.free_swa_below(req, target)
-        return self._plan(req, 1, self.rules.decode_checkpoint(req))
+        plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
+        if not isinstance(plan, Refusal):
+            self.rules.after_decode_planned(self, req)
+        return plan
 
     def complete_decode(self, request_id: str) -> None:
         req = self.requests[request_id]
@@ -118,7 +135,10 @@ class CacheManager(PlainDecodes):
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
-        node = insert(self.tree, req, end, self.window, self.has_swa)
+        self.relock(req, insert(self.tree, req, end, self.window, self.has_swa))
+
+    def relock(self, req: RequestCache, node) -> None:
+        """Move the request's locks to ``node``, the end of its newly committed path."""
         old = req.locks
         # release the old window and state first: the new window may share nodes, and a holder is a set
         # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
@@ -151,13 +171,14 @@ class CacheManager(PlainDecodes):
         if not num_pages and not checkpoint:  # nothing to allocate (most decode steps)
             req.planned = ()
             return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
-        refusal = self.topology.reserve(self.tree, num_pages, num_pages if self.has_swa else 0,
-                                        1 if checkpoint else 0)
+        new_state = 1 if checkpoint and not req.spare_states else 0
+        refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
             return refusal
         req.own_full += self.pools[FULL].alloc(num_pages)
         req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
-        planned = ((checkpoint, self.pools[STATE].alloc_one()),) if checkpoint else ()
+        slot = (self.pools[STATE].alloc_one() if new_state else req.spare_states.pop()) if checkpoint else None
+        planned = ((checkpoint, slot),) if checkpoint else ()
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
             planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
@@ -174,9 +195,16 @@ class CacheManager(PlainDecodes):
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
         for position, state_id in req.planned:
             if req.checkpoint is not None:  # superseded before it reached the tree
-                self.pools[STATE].free([req.checkpoint[1]])
+                self.give_back_slot(req, req.checkpoint[1])
             req.checkpoint = (position, state_id)
         req.planned = ()
+
+    def give_back_slot(self, req: RequestCache, state_id: int) -> None:
+        """A checkpoint slot the request no longer needs: back to its ping-pong pair, or to the pool."""
+        if self.rules.admission_states > 1 and len(req.spare_states) < self.rules.admission_states - 1:
+            req.spare_states.append(state_id)
+        else:
+            self.pools[STATE].free([state_id])
 
     def _lock(self, holder: str, node) -> locks.LockSet:
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)
@@ -185,8 +213,9 @@ class CacheManager(PlainDecodes):
         self.pools[FULL].free(req.own_full)
         self.pools[SWA].free([page for page in req.own_swa if page is not None])
         states = [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
-        self.pools[STATE].free(states + [s for _, s in req.planned])
+        self.pools[STATE].free(states + [s for _, s in req.planned] + req.spare_states)
         req.own_full, req.own_swa, req.state, req.checkpoint, req.planned = [], [], None, None, ()
+        req.spare_states = []
         locks.unlock(self.tree, req.locks)
 
     def _follow_split(self, upper, lower) -> None:

@@ -15,7 +15,7 @@ __all__ = ["PRESETS", "Policy", "make_policy", "policy_names"]
 _SGLANG = Policy(name="sglang", engine="sglang",
                  about="SGLang 0.5.23 with the SWA retain floor switched off: the behaviour PR #34729 fixed")
 _FREETOKEN = Policy(name="freetoken", engine="freetoken", page_size=1, finish_trim_gap=16,
-                    swa_free_trigger="iterations", mamba_chunk=64,
+                    swa_free_trigger="iterations", iteration_phase=1, mamba_chunk=64,
                     about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA to its last W + 16 "
                           "tokens")
 

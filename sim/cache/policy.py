@@ -45,6 +45,8 @@ class Policy:
     retain_floor: str | None = knob(None, "SWA retain floor: none (before PR #34729), request (#34729), "
                                     "tree (its first TODO)", choices=(None, "request", "tree"),
                                     engines=("sglang",))
+    overlap: bool = knob(True, "the overlap scheduler: a prompt's commit waits for its first decode step, "
+                         "so it covers that step's position too", engines=("freetoken",))
     # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less and
     # the match accepts a window this much short (-1: one page)
     window_slack: int = knob(0, "DELIBERATELY WRONG: window shortfall", minimum=-1, maximum=MAX_INT, hidden=True)

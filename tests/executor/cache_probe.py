@@ -2,7 +2,8 @@
 
 A negative control is only a control if its trace exercises the fault. The probe records, for every
 request admitted with a hit: the matched length, the position at which the MAMBA state it copies was
-saved (from the checkpoint plans the manager handed out; the zero state counts as saved at 0), and how
+saved (from the checkpoint plans the manager handed out, or the running state a finish hands to the tree; the
+zero state counts as saved at 0), and how
 far back its SWA KV is still live. From those alone it predicts which requests cannot be bit-exact:
 a state saved anywhere but at the matched length, or fewer than W live SWA tokens before it (the first
 new query reads keys ``[P - W, P]``).
@@ -35,6 +36,7 @@ class CacheProbe:
         self._saved_at: dict[int, int] = {}  # state id -> position of the checkpoint last planned into it
         probe = self
         admit, prefill, decode = CacheManager.admit, CacheManager.prepare_prefill, CacheManager.prepare_decode
+        finish = CacheManager.finish
 
         def probed_admit(manager, request_id, tokens, prompt_len):
             result = admit(manager, request_id, tokens, prompt_len)
@@ -50,6 +52,13 @@ class CacheProbe:
                 return plan
             return planned
 
+        def probed_finish(manager, request_id):
+            req = manager.requests[request_id]
+            if req.state is not None:  # an engine may hand the running state itself to the tree (FreeToken)
+                probe._saved_at[req.state] = req.kv_len
+            return finish(manager, request_id)
+
+        monkeypatch.setattr(CacheManager, "finish", probed_finish)
         monkeypatch.setattr(CacheManager, "admit", probed_admit)
         monkeypatch.setattr(CacheManager, "prepare_prefill", probed_plan(prefill))
         monkeypatch.setattr(CacheManager, "prepare_decode", probed_plan(decode))

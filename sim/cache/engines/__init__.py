@@ -21,4 +21,4 @@ def rules_for(resolved) -> EngineRules:
     """The engine's rules for a resolved policy; ValueError if that engine refuses the configuration."""
     rules = ENGINES[resolved.policy.engine]
     rules.check(resolved)
-    return rules(resolved)
+    return rules.build(resolved)

@@ -9,10 +9,11 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 from __future__ import annotations
 
 from sim.cache.align import floor_to
+from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
 from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
-from sim.cache.results import MatchResult
+from sim.cache.results import MatchResult, Refusal
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
@@ -20,10 +21,16 @@ from sim.tokens import TokenSeq
 class EngineRules:
     name = ""
     keeps_cache = True  # False: the null strategy (nothing is matched or kept)
+    admission_states = 1  # MAMBA states a request holds from admission: its running state (+ ping-pong slots)
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
         """ValueError when the engine itself refuses this configuration (its own rule, in its words)."""
+
+    @classmethod
+    def build(cls, resolved: Resolved) -> "EngineRules":
+        """The rules object for a checked configuration (an engine with several caches picks one)."""
+        return cls(resolved)
 
     def __init__(self, resolved: Resolved):
         self.resolved = resolved
@@ -50,6 +57,22 @@ class EngineRules:
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         raise NotImplementedError
 
+    def eviction(self):
+        """The tree's eviction strategy (``sim/cache/eviction.py``)."""
+        return LRUEviction()
+
+    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """Why the engine will not admit ``req`` now (its path is locked, its states reserved), or None."""
+        return None
+
+    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        """Make room for an allocation, evicting as the engine does, or say which pool cannot."""
+        return manager.topology.reserve(manager.tree, full_pages, swa_pages, states)
+
+    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+        """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""
+        return chunk_len
+
     # ---- prefill ------------------------------------------------------------------------------------
     def before_prefill_chunk(self, manager, req: RequestCache) -> None:
         """Runs before a chunk's pages are reserved."""
@@ -72,6 +95,9 @@ class EngineRules:
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
         """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
         return None
+
+    def after_decode_planned(self, manager, req: RequestCache) -> None:
+        """Runs once a decode step's pages are reserved, before its token is computed."""
 
     def decode_checkpoint(self, req: RequestCache) -> int | None:
         position = req.kv_len + 1

@@ -1,20 +1,24 @@
-"""FreeToken 0.2.1 (``scheduler/cache.py: CacheManager``, ``kvcache/swa_radix_cache.py``).
+"""FreeToken 0.2.1 (``scheduler/cache.py: CacheManager``, ``kvcache/swa_radix_cache.py``,
+``kvcache/hybrid_radix_cache.py``, ``scheduler/prefill.py: PrefillAdder``), exact by the conformance suite.
 
-Prefill: out-of-window SWA freed before every chunk (``free_swa_out_of_window_extend``) and one commit after
-the last chunk. Decode: ``maybe_free_swa_out_of_window`` on its trigger. Finish: the whole sequence inserted,
-then (before issue #200's fix) the prompt head's SWA trimmed to its last ``W + gap`` tokens and the prompt
-path re-stamped.
+FreeToken runs one of two caches: an SWA cache (``freetoken_swa``) or a GDN cache for FULL + MAMBA models
+(``freetoken_gdn``). What they share is here: the trigger and frontier of the out-of-window SWA free, the
+overlap scheduler's late prompt commit, one timestamp per node, and eviction by scans of the tree
+(``freetoken_tree``) with FreeToken's amounts (FULL: the pages short, at once; SWA and states: in rounds
+until enough are free).
 """
 from __future__ import annotations
 
 from sim.cache.align import floor_to
+from sim.cache.components import FULL, STATE, SWA
 from sim.cache.engines.base import EngineRules
+from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
-from sim.cache.matching import refresh_after_match
+from sim.cache.eviction import NoEviction
 from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
-from sim.cache.trim import trim_head
 
 
 class FreeTokenRules(EngineRules):
@@ -27,29 +31,32 @@ class FreeTokenRules(EngineRules):
             raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
                              f"{page}: FreeToken aligns a non-final chunk's end down to a page, so no chunk "
                              f"could ever be scheduled")
+        if resolved.has_mamba and resolved.mamba_chunk % page:
+            raise ValueError(f"FreeToken's GDN cache needs the scan chunk ({resolved.mamba_chunk}) to be a "
+                             f"multiple of page_size ({page})")
+
+    @classmethod
+    def build(cls, resolved: Resolved) -> EngineRules:
+        from sim.cache.engines.freetoken_gdn import GdnRules, SwaGdnRules
+        from sim.cache.engines.freetoken_swa import SwaRules
+
+        if resolved.has_mamba:
+            return SwaGdnRules(resolved) if resolved.has_swa else GdnRules(resolved)
+        return SwaRules(resolved)
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
+        self.clock = FreeTokenClock()
         self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)
 
-    def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
-        refresh_after_match(tree, path, node, self.window, "path")
+    def eviction(self):
+        return NoEviction()
 
+    # ---- the SWA free (``maybe_free_swa_out_of_window``, ``free_swa_out_of_window_extend``) -----------
     def frontier(self, req: RequestCache, pre_len: int) -> int:
         """Keep the window and one page of margin below ``pre_len``."""
         threshold = pre_len - self.window - self.page_size
         return floor_to(max(req.swa_frontier, req.prefix_len, threshold), self.page_size)
-
-    def before_prefill_chunk(self, manager, req: RequestCache) -> None:
-        if self.resolved.has_swa:
-            manager.free_swa_below(req, self.frontier(req, req.kv_len))
-
-    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
-        if not is_last:
-            return
-        end = self.insert_len(req)
-        if end is not None and end > req.prefix_len:
-            manager.insert(req, end)
 
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
         if not self.resolved.has_swa or not self.trigger.fires(req, iteration):
@@ -57,12 +64,54 @@ class FreeTokenRules(EngineRules):
         return self.frontier(req, req.kv_len)
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
-        steps = super().plain_decode_steps(req, iteration)
-        if self.resolved.has_swa:
-            steps = min(steps, self.trigger.silent_steps(req, iteration))
-        return steps
+        if req.commit_pending:
+            return 0
+        return self.trigger.silent_steps(req, iteration) if self.resolved.has_swa else 1 << 62
 
-    def after_release(self, manager, req: RequestCache) -> None:
-        gap = self.policy.finish_trim_gap
-        if gap is not None and self.resolved.has_swa:
-            trim_head(manager.tree, req.tokens, req.prompt_len, self.window, gap)
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        return None  # FreeToken takes no decode checkpoints (only at a tool-call anchor, not modelled)
+
+    # ---- the prompt's commit -------------------------------------------------------------------------
+    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+        if not is_last or req.output_len < 2:
+            return  # intermediate chunks are never committed; a request done at its prompt commits at finish
+        if self.policy.overlap:
+            req.commit_pending = True  # the first decode step is launched before this result is processed
+        else:
+            self.commit(manager, req)
+
+    def after_decode_planned(self, manager, req: RequestCache) -> None:
+        if req.commit_pending:
+            req.commit_pending = False
+            self.commit(manager, req, in_flight=1)
+
+    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+        raise NotImplementedError
+
+    # ---- admission (``PrefillAdder._try_allocate_one``) --------------------------------------------
+    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
+        page = self.page_size
+        need = (-(-(req.prompt_len + req.output_len) // page) - -(-req.kv_len // page)) * page
+        free = manager.pools[FULL].num_free * page
+        if free >= need:
+            return None
+        evictable = sum(n.end - n.start for n in manager.tree.nodes() if n.full_lock == 0)
+        return Refusal("FULL", need, free + evictable) if free + evictable < need else None
+
+    # ---- room in the pools (``_allocate``, ``ensure_swa_slots``, ``ensure_mamba_slots``) ------------
+    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        tree, pools, page = manager.tree, manager.pools, self.page_size
+        if full_pages > pools[FULL].num_free:
+            evict_full(tree, (full_pages - pools[FULL].num_free) * page, self.resolved.has_swa)
+        for comp, needed, evict in ((SWA, swa_pages, evict_swa), (STATE, states, evict_states)):
+            while pools[comp].num_free < needed and evict(tree, needed - pools[comp].num_free):
+                pass
+        for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (STATE, states)):
+            if pools[comp].num_free < needed:
+                return Refusal(pools[comp].name, needed, pools[comp].num_free)
+        return None
+
+    def match_prefix(self, tree: RadixTree, tokens, length: int):
+        """``match_prefix(ids[:length])``: the deepest acceptable node, stamped as a match stamps."""
+        return super().match(tree, tokens, length + 1).node

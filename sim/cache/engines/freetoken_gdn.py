@@ -1,0 +1,73 @@
+"""FreeToken's GDN cache (``HybridRadixCache``, ``CacheManager._cache_req_hybrid``), for FULL + MAMBA models.
+
+A request holds its running state and two ping-pong slots from admission. Its prompt gets one snapshot,
+strictly inside its last chunk (``_build_track_metadata``: ``start + (extend - 1) // 64 * 64``), committed
+with the prompt if it lies on a page (the tree takes the slot, and a fresh one replaces it). A finish first
+commits a snapshot the request never committed, then donates its final state where the sequence ends on a
+page; nothing else (no decode or branch checkpoints). ``SwaGdnRules`` is FreeToken's SWA rules on a
+three-component model, which FreeToken itself cannot run: an extrapolation, documented as such.
+"""
+from __future__ import annotations
+
+from sim.cache.components import STATE
+from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
+from sim.cache.engines.freetoken_swa import SwaRules
+from sim.cache.insert import attach_checkpoint
+from sim.cache.request import RequestCache
+from sim.cache.tree import RadixTree
+
+
+class GdnRules(FreeTokenRules):
+    admission_states = 3  # the live slot and the ping-pong pair (_try_allocate_one)
+
+    def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
+        self.clock.stamp_walk(path)
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        if req.kv_len + chunk_len < req.prompt_len:
+            return None  # a continuation chunk's snapshot is never committed
+        chunks = (chunk_len - 1) // self.resolved.mamba_chunk
+        position = req.kv_len + chunks * self.resolved.mamba_chunk
+        return position if chunks >= 1 and position % self.page_size == 0 else None
+
+    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+        """``_cache_req_hybrid(finished=False)``: donate the snapshot, lock it, replace the slot."""
+        if req.checkpoint is None:
+            return
+        end, slot = req.checkpoint
+        taken = self.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
+        self.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
+        if not taken:
+            req.checkpoint = None
+            req.spare_states.append(slot)
+        elif self.reserve(manager, 0, 0, 1) is None:
+            req.spare_states.append(manager.pools[STATE].alloc_one())
+
+    def finish(self, manager, req: RequestCache) -> None:
+        """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""
+        if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
+            self.insert_state(manager, req, req.checkpoint[0])
+        if req.kv_len % self.page_size == 0 and req.kv_len > req.prefix_len:
+            req.checkpoint, req.state = (req.kv_len, req.state), None
+            self.insert_state(manager, req, req.kv_len)
+
+    def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
+        """Insert ``[0, end)`` with the request's checkpoint at ``end``; True if the tree took the state."""
+        node = insert_gdn(manager.tree, req, end, self.clock)
+        manager.relock(req, node)
+        return attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
+
+
+class SwaGdnRules(GdnRules, SwaRules):
+    """GDN's states and commits, SWA's frees, admission, chunks and finish-time trim (not a FreeToken setup)."""
+
+    refresh_after_match = SwaRules.refresh_after_match
+
+    def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
+        node = insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa)
+        manager.relock(req, node)
+        return attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
+
+    def finish(self, manager, req: RequestCache) -> None:
+        GdnRules.finish(self, manager, req)

@@ -1,0 +1,77 @@
+"""FreeToken's inserts: ``SWARadixCache.insert`` and ``HybridRadixCache.insert``, on our tree.
+
+SWA: a matched tombstone the request recomputed in its window is revived (whole, or its tail past the
+request's frontier), unless a reader still holds its path; the new suffix is one tombstone node below the
+frontier (never the whole suffix: the last page stays live) and one live node, not cut at a window. New and
+revived nodes get a fresh tick. GDN: the shared insert, stamped as ``_walk`` stamps (every node walked, then
+the new node newer); the caller hangs the state.
+"""
+from __future__ import annotations
+
+from sim.cache.engines.freetoken_tree import FreeTokenClock
+from sim.cache.insert import free_live, insert
+from sim.cache.node import Node
+from sim.cache.request import RequestCache
+from sim.cache.tree import RadixTree
+
+
+def insert_swa(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock, has_swa: bool = True) -> Node:
+    """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone."""
+    page, base = tree.page_size, req.prefix_len
+    path, depth = tree.walk(req.tokens, end, start=req.last_node)
+    full, swa = req.take_own_pages(end)
+    for node in list(path):
+        lo, hi = (node.start - base) // page, (node.end - base) // page
+        tree.full_pool.free(full[lo:hi])
+        if has_swa:
+            _reconcile(tree, req, node, swa[lo:hi], clock)
+    node = path[-1] if path else req.last_node
+    if depth < end:
+        lo = (depth - base) // page
+        node = _add_suffix(tree, req, node, depth, end, full[lo:], swa[lo:] if has_swa else None, clock)
+    req.prefix_len = end
+    return node
+
+
+def _reconcile(tree: RadixTree, req: RequestCache, node: Node, swa: list, clock: FreeTokenClock) -> None:
+    """The request's copy of a span the tree already holds: adopted by a tombstone it revives, else freed."""
+    frontier = req.swa_frontier
+    if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
+        free_live(tree, swa)
+        return
+    if frontier > node.start:  # the head stays a tombstone; the tail past the frontier is revived
+        cut = (frontier - node.start) // tree.page_size
+        free_live(tree, swa[:cut])
+        tree.split(node, frontier - node.start)
+        swa = swa[cut:]
+    tree.revive(node, swa)
+    node.full_stamp = clock.tick()
+
+
+def _add_suffix(tree: RadixTree, req: RequestCache, parent: Node, depth: int, end: int, full: list,
+                swa: list | None, clock: FreeTokenClock) -> Node:
+    page = tree.page_size
+    dead = max(0, min(req.swa_frontier, end) - depth) if swa is not None else 0
+    dead = min(dead, max(0, end - depth - page))
+    if dead:
+        cut = dead // page
+        free_live(tree, swa[:cut])
+        parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)
+        parent.full_stamp = clock.tick()
+        full, swa = full[cut:], swa[cut:]
+    node = tree.add_leaf(parent, req.tokens.slice(depth + dead, end), full, swa)
+    node.full_stamp = clock.tick()
+    return node
+
+
+def insert_gdn(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock) -> Node:
+    """``HybridRadixCache.insert``: ``_walk`` stamps every node from the root, a new node is newer."""
+    known = tree.walk(req.tokens, end)[1]  # the walk splits where the tree's path ends mid-node
+    node = insert(tree, req, end, 0, False, attach=False)
+    walked = node.path_from_root()
+    if known < end:
+        clock.stamp_walk(walked[:-1])
+        node.full_stamp = clock.tick()
+    else:
+        clock.stamp_walk(walked)
+    return node

@@ -1,0 +1,98 @@
+"""FreeToken's SWA cache (``SWARadixCache``, ``CacheManager._cache_req_swa``), for FULL + SWA models.
+
+Prefill: out-of-window SWA freed before every chunk, each chunk capped by the SWA the pool can back
+(``PrefillAdder._add_one_req``); admission needs a window's worth of SWA (``_try_allocate_one``). The prompt's
+commit inserts it, cuts the tree a window and ``_SWA_RETAIN_GAP`` back and locks from there. A finish inserts
+the whole sequence, then (before issue #200's fix) tombstones the prompt head below ``prompt - W - 16``
+(``trim_head_swa``) and re-matches the prompt, which re-stamps it.
+"""
+from __future__ import annotations
+
+from sim.cache.align import ceil_to, floor_to
+from sim.cache.components import SWA
+from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.freetoken_insert import insert_swa
+from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
+from sim.cache.tree import RadixTree
+
+RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
+
+
+class SwaRules(FreeTokenRules):
+    def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
+        self.clock.stamp_path(node)
+
+    # ---- admission and chunks ------------------------------------------------------------------------
+    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        refusal = super().admission_refusal(manager, req)
+        if refusal is not None or not self.resolved.has_swa:
+            return refusal
+        page = self.page_size
+        need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
+        available = self.swa_available(manager, need)
+        return Refusal("SWA", need, available) if available < need else None
+
+    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+        if not self.resolved.has_swa:
+            return chunk_len
+        page = self.page_size
+        reclaim = max(0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len))
+        cost = -(-(req.kv_len + chunk_len) // page) * page - -(-req.kv_len // page) * page
+        budget = self.swa_available(manager, cost - reclaim) + reclaim
+        max_end = (-(-req.kv_len // page) + max(budget, 0) // page) * page
+        capped = min(chunk_len, max(max_end - req.kv_len, 0))
+        if 0 < capped < req.prompt_len - req.kv_len:
+            capped = floor_to(req.kv_len + capped, page) - req.kv_len
+        return capped
+
+    def swa_available(self, manager, enough: int) -> int:
+        """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short)."""
+        free = manager.pools[SWA].num_free * self.page_size
+        if free >= enough:
+            return free
+        tree = manager.tree
+        return free + sum(n.end - n.start for n in tree.nodes() if n.swa_pages is not None and not n.swa_holders)
+
+    def before_prefill_chunk(self, manager, req: RequestCache) -> None:
+        if self.resolved.has_swa:
+            manager.free_swa_below(req, self.frontier(req, req.kv_len))
+
+    # ---- commit and finish ---------------------------------------------------------------------------
+    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+        """``_cache_req_swa(finished=False)``: insert, cut a window + 16 back, re-match and lock there."""
+        end = floor_to(req.kv_len + in_flight, self.page_size)
+        tree = manager.tree
+        node = insert_swa(tree, req, end, self.clock, self.resolved.has_swa) if end > req.prefix_len else req.last_node
+        keep_from = floor_to(max(end - self.window - RETAIN_GAP, 0), self.page_size)
+        if keep_from > 0:
+            self.match_prefix(tree, req.tokens, keep_from)
+        matched = self.match_prefix(tree, req.tokens, end)
+        manager.relock(req, matched if matched.end == end else node)
+
+    def finish(self, manager, req: RequestCache) -> None:
+        end = floor_to(req.kv_len, self.page_size)
+        if end > req.prefix_len:
+            manager.relock(req, insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa))
+
+    def after_release(self, manager, req: RequestCache) -> None:
+        """The prompt head's trim (with a gap), then the prompt re-matched: its path newer than the tail."""
+        tree, page = manager.tree, self.page_size
+        prompt_end = floor_to(req.prompt_len, page)
+        gap = self.policy.finish_trim_gap
+        if prompt_end > 0 and gap is not None and self.resolved.has_swa:
+            keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
+            if keep_from > 0:
+                self.trim_head(tree, req.tokens, keep_from)
+        if prompt_end > 0:
+            self.match_prefix(tree, req.tokens, prompt_end)
+
+    def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
+        """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
+        self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
+        path, _ = tree.walk(tokens, keep_from)
+        for node in path:
+            if node.end > keep_from:
+                break
+            if node.swa_pages is not None and not node.swa_holders and node.children:
+                tree.tombstone(node)

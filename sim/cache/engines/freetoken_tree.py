@@ -1,0 +1,136 @@
+"""FreeToken's own tree bookkeeping: one timestamp per node, and eviction by scans.
+
+``SWARadixCache`` / ``HybridRadixCache`` keep a single ``timestamp`` per node (here ``full_stamp``): a match
+stamps the chosen path with stamps falling toward the root (SWA) or the whole walk with one stamp (GDN); a new
+or revived node gets a fresh tick; a split node's halves share one. Eviction builds its candidate list in the
+tree's depth-first order, heapifies it on the timestamp alone and pops until enough tokens are freed
+(``evict_full`` / ``evict_swa`` / ``evict_mamba``), deleting the tombstone leaves a deletion exposes. Ties are
+broken exactly as ``heapq`` breaks them for FreeToken, because the list and the comparisons are the same.
+"""
+from __future__ import annotations
+
+import heapq
+
+from sim.cache.node import Node
+from sim.cache.tree import RadixTree
+
+_EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
+
+
+class FreeTokenClock:
+    def __init__(self) -> None:
+        self.events = 0
+
+    def tick(self) -> int:
+        self.events += 1
+        return self.events * _EVENT_STRIDE
+
+    def stamp_path(self, node: Node) -> None:
+        """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root."""
+        base = self.tick()
+        offset = 0
+        while node.parent is not None:
+            node.full_stamp = base - offset
+            offset += 1
+            node = node.parent
+
+    def stamp_walk(self, nodes: list[Node]) -> None:
+        """``HybridRadixCache._walk``: every node walked gets the walk's one stamp."""
+        stamp = self.tick()
+        for node in nodes:
+            node.full_stamp = stamp
+
+
+class _ByStamp:
+    """A heap entry that compares on the timestamp alone, as ``RadixTreeNode.__lt__`` does."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    def __lt__(self, other: "_ByStamp") -> bool:
+        return self.node.full_stamp < other.node.full_stamp
+
+
+def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
+    """Nodes in FreeToken's traversal order (a stack of children, last child first) that ``keep`` accepts."""
+    out, stack = [], [tree.root]
+    while stack:
+        node = stack.pop()
+        if node is not tree.root and keep(node):
+            out.append(_ByStamp(node))
+        stack.extend(node.children.values())
+    return out
+
+
+def _tombstoned(node: Node, has_swa: bool) -> bool:
+    return node.swa_pages is None if has_swa else node.state is None
+
+
+def _delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Node, int]:
+    """Delete an unlocked leaf, then every unlocked tombstone leaf its deletion exposes upward
+    (``_cascade_*_tombstone_leaves``). Returns the surviving ancestor and the tokens freed."""
+    freed = node.end - node.start
+    parent = node.parent
+    tree.delete_leaf(node)
+    while (parent.parent is not None and not parent.children and parent.full_lock == 0
+           and _tombstoned(parent, has_swa)):
+        freed += parent.end - parent.start
+        grand = parent.parent
+        tree.delete_leaf(parent)
+        parent = grand
+    return parent, freed
+
+
+def evict_full(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
+    """LRU over unlocked leaves until ``num_tokens`` tokens are freed; returns the tokens freed."""
+    heap = _depth_first(tree, lambda n: not n.children and n.full_lock == 0)
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_tokens and heap:
+        node = heapq.heappop(heap).node
+        if not node.alive or node.full_lock or node.children:
+            continue
+        tree.num_evictions["full"] += 1
+        parent, count = _delete_with_exposed(tree, node, has_swa)
+        freed += count
+        if parent.parent is not None and not parent.children and parent.full_lock == 0:
+            heapq.heappush(heap, _ByStamp(parent))
+    return freed
+
+
+def evict_swa(tree: RadixTree, num_tokens: int) -> int:
+    """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
+    heap = _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_tokens and heap:
+        node = heapq.heappop(heap).node
+        if not node.alive or node.swa_pages is None or node.swa_holders:
+            continue
+        tree.num_evictions["swa"] += 1
+        freed += node.end - node.start  # the exposed tombstone leaves deleted with it are not counted
+        if not node.children and node.full_lock == 0:
+            _delete_with_exposed(tree, node, True)
+        else:
+            tree.tombstone(node)
+    return freed
+
+
+def evict_states(tree: RadixTree, num_states: int) -> int:
+    """LRU over unlocked snapshot nodes: an unlocked leaf goes whole, an internal node loses its state."""
+    heap = _depth_first(tree, lambda n: n.state is not None and n.state_lock == 0)
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_states and heap:
+        node = heapq.heappop(heap).node
+        if not node.alive or node.state is None or node.state_lock:
+            continue
+        tree.num_evictions["state"] += 1
+        freed += 1
+        if not node.children and node.full_lock == 0:
+            _delete_with_exposed(tree, node, False)
+        else:
+            tree.drop_state(node)
+    return freed

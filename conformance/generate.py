@@ -28,6 +28,8 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     kind = rng.choice(KINDS)
     config = _config(rng, engine)
     requests = _requests(rng, kind, config)
+    if engine == "vllm" and pressure:
+        requests = _with_fillers(rng, config, requests)
     config = _with_pools(rng, config, requests, pressure)
     if engine == "vllm":
         config = _with_vllm_pool(rng, config, requests, pressure)
@@ -154,6 +156,21 @@ def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
     return [trace.prompt_len(r.id) + r.output_len for r in trace]
 
 
+def _with_fillers(rng: random.Random, config: EngineConfig, requests: list[dict]) -> list[dict]:
+    """vLLM's smallest pool still holds one longest request, and a hit is taken out of the free queue before
+    anything is allocated, so serving one request at a time rarely evicts what the next one reuses. Unrelated
+    fillers (a quarter to all of the longest request) between requests make the LRU order decide."""
+    longest = max(_lengths(config, requests))
+    with_fillers = []
+    for index, request in enumerate(requests):
+        with_fillers.append(request)
+        if index < len(requests) - 1 and rng.random() < 0.5:
+            filler = f"{request['id']}-fill"
+            with_fillers.append({"id": filler, "prompt": [{"ref": filler, "len": rng.randint(longest // 4, longest)}],
+                                 "output_len": rng.randint(1, 64)})
+    return with_fillers
+
+
 def _with_vllm_pool(rng: random.Random, config: EngineConfig, requests: list[dict],
                     pressure: bool) -> EngineConfig:
     """vLLM's knobs and its one shared pool: under pressure a few blocks above what vLLM's startup check
@@ -172,7 +189,7 @@ def _with_vllm_pool(rng: random.Random, config: EngineConfig, requests: list[dic
                      max_model_len=max_model_len)
     num_groups = 1 + config.has_swa + config.has_mamba
     if pressure:
-        num_blocks = vllm_min_blocks(config) + rng.randint(0, -(-max_model_len // page) // 2)
+        num_blocks = vllm_min_blocks(config) + rng.randint(0, 3)
     else:
         num_blocks = max(vllm_min_blocks(config),
                          1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths))

@@ -16,7 +16,8 @@ from conformance.scenario import ServedRequest
 class TeacherForcedRunner:
     """Stands in for the model executor: a step that completes a request's known tokens samples the
     request's next scenario output token; a partial prefill chunk samples nothing (the GPU runner discards
-    that token). No forward pass runs."""
+    that token). No forward pass runs. A preempted request's in-flight token is still delivered (async
+    scheduling marks it stale, not dropped), so counting sampled tokens stays in step with vLLM."""
 
     def __init__(self, scheduler) -> None:
         self.scheduler = scheduler
@@ -30,10 +31,6 @@ class TeacherForcedRunner:
     def execute(self, scheduler_output):
         from vllm.v1.outputs import ModelRunnerOutput
 
-        cached = scheduler_output.scheduled_cached_reqs
-        if cached.resumed_req_ids:
-            raise RuntimeError(f"vLLM preempted {sorted(cached.resumed_req_ids)}: the pool cannot hold one "
-                               "request; the scenario's num_blocks is below what it needs")
         request_ids = list(scheduler_output.num_scheduled_tokens)
         sampled = [self._sample(request_id) for request_id in request_ids]
         return ModelRunnerOutput(req_ids=request_ids,
@@ -63,7 +60,8 @@ class EngineLoop:
         """Submit one request and run the engine until it finishes; its prefix-cache hit as vLLM reports it
         (PrefillStats.num_cached_tokens, set at its first admission)."""
         self.runner.expect(served)
-        self.scheduler.add_request(make_request(served))
+        request = make_request(served)
+        self.scheduler.add_request(request)
         step = self.step if self.batch_queue is None else self.step_with_batch_queue
         budget = 4 * (len(served.prompt) + len(served.output)) + 16  # a step computes at least one token
         while self.scheduler.has_requests() or self.batch_queue:
@@ -71,6 +69,8 @@ class EngineLoop:
             if budget < 0:
                 raise RuntimeError(f"{served.request_id} made no progress (the pool may be too small)")
             step()
+        if list(request.output_token_ids) != list(served.output):  # teacher forcing held, preemptions included
+            raise RuntimeError(f"{served.request_id}: vLLM kept other output tokens than the scenario's")
         return self.cached_tokens[served.request_id]
 
     def step(self) -> None:

@@ -59,6 +59,17 @@ def test_a_shared_prefix_off_the_block_grid_hits_from_its_third_sighting():
     assert _hits(dense, _sightings(1500, 700, 3)) == [0, 0, 1056]
 
 
+def test_chunking_adds_mamba_hits_only_under_dense_retention():
+    """vllm#42317: chunk ends leave states; dense retention keeps the one at 2048 for a prompt sharing 2500
+    tokens, retention 0 keeps only the prompt checkpoint (2992). Either way the second prompt's FULL hit
+    (2496) beats its Mamba hit, so it writes the junction state there for the third."""
+    requests = [("a", [("x", 3000)], 10)] + [(f"b{i}", [("x", 2500), (f"y{i}", 300)], 10) for i in range(2)]
+    dense = [_hits(_config("full+mamba", 16, max_batched=batched, retention=None), requests)
+             for batched in (8192, 1024)]
+    assert dense == [[0, 0, 2496], [0, 2048, 2496]]
+    assert _hits(_config("full+mamba", 16, max_batched=1024), requests) == [0, 0, 2496]
+
+
 def test_sliding_window_needs_its_window_of_blocks_before_the_hit():
     """Window 64, block 16: a hit needs the cdiv(63, 16) = 4 blocks before it. Retention 0 keeps them only
     before the replay boundary (floor(199/16)*16 = 192) and, once seen twice, the junction (144)."""
@@ -93,6 +104,17 @@ def test_a_full_pool_evicts_the_tail_block_first_and_the_hit_is_lost():
 ])
 def test_vllm_refuses_what_it_cannot_start_with(config, reason):
     assert reason in engine.accepts(config)
+
+
+@pytest.mark.parametrize(("components", "page", "checkpoints"), [
+    ("full+swa", 32, False), ("full+mamba", 32, False), ("full+swa+mamba", 32, False), ("full+mamba", 64, True)])
+def test_the_generators_smallest_pool_is_vllms(components, page, checkpoints):
+    """generate.vllm_min_blocks is vLLM's start-up check (get_kv_cache_configs): it passes, one block less not."""
+    config = _config(components, page, window=100, max_batched=512, max_model_len=1536, num_blocks=0,
+                     checkpoints=checkpoints)
+    smallest = vllm_min_blocks(config)
+    assert engine.accepts(EngineConfig(**{**config.__dict__, "num_blocks": smallest})) is None
+    assert "max seq len" in engine.accepts(EngineConfig(**{**config.__dict__, "num_blocks": smallest - 1}))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -36,7 +36,7 @@ class EngineConfig:
     # as --num-gpu-blocks-override counts it); the *_tokens / mamba_states pools above do not apply.
     num_blocks: int = 0
     retention_interval: int | None = 0  # --prefix-cache-retention-interval: None dense, 0 replay+junction, n>0
-    prefill_checkpoints: bool = False  # Mamba exports the prompt checkpoint inside the prefill (GDN FlashInfer)
+    prefill_checkpoints: bool = False  # Mamba writes checkpoints inside prefill chunks (GDN with FlashInfer)
     max_model_len: int = 0  # the startup check: one request this long must fit in the pool
 
     @property

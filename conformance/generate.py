@@ -18,7 +18,8 @@ _COMPONENTS = {
     "freetoken": ("full+swa", "full+mamba"),
     "vllm": ("full+swa", "full+mamba", "full+swa+mamba"),
 }
-_PAGES = {"sglang": (16, 32, 64, 128), "freetoken": (1, 1, 4, 16, 64), "vllm": (16, 32, 64)}
+# vLLM: 528 / 576 are what _align_hybrid_block_size derives for Qwen3.5-4B (Triton / FlashInfer GDN)
+_PAGES = {"sglang": (16, 32, 64, 128), "freetoken": (1, 1, 4, 16, 64), "vllm": (16, 32, 64, 528, 576)}
 
 
 def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
@@ -28,7 +29,11 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     kind = rng.choice(KINDS)
     config = _config(rng, engine)
     requests = _requests(rng, kind, config)
+    if engine == "vllm" and pressure:
+        requests = _with_fillers(rng, config, requests)
     config = _with_pools(rng, config, requests, pressure, engine)
+    if engine == "vllm":
+        config = _with_vllm_pool(rng, config, requests, pressure)
     if engine == "freetoken":  # its default scheduler overlaps; the plain loop is a setting
         config = replace(config, overlap=rng.random() < 0.7)
     return Scenario(f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}", engine, seed, kind, pressure,
@@ -133,11 +138,7 @@ def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], 
                 engine: str = "") -> EngineConfig:
     from dataclasses import replace
 
-    from conformance.scenario import Scenario
-
-    probe = Scenario("probe", "", 0, "", False, config, trace_lines(_chained(requests)))
-    trace = probe.trace()
-    lengths = [trace.prompt_len(r.id) + r.output_len for r in trace]
+    lengths = _lengths(config, requests)
     page = config.page_size
     longest = -(-max(lengths) // page) * page
     total = -(-sum(lengths) // page) * page + page * len(lengths)
@@ -163,3 +164,65 @@ def _freetoken_swa_floor(config: EngineConfig) -> int:
     its own sizing never goes there, so pressure scenarios stay above it and still evict."""
     page = config.page_size
     return -(-(config.window + 16) // page) * page + config.window + config.swa_eviction_interval + 2 * page
+
+
+def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
+    """Prompt plus output tokens of every request."""
+    probe = Scenario("probe", "", 0, "", False, config, trace_lines(_chained(requests)))
+    trace = probe.trace()
+    return [trace.prompt_len(r.id) + r.output_len for r in trace]
+
+
+def _with_fillers(rng: random.Random, config: EngineConfig, requests: list[dict]) -> list[dict]:
+    """vLLM's smallest pool still holds one longest request, and a hit is taken out of the free queue before
+    anything is allocated, so serving one request at a time rarely evicts what the next one reuses. Unrelated
+    fillers (a quarter to all of the longest request) between requests make the LRU order decide."""
+    longest = max(_lengths(config, requests))
+    with_fillers = []
+    for index, request in enumerate(requests):
+        with_fillers.append(request)
+        if index < len(requests) - 1 and rng.random() < 0.5:
+            filler = f"{request['id']}-fill"
+            with_fillers.append({"id": filler, "prompt": [{"ref": filler, "len": rng.randint(longest // 4, longest)}],
+                                 "output_len": rng.randint(1, 64)})
+    return with_fillers
+
+
+def _with_vllm_pool(rng: random.Random, config: EngineConfig, requests: list[dict],
+                    pressure: bool) -> EngineConfig:
+    """vLLM's knobs and its one shared pool: under pressure a few blocks above what vLLM's startup check
+    demands for one request of max_model_len (so the pool evicts), else more blocks than the scenario ever
+    allocates (so it never does)."""
+    from dataclasses import replace
+
+    page = config.page_size
+    lengths = _lengths(config, requests)
+    max_model_len = -(-max(lengths) // page) * page + page
+    retention = rng.choice((0, 0, 0, None, page * rng.choice((2, 4, 8))))
+    if not (config.has_swa or config.has_mamba):
+        retention = 0
+    checkpoints = config.has_mamba and page % 64 == 0 and rng.random() < 0.4
+    config = replace(config, retention_interval=retention, prefill_checkpoints=checkpoints,
+                     max_model_len=max_model_len)
+    num_groups = 1 + config.has_swa + config.has_mamba
+    if pressure:
+        num_blocks = vllm_min_blocks(config) + rng.randint(0, 3)
+    else:
+        num_blocks = max(vllm_min_blocks(config),
+                         1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths))
+    return replace(config, num_blocks=num_blocks)
+
+
+def vllm_min_blocks(config: EngineConfig) -> int:
+    """The fewest blocks vLLM 0.33.0 starts with (v1/core/kv_cache_planning.py:get_kv_cache_configs): the null
+    block plus, per group, its max_memory_usage_bytes for one request of max_model_len, where a sliding
+    window holds at most W-1 tokens plus the in-flight tokens of the two batches async scheduling overlaps
+    (SlidingWindowSpec.max_admission_blocks_per_request) and align-mode Mamba two states plus the internal
+    checkpoint (MambaSpec.max_memory_usage_bytes)."""
+    page, max_len = config.page_size, config.max_model_len
+    blocks = 1 + -(-max_len // page)
+    if config.has_swa:
+        blocks += -(-min(config.window - 1 + 2 * config.chunked_prefill_size, max_len) // page) + 1
+    if config.has_mamba:
+        blocks += 2 + config.prefill_checkpoints
+    return blocks

@@ -31,6 +31,13 @@ class EngineConfig:
     swa_tokens: int  # SWA pool, tokens (0 without SWA)
     mamba_states: int  # MAMBA pool, states (0 without MAMBA)
     overlap: bool = True  # FreeToken: the overlap scheduler (its default); SGLang ignores it
+    # vLLM only (the others ignore these): page_size is its block size for every group, chunked_prefill_size
+    # its max_num_batched_tokens, and all groups draw from one pool of num_blocks blocks (the null block included,
+    # as --num-gpu-blocks-override counts it); the *_tokens / mamba_states pools above do not apply.
+    num_blocks: int = 0
+    retention_interval: int | None = 0  # --prefix-cache-retention-interval: None dense, 0 replay+junction, n>0
+    prefill_checkpoints: bool = False  # Mamba writes checkpoints inside prefill chunks (GDN with FlashInfer)
+    max_model_len: int = 0  # the startup check: one request this long must fit in the pool
 
     @property
     def has_swa(self) -> bool:

@@ -18,10 +18,9 @@ from sim.cost import GPUS
 from sim.grid.axes import KNOB_NAMES
 from sim.models import MODELS
 from sim.trace import Trace, load_trace, write_trace
-from sim.trace_gen import GENERATORS
 from sim.trace_formats import IMPORT_FORMATS
+from sim.trace_gen import GENERATORS
 from sim.trace_stats import trace_stats
-
 
 # a trace or dataset to read: a file (plain, gzip or zstd) or - for standard input
 _TRACE_INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)
@@ -194,23 +193,37 @@ def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(["s1", "s2", "s3"]))
+@click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn"]))
 @click.option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
               help="s1: SGLang's SWA freeing trigger")
 @click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
               help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
+@click.option("--trace", "trace_path", default="traces/mooncake_conversation_500.jsonl", show_default=True,
+              type=_TRACE_INPUT, help="real-multiturn: an imported trace (trace import mooncake ...)")
+@click.option("--large-kv-gb", default=3000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)")
+@click.option("--pairs", "pair_names", default="sglang,freetoken", show_default=True,
+              help="real-multiturn: policy pairs to run (sglang: sglang -> sglang-retain; freetoken: "
+                   "freetoken -> freetoken-lazy)")
+@click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
+              help="real-multiturn: the SimPy engine with time, or requests one after another")
 @click.option("--markdown", "as_markdown", is_flag=True, help="print a markdown table")
-def experiment(name, trigger, prompt_len_jitter, as_markdown):
-    """Run a seed experiment of SPEC section 7 and print its table in the seed's shape."""
+def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_names, mode, as_markdown):
+    """Run a seed experiment of SPEC section 7 and print its table in the seed's shape; real-multiturn
+    runs the seeds' policy pairs on a real trace's conversations (docs/seed-experiments.md)."""
     from reports.tables import markdown
     from sim import experiments
 
+    if name == "real-multiturn":
+        from sim.real_multiturn_cli import run_real_multiturn
+
+        click.echo(call_library(run_real_multiturn, trace_path, large_kv_gb, pair_names, mode, as_markdown))
+        return
     if name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
     else:
         table = call_library(getattr(experiments, name))
     click.echo(markdown(table) if as_markdown else table.to_string(index=False))
-
 
 
 # ---- grids and reports (sim/grid/, reports/) ---------------------------------------------------------
@@ -238,7 +251,6 @@ def grid(ctx, trace_path, mode, calibration, out_dir, jobs, ray_address, **axis_
     finished points. Exit status 1 when some point failed (each is printed with its configuration)."""
     from sim.grid.axes import expand, parse_axes
     from sim.grid.sweep import describe_run, run_grid
-
     from sim.trace_io import STDIN, save_stdin
 
     configs = call_library(expand, call_library(parse_axes, axis_texts), calibration, mode)

@@ -30,8 +30,11 @@ from sim.trace import Request, Trace, TraceError
 from sim.trace_gen import _arrivals
 from sim.trace_io import display_name, open_text
 
+_DEFAULTS = TextOptions()
+_AGENTIC_DEFAULTS = TextOptions(output_len=220)  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN
 
-def import_sharegpt(path: str | os.PathLike, options: TextOptions = TextOptions()) -> Trace:
+
+def import_sharegpt(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -> Trace:
     name, data = display_name(path), _json_document(path)
     if not isinstance(data, list):
         raise TraceError(name, None, "file", "must be a JSON list of conversations")
@@ -57,7 +60,7 @@ def _sharegpt_messages(item: object, where: str, path: str):
     return parse_messages(turns, f"{where}.{key}", path, role_key, content_key)
 
 
-def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = TextOptions(output_len=220)) -> Trace:
+def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = _AGENTIC_DEFAULTS) -> Trace:
     name, data = display_name(path), _json_document(path)
     conversations = data.get("conversations") if isinstance(data, dict) else None
     if not isinstance(conversations, list):
@@ -80,7 +83,7 @@ def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = TextOp
 _REPLY = parse_messages([{"role": "assistant", "content": ""}], "", "", "role", "content")[0]
 
 
-def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = TextOptions()) -> Trace:
+def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -> Trace:
     name, requests = display_name(path), []
     with open_text(path) as f:
         for line_no, text in enumerate(f, 1):

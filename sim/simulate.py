@@ -19,6 +19,7 @@ from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
+from sim.upper_bound import upper_bound, with_ideal
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,9 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
                     fast_path=fast_path)
     engine.start()
     env.run()
-    requests = _request_table(trace, engine, scheduler)
+    requests = with_ideal(trace, _request_table(trace, engine, scheduler))
     steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager)
+    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -183,7 +184,7 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
             on_step()
-    requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
+    requests = with_ideal(trace, pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS))  # trace order
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager)
+    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
     return SimResult(config, policy, requests, steps_frame, summary)

@@ -125,8 +125,7 @@ def structure(trace: Trace) -> dict:
     """Requests, follow-ups, multi-turn chains and fan-out groups: cheap, no ideal-reuse pass."""
     chains = _multiturn_chains(trace)
     return {"requests": len(trace), "followup_requests": len(followup_parents(trace)),
-            "followup_requests": len(followup_parents(trace)),
-        "multiturn_chains": len(chains), "multiturn_requests": sum(chains),
+            "multiturn_chains": len(chains), "multiturn_requests": sum(chains),
             "fanout_groups": len(_fanout_groups(trace))}
 
 

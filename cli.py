@@ -10,6 +10,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -198,8 +199,8 @@ def simulate(trace_path, policy, model, gpu, pool_tokens, swa_pool_tokens, mamba
               help="s1: SGLang's SWA freeing trigger")
 @click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
               help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
-@click.option("--trace", "trace_path", default="traces/mooncake_conversation_500.jsonl", show_default=True,
-              type=_TRACE_INPUT, help="real-multiturn: an imported trace (trace import mooncake ...)")
+@click.option("--trace", "trace_path", type=_TRACE_INPUT,
+              help="real-multiturn: an imported trace (trace import mooncake ...) [traces/mooncake_conversation_500.jsonl]")
 @click.option("--large-kv-gb", default=3000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)")
 @click.option("--pairs", "pair_names", default="sglang,freetoken", show_default=True,
@@ -217,7 +218,9 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_n
     if name == "real-multiturn":
         from sim.real_multiturn_cli import run_real_multiturn
 
-        click.echo(call_library(run_real_multiturn, trace_path, large_kv_gb, pair_names, mode, as_markdown))
+        sample = Path(__file__).resolve().parent / "traces" / "mooncake_conversation_500.jsonl"
+        click.echo(call_library(run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode,
+                                as_markdown))
         return
     if name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)

@@ -20,6 +20,8 @@ import os
 import random
 
 from sim.conversation_import import (
+    ASSISTANT,
+    Message,
     TextOptions,
     conversation_requests,
     open_loop,
@@ -80,7 +82,7 @@ def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = _AGENT
     return open_loop(sessions, options, name)
 
 
-_REPLY = parse_messages([{"role": "assistant", "content": ""}], "", "", "role", "content")[0]
+_REPLY = Message(ASSISTANT, "")  # stands for the server's reply, whose text the trace never needs
 
 
 def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -> Trace:

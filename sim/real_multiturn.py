@@ -6,8 +6,10 @@ policies (``sglang -> sglang-retain`` on the SWA+MAMBA ``inkling``, ``freetoken 
 SWA-only ``gemma-4-26b-a4b``) with pools large enough that eviction does not decide the outcome, and at
 the default pool size (40 GB of KV split as SGLang does). It reports, over the follow-up requests,
 decode-region hits ``n/N before -> after`` beside the ideal (an infinite FULL cache), reused tokens, SWA
-held, and why each follow-up that misses, misses: the trace allows no hit, the FULL KV was not in cache
-(evicted, or the earlier turn not finished), or it was there but a SWA window or MAMBA checkpoint was not.
+held, and why each follow-up that misses, misses: the trace allows no hit; the previous turn's finish never
+cached its answer (a MAMBA model's insert stops at the last checkpoint, so a short answer is freed); the
+FULL KV was evicted (or the previous turn had not finished); or it was there but a SWA window or MAMBA
+checkpoint was not.
 """
 from __future__ import annotations
 
@@ -82,10 +84,12 @@ def misses(result: SimResult) -> dict:
     edge = rows["previous_prompt_tokens"].astype(float) + 1
     hit = rows["decode_region_hit"].astype(bool)
     no_ideal = ~hit & (rows["ideal_cached_tokens"] <= edge)
-    not_cached = ~hit & ~no_ideal & (rows["full_depth"] <= edge)
+    never_kept = ~hit & ~no_ideal & (rows["previous_inserted_tokens"].astype(float) <= edge)
+    not_cached = ~hit & ~no_ideal & ~never_kept & (rows["full_depth"] <= edge)
     return {"follow-ups": len(rows), "hits": int(hit.sum()), "miss: trace allows none": int(no_ideal.sum()),
-            "miss: not in cache": int(not_cached.sum()),
-            "miss: blocked by SWA/MAMBA": int((~hit & ~no_ideal & ~not_cached).sum())}
+            "miss: previous answer never cached": int(never_kept.sum()),
+            "miss: evicted or unfinished": int(not_cached.sum()),
+            "miss: blocked by SWA/MAMBA": int((~hit & ~no_ideal & ~never_kept & ~not_cached).sum())}
 
 
 def changed_requests(base: SimResult, other: SimResult, limit: int = 10) -> pd.DataFrame:

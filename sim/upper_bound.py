@@ -6,8 +6,9 @@ prompt + output starts with, at most ``prompt_len - 1``). The gap to a run's ``c
 exactly in two, request by request, ``ideal - cached = (ideal - full_depth) + blocked``:
 
 - not in cache, ``ideal - full_depth``: the FULL KV of that prefix was not in the tree at admission:
-  evicted, its request not finished yet (or never run), or lost to page rounding. A request can count
-  negative here when an engine ran a later request of the file first.
+  never inserted (a MAMBA model's finish keeps a request only up to its last checkpoint, so the tail of
+  a short answer is freed), evicted, its request not finished yet (or never run), or lost to page
+  rounding. A request can count negative here when an engine ran a later request of the file first.
 - blocked, ``full_depth - cached``: FULL KV was there but a SWA window or a MAMBA checkpoint was not,
   which is the policy's own doing (SGLang's retain floor, FreeToken's finish-time trim).
 """
@@ -18,7 +19,7 @@ import weakref
 import pandas as pd
 
 from sim.trace import Trace
-from sim.trace_stats import ideal_cached_tokens
+from sim.trace_stats import followup_parents, ideal_cached_tokens
 
 _IDEAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Trace -> per-request ideal, computed once
 
@@ -30,9 +31,17 @@ def ideal_by_request(trace: Trace) -> dict[str, int]:
 
 
 def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
-    """The request table with an ``ideal_cached_tokens`` column."""
+    """The request table with ``ideal_cached_tokens`` and, where it has ``inserted_tokens`` (what the tree
+    kept of each request at its finish), ``previous_inserted_tokens``: what it kept of a follow-up's
+    previous turn (a MAMBA model's insert stops at the last checkpoint, so a short answer is never cached)."""
     ideal = ideal_by_request(trace)
-    return requests.assign(ideal_cached_tokens=[ideal[request_id] for request_id in requests["id"]])
+    requests = requests.assign(ideal_cached_tokens=[ideal[request_id] for request_id in requests["id"]])
+    if "inserted_tokens" not in requests:
+        return requests
+    inserted = dict(zip(requests["id"], requests["inserted_tokens"], strict=True))
+    parents = followup_parents(trace)
+    previous = [inserted[parents[i]] if i in parents else None for i in requests["id"]]
+    return requests.assign(previous_inserted_tokens=pd.array(previous, dtype="Int64"))
 
 
 def upper_bound(requests: pd.DataFrame) -> dict:

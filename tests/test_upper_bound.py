@@ -71,7 +71,8 @@ def test_real_multiturn_tables_agree_with_the_runs(slice_250):
     result = real_multiturn(slice_250, pools, PAIRS[:1], mode="replay")
     assert list(result.pairs["pools"]) == ["large (3000 GB)", "default (40 GB)"]
     assert list(result.misses["policy"]) == ["sglang", "sglang-retain"] * 2
-    parts = ["hits", "miss: trace allows none", "miss: not in cache", "miss: blocked by SWA/MAMBA"]
+    parts = ["hits", "miss: trace allows none", "miss: previous answer never cached", "miss: evicted or unfinished",
+             "miss: blocked by SWA/MAMBA"]
     assert (result.misses[parts].sum(axis=1) == result.misses["follow-ups"]).all()
     large = result.pairs.iloc[0]
     base = simulate(slice_250, SimConfig(policy="sglang", kv_memory_gb=3000.0, mode="replay"))
@@ -81,3 +82,31 @@ def test_real_multiturn_tables_agree_with_the_runs(slice_250):
     assert after > before  # the retain floor's second turns, on real conversations
     changed = changed_requests(base, other, limit=100)
     assert len(changed) == after - before and set(changed["id"]) <= set(result.changed["id"]) | set(changed["id"])
+
+
+def test_experiment_real_multiturn_from_the_cli(tmp_path, slice_250):
+    from click.testing import CliRunner
+
+    from cli import cli
+    from sim.trace import write_trace
+
+    path = tmp_path / "slice.jsonl"
+    write_trace(slice_250, path)
+    result = CliRunner().invoke(cli, ["experiment", "real-multiturn", "--trace", str(path), "--pairs", "sglang",
+                                      "--mode", "replay", "--markdown"])
+    assert result.exit_code == 0, result.output
+    assert "| large (3000 GB) | sglang -> sglang-retain | inkling |" in result.stdout
+    assert "Why follow-ups miss the decode region" in result.stdout
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--pairs", "vllm"], "unknown pair 'vllm'"),
+    (["--trace", "traces/fanout.jsonl"], "no follow-up requests"),
+])
+def test_experiment_real_multiturn_bad_input(args, phrase):
+    from click.testing import CliRunner
+
+    from cli import cli
+
+    result = CliRunner().invoke(cli, ["experiment", "real-multiturn", "--mode", "replay", *args])
+    assert result.exit_code == 2 and phrase in result.stderr

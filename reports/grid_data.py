@@ -14,10 +14,11 @@ import pandas as pd
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.sweep import grid_table
+from sim.upper_bound import never_kept_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse", "ideal_hits",
-                 "ideal_reused_tokens", "not_in_cache_tokens", "blocked_scope_tokens")
+                 "ideal_reused_tokens", "evicted_tokens", "never_kept_tokens", "blocked_scope_tokens")
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class Reuse:
     # request tables had ideal_cached_tokens
     ideal_hits: int | None = None
     ideal_reused_tokens: int | None = None
-    not_in_cache_tokens: int | None = None
+    evicted_tokens: int | None = None
+    never_kept_tokens: int | None = None
     blocked_scope_tokens: int = 0
 
 
@@ -51,8 +53,10 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
         return reuse
     ideal = chosen["ideal_cached_tokens"]
     ideal_hit = ideal > chosen["previous_prompt_tokens"].astype(float) + 1 if scope == FOLLOWUP else ideal > 0
+    never_kept = int(never_kept_tokens(chosen).sum())
     return dataclasses.replace(reuse, ideal_hits=int(ideal_hit.sum()), ideal_reused_tokens=int(ideal.sum()),
-                               not_in_cache_tokens=int((ideal - chosen["full_depth"]).sum()))
+                               evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
+                               never_kept_tokens=never_kept)
 
 
 @dataclass

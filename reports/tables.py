@@ -15,7 +15,8 @@ SUMMARY_ROWS = [
     ("retractions", "retractions"), ("evictions FULL / SWA / MAMBA (nodes)", "evictions"),
     ("upper bound: ideal reused tokens", "ideal_cached_tokens"),
     ("upper bound: ideal decode-region hits", "ideal_decode_region_hits"),
-    ("gap: not in cache (evicted, not yet finished)", "gap_not_in_cache_tokens"),
+    ("gap: evicted or not finished", "gap_evicted_tokens"),
+    ("gap: never kept (past the last checkpoint)", "gap_never_kept_tokens"),
     ("gap: blocked by SWA / MAMBA", "gap_blocked_tokens"),
 ]
 
@@ -50,9 +51,7 @@ def compare_table(base: dict, other: dict, base_name: str, other_name: str, chan
             rows.append((label, f"{_fmt(base[key])} -> {_fmt(other[key])}{_pct(base[key], other[key])}"))
     if "gap_blocked_tokens" in base:
         rows.append(("upper bound: ideal reused tokens", _fmt(base["ideal_cached_tokens"])))
-        rows.append(("gap: not in cache / blocked", f"{base['gap_not_in_cache_tokens']} / {base['gap_blocked_tokens']}"
-                                                    f" -> {other['gap_not_in_cache_tokens']} / "
-                                                    f"{other['gap_blocked_tokens']}"))
+        rows.append(("gap: evicted / never kept / blocked", f"{_gap(base)} -> {_gap(other)}"))
     rows.append(("improved / regressed requests",
                  f"{changes['improved_requests']} / {changes['regressed_requests']}"))
     width = max(len(label) for label, _ in rows)
@@ -64,6 +63,10 @@ def markdown(frame: pd.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule] + body)
+
+
+def _gap(summary: dict) -> str:
+    return f"{summary['gap_evicted_tokens']} / {summary['gap_never_kept_tokens']} / {summary['gap_blocked_tokens']}"
 
 
 def _bound(summary: dict, key: str) -> str:

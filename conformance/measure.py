@@ -1,0 +1,90 @@
+"""Agreement of one engine's real cache code with ``simulate``, over seeded scenarios.
+
+    python -m conformance.measure sglang --seeds 0-199 [--pressure both|yes|no] [--out FILE.jsonl]
+
+Prints a table (scenarios, requests, requests equal, by mode / preset / pressure) and, with --out, one
+JSON line per disagreement (seed, pressure, preset, mode, request, engine and simulated outcomes).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections import Counter
+
+from conformance.compare import MODES, disagreements
+from conformance.generate import generate
+
+
+def _seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def measure(engine: str, seeds: list[int], pressures: list[bool], out) -> Counter:
+    driver = importlib.import_module(f"conformance.engines.{engine}")
+    counts: Counter = Counter()
+    for pressure in pressures:
+        for seed in seeds:
+            scenario = generate(engine, seed, pressure)
+            if driver.accepts(scenario.config) is not None:
+                counts["rejected", pressure] += 1
+                continue
+            for preset in driver.PRESETS:
+                _measure_one(driver, scenario, preset, counts, out)
+    return counts
+
+
+def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
+    started = time.perf_counter()
+    result = driver.run(scenario, preset)
+    counts["engine_s"] += time.perf_counter() - started
+    counts["runs"] += 1
+    found = disagreements(scenario, preset, result)
+    for mode in MODES:
+        key = (mode, preset, scenario.pressure)
+        counts["requests", key] += len(result)
+        counts["equal", key] += len(result) - sum(d.mode == mode for d in found)
+        counts["scenarios", key] += 1
+        counts["scenarios_equal", key] += not any(d.mode == mode for d in found)
+    for d in found:
+        if out is not None:
+            out.write(json.dumps({"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
+                                  "preset": preset, "mode": d.mode, "request": d.request_id,
+                                  "engine": list(d.engine), "simulated": list(d.simulated)}) + "\n")
+
+
+def table(counts: Counter) -> str:
+    keys = sorted({k[1] for k in counts if isinstance(k, tuple) and k[0] == "requests"}, key=str)
+    lines = [f"{'mode':7} {'preset':14} {'pressure':8} {'scenarios':>9} {'sc.equal':>8} {'requests':>8} {'equal':>6}"]
+    for mode, preset, pressure in keys:
+        key = (mode, preset, pressure)
+        lines.append(f"{mode:7} {preset:14} {str(pressure):8} {counts['scenarios', key]:9d} "
+                     f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}")
+    rejected = {p: counts["rejected", p] for p in (False, True) if counts["rejected", p]}
+    lines.append(f"engine rejected (accepts): {rejected or 'none'}; "
+                 f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("engine")
+    parser.add_argument("--seeds", default="0-199")
+    parser.add_argument("--pressure", choices=("both", "yes", "no"), default="both")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    pressures = {"both": [False, True], "yes": [True], "no": [False]}[args.pressure]
+    out = open(args.out, "w") if args.out else None
+    try:
+        print(table(measure(args.engine, _seeds(args.seeds), pressures, out)))
+    finally:
+        if out is not None:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,7 +39,14 @@ def measure(engine: str, seeds: list[int], pressures: list[bool], out) -> Counte
 
 def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
     started = time.perf_counter()
-    result = driver.run(scenario, preset)
+    try:
+        result = driver.run(scenario, preset)
+    except Exception as error:  # a crash or livelock of the engine's own loop is a finding, not a stop
+        counts["errors"] += 1
+        if out is not None:
+            out.write(json.dumps({"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
+                                  "preset": preset, "error": f"{type(error).__name__}: {error}"}) + "\n")
+        return
     counts["engine_s"] += time.perf_counter() - started
     counts["runs"] += 1
     found = disagreements(scenario, preset, result)
@@ -64,7 +71,7 @@ def table(counts: Counter) -> str:
         lines.append(f"{mode:7} {preset:14} {str(pressure):8} {counts['scenarios', key]:9d} "
                      f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}")
     rejected = {p: counts["rejected", p] for p in (False, True) if counts["rejected", p]}
-    lines.append(f"engine rejected (accepts): {rejected or 'none'}; "
+    lines.append(f"engine errors: {counts['errors']}; engine rejected (accepts): {rejected or 'none'}; "
                  f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs")
     return "\n".join(lines)
 

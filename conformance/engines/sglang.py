@@ -49,12 +49,29 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
 
     with envs.SGLANG_SWA_EVICTION_INTERVAL.override(scenario.config.swa_eviction_interval):
         client = serve(make_scheduler(scenario.config, pools), requests)
-    return {r.request_id: _outcome(client.reqs[r.request_id]) for r in requests}
+    for r in requests:
+        req = client.reqs[r.request_id]
+        if req.finished_reason is not None and not _aborted(req) and list(req.output_ids) != r.output:
+            raise RuntimeError(f"{r.request_id}: SGLang committed other tokens than the teacher-forced output")
+    return {r.request_id: _outcome(client.reqs[r.request_id], r.request_id in client.never_admitted)
+            for r in requests}
 
 
-def _outcome(req) -> EngineOutcome:
+def _aborted(req) -> bool:
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
+    return isinstance(req.finished_reason, FINISH_ABORT)
+
+
+NEVER_ADMITTED = ("never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would "
+                  "wait forever)")
+
+
+def _outcome(req, never_admitted: bool) -> EngineOutcome:
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+    if never_admitted:
+        return EngineOutcome(0, served=False, note=NEVER_ADMITTED)
     if isinstance(req.finished_reason, FINISH_ABORT):
         return EngineOutcome(0, served=False, note=str(req.finished_reason.message))
     return EngineOutcome(int(req.cached_tokens))

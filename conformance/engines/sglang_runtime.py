@@ -63,6 +63,7 @@ def _no_pinned_memory() -> None:
     """prepare_for_decode stages the MAMBA track mask with ``pin_memory()``, which needs a CUDA device."""
     import torch
 
+    torch.set_num_threads(1)  # tiny tensors: threads only contend with each other
     if not torch.cuda.is_available():
         torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
 

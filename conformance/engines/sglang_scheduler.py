@@ -16,6 +16,9 @@ from conformance.engines.sglang_runtime import CONTEXT_LEN, VOCAB_SIZE, Pools
 from conformance.scenario import EngineConfig, ServedRequest
 
 
+STALL_POLLS = 64  # idle scheduler iterations with the request still waiting: SGLang will never admit it
+
+
 class NoMetrics:
     """metrics_reporter / metrics_collector / load_publisher: counters and log sinks only."""
 
@@ -43,6 +46,17 @@ class OutputSink:
         self.finished.update(req.rid for req in reqs if req.finished() and req is not skip_req)
 
 
+class TokenizerSocket:
+    """ipc_channels.send_to_tokenizer: where an abort (a request SGLang gives up on) is sent; records it."""
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+
+    def send_output(self, output, req=None) -> None:
+        if req is not None:
+            self.sink.finished.add(req.rid)
+
+
 class Client:
     """ingest_requests stand-in: a client that sends each request once the previous one's final output has
     been streamed (one at a time, think time 0), then lets the loop drain and stop."""
@@ -51,16 +65,35 @@ class Client:
         self.scheduler, self.pending, self.current = scheduler, list(requests), None
         self.outputs: dict[str, list[int]] = {r.request_id: list(r.output) for r in requests}
         self.reqs: dict[str, object] = {}
+        self.num_polls = self.num_stalled_polls = 0
+        self.never_admitted: set[str] = set()
+        self.max_polls = 20 * sum(len(r.prompt) + len(r.output) for r in requests) + 1000
 
     def __call__(self, stop_at_pause: bool = False) -> list:
         s = self.scheduler
+        self.num_polls += 1
+        if self.num_polls > self.max_polls:
+            raise RuntimeError(f"SGLang's loop made no end after {self.max_polls} iterations (a livelock)")
         if self.current is not None and self.current.rid not in s.output_streamer.finished:
+            self._give_up_if_never_admitted()
             return []
         if not self.pending:
             s.gracefully_exit = not s.result_queue and s.last_batch is None and not s.waiting_queue
             return []
         self.current = self._submit(self.pending.pop(0))
         return []
+
+    def _give_up_if_never_admitted(self) -> None:
+        """A request the idle scheduler keeps refusing (PrefillAdder answers NO_TOKEN and nothing will ever
+        free memory) would wait forever in SGLang; the client gives up on it after STALL_POLLS idle polls."""
+        s, req = self.scheduler, self.current
+        idle = (req in s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None
+                and not s.result_queue and s.last_batch is None)
+        self.num_stalled_polls = self.num_stalled_polls + 1 if idle else 0
+        if self.num_stalled_polls >= STALL_POLLS:
+            s.waiting_queue.remove(req)
+            self.never_admitted.add(req.rid)
+            s.output_streamer.finished.add(req.rid)
 
     def _submit(self, request: ServedRequest):
         """The tail of Scheduler._handle_generate_request for a plain text request."""
@@ -94,15 +127,20 @@ def teacher_forced_forward(scheduler, client: Client):
         scheduler._sched_idled = False
         if batch.extend_num_tokens:
             scheduler.processed_tokens_counter += batch.extend_num_tokens
-        tokens = [_next_token(client.outputs[req.rid], len(req.output_ids)) for req in batch.reqs]
+        # the token this forward samples for a request follows its last computed position; under the overlap
+        # loop output_ids still lags by the step whose result is not processed yet, so count positions
+        seq_lens = batch.seq_lens_cpu.tolist()
+        tokens = [_next_token(client.outputs[req.rid], seq_len - len(req.origin_input_ids))
+                  for req, seq_len in zip(batch.reqs, seq_lens)]
         batch.input_ids = None  # the overlap path relays the next input through the future map
         return GenerationBatchResult(next_token_ids=torch.tensor(tokens, dtype=torch.int64))
 
     return run_batch
 
 
-def _next_token(output: list[int], done: int) -> int:
-    return output[done] if done < len(output) else output[-1]
+def _next_token(output: list[int], index: int) -> int:
+    """Output token ``index``; a middle prefill chunk (index < 0) samples a token SGLang discards."""
+    return output[min(max(index, 0), len(output) - 1)]
 
 
 def make_scheduler(config: EngineConfig, pools: Pools):
@@ -182,9 +220,10 @@ def _chunked_prefill(s, schedule) -> None:
 
 def _stand_ins(s) -> None:
     """The non-policy collaborators: model worker, metrics and IPC sinks, grammar, dLLM, n-gram, KV events."""
-    metrics = NoMetrics()
+    metrics, sink = NoMetrics(), OutputSink()
     s.__dict__.update(
-        metrics_reporter=metrics, metrics_collector=metrics, load_publisher=metrics, output_streamer=OutputSink(),
+        metrics_reporter=metrics, metrics_collector=metrics, load_publisher=metrics, output_streamer=sink,
+        ipc_channels=SimpleNamespace(send_to_tokenizer=TokenizerSocket(sink)),
         model_worker=None, weight_updater=SimpleNamespace(offload_tags=set()),
         tp_worker=SimpleNamespace(model_runner=SimpleNamespace(attn_backend=None, prefill_aware_swa=False)),
         load_inquirer=SimpleNamespace(_get_num_pending_tokens=lambda chunk_deduct=0: 0, get_loads=lambda: None),

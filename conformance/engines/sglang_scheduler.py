@@ -15,7 +15,6 @@ from types import SimpleNamespace
 from conformance.engines.sglang_runtime import CONTEXT_LEN, VOCAB_SIZE, Pools
 from conformance.scenario import EngineConfig, ServedRequest
 
-
 STALL_POLLS = 64  # idle scheduler iterations with the request still waiting: SGLang will never admit it
 
 
@@ -131,7 +130,7 @@ def teacher_forced_forward(scheduler, client: Client):
         # loop output_ids still lags by the step whose result is not processed yet, so count positions
         seq_lens = batch.seq_lens_cpu.tolist()
         tokens = [_next_token(client.outputs[req.rid], seq_len - len(req.origin_input_ids))
-                  for req, seq_len in zip(batch.reqs, seq_lens)]
+                  for req, seq_len in zip(batch.reqs, seq_lens, strict=True)]
         batch.input_ids = None  # the overlap path relays the next input through the future map
         return GenerationBatchResult(next_token_ids=torch.tensor(tokens, dtype=torch.int64))
 

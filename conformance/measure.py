@@ -10,12 +10,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 
-from conformance.compare import MODES, disagreements
+from conformance.compare import MODES, Disagreement, disagreements
 from conformance.generate import generate
+from conformance.scenario import EngineOutcome
+
+SIM_LIMIT_S = 60  # a simulate run that has not ended by then is reported as a simulator timeout
+
+
+@contextmanager
+def _time_limit(seconds: int):
+    def expire(signum, frame):
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _write(out, row: dict) -> None:
+    if out is not None:
+        out.write(json.dumps(row) + "\n")
+        out.flush()
 
 
 def _seeds(text: str) -> list[int]:
@@ -43,13 +68,21 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
         result = driver.run(scenario, preset)
     except Exception as error:  # a crash or livelock of the engine's own loop is a finding, not a stop
         counts["errors"] += 1
-        if out is not None:
-            out.write(json.dumps({"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                                  "preset": preset, "error": f"{type(error).__name__}: {error}"}) + "\n")
+        _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
+                     "preset": preset, "error": f"{type(error).__name__}: {error}"})
         return
     counts["engine_s"] += time.perf_counter() - started
     counts["runs"] += 1
-    found = disagreements(scenario, preset, result)
+    found = []
+    for mode in MODES:
+        try:
+            with _time_limit(SIM_LIMIT_S):
+                found += disagreements(scenario, preset, result, modes=(mode,))
+        except TimeoutError:  # the simulator's own loop did not end: a finding for the simulator
+            counts["sim_timeouts", mode] += 1
+            _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
+                         "preset": preset, "mode": mode, "sim_error": f"no result within {SIM_LIMIT_S} s"})
+            found += [Disagreement(r, mode, o, EngineOutcome(-1, False, "timeout")) for r, o in result.items()]
     for mode in MODES:
         key = (mode, preset, scenario.pressure)
         counts["requests", key] += len(result)
@@ -57,10 +90,9 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
         counts["scenarios", key] += 1
         counts["scenarios_equal", key] += not any(d.mode == mode for d in found)
     for d in found:
-        if out is not None:
-            out.write(json.dumps({"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                                  "preset": preset, "mode": d.mode, "request": d.request_id,
-                                  "engine": list(d.engine), "simulated": list(d.simulated)}) + "\n")
+        _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
+                     "preset": preset, "mode": d.mode, "request": d.request_id,
+                     "engine": list(d.engine), "simulated": list(d.simulated)})
 
 
 def table(counts: Counter) -> str:
@@ -71,6 +103,8 @@ def table(counts: Counter) -> str:
         lines.append(f"{mode:7} {preset:14} {str(pressure):8} {counts['scenarios', key]:9d} "
                      f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}")
     rejected = {p: counts["rejected", p] for p in (False, True) if counts["rejected", p]}
+    timeouts = {m: counts["sim_timeouts", m] for m in MODES if counts["sim_timeouts", m]}
+    lines.append(f"simulator timeouts (> {SIM_LIMIT_S} s): {timeouts or 'none'}")
     lines.append(f"engine errors: {counts['errors']}; engine rejected (accepts): {rejected or 'none'}; "
                  f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs")
     return "\n".join(lines)

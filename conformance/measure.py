@@ -48,7 +48,7 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def measure(engine: str, seeds: list[int], pressures: list[bool], out) -> Counter:
+def measure(engine: str, seeds: list[int], pressures: list[bool], out, sim_limit_s: int = SIM_LIMIT_S) -> Counter:
     driver = importlib.import_module(f"conformance.engines.{engine}")
     counts: Counter = Counter()
     for pressure in pressures:
@@ -58,11 +58,11 @@ def measure(engine: str, seeds: list[int], pressures: list[bool], out) -> Counte
                 counts["rejected", pressure] += 1
                 continue
             for preset in driver.PRESETS:
-                _measure_one(driver, scenario, preset, counts, out)
+                _measure_one(driver, scenario, preset, counts, out, sim_limit_s)
     return counts
 
 
-def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
+def _measure_one(driver, scenario, preset: str, counts: Counter, out, sim_limit_s: int) -> None:
     started = time.perf_counter()
     try:
         result = driver.run(scenario, preset)
@@ -76,12 +76,12 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
     found = []
     for mode in MODES:
         try:
-            with _time_limit(SIM_LIMIT_S):
+            with _time_limit(sim_limit_s):
                 found += disagreements(scenario, preset, result, modes=(mode,))
         except TimeoutError:  # the simulator's own loop did not end: a finding for the simulator
             counts["sim_timeouts", mode] += 1
             _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                         "preset": preset, "mode": mode, "sim_error": f"no result within {SIM_LIMIT_S} s"})
+                         "preset": preset, "mode": mode, "sim_error": f"no result within {sim_limit_s} s"})
             found += [Disagreement(r, mode, o, EngineOutcome(-1, False, "timeout")) for r, o in result.items()]
     for mode in MODES:
         key = (mode, preset, scenario.pressure)
@@ -95,7 +95,7 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out) -> None:
                      "engine": list(d.engine), "simulated": list(d.simulated)})
 
 
-def table(counts: Counter) -> str:
+def table(counts: Counter, sim_limit_s: int = SIM_LIMIT_S) -> str:
     keys = sorted({k[1] for k in counts if isinstance(k, tuple) and k[0] == "requests"}, key=str)
     lines = [f"{'mode':7} {'preset':14} {'pressure':8} {'scenarios':>9} {'sc.equal':>8} {'requests':>8} {'equal':>6}"]
     for mode, preset, pressure in keys:
@@ -104,7 +104,7 @@ def table(counts: Counter) -> str:
                      f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}")
     rejected = {p: counts["rejected", p] for p in (False, True) if counts["rejected", p]}
     timeouts = {m: counts["sim_timeouts", m] for m in MODES if counts["sim_timeouts", m]}
-    lines.append(f"simulator timeouts (> {SIM_LIMIT_S} s): {timeouts or 'none'}")
+    lines.append(f"simulator timeouts (> {sim_limit_s} s): {timeouts or 'none'}")
     lines.append(f"engine errors: {counts['errors']}; engine rejected (accepts): {rejected or 'none'}; "
                  f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs")
     return "\n".join(lines)
@@ -116,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-199")
     parser.add_argument("--pressure", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--out")
+    parser.add_argument("--sim-limit", type=int, default=SIM_LIMIT_S, help="seconds a simulate run may take")
     args = parser.parse_args(argv)
     pressures = {"both": [False, True], "yes": [True], "no": [False]}[args.pressure]
     out = open(args.out, "w") if args.out else None
     try:
-        print(table(measure(args.engine, _seeds(args.seeds), pressures, out)))
+        print(table(measure(args.engine, _seeds(args.seeds), pressures, out, args.sim_limit), args.sim_limit))
     finally:
         if out is not None:
             out.close()

@@ -8,6 +8,7 @@ scenario on every machine.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 
@@ -17,6 +18,7 @@ _COMPONENTS = {
     "freetoken": ("full+swa", "full+mamba"),
     "vllm": ("full+swa", "full+mamba", "full+swa+mamba"),
 }
+_SGLANG_MIN_STATES = 5
 _PAGES = {"sglang": (16, 32, 64, 128), "freetoken": (1, 1, 4, 16, 64), "vllm": (16, 32, 64)}
 
 
@@ -28,6 +30,9 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     config = _config(rng, engine)
     requests = _requests(rng, kind, config)
     config = _with_pools(rng, config, requests, pressure)
+    if engine == "sglang" and config.has_mamba and config.mamba_states < _SGLANG_MIN_STATES:
+        # SGLang refuses to start below 5 states (3 + 2 ping-pong slots per running request)
+        config = replace(config, mamba_states=_SGLANG_MIN_STATES)
     return Scenario(f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}", engine, seed, kind, pressure,
                     config, trace_lines(_chained(requests)))
 
@@ -125,8 +130,6 @@ def _chained(requests: list[dict]) -> list[dict]:
 
 
 def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool) -> EngineConfig:
-    from dataclasses import replace
-
     from conformance.scenario import Scenario
 
     probe = Scenario("probe", "", 0, "", False, config, trace_lines(_chained(requests)))

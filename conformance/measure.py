@@ -44,8 +44,12 @@ def _write(out, row: dict) -> None:
 
 
 def _seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    """``0-199``, ``5,12,13`` or a mix."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        seeds += range(int(lo), int(hi or lo) + 1)
+    return seeds
 
 
 def measure(engine: str, seeds: list[int], pressures: list[bool], out, sim_limit_s: int = SIM_LIMIT_S) -> Counter:

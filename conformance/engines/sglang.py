@@ -51,9 +51,9 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
         client = serve(make_scheduler(scenario.config, pools), requests)
     for r in requests:
         req = client.reqs[r.request_id]
-        if req.finished_reason is not None and not _aborted(req) and list(req.output_ids) != r.output:
+        if req.finished_reason is not None and not _aborted(req) and list(req.output_ids) != list(r.output):
             raise RuntimeError(f"{r.request_id}: SGLang committed other tokens than the teacher-forced output")
-    return {r.request_id: _outcome(client.reqs[r.request_id], r.request_id in client.never_admitted)
+    return {r.request_id: _outcome(client.reqs[r.request_id], client.never_admitted.get(r.request_id))
             for r in requests}
 
 
@@ -63,15 +63,18 @@ def _aborted(req) -> bool:
     return isinstance(req.finished_reason, FINISH_ABORT)
 
 
-NEVER_ADMITTED = ("never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would "
-                  "wait forever)")
+STALLED = {
+    "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
+               "forever)",
+    "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
+}
 
 
-def _outcome(req, never_admitted: bool) -> EngineOutcome:
+def _outcome(req, stalled: str | None) -> EngineOutcome:
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-    if never_admitted:
-        return EngineOutcome(0, served=False, note=NEVER_ADMITTED)
+    if stalled is not None:
+        return EngineOutcome(0, served=False, note=STALLED[stalled])
     if isinstance(req.finished_reason, FINISH_ABORT):
         return EngineOutcome(0, served=False, note=str(req.finished_reason.message))
     return EngineOutcome(int(req.cached_tokens))

@@ -64,8 +64,8 @@ class Client:
         self.scheduler, self.pending, self.current = scheduler, list(requests), None
         self.outputs: dict[str, list[int]] = {r.request_id: list(r.output) for r in requests}
         self.reqs: dict[str, object] = {}
-        self.num_polls = self.num_stalled_polls = 0
-        self.never_admitted: set[str] = set()
+        self.num_polls = self.num_stalled_polls = self.last_forward_ct = 0
+        self.never_admitted: dict[str, str] = {}  # request id -> "waiting" | "chunked"
         self.max_polls = 20 * sum(len(r.prompt) + len(r.output) for r in requests) + 1000
 
     def __call__(self, stop_at_pause: bool = False) -> list:
@@ -83,16 +83,24 @@ class Client:
         return []
 
     def _give_up_if_never_admitted(self) -> None:
-        """A request the idle scheduler keeps refusing (PrefillAdder answers NO_TOKEN and nothing will ever
-        free memory) would wait forever in SGLang; the client gives up on it after STALL_POLLS idle polls."""
+        """A request SGLang can never move on (the idle scheduler's PrefillAdder answers NO_TOKEN to it, or
+        to its next prefill chunk, every pass) would wait forever in SGLang. After STALL_POLLS passes with
+        no forward the client gives up: a waiting request leaves the queue; a stalled chunked request is
+        aborted through SGLang's own path (``_pending_chunked_abort_req``, as ``abort_request`` does)."""
         s, req = self.scheduler, self.current
-        idle = (req in s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None
-                and not s.result_queue and s.last_batch is None)
-        self.num_stalled_polls = self.num_stalled_polls + 1 if idle else 0
-        if self.num_stalled_polls >= STALL_POLLS:
+        moved = s.forward_ct != self.last_forward_ct or s.result_queue or s.last_batch is not None
+        self.last_forward_ct = s.forward_ct
+        self.num_stalled_polls = 0 if moved else self.num_stalled_polls + 1
+        if self.num_stalled_polls < STALL_POLLS or req.rid in self.never_admitted:
+            return
+        if req in s.waiting_queue:
             s.waiting_queue.remove(req)
-            self.never_admitted.add(req.rid)
             s.output_streamer.finished.add(req.rid)
+        elif s.chunked_req is req:
+            s._pending_chunked_abort_req = req
+        else:
+            raise RuntimeError(f"{req.rid}: SGLang's scheduler stopped with the request neither waiting nor chunked")
+        self.never_admitted[req.rid] = "waiting" if req.rid in s.output_streamer.finished else "chunked"
 
     def _submit(self, request: ServedRequest):
         """The tail of Scheduler._handle_generate_request for a plain text request."""

@@ -7,6 +7,7 @@ call; the pools, allocators and ``UnifiedRadixCache`` are SGLang's own classes.
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import logging
 import math
 import sys
@@ -32,15 +33,22 @@ def import_sglang() -> None:
     """
     if "sglang.srt.managers.scheduler" in sys.modules:
         return
+    if importlib.util.find_spec("sglang") is None:
+        raise ImportError("sglang is not installed (see conformance/requirements-sglang.txt)")
     from transformers.utils import import_utils
 
     if import_utils.is_torchvision_available():
         raise RuntimeError("a real torchvision is installed: the CPU driver expects none (see docs)")
     for name in _STUBBED:
         sys.modules.setdefault(name, _placeholder_module(name))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import sglang.srt.managers.scheduler  # noqa: F401
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import sglang.srt.managers.scheduler  # noqa: F401
+    except BaseException:
+        for name in _STUBBED:  # leave no placeholder behind for whoever imports next
+            sys.modules.pop(name, None)
+        raise
     _no_pinned_memory()
     logging.getLogger("sglang").setLevel(logging.ERROR)  # retraction and pool warnings stay visible at ERROR
 

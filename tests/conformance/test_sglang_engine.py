@@ -43,6 +43,17 @@ def test_exact_repeat_finished_at_prefill_reuses_every_whole_page():
     assert _cached(driver.run(scenario, "sglang-retain")) == [0, 960]
 
 
+def test_swa_frontier_at_a_prefill_checkpoint_counts_the_unfloored_prompt():
+    # a: 2126 tokens in, W 24, page 64. Its prefill checkpoint frees SWA below
+    # floor_64((2126 - 1) - ceil_64(max(24, 64))) = 2048, so [0, 2048) enters the tree as a tombstone.
+    # b shares 2087 tokens: its key floors to 2048, a node with no live window under it: nothing reused.
+    shared = {"ref": "system", "len": 2087}
+    requests = [{"id": "a", "prompt": [shared, {"ref": "a-q", "len": 39}], "output_len": 2},
+                {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 49}], "output_len": 2}]
+    config = _config("full+swa", window=24)
+    assert _cached(driver.run(_scenario(config, requests), "sglang-retain")) == [0, 0]
+
+
 def test_mamba_fanout_reuses_the_shared_prefix_only_after_a_branch_checkpoint():
     # a: prefill checkpoint at floor(612 / 64) * 64 = 576, past the shared 512. b: its FULL hit (512) splits
     # that node and ends on a state-less node (cached 0), but the split sets mamba_branching_seqlen = 512,
@@ -58,6 +69,14 @@ def test_generated_scenarios_match_the_engine_numbers_recorded_for_0_5_23():
     # regression pins of SGLang's own answers (seed 1: a FULL+SWA repeat; seed 3: the same, chunked)
     assert _cached(driver.run(generate("sglang", 1), "sglang-retain")) == [0, 864]
     assert _cached(driver.run(generate("sglang", 3), "sglang")) == [0, 1472]
+
+
+def test_pressure_scenarios_match_the_engine_numbers_recorded_for_0_5_23():
+    # seed 163: the running request's 3 MAMBA slots leave 2 of 5 for the tree, so the 512 checkpoint is gone
+    assert _cached(driver.run(generate("sglang", 163, pressure=True), "sglang")) == [0, 0]
+    # seed 77: t0 is served, then PrefillAdder never admits t1 on the idle pool
+    served = [o.served for o in driver.run(generate("sglang", 77, pressure=True), "sglang").values()]
+    assert served == [True, False, False, False]
 
 
 def test_too_few_mamba_states_is_refused_like_sglang_refuses_to_start():

@@ -43,6 +43,15 @@ def test_exact_repeat_finished_at_prefill_reuses_every_whole_page():
     assert _cached(driver.run(scenario, "sglang-retain")) == [0, 960]
 
 
+def test_a_request_finishing_at_its_prefill_inserts_its_window_live():
+    # a: 1000 tokens in, one token out: release_kv_cache inserts [0, 960) with no out-of-window free, so b
+    # (800 shared tokens, key floored to 768) splits a live node: 768 reused.
+    shared = {"ref": "system", "len": 800}
+    requests = [{"id": "a", "prompt": [shared, {"ref": "a-q", "len": 200}], "output_len": 1},
+                {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 50}], "output_len": 1}]
+    assert _cached(driver.run(_scenario(_config("full+swa"), requests), "sglang")) == [0, 768]
+
+
 def test_swa_frontier_at_a_prefill_checkpoint_counts_the_unfloored_prompt():
     # a: 2126 tokens in, W 24, page 64. Its prefill checkpoint frees SWA below
     # floor_64((2126 - 1) - ceil_64(max(24, 64))) = 2048, so [0, 2048) enters the tree as a tombstone.

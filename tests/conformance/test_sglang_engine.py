@@ -88,6 +88,11 @@ def test_pressure_scenarios_match_the_engine_numbers_recorded_for_0_5_23():
     assert served == [True, False, False, False]
 
 
+def test_a_rerun_in_the_same_process_gives_the_same_outcomes():
+    scenario = generate("sglang", 2, pressure=True)
+    assert driver.run(scenario, "sglang-retain") == driver.run(scenario, "sglang-retain")
+
+
 def test_too_few_mamba_states_is_refused_like_sglang_refuses_to_start():
     config = _config("full+mamba", mamba_states=4)
     assert "resolve_max_num_reqs" in driver.accepts(config)

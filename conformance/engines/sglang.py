@@ -49,18 +49,24 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
 
     with envs.SGLANG_SWA_EVICTION_INTERVAL.override(scenario.config.swa_eviction_interval):
         client = serve(make_scheduler(scenario.config, pools), requests)
+    outcomes = {}
     for r in requests:
-        req = client.reqs[r.request_id]
-        if req.finished_reason is not None and not _aborted(req) and list(req.output_ids) != list(r.output):
-            raise RuntimeError(f"{r.request_id}: SGLang committed other tokens than the teacher-forced output")
-    return {r.request_id: _outcome(client.reqs[r.request_id], client.never_admitted.get(r.request_id))
-            for r in requests}
+        req, stalled = client.reqs[r.request_id], client.never_admitted.get(r.request_id)
+        outcomes[r.request_id] = _outcome(req, stalled)
+        if outcomes[r.request_id].served and (not req.finished() or list(req.output_ids) != list(r.output)):
+            raise RuntimeError(f"{r.request_id}: SGLang did not commit the teacher-forced output")
+    return outcomes
 
 
-def _aborted(req) -> bool:
+def _abort_reason(req):
+    """SGLang's abort of a request: its finish reason, or the one ``retract_decode`` (a lone request that
+    cannot be retracted) or ``init_req_max_new_tokens`` left in ``to_finish``."""
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-    return isinstance(req.finished_reason, FINISH_ABORT)
+    for reason in (req.finished_reason, req.to_finish):
+        if isinstance(reason, FINISH_ABORT):
+            return reason
+    return None
 
 
 STALLED = {
@@ -71,10 +77,9 @@ STALLED = {
 
 
 def _outcome(req, stalled: str | None) -> EngineOutcome:
-    from sglang.srt.managers.schedule_batch import FINISH_ABORT
-
     if stalled is not None:
         return EngineOutcome(0, served=False, note=STALLED[stalled])
-    if isinstance(req.finished_reason, FINISH_ABORT):
-        return EngineOutcome(0, served=False, note=str(req.finished_reason.message))
+    abort = _abort_reason(req)
+    if abort is not None:
+        return EngineOutcome(0, served=False, note=f"aborted: {abort.message}")
     return EngineOutcome(int(req.cached_tokens))

@@ -71,7 +71,6 @@ def test_s1_shape_floor_on_reuses_every_decode_region():
         assert int(row["sglang:hits"].split("/")[0]) < 4
         assert row["regressed_requests"] == 0
         assert row["sglang-retain:recomputed"] < row["sglang:recomputed"]
-        assert row["sglang-retain:peak_swa_slots"] >= row["sglang:peak_swa_slots"]
 
 
 def test_s2_cliff_sits_at_distance_16():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from sim.atomic import describe_os_error
 from sim.cache.knobs import NONE, KnobSpec
 from sim.cache.policies import policy_names
 from sim.cache.policy import CLI_KNOBS
@@ -36,10 +37,13 @@ class InputError(click.ClickException):
 
 
 def call_library(fn: Callable, *args, **kwargs):
-    """Run a library call, turning bad-input exceptions into an InputError."""
+    """Run a library call, turning bad-input exceptions into an InputError: a bad value (TraceError is a
+    ValueError) as its message, a disk or permission error as one line naming the path and the errno."""
     try:
         return fn(*args, **kwargs)
-    except (ValueError, OSError) as e:  # TraceError is a ValueError
+    except OSError as e:
+        raise InputError(describe_os_error(e)) from e
+    except ValueError as e:
         raise InputError(str(e)) from e
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
+from sim.cache.knobs import MAX_INT
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
@@ -46,15 +47,28 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
     page = policy.page_size
-    by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
-                                  config.mamba_full_memory_ratio)
+    by_memory = None
+    if config.pool_tokens is None or config.mamba_states is None:  # an explicit size is not checked against it
+        by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
+                                      config.mamba_full_memory_ratio)
     if config.pool_tokens is None:
         sizes = by_memory
     else:
         sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio)
     states = by_memory.states if config.mamba_states is None else config.mamba_states
     swa_pages = max(sizes.swa_pages, swa_floor_pages(model, policy)) if model.has_swa else 0
-    return PoolSizes(sizes.full_pages, swa_pages, states)
+    return _within_limits(PoolSizes(sizes.full_pages, swa_pages, states), page)
+
+
+def _within_limits(sizes: PoolSizes, page: int) -> PoolSizes:
+    """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
+    for name, count, unit in (("FULL", sizes.full_pages * page, "tokens"), ("SWA", sizes.swa_pages * page, "tokens"),
+                              ("MAMBA", sizes.states, "states")):
+        if count > MAX_INT:
+            raise ValueError(f"the {name} pool would hold {count} {unit}, more than {MAX_INT}: give a smaller "
+                             "--kv-memory-gb, --pool-tokens or --mamba-states, or smaller knobs (the SWA pool's "
+                             "floor grows with --max-running-requests, --window and --chunked-prefill-size)")
+    return sizes
 
 
 def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
@@ -125,15 +139,19 @@ def max_running(policy: Policy, manager: CacheManager, sizes: PoolSizes) -> int:
 
 
 def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):
+    """Why a request can never run, decided before it is queued: the same needs the manager's admission
+    asks of the pools (its whole sequence in FULL pages, the engine's states per admitted request)."""
     page = manager.page_size
+    states = manager.rules.admission_states if manager.has_mamba else 0
 
     def why_not(request_id: str) -> str | None:
         total = trace.prompt_len(request_id) + trace.request(request_id).output_len
         pages = -(-total // page)
         if pages > sizes.full_pages:
             return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
-        if manager.has_mamba and sizes.states < 2:
-            return f"needs 2 MAMBA states (running + checkpoint), the pool has {sizes.states}"
+        if states > sizes.states:
+            return (f"needs {states} MAMBA states (the running state + {states - 1} checkpoint slots), the pool "
+                    f"has {sizes.states}")
         return None
 
     return why_not

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from reports.tables import compare_table, summary_table
+from sim.atomic import atomic_write_many
 from sim.metrics import compare
 from sim.simulate import SimConfig, SimResult, simulate
 from sim.trace import Trace
@@ -54,13 +54,9 @@ def write_tables(result: SimResult, out_dir: str, other: SimResult | None = None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = [("", result)] + ([(f".{other.config.policy}", other)] if other is not None else [])
+    files = {}
     for suffix, run in runs:
-        _atomic(out / f"requests{suffix}.csv", run.requests.to_csv(index=False))
-        _atomic(out / f"steps{suffix}.csv", run.steps.to_csv(index=False))
-        _atomic(out / f"summary{suffix}.json", json.dumps(run.summary, indent=1, sort_keys=True) + "\n")
-
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+        files[out / f"requests{suffix}.csv"] = run.requests.to_csv(index=False)
+        files[out / f"steps{suffix}.csv"] = run.steps.to_csv(index=False)
+        files[out / f"summary{suffix}.json"] = json.dumps(run.summary, indent=1, sort_keys=True) + "\n"
+    atomic_write_many(files)

@@ -15,19 +15,13 @@ killed half-way leaves every finished point usable and no half-written one.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from sim.atomic import atomic_write, atomic_write_many
+
 MANIFEST = "grid.json"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary sibling, then rename: a reader sees the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def dump_json(value: object) -> str:
@@ -56,9 +50,9 @@ class PointStore:
 
     def write_point(self, record: dict, requests_csv: str, steps_csv: str) -> None:
         key = record["key"]
-        atomic_write(self.point_path(key, ".requests.csv"), requests_csv)
-        atomic_write(self.point_path(key, ".steps.csv"), steps_csv)
-        atomic_write(self.point_path(key), dump_json(record))
+        # the JSON is renamed last: its presence means the point is complete
+        atomic_write_many({self.point_path(key, ".requests.csv"): requests_csv,
+                           self.point_path(key, ".steps.csv"): steps_csv, self.point_path(key): dump_json(record)})
         self.failure_path(key).unlink(missing_ok=True)  # an earlier failure of this point is now stale
 
     def write_failure(self, record: dict) -> None:

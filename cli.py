@@ -6,8 +6,10 @@ leaves no partial file behind.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import signal
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +36,38 @@ class InputError(click.ClickException):
     """Bad user input: exit status 2, like click's own usage errors."""
 
     exit_code = 2
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C or SIGTERM: what was finished is kept; the shell's status for the signal (128 + its number)."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+    def show(self, file=None) -> None:
+        click.echo(f"interrupted: {self.message}", err=True)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it stops as it does on Ctrl-C."""
+
+
+@contextlib.contextmanager
+def _interrupt_on_sigterm():
+    """SIGTERM stops a long command as Ctrl-C does: workers stopped, temporary files removed."""
+    def interrupt(signum, frame):
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def call_library(fn: Callable, *args, **kwargs):
@@ -277,13 +311,18 @@ def grid(ctx, trace_path, mode, calibration, out_dir, jobs, ray_address, **axis_
     """Simulate every combination of the comma-list knobs, one stored result per point; a rerun skips
     finished points. Exit status 1 when some point failed (each is printed with its configuration)."""
     from sim.grid.axes import expand, parse_axes
-    from sim.grid.sweep import describe_run, run_grid
+    from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace_io import STDIN, save_stdin
 
     configs = call_library(expand, call_library(parse_axes, axis_texts), calibration, mode)
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
-        trace_path = call_library(save_stdin, out_dir)
-    run = call_library(run_grid, trace_path, configs, out_dir, jobs, ray_address)
+        trace_path = call_library(save_stdin, out_dir, check=load_trace)
+    with _interrupt_on_sigterm():
+        try:
+            run = call_library(run_grid, trace_path, configs, out_dir, jobs, ray_address)
+        except KeyboardInterrupt as e:
+            signum = signal.SIGTERM if isinstance(e, _Terminated) else signal.SIGINT
+            raise Interrupted(describe_interrupted(out_dir), signum) from None
     click.echo(describe_run(run))
     ctx.exit(1 if run.failed else 0)
 

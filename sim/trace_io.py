@@ -12,6 +12,7 @@ import json
 import os
 import stat
 import sys
+import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,11 +151,21 @@ def read_stored_bytes(path: str | os.PathLike) -> bytes:
         return f.read()
 
 
-def save_stdin(folder: str | os.PathLike, name: str = "stdin-trace.jsonl") -> Path:
-    """Standard input's bytes saved as ``folder/name`` (atomically): for commands that hand a path on."""
+def save_stdin(folder: str | os.PathLike, name: str = "stdin-trace.jsonl", check=None) -> Path:
+    """Standard input's bytes saved as ``folder/name`` (atomically): for commands that hand a path on.
+    ``check(path)`` (a loader) sees them first, from a private copy: a bad input leaves nothing behind."""
+    data = read_stored_bytes(STDIN)
+    if check is not None:
+        with tempfile.TemporaryDirectory() as private:
+            copy = Path(private) / name
+            copy.write_bytes(data)
+            try:
+                check(copy)
+            except TraceError as e:
+                raise TraceError(display_name(STDIN), e.line, e.field, e.message) from None
     path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, read_stored_bytes(STDIN))
+    return atomic_write(path, data)
 
 
 def _stdin_bytes() -> BinaryIO:

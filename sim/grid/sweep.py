@@ -47,9 +47,10 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     store = PointStore(out_dir, create=True)
     store.write_manifest({"trace": {"path": str(trace_path), "sha256": trace_sha},
                           "points": [p.key for p in points]})
-    skipped = [p.key for p in points if store.is_done(p.key)]
+    skipped = [p.key for p in points if store.is_complete(p.key)]
+    done = set(skipped)
     tasks = [PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
-             for p in points if not store.is_done(p.key)]
+             for p in points if p.key not in done]
     jobs = jobs or default_jobs()
     outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
     ran, failed = _collect(store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress,
@@ -119,6 +120,18 @@ def _row(point: GridPoint, status: str, record: dict) -> dict:
     row.update(record.get("summary", {}))
     row["error"] = record.get("error", "")
     return row
+
+
+def describe_interrupted(out_dir: str | Path) -> str:
+    """What an interrupted sweep kept, and how to finish it."""
+    try:
+        store = PointStore(out_dir)
+        keys = store.read_manifest()["points"]
+    except (ValueError, OSError, KeyError, TypeError):
+        return "no point had finished"
+    done = sum(store.is_done(key) for key in keys)
+    return (f"{done} of {len(keys)} points are finished and kept in {store.root}; run the same command again "
+            "to finish the rest")
 
 
 def describe_run(run: GridRun) -> str:

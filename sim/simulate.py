@@ -1,13 +1,14 @@
 """One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
-from sim.cache.knobs import MAX_INT
+from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
@@ -37,7 +38,7 @@ class SimResult:
 def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     model = get_model(config.model)
     knobs = dict(config.knobs)
-    if knobs.get("window") is not None:
+    if knobs.get("window") not in (None, NONE):  # none: the model's own window
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
     return model, policy, pool_sizes(config, model, policy)
@@ -47,28 +48,43 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
     page = policy.page_size
-    by_memory = None
+    by_memory, memory = None, (f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
+                               f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio "
+                               f"{config.mamba_full_memory_ratio:g})")
     if config.pool_tokens is None or config.mamba_states is None:  # an explicit size is not checked against it
-        by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
-                                      config.mamba_full_memory_ratio)
+        with _named_by(memory):
+            by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30),
+                                          config.swa_full_tokens_ratio, config.mamba_full_memory_ratio)
     if config.pool_tokens is None:
         sizes = by_memory
     else:
-        sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio)
+        with _named_by(f"--pool-tokens {config.pool_tokens}"):
+            sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0,
+                                      config.swa_full_tokens_ratio)
     states = by_memory.states if config.mamba_states is None else config.mamba_states
-    swa_pages = max(sizes.swa_pages, swa_floor_pages(model, policy)) if model.has_swa else 0
-    return _within_limits(PoolSizes(sizes.full_pages, swa_pages, states), page)
+    floor = swa_floor_pages(model, policy) if model.has_swa else 0
+    kv_source = memory if config.pool_tokens is None else f"--pool-tokens {config.pool_tokens}"
+    _within_limit("FULL", sizes.full_pages * page, "tokens", kv_source)
+    _within_limit("SWA", sizes.swa_pages * page, "tokens", kv_source if config.swa_pool_tokens is None
+                  else f"--swa-pool-tokens {config.swa_pool_tokens}")
+    _within_limit("SWA", floor * page, "tokens", describe_swa_floor(model, policy))
+    _within_limit("MAMBA", states, "states", memory if config.mamba_states is None else "--mamba-states")
+    return PoolSizes(sizes.full_pages, max(sizes.swa_pages, floor) if model.has_swa else 0, states)
 
 
-def _within_limits(sizes: PoolSizes, page: int) -> PoolSizes:
+@contextmanager
+def _named_by(option: str):
+    """A pool size the sizing refuses, named by the option it came from."""
+    try:
+        yield
+    except ValueError as e:
+        raise ValueError(f"{option}: {e}") from None
+
+
+def _within_limit(pool: str, count: int, unit: str, source: str) -> None:
     """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
-    for name, count, unit in (("FULL", sizes.full_pages * page, "tokens"), ("SWA", sizes.swa_pages * page, "tokens"),
-                              ("MAMBA", sizes.states, "states")):
-        if count > MAX_INT:
-            raise ValueError(f"the {name} pool would hold {count} {unit}, more than {MAX_INT}: give a smaller "
-                             "--kv-memory-gb, --pool-tokens or --mamba-states, or smaller knobs (the SWA pool's "
-                             "floor grows with --max-running-requests, --window and --chunked-prefill-size)")
-    return sizes
+    if count > MAX_INT:
+        raise ValueError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
 
 
 def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
@@ -78,6 +94,14 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
     extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
     per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
     return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
+
+
+def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
+    """The SWA pool floor's terms, named by their options (for a message about its size)."""
+    extra = f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
+    return (f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
+            f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
+            f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},")
 
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,

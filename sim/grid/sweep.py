@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.calibration import load_calibration
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
 from sim.grid.progress import sweep_progress
@@ -39,7 +40,9 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     ``on_outcome`` sees each finished point; an exception there stops the sweep (finished points kept)."""
     if not configs:
         raise ValueError("the grid has no points")
-    load_trace(trace_path)  # reject a bad trace here, whole, before any worker starts
+    load_trace(trace_path)  # reject a bad trace (or calibration) here, whole, before any worker starts
+    for calibration in sorted({c.calibration for c in configs if c.calibration is not None}):
+        load_calibration(calibration)
     if ray_address:
         require_ray()
     trace_sha = file_sha256(trace_path)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import re
 import signal
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
@@ -70,6 +71,17 @@ def _interrupt_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+def call_with_options(option_names: Iterable[str], fn: Callable, *args, **kwargs):
+    """``call_library``, with a parameter a message names (``num_sessions must ...``) shown as the option
+    the user typed (``--num-sessions must ...``)."""
+    try:
+        return call_library(fn, *args, **kwargs)
+    except InputError as e:
+        for name in option_names:
+            e.message = re.sub(rf"(?<![\w-]){name}(?= must)", "--" + name.replace("_", "-"), e.message)
+        raise
+
+
 def call_library(fn: Callable, *args, **kwargs):
     """Run a library call, turning bad-input exceptions into an InputError: a bad value (TraceError is a
     ValueError) as its message, a disk or permission error as one line naming the path and the errno."""
@@ -81,7 +93,20 @@ def call_library(fn: Callable, *args, **kwargs):
         raise InputError(str(e)) from e
 
 
-@click.group()
+class _Commands(click.Group):
+    """Ctrl-C or SIGTERM in any command: one line and the signal's exit status, not click's "Aborted!"
+    (exit 1); every output is written atomically, so nothing partial is left (grid says what it kept)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            with _interrupt_on_sigterm():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            signum = signal.SIGTERM if isinstance(e, _Terminated) else signal.SIGINT
+            raise Interrupted("stopped before it finished; no output was written or changed", signum) from None
+
+
+@click.group(cls=_Commands)
 def cli() -> None:
     """hybridcache: prefix-cache reuse and pool occupancy of hybrid-model serving policies."""
 
@@ -115,7 +140,7 @@ def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Comm
                                help="the JSONL trace to write"))
 
     def run(output: str, **kwargs: object) -> None:
-        call_library(write_trace, call_library(generator, **kwargs), output)
+        call_library(write_trace, call_with_options(kwargs, generator, **kwargs), output)
 
     return click.Command(name, params=params, callback=run, help=inspect.getdoc(generator))
 
@@ -152,7 +177,7 @@ def import_(fmt: str, src: str, output: str, limit: int | None, **options) -> No
     wrong = misplaced_options(fmt, given)
     if wrong:
         raise click.UsageError(f"--{wrong[0].replace('_', '-')} does not apply to {fmt}")
-    click.echo(call_library(run_import, fmt, src, output, limit, given))
+    click.echo(call_with_options(given, run_import, fmt, src, output, limit, given))
 
 
 @trace.command("stats")
@@ -390,7 +415,8 @@ def _executor_options(fn):
         click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"])),
         click.option("--kernels", default="triton", show_default=True, type=click.Choice(["triton", "torch"])),
         click.option("--gpu", type=click.Choice(sorted(GPUS)), help="cost preset [cpu on cpu, h200 on cuda]"),
-        click.option("--seed", default=0, show_default=True, type=int, help="seed of the model's random weights"),
+        click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**63 - 1),
+                     help="seed of the model's random weights"),
         click.option("--pool-tokens", default=200_000, show_default=True, type=click.IntRange(min=1)),
         click.option("--swa-pool-tokens", type=click.IntRange(min=0)),
         click.option("--mamba-states", default=256, show_default=True, type=click.IntRange(min=2)),
@@ -423,8 +449,8 @@ def execute(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, 
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput."""
-    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states,
-                              calibration, knobs)
+    config = call_library(_executor_config, policy, model, device, gpu, pool_tokens, swa_pool_tokens,
+                          mamba_states, calibration, knobs)
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
@@ -438,7 +464,8 @@ def calibrate(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens
               output, **knobs):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""
-    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, None, knobs)
+    config = call_library(_executor_config, policy, model, device, gpu, pool_tokens, swa_pool_tokens,
+                          mamba_states, None, knobs)
     loaded = call_library(load_trace, trace_path)
     from executor.report import calibrate_from_run
 

@@ -128,7 +128,7 @@ def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=p
 def interrupt(trace: Path, out: Path, after_s: float) -> dict:
     """Ctrl-C (SIGINT to the process group) ``after_s`` seconds in."""
     process = subprocess.Popen(grid_command(trace, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_default_sigint)
     time.sleep(after_s)
     workers = children(process.pid)
     os.killpg(process.pid, signal.SIGINT)
@@ -136,6 +136,12 @@ def interrupt(trace: Path, out: Path, after_s: float) -> dict:
     return {"returncode": process.returncode, "message": stderr.strip().splitlines()[-1] if stderr.strip() else "",
             "traceback": "Traceback" in stderr, "workers_left": len(wait_gone(workers)),
             "temp_files": len(temp_files(out, out / "points", out / "failed"))}
+
+
+def _default_sigint() -> None:
+    """Ctrl-C's default action in the child: a shell starts background jobs with SIGINT ignored, and an
+    interpreter that starts with it ignored never raises KeyboardInterrupt (a terminal's job has it on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_twice(trace: Path, folder: Path) -> dict[str, bool]:
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{figures['points_seen_at_kills']}; workers outliving a kill {figures['orphans']}; stale temporary "
               f"files found after kills {figures['stale_temp_files']}, left at the end {figures['temp_files_at_end']}; "
               f"final store byte-identical to an uninterrupted run: {identical}")
-        for after_s in (1.5, 3.0):
+        for after_s in (0.5, 1.5, 3.0):
             result = interrupt(args.trace, work / f"interrupted-{after_s}", after_s)
             print(f"ctrl-c after {after_s} s: {result}")
         print(f"twice: byte-identical {run_twice(args.trace, work / 'twice')}")

@@ -35,6 +35,11 @@ class SimResult:
     summary: dict
 
 
+class PoolSizeError(ValueError):
+    """A pool size no run could use (past the 31-bit limit, or one the sizing refuses), named by its option:
+    a sweep refuses its grid up front for one, where an engine's refusal of a combination fails one point."""
+
+
 def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     model = get_model(config.model)
     knobs = dict(config.knobs)
@@ -78,13 +83,13 @@ def _named_by(option: str):
     try:
         yield
     except ValueError as e:
-        raise ValueError(f"{option}: {e}") from None
+        raise PoolSizeError(f"{option}: {e}") from None
 
 
 def _within_limit(pool: str, count: int, unit: str, source: str) -> None:
     """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
     if count > MAX_INT:
-        raise ValueError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
+        raise PoolSizeError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
 
 
 def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:

@@ -130,10 +130,10 @@ def test_unreadable_calibration_files_are_named(tmp_path, good_trace, content):
 
 
 @pytest.mark.parametrize("generator, options, located", [
-    ("multiturn", ["--num-sessions", str(10**12)], "num_sessions"),
-    ("fanout", ["--system-len", str(10**12)], "system_len"),
-    ("multiturn", ["--think-time", "1e300"], "think_time"),
-    ("multiturn", ["--request-rate", "nan"], "request_rate"),
+    ("multiturn", ["--num-sessions", str(10**12)], "--num-sessions"),
+    ("fanout", ["--system-len", str(10**12)], "--system-len"),
+    ("multiturn", ["--think-time", "1e300"], "--think-time"),
+    ("multiturn", ["--request-rate", "nan"], "--request-rate"),
 ])
 def test_trace_gen_refuses_what_would_not_fit(tmp_path, generator, options, located):
     assert_rejected(invoke(["trace", "gen", generator, *options, "-o", tmp_path / "t.jsonl"], seconds=30), located)
@@ -180,4 +180,4 @@ def test_dataset_import_options_are_bounded(tmp_path, option, value):
     source = tmp_path / "sg.json"
     source.write_text('[{"conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi"}]}]')
     result = invoke(["trace", "import", "sharegpt", source, option, value, "-o", tmp_path / "t.jsonl"])
-    assert_rejected(result, option.lstrip("-").replace("-", "_"))
+    assert_rejected(result, option)

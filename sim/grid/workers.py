@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
@@ -94,9 +95,21 @@ def _assign(worker: _Worker, queue: deque) -> None:
 def _start(context) -> _Worker:
     ours, theirs = context.Pipe()
     process = context.Process(target=_serve, args=(theirs, os.getpid()), name=WORKER_NAME, daemon=True)
-    process.start()
+    with _sigint_blocked():  # inherited: a Ctrl-C while the worker is still importing must not reach it
+        process.start()
     theirs.close()
     return _Worker(process, ours)
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back while a worker starts: the worker inherits the blocked mask (it stays blocked there,
+    and it ignores Ctrl-C once it runs), the driver gets a Ctrl-C that came meanwhile when it is unblocked."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _stop(workers: list[_Worker]) -> None:

@@ -5,7 +5,7 @@ run twice; what it must keep, leave behind and print.
   resuming the last. After every kill: no worker outlives it, every point file present is complete, and
   no finished point is recomputed later. At the end the store equals an uninterrupted run's byte for byte.
 - ctrl-c: SIGINT to the command's process group (what a terminal sends): exit 130, one clean line, no
-  traceback, no temporary file, no worker left.
+  traceback, no temporary file, no worker left; SIGTERM to the grid process alone: the same, exit 143.
 - twice: the same command run twice (grid, simulate --out, report, trace import) gives byte-identical files.
 
     python benchmarks/grid_faults.py [--kills 10] [--seed 0] [--trace T] [--workdir DIR]
@@ -125,13 +125,17 @@ def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=p
     return figures
 
 
-def interrupt(trace: Path, out: Path, after_s: float) -> dict:
-    """Ctrl-C (SIGINT to the process group) ``after_s`` seconds in."""
+def interrupt(trace: Path, out: Path, after_s: float, signum: int = signal.SIGINT) -> dict:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) ``after_s`` seconds in; SIGTERM goes to
+    the grid process alone (as ``kill`` sends it): its workers must not outlive it either way."""
     process = subprocess.Popen(grid_command(trace, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True, preexec_fn=_default_sigint)
     time.sleep(after_s)
     workers = children(process.pid)
-    os.killpg(process.pid, signal.SIGINT)
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        os.kill(process.pid, signum)
     stdout, stderr = process.communicate(timeout=60)
     return {"returncode": process.returncode, "message": stderr.strip().splitlines()[-1] if stderr.strip() else "",
             "traceback": "Traceback" in stderr, "workers_left": len(wait_gone(workers)),
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
         for after_s in (0.5, 1.5, 3.0):
             result = interrupt(args.trace, work / f"interrupted-{after_s}", after_s)
             print(f"ctrl-c after {after_s} s: {result}")
+        result = interrupt(args.trace, work / "terminated", 3.0, signal.SIGTERM)
+        print(f"SIGTERM to the grid process alone after 3.0 s: {result}")
         print(f"twice: byte-identical {run_twice(args.trace, work / 'twice')}")
     finally:
         if args.workdir is None:

@@ -200,3 +200,10 @@ def test_ctrl_c_is_one_clean_line_and_leaves_nothing_running(tmp_path):
 def test_the_same_commands_twice_give_byte_identical_outputs(tmp_path):
     assert grid_faults.run_twice(grid_faults.DEFAULT_TRACE, tmp_path) == {
         "grid": True, "report": True, "simulate --out": True, "trace import": True}
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_grid_alone_stops_its_workers_too(tmp_path):
+    result = grid_faults.interrupt(grid_faults.DEFAULT_TRACE, tmp_path / "out", 3.0, signal.SIGTERM)
+    assert result["returncode"] == 143 and not result["traceback"] and result["message"].startswith("interrupted: ")
+    assert result["workers_left"] == 0 and result["temp_files"] == 0

@@ -52,8 +52,11 @@ class CacheManager(PlainDecodes):
         req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
                            kv_len=match.cached_len, prefix_len=match.cached_len)
         num_states = self.rules.admission_states if self.has_mamba else 0
-        refusal = self.rules.reserve(self, 0, 0, num_states) if num_states else None
-        refusal = refusal or self.rules.admission_refusal(self, req)
+        checks = [lambda: self.rules.reserve(self, 0, 0, num_states) if num_states else None,
+                  lambda: self.rules.admission_refusal(self, req)]
+        if self.rules.budget_before_states:
+            checks.reverse()
+        refusal = checks[0]() or checks[1]()
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
@@ -82,6 +85,7 @@ class CacheManager(PlainDecodes):
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}")
         self.rules.before_prefill_chunk(self, req)
+        self._evict_ahead(req.pages_needed(req.kv_len + chunk_len))
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
@@ -93,9 +97,13 @@ class CacheManager(PlainDecodes):
     # ---- decode -------------------------------------------------------------------------------------
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
+        refusal = self.rules.decode_refusal(self, req)
+        if refusal is not None:
+            return refusal
         target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
         if target is not None:
             self.free_swa_below(req, target)
+        self._evict_ahead(0)
         plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
         if not isinstance(plan, Refusal):
             self.rules.after_decode_planned(self, req)
@@ -184,6 +192,20 @@ class CacheManager(PlainDecodes):
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
             planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
+
+    def _evict_ahead(self, num_pages: int) -> None:
+        """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and the engine's slack
+        free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
+        slack = self.rules.alloc_slack_pages
+        if slack:
+            self.rules.reserve(self, num_pages + slack, 0, 0)
+            if self.has_swa:
+                self.rules.reserve(self, 0, num_pages + slack, 0)
+
+    def has_slack(self) -> bool:
+        """Whether each KV pool already has the engine's slack free (a decode step would evict nothing)."""
+        slack = self.rules.alloc_slack_pages
+        return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)
 
     def _resume_state(self, match: MatchResult) -> int | None:
         """The tree state a hit copies into the request's running state."""

@@ -12,7 +12,7 @@ from sim.cache.results import Refusal
 
 class PlainDecodes:
     """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``,
-    ``prepare_decode`` and ``complete_decode``."""
+    ``has_slack``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
@@ -40,7 +40,9 @@ class PlainDecodes:
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
-        no SWA free fires), or fewer."""
+        no SWA free fires, no eviction for the engine's slack), or fewer."""
+        if not self.has_slack():
+            return 0
         steps = (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size - req.kv_len
         rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)
         return max(min(steps, rule_steps), 0)

@@ -52,11 +52,7 @@ class CacheManager(PlainDecodes):
         req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
                            kv_len=match.cached_len, prefix_len=match.cached_len)
         num_states = self.rules.admission_states if self.has_mamba else 0
-        checks = [lambda: self.rules.reserve(self, 0, 0, num_states) if num_states else None,
-                  lambda: self.rules.admission_refusal(self, req)]
-        if self.rules.budget_before_states:
-            checks.reverse()
-        refusal = checks[0]() or checks[1]()
+        refusal = self._admission_refusal(req, num_states)
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
@@ -193,19 +189,26 @@ class CacheManager(PlainDecodes):
             planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
 
+    def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
+        """The engine's admission check and the admission states' reservation, in the engine's order."""
+        def reserve_states() -> Refusal | None:
+            return self.rules.reserve(self, 0, 0, num_states) if num_states else None
+
+        if self.rules.budget_before_states:
+            return self.rules.admission_refusal(self, req) or reserve_states()
+        return reserve_states() or self.rules.admission_refusal(self, req)
+
     def _evict_ahead(self, num_pages: int) -> None:
         """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and the engine's slack
         free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
         slack = self.rules.alloc_slack_pages
-        if slack:
-            self.rules.reserve(self, num_pages + slack, 0, 0)
-            if self.has_swa:
-                self.rules.reserve(self, 0, num_pages + slack, 0)
-
-    def has_slack(self) -> bool:
-        """Whether each KV pool already has the engine's slack free (a decode step would evict nothing)."""
-        slack = self.rules.alloc_slack_pages
-        return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)
+        if not slack:
+            return
+        target = num_pages + slack
+        if self.pools[FULL].num_free < target:
+            self.rules.reserve(self, target, 0, 0)
+        if self.has_swa and self.pools[SWA].num_free < target:
+            self.rules.reserve(self, 0, target, 0)
 
     def _resume_state(self, match: MatchResult) -> int | None:
         """The tree state a hit copies into the request's running state."""

@@ -23,11 +23,11 @@ class SGLangAdmission:
     # budget never continues waits forever: neither is requeued
     requeues_lone_request = False
 
-    @property
-    def alloc_slack_pages(self) -> int:
-        """``alloc_paged_token_slots_extend`` / ``_decode`` evict for a page per request more than they
-        allocate; the unpaged allocator (page 1) evicts for exactly what it allocates."""
-        return 1 if self.page_size > 1 else 0
+    def __init__(self, resolved):
+        super().__init__(resolved)
+        # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
+        # unpaged allocator (page 1) evicts for exactly what it allocates
+        self.alloc_slack_pages = 1 if self.page_size > 1 else 0
 
     def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
         """``add_one_req`` with the matched prefix locked (``_lock_node``): SGLang's ``check_prefill``."""

@@ -34,7 +34,8 @@ def import_sglang() -> None:
     if "sglang.srt.managers.scheduler" in sys.modules:
         return
     if importlib.util.find_spec("sglang") is None:
-        raise ImportError("sglang is not installed (see conformance/requirements-sglang.txt)")
+        raise ImportError("sglang is not installed (pip install --no-deps -c constraints-cpu.txt "
+                          "-r conformance/requirements.txt)")
     from transformers.utils import import_utils
 
     if import_utils.is_torchvision_available():

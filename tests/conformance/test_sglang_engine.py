@@ -1,7 +1,8 @@
 """The SGLang 0.5.23 conformance driver: SGLang's own cache code on CPU gives the numbers derived by hand
 from its rules, refuses what SGLang refuses, and is deterministic.
 
-Skipped when sglang (installed --no-deps, see conformance/requirements-sglang.txt) is not importable.
+Skipped when sglang is not installed (``pip install --no-deps -c constraints-cpu.txt -r
+conformance/requirements.txt``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests import sglang_budget_scenarios as hand
 # find_spec, not an import: importing SGLang here would set Triton up before the executor tests can ask for its
 # interpreter (the driver runs SGLang in a process of its own, tests/conformance/conftest.py)
 pytestmark = pytest.mark.skipif(find_spec("sglang") is None, reason="sglang 0.5.23 is not installed "
-                                "(conformance/requirements-sglang.txt)")
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _config(components: str, **overrides) -> EngineConfig:

@@ -127,7 +127,8 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheManager, int]:
     while True:
         try:
             policy = make_policy(preset, **knobs)
-            sizes = PoolSizes(rng.randint(4, 60), rng.randint(4, 60), rng.randint(3, 12))
+            least = max(4, 256 // page)  # a request's tokens at most, so that an engine's budget admits some
+            sizes = PoolSizes(rng.randint(least, 4 * least), rng.randint(least, 4 * least), rng.randint(3, 12))
             return CacheManager(model, policy, sizes), page * rng.randint(1, 8)  # a budget of whole pages
         except ValueError:  # a combination the engine refuses (FreeToken: chunk a multiple of the page)
             knobs["page_size"] = page = rng.choice([1, 2])

@@ -77,6 +77,8 @@ def wait_gone(pids: list[int], timeout_s: float = 10.0) -> list[int]:
 
 def complete_points(root: Path) -> dict[str, int]:
     """Key -> mtime of every point whose JSON is present; each must be whole (tables included)."""
+    if not (root / "points").is_dir():  # killed before the store was made: nothing to keep, rightly
+        return {}
     store, found = PointStore(root), {}
     for path in sorted((root / "points").glob("*.json")):
         key = path.stem

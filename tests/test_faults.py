@@ -184,8 +184,10 @@ def test_sigkill_at_random_moments_loses_no_finished_point(tmp_path):
     assert grid_faults.subprocess.run(grid_faults.grid_command(grid_faults.DEFAULT_TRACE, reference)).returncode == 0
     figures = grid_faults.kill_at_random(grid_faults.DEFAULT_TRACE, tmp_path / "killed", 3, random.Random(1),
                                          log=lambda *a: None)
-    assert figures["kills"] == 3 and figures["orphans"] == 0 and figures["temp_files_at_end"] == 0
-    assert grid_faults.store_files(tmp_path / "killed") == grid_faults.store_files(reference)
+    assert figures["kills"] == 3 and figures["orphans"] == 0 and figures["temp_files_at_end"] == 0, figures
+    killed, whole = grid_faults.store_files(tmp_path / "killed"), grid_faults.store_files(reference)
+    assert killed.keys() == whole.keys(), sorted(killed.keys() ^ whole.keys())
+    assert [name for name in whole if killed[name] != whole[name]] == []
 
 
 @pytest.mark.slow

@@ -55,9 +55,10 @@ class Policy:
                           "ends a prefill chunk there and keeps its state", engines=("vllm",))
     async_scheduling: bool = knob(True, "async scheduling, two batches in flight: blocks leave the window and old "
                                   "Mamba states go back one step later", engines=("vllm",))
-    prefill_checkpoints: bool | None = knob(None, "Mamba states written inside prefill chunks (GDN prefill on "
-                                            "FlashInfer; blocks align to 64)", none_means="as vLLM picks for "
-                                            "--gpu: on Hopper (h100, h200), else off", engines=("vllm",))
+    prefill_checkpoints: bool | None = knob(None, "GDN prefill on FlashInfer: Mamba states written inside prefill "
+                                            "chunks, blocks aligned to 64 (no effect without GDN layers)",
+                                            none_means="as vLLM picks for --gpu: on Hopper (h100, h200), else off",
+                                            engines=("vllm",))
     max_model_len: int | None = knob(None, "vLLM's max_model_len: the start-up check fits one request this long "
                                      "in the pool; longer requests are refused", unit="tokens", minimum=1,
                                      maximum=MAX_INT, none_means="the longest the pool can serve",

@@ -19,15 +19,36 @@ class BlockKeys:
         self._ids: dict[tuple, int] = {}
 
     def chain(self, tokens: TokenSeq, num_blocks: int, known: list[int] | None = None) -> list[int]:
-        """Keys of blocks ``0 .. num_blocks - 1`` of ``tokens`` (whole blocks only), extending ``known``."""
-        keys = list(known or ())
-        size = self.block_size
+        """Keys of blocks ``0 .. num_blocks - 1`` of ``tokens`` (whole blocks only): ``known`` (the keys of its
+        first blocks) extended in place."""
+        keys = known if known is not None else []
+        stop = min(num_blocks, len(tokens) // self.block_size)
+        if len(keys) >= stop:
+            return keys
         parent = keys[-1] if keys else ROOT
-        for index in range(len(keys), min(num_blocks, len(tokens) // size)):
-            runs = tokens.slice(index * size, (index + 1) * size).runs
-            parent = self._ids.setdefault((parent, runs), len(self._ids) + 1)
+        ids = self._ids
+        for runs in _block_runs(tokens, len(keys) * self.block_size, stop * self.block_size, self.block_size):
+            parent = ids.setdefault((parent, runs), len(ids) + 1)
             keys.append(parent)
         return keys
 
     def __len__(self) -> int:
         return len(self._ids)
+
+
+def _block_runs(tokens: TokenSeq, start: int, stop: int, size: int):
+    """The runs of each block ``[p, p + size)`` for ``p`` from ``start`` to ``stop``, in one pass over the runs
+    (what ``tokens.slice(p, p + size).runs`` gives, without a bisect and a cut per block)."""
+    runs = tokens.slice(start, stop).runs
+    index, inside = 0, 0  # the run the next block starts in, and how far into it
+    for _ in range((stop - start) // size):
+        block, left = [], size
+        while left:
+            source, offset, length = runs[index]
+            take = min(left, length - inside)
+            block.append((source, offset + inside, take))
+            left -= take
+            inside += take
+            if inside == length:
+                index, inside = index + 1, 0
+        yield tuple(block)

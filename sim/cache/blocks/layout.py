@@ -35,6 +35,10 @@ class Layout:
     window: int  # SWA window (0 without SWA)
     checkpoint_blocks: int  # MambaSpec.num_prefill_checkpoint_blocks: 1 with internal prefill checkpoints
 
+    def __post_init__(self) -> None:
+        # blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (read on every block hashed)
+        object.__setattr__(self, "swa_need", cdiv(self.window - 1, self.block_size) if self.window else 0)
+
     @property
     def kinds(self) -> tuple[str, ...]:
         """Each kind once, in group order."""
@@ -42,11 +46,6 @@ class Layout:
 
     def groups_of(self, kind: str) -> list[int]:
         return [index for index, k in enumerate(self.group_kinds) if k == kind]
-
-    @property
-    def swa_need(self) -> int:
-        """Blocks of the window a SWA hit needs before it: ``cdiv(W - 1, B)``."""
-        return cdiv(self.window - 1, self.block_size) if self.window else 0
 
     def min_blocks(self, max_model_len: int, max_in_flight_tokens: int) -> int:
         """The fewest blocks vLLM starts with: the null block plus one ``max_model_len`` request per group
@@ -124,6 +123,9 @@ def hybrid_block_size(model: ModelSpec, block_size: int, prefill_checkpoints: bo
 
 
 def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoints: bool) -> Layout:
+    """``prefill_checkpoints``: GDN prefill runs on FlashInfer, whose layers export checkpoints (a model
+    without GDN layers, e.g. Inkling's short convs only, has none to export)."""
+    prefill_checkpoints = prefill_checkpoints and model.num_layers(MAMBA) > 0
     B = hybrid_block_size(model, block_size, prefill_checkpoints)
     kinds = group_kinds(model)
     per_group = layers_per_group(model)

@@ -46,17 +46,19 @@ class BlockCacheManager(PlainBlockDecodes):
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = policy.async_scheduling
-        check_config(model, self.layout, policy)
+        check_config(self.layout, policy)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
+        self._waiting_chains: dict[str, list[int]] = {}
 
     # ---- admission ----------------------------------------------------------------------------------
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
-        chain = self.keys.chain(tokens, (prompt_len - 1) // self.page_size)
+        # a request refused admission is asked again every step: its keys are kept until it is admitted
+        chain = self.keys.chain(tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id))
         hit = longest_hit(self.layout, self.pool, chain, prompt_len)
         if not self.policy.junction:
             hit = hit._replace(junction=0)
@@ -64,7 +66,9 @@ class BlockCacheManager(PlainBlockDecodes):
         swa_cap = cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
         needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
         if needed > self.pool.num_free:
+            self._waiting_chains[request_id] = chain
             return Refusal(POOL, needed, self.pool.num_free)
+        self._waiting_chains.pop(request_id, None)
         for group, table in enumerate(tables):
             self.pool.touch(table, group)
         match = MatchResult(hit.tokens, hit.full_tokens, None)

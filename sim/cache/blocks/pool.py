@@ -46,21 +46,19 @@ class BlockPool:
         if count > self.num_free:
             raise RuntimeError(f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)")
         kind = self.group_kinds[group]
-        blocks = [self._pop_head() for _ in range(count)]
-        for block in blocks:
+        blocks = [self._head.popitem(last=False)[0] for _ in range(min(count, len(self._head)))]
+        if len(blocks) < count and self._fresh < self.num_blocks:
+            fresh = min(count - len(blocks), self.num_blocks - self._fresh)
+            blocks += range(self._fresh, self._fresh + fresh)
+            self._fresh += fresh
+        for _ in range(count - len(blocks)):  # only the tail holds hashed blocks: these are evictions
+            block = self._tail.popitem(last=False)[0]
             self._evict(block)
-            self.ref_cnt[block] = 1
-            self.kind_of[block] = kind
+            blocks.append(block)
+        self.ref_cnt.update(dict.fromkeys(blocks, 1))
+        self.kind_of.update(dict.fromkeys(blocks, kind))
         self.held[kind] += count
         return blocks
-
-    def _pop_head(self) -> int:
-        if self._head:
-            return self._head.popitem(last=False)[0]
-        if self._fresh < self.num_blocks:
-            self._fresh += 1
-            return self._fresh - 1
-        return self._tail.popitem(last=False)[0]
 
     def _evict(self, block: int) -> None:
         key = self.key_of.pop(block, None)
@@ -89,20 +87,26 @@ class BlockPool:
     def free_blocks(self, ordered: list[int | None]) -> None:
         """Drop a reference from each block; those reaching 0 rejoin the queue (unhashed at the head, in the
         given order; hashed at the tail)."""
-        released = []
+        ref_cnt, released = self.ref_cnt, []
         for block in ordered:
-            if block is None:
-                continue
-            self.ref_cnt[block] -= 1
-            if self.ref_cnt[block] == 0:
-                released.append(block)
-                self.held[self.kind_of[block]] -= 1
-        for block in reversed([b for b in released if b not in self.key_of]):
-            self._head[block] = None
-            self._head.move_to_end(block, last=False)
-        for block in (b for b in released if b in self.key_of):
-            self._tail[block] = None
-            self.cached_free[self.kind_of[block]] += 1
+            if block is not None:
+                ref_cnt[block] -= 1
+                if not ref_cnt[block]:
+                    released.append(block)
+        if not released:
+            return
+        held, kind_of, key_of = self.held, self.kind_of, self.key_of
+        for block in released:
+            held[kind_of[block]] -= 1
+        unhashed = [block for block in released if block not in key_of]
+        head = self._head
+        for block in reversed(unhashed):  # prepended in the given order: the first given is popped first
+            head[block] = None
+            head.move_to_end(block, last=False)
+        for block in released:
+            if block in key_of:
+                self._tail[block] = None
+                self.cached_free[kind_of[block]] += 1
 
     # ---- the cache map ------------------------------------------------------------------------------
     def cache(self, block: int, key: Key) -> None:

@@ -22,3 +22,24 @@ def reachable(kind: str, index: int, retention: int | None, B: int, need: int, b
     if retention and (retention // B <= 1 or (index + 1) % (retention // B) == 0):
         return True
     return any(index == end - 1 for end in ends)
+
+
+def reachable_indices(kind: str, first: int, stop: int, retention: int | None, B: int, need: int,
+                      boundaries: tuple[int, ...]) -> range | list[int]:
+    """The indices in ``[first, stop)`` that ``reachable`` accepts, without testing every one: FULL and dense
+    retention take them all, the others a few tails and a period."""
+    if kind == FULL or retention is None or (retention and kind == SWA and need >= retention // B) or (
+            retention and kind != SWA and retention // B <= 1):
+        return range(first, stop)
+    ends = [boundary // B for boundary in boundaries if boundary]
+    if kind == SWA:
+        wanted = {index for end in ends for index in range(max(first, end - need), min(stop, end))}
+    else:
+        wanted = {end - 1 for end in ends if first <= end - 1 < stop}
+    if retention:
+        per = retention // B
+        tail = need if kind == SWA else 1
+        start = first - first % per
+        wanted.update(index for base in range(start, stop, per) for index in range(base + per - tail, base + per)
+                      if first <= index < stop)
+    return sorted(wanted)

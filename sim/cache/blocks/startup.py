@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.cache.blocks.layout import KERNEL_BLOCK, Layout
 from sim.cache.policy import Policy
-from sim.models import MAMBA, SWA, ModelSpec
+from sim.models import MAMBA, SWA
 
 
 def in_flight_tokens(policy: Policy) -> int:
@@ -32,7 +32,7 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
         f"it can serve is {longest}")
 
 
-def check_config(model: ModelSpec, layout: Layout, policy: Policy) -> None:
+def check_config(layout: Layout, policy: Policy) -> None:
     """ValueError where vLLM 0.33.0 itself refuses the configuration, naming its rule."""
     if policy.page_size % KERNEL_BLOCK:
         raise ValueError(f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
@@ -46,6 +46,3 @@ def check_config(model: ModelSpec, layout: Layout, policy: Policy) -> None:
         raise ValueError(f"vLLM refuses prefix_cache_retention_interval {retention}: it must be a multiple of "
                          f"scheduler_block_size {layout.block_size} (kv_cache_coordinator._validate_prefix_cache_"
                          "retention_interval)")
-    if policy.prefill_checkpoints and not model.num_layers(MAMBA):
-        raise ValueError(f"internal prefill checkpoints need GDN (Mamba) layers exporting them; model "
-                         f"{model.name!r} has none")

@@ -9,7 +9,7 @@ from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout, cdiv
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.blocks.retention import reachable
+from sim.cache.blocks.retention import reachable_indices
 from sim.models import MAMBA, SWA
 
 
@@ -73,18 +73,20 @@ def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockReq
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
     B = layout.block_size
     full_blocks = end // B
-    req.chain = keys.chain(req.tokens, full_blocks, req.chain)
+    keys.chain(req.tokens, full_blocks, req.chain)
     boundaries = (req.prompt_len - 1, req.junction)
     kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
+    exported = cdiv(end, B) - 2 if checkpoint and cdiv(end, B) - 1 in {k // B for k in kept_checkpoints} else -1
     for group, kind in enumerate(layout.group_kinds):
-        table = req.tables[group]
-        for index in range(req.num_cached[group], min(full_blocks, len(table))):
-            exported = (kind == MAMBA and checkpoint and index == cdiv(end, B) - 2
-                        and (index + 1) * B in kept_checkpoints)
-            block = table[index]
-            if block is not None and (exported or reachable(kind, index, retention, B, layout.swa_need, boundaries)):
-                pool.cache(block, (req.chain[index], group))
-        req.num_cached[group] = max(req.num_cached[group], full_blocks)
+        table, first = req.tables[group], req.num_cached[group]
+        stop = min(full_blocks, len(table))
+        indices = reachable_indices(kind, first, stop, retention, B, layout.swa_need, boundaries)
+        if kind == MAMBA and first <= exported < stop and exported not in indices:
+            indices = sorted([*indices, exported])
+        for index in indices:
+            if table[index] is not None:
+                pool.cache(table[index], (req.chain[index], group))
+        req.num_cached[group] = max(first, full_blocks)
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

@@ -197,19 +197,22 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(["s1", "s2", "s3"]))
+@click.argument("name", type=click.Choice(["s1", "s2", "s3", "vllm-short-prompt", "vllm-align", "vllm-retention"]))
 @click.option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
               help="s1: SGLang's SWA freeing trigger")
 @click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
               help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
 @click.option("--markdown", "as_markdown", is_flag=True, help="print a markdown table")
 def experiment(name, trigger, prompt_len_jitter, as_markdown):
-    """Run a seed experiment of SPEC section 7 and print its table in the seed's shape."""
+    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports: docs/seed-experiments.md),
+    and print its table in the seed's shape."""
     from reports.tables import markdown
-    from sim import experiments
+    from sim import experiments, experiments_vllm
 
     if name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
+    elif name.startswith("vllm-"):
+        table = call_library(getattr(experiments_vllm, name.removeprefix("vllm-").replace("-", "_")))
     else:
         table = call_library(getattr(experiments, name))
     click.echo(markdown(table) if as_markdown else table.to_string(index=False))

@@ -52,6 +52,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[int]] = {}
+        self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
 
     # ---- admission ----------------------------------------------------------------------------------
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
@@ -72,10 +73,12 @@ class BlockCacheManager(PlainBlockDecodes):
         for group, table in enumerate(tables):
             self.pool.touch(table, group)
         match = MatchResult(hit.tokens, hit.full_tokens, None)
+        # vLLM reports the first admission's hit (PrefillStats is set once): a preempted request keeps it
+        reported = self._preempted.pop(request_id, match)
         num_groups = len(tables)
         self.requests[request_id] = BlockRequest(request_id, tokens, prompt_len, match, hit, chain, tables,
                                                  [len(t) for t in tables], [0] * num_groups, kv_len=hit.tokens)
-        return AdmitResult(match, None)
+        return AdmitResult(reported, None)
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:
         """``min(remaining, budget)``, cut where align-mode Mamba must stop (``_mamba_block_aligned_split``)."""
@@ -131,8 +134,11 @@ class BlockCacheManager(PlainBlockDecodes):
         return FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
 
     def abort(self, request_id: str) -> None:
-        """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached)."""
-        steps.free_request(self.pool, self.requests.pop(request_id))
+        """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
+        is admitted again, it still reports its first admission's hit."""
+        req = self.requests.pop(request_id)
+        self._preempted.setdefault(request_id, req.match)
+        steps.free_request(self.pool, req)
 
     # ---- views --------------------------------------------------------------------------------------
     def usage(self) -> dict[str, PoolUsage]:

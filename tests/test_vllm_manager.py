@@ -150,3 +150,42 @@ def test_integrity_under_the_scheduler_with_concurrent_requests(components, page
     scheduler_run(manager, requests, budget)
     assert not manager.requests
     assert manager.pool.num_free == engine.num_blocks - 1  # everything back in the queue, cached or not
+
+
+def test_replay_and_timed_make_no_cyclic_garbage():
+    """simulate() pauses the cycle collector; the block manager must not make garbage only it could free
+    (measured as tests/test_gc_pause.py does: the engine and the manager stay alive through the count)."""
+    import gc
+
+    import simpy
+
+    from sim.backend import FixedStepBackend
+    from sim.engine import Engine
+    from sim.replay import replay_trace
+    from sim.simulate import SimConfig, _fits_check, build
+    from sim.trace import Trace, load_trace
+
+    trace = Trace(list(load_trace("traces/mooncake_conversation_500.jsonl"))[:60])
+    config = SimConfig(policy="vllm", model="gemma-4-26b-a4b", pool_tokens=60_000, knobs={"retention_interval": "none"})
+    model, policy, sizes = build(config)
+    replayed, timed = make_manager(model, policy, sizes), make_manager(model, policy, sizes)
+    env = simpy.Environment()
+    engine = Engine(env, trace, Scheduler(timed, policy.chunked_prefill_size, policy.max_running_requests),
+                    FixedStepBackend(0.01), fits=_fits_check(trace, timed, sizes))
+    engine.start()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in replay_trace(trace, replayed, policy.chunked_prefill_size):
+            pass
+        env.run()
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert replayed.num_evictions()["swa"] > 0 and timed.num_evictions()["swa"] > 0  # under pressure
+
+
+def test_the_radix_manager_refuses_the_vllm_policy():
+    with pytest.raises(ValueError, match="BlockCacheManager"):
+        CacheManager(model_for(Scenario("p", "vllm", 0, "", False, config("full+mamba", 16), ())),
+                     make_policy("vllm"), PoolSizes(100, 0, 10))

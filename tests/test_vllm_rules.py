@@ -105,3 +105,15 @@ def test_reachable_indices_are_the_mask(kind, first, length, retention, need, pr
     boundaries = (prompt_end, junction // B * B)
     expected = [i for i in range(first, first + length) if reachable(kind, i, retention, B, need, boundaries)]
     assert list(reachable_indices(kind, first, first + length, retention, B, need, boundaries)) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.integers(0, 30)), st.integers(0, 40), st.integers(1, 80))
+def test_the_swa_answer_is_the_window_rule(cached, limit_blocks, window):
+    """SWA accepts x iff blocks [max(0, x/B - need), x/B) are all cached; the answer is the largest such x."""
+    layout = Layout(B, ("full", "swa"), 0, window, 0)
+    pool = cached_pool(layout, {"swa": cached})
+    need = layout.swa_need
+    accepted = [x for x in range(limit_blocks + 1)
+                if all(i in cached for i in range(max(0, x - need), x))]
+    assert answer(layout, pool, CHAIN, "swa", limit_blocks * B) == max(accepted) * B

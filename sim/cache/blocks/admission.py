@@ -9,7 +9,7 @@ from sim.cache.blocks.pool import BlockPool
 from sim.models import FULL, SWA
 
 
-def hit_tables(layout: Layout, pool: BlockPool, chain: list[int], hit: int) -> list[list[int | None]]:
+def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit."""
     B, tables = layout.block_size, []

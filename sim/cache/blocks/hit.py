@@ -21,11 +21,11 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def is_cached(pool: BlockPool, chain: list[int], groups: list[int], index: int) -> bool:
+def is_cached(pool: BlockPool, chain: list[bytes], groups: list[int], index: int) -> bool:
     return 0 <= index < len(chain) and all(pool.cached((chain[index], g)) is not None for g in groups)
 
 
-def answer(layout: Layout, pool: BlockPool, chain: list[int], kind: str, limit: int) -> int:
+def answer(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit: int) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept."""
     groups, B = layout.groups_of(kind), layout.block_size
     top = limit // B
@@ -34,15 +34,19 @@ def answer(layout: Layout, pool: BlockPool, chain: list[int], kind: str, limit: 
         while run < top and is_cached(pool, chain, groups, run):
             run += 1
         return run * B
-    need = layout.swa_need
-    for end in range(top, 0, -1):  # right to left
-        span = range(max(0, end - need), end) if kind == SWA else (end - 1,)
-        if all(is_cached(pool, chain, groups, index) for index in span):
-            return end * B
-    return 0
+    if kind != SWA:  # Mamba: the state right at the point
+        return next((end * B for end in range(top, 0, -1) if is_cached(pool, chain, groups, end - 1)), 0)
+    need, run = layout.swa_need, 0  # run: cached blocks from ``index`` rightwards
+    if not need:  # a window of one token needs no block before the point
+        return top * B
+    for index in range(top - 1, -1, -1):  # right to left: the first run of ``need`` ends the hit
+        run = run + 1 if is_cached(pool, chain, groups, index) else 0
+        if run >= need:
+            return (index + need) * B
+    return run * B  # no full window: the run of cached blocks from block 0
 
 
-def longest_hit(layout: Layout, pool: BlockPool, chain: list[int], prompt_len: int) -> Hit:
+def longest_hit(layout: Layout, pool: BlockPool, chain: list[bytes], prompt_len: int) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
     full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
     others = [kind for kind in layout.kinds if kind != FULL]

@@ -51,7 +51,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
-        self._waiting_chains: dict[str, list[int]] = {}
+        self._waiting_chains: dict[str, list[bytes]] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
 
     # ---- admission ----------------------------------------------------------------------------------

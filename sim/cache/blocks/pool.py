@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-Key = tuple[int, int]  # (block key, group index)
+Key = tuple[bytes, int]  # (block key, group index)
 
 
 class BlockPool:

@@ -15,7 +15,7 @@ class BlockRequest:
     prompt_len: int
     match: MatchResult
     hit: Hit
-    chain: list[int]  # block keys of the whole blocks seen so far (extended as blocks fill)
+    chain: list[bytes]  # block keys of the whole blocks seen so far (extended as blocks fill)
     tables: list[list[int | None]]  # per group: block ids by block index, None for the null block
     num_cached: list[int]  # per group: blocks cache_blocks has looked at (a block skipped once stays so)
     retired: list[int]  # per group: Mamba blocks below this index were released

@@ -10,6 +10,11 @@ from sim.cache.engines.base import EngineRules
 class VllmRules(EngineRules):
     name = "vllm"
 
+    @classmethod
+    def check(cls, resolved) -> None:
+        raise ValueError("vLLM's cache is not a radix tree: the vllm preset runs BlockCacheManager "
+                         "(sim.cache.interface.make_manager builds it), not CacheManager")
+
     @staticmethod
     def manager_class():
         """The cache manager this engine runs with instead of the radix ``CacheManager``."""

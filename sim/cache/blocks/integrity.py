@@ -24,7 +24,7 @@ def check_integrity(manager) -> None:
         _expect(refs[block] == (count or 0), f"block {block}: ref count {count}, held {refs[block]} times")
         _expect((block in in_queue) == (not refs[block]), f"block {block}: free and held, or neither")
     _check_cache_map(pool)
-    _check_counters(pool, in_queue)
+    _check_counters(manager, pool)
 
 
 def _check_request(manager, req) -> None:
@@ -48,15 +48,15 @@ def _check_cache_map(pool) -> None:
     _expect(all(listed[b] == 1 for b in pool.key_of), "a hashed block is missing from the cache map")
 
 
-def _check_counters(pool, in_queue: set) -> None:
-    held, cached = Counter(), Counter()
-    for block, count in pool.ref_cnt.items():
-        if count:
-            held[pool.kind_of[block]] += 1
-        elif block in pool.key_of:
-            cached[pool.kind_of[block]] += 1
+def _check_counters(manager, pool) -> None:
+    """Blocks held per kind (a block two running requests hit counts once), hashed free blocks per kind."""
+    held: dict[str, set] = {kind: set() for kind in pool.held}
+    for req in manager.requests.values():
+        for kind, table in zip(manager.layout.group_kinds, req.tables, strict=True):
+            held[kind].update(block for block in table if block is not None)
+    cached = Counter(pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.ref_cnt[block])
     for kind in pool.held:
-        _expect(pool.held[kind] == held[kind], f"{kind}: held counter {pool.held[kind]} != {held[kind]}")
+        _expect(pool.held[kind] == len(held[kind]), f"{kind}: held counter {pool.held[kind]} != {len(held[kind])}")
         _expect(pool.cached_free[kind] == cached[kind],
                 f"{kind}: cached counter {pool.cached_free[kind]} != {cached[kind]}")
 

@@ -33,7 +33,6 @@ class BlockPool:
         kinds = set(group_kinds)
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
-        self.kind_of: dict[int, str] = {}  # the kind of the group a handed-out block last served
         self.num_evictions = dict.fromkeys(kinds, 0)
 
     # ---- the free queue -----------------------------------------------------------------------------
@@ -56,7 +55,6 @@ class BlockPool:
             self._evict(block)
             blocks.append(block)
         self.ref_cnt.update(dict.fromkeys(blocks, 1))
-        self.kind_of.update(dict.fromkeys(blocks, kind))
         self.held[kind] += count
         return blocks
 
@@ -84,29 +82,28 @@ class BlockPool:
                 self.held[kind] += 1
             self.ref_cnt[block] += 1
 
-    def free_blocks(self, ordered: list[int | None]) -> None:
-        """Drop a reference from each block; those reaching 0 rejoin the queue (unhashed at the head, in the
-        given order; hashed at the tail)."""
+    def free_blocks(self, ordered: list[int | None], group: int) -> None:
+        """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
+        head, in the given order; hashed at the tail)."""
         ref_cnt, released = self.ref_cnt, []
         for block in ordered:
             if block is not None:
-                ref_cnt[block] -= 1
-                if not ref_cnt[block]:
+                count = ref_cnt[block] - 1
+                ref_cnt[block] = count
+                if not count:
                     released.append(block)
         if not released:
             return
-        held, kind_of, key_of = self.held, self.kind_of, self.key_of
-        for block in released:
-            held[kind_of[block]] -= 1
-        unhashed = [block for block in released if block not in key_of]
-        head = self._head
-        for block in reversed(unhashed):  # prepended in the given order: the first given is popped first
-            head[block] = None
-            head.move_to_end(block, last=False)
-        for block in released:
-            if block in key_of:
-                self._tail[block] = None
-                self.cached_free[kind_of[block]] += 1
+        kind, key_of = self.group_kinds[group], self.key_of
+        self.held[kind] -= len(released)
+        hashed = [block for block in released if block in key_of]
+        if len(hashed) < len(released):
+            head = self._head
+            for block in reversed([block for block in released if block not in key_of]):  # first given, first out
+                head[block] = None
+                head.move_to_end(block, last=False)
+        self._tail.update(dict.fromkeys(hashed))
+        self.cached_free[kind] += len(hashed)
 
     # ---- the cache map ------------------------------------------------------------------------------
     def cache(self, block: int, key: Key) -> None:

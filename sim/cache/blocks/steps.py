@@ -16,12 +16,12 @@ from sim.models import MAMBA, SWA
 def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processed: int) -> None:
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], processed)
+            _release_window(layout, pool, req.tables[group], group, processed)
         elif kind == MAMBA and processed > 1:
             _release_states(layout, pool, req, group, processed)
 
 
-def _release_window(layout: Layout, pool: BlockPool, table: list[int | None], processed: int) -> None:
+def _release_window(layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
     freed = []
     below = max(0, (processed - layout.window + 1) // layout.block_size)
@@ -30,7 +30,7 @@ def _release_window(layout: Layout, pool: BlockPool, table: list[int | None], pr
             break
         freed.append(table[index])
         table[index] = None
-    pool.free_blocks(freed)
+    pool.free_blocks(freed, group)
 
 
 def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
@@ -40,7 +40,7 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
     freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
     for index in range(retired, last):
         table[index] = None
-    pool.free_blocks(freed)
+    pool.free_blocks(freed, group)
     req.retired[group] = max(retired, last)
 
 
@@ -91,6 +91,6 @@ def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockReq
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
     """``KVCacheManager.free``: group by group, each table tail first."""
-    for table in req.tables:
-        pool.free_blocks(list(reversed(table)))
+    for group, table in enumerate(req.tables):
+        pool.free_blocks(list(reversed(table)), group)
         table.clear()

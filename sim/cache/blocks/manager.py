@@ -61,7 +61,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # a request refused admission is asked again every step: its keys are kept until it is admitted
         chain = self.keys.chain(tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id))
         hit = longest_hit(self.layout, self.pool, chain, prompt_len)
-        if not self.policy.junction:
+        if not self.policy.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
         swa_cap = cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
@@ -70,15 +70,17 @@ class BlockCacheManager(PlainBlockDecodes):
             self._waiting_chains[request_id] = chain
             return Refusal(POOL, needed, self.pool.num_free)
         self._waiting_chains.pop(request_id, None)
-        for group, table in enumerate(tables):
+        return self._start(BlockRequest(request_id, tokens, prompt_len, MatchResult(hit.tokens, hit.full_tokens, None),
+                                        hit, chain, tables, [len(t) for t in tables], [0] * len(tables),
+                                        kv_len=hit.tokens))
+
+    def _start(self, req: BlockRequest) -> AdmitResult:
+        """Touch the hit's blocks and run the request. vLLM reports the first admission's hit
+        (``PrefillStats`` is set once): a preempted request admitted again keeps reporting it."""
+        for group, table in enumerate(req.tables):
             self.pool.touch(table, group)
-        match = MatchResult(hit.tokens, hit.full_tokens, None)
-        # vLLM reports the first admission's hit (PrefillStats is set once): a preempted request keeps it
-        reported = self._preempted.pop(request_id, match)
-        num_groups = len(tables)
-        self.requests[request_id] = BlockRequest(request_id, tokens, prompt_len, match, hit, chain, tables,
-                                                 [len(t) for t in tables], [0] * num_groups, kv_len=hit.tokens)
-        return AdmitResult(reported, None)
+        self.requests[req.request_id] = req
+        return AdmitResult(self._preempted.pop(req.request_id, req.match), None)
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:
         """``min(remaining, budget)``, cut where align-mode Mamba must stop (``_mamba_block_aligned_split``)."""

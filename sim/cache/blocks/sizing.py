@@ -1,7 +1,8 @@
 """The one shared pool's size in blocks (vLLM's ``num_gpu_blocks``, the null block included).
 
-From memory: the KV budget over the bytes of one block id, which spans a page in every layer of the widest
-group (``kv_cache_planning.py``: a block of every group lives in the same per-layer tensors). From tokens:
+From memory: the KV budget over the bytes of one block id, a page in every layer of the widest group
+(``kv_cache_planning.py:_get_kv_cache_bytes_per_block``: a block of every group lives in the same per-layer
+tensors). From tokens:
 ``--pool-tokens T`` is ``floor(T / B)`` usable blocks plus the null block, i.e. the pool holds ``T`` tokens of
 FULL KV when FULL alone uses it; the SWA and Mamba groups draw from the same blocks."""
 from __future__ import annotations

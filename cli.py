@@ -10,6 +10,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -20,9 +21,12 @@ from sim.config import POOL_KNOBS
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import Trace, load_trace, write_trace
+from sim.trace_formats import IMPORT_FORMATS
 from sim.trace_gen import GENERATORS
-from sim.trace_import import import_azure, import_mooncake
 from sim.trace_stats import trace_stats
+
+# a trace or dataset to read: a file (plain, gzip or zstd) or - for standard input
+_TRACE_INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)
 
 
 class InputError(click.ClickException):
@@ -83,27 +87,38 @@ for _name, _generator in GENERATORS.items():
 
 
 @trace.command("import")
-@click.argument("fmt", metavar="FORMAT", type=click.Choice(["mooncake", "azure"]))
-@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(list(IMPORT_FORMATS)))
+@click.argument("src", type=_TRACE_INPUT)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="the JSONL trace to write")
-@click.option("--limit", type=click.IntRange(min=1), help="import only the first N requests")
+@click.option("--limit", type=click.IntRange(min=1), help="import only the first N requests (conversations)")
+@click.option("--chains/--no-chains", default=None, help="mooncake: infer multi-turn follow-ups [chains]")
+@click.option("--whole-output-only", is_flag=True, default=None,
+              help="mooncake: a follow-up must hold its parent's whole output")
+@click.option("--min-match-blocks", type=click.IntRange(min=1), help="mooncake: whole blocks a follow-up must match [2]")
 @click.option("--prefix-groups", type=int, help="azure: number of shared system prompts [8]")
 @click.option("--shared-len", type=int, help="azure: tokens of each shared system prompt [512]")
-@click.option("--seed", type=int, help="azure: seed of the group assignment [0]")
-def import_(fmt: str, src: str, output: str, limit: int | None, **azure_options: int | None) -> None:
-    """Convert a public trace (Mooncake JSONL, Azure LLM CSV) to hybridcache's format."""
-    given = {k: v for k, v in azure_options.items() if v is not None}
-    if fmt == "mooncake":
-        if given:
-            raise click.UsageError(f"--{next(iter(given)).replace('_', '-')} applies to azure only")
-        imported = call_library(import_mooncake, src, limit=limit)
-    else:
-        imported = call_library(import_azure, src, limit=limit, **given)
-    call_library(write_trace, imported, output)
+@click.option("--seed", type=int, help="azure: seed of the group assignment; datasets: of the arrivals [0]")
+@click.option("--chars-per-token", type=float, help="datasets: characters per estimated token [4]")
+@click.option("--request-rate", type=float, help="datasets: conversations (openai-jsonl: requests) per second [1]")
+@click.option("--think-time", type=float, help="datasets: seconds between a turn's end and the next turn [0]")
+@click.option("--output-len", type=click.IntRange(min=1),
+              help="datasets: output tokens of a turn without a recorded reply [256; sglang-agentic: 220]")
+@click.option("--max-turns", type=click.IntRange(min=1), help="datasets: user turns kept per conversation")
+def import_(fmt: str, src: str, output: str, limit: int | None, **options) -> None:
+    """Convert a public trace or benchmark dataset to hybridcache's format and say what it holds.
+    FORMAT: mooncake, azure, sharegpt (ShareGPT or vLLM benchmarks/multi_turn JSON), sglang-agentic,
+    openai-jsonl (SGLang bench_serving datasets); SRC may be gzip or zstd, or - for standard input."""
+    from sim.import_cli import misplaced_options, run_import
+
+    given = {k: v for k, v in options.items() if v is not None}
+    wrong = misplaced_options(fmt, given)
+    if wrong:
+        raise click.UsageError(f"--{wrong[0].replace('_', '-')} does not apply to {fmt}")
+    click.echo(call_library(run_import, fmt, src, output, limit, given))
 
 
 @trace.command("stats")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("path", type=_TRACE_INPUT)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of a table")
 def stats(path: str, as_json: bool) -> None:
     """Sizes, sharing structure and ideal (infinite FULL cache, page 1) reuse of a trace."""
@@ -171,7 +186,7 @@ def _pools(values: dict) -> dict:
 
 
 @cli.command()
-@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--trace", "trace_path", required=True, type=_TRACE_INPUT)
 @click.option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names()))
 @click.option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)))
 @click.option("--gpu", default="h200", show_default=True, type=click.Choice(sorted(GPUS)))
@@ -188,27 +203,47 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
     `python cli.py policies` describes the presets."""
     from sim.simulate import SimConfig
     from sim.simulate_cli import run_simulate
+    from sim.trace_io import display_name
 
     loaded = call_library(load_trace, trace_path)
     config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
                           knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration, mode=mode,
                           **_pools({k: options[k] for k in POOL_KNOBS}))
-    click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, as_json, trace_path))
+    click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, as_json,
+                            display_name(trace_path)))
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(["s1", "s2", "s3", "vllm-short-prompt", "vllm-align", "vllm-retention"]))
+@click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn", "vllm-short-prompt", "vllm-align",
+                                           "vllm-retention"]))
 @click.option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
               help="s1: SGLang's SWA freeing trigger")
 @click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
               help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
+@click.option("--trace", "trace_path", type=_TRACE_INPUT,
+              help="real-multiturn: an imported trace (trace import mooncake ...) [traces/mooncake_conversation_500.jsonl]")
+@click.option("--large-kv-gb", default=3000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)")
+@click.option("--pairs", "pair_names", default="sglang,freetoken", show_default=True,
+              help="real-multiturn: policy pairs to run (sglang: sglang -> sglang-retain; freetoken: "
+                   "freetoken -> freetoken-lazy)")
+@click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
+              help="real-multiturn: the SimPy engine with time, or requests one after another")
 @click.option("--markdown", "as_markdown", is_flag=True, help="print a markdown table")
-def experiment(name, trigger, prompt_len_jitter, as_markdown):
-    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports: docs/seed-experiments.md),
-    and print its table in the seed's shape."""
+def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_names, mode, as_markdown):
+    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
+    the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations
+    (docs/seed-experiments.md)."""
     from reports.tables import markdown
     from sim import experiments, experiments_vllm
 
+    if name == "real-multiturn":
+        from sim.real_multiturn_cli import run_real_multiturn
+
+        sample = Path(__file__).resolve().parent / "traces" / "mooncake_conversation_500.jsonl"
+        click.echo(call_library(run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode,
+                                as_markdown))
+        return
     if name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
     elif name.startswith("vllm-"):
@@ -216,7 +251,6 @@ def experiment(name, trigger, prompt_len_jitter, as_markdown):
     else:
         table = call_library(getattr(experiments, name))
     click.echo(markdown(table) if as_markdown else table.to_string(index=False))
-
 
 
 # ---- grids and reports (sim/grid/, reports/) ---------------------------------------------------------
@@ -230,7 +264,7 @@ def _grid_axis_options(fn):
 
 
 @cli.command()
-@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--trace", "trace_path", required=True, type=_TRACE_INPUT)
 @_grid_axis_options
 @click.option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]))
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), help="fitted cost coefficients")
@@ -244,8 +278,11 @@ def grid(ctx, trace_path, mode, calibration, out_dir, jobs, ray_address, **axis_
     finished points. Exit status 1 when some point failed (each is printed with its configuration)."""
     from sim.grid.axes import expand, parse_axes
     from sim.grid.sweep import describe_run, run_grid
+    from sim.trace_io import STDIN, save_stdin
 
     configs = call_library(expand, call_library(parse_axes, axis_texts), calibration, mode)
+    if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
+        trace_path = call_library(save_stdin, out_dir)
     run = call_library(run_grid, trace_path, configs, out_dir, jobs, ray_address)
     click.echo(describe_run(run))
     ctx.exit(1 if run.failed else 0)
@@ -308,7 +345,7 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
 # ---- the executor ----------------------------------------------------------------------------------------
 def _executor_options(fn):
     options = [
-        click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False)),
+        click.option("--trace", "trace_path", required=True, type=_TRACE_INPUT),
         click.option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names())),
         click.option("--model", default="tiny", show_default=True, type=click.Choice(["tiny", "tiny-swa", "small"])),
         click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"])),

@@ -117,7 +117,8 @@ def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
 def run_ours(path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool,
              file_order: bool) -> SideRun:
     """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts."""
-    imported, load_s = _timed(import_mooncake, path, limit=limit)
+    # the peer knows no sessions: the plain block structure, as it reads the file (and drop_outputs needs it)
+    imported, load_s = _timed(import_mooncake, path, limit=limit, chains=False)
     trace = adapt(imported, path, drop_outputs, file_order)  # not timed: the peer has no such step
     if budget_blocks is None:
         budget_blocks = sum(-(-(trace.prompt_len(r.id) + r.output_len) // BLOCK_LEN) for r in trace) + 1

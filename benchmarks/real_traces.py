@@ -59,6 +59,7 @@ class Case:
     model: str = "inkling"
     limit: int | None = None
     use_tracemalloc: bool = False
+    chains: bool = True  # infer multi-turn chains at import (False: every block a plain segment)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def run_case(case: Case) -> CaseResult:
     """One simulation in this process (peak RSS is the process's, so run it alone: ``run_isolated``)."""
     start_rss = _rss_mib()
     started = time.perf_counter()
-    trace = import_mooncake(case.trace_path, limit=case.limit)
+    trace = import_mooncake(case.trace_path, limit=case.limit, chains=case.chains)
     imported = time.perf_counter()
     if case.use_tracemalloc:
         tracemalloc.start()
@@ -115,7 +116,7 @@ def run_isolated(case: Case) -> CaseResult:
 
 def profile_case(case: Case, num_functions: int) -> str:
     """The simulation of ``case`` under cProfile: the top functions by own time, as pstats prints them."""
-    trace = import_mooncake(case.trace_path, limit=case.limit)
+    trace = import_mooncake(case.trace_path, limit=case.limit, chains=case.chains)
     profiler = cProfile.Profile()
     profiler.runcall(simulate, trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode))
     out = io.StringIO()
@@ -143,6 +144,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy", choices=policy_names(), default="sglang-retain")
     parser.add_argument("--model", choices=sorted(MODELS), default="inkling")
     parser.add_argument("--limit", type=int, help="only the first N requests of each trace")
+    parser.add_argument("--no-chains", action="store_true", help="import without multi-turn chains (the "
+                                                                 "importer before chains: compare with older runs)")
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
     parser.add_argument("--profile", type=int, metavar="N", help="profile each case in this process instead "
                         "and print its top N functions by own time")
@@ -158,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     paths = [existing_trace(p) for p in (args.trace or [mooncake_trace("conversation"),
                                                          mooncake_trace("synthetic")])]
     modes = MODES if args.mode == "both" else (args.mode,)
-    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc)
+    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc, not args.no_chains)
              for path in paths for mode in modes]
     if args.profile:
         for case in cases:

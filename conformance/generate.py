@@ -18,6 +18,7 @@ _COMPONENTS = {
     "freetoken": ("full+swa", "full+mamba"),
     "vllm": ("full+swa", "full+mamba", "full+swa+mamba"),
 }
+_SGLANG_MIN_STATES = 5
 # vLLM: 528 / 576 are what _align_hybrid_block_size derives for Qwen3.5-4B (Triton / FlashInfer GDN)
 _PAGES = {"sglang": (16, 32, 64, 128), "freetoken": (1, 1, 4, 16, 64), "vllm": (16, 32, 64, 528, 576)}
 
@@ -34,6 +35,9 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     config = _with_pools(rng, config, requests, pressure, engine)
     if engine == "vllm":
         config = _with_vllm_pool(rng, config, requests, pressure)
+    if engine == "sglang" and config.has_mamba and config.mamba_states < _SGLANG_MIN_STATES:
+        # SGLang refuses to start below 5 states (3 + 2 ping-pong slots per running request)
+        config = replace(config, mamba_states=_SGLANG_MIN_STATES)
     if engine == "freetoken":  # its default scheduler overlaps; the plain loop is a setting
         config = replace(config, overlap=rng.random() < 0.7)
     return Scenario(f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}", engine, seed, kind, pressure,

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if freetoken.installed_version() is None:
         sys.exit("FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
-                 "-r conformance/requirements-freetoken.txt")
+                 "-r conformance/requirements.txt")
     out = open(args.out, "w") if args.out else None
     try:
         print_table(measure(args.seeds, out))

@@ -40,7 +40,7 @@ def driver(engine: str):
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     hint = (f"the {engine} conformance driver needs the engine installed: see docs/conformance.md "
-            f"(pip install -r conformance/requirements-{engine}.txt)")
+            f"(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
     try:
         module = importlib.import_module(f"conformance.engines.{engine}")
     except ImportError as e:

@@ -5,6 +5,7 @@ PR #34729 and the S1 table count), else over every served request; ``GridData.sc
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,9 +14,11 @@ import pandas as pd
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.sweep import grid_table
+from sim.upper_bound import never_kept_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
-REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse")
+REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse", "ideal_hits",
+                 "ideal_reused_tokens", "evicted_tokens", "never_kept_tokens", "blocked_scope_tokens")
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,13 @@ class Reuse:
     reused_tokens: int
     recomputed_tokens: int
     mean_reuse: float
+    # the upper bound (an infinite FULL cache, page 1) and the gap's split; None for a store written before
+    # request tables had ideal_cached_tokens
+    ideal_hits: int | None = None
+    ideal_reused_tokens: int | None = None
+    evicted_tokens: int | None = None
+    never_kept_tokens: int | None = None
+    blocked_scope_tokens: int = 0
 
 
 def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
@@ -37,8 +47,16 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
     chosen = in_scope(requests, scope)
     hit = chosen["decode_region_hit"].astype(bool) if scope == FOLLOWUP else chosen["cached_tokens"] > 0
     mean = float(chosen["reuse_fraction"].mean()) if len(chosen) else 0.0
-    return Reuse(int(hit.sum()), int(len(chosen)), int(chosen["cached_tokens"].sum()),
-                 int(chosen["recomputed_tokens"].sum()), mean)
+    reuse = Reuse(int(hit.sum()), int(len(chosen)), int(chosen["cached_tokens"].sum()),
+                  int(chosen["recomputed_tokens"].sum()), mean, blocked_scope_tokens=int(chosen["blocked"].sum()))
+    if "ideal_cached_tokens" not in chosen:
+        return reuse
+    ideal = chosen["ideal_cached_tokens"]
+    ideal_hit = ideal > chosen["previous_prompt_tokens"].astype(float) + 1 if scope == FOLLOWUP else ideal > 0
+    never_kept = int(never_kept_tokens(chosen).sum())
+    return dataclasses.replace(reuse, ideal_hits=int(ideal_hit.sum()), ideal_reused_tokens=int(ideal.sum()),
+                               evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
+                               never_kept_tokens=never_kept)
 
 
 @dataclass

@@ -40,9 +40,27 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
         "recomputed tokens": f"{base['recomputed_tokens']} -> {other['recomputed_tokens']}"
                              + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
         "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
+        "upper bound": upper_bound_text(base),
+        "gap: evicted / never kept / blocked": f"{gap_text(base)} -> {gap_text(other)}",
         "improved / regressed": f"{changes['improved_requests']} / {changes['regressed_requests']}",
         "points": f"{base['key']} -> {other['key']}",
     }
+
+
+def upper_bound_text(point: pd.Series) -> str:
+    """The ideal (infinite FULL cache, page 1) hits and reused tokens over the requests in scope."""
+    if pd.isna(point["ideal_hits"]):
+        return "-"
+    return f"{int(point['ideal_hits'])}/{point['num_requests']}, {int(point['ideal_reused_tokens'])} tokens"
+
+
+def gap_text(point: pd.Series) -> str:
+    """ideal - reused, split (sim/upper_bound.py): FULL KV evicted or not finished / never kept past the
+    previous turn's last checkpoint / blocked by a missing SWA window or MAMBA checkpoint."""
+    if pd.isna(point["evicted_tokens"]):
+        return f"- / - / {int(point['blocked_scope_tokens'])}"
+    return (f"{int(point['evicted_tokens'])} / {int(point['never_kept_tokens'])} / "
+            f"{int(point['blocked_scope_tokens'])}")
 
 
 def _percent(before: int, after: int) -> str:
@@ -65,6 +83,8 @@ def points_table(data: GridData) -> pd.DataFrame:
     table["reused tokens"] = points["reused_tokens"].values
     table["recomputed tokens"] = points["recomputed_tokens"].values
     table["mean reuse"] = [f"{v:.3f}" for v in points["mean_reuse"]]
+    table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
+    table["gap: evicted / never kept / blocked"] = [gap_text(row) for _, row in points.iterrows()]
     table["peak SWA (tokens)"] = points["peak_swa_slots"].values
     table["peak MAMBA (states)"] = points["peak_mamba_states"].values
     return table

@@ -77,7 +77,11 @@ def _overview(data: GridData, baseline: str) -> str:
 def _scope_text(data: GridData) -> str:
     counts = sorted(set(data.points["num_requests"]))
     return (f"Over the {data.scope} requests ({'/'.join(map(str, counts))} per point), as `baseline -> other`; "
-            "improved / regressed counts requests whose cached tokens rose / fell.")
+            "improved / regressed counts requests whose cached tokens rose / fell. The upper bound is the "
+            "trace's ideal (an infinite FULL-attention cache at page 1: hits and reused tokens); the gap to it "
+            "splits into tokens whose FULL KV was evicted (or whose request had not finished), tokens the "
+            "previous turn never kept (a MAMBA model's finish stops at its last checkpoint) and tokens "
+            "blocked by a missing SWA window or MAMBA checkpoint.")
 
 
 def _write_png(root: Path, figure: RenderedFigure) -> Path:

@@ -13,6 +13,11 @@ SUMMARY_ROWS = [
     ("peak MAMBA states", "peak_mamba_states"), ("makespan (s)", "makespan_s"),
     ("output tokens/s", "output_tokens_per_s"), ("mean TTFT (s)", "mean_ttft_s"),
     ("retractions", "retractions"), ("evictions FULL / SWA / MAMBA (nodes)", "evictions"),
+    ("upper bound: ideal reused tokens", "ideal_cached_tokens"),
+    ("upper bound: ideal decode-region hits", "ideal_decode_region_hits"),
+    ("gap: evicted or not finished", "gap_evicted_tokens"),
+    ("gap: never kept (past the last checkpoint)", "gap_never_kept_tokens"),
+    ("gap: blocked by SWA / MAMBA", "gap_blocked_tokens"),
 ]
 
 
@@ -38,11 +43,15 @@ def compare_table(base: dict, other: dict, base_name: str, other_name: str, chan
     rows = [("hits", f"{base['hits']}/{base['requests']} -> {other['hits']}/{other['requests']}")]
     if base["followup_requests"]:
         rows.append(("decode-region hits", f"{base['decode_region_hits']}/{base['followup_requests']} -> "
-                                           f"{other['decode_region_hits']}/{other['followup_requests']}"))
+                                           f"{other['decode_region_hits']}/{other['followup_requests']}"
+                                           + _bound(base, "ideal_decode_region_hits")))
     for label, key in SUMMARY_ROWS:
         if key in ("cached_tokens", "recomputed_tokens", "mean_reuse_fraction", "peak_swa_slots",
                    "peak_mamba_states", "makespan_s"):
             rows.append((label, f"{_fmt(base[key])} -> {_fmt(other[key])}{_pct(base[key], other[key])}"))
+    if "gap_blocked_tokens" in base:
+        rows.append(("upper bound: ideal reused tokens", _fmt(base["ideal_cached_tokens"])))
+        rows.append(("gap: evicted / never kept / blocked", f"{_gap(base)} -> {_gap(other)}"))
     rows.append(("improved / regressed requests",
                  f"{changes['improved_requests']} / {changes['regressed_requests']}"))
     width = max(len(label) for label, _ in rows)
@@ -54,6 +63,14 @@ def markdown(frame: pd.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule] + body)
+
+
+def _gap(summary: dict) -> str:
+    return f"{summary['gap_evicted_tokens']} / {summary['gap_never_kept_tokens']} / {summary['gap_blocked_tokens']}"
+
+
+def _bound(summary: dict, key: str) -> str:
+    return f" (ideal {summary[key]})" if key in summary else ""
 
 
 def _pct(before, after) -> str:

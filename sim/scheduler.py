@@ -66,6 +66,7 @@ class Scheduler:
         # runs (else it would be re-admitted into the same stall at once)
         self.parked: list[tuple[str, TokenSeq, int, int]] = []
         self.admitted: dict[str, MatchResult] = {}  # the match each request last ran with
+        self.inserted: dict[str, int] = {}  # tokens of each finished request the tree kept (FinishResult)
         self._order_of: dict[str, int] = {}
         self._counter = itertools.count()
 
@@ -118,7 +119,7 @@ class Scheduler:
                 self.manager.complete_decode(run.request_id)
                 run.decoded += 1
             if not self._in_prefill(run) and run.decoded == run.output_len - 1:
-                self.manager.finish(run.request_id)
+                self.inserted[run.request_id] = self.manager.finish(run.request_id).inserted_len
                 del self.running[run.request_id]
                 finished.append(run.request_id)
         return StepOutcome(first_tokens, finished)

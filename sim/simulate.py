@@ -22,6 +22,7 @@ from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
+from sim.upper_bound import upper_bound, with_ideal
 
 
 @dataclass
@@ -106,9 +107,9 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
                     fast_path=fast_path)
     engine.start()
     env.run()
-    requests = _request_table(trace, engine, scheduler)
+    requests = with_ideal(trace, _request_table(trace, engine, scheduler))
     steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, manager.page_size) | eviction_counts(manager)
+    summary = summarize(requests, steps, manager.page_size) | eviction_counts(manager) | upper_bound(requests)
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -153,7 +154,8 @@ def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.Dat
                  "finished": log.finished_at.get(request.id)}
         rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
                                 scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
-    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+    inserted = [scheduler.inserted.get(request.id, 0) for request in trace]
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS).assign(inserted_tokens=inserted)
 
 
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
@@ -164,16 +166,19 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
     manager = make_manager(model, policy, sizes)
-    rows, steps = {}, []
+    rows, steps, inserted = {}, [], {}
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
     for index, (request_id, run, usage) in enumerate(runs):
         refused = isinstance(run, str)
         rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
                                        run if refused else "")
+        inserted[request_id] = 0 if refused else run.inserted_len
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
             on_step()
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
+    requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = summarize(requests, steps_frame, manager.page_size) | eviction_counts(manager)
+    summary = (summarize(requests, steps_frame, manager.page_size) | eviction_counts(manager)
+               | upper_bound(requests))
     return SimResult(config, policy, requests, steps_frame, summary)

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from sim.tokens import Run, TokenSeq, output_source, ref_source
 from sim.trace_check import TraceError, check_requests, is_int
+from sim.trace_formats import foreign_format, import_hint
+from sim.trace_io import display_name, open_text
 
 __all__ = ["Request", "Segment", "Trace", "TraceError", "load_trace", "request_to_dict", "write_trace"]
 
@@ -146,19 +148,32 @@ def write_trace(trace: Trace, path: str | os.PathLike) -> None:
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Read a JSONL trace line by line; any broken rule raises TraceError naming file:line:field."""
-    requests, lines = [], []
+    """Read a JSONL trace line by line (plain, gzip or zstd; ``-`` is standard input); any broken rule
+    raises TraceError naming file:line:field. A public trace in another format gets a hint naming
+    ``trace import``."""
+    name, requests, lines = display_name(path), [], []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             for line_no, text in enumerate(f, 1):
                 if text.strip():
-                    requests.append(_parse_request(text, str(path), line_no))
+                    requests.append(_parse_first(text, name, line_no) if not requests
+                                    else _parse_request(text, name, line_no))
                     lines.append(line_no)
     except UnicodeDecodeError as e:
-        raise TraceError(str(path), None, "file", f"not UTF-8 text ({e.reason})") from None
+        raise TraceError(name, None, "file", f"not UTF-8 text ({e.reason})") from None
     if not requests:
-        raise TraceError(str(path), None, "file", "no requests")
-    return Trace(requests, path=str(path), line_numbers=lines)
+        raise TraceError(name, None, "file", "no requests")
+    return Trace(requests, path=name, line_numbers=lines)
+
+
+def _parse_first(text: str, path: str, line: int) -> Request:
+    try:
+        return _parse_request(text, path, line)
+    except TraceError as e:
+        fmt = foreign_format(text)
+        if fmt is None:
+            raise
+        raise TraceError(path, line, e.field, f"{e.message}; {import_hint(fmt, path)}") from None
 
 
 def _parse_request(text: str, path: str, line: int) -> Request:

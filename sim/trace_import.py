@@ -1,22 +1,24 @@
-"""Importers for public traces: Mooncake (block-hashed prompts) and Azure LLM inference (lengths only).
+"""Importers for public traces: Mooncake (block-hashed prompts, sim/mooncake_import.py) and Azure LLM
+inference (lengths only, here).
 
-Both stream their input and name file:line:field on bad input (a TraceError), like the trace loader.
+Both stream their input (a file, gzip or zstd, or ``-`` for standard input) and name file:line:field on bad
+input (a TraceError), like the trace loader.
 """
 from __future__ import annotations
 
 import csv
-import json
-import math
 import os
 import random
 from collections.abc import Iterator
 from datetime import datetime
 
+from sim.mooncake_import import MOONCAKE_BLOCK_LEN, import_mooncake, import_mooncake_counted
 from sim.trace import Request, Segment, Trace, TraceError
 from sim.trace_check import is_int
+from sim.trace_io import display_name, open_text
 
-MOONCAKE_BLOCK_LEN = 512
-_MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+__all__ = ["MOONCAKE_BLOCK_LEN", "import_azure", "import_mooncake", "import_mooncake_counted"]
+
 _AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
@@ -24,72 +26,6 @@ def _positive_int(value: object, path: str, line: int, field: str) -> int:
     if not is_int(value) or value <= 0:
         raise TraceError(path, line, field, f"must be a positive integer, got {value!r}")
     return value
-
-
-def import_mooncake(path: str | os.PathLike, limit: int | None = None) -> Trace:
-    """One request a line, ``{"timestamp" (ms), "input_length", "output_length", "hash_ids"}``.
-
-    Each hash id is a 512-token segment ``ref="mc<id>"`` (the last one gets the remainder), so equal ids
-    share tokens exactly as Mooncake's prefix-chained block hashes say. Ids are ``mc-<line number>``.
-    """
-    path = str(path)
-    requests, lines, blocks = [], [], {}
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if limit is not None and len(requests) >= limit:
-                break
-            if text.strip():
-                previous = requests[-1].arrival if requests else 0.0
-                requests.append(_mooncake_request(text, path, line_no, previous, blocks))
-                lines.append(line_no)
-    if not requests:
-        raise TraceError(path, None, "file", "no requests")
-    return Trace(requests, path=path, line_numbers=lines)
-
-
-def _mooncake_request(text: str, path: str, line: int, previous_arrival: float,
-                      blocks: dict[int, Segment]) -> Request:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TraceError(path, line, "json", f"malformed JSON: {e.msg} at column {e.colno}") from None
-    if not isinstance(obj, dict):
-        raise TraceError(path, line, "request", "must be a JSON object")
-    for field in _MOONCAKE_FIELDS:
-        if field not in obj:
-            raise TraceError(path, line, field, "missing required field")
-    timestamp = obj["timestamp"]
-    if not (is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < math.inf:
-        raise TraceError(path, line, "timestamp", f"must be a number of ms >= 0, got {timestamp!r}")
-    if timestamp / 1000 < previous_arrival:
-        raise TraceError(path, line, "timestamp", "earlier than the previous line's")
-    input_length = _positive_int(obj["input_length"], path, line, "input_length")
-    output_length = _positive_int(obj["output_length"], path, line, "output_length")
-    return Request(id=f"mc-{line}", arrival=timestamp / 1000, output_len=output_length,
-                   prompt=_mooncake_segments(obj["hash_ids"], input_length, path, line, blocks))
-
-
-def _mooncake_segments(hash_ids: object, input_length: int, path: str, line: int,
-                       blocks: dict[int, Segment]) -> list[Segment]:
-    """``blocks`` holds one Segment per whole-block hash id, shared by every request that names it."""
-    num_blocks = -(-input_length // MOONCAKE_BLOCK_LEN)
-    if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):  # bool is not int here
-        raise TraceError(path, line, "hash_ids", "must be a list of integers")
-    if len(hash_ids) != num_blocks:
-        raise TraceError(path, line, "hash_ids", f"has {len(hash_ids)} ids; input_length {input_length} "
-                                                 f"needs ceil({input_length}/512) = {num_blocks}")
-    segments = [blocks.get(h) or _whole_block(blocks, h) for h in hash_ids[:-1]]
-    last_len = input_length - MOONCAKE_BLOCK_LEN * (num_blocks - 1)
-    last = hash_ids[-1]
-    segments.append(blocks.get(last) or _whole_block(blocks, last) if last_len == MOONCAKE_BLOCK_LEN
-                    else Segment(ref=f"mc{last}", len=last_len))
-    return segments
-
-
-def _whole_block(blocks: dict[int, Segment], hash_id: int) -> Segment:
-    # tuple.__new__ skips the named tuple's Python-level constructor: one per distinct block (183k)
-    segment = blocks[hash_id] = tuple.__new__(Segment, (f"mc{hash_id}", MOONCAKE_BLOCK_LEN, None, 0))
-    return segment
 
 
 def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: int = 512, seed: int = 0,
@@ -107,21 +43,22 @@ def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: in
         raise ValueError(f"import_azure: prefix_groups must be an integer >= 1, got {prefix_groups!r}")
     if not is_int(shared_len) or shared_len < 0:
         raise ValueError(f"import_azure: shared_len must be an integer >= 0, got {shared_len!r}")
-    path, rng = str(path), random.Random(seed)
+    name, rng = display_name(path), random.Random(seed)
     requests, lines, first_at = [], [], None
-    for line, at, row in _azure_rows(path, limit):
+    for line, at, row in _azure_rows(path, name, limit):
         first_at = at if first_at is None else first_at
         group = rng.randrange(prefix_groups)
-        requests.append(_azure_request(row, (at - first_at).total_seconds(), group, shared_len, path, line))
+        requests.append(_azure_request(row, (at - first_at).total_seconds(), group, shared_len, name, line))
         lines.append(line)
     if not requests:
-        raise TraceError(path, None, "file", "no requests")
-    return Trace(requests, path=path, line_numbers=lines)
+        raise TraceError(name, None, "file", "no requests")
+    return Trace(requests, path=name, line_numbers=lines)
 
 
-def _azure_rows(path: str, limit: int | None) -> Iterator[tuple[int, datetime, list[str]]]:
-    """(line number, timestamp, row) of each data row, checked to be in time order."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
+def _azure_rows(source: str | os.PathLike, path: str,
+                limit: int | None) -> Iterator[tuple[int, datetime, list[str]]]:
+    """(line number, timestamp, row) of each data row, checked to be in time order; ``path`` names it."""
+    with open_text(source, encoding="utf-8-sig", newline="") as f:
         rows = csv.reader(f)
         _check_azure_header(next(rows, None), path)
         count, previous_at = 0, None

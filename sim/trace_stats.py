@@ -101,6 +101,34 @@ def _chain_parent(request: Request) -> str | None:
     return outputs[-1] if outputs else None
 
 
+def followup_parents(trace: Trace) -> dict[str, str]:
+    """Follow-up request id -> the request whose prompt it extends, as ``sim.metrics.previous_prompt_len``
+    says: the last request whose output it quotes, else the one it is sent ``after``."""
+    out = {}
+    for request in trace:
+        quoted = [s.output_of for s in request.prompt if s.output_of is not None]
+        parent = quoted[-1] if quoted else request.after
+        if parent is not None:
+            out[request.id] = parent
+    return out
+
+
+def ideal_decode_region_hits(trace: Trace, cached: list[int]) -> int:
+    """Follow-ups an ideal cache (``cached``, per request in file order) serves past the previous prompt + 1:
+    the upper bound of the decode-region hits any policy can reach on this trace."""
+    parents = followup_parents(trace)
+    return sum(1 for request, tokens in zip(trace, cached, strict=True)
+               if request.id in parents and tokens > trace.prompt_len(parents[request.id]) + 1)
+
+
+def structure(trace: Trace) -> dict:
+    """Requests, follow-ups, multi-turn chains and fan-out groups: cheap, no ideal-reuse pass."""
+    chains = _multiturn_chains(trace)
+    return {"requests": len(trace), "followup_requests": len(followup_parents(trace)),
+            "multiturn_chains": len(chains), "multiturn_requests": sum(chains),
+            "fanout_groups": len(_fanout_groups(trace))}
+
+
 def _multiturn_chains(trace: Trace) -> list[int]:
     """Sizes of the chains of >= 2 requests linked by `after` or by containing an earlier output."""
     root_of: dict[str, str] = {}
@@ -115,7 +143,8 @@ def trace_stats(trace: Trace) -> dict:
     prompt_tokens = sum(trace.prompt_len(r.id) for r in trace)
     arrivals = [r.arrival for r in trace if r.arrival is not None]
     groups, chains = _fanout_groups(trace), _multiturn_chains(trace)
-    cached = sum(ideal_cached_tokens(trace))
+    per_request = ideal_cached_tokens(trace)
+    cached = sum(per_request)
     return {
         "requests": len(trace),
         "open_loop_requests": sum(1 for r in trace if r.after is None),
@@ -126,6 +155,7 @@ def trace_stats(trace: Trace) -> dict:
         "fanout_groups": len(groups),
         "fanout_requests": sum(groups),
         "fanout_largest_group": max(groups, default=0),
+        "followup_requests": len(followup_parents(trace)),
         "multiturn_chains": len(chains),
         "multiturn_requests": sum(chains),
         "multiturn_chain_len_mean": sum(chains) / len(chains) if chains else 0.0,
@@ -133,4 +163,5 @@ def trace_stats(trace: Trace) -> dict:
         "multiturn_chain_len_counts": {str(n): c for n, c in sorted(Counter(chains).items())},
         "ideal_cached_tokens": cached,
         "ideal_cached_fraction": cached / prompt_tokens if prompt_tokens else 0.0,
+        "ideal_decode_region_hits": ideal_decode_region_hits(trace, per_request),
     }

@@ -57,7 +57,8 @@ def test_request_larger_than_pool_is_refused_cleanly():
 def test_swa_pressure_tombstones_before_deleting_locked_paths():
     model = hybrid_model(mamba=False, window=8)
     mgr = manager("sglang-retain", model, PoolSizes(200, 12, 0), page_size=4, track_interval=4)
-    run_alone(mgr, "a", seq(("a", 32)) + out("a", 1), 32, 1, 64)
+    # two outputs: a request done at its prompt is not committed after its prefill (SGLang's release path)
+    run_alone(mgr, "a", seq(("a", 32)) + out("a", 2), 32, 2, 64)
     before = mgr.tree.num_swa_pages
     assert before == 3  # the prefill commit already freed below floor4(31 - 8) = 20
     mgr.admit("b", seq(("b", 40)) + out("b", 1), 40)

@@ -81,7 +81,7 @@ def test_azure_options_are_refused_for_mooncake(data_dir, tmp_path):
     out = tmp_path / "mc.jsonl"
     result = _run("trace", "import", "mooncake", data_dir / "mooncake_conversation_head.jsonl", "-o", out,
                   "--shared-len", 5)
-    assert result.exit_code == 2 and "azure only" in result.stderr
+    assert result.exit_code == 2 and "--shared-len does not apply to mooncake" in result.stderr
     assert not out.exists()
 
 

@@ -82,15 +82,16 @@ def test_sharing_structure():
     assert stats["multiturn_chain_len_counts"] == {"2": 1, "3": 1}
     assert (stats["open_loop_requests"], stats["closed_loop_requests"]) == (7, 2)
     assert stats["arrival_span_s"] == 6.0
+    assert stats["followup_requests"] == 3  # g1-2, g1-3 (after) and h1-2 (output_of)
 
 
 def test_stats_keys():
     stats = trace_stats(Trace([_open("a", [_ref("s", 3)])]))
     assert list(stats) == [
         "requests", "open_loop_requests", "closed_loop_requests", "prompt_tokens", "output_tokens",
-        "arrival_span_s", "fanout_groups", "fanout_requests", "fanout_largest_group", "multiturn_chains",
-        "multiturn_requests", "multiturn_chain_len_mean", "multiturn_chain_len_max",
-        "multiturn_chain_len_counts", "ideal_cached_tokens", "ideal_cached_fraction"]
+        "arrival_span_s", "fanout_groups", "fanout_requests", "fanout_largest_group", "followup_requests",
+        "multiturn_chains", "multiturn_requests", "multiturn_chain_len_mean", "multiturn_chain_len_max",
+        "multiturn_chain_len_counts", "ideal_cached_tokens", "ideal_cached_fraction", "ideal_decode_region_hits"]
     assert (stats["ideal_cached_tokens"], stats["arrival_span_s"], stats["multiturn_chains"]) == (0, 0.0, 0)
 
 

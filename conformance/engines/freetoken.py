@@ -7,7 +7,7 @@ the scenario's requests one at a time through the driver's copy of FreeToken's s
 outcome is FreeToken's own usage report: ``PromptAdmittedMsg.cached_tokens`` (= the admission's
 ``cache_handle.cached_len``).
 
-Needs ``conformance/requirements-freetoken.txt`` installed; FreeToken is imported only inside ``run``.
+Needs ``pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt`` installed; FreeToken is imported only inside ``run``.
 """
 from __future__ import annotations
 

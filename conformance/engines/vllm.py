@@ -1,7 +1,7 @@
 """vLLM 0.33.0 as a conformance oracle: its real v1 scheduler, KVCacheManager, HybridKVCacheCoordinator and
 BlockPool on CPU (no model forward), serving a scenario one request at a time with teacher-forced outputs.
 
-Install: conformance/requirements-vllm.txt. The call order and every stub: docs/conformance-vllm.md.
+Install: pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt. The call order and every stub: docs/conformance-vllm.md.
 """
 from __future__ import annotations
 

@@ -19,16 +19,30 @@ class LRUEviction:
     long run's memory stays proportional to the tree, not to its history)."""
 
     name = "lru"
+    _CHECK_EVERY = 8192  # pushes between looks at the heaps' sizes
 
     def __init__(self) -> None:
         self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
-        self._limit = {FULL: 1024, SWA: 1024, STATE: 1024}
+        self._limit = {FULL: 4096, SWA: 4096, STATE: 4096}
+        self._until_check = self._CHECK_EVERY
 
-    def push(self, comp: str, node: Node) -> None:
-        heap = self.heaps[comp]
-        heapq.heappush(heap, (getattr(node, STAMP_OF[comp]), node.id, node))
-        if len(heap) > self._limit[comp]:
-            self._compact(comp)
+    def push(self, comp: str, node: Node, stamp: int) -> None:
+        heapq.heappush(self.heaps[comp], (stamp, node.id, node))
+        self._counted(1)
+
+    def release(self, node: Node) -> None:
+        """The node may be a candidate again, for each component it holds (FULL: only as a leaf)."""
+        heaps, pushed = self.heaps, 0
+        if not node.children:
+            heapq.heappush(heaps[FULL], (node.full_stamp, node.id, node))
+            pushed += 1
+        if node.swa_pages is not None:
+            heapq.heappush(heaps[SWA], (node.swa_stamp, node.id, node))
+            pushed += 1
+        if node.state is not None:
+            heapq.heappush(heaps[STATE], (node.state_stamp, node.id, node))
+            pushed += 1
+        self._counted(pushed)
 
     def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
         """The least recently used eligible node, or None. Ineligible entries are dropped: whatever makes a
@@ -40,6 +54,14 @@ class LRUEviction:
                 return node
         return None
 
+    def _counted(self, pushed: int) -> None:
+        self._until_check -= pushed
+        if self._until_check <= 0:
+            self._until_check = self._CHECK_EVERY
+            for comp, heap in self.heaps.items():
+                if len(heap) > self._limit[comp]:
+                    self._compact(comp)
+
     def _compact(self, comp: str) -> None:
         stamp_of = STAMP_OF[comp]
         live = {}
@@ -50,7 +72,7 @@ class LRUEviction:
         heap = list(live.values())
         heapq.heapify(heap)
         self.heaps[comp] = heap
-        self._limit[comp] = max(1024, 2 * len(heap))
+        self._limit[comp] = max(4096, 4 * len(heap))
 
 
 def _holds(node: Node, comp: str) -> bool:
@@ -64,7 +86,10 @@ class NoEviction:
 
     name = "scan"
 
-    def push(self, comp: str, node: Node) -> None:
+    def push(self, comp: str, node: Node, stamp: int) -> None:
+        pass
+
+    def release(self, node: Node) -> None:
         pass
 
     def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:

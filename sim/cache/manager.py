@@ -63,6 +63,7 @@ class CacheManager(PlainDecodes):
             req.spare_states = self.pools[STATE].alloc(num_states - 1)
             copy_from = self._resume_state(match)
         self.requests[request_id] = req
+        self.rules.after_admit(self, req)
         return AdmitResult(match, copy_from)
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:

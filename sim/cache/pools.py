@@ -40,16 +40,21 @@ class Pool:
         return self.high_water - len(self._returned)
 
     def alloc(self, count: int) -> list[int]:
+        returned = self._returned
+        if count <= len(returned):  # the usual case: ids freed before
+            if count == 0:
+                return []
+            ids = returned[-count:]
+            del returned[-count:]
+            ids.reverse()
+            return ids
         if count > self.num_free:
             raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
-        reused = min(count, len(self._returned))
-        ids = self._returned[len(self._returned) - reused:]
-        del self._returned[len(self._returned) - reused:]
-        ids.reverse()
-        fresh = count - reused
-        if fresh:
-            ids += range(self.high_water, self.high_water + fresh)
-            self.high_water += fresh
+        ids = returned[::-1]
+        returned.clear()
+        fresh = count - len(ids)
+        ids += range(self.high_water, self.high_water + fresh)
+        self.high_water += fresh
         return ids
 
     def alloc_one(self) -> int:

@@ -28,6 +28,7 @@ class RequestCache:
     spare_states: list[int] = field(default_factory=list)  # slots a checkpoint is saved into (ping-pong)
     decode_steps: int = 0
     commit_pending: bool = False  # the prefill's commit waits for the first decode step (overlap)
+    swa_branch: int | None = None  # a FULL hit deeper than its SWA-valid match: the first insert stops there
 
     @property
     def last_node(self) -> Node:

@@ -141,20 +141,13 @@ class RadixTree:
                 return
         elif (node.swa_pages if comp == SWA else node.state) is None:
             return
-        self.eviction.push(comp, node)
+        self.eviction.push(comp, node, getattr(node, STAMP_OF[comp]))
 
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it
-        holds; the same pushes as ``_push`` for FULL, SWA and STATE in turn."""
-        if node is self.root:
-            return
-        push = self.eviction.push
-        if not node.children:
-            push(FULL, node)
-        if node.swa_pages is not None:
-            push(SWA, node)
-        if node.state is not None:
-            push(STATE, node)
+        holds."""
+        if node is not self.root:
+            self.eviction.release(node)
 
     def pop_lru(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
         """The eviction strategy's next eligible candidate for ``comp``, or None."""

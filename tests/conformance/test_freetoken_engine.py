@@ -2,7 +2,7 @@
 rules (read in its source), and generated ones compared with ``simulate`` where they are known to agree.
 
 Skipped when FreeToken is not installed (``pip install --no-deps -c constraints-cpu.txt -r
-conformance/requirements-freetoken.txt``).
+conformance/requirements.txt``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from conformance.scenario import EngineConfig, Scenario, trace_lines
 pytestmark = [
     pytest.mark.skipif(freetoken.installed_version() is None,
                        reason="FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
-                              "-r conformance/requirements-freetoken.txt"),
+                              "-r conformance/requirements.txt"),
     pytest.mark.filterwarnings("ignore:Triton is not supported on current platform"),
 ]
 

@@ -13,7 +13,7 @@ import pytest
 from conformance.scenario import EngineConfig
 
 pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
-                                "(pip install --no-deps -r conformance/requirements-vllm.txt)")
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 # Qwen/Qwen3.5-4B: full attention 4 KV heads of 256 (bf16); GatedDeltaNet 16 key heads and 32 value heads of
 # 128, conv kernel 4, recurrent state in float32 (mamba_ssm_dtype), conv state in the model dtype (bf16).

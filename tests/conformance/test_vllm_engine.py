@@ -1,5 +1,5 @@
 """The vLLM 0.33.0 oracle (conformance/engines/vllm.py): generated scenarios run, and hand-made ones give the
-hit that vLLM's rules (docs/vllm-rules.md) derive. Needs conformance/requirements-vllm.txt installed."""
+hit that vLLM's rules (docs/vllm-rules.md) derive. Needs pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt installed."""
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -13,7 +13,7 @@ from conformance.scenario import EngineConfig, Scenario, trace_lines
 # Found, not imported: importing vLLM imports Triton, and the executor tests need Triton imported after their
 # conftest sets TRITON_INTERPRET (collection runs every conftest before the first test).
 pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
-                                "(pip install --no-deps -r conformance/requirements-vllm.txt)")
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _config(components: str, page: int, window: int = 0, max_batched: int = 8192, retention: int | None = 0,

@@ -11,7 +11,7 @@ from conformance.generate import generate
 from tests.conformance import vllm_reference
 
 pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
-                                "(pip install --no-deps -r conformance/requirements-vllm.txt)")
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _disagreements(seeds: range, async_scheduling: bool = True) -> list[str]:

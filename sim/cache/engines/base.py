@@ -61,6 +61,9 @@ class EngineRules:
         """The tree's eviction strategy (``sim/cache/eviction.py``)."""
         return LRUEviction()
 
+    def after_admit(self, manager, req: RequestCache) -> None:
+        """Runs once a request is admitted (its path locked, its states allocated)."""
+
     def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
         """Why the engine will not admit ``req`` now (its path is locked, its states reserved), or None."""
         return None

@@ -55,8 +55,9 @@ class GdnRules(FreeTokenRules):
     def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
         """Insert ``[0, end)`` with the request's checkpoint at ``end``; True if the tree took the state."""
         node = insert_gdn(manager.tree, req, end, self.clock)
-        manager.relock(req, node)
-        return attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
+        taken = attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
+        manager.relock(req, node)  # after the state is on the node: the lock covers it
+        return taken
 
 
 class SwaGdnRules(GdnRules, SwaRules):
@@ -66,8 +67,9 @@ class SwaGdnRules(GdnRules, SwaRules):
 
     def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
         node = insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa)
+        taken = attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
         manager.relock(req, node)
-        return attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
+        return taken
 
     def finish(self, manager, req: RequestCache) -> None:
         GdnRules.finish(self, manager, req)

@@ -8,6 +8,7 @@ one (PR #34729). Finish (``cache_finished_req``): insert up to the last checkpoi
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
+from sim.cache.components import STATE
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
@@ -57,14 +58,61 @@ class SGLangRules(EngineRules):
             deepest = next((n.end for n in reversed(req.last_node.path_from_root()) if n.state is not None), None)
         return None if deepest is None else deepest - self.window + r.window_slack
 
+    admission_states = 3  # the running state and two ping-pong track slots (extra_buffer, overlap loop)
+
+    def after_admit(self, manager, req: RequestCache) -> None:
+        """``SWAComponent.finalize_match_result_in_tree_core``: FULL hit deeper than the SWA-valid match is a
+        branch point the first insert stops at (FULL + SWA trees only; MAMBA has its own)."""
+        r = self.resolved
+        branch = floor_to(req.match.full_depth, self.page_size)
+        if r.has_swa and not r.has_mamba and branch > req.cached_len:
+            req.swa_branch = branch
+
     def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
-        """``cache_unfinished_req``: free out-of-window SWA with ``pre_len = insert_len - 1``, then insert."""
-        end = self.insert_len(req)
-        if end is None or end <= req.prefix_len:
-            return
-        if self.resolved.has_swa and end - 1 - self.window >= req.swa_frontier + 1:
-            manager.free_swa_below(req, self.frontier(req, end - 1, self.retain_floor(req)))
-        manager.insert(req, end)
+        """``checkpoint_kv_cache`` after every chunk; a request that finishes at its prompt goes straight to
+        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free)."""
+        if not (is_last and req.output_len < 2):
+            self.checkpoint_into_tree(manager, req, finished=False)
+
+    def finish(self, manager, req: RequestCache) -> None:
+        self.checkpoint_into_tree(manager, req, finished=True)
+
+    def checkpoint_into_tree(self, manager, req: RequestCache, finished: bool) -> None:
+        """``UnifiedRadixCache.checkpoint_into_tree``: the key ends at the checkpoint (MAMBA), the SWA branch
+        point or the computed length; an unfinished request first frees SWA out of the key's window, and a
+        donated checkpoint's slot is replaced (evicting a tree state if none is free)."""
+        key_len = self.key_len(req, finished)
+        if not finished:
+            self.free_before_key(manager, req, key_len)
+            if self.resolved.has_mamba and req.checkpoint is not None and key_len > 0:
+                if self.reserve(manager, 0, 0, 1) is None:
+                    req.spare_states.append(manager.pools[STATE].alloc_one())
+        end = floor_to(key_len, self.page_size)
+        if end > req.prefix_len:
+            manager.insert(req, end)
+        if req.swa_branch is not None and end >= req.swa_branch:
+            req.swa_branch = None
+            if not finished:
+                self.free_before_key(manager, req, req.kv_len)
+
+    def key_len(self, req: RequestCache, finished: bool) -> int:
+        if self.resolved.has_mamba:
+            return req.checkpoint[0] if req.checkpoint is not None else 0
+        branch = req.swa_branch
+        if branch is not None and req.prefix_len < branch <= req.kv_len:
+            return branch
+        return req.kv_len
+
+    def free_before_key(self, manager, req: RequestCache, key_len: int) -> None:
+        """``free_out_of_window_slots(req, key_len - 1)``, whose early return needs the frontier to move."""
+        if self.resolved.has_swa and key_len - 1 - self.window >= req.swa_frontier + 1:
+            manager.free_swa_below(req, self.frontier(req, key_len - 1, self.retain_floor(req)))
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        """``prepare_for_decode``: a state where the sequence reaches the track grid, lcm of the scan's
+        checkpoint grid and ``--mamba-track-interval``."""
+        position = req.kv_len + 1
+        return position if self.resolved.has_mamba and position % self.resolved.track_grid == 0 else None
 
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
         if not self.resolved.has_swa or not self.trigger.fires(req, iteration):
@@ -72,7 +120,7 @@ class SGLangRules(EngineRules):
         return self.frontier(req, req.kv_len, self.retain_floor(req))
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
-        steps = super().plain_decode_steps(req, iteration)
+        steps = -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62
         if self.resolved.has_swa:
             steps = min(steps, self.trigger.silent_steps(req, iteration))
         return steps

@@ -1,0 +1,85 @@
+"""SGLang 0.5.23 as a conformance oracle: its real ``UnifiedRadixCache``, pools, ``Req``/``ScheduleBatch``
+and ``Scheduler`` event loop, driven on CPU with a teacher-forced stand-in for the model forward.
+
+See docs/conformance-sglang.md for the install, the call order, every stub and the knob mapping.
+"""
+from __future__ import annotations
+
+from conformance.engines import sglang_runtime
+from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_requests
+
+ENGINE = "sglang"
+PRESETS: dict[str, str] = {
+    "sglang-retain": "SGLang 0.5.23 as shipped: UnifiedRadixCache.swa_retain_floor keeps SWA down to the "
+                     "request's last checkpoint - W (PR #34729)",
+    "sglang": "SGLang 0.5.23 with UnifiedRadixCache.swa_retain_floor returning None (the pre-#34729 behaviour)",
+}
+
+
+def accepts(config: EngineConfig) -> str | None:
+    """Why SGLang would refuse to start with this configuration, or None."""
+    return sglang_runtime.accepts(config)
+
+
+def available() -> str | None:
+    """None when SGLang's scheduler imports here, else why not."""
+    try:
+        sglang_runtime.import_sglang()
+    except Exception as error:  # ImportError, or a missing non-cache dependency
+        return f"sglang is not importable: {type(error).__name__}: {error}"
+    return None
+
+
+def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
+    """Per request: ``req.cached_tokens`` (what --enable-cache-report returns), in serving order."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown SGLang preset {preset!r}; choose from {', '.join(PRESETS)}")
+    requests = served_requests(scenario)
+    reason = accepts(scenario.config)
+    if reason is not None:
+        return {r.request_id: EngineOutcome(0, served=False, note=reason) for r in requests}
+    sglang_runtime.import_sglang()
+    from conformance.engines.sglang_scheduler import make_scheduler, serve
+
+    longest = max(len(r.prompt) + len(r.output) for r in requests)
+    pools = sglang_runtime.build_pools(scenario.config, longest + 2 * scenario.config.page_size)
+    if preset == "sglang":
+        pools.tree_cache.swa_retain_floor = lambda req: None
+    from sglang.srt.environ import envs
+
+    with envs.SGLANG_SWA_EVICTION_INTERVAL.override(scenario.config.swa_eviction_interval):
+        client = serve(make_scheduler(scenario.config, pools), requests)
+    outcomes = {}
+    for r in requests:
+        req, stalled = client.reqs[r.request_id], client.never_admitted.get(r.request_id)
+        outcomes[r.request_id] = _outcome(req, stalled)
+        if outcomes[r.request_id].served and (not req.finished() or list(req.output_ids) != list(r.output)):
+            raise RuntimeError(f"{r.request_id}: SGLang did not commit the teacher-forced output")
+    return outcomes
+
+
+def _abort_reason(req):
+    """SGLang's abort of a request: its finish reason, or the one ``retract_decode`` (a lone request that
+    cannot be retracted) or ``init_req_max_new_tokens`` left in ``to_finish``."""
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+    for reason in (req.finished_reason, req.to_finish):
+        if isinstance(reason, FINISH_ABORT):
+            return reason
+    return None
+
+
+STALLED = {
+    "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
+               "forever)",
+    "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
+}
+
+
+def _outcome(req, stalled: str | None) -> EngineOutcome:
+    if stalled is not None:
+        return EngineOutcome(0, served=False, note=STALLED[stalled])
+    abort = _abort_reason(req)
+    if abort is not None:
+        return EngineOutcome(0, served=False, note=f"aborted: {abort.message}")
+    return EngineOutcome(int(req.cached_tokens))

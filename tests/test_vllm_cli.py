@@ -65,8 +65,10 @@ def test_experiment_align_is_vllm_45238():
     rows = [line for line in result.output.splitlines() if line.startswith("| 1")]
     assert rows == ["| 1600 / 600 | 0.33.0 | 48/64 | 1584 | 76032 | 64768 |  |",
                     "| 1600 / 600 | dense, no junction | 56/64 | 1584 | 88704 | 52096 | 52/64 at 1584 |",
-                    "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50688 | 90112 |  |",
-                    "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140800 | 0/64 |"]
+                    "| 1600 / 600 | dense, junction | 56/64 | 1584 | 88704 | 52096 |  |",
+                    "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50688 | 90112 | 48/64 (interval prototype) |",
+                    "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140800 | 0/64 |",
+                    "| 1500 / 700 | dense, junction | 48/64 | 1056 | 50688 | 90112 | 40/64 at 1056 |"]
 
 
 def test_experiment_retention_dense_collapses_where_retention_zero_holds():

@@ -1,6 +1,6 @@
 """The vllm preset against vLLM 0.33.0: `simulate` (replay and timed) gives vLLM's cached tokens on every request
 of generated scenarios, with and without pool pressure. Against vLLM's own code when it is installed
-(conformance/requirements-vllm.txt), and always against the reference model of docs/vllm-rules.md
+(conformance/requirements.txt), and always against the reference model of docs/vllm-rules.md
 (tests/conformance/vllm_reference.py, itself held to vLLM by test_vllm_reference.py)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conformance.generate import generate
 from tests.conformance import vllm_reference
 
 needs_vllm = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
-                                "(pip install --no-deps -r conformance/requirements-vllm.txt)")
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _against_reference(seeds: range) -> list[str]:

@@ -307,12 +307,18 @@ def report(out_dir, baseline, fmt, points):
               help="the model the window, scan chunk and checkpoint grids are resolved against")
 def policies(model):
     """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
+    from sim.cache.engines import ENGINES
     from sim.cache.policies import PRESETS
     from sim.cache.policy import describe_resolved, resolve
+    from sim.config import SimConfig
 
     for name, preset in PRESETS.items():
         click.echo(f"{name:<20} {preset.about}")
-        click.echo(f"{'':<20} {describe_resolved(resolve(preset, MODELS[model]))}")
+        line = describe_resolved(resolve(preset, MODELS[model]))
+        engine_line = getattr(ENGINES[preset.engine], "describe_resolved", None)
+        if engine_line is not None:  # vLLM: not a radix tree; its block size and groups come from the GPU
+            line = line.split("; resolved:")[0] + "; " + engine_line(preset, MODELS[model], SimConfig.gpu)
+        click.echo(f"{'':<20} {line}")
 
 
 @cli.command()

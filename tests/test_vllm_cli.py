@@ -98,5 +98,7 @@ def test_a_grid_over_retention_and_token_budget_renders(tmp_path):
 
 def test_policies_lists_vllm_and_execute_refuses_it():
     assert "vLLM 0.33.0 defaults" in invoke("policies").output
+    described = invoke("policies", "--model", "qwen3.5-4b").output
+    assert "resolved on h200: block size 576, groups mamba mamba mamba full" in described
     result = invoke("execute", "--trace", "traces/multiturn.jsonl", "--policy", "vllm")
     assert result.exit_code == 2 and "use `simulate` for it" in result.output

@@ -35,3 +35,17 @@ class VllmRules(EngineRules):
         from sim.cache.blocks.sizing import shared_pool_sizes
 
         return shared_pool_sizes(model, policy, memory_bytes, pool_tokens)
+
+    @staticmethod
+    def describe_resolved(policy, model, gpu: str) -> str:
+        """What ``vllm serve`` settles on ``gpu`` for ``model``: the block size, the groups, the token budget."""
+        from sim.cache.blocks.defaults import settle_for_gpu
+        from sim.cache.blocks.layout import layout_for
+        from sim.cache.policy import resolve
+
+        settled = settle_for_gpu(policy, gpu, set())
+        layout = layout_for(model, settled.page_size, resolve(settled, model).window,
+                            bool(settled.prefill_checkpoints))
+        return (f"resolved on {gpu}: block size {layout.block_size}, groups {' '.join(layout.group_kinds)}, "
+                f"window {layout.window}, prefill checkpoints {bool(layout.checkpoint_blocks)}, "
+                f"max_num_batched_tokens {settled.chunked_prefill_size}")

@@ -214,7 +214,8 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn"]))
+@click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn", "vllm-short-prompt", "vllm-align",
+                                           "vllm-retention"]))
 @click.option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
               help="s1: SGLang's SWA freeing trigger")
 @click.option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
@@ -230,10 +231,11 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
               help="real-multiturn: the SimPy engine with time, or requests one after another")
 @click.option("--markdown", "as_markdown", is_flag=True, help="print a markdown table")
 def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_names, mode, as_markdown):
-    """Run a seed experiment of SPEC section 7 and print its table in the seed's shape; real-multiturn
-    runs the seeds' policy pairs on a real trace's conversations (docs/seed-experiments.md)."""
+    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
+    the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations
+    (docs/seed-experiments.md)."""
     from reports.tables import markdown
-    from sim import experiments
+    from sim import experiments, experiments_vllm
 
     if name == "real-multiturn":
         from sim.real_multiturn_cli import run_real_multiturn
@@ -244,6 +246,8 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_n
         return
     if name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
+    elif name.startswith("vllm-"):
+        table = call_library(getattr(experiments_vllm, name.removeprefix("vllm-").replace("-", "_")))
     else:
         table = call_library(getattr(experiments, name))
     click.echo(markdown(table) if as_markdown else table.to_string(index=False))
@@ -303,12 +307,18 @@ def report(out_dir, baseline, fmt, points):
               help="the model the window, scan chunk and checkpoint grids are resolved against")
 def policies(model):
     """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
+    from sim.cache.engines import ENGINES
     from sim.cache.policies import PRESETS
     from sim.cache.policy import describe_resolved, resolve
+    from sim.config import SimConfig
 
     for name, preset in PRESETS.items():
         click.echo(f"{name:<20} {preset.about}")
-        click.echo(f"{'':<20} {describe_resolved(resolve(preset, MODELS[model]))}")
+        line = describe_resolved(resolve(preset, MODELS[model]))
+        engine_line = getattr(ENGINES[preset.engine], "describe_resolved", None)
+        if engine_line is not None:  # vLLM: not a radix tree; its block size and groups come from the GPU
+            line = line.split("; resolved:")[0] + "; " + engine_line(preset, MODELS[model], SimConfig.gpu)
+        click.echo(f"{'':<20} {line}")
 
 
 @cli.command()

@@ -27,7 +27,8 @@ from sim.trace_import import import_mooncake  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default=str(mooncake_trace("conversation")))
-    parser.add_argument("--policy", default="sglang-retain", choices=policy_names())
+    # the radix managers (vllm has a block cache of its own: benchmarks/real_traces.py --policy vllm times it)
+    parser.add_argument("--policy", default="sglang-retain", choices=[p for p in policy_names() if p != "vllm"])
     parser.add_argument("--model", default="inkling")
     parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--pool-tokens", type=int, default=20_000_000)

@@ -7,7 +7,8 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
-from sim.cache.manager import CacheManager
+from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
 from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
@@ -39,12 +40,16 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     if knobs.get("window") is not None:
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
+    policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
     return model, policy, pool_sizes(config, model, policy)
 
 
 def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
+    shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
+    if shared is not None:  # one pool every component shares (vLLM): its own sizing
+        return shared
     page = policy.page_size
     by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
                                   config.mamba_full_memory_ratio)
@@ -91,7 +96,7 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
               backend: Backend | None = None, on_step=None, fast_path: bool | None = None) -> SimResult:
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
     if backend is None:
@@ -104,12 +109,12 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
     steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
+    summary = summarize(requests, steps, manager.page_size) | eviction_counts(manager) | upper_bound(requests)
     return SimResult(config, policy, requests, steps, summary)
 
 
-def eviction_counts(manager: CacheManager) -> dict:
-    counts = manager.tree.num_evictions
+def eviction_counts(manager: CacheModel) -> dict:
+    counts = _evictions(manager)
     return {"evictions_full": counts["full"], "evictions_swa": counts["swa"], "evictions_mamba": counts["state"]}
 
 
@@ -118,14 +123,17 @@ def eviction_counts(manager: CacheManager) -> dict:
 MAMBA_STATES_PER_REQUEST = 3
 
 
-def max_running(policy: Policy, manager: CacheManager, sizes: PoolSizes) -> int:
-    if not manager.has_mamba:
+def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
+    if not manager.has_mamba or manager.topology.name != "separate":  # vLLM: max_num_seqs alone
         return policy.max_running_requests
     return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
-def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):
+def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
     page = manager.page_size
+    if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
+        return lambda request_id: manager.request_refusal(trace.prompt_len(request_id),
+                                                          trace.request(request_id).output_len)
 
     def why_not(request_id: str) -> str | None:
         total = trace.prompt_len(request_id) + trace.request(request_id).output_len
@@ -157,7 +165,7 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
     rows, steps, inserted = {}, [], {}
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
     for index, (request_id, run, usage) in enumerate(runs):
@@ -171,5 +179,6 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
+    summary = (summarize(requests, steps_frame, manager.page_size) | eviction_counts(manager)
+               | upper_bound(requests))
     return SimResult(config, policy, requests, steps_frame, summary)

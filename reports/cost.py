@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.figures import RenderedFigure, new_figure, policy_color, render, thousands
+from reports.figures import RenderedFigure, new_figure, policy_color, policy_marker, render, thousands
+from reports.formatting import count
 from reports.grid_data import GridData
 from reports.grid_tables import setting_columns
 
@@ -39,31 +40,83 @@ def cost_table(data: GridData) -> pd.DataFrame:
 
 def _count(value: float) -> str:
     """Peaks are whole slots; means keep one decimal (a tenth of a slot is plenty)."""
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+    return count(value)
 
 
 def cost_figure(data: GridData) -> RenderedFigure:
-    figure, axes = new_figure(6.4, 2, 2, constrained_layout=True)
+    title = "What retention costs: reuse against SWA and MAMBA pool occupancy (each point one grid point)"
+    return render(cost_plot(data, title), "cost", title)
+
+
+def cost_plot(data: GridData, title: str):
+    figure, axes = new_figure(6.8, 2, 2, constrained_layout=True)
     for ax, (cost, label) in zip(axes.ravel(), COSTS, strict=True):
         _draw_cost(ax, data, cost, label)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
-    title = "What retention costs: reuse against SWA and MAMBA pool occupancy (each point one grid point)"
-    figure.suptitle(title, fontsize=11)
-    return render(figure, "cost", title)
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8,
+                  title=f"labels: {point_label_legend(data)}", title_fontsize=8)
+    figure.suptitle(title, fontsize=10)
+    return figure
+
+
+def point_labels(data: GridData) -> list[str]:
+    """Each point's setting, short: ``64/256`` for page/interval (the legend's title says so)."""
+    columns = list(setting_columns(data).values())
+    if not columns:
+        return ["" for _ in range(len(data.points))]
+    return ["/".join(str(column[i]) for column in columns) for i in range(len(data.points))]
+
+
+def point_label_legend(data: GridData) -> str:
+    return "/".join(setting_columns(data)) or "one setting"
 
 
 def _draw_cost(ax, data: GridData, cost: str, label: str) -> None:
     points, policies = data.points, data.policies()
     for policy in policies:
         mine = points[points["policy"] == policy]
-        ax.scatter(mine[cost], mine[GAIN], color=policy_color(policies, policy), label=policy, s=28, zorder=2)
+        marker, size = policy_marker(policies, policy)
+        ax.scatter(mine[cost], mine[GAIN], marker=marker, s=size, facecolors="none", linewidths=1.5,
+                   edgecolors=policy_color(policies, policy), label=policy, zorder=3)
     on_front = points[pareto_mask(list(points[cost]), list(points[GAIN]))].sort_values(cost)
-    ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1)
-    ax.scatter(on_front[cost], on_front[GAIN], facecolors="none", edgecolors="black", s=90, zorder=3,
-               label="Pareto frontier")
-    ax.set_xlabel(label)
-    ax.set_ylabel(f"reused tokens ({data.scope} requests)")
+    ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1,
+            label="Pareto frontier")
+    _annotate(ax, points[cost], points[GAIN], point_labels(data))
+    ax.set_xlabel(label, fontsize=8)
+    ax.set_ylabel(f"reused tokens ({data.scope} requests)", fontsize=8)
+    ax.tick_params(labelsize=8)
     ax.xaxis.set_major_formatter(lambda value, _: thousands(value))
     ax.yaxis.set_major_formatter(lambda value, _: thousands(value))
+    ax.margins(0.15)
     ax.grid(alpha=0.3)
+
+
+MERGE_PX = 12  # points closer than this on the canvas share one label
+LINE_PX = 9  # a label's height: labels closer than this are moved apart
+
+
+def _annotate(ax, xs, ys, labels: list[str]) -> None:
+    """One label per place: points that coincide or nearly (two policies, or settings alike) share it, and
+    labels that would overlap are moved apart vertically."""
+    ax.autoscale_view()
+    pixels = ax.transData.transform(list(zip(xs, ys, strict=True)))
+    groups: list[tuple[list[float], list[str]]] = []  # (pixel position, labels)
+    for (px, py), label in zip(pixels, labels, strict=True):
+        group = next((g for g in groups if abs(g[0][0] - px) < MERGE_PX and abs(g[0][1] - py) < MERGE_PX), None)
+        if group is None:
+            groups.append(([px, py], [label]))
+        elif label not in group[1]:
+            group[1].append(label)
+    placed: list[tuple[float, float]] = []
+    right_edge = ax.get_window_extent().x1
+    for (px, py), names in sorted(groups, key=lambda g: -g[0][1]):
+        shift = 0.0
+        while any(abs(qx - px) < 60 and abs(qy - (py + shift)) < LINE_PX for qx, qy in placed):
+            shift -= LINE_PX
+        placed.append((px, py + shift))
+        x, y = ax.transData.inverted().transform((px, py))
+        text = ", ".join(names)
+        left = px + 7 + 3.2 * len(text) > right_edge  # would run past the panel: put it left of the point
+        ax.annotate(text, (x, y), xytext=(-7 if left else 7, 3 + shift * 72 / ax.figure.dpi),
+                    textcoords="offset points", ha="right" if left else "left", fontsize=6, color="#333333",
+                    gid="point-label")

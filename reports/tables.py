@@ -1,6 +1,9 @@
 """Plain-text and markdown tables in the seeds' own shape, ready to paste into a pull request."""
 from __future__ import annotations
 
+import math
+import numbers
+
 import pandas as pd
 
 SUMMARY_ROWS = [
@@ -80,6 +83,14 @@ def _pct(before, after) -> str:
 
 
 def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
+    """Cells: integers with thousands separators, floats to 4 significant digits (never 1.2e+05)."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if math.isnan(value):
+            return "-"
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value)

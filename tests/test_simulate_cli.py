@@ -27,7 +27,7 @@ def test_simulate_defaults_on_the_sample_fanout():
 
 def test_simulate_json_and_compare(tmp_path):
     result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "freetoken", "--model",
-                    "gemma-4-26b-a4b", "--compare", "freetoken-lazy", "--json", "--out", str(tmp_path))
+                    "gemma-4-26b-a4b", "--compare", "freetoken-lazy", "--format", "json", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert JSON_KEYS <= set(payload) and JSON_KEYS <= set(payload["compare"])
@@ -40,7 +40,7 @@ def test_simulate_json_and_compare(tmp_path):
 
 
 def test_simulate_is_byte_identical_across_runs(tmp_path):
-    outputs = [invoke("simulate", "--trace", "traces/fanout.jsonl", "--json", "--page-size", "128").output
+    outputs = [invoke("simulate", "--trace", "traces/fanout.jsonl", "--format", "json", "--page-size", "128").output
                for _ in range(2)]
     assert outputs[0] == outputs[1]
 
@@ -92,7 +92,7 @@ def test_s3_fanout_vs_append():
 
 
 def test_experiment_command_prints_markdown():
-    result = invoke("experiment", "s2", "--markdown")
+    result = invoke("experiment", "s2", "--format", "md")
     assert result.exit_code == 0 and result.output.startswith("| distance |")
 
 
@@ -112,7 +112,7 @@ def test_replay_mode_equals_timed_mode_when_requests_never_overlap(trace_kind, t
     outputs = {}
     for mode in ("timed", "replay"):
         result = invoke("simulate", "--trace", str(path), "--policy", "freetoken-lazy", "--model", "gemma-4-26b-a4b",
-                        "--mode", mode, "--json")
+                        "--mode", mode, "--format", "json")
         outputs[mode] = json.loads(result.output)
     for key in ("cached_tokens", "recomputed_tokens", "hits", "peak_swa_slots"):
         assert outputs["timed"][key] == outputs["replay"][key], key
@@ -129,7 +129,7 @@ def test_replay_summary_says_it_has_no_time():
 
 
 def test_replay_mode_on_the_mooncake_slice_reports_every_request():
-    result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--json")
+    result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--format", "json")
     payload = json.loads(result.output)
     assert payload["requests"] == 500 and payload["num_steps"] == 500 and payload["cached_tokens"] > 0
 
@@ -144,5 +144,5 @@ def test_pool_tokens_alone_keeps_mamba_states_from_memory_and_rejections_are_nam
 
 def test_summary_counts_evictions():
     payload = json.loads(invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--pool-tokens",
-                                "100000", "--mode", "replay", "--json").output)
+                                "100000", "--mode", "replay", "--format", "json").output)
     assert payload["evictions_full"] > 0 and payload["rejected_requests"] == 5

@@ -63,7 +63,7 @@ def test_import_mooncake_then_stats_json(data_dir, tmp_path):
     result = _run("trace", "import", "mooncake", data_dir / "mooncake_conversation_head.jsonl", "-o", out,
                   "--limit", 10)
     assert result.exit_code == 0, result.output
-    result = _run("trace", "stats", out, "--json")
+    result = _run("trace", "stats", out, "--format", "json")
     assert result.exit_code == 0, result.output
     stats = json.loads(result.stdout)
     assert STATS_KEYS <= set(stats) and stats["requests"] == 10
@@ -100,7 +100,7 @@ def test_bad_import_exits_2_names_the_line_and_keeps_the_old_output(write_lines,
 
 def test_stats_of_a_bad_trace_exits_2_with_file_line_field(write_lines):
     path = write_lines([{"id": "a", "arrival": 0.0, "prompt": [{"ref": "s", "len": 0}], "output_len": 1}])
-    result = _run("trace", "stats", path, "--json")
+    result = _run("trace", "stats", path, "--format", "json")
     assert result.exit_code == 2
     assert f"{path}:1: prompt[0].len:" in result.stderr
     assert result.stdout == ""

@@ -48,11 +48,11 @@ def test_truncated_gzip_is_a_clear_error(tmp_path):
 
 
 def test_stats_and_simulate_read_standard_input(tmp_path):
-    result = _run("trace", "stats", "-", "--json", stdin=gzip.compress(_text(SPEC_LINES)))
+    result = _run("trace", "stats", "-", "--format", "json", stdin=gzip.compress(_text(SPEC_LINES)))
     assert result.exit_code == 0, result.output
     stats = json.loads(result.stdout)
     assert stats["requests"] == 2 and stats["followup_requests"] == 1
-    result = _run("simulate", "--trace", "-", "--mode", "replay", "--json", stdin=_text(SPEC_LINES))
+    result = _run("simulate", "--trace", "-", "--mode", "replay", "--format", "json", stdin=_text(SPEC_LINES))
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["followup_requests"] == 1
 

@@ -97,7 +97,7 @@ def test_experiment_real_multiturn_from_the_cli(tmp_path, slice_250):
     path = tmp_path / "slice.jsonl"
     write_trace(slice_250, path)
     result = CliRunner().invoke(cli, ["experiment", "real-multiturn", "--trace", str(path), "--pairs", "sglang",
-                                      "--mode", "replay", "--markdown"])
+                                      "--mode", "replay", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert "| large (3000 GB) | sglang -> sglang-retain | inkling |" in result.stdout
     assert "Why follow-ups miss the decode region" in result.stdout

@@ -17,12 +17,13 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from reports.figures import RenderedFigure, new_figure, render
+from reports.figures import DPI, WIDTH_IN, RenderedFigure, new_figure, render
 from reports.formatting import abbreviated, count
 from reports.grid_data import FOLLOWUP, GridData
 
 AXIS_SETTINGS = ("page_size", "track_interval")
 PANELS_PER_ROW = 3
+MIN_CELL_PX = 48  # a cell narrower than this cannot hold "1,489/" at a readable size
 CELL_FONT, MIN_CELL_FONT = 8.0, 6.5  # below 6.5 pt a number is not read at 800 px: a shorter form is used
 FLAT = ListedColormap(["#eeeeee"])
 SHORT_FORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cell text artist -> its short form
@@ -65,11 +66,13 @@ class Metric:
             return f"{sign}{100 * abs(value):.1f}" + ("" if short else " pp")
         return sign + (abbreviated(abs(value), 3) if short else count(abs(value)))
 
-    def tick(self, value: float, difference: bool = False) -> str:
+    def tick(self, value: float, difference: bool = False, span: float = 1.0) -> str:
+        """Colour-bar ticks: percentages (points, for differences) with as many decimals as the span needs."""
         if self.fraction:
+            digits = 0 if span >= 0.1 else 1 if span >= 0.01 else 2
             if difference:
-                return "0" if value == 0 else f"{100 * value:+.0f} pp"
-            return f"{100 * value:.0f}%"
+                return "0" if value == 0 else f"{100 * value:+.{digits}f} pp"
+            return f"{100 * value:.{digits}f}%"
         return ("+" if difference and value > 0 else "") + abbreviated(value, 3)
 
 
@@ -107,7 +110,7 @@ def heatmap_figure(points: pd.DataFrame, policies: list[str], baseline: str, met
     pages = sorted(points["page_size"].unique())
     intervals = sorted(points["track_interval"].unique())
     panels = [(p, None) for p in policies] + [(p, baseline) for p in policies if p != baseline]
-    ncols = min(PANELS_PER_ROW, len(panels))
+    ncols = min(panels_per_row(len(intervals)), len(panels))
     nrows = math.ceil(len(panels) / ncols)
     figure, axes = new_figure(0.9 + 2.4 * nrows, nrows, ncols, constrained_layout=True)
     values = {p: _grid(points, p, pages, intervals, metric) for p in policies}
@@ -123,6 +126,13 @@ def heatmap_figure(points: pd.DataFrame, policies: list[str], baseline: str, met
     figure.suptitle(title, fontsize=11)
     fit_cell_texts(figure)
     return figure
+
+
+def panels_per_row(num_intervals: int) -> int:
+    """Up to three panels side by side, fewer when a grid has so many intervals that cells get too narrow
+    (about 60% of a panel's share of 800 px is its image; the rest is labels and the colour bar)."""
+    fitting = int(WIDTH_IN * DPI * 0.6 // (MIN_CELL_PX * max(num_intervals, 1)))
+    return max(1, min(PANELS_PER_ROW, fitting))
 
 
 def _span(metric: Metric, grids: list[np.ndarray]) -> tuple[float, float]:
@@ -178,7 +188,8 @@ def _draw(figure, ax, values, texts, pages, intervals, title, span, cmap, metric
     ax.set_title(title, fontsize=9)
     if difference is None:
         return
-    bar = figure.colorbar(image, ax=ax, shrink=0.85, format=lambda value, _: metric.tick(value, difference))
+    width = span[1] - span[0]
+    bar = figure.colorbar(image, ax=ax, shrink=0.85, format=lambda value, _: metric.tick(value, difference, width))
     unit = " (pp)" if difference and metric.fraction else ""
     bar.set_label(("difference in " if difference else "") + metric.short + unit, fontsize=8)
     bar.ax.tick_params(labelsize=7)

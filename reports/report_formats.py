@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from reports.figures import RenderedFigure
-from reports.tables import _fmt, markdown
+from reports.tables import cell_text, column_kind, markdown
 
 FIGURES_DIR = "figures"
-KEY_COLUMNS = ("point", "points", "key")  # hash keys: monospace, never wrapped
-SHORT_TEXT = 24  # a text column whose cells are all this short (policy names) is never wrapped either
-_NUMERIC = re.compile(r"^[+\-]?[\d,.]+")  # a cell that starts with a number (also "94,016 -> 122,880")
 
 
 @dataclass
@@ -75,18 +71,8 @@ def _card_html(card: Card) -> str:
     return f'<table class="card"><tbody>{rows}</tbody></table>'
 
 
-def column_kind(name: str, cells: list[str]) -> str:
-    """``key`` (hash keys), ``num`` (every non-empty cell starts with a number) or ``text``."""
-    if str(name) in KEY_COLUMNS:
-        return "key"
-    filled = [c for c in cells if c not in ("", "-", "n/a")]
-    if filled and all(_NUMERIC.match(c) for c in filled):
-        return "num"
-    return "text short" if all(len(c) <= SHORT_TEXT for c in cells) else "text"
-
-
 def html_table(frame: pd.DataFrame) -> str:
-    columns = [[_fmt(v) for v in frame[name]] for name in frame.columns]
+    columns = [[cell_text(v) for v in frame[name]] for name in frame.columns]
     kinds = [column_kind(name, cells) for name, cells in zip(frame.columns, columns, strict=True)]
     head = "".join(f'<th scope="col" data-type="{kind}">{html.escape(str(name))}</th>'
                    for name, kind in zip(frame.columns, kinds, strict=True))

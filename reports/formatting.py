@@ -58,6 +58,11 @@ def change(before, after, digits: int = 1) -> str:
     return text + (f" ({diff / before:+.{digits}%})" if before else "")
 
 
+def delta(before, after) -> str:
+    """``-11.1``, ``+3``, ``0``: a change without its percentage, where several sit in one cell."""
+    return change(before, after).split(" (")[0]
+
+
 def abbreviated(value: float, digits: int = 4) -> str:
     """Axis ticks, where room is short: 124416 -> 124.4k, 4000000 -> 4M, 98.25 stays 98.25."""
     if abs(value) >= 1_000_000:

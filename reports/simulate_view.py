@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reports.formatting import change, count, fraction, seconds, share, used_of
+from reports.formatting import change, count, delta, fraction, seconds, share, used_of
 from sim.cache.policy import KNOBS
 from sim.why import REASONS
 
@@ -21,6 +21,8 @@ class Row:
     text: Callable[[Summary], str]
     value: Callable[[Summary], float | None] = lambda s: None  # what the change column compares
     shown: Callable[[list[Summary]], bool] = lambda runs: True
+    # a row of several figures compares each (``-11.1 / 0 / 0``) instead of one ``value``
+    changes: Callable[[Summary, Summary], str] | None = None
 
 
 def _key(name: str) -> Callable[[Summary], float]:
@@ -32,7 +34,18 @@ def _counted(name: str) -> Row:
 
 
 def _labelled(label: str, row: Row) -> Row:
-    return Row(label, row.text, row.value, row.shown)
+    return Row(label, row.text, row.value, row.shown, row.changes)
+
+
+def _each_changed(names: list[str], scale: float = 1.0) -> Callable[[Summary, Summary], str]:
+    return lambda before, after: " / ".join(delta(scale * before[n], scale * after[n]) for n in names)
+
+
+def _percentiles(prefix: str) -> list[str]:
+    return [f"{prefix}_p{p}_s" for p in (50, 90, 99)]
+
+
+EVICTION_KEYS = [f"evictions_{c}" for c in ("full", "swa", "mamba")]
 
 
 def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:
@@ -71,17 +84,16 @@ POOL_ROWS = [
         _key("mean_swa_slots")),
     Row("peak MAMBA held", lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"], "states"),
         _key("peak_mamba_states")),
-    Row("evictions FULL / SWA / MAMBA (nodes)", lambda s: " / ".join(
-        count(s[f"evictions_{c}"]) for c in ("full", "swa", "mamba"))),
+    Row("evictions FULL / SWA / MAMBA (nodes)", lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
+        changes=_each_changed(EVICTION_KEYS)),
     _labelled("retractions", _counted("retractions")),
 ]
 TIME_ROWS = [
     Row("makespan (s)", lambda s: seconds(s["makespan_s"]), _key("makespan_s")),
     Row("output tokens/s", lambda s: count(round(s["output_tokens_per_s"])), _key("output_tokens_per_s")),
-    # the change column compares the medians
-    Row("TTFT p50 / p90 / p99 (ms)", _three("ttft", 1000), lambda s: 1000 * s["ttft_p50_s"]),
-    Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), lambda s: 1000 * s["tpot_p50_s"]),
-    Row("E2E p50 / p90 / p99 (s)", _three("e2e"), _key("e2e_p50_s")),
+    Row("TTFT p50 / p90 / p99 (ms)", _three("ttft", 1000), changes=_each_changed(_percentiles("ttft"), 1000)),
+    Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), changes=_each_changed(_percentiles("tpot"), 1000)),
+    Row("E2E p50 / p90 / p99 (s)", _three("e2e"), changes=_each_changed(_percentiles("e2e"))),
 ]
 
 
@@ -107,10 +119,16 @@ def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
             continue
         cells = [row.text(s) for s in summaries]
         if len(runs) == 2:
-            before, after = (row.value(s) for s in summaries)
-            cells.append(change(before, after) if before is not None else "")
+            cells.append(_change_cell(row, *summaries))
         table.append((row.label, *cells))
     return table
+
+
+def _change_cell(row: Row, before: Summary, after: Summary) -> str:
+    if row.changes is not None:
+        return row.changes(before, after)
+    old, new = row.value(before), row.value(after)
+    return change(old, new) if old is not None else ""
 
 
 def header_lines(runs: list[Run], title: str) -> list[str]:

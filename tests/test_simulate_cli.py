@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from cli import cli
 from sim import experiments
+from sim.trace import write_trace
+from sim.trace_gen import s1
 
 JSON_KEYS = {"requests", "prompt_tokens", "cached_tokens", "recomputed_tokens", "mean_reuse_fraction",
              "decode_region_hits", "followup_requests", "peak_swa_slots", "peak_mamba_states", "makespan_s"}
@@ -202,3 +204,21 @@ def test_summary_counts_evictions():
     payload = json.loads(invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--pool-tokens",
                                 "100000", "--mode", "replay", "--format", "json").output)["summary"]
     assert payload["evictions_full"] > 0 and payload["rejected_requests"] == 5
+
+
+def test_simulate_compare_changes_each_percentile_and_each_pool_separately(tmp_path):
+    trace = tmp_path / "s1.jsonl"
+    write_trace(s1(num_prompts=8), trace)
+    result = invoke("simulate", "--trace", str(trace), "--policy", "sglang", "--compare", "sglang-retain",
+                    "--chunked-prefill-size", "16384", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    before, after = data["summary"], data["compare"]["summary"]
+    table = invoke("simulate", "--trace", str(trace), "--policy", "sglang", "--compare", "sglang-retain",
+                   "--chunked-prefill-size", "16384", "--format", "md").output
+    ttft = next(line for line in table.splitlines() if line.startswith("| TTFT p50 / p90 / p99 (ms)"))
+    shown = [float(v) for v in ttft.split("|")[-2].split(" / ")]
+    assert shown == [pytest.approx(1000 * (after[f"ttft_p{p}_s"] - before[f"ttft_p{p}_s"]), rel=0.01, abs=1e-9)
+                     for p in (50, 90, 99)]
+    evictions = next(line for line in table.splitlines() if line.startswith("| evictions"))
+    assert evictions.split("|")[-2].strip() == "0 / 0 / 0"

@@ -3,6 +3,7 @@ with the Pareto frontier (no other point reuses as much for less) marked."""
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.transforms import Bbox
 
 from reports.figures import RenderedFigure, new_figure, policy_color, policy_marker, render, thousands
 from reports.formatting import count
@@ -56,6 +57,9 @@ def cost_plot(data: GridData, title: str):
     figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8,
                   title=f"labels: {point_label_legend(data)}", title_fontsize=8)
     figure.suptitle(title, fontsize=10)
+    figure.canvas.draw()  # lays the panels out: labels are placed in the pixels they will be drawn at
+    for ax, (cost, _) in zip(axes.ravel(), COSTS, strict=True):
+        _annotate(ax, data.points[cost], data.points[GAIN], point_labels(data))
     return figure
 
 
@@ -81,7 +85,6 @@ def _draw_cost(ax, data: GridData, cost: str, label: str) -> None:
     on_front = points[pareto_mask(list(points[cost]), list(points[GAIN]))].sort_values(cost)
     ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1,
             label="Pareto frontier")
-    _annotate(ax, points[cost], points[GAIN], point_labels(data))
     ax.set_xlabel(label, fontsize=8)
     ax.set_ylabel(f"reused tokens ({data.scope} requests)", fontsize=8)
     ax.tick_params(labelsize=8)
@@ -92,31 +95,51 @@ def _draw_cost(ax, data: GridData, cost: str, label: str) -> None:
 
 
 MERGE_PX = 12  # points closer than this on the canvas share one label
-LINE_PX = 9  # a label's height: labels closer than this are moved apart
+MARKER_PX = 8  # a marker's half width: labels keep off other points' markers
+GAP_PT = 5  # a label's distance from its point
+# where a label may go, tried in order: (points right, points up) of its point; ha follows the side
+PLACES = [(side * GAP_PT, rise) for rise in (2, -9, 11, -18, 20, -27) for side in (1, -1)]
 
 
 def _annotate(ax, xs, ys, labels: list[str]) -> None:
-    """One label per place: points that coincide or nearly (two policies, or settings alike) share it, and
-    labels that would overlap are moved apart vertically."""
-    ax.autoscale_view()
+    """One label per place (points that coincide or nearly share it), each put where it overlaps no other
+    label and no other marker and stays inside the panel: right of its point, else left, else moved up or
+    down. Called after the layout is fixed, so the pixel positions are the ones drawn."""
+    renderer = ax.figure.canvas.get_renderer()
     pixels = ax.transData.transform(list(zip(xs, ys, strict=True)))
-    groups: list[tuple[list[float], list[str]]] = []  # (pixel position, labels)
+    groups = _label_groups(pixels, labels)
+    panel, placed = ax.get_window_extent(renderer), []
+    for (px, py), names, spread in sorted(groups, key=lambda g: (-g[0][1], g[0][0])):
+        others = [_box(qx - MARKER_PX, qy - MARKER_PX, qx + MARKER_PX, qy + MARKER_PX) for qx, qy in pixels
+                  if abs(qx - px) >= MERGE_PX or abs(qy - py) >= MERGE_PX]
+        x, y = ax.transData.inverted().transform((px, py))
+        for dx, dy in PLACES:
+            dx += (1 if dx > 0 else -1) * spread * 72 / ax.figure.dpi  # clear the group's farthest marker
+            text = ax.annotate(", ".join(names), (x, y), xytext=(dx, dy), textcoords="offset points",
+                               ha="left" if dx > 0 else "right", va="center", fontsize=6, color="#333333",
+                               gid="point-label", annotation_clip=False)
+            text.set_in_layout(False)
+            box = text.get_window_extent(renderer)
+            fits = panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 and box.y1 <= panel.y1
+            if fits and not any(box.overlaps(b) for b in placed + others) or dy == PLACES[-1][1] and dx < 0:
+                placed.append(box)
+                break
+            text.remove()
+
+
+def _label_groups(pixels, labels: list[str]) -> list[tuple[list[float], list[str], float]]:
+    """(pixel position of the first point, its labels, how far right or left its other points lie)."""
+    groups: list[tuple[list[float], list[str], list[float]]] = []
     for (px, py), label in zip(pixels, labels, strict=True):
         group = next((g for g in groups if abs(g[0][0] - px) < MERGE_PX and abs(g[0][1] - py) < MERGE_PX), None)
         if group is None:
-            groups.append(([px, py], [label]))
-        elif label not in group[1]:
+            groups.append(([px, py], [label], [0.0]))
+            continue
+        group[2].append(abs(px - group[0][0]))
+        if label not in group[1]:
             group[1].append(label)
-    placed: list[tuple[float, float]] = []
-    right_edge = ax.get_window_extent().x1
-    for (px, py), names in sorted(groups, key=lambda g: -g[0][1]):
-        shift = 0.0
-        while any(abs(qx - px) < 60 and abs(qy - (py + shift)) < LINE_PX for qx, qy in placed):
-            shift -= LINE_PX
-        placed.append((px, py + shift))
-        x, y = ax.transData.inverted().transform((px, py))
-        text = ", ".join(names)
-        left = px + 7 + 3.2 * len(text) > right_edge  # would run past the panel: put it left of the point
-        ax.annotate(text, (x, y), xytext=(-7 if left else 7, 3 + shift * 72 / ax.figure.dpi),
-                    textcoords="offset points", ha="right" if left else "left", fontsize=6, color="#333333",
-                    gid="point-label")
+    return [(position, names, max(spreads)) for position, names, spreads in groups]
+
+
+def _box(x0: float, y0: float, x1: float, y1: float) -> Bbox:
+    return Bbox.from_extents(x0, y0, x1, y1)

@@ -104,6 +104,35 @@ def test_every_cost_point_is_labelled_and_every_policy_in_the_legend(grid_dir):
         assert sizes[0] > sizes[1]  # the second policy's markers sit inside the first's where they coincide
 
 
+@pytest.fixture(scope="module")
+def wide_grid_dir(tmp_path_factory):
+    """S1 (32 prompts) over page 64, 128 x interval 128, 256, 512: points close enough to crowd the labels."""
+    root = tmp_path_factory.mktemp("wide")
+    write_trace(s1(), root / "s1.jsonl")
+    configs = expand(parse_axes({"policy": "sglang,sglang-retain", "page_size": "64,128",
+                                 "track_interval": "128,256,512", "chunked_prefill_size": "16384",
+                                 "pool_tokens": "4000000", "mamba_states": "4096"}))
+    run_grid(root / "s1.jsonl", configs, root / "out", jobs=1, progress=False)
+    return root / "out"
+
+
+def test_cost_labels_overlap_nothing_and_stay_in_their_panels(wide_grid_dir):
+    """As saved (the layout run again): no label over another, over another point's marker, or off its panel."""
+    figure = cost_plot(load_grid(wide_grid_dir), "cost")
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    for ax in figure.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_gid() == "point-label"]
+        panel = ax.get_window_extent(renderer)
+        assert boxes and all(panel.x0 <= b.x0 and b.x1 <= panel.x1 and panel.y0 <= b.y0 and b.y1 <= panel.y1
+                             for b in boxes)
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        markers = [xy for c in ax.collections if c.get_label() in ("sglang", "sglang-retain")
+                   for xy in ax.transData.transform(c.get_offsets())]
+        for box in boxes:  # a marker's centre never lies under a label
+            assert not any(box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1 for x, y in markers)
+
+
 def test_envelope_keeps_the_peak_a_stride_would_miss():
     held = pd.Series(np.ones(10_000, dtype=int))
     held.iloc[4321] = 99  # one step's spike, off any stride

@@ -1,7 +1,10 @@
 """The HTML report: its structure as written, and as a real browser (headless Chromium) renders it."""
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -98,3 +101,29 @@ def test_a_real_browser_renders_the_report(report_html, tmp_path):
     if saved:
         Path(saved).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(saved) / "report-screenshot.png")
+
+
+CLICK_A_HEADER = """<script>
+window.addEventListener("load", function () {
+  const table = document.querySelectorAll("table.sortable")[1];  // why: point, policy, ..., recomputed tokens
+  const header = Array.from(table.querySelectorAll("th")).find(h => h.textContent.trim() === "recomputed tokens");
+  const column = Array.from(header.parentNode.children).indexOf(header);
+  header.click();
+  const shown = Array.from(table.tBodies[0].rows).map(r => r.cells[column].textContent.trim());
+  document.body.dataset.sorted = JSON.stringify(shown);
+  document.body.dataset.sort = header.getAttribute("aria-sort");
+});
+</script>"""
+
+
+@pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
+                                              "chromium) or set HYBRIDCACHE_BROWSER to one")
+def test_a_click_on_a_header_sorts_the_table_by_number(report_html, tmp_path):
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(report_html.read_text().replace("</body>", CLICK_A_HEADER + "</body>"))
+    dumped = run_browser("--dump-dom", clicked.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    body = re.search(r'<body[^>]*data-sorted="([^"]*)"[^>]*>', dumped.stdout)
+    assert body and 'data-sort="ascending"' in body.group(0)
+    shown = [int(value.replace(",", "")) for value in json.loads(html.unescape(body.group(1)))]
+    assert len(shown) == 4 and shown == sorted(shown) and shown != sorted(shown, reverse=True)

@@ -91,7 +91,7 @@ def evictions_text(points: pd.DataFrame) -> str:
         low, high = int(values.min()), int(values.max())
         parts.append(f"{name} {count(low)}" + (f"–{count(high)}" if high != low else ""))
     text = ", ".join(parts)
-    return text + (" (none in any point)" if all(p.endswith(" 0") for p in parts) else " (per point: Every point)")
+    return text + (" (none in any point)" if all(p.endswith(" 0") for p in parts) else " (per point: the table *Every point* below)")
 
 
 def code_text(data: GridData) -> str:

@@ -25,11 +25,12 @@ def share(part, whole, digits: int = 1) -> str:
     return percent(part / whole, digits) if whole else "-"
 
 
-def used_of(used, capacity, unit: str) -> str:
-    """``811,584 / 2,000,000 tokens (40.6%)``; a pool that does not exist reads ``no pool``."""
+def used_of(used, capacity, unit: str = "") -> str:
+    """``811,584 / 2,000,000 tokens (40.6%)`` (no unit where the label gives it); a pool that does not exist
+    reads ``no pool``."""
     if not capacity:
         return "no pool"
-    return f"{count(used)} / {count(capacity)} {unit} ({share(used, capacity)})"
+    return f"{count(used)} / {count(capacity)}{' ' + unit if unit else ''} ({share(used, capacity)})"
 
 
 def seconds(value: float) -> str:

@@ -76,13 +76,13 @@ REUSE_ROWS = [
     *(_why_row(reason) for reason in REASONS),
 ]
 POOL_ROWS = [
-    Row("peak FULL held", lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"], "tokens"),
+    Row("peak FULL held (tokens)", lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"]),
         _key("peak_full_slots")),
-    Row("peak SWA held", lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"], "tokens"),
+    Row("peak SWA held (tokens)", lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
         _key("peak_swa_slots")),
-    Row("mean SWA held", lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"], "tokens"),
+    Row("mean SWA held (tokens)", lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
         _key("mean_swa_slots")),
-    Row("peak MAMBA held", lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"], "states"),
+    Row("peak MAMBA held (states)", lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
         _key("peak_mamba_states")),
     Row("evictions FULL / SWA / MAMBA (nodes)", lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
         changes=_each_changed(EVICTION_KEYS)),

@@ -42,11 +42,11 @@ BLOCKED_OTHER = "blocked_other"  # a blocked range the watched events do not exp
 REASONS = {
     MAMBA_STATE: "no MAMBA state at the match point",
     MAMBA_EVICTED: "MAMBA state evicted",
-    SWA_TRIGGER: "SWA freed out of the window (trigger)",
+    SWA_TRIGGER: "SWA freed by the trigger",
     SWA_FINISH_TRIM: "SWA freed by the finish-time trim",
     SWA_EVICTION: "SWA evicted (pool space)",
     BLOCKED_OTHER: "blocked, other",
-    NEVER_KEPT: "never kept (past the previous turn's insert)",
+    NEVER_KEPT: "never kept by the previous turn",
     FULL_EVICTED: "FULL evicted",
     NOT_CACHED: "not cached yet",
     PAGE_ROUNDING: "page rounding",

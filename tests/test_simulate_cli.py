@@ -59,7 +59,7 @@ def test_simulate_text_header_pools_peaks_and_percentiles():
                    f"FULL {pools['full_slots']:,} tokens", f"MAMBA {pools['mamba_states']:,} states"):
         assert phrase in text, phrase
     peak = next(line for line in text.splitlines() if line.strip().startswith("peak FULL held"))
-    assert f"{summary['peak_full_slots']:,} / {pools['full_slots']:,} tokens" in peak
+    assert f"{summary['peak_full_slots']:,} / {pools['full_slots']:,} (" in peak
     latencies = next(line for line in text.splitlines() if line.strip().startswith("TTFT p50 / p90 / p99 (ms)"))
     p50, p90, p99 = (float(v) for v in latencies.split()[-5::2])
     assert p50 == pytest.approx(1000 * summary["ttft_p50_s"], rel=0.01) and p50 <= p90 <= p99

@@ -9,6 +9,7 @@ import simpy
 from sim.backend import Backend, PredictBackend
 from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
 from sim.cache.interface import eviction_counts as _evictions
+from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
 from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
@@ -17,12 +18,13 @@ from sim.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part o
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_values, request_row, summarize
+from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_capacity, pool_values, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 from sim.upper_bound import upper_bound, with_ideal
+from sim.why import MissTracker, why_summary, with_why
 
 
 @dataclass
@@ -73,8 +75,10 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
              fast_path: bool | None = None) -> SimResult:
-    """``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode steps
-    without the scheduler; False forces the step-by-step loop (the tests compare the two)."""
+    """``on_step(done)`` is called after every engine step (replay: every request) with the number of
+    requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
+    advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
+    tests compare the two)."""
     with collector_paused():
         if config.mode == "replay":
             return simulate_replay(trace, config, on_step)
@@ -97,19 +101,37 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
     manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,
+    log = None
+    step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
+    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=step,
                     fast_path=fast_path)
+    log = engine.log
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
-    steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, manager.page_size) | eviction_counts(manager) | upper_bound(requests)
+    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame())
+
+
+def _miss_tracker(manager) -> MissTracker | None:
+    """The why column's watcher, on a radix-tree manager (vLLM's block cache gives the coarse reasons)."""
+    return MissTracker(manager) if isinstance(manager, CacheManager) else None
+
+
+def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheModel, tracker: MissTracker | None,
+            requests: pd.DataFrame, steps: pd.DataFrame) -> SimResult:
+    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, and why
+    each recomputed token was recomputed."""
+    page_size = manager.page_size
+    requests = with_why(requests, tracker, page_size)
+    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size)
+               | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -166,6 +188,7 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
     manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     rows, steps, inserted = {}, [], {}
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
     for index, (request_id, run, usage) in enumerate(runs):
@@ -175,10 +198,8 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
         inserted[request_id] = 0 if refused else run.inserted_len
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
-            on_step()
+            on_step(index + 1)
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = (summarize(requests, steps_frame, manager.page_size) | eviction_counts(manager)
-               | upper_bound(requests))
-    return SimResult(config, policy, requests, steps_frame, summary)
+    return _result(config, policy, sizes, manager, tracker, requests, steps_frame)

@@ -130,7 +130,7 @@ def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheM
     each recomputed token was recomputed."""
     page_size = manager.page_size
     requests = with_why(requests, tracker, page_size)
-    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size)
+    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
                | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
     return SimResult(config, policy, requests, steps, summary)
 

@@ -156,7 +156,7 @@ def run_twice(trace: Path, folder: Path) -> dict[str, bool]:
     commands = {
         "grid": lambda out: grid_command(trace, out / "store", jobs=2),
         "report": lambda out: [*CLI, "report", str(out / "store")],
-        "simulate --out": lambda out: [*CLI, "simulate", "--trace", str(trace), "--out", str(out / "sim"), "--json"],
+        "simulate --out": lambda out: [*CLI, "simulate", "--trace", str(trace), "--out", str(out / "sim"), "--format", "json"],
         "trace import": lambda out: [*CLI, "trace", "import", "mooncake", str(REPO_ROOT / "tests" / "data" /
                                      "mooncake_conversation_head.jsonl"), "-o", str(out / "imported.jsonl")],
     }

@@ -13,10 +13,10 @@ from sim.trace import Trace
 
 
 def execute_report(trace: Trace, config: SimConfig, device: str, kernels: str, seed: int,
-                   out_dir: str | None, as_json: bool) -> str:
+                   out_dir: str | None, as_json: bool, table_format: str = "csv") -> str:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
-        write_tables(result.measured, out_dir)
+        write_tables(result.measured, out_dir, table_format=table_format)
         atomic_write_many({Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
                            Path(out_dir) / "timings.csv": result.timings.to_csv(index=False)})
     if as_json:

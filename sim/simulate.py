@@ -8,6 +8,8 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
+from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
@@ -18,12 +20,13 @@ from sim.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part o
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_values, request_row, summarize
+from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_capacity, pool_values, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 from sim.upper_bound import upper_bound, with_ideal
+from sim.why import MissTracker, why_summary, with_why
 
 
 @dataclass
@@ -46,12 +49,16 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     if knobs.get("window") not in (None, NONE):  # none: the model's own window
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
+    policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
     return model, policy, pool_sizes(config, model, policy)
 
 
 def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
+    shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
+    if shared is not None:  # one pool every component shares (vLLM): its own sizing
+        return shared
     page = policy.page_size
     by_memory, memory = None, (f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
                                f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio "
@@ -111,8 +118,10 @@ def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
              fast_path: bool | None = None) -> SimResult:
-    """``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode steps
-    without the scheduler; False forces the step-by-step loop (the tests compare the two)."""
+    """``on_step(done)`` is called after every engine step (replay: every request) with the number of
+    requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
+    advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
+    tests compare the two)."""
     with collector_paused():
         if config.mode == "replay":
             return simulate_replay(trace, config, on_step)
@@ -134,25 +143,43 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
               backend: Backend | None = None, on_step=None, fast_path: bool | None = None) -> SimResult:
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,
+    log = None
+    step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
+    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=step,
                     fast_path=fast_path)
+    log = engine.log
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
-    steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
+    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame())
+
+
+def _miss_tracker(manager) -> MissTracker | None:
+    """The why column's watcher, on a radix-tree manager (vLLM's block cache gives the coarse reasons)."""
+    return MissTracker(manager) if isinstance(manager, CacheManager) else None
+
+
+def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheModel, tracker: MissTracker | None,
+            requests: pd.DataFrame, steps: pd.DataFrame) -> SimResult:
+    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, and why
+    each recomputed token was recomputed."""
+    page_size = manager.page_size
+    requests = with_why(requests, tracker, page_size)
+    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
+               | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
     return SimResult(config, policy, requests, steps, summary)
 
 
-def eviction_counts(manager: CacheManager) -> dict:
-    counts = manager.tree.num_evictions
+def eviction_counts(manager: CacheModel) -> dict:
+    counts = _evictions(manager)
     return {"evictions_full": counts["full"], "evictions_swa": counts["swa"], "evictions_mamba": counts["state"]}
 
 
@@ -161,16 +188,19 @@ def eviction_counts(manager: CacheManager) -> dict:
 MAMBA_STATES_PER_REQUEST = 3
 
 
-def max_running(policy: Policy, manager: CacheManager, sizes: PoolSizes) -> int:
-    if not manager.has_mamba:
+def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
+    if not manager.has_mamba or manager.topology.name != "separate":  # vLLM: max_num_seqs alone
         return policy.max_running_requests
     return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
-def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):
+def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
     """Why a request can never run, decided before it is queued: the same needs the manager's admission
     asks of the pools (its whole sequence in FULL pages, the engine's states per admitted request)."""
     page = manager.page_size
+    if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
+        return lambda request_id: manager.request_refusal(trace.prompt_len(request_id),
+                                                          trace.request(request_id).output_len)
     states = manager.rules.admission_states if manager.has_mamba else 0
 
     def why_not(request_id: str) -> str | None:
@@ -204,7 +234,8 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     rows, steps, inserted = {}, [], {}
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
     for index, (request_id, run, usage) in enumerate(runs):
@@ -214,9 +245,8 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
         inserted[request_id] = 0 if refused else run.inserted_len
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
-            on_step()
+            on_step(index + 1)
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
-    return SimResult(config, policy, requests, steps_frame, summary)
+    return _result(config, policy, sizes, manager, tracker, requests, steps_frame)

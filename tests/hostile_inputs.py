@@ -58,11 +58,11 @@ def _option_cases() -> list[Hostile]:
     values = ["-1", "nan", "inf", "-inf", str(2**40), "1" + "0" * 400, "1e400", "abc", ""]
     for name, spec in sorted({**CLI_KNOBS, **POOL_KNOBS}.items()):
         if spec.kind in (int, float):
-            cases += [Hostile(f"option/{name}={value or 'empty'}", ("simulate", "--trace", "{d}/t.jsonl", "--json",
+            cases += [Hostile(f"option/{name}={value or 'empty'}", ("simulate", "--trace", "{d}/t.jsonl", "--format", "json",
                                                                     "--mode", "replay", spec.flag, value),
                               {"t.jsonl": GOOD}, (spec.flag,), may_run=True) for value in values]
     cases.append(Hostile("option/mamba_states=1e9", ("simulate", "--trace", "{d}/t.jsonl", "--mamba-states",
-                                                     "1000000000", "--json"), {"t.jsonl": GOOD}, runs=True))
+                                                     "1000000000", "--format", "json"), {"t.jsonl": GOOD}, runs=True))
     cases += [Hostile(f"grid-axis/{flag}={text}", ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/g", flag, text),
                       {"t.jsonl": GOOD}, (flag,)) for flag, text in
               [("--page-size", "64,abc"), ("--policy", "sglang,nope"), ("--page-size", ""),

@@ -90,15 +90,16 @@ def test_bad_numbers_are_named_by_their_option(tmp_path, good_trace, options, lo
 
 
 def test_a_billion_mamba_states_cost_nothing_until_used(good_trace):
-    result = invoke(["simulate", "--trace", good_trace, "--mamba-states", "1000000000", "--json"], seconds=30)
+    result = invoke(["simulate", "--trace", good_trace, "--mamba-states", "1000000000", "--format", "json"], seconds=30)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["rejected_requests"] == 0
+    assert json.loads(result.output)["summary"]["rejected_requests"] == 0
 
 
 def test_the_fit_check_is_the_one_admission_applies(good_trace):
     """SGLang holds 3 states per running request: 2 states reject every request up front, with no retraction."""
-    result = invoke(["simulate", "--trace", good_trace, "--policy", "sglang", "--mamba-states", "2", "--json"])
-    summary = json.loads(result.output)
+    result = invoke(["simulate", "--trace", good_trace, "--policy", "sglang", "--mamba-states", "2", "--format",
+                     "json"])
+    summary = json.loads(result.output)["summary"]
     assert summary["rejected_requests"] == 2 and summary["retractions"] == 0
     result = invoke(["simulate", "--trace", good_trace, "--policy", "sglang", "--mamba-states", "2"])
     assert "needs 3 MAMBA states (the running state + 2 checkpoint slots), the pool has 2" in result.output
@@ -106,7 +107,7 @@ def test_the_fit_check_is_the_one_admission_applies(good_trace):
 
 def test_explicit_pools_are_not_checked_against_the_memory_budget(good_trace):
     result = invoke(["simulate", "--trace", good_trace, "--pool-tokens", "100000", "--mamba-states", "64",
-                     "--kv-memory-gb", "0.000001", "--json"])
+                     "--kv-memory-gb", "0.000001", "--format", "json"])
     assert result.exit_code == 0, result.output
 
 

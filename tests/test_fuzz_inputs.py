@@ -94,8 +94,8 @@ def test_malformed_traces_are_refused_with_their_place(tmp_path_factory, data):
         return
     path = tmp_path_factory.mktemp("fuzz") / "t.jsonl"
     path.write_bytes(data)
-    _check(invoke(["trace", "stats", path, "--json"], seconds=30), str(path))
-    _check(invoke(["simulate", "--trace", path, "--mode", "replay", "--json"], seconds=30), str(path))
+    _check(invoke(["trace", "stats", path, "--format", "json"], seconds=30), str(path))
+    _check(invoke(["simulate", "--trace", path, "--mode", "replay", "--format", "json"], seconds=30), str(path))
 
 
 MOONCAKE_LINES = [{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]},
@@ -137,7 +137,7 @@ def test_option_values_are_refused_naming_the_option(good_trace, options):
         return
     args = [part for name, text in options for part in (KNOBS[name].flag, text)]
     names = [n for name, _ in options for n in (KNOBS[name].flag, name, f"'{name}'")]
-    _check(invoke(["simulate", "--trace", good_trace, "--mode", "replay", "--json", *args], seconds=30), *names)
+    _check(invoke(["simulate", "--trace", good_trace, "--mode", "replay", "--format", "json", *args], seconds=30), *names)
 
 
 _AXIS_BUDGET = Budget(BUDGET_S / 2)

@@ -19,6 +19,12 @@ _FREETOKEN = Policy(name="freetoken", engine="freetoken", page_size=1, finish_tr
                     about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA to its last W + 16 "
                           "tokens")
 
+# vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults
+# and the GDN prefill backend of the GPU (settled per --gpu in sim.simulate.build), retention interval 0
+_VLLM = Policy(name="vllm", engine="vllm", page_size=16, chunked_prefill_size=8192, max_running_requests=1024,
+               about="vLLM 0.33.0 defaults: one shared block pool with one free queue, align-mode Mamba, retention "
+                     "interval 0, the shared-prefix junction, async scheduling")
+
 
 def _variant(base: Policy, name: str, about: str, **knobs: object) -> Policy:
     return replace(base, name=name, about=about, **knobs)
@@ -41,6 +47,7 @@ PRESETS: dict[str, Policy] = {preset.name: preset for preset in (
     _variant(_FREETOKEN, "freetoken-budget", "FreeToken's trim kept with a divergence budget D "
                                              "(finish_trim_gap) instead of 16, as issue #200 suggests",
              finish_trim_gap=256),
+    _VLLM,
 )}
 _NEGATIVE_CONTROLS = (
     ("broken-retain-short", "sglang-retain", "the retain floor and the match's window one page short, so "

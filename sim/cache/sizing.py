@@ -11,9 +11,10 @@ class PoolSizes:
     full_pages: int
     swa_pages: int
     states: int
+    blocks: int = 0  # one pool every component shares (vLLM): blocks, the null block included
 
     def __post_init__(self):
-        for name in ("full_pages", "swa_pages", "states"):
+        for name in ("full_pages", "swa_pages", "states", "blocks"):
             if getattr(self, name) < 0:
                 raise ValueError(f"pool size {name} must be >= 0, got {getattr(self, name)}")
 

@@ -49,7 +49,7 @@ def test_execute_cli_json(tmp_path):
     CliRunner().invoke(cli, ["trace", "gen", "s3", "--system-len", "120", "--user-len", "8", "--output-len", "4",
                              "-o", str(trace)], catch_exceptions=False)
     result = CliRunner().invoke(cli, ["execute", "--trace", str(trace), "--kernels", "torch", "--page-size", "1",
-                                      "--track-interval", "16", "--json", "--out", str(tmp_path / "out")],
+                                      "--track-interval", "16", "--format", "json", "--out", str(tmp_path / "out")],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
@@ -68,8 +68,8 @@ def test_calibrate_writes_a_file_simulate_reads(tmp_path):
                                       "--track-interval", "16", "-o", str(calibration)], catch_exceptions=False)
     assert result.exit_code == 0 and calibration.exists(), result.output
     simulated = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--model", "tiny", "--gpu", "cpu",
-                                         "--calibration", str(calibration), "--json"], catch_exceptions=False)
-    assert simulated.exit_code == 0 and json.loads(simulated.output)["makespan_s"] > 0
+                                         "--calibration", str(calibration), "--format", "json"], catch_exceptions=False)
+    assert simulated.exit_code == 0 and json.loads(simulated.output)["summary"]["makespan_s"] > 0
 
 
 def test_bit_exact_when_the_swa_pool_must_evict(device):
@@ -96,7 +96,7 @@ def _trace_with_one_too_big(tmp_path):
 
 def test_a_rejected_request_is_reported_as_rejected_not_as_a_kl_alarm(tmp_path):
     result = CliRunner().invoke(cli, ["execute", "--trace", str(_trace_with_one_too_big(tmp_path)), "--kernels",
-                                      "torch", "--pool-tokens", "256", "--json"], catch_exceptions=False)
+                                      "torch", "--pool-tokens", "256", "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["requests_rejected"] == 1 and payload["rejected_ids"] == ["b"]

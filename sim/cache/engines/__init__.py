@@ -9,11 +9,13 @@ from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken import FreeTokenRules
 from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang import SGLangRules
+from sim.cache.engines.vllm import VllmRules
 
 ENGINES: dict[str, type[EngineRules]] = {
     "sglang": SGLangRules,
     "freetoken": FreeTokenRules,
     "none": NoCacheRules,
+    "vllm": VllmRules,  # its own cache manager (sim/cache/blocks/), built by sim.cache.interface.make_manager
 }
 
 

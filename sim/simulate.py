@@ -7,6 +7,7 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
+from sim.cache.byte_budget import budget_sizes_for
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
@@ -46,6 +47,8 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
     page = policy.page_size
+    if config.cache_bytes is not None:
+        return budget_sizes_for(model, policy, int(config.cache_bytes))
     by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
                                   config.mamba_full_memory_ratio)
     if config.pool_tokens is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang import SGLangRules
 
@@ -14,6 +15,7 @@ ENGINES: dict[str, type[EngineRules]] = {
     "sglang": SGLangRules,
     "freetoken": FreeTokenRules,
     "none": NoCacheRules,
+    "marconi": MarconiRules,
 }
 
 

@@ -7,6 +7,8 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
+from sim.bounds.events import EventRecorder, replay_events
+from sim.bounds.summary import run_bounds, served_ids
 from sim.cache.byte_budget import budget_sizes_for
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
@@ -101,13 +103,15 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
         backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=on_step,
+    recorder = EventRecorder(backend, trace, policy.page_size)  # what the bounds need of the run
+    engine = Engine(env, trace, scheduler, recorder, fits=_fits_check(trace, manager, sizes), on_step=on_step,
                     fast_path=fast_path)
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
     steps = engine.log.steps.frame()
     summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
+    summary |= run_bounds(trace, recorder.events(served_ids(requests)), manager, requests)
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -161,9 +165,11 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
     manager = CacheManager(model, policy, sizes)
-    rows, steps, inserted = {}, [], {}
-    runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
+    rows, steps, inserted, order = {}, [], {}, []
+    fits = _fits_check(trace, manager, sizes)
+    runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
     for index, (request_id, run, usage) in enumerate(runs):
+        order.append(request_id)
         refused = isinstance(run, str)
         rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
                                        run if refused else "")
@@ -175,4 +181,6 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
     summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
+    events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None}, policy.page_size)
+    summary |= run_bounds(trace, events, manager, requests)
     return SimResult(config, policy, requests, steps_frame, summary)

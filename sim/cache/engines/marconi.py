@@ -7,7 +7,9 @@ at the branch) and inserted at once; so a shared prefix is reusable from its thi
 last decoded token (``floor(prompt + output - 1)`` to a page), inserted at finish with all its KV.
 ``every-page`` is the paper's vLLM+ baseline: a state at every page (32-token block), each inserted as it
 is taken. SWA, where the model has it, is never freed while cached: Marconi keeps KV for every cached
-token. Eviction and recency: ``marconi_evict.py``; alpha: ``marconi_tuner.py``; one byte budget
+token. A cache without MAMBA state (a FULL or FULL + SWA model) keeps every whole page a request computed,
+with the same eviction over leaves: the paper's pure-Transformer point. Eviction and recency:
+``marconi_evict.py``; alpha: ``marconi_tuner.py``; one byte budget
 (``--cache-bytes``): ``sim/cache/byte_budget.py``, else the engine's pools apart.
 """
 from __future__ import annotations
@@ -32,9 +34,6 @@ class MarconiRules(EngineRules):
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
-        if not resolved.has_mamba:
-            raise ValueError("Marconi admits and evicts MAMBA states, and this cache keeps none (a model without "
-                             "MAMBA layers or short convs, or a FULL-only policy): use radix, sglang or vllm")
         if resolved.policy.chunked_prefill_size < resolved.page_size:
             raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
                              f"{resolved.page_size}: no non-final prefill chunk could be scheduled")
@@ -42,7 +41,8 @@ class MarconiRules(EngineRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         policy = resolved.policy
-        self.every_page = policy.marconi_checkpoints == "every-page"
+        self.has_mamba = resolved.has_mamba
+        self.every_page = policy.marconi_checkpoints == "every-page" and self.has_mamba
         self.path_refresh = policy.marconi_eviction == "lru"
         self.recency = Recency()
         self.tuner = AlphaTuner(policy)
@@ -69,7 +69,8 @@ class MarconiRules(EngineRules):
         if self._evictor is None:
             flop_aware = self.policy.marconi_eviction == "flop-aware"
             code_counting = flop_aware and self.policy.marconi_follows == "code"
-            self._evictor = MarconiEvictor(self.cost(manager), self.recency, flop_aware, code_counting)
+            self._evictor = MarconiEvictor(self.cost(manager), self.recency, flop_aware, code_counting,
+                                           self.has_mamba)
         self._evictor.alpha = self.tuner.alpha
         return self._evictor
 
@@ -94,7 +95,7 @@ class MarconiRules(EngineRules):
 
     def branch(self, req: RequestCache) -> int | None:
         """The branch-off point not yet in the tree: where the FULL match outruns the last state."""
-        if self.every_page:
+        if self.every_page or not self.has_mamba:
             return None
         depth = req.match.full_depth
         return depth if depth > req.cached_len and depth > req.prefix_len else None
@@ -113,6 +114,8 @@ class MarconiRules(EngineRules):
     # ---- prefill and decode checkpoints ------------------------------------------------------------
     def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
         end = req.kv_len + chunk_len
+        if not self.has_mamba:
+            return None
         if self.every_page:
             return end if end % self.page_size == 0 else None
         branch, last = self.branch(req), self.last_position(req)
@@ -129,9 +132,11 @@ class MarconiRules(EngineRules):
         position = req.kv_len + 1
         if self.every_page:
             return position if position % self.page_size == 0 else None
-        return position if position == self.last_position(req) else None
+        return position if self.has_mamba and position == self.last_position(req) else None
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        if not self.has_mamba:
+            return 1 << 62
         if self.every_page:
             return -(req.kv_len + 1) % self.page_size
         last = self.last_position(req)
@@ -144,8 +149,9 @@ class MarconiRules(EngineRules):
 
     # ---- commit -------------------------------------------------------------------------------------
     def finish(self, manager, req: RequestCache) -> None:
-        if req.checkpoint is not None:
-            self.insert(manager, req, req.checkpoint[0])
+        end = self.insert_len(req)  # the last checkpoint; without MAMBA, every whole page computed
+        if end is not None:
+            self.insert(manager, req, end)
 
     def insert(self, manager, req: RequestCache, end: int) -> None:
         if end <= req.prefix_len:

@@ -57,17 +57,19 @@ def _is_candidate(node: Node, leaves_only: bool) -> bool:
     return not leaves_only and len(node.children) == 1 and node.state is not None and node.state_lock == 0
 
 
-def parent_end(node: Node) -> int:
-    """End of the nearest ancestor holding a state (0: the root): where a hit would resume without it."""
+def parent_end(node: Node, has_mamba: bool) -> int:
+    """Where a hit would resume without the node: the end of the nearest ancestor holding a state (0: the
+    root), or, in a cache without MAMBA state, of its parent."""
     current = node.parent
-    while current.parent is not None and current.state is None:
+    while has_mamba and current.parent is not None and current.state is None:
         current = current.parent
     return current.end
 
 
 class MarconiEvictor:
-    def __init__(self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool):
-        self.cost, self.recency = cost, recency
+    def __init__(self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool,
+                 has_mamba: bool = True):
+        self.cost, self.recency, self.has_mamba = cost, recency, has_mamba
         self.flop_aware, self.code_counting = flop_aware, code_counting
         self.alpha = 0.0
 
@@ -95,14 +97,14 @@ class MarconiEvictor:
         found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
         if not found:
             return None, 0
-        ends = [parent_end(node) for node in found]
+        ends = [parent_end(node, self.has_mamba) for node in found]
         stale = self.cost.leaf_bytes_counted(found[-1].end - ends[-1]) if self.code_counting else None
         if not self.flop_aware:
             stamps = [self.recency.of(node) for node in found]
             return found[stamps.index(min(stamps))], stale
         now = self.recency.now
         recency = _normalize([1 / max(now - self.recency.of(node), 1) for node in found])
-        efficiency = _normalize([self.cost.efficiency(p, n.end) if n.state is not None else 0.0
+        efficiency = _normalize([self.cost.efficiency(p, n.end) if n.state is not None or not self.has_mamba else 0.0
                                  for n, p in zip(found, ends, strict=True)])
         scores = [r + self.alpha * e for r, e in zip(recency, efficiency, strict=True)]
         return found[scores.index(min(scores))], stale
@@ -134,7 +136,8 @@ class MarconiEvictor:
                                                                      else 0)
             self.recency.stamps.pop(node.id, None)
             tree.delete_leaf(node)
-            if parent.parent is None or parent.children or parent.state is not None or parent.is_locked:
+            if (parent.parent is None or parent.children or parent.state is not None or parent.is_locked
+                    or not self.has_mamba):
                 return freed
 
 

@@ -1,0 +1,49 @@
+"""The bounds as summary keys beside a result (``simulate`` adds them to every summary).
+
+- ``bound_belady_tokens``: Belady for FULL attention with the run's FULL budget (its FULL pool's pages, or
+  as many pages as one byte budget could hold), at the policy's page size, over the run's events.
+- ``bound_tokens``: the tightest bound for this cache: ``bound_belady_tokens``, and for a cache with MAMBA
+  or SWA also the clairvoyant state/window bound (``state_bound.py``) with the MAMBA pool's states (and the
+  SWA pool's pages: each kept window needs its last page).
+- ``cached_of_bound``: the run's reused tokens over ``bound_tokens`` ("x% of what any policy could reach").
+"""
+from __future__ import annotations
+
+from sim.bounds.belady import belady_hits
+from sim.bounds.page_paths import PagePaths
+from sim.bounds.state_bound import state_bound, state_options
+from sim.cache.components import FULL, STATE, SWA
+from sim.trace import Trace
+
+
+def capacities(manager) -> dict[str, int]:
+    """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
+    the whole budget), 0 for a component the cache does not keep."""
+    pools = manager.pools
+    return {FULL: pools[FULL].size, SWA: pools[SWA].size if manager.has_swa else 0,
+            STATE: pools[STATE].size if manager.has_mamba else 0}
+
+
+def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, int], has_swa: bool,
+                   has_mamba: bool, cached_tokens: int) -> dict:
+    paths = PagePaths(trace, page_size)
+    paths.prefetch(events)
+    belady = sum(belady_hits(events, paths, caps[FULL]).values())
+    bound = belady
+    if has_mamba or has_swa:
+        limits = [caps[STATE]] if has_mamba else []
+        limits += [caps[SWA]] if has_swa else []
+        bound = min(bound, state_bound(state_options(events, paths), min(limits)))
+    return {"bound_belady_tokens": belady, "bound_tokens": bound,
+            "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0}
+
+
+def run_bounds(trace: Trace, events: list, manager, requests) -> dict:
+    """``bounds_summary`` for a finished run: its manager's pools and its request table."""
+    served = requests[requests["rejected"] == ""]
+    return bounds_summary(trace, events, manager.page_size, capacities(manager), manager.has_swa,
+                          manager.has_mamba, int(served["cached_tokens"].sum()))
+
+
+def served_ids(requests) -> set[str]:
+    return set(requests["id"][requests["rejected"] == ""])

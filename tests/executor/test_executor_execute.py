@@ -84,3 +84,13 @@ def test_bit_exact_when_the_swa_pool_must_evict(device):
     result = execute(trace, config, device=device, kernels="torch")
     assert result.measured.summary["peak_swa_slots"] == 320  # the pool ran full: the tree's SWA was evicted
     assert result.summary["requests_not_bit_exact"] == 0 and result.summary["cached_tokens"] > 0
+
+
+@pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
+def test_marconi_hits_are_bit_exact(policy, device):
+    from sim.trace_gen import multiturn
+
+    trace = multiturn(num_sessions=2, num_turns=3, system_len=100, user_len=12, output_len=10, request_rate=50.0)
+    result = run(trace, policy, dict(chunked_prefill_size=64), device=device)
+    assert result.summary["requests_not_bit_exact"] == 0 and result.summary["requests_checked"] == 6
+    assert result.summary["cached_tokens"] > 0  # the follow-ups resume from the states their turns left

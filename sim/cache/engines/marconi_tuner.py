@@ -19,7 +19,8 @@ class AlphaTuner:
     def __init__(self, policy):
         self.policy = policy
         self.alpha = 0.0 if policy.marconi_alpha is None else policy.marconi_alpha
-        self.done = policy.marconi_alpha is not None
+        # LRU eviction (the SGLang+ / vLLM+ baselines) never reads alpha: nothing to tune
+        self.done = policy.marconi_alpha is not None or policy.marconi_eviction != "flop-aware"
         self.window: int | None = None
         self.history: list[tuple[str, object, int]] = []  # (request id, tokens, prompt length), admission order
         self.tuned: dict[float, float] | None = None  # each alpha's replay figure, once tuned

@@ -41,6 +41,7 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
                              + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
         "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
         "upper bound": upper_bound_text(base),
+        "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
         "gap: evicted / never kept / blocked": f"{gap_text(base)} -> {gap_text(other)}",
         "improved / regressed": f"{changes['improved_requests']} / {changes['regressed_requests']}",
         "points": f"{base['key']} -> {other['key']}",
@@ -52,6 +53,16 @@ def upper_bound_text(point: pd.Series) -> str:
     if pd.isna(point["ideal_hits"]):
         return "-"
     return f"{int(point['ideal_hits'])}/{point['num_requests']}, {int(point['ideal_reused_tokens'])} tokens"
+
+
+def bound_text(point: pd.Series) -> str:
+    """Reused tokens of all served requests over the bound no policy could beat with the point's pools
+    (sim/bounds/), and the Belady FULL bound beside it; "-" for a store written before the bounds."""
+    if "bound_tokens" not in point or pd.isna(point["bound_tokens"]):
+        return "-"
+    bound, belady = int(point["bound_tokens"]), int(point["bound_belady_tokens"])
+    share = f" ({int(point['cached_tokens']) / bound:.1%})" if bound else ""
+    return f"{int(point['cached_tokens'])}/{bound}{share}, Belady {belady}"
 
 
 def gap_text(point: pd.Series) -> str:
@@ -84,6 +95,7 @@ def points_table(data: GridData) -> pd.DataFrame:
     table["recomputed tokens"] = points["recomputed_tokens"].values
     table["mean reuse"] = [f"{v:.3f}" for v in points["mean_reuse"]]
     table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
+    table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
     table["gap: evicted / never kept / blocked"] = [gap_text(row) for _, row in points.iterrows()]
     table["peak SWA (tokens)"] = points["peak_swa_slots"].values
     table["peak MAMBA (states)"] = points["peak_mamba_states"].values

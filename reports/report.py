@@ -81,7 +81,10 @@ def _scope_text(data: GridData) -> str:
             "trace's ideal (an infinite FULL-attention cache at page 1: hits and reused tokens); the gap to it "
             "splits into tokens whose FULL KV was evicted (or whose request had not finished), tokens the "
             "previous turn never kept (a MAMBA model's finish stops at its last checkpoint) and tokens "
-            "blocked by a missing SWA window or MAMBA checkpoint.")
+            "blocked by a missing SWA window or MAMBA checkpoint. Reused / bound counts every served request: "
+            "the run's reused tokens over the most any policy could reuse with the point's pools (the Belady "
+            "optimum for FULL attention under the same FULL budget, and for hybrids a clairvoyant admission "
+            "of MAMBA states and SWA windows under the same budgets; docs/bounds.md).")
 
 
 def _write_png(root: Path, figure: RenderedFigure) -> Path:

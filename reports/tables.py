@@ -18,6 +18,9 @@ SUMMARY_ROWS = [
     ("gap: evicted or not finished", "gap_evicted_tokens"),
     ("gap: never kept (past the last checkpoint)", "gap_never_kept_tokens"),
     ("gap: blocked by SWA / MAMBA", "gap_blocked_tokens"),
+    ("bound: Belady (FULL, same budget)", "bound_belady_tokens"),
+    ("bound: any policy with these pools", "bound_tokens"),
+    ("reused / bound", "cached_of_bound"),
 ]
 
 
@@ -52,6 +55,9 @@ def compare_table(base: dict, other: dict, base_name: str, other_name: str, chan
     if "gap_blocked_tokens" in base:
         rows.append(("upper bound: ideal reused tokens", _fmt(base["ideal_cached_tokens"])))
         rows.append(("gap: evicted / never kept / blocked", f"{_gap(base)} -> {_gap(other)}"))
+    if "bound_tokens" in base and "bound_tokens" in other:
+        rows.append(("bound: any policy with these pools", f"{base['bound_tokens']} -> {other['bound_tokens']}"))
+        rows.append(("reused / bound", f"{base['cached_of_bound']:.1%} -> {other['cached_of_bound']:.1%}"))
     rows.append(("improved / regressed requests",
                  f"{changes['improved_requests']} / {changes['regressed_requests']}"))
     width = max(len(label) for label, _ in rows)

@@ -80,3 +80,21 @@ def test_one_byte_budget_is_marconi_only():
 def test_a_byte_budget_too_small_for_one_page_is_refused(policy):
     with pytest.raises(ValueError, match="holds less than one"):
         simulate(_trace([("a", 8)]), SimConfig(policy=policy, model="qwen3-next", cache_bytes=100))
+
+
+def test_experiment_rows_are_the_three_runs_hit_rates():
+    from sim.marconi_experiment import marconi_experiment, parse_sizes
+    from sim.trace_gen import multiturn
+
+    trace = multiturn(num_sessions=4, num_turns=3, system_len=256, user_len=32, output_len=32, request_rate=2.0)
+    table = marconi_experiment(trace, cache_gb=parse_sizes("0.5,4"), mode="timed")
+    assert list(table["cache_gb"]) == [0.5, 4.0]
+    for _, row in table.iterrows():
+        runs = {p: simulate(trace, SimConfig(policy=p, model="qwen3-next", cache_bytes=row["cache_gb"] * 1e9))
+                for p in MARCONI}
+        prompts = sum(trace.prompt_len(r.id) for r in trace)
+        for policy, label in (("marconi", "Marconi"), ("marconi-sglang", "SGLang+"), ("marconi-vllm", "vLLM+")):
+            assert row[f"{label} hit rate"] == round(runs[policy].summary["cached_tokens"] / prompts, 4)
+        assert row["bound hit rate"] >= row["Marconi hit rate"]
+    with pytest.raises(ValueError, match="--cache-gb"):
+        parse_sizes("1,-2")

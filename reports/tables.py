@@ -21,6 +21,7 @@ SUMMARY_ROWS = [
     ("bound: Belady (FULL, same budget)", "bound_belady_tokens"),
     ("bound: any policy with these pools", "bound_tokens"),
     ("reused / bound", "cached_of_bound"),
+    ("bounds", "bound_skipped"),
 ]
 
 

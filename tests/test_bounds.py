@@ -3,6 +3,7 @@ best choice of options, and no sound policy's reuse exceeds ``bound_tokens`` in 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,7 @@ from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.policies import PRESETS
 from sim.replay import replay_order
 from sim.simulate import SimConfig, simulate
-from sim.trace import Request, Segment, Trace
+from sim.trace import Request, Segment, Trace, load_trace
 from tests.bounds_helpers import brute_force_full, brute_force_options, small_traces
 
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_HYPOTHESIS_EXAMPLES", "120"))
@@ -105,3 +106,39 @@ def test_no_policy_exceeds_the_bound(mode, trace, preset, model, pools, page, bu
 def test_produce_events_of_replay_cover_what_each_request_computes():
     trace = _trace([("a", 9)], output_len=5)
     assert _events(trace, 4) == [Lookup("r0", 2, True), Produce("r0", 0, 3)]
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def _sample_run(name: str, preset: str, model: str):
+    trace = load_trace(str(SAMPLES / name))
+    try:
+        return simulate(trace, SimConfig(policy=preset, model=model, mode="replay"))
+    except ValueError as refused:  # a preset that cannot serve this model says so
+        pytest.skip(str(refused))
+
+
+@pytest.mark.parametrize("preset", SOUND)
+@pytest.mark.parametrize("name", ["multiturn.jsonl", "fanout.jsonl"])
+def test_no_preset_exceeds_the_bound_on_the_sample_traces(name, preset):
+    model = "gemma-4-26b-a4b" if PRESETS[preset].engine == "freetoken" else "qwen3-next"
+    summary = _sample_run(name, preset, model).summary
+    assert summary["cached_tokens"] <= summary["bound_tokens"] <= summary["bound_belady_tokens"]
+    assert summary["bound_belady_tokens"] <= summary["ideal_cached_tokens"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["radix", "sglang-retain", "marconi", "marconi-vllm"])
+def test_no_preset_exceeds_the_bound_on_the_mooncake_sample(preset):
+    summary = _sample_run("mooncake_conversation_500.jsonl", preset, "qwen3-next").summary
+    assert summary["cached_tokens"] <= summary["bound_tokens"] <= summary["bound_belady_tokens"]
+
+
+def test_a_run_too_large_for_the_bounds_says_so(monkeypatch):
+    import sim.bounds.summary as summary_module
+
+    monkeypatch.setattr(summary_module, "MAX_BOUND_PAGES", 10)
+    summary = simulate(_trace([("a", 40)], [("a", 40)]), SimConfig(policy="radix", model="tiny", mode="replay",
+                                                                    knobs={"page_size": 1})).summary
+    assert "bound_tokens" not in summary and summary["bound_skipped"].startswith("80 computed pages at page 1")

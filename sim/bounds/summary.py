@@ -6,6 +6,9 @@
   or SWA also the clairvoyant state/window bound (``state_bound.py``) with the MAMBA pool's states (and the
   SWA pool's pages: each kept window needs its last page).
 - ``cached_of_bound``: the run's reused tokens over ``bound_tokens`` ("x% of what any policy could reach").
+
+A run whose events cover more than ``MAX_BOUND_PAGES`` pages (one trie node each at most: a whole-hour trace
+at page 1) gets ``bound_skipped`` instead, naming why: the trie would take many GB.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.components import FULL, STATE, SWA
 from sim.trace import Trace
+
+MAX_BOUND_PAGES = 16_000_000
 
 
 def capacities(manager) -> dict[str, int]:
@@ -40,6 +45,10 @@ def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, i
 
 def run_bounds(trace: Trace, events: list, manager, requests) -> dict:
     """``bounds_summary`` for a finished run: its manager's pools and its request table."""
+    num_pages = sum(e.end_page - e.first_page for e in events if not hasattr(e, "key_pages"))
+    if num_pages > MAX_BOUND_PAGES:
+        return {"bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
+                                 f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"}
     served = requests[requests["rejected"] == ""]
     return bounds_summary(trace, events, manager.page_size, capacities(manager), manager.has_swa,
                           manager.has_mamba, int(served["cached_tokens"].sum()))

@@ -4,7 +4,8 @@ Each step: running requests in decode get one token each, then prefill chunks (u
 first, then FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission
 is capped by ``max_running_requests`` and by the pools: the cache manager evicts what it can and refuses
 otherwise, and a refused request waits. A decode step that cannot get memory retracts the newest
-running request (freed, requeued at the head) as SGLang does.
+running request (freed, requeued at the head) as SGLang does; a request retracted while running alone is
+requeued, or given up on at once where the engine does so (SGLang aborts it).
 """
 from __future__ import annotations
 
@@ -169,6 +170,9 @@ class Scheduler:
     def _add_prefill(self, batch: Batch, run: Running, budget: int) -> int:
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
+            if budget > 0:  # the engine itself sized the chunk to nothing
+                position = self.manager.requests[run.request_id].kv_len
+                self.last_refusal[run.request_id] = f"no prefill chunk fits at position {position}"
             return budget
         plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)
         if isinstance(plan, Refusal):
@@ -198,6 +202,9 @@ class Scheduler:
         self.manager.abort(request_id)
         del self.running[request_id]
         self.num_retractions[request_id] = self.num_retractions.get(request_id, 0) + 1
+        if alone and not self.manager.rules.requeues_lone_request:
+            self.given_up.append((request_id, f"given up while running alone at position {reached}: {why}"))
+            return
         if alone and reached <= self._alone_reached.get(request_id, -1):
             self.given_up.append((request_id, f"retracted twice while running alone, the second time no further "
                                               f"than position {reached}: {why}"))

@@ -25,10 +25,12 @@ def cached(mgr, i):
 def test_eviction_frees_exactly_the_shortfall_lru_first():
     mgr = filled()
     assert mgr.pools["full"].num_free == 8
-    mgr.admit("big", seq(("big", 48)) + out("big", 1), 48)
-    plan = mgr.prepare_prefill("big", 48, 0)
+    mgr.admit("big", seq(("big", 44)) + out("big", 1), 44)
+    plan = mgr.prepare_prefill("big", 44, 0)
     assert not isinstance(plan, Refusal)
-    assert mgr.pools["full"].num_free == 0  # one 4-page leaf evicted for a 4-page shortfall
+    # SGLang evicts for the chunk's 11 pages plus one (alloc_paged_token_slots_extend's page of slack):
+    # a 4-page shortfall, one 4-page leaf
+    assert mgr.pools["full"].num_free == 1
     assert cached(mgr, 0) == 0
     assert all(cached(mgr, i) == 16 for i in range(1, 8))
     mgr.check_integrity()
@@ -45,13 +47,13 @@ def test_locked_path_survives_pressure():
 
 def test_request_larger_than_pool_is_refused_cleanly():
     mgr = filled()
-    mgr.admit("huge", seq(("huge", 400)) + out("huge", 1), 400)
-    refusal = mgr.prepare_prefill("huge", 400, 0)
-    assert isinstance(refusal, Refusal) and refusal.pool == "FULL" and refusal.needed == 100
-    assert "FULL pool" in str(refusal)
-    mgr.abort("huge")
+    refusal = mgr.admit("huge", seq(("huge", 400)) + out("huge", 1), 400)
+    # PrefillAdder.add_one_req: 400 + 1 + a page against 8 free + 32 evictable pages of 4 tokens
+    assert isinstance(refusal, Refusal) and refusal.pool == "FULL" and refusal.needed == 405
+    assert refusal.available == 160 and "NO_TOKEN" in str(refusal)
+    assert "huge" not in mgr.requests
     mgr.check_integrity()
-    assert mgr.pools["full"].num_free == 40  # everything evictable was evicted trying
+    assert mgr.pools["full"].num_free == 8  # the budget evicts nothing
 
 
 def test_swa_pressure_tombstones_before_deleting_locked_paths():
@@ -61,8 +63,8 @@ def test_swa_pressure_tombstones_before_deleting_locked_paths():
     run_alone(mgr, "a", seq(("a", 32)) + out("a", 2), 32, 2, 64)
     before = mgr.tree.num_swa_pages
     assert before == 3  # the prefill commit already freed below floor4(31 - 8) = 20
-    mgr.admit("b", seq(("b", 40)) + out("b", 1), 40)
-    assert not isinstance(mgr.prepare_prefill("b", 40, 0), Refusal)  # 10 pages, 9 free
+    mgr.admit("b", seq(("b", 36)) + out("b", 1), 36)
+    assert not isinstance(mgr.prepare_prefill("b", 36, 0), Refusal)  # 9 pages and SGLang's one of slack, 9 free
     assert mgr.tree.num_swa_pages == 2  # one live node of a's tombstoned: the shortfall, no more
     assert mgr.tree.num_full_pages == 8  # ... and its FULL KV stayed
     mgr.check_integrity()

@@ -51,8 +51,7 @@ class CacheManager(PlainDecodes):
         req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
                            kv_len=match.cached_len, prefix_len=match.cached_len)
         num_states = self.rules.admission_states if self.has_mamba else 0
-        refusal = self.rules.reserve(self, 0, 0, num_states) if num_states else None
-        refusal = refusal or self.rules.admission_refusal(self, req)
+        refusal = self._admission_refusal(req, num_states)
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
@@ -81,6 +80,7 @@ class CacheManager(PlainDecodes):
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}")
         self.rules.before_prefill_chunk(self, req)
+        self._evict_ahead(req.pages_needed(req.kv_len + chunk_len))
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
@@ -92,9 +92,13 @@ class CacheManager(PlainDecodes):
     # ---- decode -------------------------------------------------------------------------------------
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
+        refusal = self.rules.decode_refusal(self, req)
+        if refusal is not None:
+            return refusal
         target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
         if target is not None:
             self.free_swa_below(req, target)
+        self._evict_ahead(0)
         plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
         if not isinstance(plan, Refusal):
             self.rules.after_decode_planned(self, req)
@@ -183,6 +187,27 @@ class CacheManager(PlainDecodes):
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
             planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
+
+    def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
+        """The engine's admission check and the admission states' reservation, in the engine's order."""
+        def reserve_states() -> Refusal | None:
+            return self.rules.reserve(self, 0, 0, num_states) if num_states else None
+
+        if self.rules.budget_before_states:
+            return self.rules.admission_refusal(self, req) or reserve_states()
+        return reserve_states() or self.rules.admission_refusal(self, req)
+
+    def _evict_ahead(self, num_pages: int) -> None:
+        """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and the engine's slack
+        free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
+        slack = self.rules.alloc_slack_pages
+        if not slack:
+            return
+        target = num_pages + slack
+        if self.pools[FULL].num_free < target:
+            self.rules.reserve(self, target, 0, 0)
+        if self.has_swa and self.pools[SWA].num_free < target:
+            self.rules.reserve(self, 0, target, 0)
 
     def _resume_state(self, match: MatchResult) -> int | None:
         """The tree state a hit copies into the request's running state."""

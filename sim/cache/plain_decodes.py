@@ -6,13 +6,14 @@ result.
 """
 from __future__ import annotations
 
+from sim.cache.components import FULL, SWA
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 
 
 class PlainDecodes:
-    """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``,
-    ``prepare_decode`` and ``complete_decode``."""
+    """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
+    ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
@@ -40,7 +41,16 @@ class PlainDecodes:
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
-        no SWA free fires), or fewer."""
+        no SWA free fires, no eviction for the engine's slack), or fewer."""
+        if not self._has_slack():
+            return 0
         steps = (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size - req.kv_len
         rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)
         return max(min(steps, rule_steps), 0)
+
+    def _has_slack(self) -> bool:
+        """Whether each KV pool already has the engine's slack free (a decode step would evict nothing)."""
+        slack = self.rules.alloc_slack_pages
+        if not slack:
+            return True
+        return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)

@@ -29,6 +29,7 @@ class RequestCache:
     decode_steps: int = 0
     commit_pending: bool = False  # the prefill's commit waits for the first decode step (overlap)
     swa_branch: int | None = None  # a FULL hit deeper than its SWA-valid match: the first insert stops there
+    first_chunk_cap: int | None = None  # the engine's cap on the first prefill chunk, set at admission
 
     @property
     def last_node(self) -> Node:

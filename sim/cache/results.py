@@ -32,9 +32,10 @@ class Refusal(NamedTuple):
     pool: str
     needed: int
     available: int
+    reason: str = ""  # the engine's own account of the refusal, where it has one
 
     def __str__(self) -> str:
-        return f"{self.pool} pool: need {self.needed}, at most {self.available} obtainable"
+        return self.reason or f"{self.pool} pool: need {self.needed}, at most {self.available} obtainable"
 
 
 class ChunkPlan(NamedTuple):

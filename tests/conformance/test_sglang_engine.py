@@ -10,9 +10,11 @@ from importlib.util import find_spec
 
 import pytest
 
+from conformance.compare import disagreements
 from conformance.engines import sglang as driver
 from conformance.generate import generate
 from conformance.scenario import EngineConfig, Scenario, trace_lines
+from tests import sglang_budget_scenarios as hand
 
 # find_spec, not an import: importing SGLang here would set Triton up before the executor tests can ask for its
 # interpreter (the driver runs SGLang in a process of its own, tests/conformance/conftest.py)
@@ -92,6 +94,33 @@ def test_pressure_scenarios_match_the_engine_numbers_recorded_for_0_5_23():
     # PrefillAdder never admits t1 (nor, in turn, t2 and t3) on the idle pool
     notes = [o.note.split(":")[0] for o in driver.run(generate("sglang", 77, pressure=True), "sglang").values()]
     assert notes == ["aborted", "never admitted", "never admitted", "never admitted"]
+
+
+def _served(result) -> list[tuple[int, bool]]:
+    return [(outcome.cached_tokens, outcome.served) for outcome in result.values()]
+
+
+@pytest.mark.parametrize("scenario, expected", [
+    *[(hand.locked_window(swa), answer) for swa, answer in hand.LOCKED_WINDOW.items()],
+    *[(hand.decode_check(swa), answer) for swa, answer in hand.DECODE_CHECK.items()],
+    (hand.budget_before_states(), hand.BUDGET_BEFORE_STATES),
+], ids=["locked-window-176", "locked-window-192", "decode-check-176", "decode-check-192", "budget-before-states"])
+def test_the_budget_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
+    # PrefillAdder's SWA estimate against the window the match locks, check_decode_mem before the decode free,
+    # the budget before any MAMBA slot (tests/sglang_budget_scenarios.py derives each answer)
+    result = driver.run(scenario, "sglang")
+    assert _served(result) == expected
+    assert disagreements(scenario, "sglang", result) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", sorted(hand.RESOLVED_SEEDS))
+def test_the_pressure_seeds_the_budget_resolved_agree_with_simulate(seed):
+    scenario = generate("sglang", seed, pressure=True)
+    for preset, expected in zip(hand.PRESETS, hand.RESOLVED_SEEDS[seed], strict=True):
+        result = driver.run(scenario, preset)
+        assert _served(result) == expected
+        assert disagreements(scenario, preset, result) == []
 
 
 def test_a_rerun_in_the_same_process_gives_the_same_outcomes():

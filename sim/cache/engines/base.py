@@ -23,6 +23,9 @@ class EngineRules:
     name = ""
     keeps_cache = True  # False: the null strategy (nothing is matched or kept)
     admission_states = 1  # MAMBA states a request holds from admission: its running state (+ ping-pong slots)
+    budget_before_states = False  # True: admission_refusal is asked before the admission states are reserved
+    alloc_slack_pages = 0  # pages each KV pool is evicted to keep free beyond a step's need (best effort)
+    requeues_lone_request = True  # False: a request retracted while running alone is given up on at once
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
@@ -71,7 +74,8 @@ class EngineRules:
         """Runs once a request is admitted (its path locked, its states allocated)."""
 
     def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
-        """Why the engine will not admit ``req`` now (its path is locked, its states reserved), or None."""
+        """Why the engine will not admit ``req`` now (its path is locked; its states reserved unless
+        ``budget_before_states``), or None."""
         return None
 
     def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
@@ -101,6 +105,11 @@ class EngineRules:
         raise NotImplementedError
 
     # ---- decode -------------------------------------------------------------------------------------
+    def decode_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """Why the engine will not run the request's next decode step, asked before the step frees or
+        reserves anything (None: it runs)."""
+        return None
+
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
         """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
         return None

@@ -4,12 +4,14 @@ Prefill: one checkpoint per extend (``_mamba_radix_cache_v2_req_prepare_for_exte
 ``cache_unfinished_req`` frees out-of-window SWA and inserts up to that checkpoint. Decode: the out-of-window
 free (``free_swa_out_of_window_slots``) when the trigger fires, with the retain floor where the policy has
 one (PR #34729). Finish (``cache_finished_req``): insert up to the last checkpoint, free the rest.
+Admission, chunk caps and the decode-memory check are the scheduler's budget (``sglang_admission``).
 """
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
 from sim.cache.components import STATE
 from sim.cache.engines.base import EngineRules
+from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
 from sim.cache.policy import Resolved
@@ -17,7 +19,7 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 
 
-class SGLangRules(EngineRules):
+class SGLangRules(SGLangAdmission, EngineRules):
     name = "sglang"
 
     @classmethod

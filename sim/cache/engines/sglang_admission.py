@@ -1,0 +1,127 @@
+"""SGLang 0.5.23's scheduler gates, wired to the cache manager: ``PrefillAdder.add_one_req`` (a new request),
+``PrefillAdder.add_chunked_req`` (a chunked prefill's next chunk) and ``ScheduleBatch.check_decode_mem``.
+
+The arithmetic is ``sglang_budget``; this mixin reads the counts it needs from the manager's pools and tree:
+free pages, the tree's unlocked (evictable) FULL and live SWA pages, and what running requests may still
+decode. Counts are in tokens, as SGLang keeps them. A count is only summed over the tree when the free pages
+alone do not already settle the answer.
+"""
+from __future__ import annotations
+
+from sim.cache.align import floor_to
+from sim.cache.components import FULL, SWA
+from sim.cache.engines import sglang_budget as budget
+from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
+
+
+class SGLangAdmission:
+    """Mixed into ``SGLangRules`` (needs ``page_size``, ``window``, ``resolved`` and ``reserve``)."""
+
+    budget_before_states = True  # PrefillAdder runs before prepare_for_extend allocates the MAMBA slots
+    # retract_decode aborts the last request of a batch that still does not fit; a lone chunked prefill the
+    # budget never continues waits forever: neither is requeued
+    requeues_lone_request = False
+
+    def __init__(self, resolved):
+        super().__init__(resolved)
+        # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
+        # unpaged allocator (page 1) evicts for exactly what it allocates
+        self.alloc_slack_pages = 1 if self.page_size > 1 else 0
+
+    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """``add_one_req`` with the matched prefix locked (``_lock_node``): SGLang's ``check_prefill``."""
+        page, extend_len = self.page_size, req.prompt_len - req.kv_len
+        max_new = budget.clipped_new_tokens(req.output_len)
+        total = budget.new_request_total_tokens(extend_len, req.output_len, page)
+        needed_swa = budget.estimate_swa_kv_tokens(budget.ceil_page(extend_len, page), max_new, self.window,
+                                                   page, manager.policy.chunked_prefill_size)
+        remaining_total = self._remaining_total(manager, req, total)
+        remaining_swa = self._remaining_swa(manager, req, needed_swa)
+        verdict = budget.check_prefill(extend_len, max_new, total, remaining_total, remaining_swa,
+                                       manager.pools[SWA].size * page, self.window, page,
+                                       manager.policy.chunked_prefill_size)
+        if verdict.admit:
+            req.first_chunk_cap = verdict.chunk_cap
+            return None
+        self._copy_on_write_eviction(manager, req)
+        if total >= remaining_total:
+            return Refusal("FULL", total, remaining_total, _waits("FULL", total, remaining_total))
+        return Refusal("SWA", needed_swa, remaining_swa, _waits("SWA", needed_swa, remaining_swa))
+
+    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+        """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
+        later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page."""
+        page = self.page_size
+        if req.kv_len == req.cached_len:
+            cap = req.first_chunk_cap
+            if cap is None:
+                return chunk_len
+        else:
+            cap = budget.available_chunk_tokens(chunk_len, self._remaining_total(manager, req, chunk_len),
+                                                self._remaining_swa(manager, req, chunk_len + page), page)
+            if cap is None:
+                return 0
+        return chunk_len if cap >= chunk_len else floor_to(req.kv_len + cap, page) - req.kv_len
+
+    def decode_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """``check_decode_mem`` before the step's out-of-window free: a step that starts a page needs one
+        free FULL and SWA page after eviction (a lone request that cannot get it is aborted)."""
+        if not budget.decode_tokens_needed(req.kv_len, self.page_size):
+            return None
+        refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
+        if refusal is None:
+            return None
+        return refusal._replace(reason=f"SGLang's check_decode_mem fails ({refusal}): Out of memory even after "
+                                       f"retracting all other requests in the decode batch")
+
+    # ---- counts -------------------------------------------------------------------------------------
+    def _remaining_total(self, manager, req: RequestCache, enough: int) -> int:
+        """``remaining_total``: free + evictable FULL tokens, less the running requests' decode. The tree is
+        only counted when the free pages are not already more than ``enough``."""
+        offset = budget.running_decode_offset([r.output_len - 1 - r.decode_steps for r in manager.requests.values()
+                                               if r is not req and r.kv_len >= r.prompt_len])
+        free = manager.pools[FULL].num_free * self.page_size - offset
+        if free > enough:
+            return free
+        locked = _locked_pages(manager, req, swa=False)
+        return free + (manager.tree.num_full_pages - locked) * self.page_size
+
+    def _remaining_swa(self, manager, req: RequestCache, enough: int) -> int | None:
+        """``remaining_swa``: free + evictable SWA tokens (None without SWA)."""
+        if not self.resolved.has_swa:
+            return None
+        free = manager.pools[SWA].num_free * self.page_size
+        if free > enough:
+            return free
+        locked = _locked_pages(manager, req, swa=True)
+        return free + (manager.tree.num_swa_pages - locked) * self.page_size
+
+    def _copy_on_write_eviction(self, manager, req: RequestCache) -> None:
+        """A MAMBA hit copies its state into a slot of the request's own when it is matched, before the
+        budget (``MambaComponent.finalize_match_result_in_cache``): a refused request has still made room."""
+        if self.resolved.has_mamba and req.match.node.state is not None and req.cached_len:
+            self.reserve(manager, 0, 0, 1)
+
+
+def _waits(pool: str, needed: int, available: int) -> str:
+    return (f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
+            f"needs {needed} {pool} tokens, at most {available} can be freed")
+
+
+def _locked_pages(manager, candidate: RequestCache, swa: bool) -> int:
+    """Pages of the tree that running requests' locks (and the candidate's) keep from eviction: FULL on
+    their paths to the root, SWA on the live nodes of their windows."""
+    seen: set[int] = set()
+    locked = 0
+    holders = list(manager.requests.values())
+    if candidate.request_id not in manager.requests:
+        holders.append(candidate)
+    for holder in holders:
+        nodes = holder.locks.swa_nodes if swa else holder.last_node.path_from_root()
+        for node in nodes:
+            pages = node.swa_pages if swa else node.full_pages
+            if node.id not in seen and pages is not None:
+                seen.add(node.id)
+                locked += len(pages)
+    return locked

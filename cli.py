@@ -360,13 +360,16 @@ def _executor_options(fn):
         click.option("--pool-tokens", default=200_000, show_default=True, type=click.IntRange(min=1)),
         click.option("--swa-pool-tokens", type=click.IntRange(min=0)),
         click.option("--mamba-states", default=256, show_default=True, type=click.IntRange(min=2)),
+        click.option("--cache-bytes", type=click.FloatRange(min=0, min_open=True),
+                     help="one byte budget for KV and MAMBA states together (marconi policies)"),
     ]
     for option in reversed(options):
         fn = option(fn)
     return _knob_options(fn)
 
 
-def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, calibration, knobs):
+def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, calibration, knobs,
+                     cache_bytes=None):
     import os
 
     from sim.simulate import SimConfig
@@ -375,7 +378,8 @@ def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, m
         os.environ.setdefault("TRITON_INTERPRET", "1")
     return SimConfig(policy=policy, model=model, gpu=gpu or ("cpu" if device == "cpu" else "h200"),
                      knobs={k: knobs[k] for k in CLI_KNOBS}, pool_tokens=pool_tokens,
-                     swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states, calibration=calibration)
+                     swa_pool_tokens=swa_pool_tokens, mamba_states=mamba_states, calibration=calibration,
+                     cache_bytes=cache_bytes)
 
 
 @cli.command()
@@ -385,12 +389,12 @@ def _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, m
               help="write requests.csv, steps.csv, bitwise.csv and timings.csv here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def execute(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, swa_pool_tokens, mamba_states,
-            calibration, out_dir, as_json, **knobs):
+            cache_bytes, calibration, out_dir, as_json, **knobs):
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput."""
     config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states,
-                              calibration, knobs)
+                              calibration, knobs, cache_bytes)
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
@@ -401,10 +405,11 @@ def execute(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, 
 @_executor_options
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON")
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, pool_tokens, swa_pool_tokens, mamba_states,
-              output, **knobs):
+              cache_bytes, output, **knobs):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""
-    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, None, knobs)
+    config = _executor_config(policy, model, device, gpu, pool_tokens, swa_pool_tokens, mamba_states, None, knobs,
+                              cache_bytes)
     loaded = call_library(load_trace, trace_path)
     from executor.report import calibrate_from_run
 

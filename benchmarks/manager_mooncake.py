@@ -3,7 +3,10 @@
 Prints requests/s and peak memory. By default each request is prefilled in one chunk and finished
 without decoding (its prompt is what later turns share); ``--decode`` also runs every decode step.
 
-    python benchmarks/manager_mooncake.py [--trace ../shared/traces/mooncake/conversation_trace.jsonl]
+    python benchmarks/manager_mooncake.py [--trace FILE] [--limit N] [--decode]
+
+The trace defaults to the Mooncake conversation trace in shared/traces/mooncake/ (found in, beside or
+above the checkout, or under $HYBRIDCACHE_SHARED; benchmarks/real_traces.py: mooncake_trace).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.real_traces import mooncake_trace  # noqa: E402
+from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.cache.manager import CacheManager  # noqa: E402
 from sim.cache.policies import make_policy, policy_names  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
@@ -26,8 +29,9 @@ from sim.trace_import import import_mooncake  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default=str(mooncake_trace("conversation")))
-    parser.add_argument("--policy", default="sglang-retain", choices=policy_names())
+    parser.add_argument("--trace", help="a raw Mooncake JSONL trace [the conversation trace in shared/traces]")
+    # the radix managers (vllm has a block cache of its own: benchmarks/real_traces.py --policy vllm times it)
+    parser.add_argument("--policy", default="sglang-retain", choices=[p for p in policy_names() if p != "vllm"])
     parser.add_argument("--model", default="inkling")
     parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--pool-tokens", type=int, default=20_000_000)
@@ -35,6 +39,7 @@ def main() -> None:
     parser.add_argument("--decode", action="store_true", help="also run every decode step (slow)")
     args = parser.parse_args()
 
+    args.trace = str(existing_trace(args.trace or mooncake_trace("conversation")))
     started = time.perf_counter()
     trace = import_mooncake(args.trace, limit=args.limit)
     loaded = time.perf_counter()

@@ -33,22 +33,34 @@ from sim.trace_import import import_mooncake  # noqa: E402
 MODES = ("replay", "timed")
 
 
-def shared_dir() -> Path:
-    """``shared/`` beside the checkout, or where HYBRIDCACHE_SHARED points (as the tests find it)."""
-    return Path(os.environ.get("HYBRIDCACHE_SHARED") or REPO_ROOT.parent / "shared")
+MOONCAKE_URL = "https://github.com/kvcache-ai/Mooncake/tree/main/FAST25-release/traces"
+
+
+def shared_dirs() -> list[Path]:
+    """Where a ``shared/`` folder with ``traces/mooncake/`` may be, in order: $HYBRIDCACHE_SHARED, inside the
+    checkout, beside it or beside any folder above it (a git worktree under ``wt/`` finds ``../../shared``)."""
+    named = os.environ.get("HYBRIDCACHE_SHARED")
+    found = [Path(named)] if named else []
+    return found + [REPO_ROOT / "shared"] + [folder / "shared" for folder in REPO_ROOT.parents]
 
 
 def mooncake_trace(name: str) -> Path:
-    return shared_dir() / "traces" / "mooncake" / f"{name}_trace.jsonl"
+    """The first ``shared/traces/mooncake/<name>_trace.jsonl`` that exists (else the first place looked)."""
+    candidates = [folder / "traces" / "mooncake" / f"{name}_trace.jsonl" for folder in shared_dirs()]
+    return next((path for path in candidates if path.is_file()), candidates[0])
 
 
 def existing_trace(path: str | Path) -> Path:
-    """The trace path, or a clear error naming it (the shared traces live outside the repository)."""
+    """The trace path, or an error that says where it was looked for and exactly what to set."""
     path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"error: trace {path} not found (pass --trace, or set HYBRIDCACHE_SHARED to the "
-                         "folder holding traces/mooncake)")
-    return path
+    if path.is_file():
+        return path
+    if path.parent.parent.parent not in shared_dirs():  # a --trace that names a missing file
+        raise SystemExit(f"error: trace {path} not found")
+    looked = ", ".join(str(folder / "traces" / "mooncake") for folder in shared_dirs()[:4])
+    raise SystemExit(f"error: no Mooncake trace {path.name} found (looked in {looked} and beside every folder "
+                     f"above the checkout). Pass --trace FILE (a raw Mooncake JSONL trace, {MOONCAKE_URL}), or "
+                     f"set HYBRIDCACHE_SHARED=DIR where DIR/traces/mooncake/{path.name} exists")
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,17 @@ class Disagreement(NamedTuple):
     simulated: EngineOutcome
 
 
+# vLLM's oracle declares one KV head of 8 and a Mamba state far below one attention page
+# (conformance/engines/vllm_build.py), so the block size it derives is the scenario's page_size
+_VLLM_SHAPES = dict(num_kv_heads=1, head_dim=8, mamba_num_heads=2, mamba_head_dim=4, mamba_state_dim=4)
+
+
 def model_for(scenario: Scenario) -> ModelSpec:
     config = scenario.config
     kinds = [FULL] + ([SWA] if config.has_swa else []) + ([MAMBA] if config.has_mamba else [])
+    shapes = _VLLM_SHAPES if scenario.engine == "vllm" else {}
     return get_model("tiny").replace(name=f"conformance-{config.components}", layer_kinds=tuple(kinds),
-                                     window=config.window, mamba_chunk=config.mamba_chunk)
+                                     window=config.window, mamba_chunk=config.mamba_chunk, **shapes)
 
 
 def policy_knobs(scenario: Scenario, preset: str) -> dict:
@@ -38,17 +44,26 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
              "swa_eviction_interval": config.swa_eviction_interval}
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
+    if PRESETS[preset].engine == "vllm":
+        knobs.update(retention_interval="none" if config.retention_interval is None else config.retention_interval,
+                     prefill_checkpoints=config.prefill_checkpoints, max_model_len=config.max_model_len)
     return knobs
+
+
+def pool_sizes(scenario: Scenario, preset: str) -> PoolSizes:
+    """The engine's pools exactly (vLLM: its one pool of num_blocks blocks, the null block included)."""
+    config, page = scenario.config, scenario.config.page_size
+    if PRESETS[preset].engine == "vllm":
+        return PoolSizes(0, 0, 0, blocks=config.num_blocks)
+    return PoolSizes(config.full_tokens // page, config.swa_tokens // page if config.has_swa else 0,
+                     config.mamba_states if config.has_mamba else 0)
 
 
 def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOutcome]:
     """Per request: what ``simulate`` predicts the engine's cache report says."""
-    config = scenario.config
     model = model_for(scenario)
     policy = make_policy(preset, **policy_knobs(scenario, preset))
-    page = config.page_size
-    sizes = PoolSizes(config.full_tokens // page, config.swa_tokens // page if config.has_swa else 0,
-                      config.mamba_states if config.has_mamba else 0)
+    sizes = pool_sizes(scenario, preset)
     sim_config = SimConfig(policy=preset, model="tiny", gpu="h200", mode=mode)
     with collector_paused():
         run = run_replay if mode == "replay" else run_timed

@@ -19,6 +19,7 @@ from executor.backend import ExecutorBackend
 from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
 from executor.replay import replay_outputs
+from sim.cache.interface import manager_class
 from sim.simulate import SimConfig, SimResult, build, cost_model, simulate
 from sim.trace import Trace
 
@@ -36,7 +37,11 @@ class ExecuteResult:
 def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str = "triton", seed: int = 0,
             dtype: torch.dtype = torch.float32) -> ExecuteResult:
     config = replace(config, mode="timed")
-    model_spec, _, _ = build(config)
+    model_spec, policy, _ = build(config)
+    if manager_class(policy) is not None:
+        raise ValueError(f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
+                         f"runs {policy.engine}'s own cache (one shared block pool, sim/cache/blocks), whose block "
+                         "tables the executor's pools do not model: use `simulate` for it")
     model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
     cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
     predicted = simulate(trace, config)

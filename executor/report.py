@@ -12,10 +12,10 @@ from sim.trace import Trace
 
 
 def execute_report(trace: Trace, config: SimConfig, device: str, kernels: str, seed: int,
-                   out_dir: str | None, as_json: bool) -> str:
+                   out_dir: str | None, as_json: bool, table_format: str = "csv") -> str:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
-        write_tables(result.measured, out_dir)
+        write_tables(result.measured, out_dir, table_format=table_format)
         result.requests.to_csv(Path(out_dir) / "bitwise.csv", index=False)
         result.timings.to_csv(Path(out_dir) / "timings.csv", index=False)
     if as_json:

@@ -11,9 +11,13 @@ matplotlib.use("Agg")  # reports are written, never shown; no display is needed 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.figure import Figure  # noqa: E402
 
+from reports.formatting import abbreviated  # noqa: E402
+
 WIDTH_IN = 8.0  # a pull request's text column: readable without zooming
-DPI = 100
+DPI = 100  # 8 in x 100 dpi = 800 px, the width a pull request shows an image at
 POLICY_COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+# hollow markers, each policy's smaller than the one before: points that coincide stay visible, nested
+POLICY_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,12 @@ class RenderedFigure:
 
 def new_figure(height_in: float, nrows: int = 1, ncols: int = 1, **kwargs) -> tuple[Figure, object]:
     return plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height_in), dpi=DPI, squeeze=False, **kwargs)
+
+
+def policy_marker(policies: list[str], policy: str) -> tuple[str, float]:
+    """(marker, size in points^2): the first policy's largest."""
+    index = policies.index(policy)
+    return POLICY_MARKERS[index % len(POLICY_MARKERS)], max(30.0, 150.0 - 40.0 * index)
 
 
 def render(figure: Figure, name: str, caption: str) -> RenderedFigure:
@@ -39,10 +49,4 @@ def policy_color(policies: list[str], policy: str) -> str:
     return POLICY_COLORS[policies.index(policy) % len(POLICY_COLORS)]
 
 
-def thousands(value: float, digits: int = 4) -> str:
-    """Tick and cell labels: 124416 -> 124.4k, 4000000 -> 4M, 98.25 stays 98.25."""
-    if abs(value) >= 1_000_000:
-        return f"{value / 1_000_000:.{digits}g}M"
-    if abs(value) >= 10_000:
-        return f"{value / 1000:.{digits}g}k"
-    return f"{value:g}"
+thousands = abbreviated  # tick labels: 124416 -> 124.4k

@@ -15,6 +15,7 @@ from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.sweep import grid_table
 from sim.upper_bound import never_kept_tokens
+from sim.why import REASONS, why_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse", "ideal_hits",
@@ -68,6 +69,7 @@ class GridData:
     failed: list[str]  # keys of points that failed
     missing: list[str]  # keys never finished (a sweep stopped early)
     scope: str
+    codes: dict = field(default_factory=dict)  # key -> the code that computed the point (None: not recorded)
     _requests: dict = field(default_factory=dict, repr=False)
 
     def requests(self, key: str) -> pd.DataFrame:
@@ -99,10 +101,32 @@ def load_grid(root: str | Path) -> GridData:
     configs = {p.key: p.config for p in found}
     settings = _varying_settings([configs[k] for k in done["key"]])
     done["setting"] = [_setting(configs[k], settings) for k in done["key"]]
-    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL)
+    codes = {key: store.read_point(key).get("code") for key in done["key"]}
+    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL, codes)
     data.scope = FOLLOWUP if done["followup_requests"].astype(int).max() > 0 else ALL
     _add_reuse(data)
     return data
+
+
+def code_groups(data: GridData) -> dict[tuple, list[str]]:
+    """Point keys by the code that computed them: (version, source hash), or (None, None) where unrecorded."""
+    groups: dict[tuple, list[str]] = {}
+    for key, code in data.codes.items():
+        ident = (code.get("version"), code.get("source_sha256")) if code else (None, None)
+        groups.setdefault(ident, []).append(key)
+    return groups
+
+
+def code_warnings(data: GridData) -> list[str]:
+    """A warning when the grid's points come from different code (``grid --keep-old``, or a store older
+    than code records): their numbers may not be comparable."""
+    groups = code_groups(data)
+    if len(groups) <= 1:
+        return []
+    parts = [f"{len(keys)} from {'unrecorded code' if ident[0] is None else f'{ident[0]} source {ident[1][:12]}'}"
+             for ident, keys in groups.items()]
+    return [f"the grid's {len(data.codes)} points come from different code ({'; '.join(parts)}); rerun "
+            "`cli.py grid` without --keep-old to recompute them with one code"]
 
 
 def _point(store: PointStore, key: str) -> GridPoint | None:
@@ -130,3 +154,7 @@ def _add_reuse(data: GridData) -> None:
     reuse = [reuse_of(data.requests(key), data.scope) for key in data.points["key"]]
     for column in REUSE_COLUMNS:
         data.points[column] = [getattr(r, column) for r in reuse]
+    if len(data.points) and "why" in data.requests(data.points["key"].iloc[0]):
+        totals = [why_tokens(in_scope(data.requests(key), data.scope)) for key in data.points["key"]]
+        for reason in REASONS:
+            data.points[f"why_{reason}"] = [total[reason] for total in totals]

@@ -3,8 +3,21 @@ from __future__ import annotations
 
 import pandas as pd
 
+from reports.formatting import count
 from reports.grid_data import FOLLOWUP, GridData, in_scope
 from sim.metrics import compare
+from sim.why import (
+    BLOCKED_OTHER,
+    FULL_EVICTED,
+    MAMBA_EVICTED,
+    MAMBA_STATE,
+    NEVER_KEPT,
+    NOT_CACHED,
+    PAGE_ROUNDING,
+    SWA_EVICTION,
+    SWA_FINISH_TRIM,
+    SWA_TRIGGER,
+)
 
 SHORT = {"page_size": "page", "track_interval": "interval"}
 
@@ -35,15 +48,15 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
     changes = compare(in_scope(data.requests(base["key"]), data.scope),
                       in_scope(data.requests(other["key"]), data.scope))
     return {
-        hits_label(data.scope): f"{base['hits']}/{base['num_requests']} -> {other['hits']}/{other['num_requests']}",
-        "reused tokens": f"{base['reused_tokens']} -> {other['reused_tokens']}",
-        "recomputed tokens": f"{base['recomputed_tokens']} -> {other['recomputed_tokens']}"
+        hits_label(data.scope): f"{_hits(base)} -> {_hits(other)}",
+        "reused tokens": f"{count(base['reused_tokens'])} -> {count(other['reused_tokens'])}",
+        "recomputed tokens": f"{count(base['recomputed_tokens'])} -> {count(other['recomputed_tokens'])}"
                              + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
         "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
         "upper bound": upper_bound_text(base),
         "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
-        "gap: evicted / never kept / blocked": f"{gap_text(base)} -> {gap_text(other)}",
-        "improved / regressed": f"{changes['improved_requests']} / {changes['regressed_requests']}",
+        GAP_LABEL: f"{gap_text(base)} -> {gap_text(other)}",
+        "improved / regressed": f"{count(changes['improved_requests'])} / {count(changes['regressed_requests'])}",
         "points": f"{base['key']} -> {other['key']}",
     }
 
@@ -52,7 +65,12 @@ def upper_bound_text(point: pd.Series) -> str:
     """The ideal (infinite FULL cache, page 1) hits and reused tokens over the requests in scope."""
     if pd.isna(point["ideal_hits"]):
         return "-"
-    return f"{int(point['ideal_hits'])}/{point['num_requests']}, {int(point['ideal_reused_tokens'])} tokens"
+    return f"{count(point['ideal_hits'])}/{count(point['num_requests'])}, {count(point['ideal_reused_tokens'])} tokens"
+
+
+GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
+FULL_MISSING, BLOCKED = (FULL_EVICTED, NOT_CACHED), (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM,
+                                                     SWA_EVICTION, BLOCKED_OTHER)
 
 
 def bound_text(point: pd.Series) -> str:
@@ -60,18 +78,28 @@ def bound_text(point: pd.Series) -> str:
     (sim/bounds/), and the Belady FULL bound beside it; "-" for a store written before the bounds."""
     if "bound_tokens" not in point or pd.isna(point["bound_tokens"]):
         return "-"
-    bound, belady = int(point["bound_tokens"]), int(point["bound_belady_tokens"])
-    share = f" ({int(point['cached_tokens']) / bound:.1%})" if bound else ""
-    return f"{int(point['cached_tokens'])}/{bound}{share}, Belady {belady}"
+    bound, cached = int(point["bound_tokens"]), int(point["cached_tokens"])
+    share = f" ({cached / bound:.1%})" if bound else ""
+    return f"{count(cached)}/{count(bound)}{share}, Belady {count(int(point['bound_belady_tokens']))}"
 
 
 def gap_text(point: pd.Series) -> str:
-    """ideal - reused, split (sim/upper_bound.py): FULL KV evicted or not finished / never kept past the
-    previous turn's last checkpoint / blocked by a missing SWA window or MAMBA checkpoint."""
+    """ideal - reused over the requests in scope, split by the ``why`` reasons (sim/why.py): FULL KV missing
+    (evicted, or not cached yet) / never kept past the previous turn's insert / blocked by a missing SWA window
+    or MAMBA state / page rounding. A store without ``why`` gives the upper bound's three-way split with
+    page rounding inside the first two."""
+    if f"why_{NEVER_KEPT}" in point and not pd.isna(point[f"why_{NEVER_KEPT}"]):
+        parts = [sum(point[f"why_{r}"] for r in FULL_MISSING), point[f"why_{NEVER_KEPT}"],
+                 sum(point[f"why_{r}"] for r in BLOCKED), point[f"why_{PAGE_ROUNDING}"]]
+        return " / ".join(count(part) for part in parts)
     if pd.isna(point["evicted_tokens"]):
-        return f"- / - / {int(point['blocked_scope_tokens'])}"
-    return (f"{int(point['evicted_tokens'])} / {int(point['never_kept_tokens'])} / "
-            f"{int(point['blocked_scope_tokens'])}")
+        return f"- / - / {count(point['blocked_scope_tokens'])}"
+    return (f"{count(point['evicted_tokens'])} / {count(point['never_kept_tokens'])} / "
+            f"{count(point['blocked_scope_tokens'])}")
+
+
+def _hits(point: pd.Series) -> str:
+    return f"{count(point['hits'])}/{count(point['num_requests'])}"
 
 
 def _percent(before: int, after: int) -> str:
@@ -90,13 +118,23 @@ def points_table(data: GridData) -> pd.DataFrame:
     table = pd.DataFrame({"point": points["key"], "policy": points["policy"]})
     for name, values in setting_columns(data).items():
         table[name] = values
-    table[hits_label(data.scope)] = [f"{h}/{n}" for h, n in zip(points["hits"], points["num_requests"], strict=True)]
+    table[hits_label(data.scope)] = [_hits(row) for _, row in points.iterrows()]
     table["reused tokens"] = points["reused_tokens"].values
     table["recomputed tokens"] = points["recomputed_tokens"].values
     table["mean reuse"] = [f"{v:.3f}" for v in points["mean_reuse"]]
     table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
     table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
-    table["gap: evicted / never kept / blocked"] = [gap_text(row) for _, row in points.iterrows()]
-    table["peak SWA (tokens)"] = points["peak_swa_slots"].values
-    table["peak MAMBA (states)"] = points["peak_mamba_states"].values
+    table[GAP_LABEL] = [gap_text(row) for _, row in points.iterrows()]
+    table["peak SWA (tokens)"] = [_used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()]
+    table["peak MAMBA (states)"] = [_used(row, "peak_mamba_states", "capacity_mamba_states")
+                                    for _, row in points.iterrows()]
+    table["evictions FULL / SWA / MAMBA"] = [" / ".join(count(row.get(f"evictions_{c}")) for c in ("full", "swa", "mamba"))
+                                             for _, row in points.iterrows()]
     return table
+
+
+def _used(point: pd.Series, used: str, capacity: str) -> str:
+    """``peak / capacity`` (a store from before capacities were recorded: the peak alone)."""
+    if capacity not in point or pd.isna(point[capacity]):
+        return count(point[used])
+    return f"{count(point[used])} / {count(point[capacity])}"

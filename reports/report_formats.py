@@ -1,15 +1,17 @@
-"""A report's sections written out: markdown (figures as PNG files beside it) or one self-contained HTML
-page (figures embedded as base64 PNG)."""
+"""A report's header card and sections written out: markdown (figures as PNG files beside it) or one
+self-contained HTML page (figures embedded as base64 PNG; section text rendered from markdown; numbers
+right-aligned, text left-aligned; every table sortable by a click on its header)."""
 from __future__ import annotations
 
 import base64
 import html
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
 from reports.figures import RenderedFigure
-from reports.tables import markdown
+from reports.tables import cell_text, column_kind, markdown
 
 FIGURES_DIR = "figures"
 
@@ -17,13 +19,16 @@ FIGURES_DIR = "figures"
 @dataclass
 class Section:
     title: str
-    text: str = ""
+    text: str = ""  # markdown
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (caption, table)
     figures: list[RenderedFigure] = field(default_factory=list)
 
 
-def to_markdown(title: str, sections: list[Section]) -> str:
-    parts = [f"# {title}"]
+Card = list[tuple[str, str]]  # (label, markdown value): the report's header
+
+
+def to_markdown(title: str, card: Card, sections: list[Section]) -> str:
+    parts = [f"# {title}", "\n".join(f"- **{label}**: {value}" for label, value in card)]
     for section in sections:
         parts.append(f"## {section.title}")
         if section.text:
@@ -35,38 +40,67 @@ def to_markdown(title: str, sections: list[Section]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def to_html(title: str, sections: list[Section]) -> str:
-    body = [f"<h1>{html.escape(title)}</h1>"]
+def _render_markdown(text: str, inline: bool = False) -> str:
+    from markdown_it import MarkdownIt  # rich's dependency: always installed with the project
+
+    renderer = MarkdownIt("commonmark", {"html": False})
+    return renderer.renderInline(text) if inline else renderer.render(text)
+
+
+def to_html(title: str, card: Card, sections: list[Section]) -> str:
+    body = [f"<h1>{html.escape(title)}</h1>", _card_html(card)]
     for section in sections:
         body.append(f"<h2>{html.escape(section.title)}</h2>")
         if section.text:
-            body.append(f"<p>{html.escape(section.text)}</p>")
+            body.append(_render_markdown(section.text))
         for caption, table in section.tables:
-            body.append(f"<p><b>{html.escape(caption)}</b></p>" if caption else "")
-            body.append(table.to_html(index=False, escape=True, border=0))
+            if caption:
+                body.append(f"<p class=\"caption\">{_render_markdown(caption, inline=True)}</p>")
+            body.append(html_table(table))
         for figure in section.figures:
             data = base64.b64encode(figure.png).decode("ascii")
             body.append(f'<figure><img alt="{html.escape(figure.caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
-    return _PAGE.format(title=html.escape(title), body="\n".join(part for part in body if part))
+    return _PAGE.replace("{title}", html.escape(title)).replace("{body}", "\n".join(body)).replace(
+        "{style}", _STYLE).replace("{script}", _SCRIPT)
 
 
+def _card_html(card: Card) -> str:
+    rows = "".join(f"<tr><th scope=\"row\">{html.escape(label)}</th><td>{_render_markdown(value, inline=True)}</td></tr>"
+                   for label, value in card)
+    return f'<table class="card"><tbody>{rows}</tbody></table>'
+
+
+def html_table(frame: pd.DataFrame) -> str:
+    columns = [[cell_text(v) for v in frame[name]] for name in frame.columns]
+    kinds = [column_kind(name, cells) for name, cells in zip(frame.columns, columns, strict=True)]
+    head = "".join(f'<th scope="col" data-type="{kind}">{html.escape(str(name))}</th>'
+                   for name, kind in zip(frame.columns, kinds, strict=True))
+    rows = []
+    for i in range(len(frame)):
+        cells = []
+        for cells_of, kind in zip(columns, kinds, strict=True):
+            text = html.escape(cells_of[i])
+            cells.append(f'<td class="key"><code>{text}</code></td>' if kind == "key" else f'<td class="{kind}">{text}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+_STYLE = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
+_SCRIPT = (Path(__file__).parent / "report.js").read_text(encoding="utf-8")
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
 <style>
-body {{ font-family: sans-serif; max-width: 60em; margin: 2em auto; padding: 0 1em; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
-th {{ background: #f3f3f3; }}
-img {{ max-width: 100%; }}
-figcaption {{ font-size: 0.85em; color: #555; }}
-</style>
+{style}</style>
 </head>
 <body>
 {body}
+<script>
+{script}</script>
 </body>
 </html>
 """

@@ -117,7 +117,7 @@ def captured_variants(output_len: int | None) -> list[tuple[str, ASTSource, dict
         trace = str(Path(folder) / "s1.jsonl")
         cli.main(["trace", "gen", "s1", *trace_args, "-o", trace], standalone_mode=False)
         cli.main(["execute", "--trace", trace, "--model", GPU.model, "--device", "cpu", "--kernels", "triton",
-                  "--gpu", GPU.gpu, *knobs, "--json"], standalone_mode=False)
+                  "--gpu", GPU.gpu, *knobs, "--format", "json"], standalone_mode=False)
     return [(v.label, v.source(), v.options) for v in found]
 
 

@@ -103,7 +103,7 @@ def _kernels(ctx: Context) -> tuple[str, str]:
 def _execute(ctx: Context, policy: str, name: str) -> dict:
     folder = ctx.work / name
     out = ctx.run("cli.py", "execute", "--trace", _trace(ctx), "--policy", policy, *_kernels(ctx),
-                  *_model_args(ctx), "--json", "--out", str(folder), label=f"execute {policy}")
+                  *_model_args(ctx), "--format", "json", "--out", str(folder), label=f"execute {policy}")
     shutil.copy(folder / "bitwise.csv", ctx.out / f"bitwise_{name}.csv")
     return json.loads(out.strip().splitlines()[-1])
 
@@ -118,7 +118,7 @@ def _retain(ctx: Context) -> dict:
 def _relies_on_freed_swa(ctx: Context, policy: str) -> list[str]:
     folder = ctx.work / f"simulate-{policy}"
     ctx.run("cli.py", "simulate", "--trace", _trace(ctx), "--policy", policy, *_sim_args(ctx), "--out", str(folder),
-            "--json", label=f"simulate {policy}")
+            "--format", "json", label=f"simulate {policy}")
     with (folder / "requests.csv").open() as rows:
         return [row["id"] for row in csv.DictReader(rows) if row["relies_on_freed_window"] == "True"]
 

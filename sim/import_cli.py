@@ -12,7 +12,7 @@ from sim.trace_import import import_azure
 from sim.trace_stats import structure
 
 _TEXT = ("chars_per_token", "request_rate", "think_time", "seed", "output_len", "max_turns")
-# the options each format takes besides --limit (the CLI refuses the others)
+# the options each format takes besides --limit (each format's command has only these: sim/trace_commands.py)
 FORMAT_OPTIONS = {
     "mooncake": ("chains", "whole_output_only", "min_match_blocks"),
     "azure": ("prefix_groups", "shared_len", "seed"),
@@ -21,11 +21,6 @@ FORMAT_OPTIONS = {
     "openai-jsonl": ("chars_per_token", "request_rate", "seed", "output_len"),
 }
 _OUTPUT_LEN_DEFAULT = {"sglang-agentic": 220}  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN
-
-
-def misplaced_options(fmt: str, given: dict) -> list[str]:
-    """The options given that ``fmt`` does not take."""
-    return [name for name in given if name not in FORMAT_OPTIONS[fmt]]
 
 
 def run_import(fmt: str, src: str, output: str, limit: int | None, options: dict) -> str:

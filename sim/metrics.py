@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from sim.trace import Trace
@@ -77,8 +78,30 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> di
         "mean_ttft_s": _round(served["ttft_s"].mean()), "retractions": int(requests["retractions"].sum()),
         "num_steps": int(len(steps)),
     }
+    summary.update(latency_percentiles(served))
     summary.update(occupancy(steps, page_size))
     return summary
+
+
+LATENCIES = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
+PERCENTILES = (50, 90, 99)
+
+
+def latency_percentiles(served: pd.DataFrame) -> dict:
+    """``ttft_p50_s`` ... ``e2e_p99_s`` over the served requests (linear interpolation between ranks, as
+    numpy's default); 0.0 where no request has the figure (replay mode has no time)."""
+    out = {}
+    for name, column in LATENCIES:
+        values = served[column].dropna().astype(float).to_numpy() if column in served else np.array([])
+        for percentile in PERCENTILES:
+            out[f"{name}_p{percentile}_s"] = _round(np.percentile(values, percentile)) if len(values) else 0.0
+    return out
+
+
+def pool_capacity(sizes, page_size: int) -> dict:
+    """Each pool's size, in the units occupancy is counted in (KV in token slots, MAMBA in states)."""
+    return {"capacity_full_slots": int(sizes.full_pages * page_size),
+            "capacity_swa_slots": int(sizes.swa_pages * page_size), "capacity_mamba_states": int(sizes.states)}
 
 
 def occupancy(steps: pd.DataFrame, page_size: int) -> dict:

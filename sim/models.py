@@ -304,6 +304,16 @@ MODELS: dict[str, ModelSpec] = {
         mamba_conv_kernel=4, mamba_chunk=64, d_ff=512, vocab_size=151936, num_experts=512,
         experts_per_token=10, shared_d_ff=512, mamba_num_groups=16,
     ),
+    # Qwen/Qwen3.5-4B (Qwen3_5ForConditionalGeneration, text config): 32 layers, full_attention_interval 4 (3
+    # GatedDeltaNet : 1 full, the first layer GDN), 16 q / 4 kv heads of 256; GDN: 32 value heads of 128, 16 key
+    # heads of 128, linear_conv_kernel_dim 4, mamba_ssm_dtype float32 (so one GDN layer's state is conv (3, 8192)
+    # bf16 + recurrent (32, 128, 128) fp32 = 2,146,304 bytes: vLLM derives block 528 from it, 576 on FlashInfer
+    # GDN). Hidden 2560, MLP 9216, vocab 248320 set only the cost model. mamba_chunk 64: the FLA kernels' chunk.
+    "qwen3.5-4b": ModelSpec(
+        name="qwen3.5-4b", layer_kinds=_mix("MMMF", 8), d_model=2560, num_q_heads=16, num_kv_heads=4,
+        head_dim=256, window=0, mamba_num_heads=32, mamba_head_dim=128, mamba_state_dim=128,
+        mamba_conv_kernel=4, mamba_chunk=64, d_ff=9216, vocab_size=248320, mamba_num_groups=16,
+    ),
     # openai/gpt-oss-20b config.json: 24 layers alternating sliding (even) / full (odd), sliding_window 128,
     # hidden 2880, 64 q / 8 kv heads of 64, 32 local experts (experts_per_token 4) of 2880, vocab 201088.
     # Counted as bf16; the published checkpoint's mxfp4 experts would stream about 4x fewer expert bytes.

@@ -10,6 +10,8 @@ from sim.backend import Backend, PredictBackend
 from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import run_bounds, served_ids
 from sim.cache.byte_budget import budget_sizes_for
+from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
@@ -19,12 +21,13 @@ from sim.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part o
 from sim.cost import CostModel, get_gpu
 from sim.engine import Engine
 from sim.gc_pause import collector_paused
-from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_values, request_row, summarize
+from sim.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_capacity, pool_values, request_row, summarize
 from sim.models import ModelSpec, get_model
 from sim.replay import replay_trace
 from sim.scheduler import Scheduler
 from sim.trace import Trace
 from sim.upper_bound import upper_bound, with_ideal
+from sim.why import MissTracker, why_summary, with_why
 
 
 @dataclass
@@ -42,15 +45,19 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     if knobs.get("window") is not None:
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
+    policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
     return model, policy, pool_sizes(config, model, policy)
 
 
 def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
-    page = policy.page_size
-    if config.cache_bytes is not None:
+    if config.cache_bytes is not None:  # one byte budget (Marconi); refused for the other engines
         return budget_sizes_for(model, policy, int(config.cache_bytes))
+    shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
+    if shared is not None:  # one pool every component shares (vLLM): its own sizing
+        return shared
+    page = policy.page_size
     by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
                                   config.mamba_full_memory_ratio)
     if config.pool_tokens is None:
@@ -73,8 +80,10 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
              fast_path: bool | None = None) -> SimResult:
-    """``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode steps
-    without the scheduler; False forces the step-by-step loop (the tests compare the two)."""
+    """``on_step(done)`` is called after every engine step (replay: every request) with the number of
+    requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
+    advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
+    tests compare the two)."""
     with collector_paused():
         if config.mode == "replay":
             return simulate_replay(trace, config, on_step)
@@ -96,27 +105,46 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
               backend: Backend | None = None, on_step=None, fast_path: bool | None = None) -> SimResult:
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
         backend.attach(manager)
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    recorder = EventRecorder(backend, trace, policy.page_size)  # what the bounds need of the run
-    engine = Engine(env, trace, scheduler, recorder, fits=_fits_check(trace, manager, sizes), on_step=on_step,
+    log = None
+    step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
+    recorder = EventRecorder(backend, trace, manager.page_size)  # what the bounds need of the run
+    engine = Engine(env, trace, scheduler, recorder, fits=_fits_check(trace, manager, sizes), on_step=step,
                     fast_path=fast_path)
+    log = engine.log
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
-    steps = engine.log.steps.frame()
-    summary = summarize(requests, steps, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
-    summary |= run_bounds(trace, recorder.events(served_ids(requests)), manager, requests)
+    events = recorder.events(served_ids(requests))
+    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame(), (trace, events))
+
+
+def _miss_tracker(manager) -> MissTracker | None:
+    """The why column's watcher, on a radix-tree manager (vLLM's block cache gives the coarse reasons)."""
+    return MissTracker(manager) if isinstance(manager, CacheManager) else None
+
+
+def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheModel, tracker: MissTracker | None,
+            requests: pd.DataFrame, steps: pd.DataFrame, bound_events: tuple) -> SimResult:
+    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, why
+    each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
+    page_size = manager.page_size
+    requests = with_why(requests, tracker, page_size)
+    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size)
+               | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
+    summary |= run_bounds(*bound_events, manager, sizes, requests)
     return SimResult(config, policy, requests, steps, summary)
 
 
-def eviction_counts(manager: CacheManager) -> dict:
-    counts = manager.tree.num_evictions
+def eviction_counts(manager: CacheModel) -> dict:
+    counts = _evictions(manager)
     return {"evictions_full": counts["full"], "evictions_swa": counts["swa"], "evictions_mamba": counts["state"]}
 
 
@@ -125,14 +153,17 @@ def eviction_counts(manager: CacheManager) -> dict:
 MAMBA_STATES_PER_REQUEST = 3
 
 
-def max_running(policy: Policy, manager: CacheManager, sizes: PoolSizes) -> int:
-    if not manager.has_mamba:
+def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
+    if not manager.has_mamba or manager.topology.name != "separate":  # vLLM: max_num_seqs alone
         return policy.max_running_requests
     return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
-def _fits_check(trace: Trace, manager: CacheManager, sizes: PoolSizes):
+def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
     page = manager.page_size
+    if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
+        return lambda request_id: manager.request_refusal(trace.prompt_len(request_id),
+                                                          trace.request(request_id).output_len)
 
     def why_not(request_id: str) -> str | None:
         total = trace.prompt_len(request_id) + trace.request(request_id).output_len
@@ -164,7 +195,8 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
 
 def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
                on_step=None) -> SimResult:
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
+    tracker = _miss_tracker(manager)
     rows, steps, inserted, order = {}, [], {}, []
     fits = _fits_check(trace, manager, sizes)
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
@@ -176,11 +208,10 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
         inserted[request_id] = 0 if refused else run.inserted_len
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
-            on_step()
+            on_step(index + 1)
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    summary = summarize(requests, steps_frame, policy.page_size) | eviction_counts(manager) | upper_bound(requests)
-    events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None}, policy.page_size)
-    summary |= run_bounds(trace, events, manager, requests)
-    return SimResult(config, policy, requests, steps_frame, summary)
+    events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None},
+                           manager.page_size)
+    return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))

@@ -1,4 +1,5 @@
-"""What ``cli.py simulate`` prints and writes: summary tables, the compare view, JSON, CSV files."""
+"""What ``cli.py simulate`` prints and writes: the header and figures (text, markdown or JSON), the compare
+view, and the request / step tables (CSV or Parquet)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,61 +7,110 @@ import json
 import os
 from pathlib import Path
 
-from reports.tables import compare_table, summary_table
+import pandas as pd
+
+from reports.simulate_view import Run, render_markdown, render_text
 from sim.metrics import compare
+from sim.resolved import resolved_config
 from sim.simulate import SimConfig, SimResult, simulate
 from sim.trace import Trace
 
+FORMATS = ("text", "md", "json")
+TABLE_FORMATS = ("csv", "parquet")
+
 
 def run_simulate(trace: Trace, config: SimConfig, compare_policy: str | None, out_dir: str | None,
-                 as_json: bool, trace_name: str = "trace") -> str:
-    result = _run(trace, config)
-    other = _run(trace, dataclasses.replace(config, policy=compare_policy)) if compare_policy else None
-    if out_dir:
-        write_tables(result, out_dir, other)
-    if as_json:
-        payload = dict(result.summary, policy=config.policy)
-        if other is not None:
-            payload["compare"] = dict(other.summary, policy=compare_policy, **compare(result.requests, other.requests))
-        return json.dumps(payload)
-    timed = config.mode == "timed"
-    text = summary_table(result.summary, f"{config.policy} on {trace_name} ({config.model}, {config.gpu})", timed)
-    text += rejection_note(result)
-    if other is None:
-        return text
-    changes = compare(result.requests, other.requests)
-    return "\n\n".join([text, summary_table(other.summary, compare_policy, timed),
-                        compare_table(result.summary, other.summary, config.policy, compare_policy, changes)])
+                 fmt: str = "text", trace_name: str = "trace", table_format: str = "csv") -> str:
+    if compare_policy == config.policy:
+        raise ValueError(f"--compare {compare_policy} is the policy already simulated; name another policy")
+    if fmt not in FORMATS or table_format not in TABLE_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)} and table format one of "
+                         f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}")
+    results = [_run(trace, config)]
+    if compare_policy:
+        results.append(_run(trace, dataclasses.replace(config, policy=compare_policy)))
+    written = write_tables(results[0], out_dir, results[1] if compare_policy else None, table_format) \
+        if out_dir else []
+    if fmt == "json":
+        return json.dumps(payload(results, trace_name))
+    runs = [Run(r.config.policy, r.summary, resolved_config(r.config)) for r in results]
+    title = (" vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
+             f"{config.model}, GPU {config.gpu}, {config.mode} mode")
+    render = render_markdown if fmt == "md" else render_text
+    text = render(runs, title, config.mode == "timed") + rejection_note(results[0], fmt)
+    if len(results) == 2:
+        changes = compare(results[0].requests, results[1].requests)
+        text += (f"\n\n{'' if fmt == 'md' else '  '}improved / regressed requests ({runs[0].policy} -> "
+                 f"{runs[1].policy}): {changes['improved_requests']:,} / {changes['regressed_requests']:,}")
+    if written and fmt != "md":
+        text += "\n\nwrote " + ", ".join(str(path) for path in written)
+    return text
 
 
-def rejection_note(result: SimResult) -> str:
+def payload(results: list[SimResult], trace_name: str) -> dict:
+    """The JSON object: trace, configuration as given and as resolved, pools, summary; the compared run
+    under ``compare`` with the improved / regressed counts."""
+    def one(result: SimResult) -> dict:
+        resolved = resolved_config(result.config)
+        return {"policy": result.config.policy, "config": dataclasses.asdict(result.config),
+                "resolved": resolved, "pools": resolved["pools"], "summary": result.summary}
+
+    out = {"trace": trace_name, **one(results[0])}
+    if len(results) == 2:
+        out["compare"] = one(results[1]) | compare(results[0].requests, results[1].requests)
+    return out
+
+
+def rejection_note(result: SimResult, fmt: str = "text") -> str:
     """Name the requests the pools could never hold (the first few, with why)."""
     rejected = result.requests[result.requests["rejected"] != ""]
     if rejected.empty:
         return ""
     shown = "; ".join(f"{row.id}: {row.rejected}" for row in rejected.head(3).itertuples())
-    return f"\n  NOTE: {len(rejected)} request(s) never ran, e.g. {shown}"
+    return f"\n\n{'**NOTE**' if fmt == 'md' else '  NOTE'}: {len(rejected)} request(s) never ran, e.g. {shown}"
 
 
 def _run(trace: Trace, config: SimConfig) -> SimResult:
-    from sim.progress import step_progress
+    from sim.progress import progress
 
-    with step_progress(len(trace), f"simulating {config.policy}") as on_step:
+    with progress(len(trace), f"simulating {config.policy}", "requests") as on_step:
         return simulate(trace, config, on_step=on_step)
 
 
-def write_tables(result: SimResult, out_dir: str, other: SimResult | None = None) -> None:
-    """requests.csv, steps.csv and summary.json (and *.<policy>.csv for the compared run), atomically."""
+def write_tables(result: SimResult, out_dir: str, other: SimResult | None = None,
+                 table_format: str = "csv") -> list[Path]:
+    """requests, steps (CSV or Parquet) and summary.json, atomically: plain names for one run; with a
+    compared run, both runs' files carry their policy (``requests.sglang.csv``, ``requests.sglang-retain.csv``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs = [("", result)] + ([(f".{other.config.policy}", other)] if other is not None else [])
-    for suffix, run in runs:
-        _atomic(out / f"requests{suffix}.csv", run.requests.to_csv(index=False))
-        _atomic(out / f"steps{suffix}.csv", run.steps.to_csv(index=False))
-        _atomic(out / f"summary{suffix}.json", json.dumps(run.summary, indent=1, sort_keys=True) + "\n")
+    runs = [result] if other is None else [result, other]
+    written = []
+    for run in runs:
+        suffix = "" if other is None else f".{run.config.policy}"
+        written.append(write_table(run.requests, out / f"requests{suffix}", table_format))
+        written.append(write_table(run.steps, out / f"steps{suffix}", table_format))
+        written.append(_atomic(out / f"summary{suffix}.json",
+                               json.dumps(run.summary, indent=1, sort_keys=True) + "\n"))
+    return written
 
 
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def write_table(frame: pd.DataFrame, stem: Path, table_format: str = "csv") -> Path:
+    """``stem.csv`` or ``stem.parquet``, written to a temporary sibling and renamed."""
+    path = stem.with_name(f"{stem.name}.{table_format}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if table_format == "parquet":
+        try:
+            frame.to_parquet(tmp, index=False)
+        except ImportError as e:
+            raise ValueError(f"--table-format parquet needs pyarrow: pip install -e '.[parquet]' ({e})") from None
+    else:
+        frame.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def _atomic(path: Path, text: str) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+    return path

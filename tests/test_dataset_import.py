@@ -132,4 +132,4 @@ def test_cli_imports_a_dataset_and_refuses_foreign_options(tmp_path):
     assert "3 requests" in result.stdout and len(load_trace(out)) == 3
     result = CliRunner().invoke(cli, ["trace", "import", "sharegpt", str(_write(tmp_path, SHAREGPT)), "-o", str(out),
                                       "--shared-len", "3"])
-    assert result.exit_code == 2 and "does not apply to sharegpt" in result.stderr
+    assert result.exit_code == 2 and "No such option '--shared-len'" in result.stderr

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from cli import cli
 from reports.cost import cost_table, pareto_mask
+from reports.formatting import count
 from reports.grid_data import ALL, FOLLOWUP, load_grid
 from reports.grid_tables import comparison_table, points_table
 from reports.heatmaps import _grid, metrics
@@ -54,8 +55,8 @@ def test_reuse_columns_equal_each_points_summary_and_requests(grid_dir):
         assert point["mean_reuse"] == pytest.approx(followups["reuse_fraction"].mean())
         assert point["peak_swa_slots"] == summary["peak_swa_slots"]
         assert points_table(data).set_index("point").loc[point["key"], "reused / bound (all requests)"] == (
-            f"{summary['cached_tokens']}/{summary['bound_tokens']} ({summary['cached_of_bound']:.1%}), "
-            f"Belady {summary['bound_belady_tokens']}")
+            f"{count(summary['cached_tokens'])}/{count(summary['bound_tokens'])} ({summary['cached_of_bound']:.1%}), "
+            f"Belady {count(summary['bound_belady_tokens'])}")
 
 
 def test_comparison_table_equals_the_s1_experiment(grid_dir):
@@ -64,8 +65,9 @@ def test_comparison_table_equals_the_s1_experiment(grid_dir):
     assert list(zip(table["page"], table["interval"], strict=True)) == [(p, i) for p in PAGES for i in INTERVALS]
     for (_, ours), (_, seed) in zip(table.iterrows(), expected.iterrows(), strict=True):
         assert ours["decode-region hits"] == f"{seed['sglang:hits']} -> {seed['sglang-retain:hits']}"
-        assert ours["reused tokens"] == f"{seed['sglang:reused']} -> {seed['sglang-retain:reused']}"
-        assert ours["recomputed tokens"].startswith(f"{seed['sglang:recomputed']} -> {seed['sglang-retain:recomputed']}")
+        assert ours["reused tokens"] == f"{seed['sglang:reused']:,} -> {seed['sglang-retain:reused']:,}"
+        assert ours["recomputed tokens"].startswith(f"{seed['sglang:recomputed']:,} -> "
+                                                    f"{seed['sglang-retain:recomputed']:,}")
         assert ours["mean reuse"] == f"{seed['sglang:mean_reuse']:.3f} -> {seed['sglang-retain:mean_reuse']:.3f}"
         assert ours["improved / regressed"] == f"{seed['improved_requests']} / {seed['regressed_requests']}"
     assert "0/4 -> 4/4" in set(table["decode-region hits"])  # the floor's fix is visible at interval 256
@@ -74,7 +76,7 @@ def test_comparison_table_equals_the_s1_experiment(grid_dir):
 def test_heatmap_cells_are_the_points_values(grid_dir):
     data = load_grid(grid_dir)
     hits, reused, _ = metrics(data.scope)
-    values, texts, counts = _grid(data.points, "sglang", list(PAGES), list(INTERVALS), hits)
+    values, (texts, _), counts = _grid(data.points, "sglang", list(PAGES), list(INTERVALS), hits)
     for _, point in data.points[data.points["policy"] == "sglang"].iterrows():
         i, j = PAGES.index(point["page_size"]), INTERVALS.index(point["track_interval"])
         assert texts[i, j] == f"{point['hits']}/4" and counts[i, j] == point["hits"]
@@ -93,10 +95,11 @@ def test_pareto_mask_keeps_points_nothing_beats():
 def test_cost_table_marks_the_frontier(grid_dir):
     table = cost_table(load_grid(grid_dir))
     best = table["reused tokens"].max()
-    cheapest_best = table[table["reused tokens"] == best]["peak SWA held (tokens)"].astype(int).min()
+    peaks = table["peak SWA held (tokens)"].str.replace(",", "").astype(int)
+    cheapest_best = peaks[table["reused tokens"] == best].min()
     marked = table[table["on the frontier of"].str.contains("peak SWA")]
     assert (marked["reused tokens"] == best).any()
-    assert int(marked[marked["reused tokens"] == best]["peak SWA held (tokens)"].iloc[0]) == cheapest_best
+    assert peaks[marked[marked["reused tokens"] == best].index[0]] == cheapest_best
 
 
 def test_occupancy_points_default_to_baseline_and_other_at_the_first_setting(grid_dir):
@@ -111,13 +114,13 @@ def test_occupancy_points_default_to_baseline_and_other_at_the_first_setting(gri
 
 
 def test_markdown_and_html_hold_every_table_and_figure(sections):
-    text = to_markdown("S1", sections)
+    text = to_markdown("S1", [("trace", "`s1.jsonl`")], sections)
     assert "| page | interval | decode-region hits |" in text and "0/4 -> 4/4" in text
     figures = [f for s in sections for f in s.figures]
     assert {f.name for f in figures} == {"heatmap-hits", "heatmap-reused_tokens", "heatmap-mean_reuse", "cost",
                                          "occupancy"}
     assert all(f.png.startswith(b"\x89PNG") for f in figures)
-    page = to_html("S1", sections)
+    page = to_html("S1", [("trace", "`s1.jsonl`")], sections)
     assert page.count("data:image/png;base64,") == len(figures)
     assert "src=\"http" not in page and "<table" in page and "0/4 -&gt; 4/4" in page
 
@@ -155,7 +158,7 @@ def test_a_trace_without_follow_ups_is_measured_over_all_requests(tmp_path):
     run_grid(first_turns, configs, tmp_path / "out", jobs=1, progress=False)
     data = load_grid(tmp_path / "out")
     assert data.scope == ALL and data.points.iloc[0]["num_requests"] == 3
-    assert write_report(tmp_path / "out", fmt="png") == [tmp_path / "out" / "figures" / f"{name}.png" for name in
+    assert write_report(tmp_path / "out", fmt="png").paths == [tmp_path / "out" / "figures" / f"{name}.png" for name in
                                                          ("heatmap-hits", "heatmap-reused_tokens",
                                                           "heatmap-mean_reuse", "cost", "occupancy")]
     assert not (tmp_path / "out" / "report.md").exists()

@@ -63,7 +63,7 @@ def test_import_mooncake_then_stats_json(data_dir, tmp_path):
     result = _run("trace", "import", "mooncake", data_dir / "mooncake_conversation_head.jsonl", "-o", out,
                   "--limit", 10)
     assert result.exit_code == 0, result.output
-    result = _run("trace", "stats", out, "--json")
+    result = _run("trace", "stats", out, "--format", "json")
     assert result.exit_code == 0, result.output
     stats = json.loads(result.stdout)
     assert STATS_KEYS <= set(stats) and stats["requests"] == 10
@@ -81,8 +81,10 @@ def test_azure_options_are_refused_for_mooncake(data_dir, tmp_path):
     out = tmp_path / "mc.jsonl"
     result = _run("trace", "import", "mooncake", data_dir / "mooncake_conversation_head.jsonl", "-o", out,
                   "--shared-len", 5)
-    assert result.exit_code == 2 and "--shared-len does not apply to mooncake" in result.stderr
+    assert result.exit_code == 2 and "No such option '--shared-len'" in result.stderr
     assert not out.exists()
+    help_text = _run("trace", "import", "mooncake", "--help").stdout
+    assert "--min-match-blocks" in help_text and "--shared-len" not in help_text and "--prefix-groups" not in help_text
 
 
 def test_bad_import_exits_2_names_the_line_and_keeps_the_old_output(write_lines, tmp_path):
@@ -100,7 +102,7 @@ def test_bad_import_exits_2_names_the_line_and_keeps_the_old_output(write_lines,
 
 def test_stats_of_a_bad_trace_exits_2_with_file_line_field(write_lines):
     path = write_lines([{"id": "a", "arrival": 0.0, "prompt": [{"ref": "s", "len": 0}], "output_len": 1}])
-    result = _run("trace", "stats", path, "--json")
+    result = _run("trace", "stats", path, "--format", "json")
     assert result.exit_code == 2
     assert f"{path}:1: prompt[0].len:" in result.stderr
     assert result.stdout == ""
@@ -114,4 +116,4 @@ def test_stats_of_a_missing_file_exits_2(tmp_path):
 def test_stats_table(data_dir):
     result = _run("trace", "stats", data_dir / "spec_example.jsonl")
     assert result.exit_code == 0, result.output
-    assert "ideal_cached_tokens" in result.stdout and "2400" in result.stdout
+    assert "ideal_cached_tokens" in result.stdout and "2,400" in result.stdout

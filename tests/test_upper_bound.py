@@ -1,13 +1,11 @@
 """The upper bound beside a result, and the real-multiturn experiment built on it."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from reports.tables import compare_table, summary_table
-from sim.metrics import compare
+from reports.simulate_view import Run, rows
 from sim.real_multiturn import PAIRS, changed_requests, misses, real_multiturn
+from sim.resolved import resolved_config
 from sim.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace, load_trace
 
@@ -61,13 +59,16 @@ def test_tables_name_the_upper_bound(slice_250):
     config = SimConfig(policy="sglang", mode="replay", pool_tokens=4_000_000, mamba_states=20_000)
     base = simulate(slice_250, config)
     other = simulate(slice_250, SimConfig(**{**config.__dict__, "policy": "sglang-retain"}))
-    rows = dict(re.split(r"\s{2,}", line.strip()) for line in summary_table(base.summary, "t").splitlines()[1:])
-    assert rows["upper bound: ideal decode-region hits"] == str(base.summary["ideal_decode_region_hits"])
-    assert rows["gap: blocked by SWA / MAMBA"] == str(base.summary["gap_blocked_tokens"])
-    lines = compare_table(base.summary, other.summary, "sglang", "sglang-retain",
-                          compare(base.requests, other.requests)).splitlines()
-    hits = next(line for line in lines if "decode-region hits" in line)
-    assert hits.endswith(f"(ideal {base.summary['ideal_decode_region_hits']})")
+    runs = [Run("sglang", base.summary, resolved_config(base.config)),
+            Run("sglang-retain", other.summary, resolved_config(other.config))]
+    table = {row[0].strip(): row[1:] for row in rows(runs, timed=False)}
+    s = base.summary
+    assert table["decode-region hits (follow-ups)"][0] == (f"{s['decode_region_hits']:,} / {s['followup_requests']:,} "
+                                                           f"(ideal {s['ideal_decode_region_hits']:,})")
+    assert table["upper bound: ideal reused tokens"][0].startswith(f"{s['ideal_cached_tokens']:,} (")
+    blocked = sum(s[f"why_{r}_tokens"] for r in ("mamba_state", "mamba_evicted", "swa_trigger", "swa_finish_trim",
+                                                 "swa_eviction", "blocked_other"))
+    assert blocked == s["gap_blocked_tokens"]  # the why split refines the upper bound's blocked count
 
 
 def test_real_multiturn_tables_agree_with_the_runs(slice_250):
@@ -97,7 +98,7 @@ def test_experiment_real_multiturn_from_the_cli(tmp_path, slice_250):
     path = tmp_path / "slice.jsonl"
     write_trace(slice_250, path)
     result = CliRunner().invoke(cli, ["experiment", "real-multiturn", "--trace", str(path), "--pairs", "sglang",
-                                      "--mode", "replay", "--markdown"])
+                                      "--mode", "replay", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert "| large (3000 GB) | sglang -> sglang-retain | inkling |" in result.stdout
     assert "Why follow-ups miss the decode region" in result.stdout

@@ -21,10 +21,14 @@ from sim.trace import Trace
 MAX_BOUND_PAGES = 16_000_000
 
 
-def capacities(manager) -> dict[str, int]:
+def capacities(manager, sizes) -> dict[str, int]:
     """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
-    the whole budget), 0 for a component the cache does not keep."""
-    pools = manager.pools
+    the whole budget), 0 for a component the cache does not keep; with one pool every component shares
+    (vLLM's blocks), the whole pool for each."""
+    pools = getattr(manager, "pools", None)
+    if not isinstance(pools, dict) or FULL not in pools:
+        return {FULL: sizes.blocks, SWA: sizes.blocks if manager.has_swa else 0,
+                STATE: sizes.blocks if manager.has_mamba else 0}
     return {FULL: pools[FULL].size, SWA: pools[SWA].size if manager.has_swa else 0,
             STATE: pools[STATE].size if manager.has_mamba else 0}
 
@@ -43,14 +47,14 @@ def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, i
             "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0}
 
 
-def run_bounds(trace: Trace, events: list, manager, requests) -> dict:
-    """``bounds_summary`` for a finished run: its manager's pools and its request table."""
+def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
+    """``bounds_summary`` for a finished run: its manager's pools (or ``sizes``) and its request table."""
     num_pages = sum(e.end_page - e.first_page for e in events if not hasattr(e, "key_pages"))
     if num_pages > MAX_BOUND_PAGES:
         return {"bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
                                  f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"}
     served = requests[requests["rejected"] == ""]
-    return bounds_summary(trace, events, manager.page_size, capacities(manager), manager.has_swa,
+    return bounds_summary(trace, events, manager.page_size, capacities(manager, sizes), manager.has_swa,
                           manager.has_mamba, int(served["cached_tokens"].sum()))
 
 

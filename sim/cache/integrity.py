@@ -80,6 +80,8 @@ def _check_pool(comp: str, pool, ids: list[int]) -> None:
     _expect(not beyond, f"{pool.name}: ids owned that were never handed out: {beyond[:10]}")
     lost = set(range(pool.high_water)) - set(free) - set(ids)
     _expect(not lost, f"{pool.name}: ids lost (neither free nor owned): {sorted(lost)[:10]}")
+    counted = len(free) + pool.size - pool.high_water
+    _expect(pool.num_free == counted, f"{pool.name}: num_free {pool.num_free}, but {counted} ids are free")
 
 
 def _expect(condition: bool, message: str) -> None:

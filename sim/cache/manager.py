@@ -128,13 +128,16 @@ class CacheManager(PlainDecodes):
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
         start = max(req.swa_frontier, req.prefix_len)
-        freed = []
-        for position in range(start, frontier, self.page_size):
-            index = req.own_page_index(position)
-            if 0 <= index < len(req.own_swa) and req.own_swa[index] is not None:
-                freed.append(req.own_swa[index])
-                req.own_swa[index] = None
-        self.pools[SWA].free(freed)
+        if start < frontier:
+            # the pages of positions start, start + page, ... below frontier: consecutive own indices
+            first = req.own_page_index(start)
+            num_pages = len(range(start, frontier, self.page_size))
+            own_swa = req.own_swa
+            indices = range(max(first, 0), min(first + num_pages, len(own_swa)))
+            freed = [own_swa[i] for i in indices if own_swa[i] is not None]
+            for i in indices:
+                own_swa[i] = None
+            self.pools[SWA].free(freed)
         req.swa_frontier = max(req.swa_frontier, frontier)
 
     def insert(self, req: RequestCache, end: int) -> None:

@@ -23,6 +23,11 @@ _FREETOKEN = Policy(name="freetoken", engine="freetoken", page_size=1, finish_tr
 _MARCONI = Policy(name="marconi", engine="marconi", page_size=1,
                   about="Marconi (MLSys'25): MAMBA states only at branch-off points and last decoded tokens, "
                         "FLOP-aware eviction over leaves and single-child nodes, alpha tuned online")
+# vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults
+# and the GDN prefill backend of the GPU (settled per --gpu in sim.simulate.build), retention interval 0
+_VLLM = Policy(name="vllm", engine="vllm", page_size=16, chunked_prefill_size=8192, max_running_requests=1024,
+               about="vLLM 0.33.0 defaults: one shared block pool with one free queue, align-mode Mamba, retention "
+                     "interval 0, the shared-prefix junction, async scheduling")
 
 
 def _variant(base: Policy, name: str, about: str, **knobs: object) -> Policy:
@@ -52,6 +57,7 @@ PRESETS: dict[str, Policy] = {preset.name: preset for preset in (
     _variant(_MARCONI, "marconi-vllm", "Marconi's vLLM+ baseline: a MAMBA state at every 32-token block, LRU "
                                        "over leaf blocks", page_size=32, marconi_checkpoints="every-page",
              marconi_eviction="lru"),
+    _VLLM,
 )}
 _NEGATIVE_CONTROLS = (
     ("broken-retain-short", "sglang-retain", "the retain floor and the match's window one page short, so "

@@ -66,6 +66,22 @@ class Policy:
                                 "code's (KV of the whole prefix, the MLP term less the parent's attention "
                                 "FLOPs, the stale node's bytes counted, alpha tuned for FLOPs saved)",
                                 choices=("paper", "code"), engines=("marconi",))
+    retention_interval: int | None = knob(0, "prefix_cache_retention_interval: SWA tails and Mamba states kept at "
+                                          "the prompt's last block boundary and the junction, and every this many "
+                                          "tokens", unit="tokens", minimum=0, maximum=MAX_INT,
+                                          none_means="dense, every block (before vLLM #52216)", engines=("vllm",))
+    junction: bool = knob(True, "the shared-prefix junction (vLLM #37898): a FULL hit beyond the reconciled hit "
+                          "ends a prefill chunk there and keeps its state", engines=("vllm",))
+    async_scheduling: bool = knob(True, "async scheduling, two batches in flight: blocks leave the window and old "
+                                  "Mamba states go back one step later", engines=("vllm",))
+    prefill_checkpoints: bool | None = knob(None, "GDN prefill on FlashInfer: Mamba states written inside prefill "
+                                            "chunks, blocks aligned to 64 (no effect without GDN layers)",
+                                            none_means="as vLLM picks for --gpu: on Hopper (h100, h200), else off",
+                                            engines=("vllm",))
+    max_model_len: int | None = knob(None, "vLLM's max_model_len: the start-up check fits one request this long "
+                                     "in the pool; longer requests are refused", unit="tokens", minimum=1,
+                                     maximum=MAX_INT, none_means="the longest the pool can serve",
+                                     engines=("vllm",))
     # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less and
     # the match accepts a window this much short (-1: one page)
     window_slack: int = knob(0, "DELIBERATELY WRONG: window shortfall", minimum=-1, maximum=MAX_INT, hidden=True)
@@ -87,7 +103,7 @@ def validate(policy: Policy) -> None:
             spec.check(getattr(policy, name))
         except ValueError as e:
             raise ValueError(f"policy knob {name} {e}") from None
-    if policy.track_interval % policy.page_size:
+    if policy.engine != "vllm" and policy.track_interval % policy.page_size:  # vLLM has no decode interval
         raise ValueError(f"track_interval {policy.track_interval} must be a multiple of page_size "
                          f"{policy.page_size}")
 

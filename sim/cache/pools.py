@@ -26,18 +26,16 @@ class Pool:
         self.high_water = 0  # ids below it have been handed out at least once
         self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
         self._on_free = on_free  # the executor poisons freed memory through this hook
+        # kept, not derived: asked several times per simulated step (check_integrity recounts it)
+        self.num_free = size
 
     def set_on_free(self, hook) -> None:
         """Called with the ids of every free (the executor poisons that memory with NaN)."""
         self._on_free = hook
 
     @property
-    def num_free(self) -> int:
-        return len(self._returned) + self.size - self.high_water
-
-    @property
     def num_used(self) -> int:
-        return self.high_water - len(self._returned)
+        return self.size - self.num_free
 
     def alloc(self, count: int) -> list[int]:
         returned = self._returned
@@ -47,6 +45,7 @@ class Pool:
             ids = returned[-count:]
             del returned[-count:]
             ids.reverse()
+            self.num_free -= count
             return ids
         if count > self.num_free:
             raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
@@ -55,6 +54,7 @@ class Pool:
         fresh = count - len(ids)
         ids += range(self.high_water, self.high_water + fresh)
         self.high_water += fresh
+        self.num_free -= count
         return ids
 
     def alloc_one(self) -> int:
@@ -66,6 +66,7 @@ class Pool:
         if self._on_free is not None:
             self._on_free(ids)
         self._returned.extend(reversed(ids))
+        self.num_free += len(ids)
 
     def returned_ids(self) -> list[int]:
         """The free ids below the high-water mark (every id at or above it is free too)."""

@@ -15,9 +15,10 @@ class PoolSizes:
     # is limited by its own size. unit_bytes: one FULL page, one SWA page, one MAMBA state
     budget_bytes: int | None = None
     unit_bytes: tuple[int, int, int] = (0, 0, 0)
+    blocks: int = 0  # one pool every component shares (vLLM): blocks, the null block included
 
     def __post_init__(self):
-        for name in ("full_pages", "swa_pages", "states"):
+        for name in ("full_pages", "swa_pages", "states", "blocks"):
             if getattr(self, name) < 0:
                 raise ValueError(f"pool size {name} must be >= 0, got {getattr(self, name)}")
         if self.budget_bytes is not None and self.budget_bytes <= 0:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sim.cache.knobs import NONE, KnobSpec
 from sim.cache.policies import policy_names
 from sim.cache.policy import CLI_KNOBS
-from sim.config import POOL_KNOBS
+from sim.config import POOL_KNOBS, SimConfig
 from sim.cost import GPUS
 from sim.models import MODELS
 
@@ -26,6 +26,7 @@ class Axis:
     kind: str  # KNOB or CONFIG
     parse: Callable[[str], object]  # one item of the comma list -> value; ValueError says what is wrong
     help: str = ""
+    default_text: str = ""  # what a point takes when the axis is not given
 
     @property
     def flag(self) -> str:
@@ -41,16 +42,21 @@ def _choice(what: str, choices: Callable[[], list[str]]) -> Callable[[str], str]
 
 
 def _from_schema(spec: KnobSpec, kind: str) -> Axis:
-    return Axis(spec.name, kind, spec.parse, spec.describe())
+    if kind == KNOB:
+        default = "the preset's"
+    else:
+        value = SimConfig.__dataclass_fields__[spec.name].default
+        default = f"none: {spec.none_means}" if value is None else str(value)
+    return Axis(spec.name, kind, spec.parse, spec.describe(), default)
 
 
 # Outermost first: the policy is innermost so that a grid's rows put each setting's policies side by side.
 AXES: tuple[Axis, ...] = (
-    Axis("model", CONFIG, _choice("model", lambda: sorted(MODELS)), "model presets"),
-    Axis("gpu", CONFIG, _choice("GPU", lambda: sorted(GPUS)), "GPU presets"),
+    Axis("model", CONFIG, _choice("model", lambda: sorted(MODELS)), "model presets", SimConfig.model),
+    Axis("gpu", CONFIG, _choice("GPU", lambda: sorted(GPUS)), "GPU presets", SimConfig.gpu),
     *(_from_schema(spec, KNOB) for spec in CLI_KNOBS.values()),
     *(_from_schema(spec, CONFIG) for spec in POOL_KNOBS.values()),
-    Axis("policy", CONFIG, _choice("policy", policy_names), "policy presets"),
+    Axis("policy", CONFIG, _choice("policy", policy_names), "policy presets", SimConfig.policy),
 )
 AXIS_NAMES = tuple(axis.name for axis in AXES)
 KNOB_NAMES = tuple(axis.name for axis in AXES if axis.kind == KNOB)
@@ -86,8 +92,6 @@ def parse_axes(texts: dict[str, str | None]) -> dict[str, list]:
 
 def expand(axes: dict[str, list], calibration: str | None = None, mode: str = "timed") -> list:
     """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point."""
-    from sim.simulate import SimConfig  # here, not at the top: the CLI reads AXES without pandas or simpy
-
     unknown = set(axes) - set(AXIS_NAMES)
     if unknown:
         raise ValueError(f"unknown grid axes {sorted(unknown)}; known: {', '.join(AXIS_NAMES)}")

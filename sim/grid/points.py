@@ -1,8 +1,12 @@
 """A sweep point: its configuration in canonical JSON and the hash that names its result files.
 
-The key hashes the trace file's bytes, the calibration file's bytes (when one is used) and the full
-``SimConfig`` with its defaults, so a result is reused only for exactly the same inputs; a changed trace,
-knob or default gives a new key and the point runs again.
+The key hashes the trace file's bytes, the calibration file's bytes (when one is used), the full
+``SimConfig`` with its defaults, the configuration as it resolves (every knob with the preset's and the
+model's values, the pool sizes: ``sim/resolved.py``) and the code (package version and the hash of
+``sim/``'s source: ``sim/code_version.py``). So a result is reused only for exactly the same inputs run by
+the same code; a changed trace, knob, preset default or source file gives a new key and the point runs
+again. ``config_key`` is the same hash without the code: ``grid --keep-old`` finds an older code's result
+of the same point by it (``sim/grid/keep_old.py``).
 """
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.code_version import key_part
+from sim.resolved import resolved_config
 from sim.simulate import SimConfig
 
 KEY_LEN = 16  # hex digits of the sha256 kept in file names: 64 bits, no collision in any real sweep
@@ -50,15 +56,44 @@ def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def point_key(trace_sha256: str, config: SimConfig) -> str:
+def legacy_key(trace_sha256: str, config: SimConfig) -> str:
+    """The key of a store written before keys covered the resolved configuration and the code."""
+    return _hash(_inputs(trace_sha256, config))
+
+
+def config_key(trace_sha256: str, config: SimConfig) -> str:
+    """The point's key less the code: equal for the same inputs whatever code ran them."""
+    return _hash(_inputs(trace_sha256, config) | {"resolved": _resolved(config)})
+
+
+def point_key(trace_sha256: str, config: SimConfig, code: dict | None = None) -> str:
+    """``code``: what of the code enters the key (default: this checkout's, ``code_version.key_part``)."""
+    inputs = _inputs(trace_sha256, config) | {"resolved": _resolved(config), "code": code or key_part()}
+    return _hash(inputs)
+
+
+def _inputs(trace_sha256: str, config: SimConfig) -> dict:
     inputs = {"trace_sha256": trace_sha256, "config": config_to_dict(config)}
     if config.calibration is not None:
         inputs["calibration_sha256"] = file_sha256(config.calibration)
+    return inputs
+
+
+def _resolved(config: SimConfig) -> dict:
+    """The resolved configuration, or the error that keeps it from resolving (the point will fail)."""
+    try:
+        return resolved_config(config)
+    except ValueError as e:
+        return {"error": str(e)}
+
+
+def _hash(inputs: dict) -> str:
     return hashlib.sha256(canonical_json(inputs).encode()).hexdigest()[:KEY_LEN]
 
 
 def make_points(trace_sha256: str, configs: list[SimConfig]) -> list[GridPoint]:
-    points = [GridPoint(point_key(trace_sha256, config), config) for config in configs]
+    code = key_part()
+    points = [GridPoint(point_key(trace_sha256, config, code), config) for config in configs]
     seen: dict[str, SimConfig] = {}
     for point in points:
         if point.key in seen:

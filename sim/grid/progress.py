@@ -1,29 +1,20 @@
-"""The sweep's progress bar on stderr: points done (of all), running now, and failed."""
+"""The sweep's progress on stderr: points done of all, with an ETA, and how many run now and failed."""
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
 
+from sim.progress import progress
+
 ProgressUpdate = Callable[[int, int, int], None]  # (done, running, failed)
 
 
 @contextlib.contextmanager
-def sweep_progress(total: int, enabled: bool = True) -> Iterator[ProgressUpdate]:
-    """Yields ``update(done, running, failed)``. On a terminal the bar redraws live; elsewhere (a log,
-    a pipe) rich prints it once, at the end."""
-    if not enabled:
-        yield lambda done, running, failed: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def sweep_progress(total: int, enabled: bool = True, stream=None) -> Iterator[ProgressUpdate]:
+    """Yields ``update(done, running, failed)``: a live bar on a terminal, a line every few seconds in a
+    log (``sim/progress.py``)."""
+    with progress(total, "grid", "points", stream=stream, enabled=enabled) as update:
+        def sweep_update(done: int, running: int, failed: int) -> None:
+            update(done + failed, f"{running} running, {failed} failed")
 
-    columns = (TextColumn("grid"), BarColumn(), TextColumn("{task.fields[done]}/{task.total} done"),
-               TextColumn("{task.fields[running]} running"), TextColumn("{task.fields[failed]} failed"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
-        task = progress.add_task("grid", total=total, done=0, running=0, failed=0)
-
-        def update(done: int, running: int, failed: int) -> None:
-            progress.update(task, completed=done + failed, done=done, running=running, failed=failed)
-
-        yield update
+        yield sweep_update

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.grid.axes import KNOB_NAMES
+from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
 from sim.grid.progress import sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
@@ -33,10 +34,11 @@ class GridRun:
 
 def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Path, jobs: int | None = None,
              ray_address: str | None = None, progress: bool = True,
-             on_outcome: Callable[[PointOutcome], None] | None = None) -> GridRun:
+             on_outcome: Callable[[PointOutcome], None] | None = None, keep_old: bool = False) -> GridRun:
     """Run every point of ``configs`` not yet in ``out_dir``: local processes (``jobs``, default one per
     core), or Ray tasks when ``ray_address`` is given (``runners.LOCAL_RAY`` starts a private Ray).
-    ``on_outcome`` sees each finished point; an exception there stops the sweep (finished points kept)."""
+    ``on_outcome`` sees each finished point; an exception there stops the sweep (finished points kept).
+    ``keep_old``: a point stored by other code for the same inputs is kept, not recomputed."""
     if not configs:
         raise ValueError("the grid has no points")
     load_trace(trace_path)  # reject a bad trace here, whole, before any worker starts
@@ -45,6 +47,8 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     trace_sha = file_sha256(trace_path)
     points = make_points(trace_sha, configs)
     store = PointStore(out_dir, create=True)
+    if keep_old:
+        points = adopt_old_points(store, trace_sha, points)
     store.write_manifest({"trace": {"path": str(trace_path), "sha256": trace_sha},
                           "points": [p.key for p in points]})
     skipped = [p.key for p in points if store.is_done(p.key)]

@@ -10,9 +10,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.code_version import code_identity
 from sim.grid.axes import KNOB_NAMES
-from sim.grid.points import config_from_dict
-from sim.simulate import build, simulate
+from sim.grid.points import config_from_dict, config_key
+from sim.resolved import flat_resolved
+from sim.simulate import simulate
 from sim.trace import Trace, load_trace
 
 _TRACES: dict[str, Trace] = {}  # per worker process: a trace is parsed once, however many points it runs
@@ -47,7 +49,8 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
         config = config_from_dict(task.config)
         result = simulate(trace, config)
         record = {"key": task.key, "config": task.config, "resolved": resolved_knobs(config),
-                  "summary": result.summary, "trace": {"path": task.trace_path, "sha256": task.trace_sha256}}
+                  "summary": result.summary, "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
+                  "code": code_identity(), "config_key": config_key(task.trace_sha256, config)}
         return PointOutcome(task.key, task.config, record, result.requests.to_csv(index=False),
                             result.steps.to_csv(index=False))
     except Exception as e:  # a point's failure is data for the sweep, not a crash
@@ -56,12 +59,7 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
 
 def resolved_knobs(config) -> dict:
     """The knobs and pool sizes the point really ran with (preset defaults and the model's window filled in)."""
-    model, policy, sizes = build(config)
-    knobs = {name: getattr(policy, name) for name in KNOB_NAMES}
-    knobs["window"] = model.window if policy.window is None else policy.window
-    knobs["mamba_chunk"] = model.mamba_chunk if policy.mamba_chunk is None else policy.mamba_chunk
-    knobs.update(full_pages=sizes.full_pages, swa_pages=sizes.swa_pages, mamba_pool_states=sizes.states)
-    return knobs
+    return flat_resolved(config, KNOB_NAMES)
 
 
 def _trace(task: PointTask, trace_bytes: bytes | None) -> Trace:

@@ -49,7 +49,7 @@ def test_execute_cli_json(tmp_path):
     CliRunner().invoke(cli, ["trace", "gen", "s3", "--system-len", "120", "--user-len", "8", "--output-len", "4",
                              "-o", str(trace)], catch_exceptions=False)
     result = CliRunner().invoke(cli, ["execute", "--trace", str(trace), "--kernels", "torch", "--page-size", "1",
-                                      "--track-interval", "16", "--json", "--out", str(tmp_path / "out")],
+                                      "--track-interval", "16", "--format", "json", "--out", str(tmp_path / "out")],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
@@ -68,8 +68,8 @@ def test_calibrate_writes_a_file_simulate_reads(tmp_path):
                                       "--track-interval", "16", "-o", str(calibration)], catch_exceptions=False)
     assert result.exit_code == 0 and calibration.exists(), result.output
     simulated = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--model", "tiny", "--gpu", "cpu",
-                                         "--calibration", str(calibration), "--json"], catch_exceptions=False)
-    assert simulated.exit_code == 0 and json.loads(simulated.output)["makespan_s"] > 0
+                                         "--calibration", str(calibration), "--format", "json"], catch_exceptions=False)
+    assert simulated.exit_code == 0 and json.loads(simulated.output)["summary"]["makespan_s"] > 0
 
 
 def test_bit_exact_when_the_swa_pool_must_evict(device):
@@ -108,7 +108,7 @@ def test_marconi_under_one_byte_budget_evicts_and_stays_bit_exact(tmp_path):
                           request_rate=50.0), path)
     result = CliRunner().invoke(cli, ["execute", "--trace", str(path), "--policy", "marconi", "--kernels", "torch",
                                       "--chunked-prefill-size", "64", "--cache-bytes", str(12 * state + 300 * kv),
-                                      "--json", "--out", str(tmp_path / "out")], catch_exceptions=False)
+                                      "--format", "json", "--out", str(tmp_path / "out")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["requests_not_bit_exact"] == 0 and payload["cached_tokens"] > 0

@@ -69,6 +69,9 @@ class SGLangAdmission:
         free FULL and SWA page after eviction (a lone request that cannot get it is aborted)."""
         if not budget.decode_tokens_needed(req.kv_len, self.page_size):
             return None
+        pools = manager.pools
+        if pools[FULL].num_free and (not self.resolved.has_swa or pools[SWA].num_free):
+            return None  # nothing to evict: the usual case, asked at every page a decode starts
         refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
         if refusal is None:
             return None

@@ -1,0 +1,200 @@
+"""What ``cli.py simulate`` prints for one run, or two side by side (``--compare``): a header with the
+configuration as it resolved and the pools' capacities, then one row per figure, as aligned text or a
+markdown table ready to paste into a pull request."""
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reports.formatting import change, count, delta, fraction, seconds, share, used_of
+from sim.cache.policy import KNOBS
+from sim.why import REASONS
+
+Summary = dict
+TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    text: Callable[[Summary], str]
+    value: Callable[[Summary], float | None] = lambda s: None  # what the change column compares
+    shown: Callable[[list[Summary]], bool] = lambda runs: True
+    # a row of several figures compares each (``-11.1 / 0 / 0``) instead of one ``value``
+    changes: Callable[[Summary, Summary], str] | None = None
+
+
+def _key(name: str) -> Callable[[Summary], float]:
+    return lambda s: s[name]
+
+
+def _counted(name: str) -> Row:
+    return Row("", lambda s: count(s[name]), _key(name))
+
+
+def _labelled(label: str, row: Row) -> Row:
+    return Row(label, row.text, row.value, row.shown, row.changes)
+
+
+def _each_changed(names: list[str], scale: float = 1.0) -> Callable[[Summary, Summary], str]:
+    return lambda before, after: " / ".join(delta(scale * before[n], scale * after[n]) for n in names)
+
+
+def _percentiles(prefix: str) -> list[str]:
+    return [f"{prefix}_p{p}_s" for p in (50, 90, 99)]
+
+
+EVICTION_KEYS = [f"evictions_{c}" for c in ("full", "swa", "mamba")]
+
+
+def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:
+    return lambda s: " / ".join(seconds(scale * s[f"{prefix}_p{p}_s"]) for p in (50, 90, 99))
+
+
+def _why_row(reason: str) -> Row:
+    name = f"why_{reason}_tokens"
+    return Row(f"  {REASONS[reason]}", lambda s: count(s.get(name, 0)), lambda s: s.get(name, 0),
+               lambda runs: any(s.get(name, 0) for s in runs))
+
+
+REUSE_ROWS = [
+    Row("requests", lambda s: count(s["requests"]) + (f" ({count(s['rejected_requests'])} never ran)"
+                                                      if s["rejected_requests"] else ""), _key("requests")),
+    Row("hits (requests reusing any prefix)", lambda s: f"{count(s['hits'])} / {count(s['requests'])}",
+        _key("hits")),
+    Row("decode-region hits (follow-ups)", lambda s: f"{count(s['decode_region_hits'])} / "
+        f"{count(s['followup_requests'])} (ideal {count(s.get('ideal_decode_region_hits'))})",
+        _key("decode_region_hits"), lambda runs: runs[0]["followup_requests"] > 0),
+    _labelled("prompt tokens", _counted("prompt_tokens")),
+    Row("reused (cached) tokens", lambda s: f"{count(s['cached_tokens'])} ({share(s['cached_tokens'], s['prompt_tokens'])})",
+        _key("cached_tokens")),
+    Row("upper bound: ideal reused tokens", lambda s: f"{count(s['ideal_cached_tokens'])} "
+        f"({share(s['ideal_cached_tokens'], s['prompt_tokens'])})", _key("ideal_cached_tokens")),
+    Row("bound: Belady (FULL, same budget)", lambda s: f"{count(s['bound_belady_tokens'])} "
+        f"({share(s['bound_belady_tokens'], s['prompt_tokens'])})", _key("bound_belady_tokens"),
+        lambda runs: all("bound_belady_tokens" in s for s in runs)),
+    Row("bound: any policy with these pools", lambda s: f"{count(s['bound_tokens'])} "
+        f"(reused {share(s['cached_tokens'], s['bound_tokens'])} of it)", _key("bound_tokens"),
+        lambda runs: all("bound_tokens" in s for s in runs)),
+    Row("bounds", lambda s: s.get("bound_skipped", "computed"), shown=lambda runs: any("bound_skipped" in s for s in runs)),
+    Row("mean reuse fraction", lambda s: fraction(s["mean_reuse_fraction"]), _key("mean_reuse_fraction")),
+    _labelled("recomputed tokens, of which:", _counted("recomputed_tokens")),
+    *(_why_row(reason) for reason in REASONS),
+]
+POOL_ROWS = [
+    Row("peak FULL held (tokens)", lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"]),
+        _key("peak_full_slots")),
+    Row("peak SWA held (tokens)", lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
+        _key("peak_swa_slots")),
+    Row("mean SWA held (tokens)", lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
+        _key("mean_swa_slots")),
+    Row("peak MAMBA held (states)", lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
+        _key("peak_mamba_states")),
+    Row("evictions FULL / SWA / MAMBA (nodes)", lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
+        changes=_each_changed(EVICTION_KEYS)),
+    _labelled("retractions", _counted("retractions")),
+]
+TIME_ROWS = [
+    Row("makespan (s)", lambda s: seconds(s["makespan_s"]), _key("makespan_s")),
+    Row("output tokens/s", lambda s: count(round(s["output_tokens_per_s"])), _key("output_tokens_per_s")),
+    Row("TTFT p50 / p90 / p99 (ms)", _three("ttft", 1000), changes=_each_changed(_percentiles("ttft"), 1000)),
+    Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), changes=_each_changed(_percentiles("tpot"), 1000)),
+    Row("E2E p50 / p90 / p99 (s)", _three("e2e"), changes=_each_changed(_percentiles("e2e"))),
+]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run as the view needs it: its policy, summary, and resolved configuration (``sim/resolved.py``)."""
+
+    policy: str
+    summary: Summary
+    resolved: dict
+
+
+def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
+    """(figure, value per run[, change]) for every row shown; replay mode has no time rows."""
+    summaries = [run.summary for run in runs]
+    table = []
+    shown = [(row, False) for row in REUSE_ROWS + POOL_ROWS] + [(row, not timed) for row in TIME_ROWS]
+    for row, untimed in shown:
+        if not row.shown(summaries):
+            continue
+        if untimed:
+            table.append((row.label, *["none (replay)"] * len(runs), *(["-"] if len(runs) == 2 else [])))
+            continue
+        cells = [row.text(s) for s in summaries]
+        if len(runs) == 2:
+            cells.append(_change_cell(row, *summaries))
+        table.append((row.label, *cells))
+    return table
+
+
+def _change_cell(row: Row, before: Summary, after: Summary) -> str:
+    if row.changes is not None:
+        return row.changes(before, after)
+    old, new = row.value(before), row.value(after)
+    return change(old, new) if old is not None else ""
+
+
+def header_lines(runs: list[Run], title: str) -> list[str]:
+    lines = [title]
+    for run in runs:
+        lines.append(f"{run.policy}: {describe_knobs(run.resolved)}")
+    lines.append("pools: " + describe_pools(runs[0].resolved))
+    return lines
+
+
+def describe_knobs(resolved: dict) -> str:
+    """Every knob the rules read, as run (a deliberately wrong one only where it is set)."""
+    knobs = resolved["knobs"]
+    shown = ", ".join(f"{name} {_value(value)}" for name, value in knobs.items() if _applies(name, value, resolved))
+    grids = resolved["grids"]
+    return (f"rules {resolved['rules']}, cache {resolved['cache']}; {shown}; checkpoint grid "
+            f"{grids['checkpoint_grid']}, track grid {grids['track_grid']}")
+
+
+def describe_pools(resolved: dict) -> str:
+    pools = resolved["pools"]
+    return (f"FULL {count(pools['full_slots'])} tokens, SWA {count(pools['swa_slots'])} tokens, MAMBA "
+            f"{count(pools['mamba_states'])} states")
+
+
+def _applies(name: str, value, resolved: dict) -> bool:
+    spec = KNOBS.get(name)
+    if spec is None:
+        return True
+    if spec.hidden:
+        return bool(value)
+    return spec.engines is None or resolved["rules"] in spec.engines
+
+
+def _value(value) -> str:
+    return "none" if value is None else str(value)
+
+
+def render_text(runs: list[Run], title: str, timed: bool) -> str:
+    table = rows(runs, timed)
+    names = ["figure", *(run.policy for run in runs)] + (["change"] if len(runs) == 2 else [])
+    widths = [max(len(str(r[i])) for r in [names, *table]) for i in range(len(names))]
+    lines = [textwrap.fill(line, TEXT_WIDTH, subsequent_indent="    ") for line in header_lines(runs, title)]
+    lines.append("")
+    for line in [names, *table]:
+        cells = [f"{line[0]:<{widths[0]}}"] + [f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:], strict=True)]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def render_markdown(runs: list[Run], title: str, timed: bool) -> str:
+    table = rows(runs, timed)
+    names = ["figure", *(f"`{run.policy}`" for run in runs)] + (["change"] if len(runs) == 2 else [])
+    head = header_lines(runs, title)
+    lines = [f"**{head[0]}**", ""] + [f"- {line}" for line in head[1:]] + [""]
+    lines.append("| " + " | ".join(names) + " |")
+    lines.append("|" + "|".join([":---"] + ["---:"] * (len(names) - 1)) + "|")
+    for row in table:
+        label = row[0].strip()
+        label = f"&nbsp;&nbsp;{label}" if row[0].startswith("  ") else label
+        lines.append("| " + " | ".join([label, *row[1:]]) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""How vLLM 0.33.0 lays a model out in its one block pool: the KV cache groups, the block size, the bytes of
+one block, and the start-up minimum (docs/vllm-rules.md section 2).
+
+* Groups (``v1/core/kv_cache_planning.py:_get_kv_cache_groups_uniform_page_size``): layers are bucketed by
+  kind; ``group_size`` is the smallest bucket's layer count (the largest if it is under 1.5 times the
+  smallest); each bucket splits into ``cdiv(layers, group_size)`` groups; buckets are ordered by their first
+  layer. A model whose only state is short-conv windows on every layer (Inkling) gets a MAMBA bucket of all
+  its layers, after the attention buckets (vLLM serves no such model; this is our reading).
+* Block size (``platforms/interface.py:Platform._align_hybrid_block_size``): the attention page must hold a
+  Mamba state, so ``B = align * cdiv(mamba_page, align * attention_bytes_per_token)`` rounded to the kernel
+  block, never below the configured ``--block-size``.
+* Start-up check (``kv_cache_planning.py:get_kv_cache_configs``): the pool holds one ``max_model_len``
+  request of every group, plus the null block.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.models import FULL, MAMBA, SWA, ModelSpec
+
+KERNEL_BLOCK = 16  # FlashAttention: get_supported_kernel_block_sizes() == [MultipleOf(16)]
+FLASHINFER_GDN_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py: FlashInfer GDN prefill checkpoint alignment
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Layout:
+    block_size: int  # B: one block size for every group (scheduler and hash block too)
+    group_kinds: tuple[str, ...]  # FULL / SWA / MAMBA per group, in vLLM's group order
+    block_bytes: int  # the memory of one block id across every group's layers
+    window: int  # SWA window (0 without SWA)
+    checkpoint_blocks: int  # MambaSpec.num_prefill_checkpoint_blocks: 1 with internal prefill checkpoints
+
+    def __post_init__(self) -> None:
+        # blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (read on every block hashed)
+        object.__setattr__(self, "swa_need", cdiv(self.window - 1, self.block_size) if self.window else 0)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Each kind once, in group order."""
+        return tuple(dict.fromkeys(self.group_kinds))
+
+    def groups_of(self, kind: str) -> list[int]:
+        return [index for index, k in enumerate(self.group_kinds) if k == kind]
+
+    def min_blocks(self, max_model_len: int, max_in_flight_tokens: int) -> int:
+        """The fewest blocks vLLM starts with: the null block plus one ``max_model_len`` request per group
+        (FULL its length; SWA ``W - 1`` plus the tokens in flight, ``SlidingWindowSpec.max_admission_blocks_
+        per_request``; align-mode Mamba two states plus the checkpoint, ``MambaSpec.max_memory_usage_bytes``)."""
+        B, total = self.block_size, 1
+        for kind in self.group_kinds:
+            if kind == FULL:
+                total += cdiv(max_model_len, B)
+            elif kind == SWA:
+                total += cdiv(min(self.window - 1 + max_in_flight_tokens, max_model_len), B) + 1
+            else:
+                total += 2 + self.checkpoint_blocks
+        return total
+
+    def longest_model_len(self, num_blocks: int, max_in_flight_tokens: int) -> int:
+        """The largest ``max_model_len`` the start-up check lets ``num_blocks`` serve (0: none)."""
+        low, high = 0, 2**31 - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.min_blocks(middle, max_in_flight_tokens) <= num_blocks:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+
+def kv_buckets(model: ModelSpec) -> list[tuple[str, int]]:
+    """(kind, layers) per spec bucket, ordered by each bucket's first layer."""
+    kinds = model.layer_kinds
+    buckets = [(kinds.index(kind), kind, model.num_layers(kind)) for kind in (FULL, SWA, MAMBA) if kind in kinds]
+    if model.sconv_dims and not model.num_layers(MAMBA):
+        buckets.append((len(kinds), MAMBA, len(kinds)))
+    return [(kind, count) for _, kind, count in sorted(buckets)]
+
+
+def group_kinds(model: ModelSpec) -> tuple[str, ...]:
+    buckets = kv_buckets(model)
+    counts = [count for _, count in buckets]
+    group_size = min(counts)
+    if max(counts) < 1.5 * group_size:
+        group_size = max(counts)
+    return tuple(kind for kind, count in buckets for _ in range(cdiv(count, group_size)))
+
+
+def layers_per_group(model: ModelSpec) -> int:
+    counts = [count for _, count in kv_buckets(model)]
+    return max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
+
+
+def attention_bytes_per_token(model: ModelSpec, kind: str = FULL) -> int:
+    """One attention layer's K and V of one token (``FullAttentionSpec(block_size=1).page_size_bytes``)."""
+    kv_heads, head_dim = model.full_kv_geometry() if kind == FULL else (model.num_kv_heads, model.head_dim)
+    return 2 * kv_heads * head_dim * model.dtype_bytes
+
+
+def mamba_layer_bytes(model: ModelSpec) -> int:
+    """One Mamba layer's state (conv + SSM), or one layer's short-conv windows for an sconv-only model."""
+    sconv = max(model.mamba_conv_kernel - 1, 0) * sum(model.sconv_dims) * model.dtype_bytes
+    num_mamba = model.num_layers(MAMBA)
+    if not num_mamba:
+        return sconv
+    return (model.mamba_state_bytes() - len(model.layer_kinds) * sconv) // num_mamba + sconv
+
+
+def hybrid_block_size(model: ModelSpec, block_size: int, prefill_checkpoints: bool) -> int:
+    """``Platform._align_hybrid_block_size``: the block a Mamba hybrid runs with (``block_size`` otherwise)."""
+    if not model.has_mamba:
+        return block_size
+    align = max(KERNEL_BLOCK, block_size)
+    if prefill_checkpoints:
+        align = math.lcm(align, FLASHINFER_GDN_ALIGNMENT)
+    derived = align * cdiv(mamba_layer_bytes(model), align * attention_bytes_per_token(model))
+    return max(block_size, KERNEL_BLOCK * cdiv(derived, KERNEL_BLOCK))
+
+
+def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoints: bool) -> Layout:
+    """``prefill_checkpoints``: GDN prefill runs on FlashInfer, whose layers export checkpoints (a model
+    without GDN layers, e.g. Inkling's short convs only, has none to export)."""
+    prefill_checkpoints = prefill_checkpoints and model.num_layers(MAMBA) > 0
+    B = hybrid_block_size(model, block_size, prefill_checkpoints)
+    kinds = group_kinds(model)
+    per_group = layers_per_group(model)
+    page_bytes = {FULL: B * attention_bytes_per_token(model, FULL), SWA: B * attention_bytes_per_token(model, SWA)}
+    if MAMBA in kinds:  # the Mamba page is padded to the attention page (or sets it)
+        page_bytes[MAMBA] = max(mamba_layer_bytes(model), B * attention_bytes_per_token(model))
+    block_bytes = max(per_group * page_bytes[kind] for kind in kinds)
+    return Layout(B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds))

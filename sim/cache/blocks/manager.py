@@ -1,0 +1,168 @@
+"""vLLM 0.33.0's cache manager behind the simulator's cache interface (``sim/cache/interface.py``).
+
+The lifecycle the scheduler drives is the radix manager's: admit -> (next_chunk_len -> prepare_prefill ->
+complete_prefill)* -> (prepare_decode -> complete_decode)* -> finish. ``admit`` is vLLM's
+``get_computed_blocks`` plus the admission gate and the touch of the hit; every ``prepare_*`` is one
+``allocate_slots`` (release out-of-window and old state blocks on the processed tokens, allocate, hash); a
+step the free queue cannot back is refused without allocating (vLLM preempts there; the scheduler retracts).
+The rules and their vLLM functions: docs/vllm-rules.md.
+"""
+from __future__ import annotations
+
+from sim.cache.blocks import steps
+from sim.cache.blocks.admission import admission_need, hit_tables
+from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
+from sim.cache.blocks.hit import longest_hit
+from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.layout import cdiv, layout_for
+from sim.cache.blocks.plain import PlainBlockDecodes
+from sim.cache.blocks.pool import BlockPool
+from sim.cache.blocks.request import BlockRequest
+from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
+from sim.cache.components import FULL, STATE, SWA
+from sim.cache.policy import Policy, resolve
+from sim.cache.pools import PoolUsage
+from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
+from sim.cache.sizing import PoolSizes
+from sim.models import MAMBA, ModelSpec
+from sim.tokens import TokenSeq
+
+POOL = "vLLM block"  # the pool a Refusal names
+
+
+class SharedBlocks:
+    """The topology: one pool of blocks every group draws from (its usage is ``BlockCacheManager.usage``)."""
+
+    name = "shared-blocks"
+
+
+class BlockCacheManager(PlainBlockDecodes):
+    topology = SharedBlocks()
+
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
+        self.policy, self.model = policy, model
+        self.resolved = resolve(policy, model)
+        self.layout = layout_for(model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints))
+        self.page_size, self.window = self.layout.block_size, self.layout.window
+        self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
+        self.async_scheduling = policy.async_scheduling
+        check_config(self.layout, policy)
+        self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
+        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
+        self.keys = BlockKeys(self.page_size)
+        self.requests: dict[str, BlockRequest] = {}
+        self._waiting_chains: dict[str, list[bytes]] = {}
+        self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
+
+    # ---- admission ----------------------------------------------------------------------------------
+    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
+        if request_id in self.requests:
+            raise ValueError(f"request {request_id!r} is already admitted")
+        # a request refused admission is asked again every step: its keys are kept until it is admitted
+        chain = self.keys.chain(tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id))
+        hit = longest_hit(self.layout, self.pool, chain, prompt_len)
+        if not self.policy.junction:  # the scheduler before vLLM #37898
+            hit = hit._replace(junction=0)
+        tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
+        swa_cap = cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
+        needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
+        if needed > self.pool.num_free:
+            self._waiting_chains[request_id] = chain
+            return Refusal(POOL, needed, self.pool.num_free)
+        self._waiting_chains.pop(request_id, None)
+        return self._start(BlockRequest(request_id, tokens, prompt_len, MatchResult(hit.tokens, hit.full_tokens, None),
+                                        hit, chain, tables, [len(t) for t in tables], [0] * len(tables),
+                                        kv_len=hit.tokens))
+
+    def _start(self, req: BlockRequest) -> AdmitResult:
+        """Touch the hit's blocks and run the request. vLLM reports the first admission's hit
+        (``PrefillStats`` is set once): a preempted request admitted again keeps reporting it."""
+        for group, table in enumerate(req.tables):
+            self.pool.touch(table, group)
+        self.requests[req.request_id] = req
+        return AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+
+    def next_chunk_len(self, request_id: str, budget: int) -> int:
+        """``min(remaining, budget)``, cut where align-mode Mamba must stop (``_mamba_block_aligned_split``)."""
+        req = self.requests[request_id]
+        if budget <= 0:
+            return 0
+        start = req.kv_len
+        end = start + min(req.prompt_len - start, budget)
+        if self.has_mamba:
+            end = aligned_end(self.page_size, start, end, req.prompt_len, req.junction,
+                              self.policy.chunked_prefill_size, bool(self.layout.checkpoint_blocks))
+        return max(end - start, 0)
+
+    # ---- steps --------------------------------------------------------------------------------------
+    def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
+        req = self.requests[request_id]
+        start, end = req.kv_len, req.kv_len + chunk_len
+        if chunk_len <= 0 or end > req.prompt_len:
+            raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {start}/{req.prompt_len}")
+        every_chunk = self.policy.retention_interval != 0
+        checkpoint = bool(self.layout.checkpoint_blocks) and exports_checkpoint(
+            self.page_size, start, end, req.prompt_len, every_chunk)
+        return self._step(req, end, checkpoint, iteration)
+
+    def complete_prefill(self, request_id: str, chunk_len: int) -> None:
+        self.requests[request_id].kv_len += chunk_len
+
+    def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
+        req = self.requests[request_id]
+        return self._step(req, req.kv_len + 1, False, iteration)
+
+    def complete_decode(self, request_id: str) -> None:
+        req = self.requests[request_id]
+        req.kv_len += 1
+        req.decode_steps += 1
+
+    def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
+        """``allocate_slots`` for the step ``[kv_len, end)``."""
+        steps.release_skipped(self.layout, self.pool, req, req.processed(iteration, self.async_scheduling))
+        plan = steps.blocks_to_allocate(self.layout, req, end, checkpoint)
+        needed = sum(count for _, count in plan)
+        if needed > self.pool.num_free:
+            return Refusal(POOL, needed, self.pool.num_free)
+        steps.allocate(self.pool, req, plan)
+        steps.cache_blocks(self.layout, self.pool, self.keys, req, end, checkpoint, self.policy.retention_interval)
+        req.record_step(iteration, end - req.kv_len)
+        return ChunkPlan(req.request_id, req.kv_len, end, None)
+
+    # ---- finish -------------------------------------------------------------------------------------
+    def finish(self, request_id: str) -> FinishResult:
+        req = self.requests.pop(request_id)
+        steps.free_request(self.pool, req)
+        return FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
+
+    def abort(self, request_id: str) -> None:
+        """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
+        is admitted again, it still reports its first admission's hit."""
+        req = self.requests.pop(request_id)
+        self._preempted.setdefault(request_id, req.match)
+        steps.free_request(self.pool, req)
+
+    # ---- views --------------------------------------------------------------------------------------
+    def usage(self) -> dict[str, PoolUsage]:
+        """Per group kind, in blocks of the one pool: free (unhashed, shared by all), held by running
+        requests, cached in the free queue (hashed, evictable)."""
+        pool = self.pool
+        empty = pool.num_free - sum(pool.cached_free.values())
+        return {comp: PoolUsage(empty, pool.held.get(kind, 0), pool.cached_free.get(kind, 0))
+                for comp, kind in ((FULL, FULL), (SWA, SWA), (STATE, MAMBA))}
+
+    def num_evictions(self) -> dict[str, int]:
+        return {comp: self.pool.num_evictions.get(kind, 0) for comp, kind in ((FULL, FULL), (SWA, SWA),
+                                                                              (STATE, MAMBA))}
+
+    def request_refusal(self, prompt_len: int, output_len: int) -> str | None:
+        """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""
+        if prompt_len + output_len > self.max_model_len:
+            return (f"prompt + output = {prompt_len + output_len} tokens exceeds vLLM's max_model_len "
+                    f"{self.max_model_len}")
+        return None
+
+    def check_integrity(self) -> None:
+        from sim.cache.blocks.integrity import check_integrity
+
+        check_integrity(self)

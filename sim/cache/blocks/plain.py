@@ -1,0 +1,55 @@
+"""Runs of decode steps that only lengthen a request, taken without the bookkeeping (the fast path the
+replay loop and the timed engine use, as for the radix manager: ``sim/cache/plain_decodes.py``).
+
+A decode step ending at ``e`` does something only when ``e`` fills a block (it is hashed), ``e - 1`` starts
+one (a block is allocated), or the processed tokens ``p = e - lag`` move the window's or the Mamba state's
+first live block (``p - W + 1`` or ``p - 1`` a multiple of B). Between those, ``allocate_slots`` changes
+nothing but lengths. The first step after a prefill or an idle iteration is always taken step by step, so
+that ``p`` is known to advance one token a step (``lag`` = 2 under async scheduling, 1 without).
+"""
+from __future__ import annotations
+
+from sim.cache.blocks.request import BlockRequest
+from sim.cache.results import Refusal
+
+
+class PlainBlockDecodes:
+    """Mixed into ``BlockCacheManager``: needs its ``requests``, ``page_size``, ``window``, ``has_swa``,
+    ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
+
+    def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
+        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; fewer when the pool
+        refuses one (that step is not taken)."""
+        req = self.requests[request_id]
+        done = 0
+        while done < num_steps:
+            plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
+            if plain:
+                self.take_plain_decodes(req, plain)
+                done += plain
+                continue
+            if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
+                return done
+            self.complete_decode(request_id)
+            done += 1
+        return num_steps
+
+    def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
+        last_at = req.history[-1][0] + num_steps
+        req.history = ((last_at - 1, 1), (last_at, 1))
+        req.kv_len += num_steps
+        req.decode_steps += num_steps
+
+    def plain_decode_steps(self, req: BlockRequest, iteration: int) -> int:
+        """How many decode steps from ``iteration`` on change nothing but lengths (0: take the next one)."""
+        lag = 2 if self.async_scheduling else 1
+        steady = [(iteration - lag + i, 1) for i in range(lag)]
+        if req.kv_len < req.prompt_len or list(req.history[-lag:]) != steady:
+            return 0
+        B, first = self.page_size, req.kv_len + 1
+        busy = [0, 1]  # e fills a block; e - 1 starts one
+        if self.has_swa:
+            busy.append((lag + self.window - 1) % B)
+        if self.has_mamba:
+            busy.append((lag + 1) % B)
+        return min((residue - first) % B for residue in busy)

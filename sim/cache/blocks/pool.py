@@ -1,0 +1,126 @@
+"""vLLM's ``BlockPool`` (``v1/core/block_pool.py``) with its one ``FreeKVCacheBlockQueue``
+(``v1/core/kv_cache_utils.py``), shared by every KV cache group.
+
+Block 0 is the null block and never handed out. The free queue starts as blocks ``1 .. num_blocks - 1`` in
+id order; ``get_new_blocks`` pops from its head, and a popped block that still has a hash loses it (that is
+eviction); ``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks
+that reach ref count 0 without a hash (given order kept: the first given is popped first) and appends the
+hashed ones (LRU). The cache map keys ``(block key, group)`` to every block hashed to it, oldest first: there
+is no de-duplication, and a lookup takes the oldest one still cached.
+
+The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
+to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+Key = tuple[bytes, int]  # (block key, group index)
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...]):
+        if num_blocks < 2:
+            raise ValueError(f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}")
+        self.num_blocks = num_blocks
+        self.group_kinds = group_kinds
+        self._head: OrderedDict[int, None] = OrderedDict()
+        self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
+        self._tail: OrderedDict[int, None] = OrderedDict()
+        self.ref_cnt: dict[int, int] = {}  # handed-out ids only (absent: never used, 0 when free)
+        self.key_of: dict[int, Key] = {}
+        self.blocks_of: dict[Key, list[int]] = {}
+        kinds = set(group_kinds)
+        self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
+        self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
+        self.num_evictions = dict.fromkeys(kinds, 0)
+
+    # ---- the free queue -----------------------------------------------------------------------------
+    @property
+    def num_free(self) -> int:
+        """``get_num_free_blocks``: every block in the queue, cached or not."""
+        return len(self._head) + self.num_blocks - self._fresh + len(self._tail)
+
+    def get_new_blocks(self, count: int, group: int) -> list[int]:
+        if count > self.num_free:
+            raise RuntimeError(f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)")
+        kind = self.group_kinds[group]
+        blocks = [self._head.popitem(last=False)[0] for _ in range(min(count, len(self._head)))]
+        if len(blocks) < count and self._fresh < self.num_blocks:
+            fresh = min(count - len(blocks), self.num_blocks - self._fresh)
+            blocks += range(self._fresh, self._fresh + fresh)
+            self._fresh += fresh
+        for _ in range(count - len(blocks)):  # only the tail holds hashed blocks: these are evictions
+            block = self._tail.popitem(last=False)[0]
+            self._evict(block)
+            blocks.append(block)
+        self.ref_cnt.update(dict.fromkeys(blocks, 1))
+        self.held[kind] += count
+        return blocks
+
+    def _evict(self, block: int) -> None:
+        key = self.key_of.pop(block, None)
+        if key is None:
+            return
+        kind = self.group_kinds[key[1]]
+        self.cached_free[kind] -= 1
+        self.num_evictions[kind] += 1
+        holders = self.blocks_of[key]
+        holders.remove(block)
+        if not holders:
+            del self.blocks_of[key]
+
+    def touch(self, blocks: list[int | None], group: int) -> None:
+        """A hit: each block leaves the free queue (if there) and gains a reference."""
+        kind = self.group_kinds[group]
+        for block in blocks:
+            if block is None:
+                continue
+            if self.ref_cnt[block] == 0:
+                del (self._head if block in self._head else self._tail)[block]
+                self.cached_free[kind] -= 1
+                self.held[kind] += 1
+            self.ref_cnt[block] += 1
+
+    def free_blocks(self, ordered: list[int | None], group: int) -> None:
+        """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
+        head, in the given order; hashed at the tail)."""
+        ref_cnt, released = self.ref_cnt, []
+        for block in ordered:
+            if block is not None:
+                count = ref_cnt[block] - 1
+                ref_cnt[block] = count
+                if not count:
+                    released.append(block)
+        if not released:
+            return
+        kind, key_of = self.group_kinds[group], self.key_of
+        self.held[kind] -= len(released)
+        hashed = [block for block in released if block in key_of]
+        if len(hashed) < len(released):
+            head = self._head
+            for block in reversed([block for block in released if block not in key_of]):  # first given, first out
+                head[block] = None
+                head.move_to_end(block, last=False)
+        self._tail.update(dict.fromkeys(hashed))
+        self.cached_free[kind] += len(hashed)
+
+    # ---- the cache map ------------------------------------------------------------------------------
+    def cache(self, block: int, key: Key) -> None:
+        """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
+        if block not in self.key_of:
+            self.key_of[block] = key
+            self.blocks_of.setdefault(key, []).append(block)
+
+    def cached(self, key: Key) -> int | None:
+        """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
+        blocks = self.blocks_of.get(key)
+        return blocks[0] if blocks else None
+
+    def is_evictable(self, block: int | None) -> bool:
+        """A cached block no running request holds: touching it takes it out of the free queue."""
+        return block is not None and self.ref_cnt[block] == 0
+
+    def queue(self) -> list[int]:
+        """The free queue, head first (for tests and integrity checks)."""
+        return list(self._head) + list(range(self._fresh, self.num_blocks)) + list(self._tail)

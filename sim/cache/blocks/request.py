@@ -1,0 +1,45 @@
+"""What the block cache manager tracks for one running request: a block table per group."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.cache.blocks.hit import Hit
+from sim.cache.results import MatchResult
+from sim.tokens import TokenSeq
+
+
+@dataclass
+class BlockRequest:
+    request_id: str
+    tokens: TokenSeq  # prompt + every output token (teacher-forced from the trace)
+    prompt_len: int
+    match: MatchResult
+    hit: Hit
+    chain: list[bytes]  # block keys of the whole blocks seen so far (extended as blocks fill)
+    tables: list[list[int | None]]  # per group: block ids by block index, None for the null block
+    num_cached: list[int]  # per group: blocks cache_blocks has looked at (a block skipped once stays so)
+    retired: list[int]  # per group: Mamba blocks below this index were released
+    kv_len: int = 0  # tokens computed
+    history: tuple[tuple[int, int], ...] = ()  # (engine iteration, tokens) of its last two steps, oldest first
+    decode_steps: int = 0
+
+    @property
+    def cached_len(self) -> int:
+        return self.hit.tokens
+
+    @property
+    def junction(self) -> int:
+        return self.hit.junction
+
+    def processed(self, iteration: int, async_scheduling: bool) -> int:
+        """Tokens whose step's output is processed (``num_computed - num_in_flight``): under async scheduling
+        the step of the previous iteration is still in flight when this one is scheduled."""
+        if async_scheduling and self.history and self.history[-1][0] == iteration - 1:
+            return self.kv_len - self.history[-1][1]
+        return self.kv_len
+
+    def record_step(self, iteration: int, num_tokens: int) -> None:
+        self.history = self.history[-1:] + ((iteration, num_tokens),)
+
+    def blocks(self) -> list[int]:
+        return [block for table in self.tables for block in table if block is not None]

@@ -1,0 +1,48 @@
+"""vLLM's start-up decisions that bound a run: the tokens in flight, ``max_model_len`` against the pool (the
+check in ``kv_cache_planning.py:get_kv_cache_configs``), and the configuration checks vLLM refuses with."""
+from __future__ import annotations
+
+from sim.cache.blocks.layout import KERNEL_BLOCK, Layout
+from sim.cache.policy import Policy
+from sim.models import MAMBA, SWA
+
+
+def in_flight_tokens(policy: Policy) -> int:
+    """``VllmConfig.max_in_flight_tokens``: a full token budget per batch in flight (two under async
+    scheduling)."""
+    return (2 if policy.async_scheduling else 1) * policy.chunked_prefill_size
+
+
+def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int:
+    """The given ``max_model_len`` if the pool passes vLLM's start-up check with it (else ValueError in
+    vLLM's terms); when none is given, the longest the pool can serve (``estimate_max_model_len``)."""
+    in_flight = in_flight_tokens(policy)
+    longest = layout.longest_model_len(num_blocks, in_flight)
+    wanted = policy.max_model_len
+    if wanted is None and longest >= 1:
+        return longest
+    if wanted is not None and layout.min_blocks(wanted, in_flight) <= num_blocks:
+        return wanted
+    asked = wanted or 1
+    raise ValueError(
+        f"vLLM refuses to start (kv_cache_planning.py:get_kv_cache_configs): to serve at least one request with "
+        f"max seq len {asked}, {layout.min_blocks(asked, in_flight)} blocks of {layout.block_size} tokens are "
+        f"needed (the null block, and per group: FULL cdiv(len, B), SWA cdiv(min(W - 1 + {in_flight} tokens in "
+        f"flight, len), B) + 1, Mamba 2 + checkpoint blocks), the pool has {num_blocks}; the longest max_model_len "
+        f"it can serve is {longest}")
+
+
+def check_config(layout: Layout, policy: Policy) -> None:
+    """ValueError where vLLM 0.33.0 itself refuses the configuration, naming its rule."""
+    if policy.page_size % KERNEL_BLOCK:
+        raise ValueError(f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
+                         f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)")
+    retention = policy.retention_interval
+    if retention and not (SWA in layout.kinds or MAMBA in layout.kinds):
+        raise ValueError(f"vLLM refuses prefix_cache_retention_interval {retention} for a model with neither "
+                         "sliding-window nor Mamba groups (kv_cache_coordinator._validate_prefix_cache_"
+                         "retention_interval); use 0")
+    if retention and retention % layout.block_size:
+        raise ValueError(f"vLLM refuses prefix_cache_retention_interval {retention}: it must be a multiple of "
+                         f"scheduler_block_size {layout.block_size} (kv_cache_coordinator._validate_prefix_cache_"
+                         "retention_interval)")

@@ -1,0 +1,96 @@
+"""One step of one request, as ``KVCacheManager.allocate_slots`` runs it (docs/vllm-rules.md section 7):
+(1) ``remove_skipped_blocks`` for every group on the processed tokens, (2) at admission the hit is touched
+(``BlockCacheManager.admit``), (3) ``allocate_new_blocks`` for every group, (4) ``cache_blocks``. All in
+group order; each group frees with one ``free_blocks`` call, highest block first.
+"""
+from __future__ import annotations
+
+from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.layout import Layout, cdiv
+from sim.cache.blocks.pool import BlockPool
+from sim.cache.blocks.request import BlockRequest
+from sim.cache.blocks.retention import reachable_indices
+from sim.models import MAMBA, SWA
+
+
+def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processed: int) -> None:
+    for group, kind in enumerate(layout.group_kinds):
+        if kind == SWA:
+            _release_window(layout, pool, req.tables[group], group, processed)
+        elif kind == MAMBA and processed > 1:
+            _release_states(layout, pool, req, group, processed)
+
+
+def _release_window(layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int) -> None:
+    """Blocks wholly below the window become null, scanning down until one already is."""
+    freed = []
+    below = max(0, (processed - layout.window + 1) // layout.block_size)
+    for index in range(min(len(table), below) - 1, -1, -1):
+        if table[index] is None:
+            break
+        freed.append(table[index])
+        table[index] = None
+    pool.free_blocks(freed, group)
+
+
+def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
+    """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
+    table, retired = req.tables[group], req.retired[group]
+    last = min((processed - 1) // layout.block_size, len(table))
+    freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
+    for index in range(retired, last):
+        table[index] = None
+    pool.free_blocks(freed, group)
+    req.retired[group] = max(retired, last)
+
+
+def blocks_to_allocate(layout: Layout, req: BlockRequest, end: int, checkpoint: bool) -> list[tuple[int, int]]:
+    """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
+    needed = cdiv(end, layout.block_size)
+    plan = []
+    for group, kind in enumerate(layout.group_kinds):
+        have = len(req.tables[group])
+        if kind != MAMBA:
+            plan.append((0, max(0, needed - have)))
+        elif needed <= have and not checkpoint:
+            plan.append((0, 0))
+        else:
+            nulls = max(0, needed - 1 - checkpoint - have)
+            plan.append((nulls, max(0, needed - have - nulls)))
+    return plan
+
+
+def allocate(pool: BlockPool, req: BlockRequest, plan: list[tuple[int, int]]) -> None:
+    for group, (nulls, count) in enumerate(plan):
+        req.tables[group].extend([None] * nulls)
+        if count:
+            req.tables[group].extend(pool.get_new_blocks(count, group))
+
+
+def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockRequest, end: int,
+                 checkpoint: bool, retention: int | None) -> None:
+    """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
+    An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
+    B = layout.block_size
+    full_blocks = end // B
+    keys.chain(req.tokens, full_blocks, req.chain)
+    boundaries = (req.prompt_len - 1, req.junction)
+    kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
+    exported = cdiv(end, B) - 2 if checkpoint and cdiv(end, B) - 1 in {k // B for k in kept_checkpoints} else -1
+    for group, kind in enumerate(layout.group_kinds):
+        table, first = req.tables[group], req.num_cached[group]
+        stop = min(full_blocks, len(table))
+        indices = reachable_indices(kind, first, stop, retention, B, layout.swa_need, boundaries)
+        if kind == MAMBA and first <= exported < stop and exported not in indices:
+            indices = sorted([*indices, exported])
+        for index in indices:
+            if table[index] is not None:
+                pool.cache(table[index], (req.chain[index], group))
+        req.num_cached[group] = max(first, full_blocks)
+
+
+def free_request(pool: BlockPool, req: BlockRequest) -> None:
+    """``KVCacheManager.free``: group by group, each table tail first."""
+    for group, table in enumerate(req.tables):
+        pool.free_blocks(list(reversed(table)), group)
+        table.clear()

@@ -157,6 +157,9 @@ def describe_knobs(resolved: dict) -> str:
 
 def describe_pools(resolved: dict) -> str:
     pools = resolved["pools"]
+    if pools.get("blocks"):
+        return (f"one shared block pool of {count(pools['blocks'])} blocks of {pools['block_size']} tokens "
+                f"({count(pools['block_slots'])} token slots) for groups {pools['groups']}")
     return (f"FULL {count(pools['full_slots'])} tokens, SWA {count(pools['swa_slots'])} tokens, MAMBA "
             f"{count(pools['mamba_states'])} states")
 

@@ -98,8 +98,13 @@ def latency_percentiles(served: pd.DataFrame) -> dict:
     return out
 
 
-def pool_capacity(sizes, page_size: int) -> dict:
-    """Each pool's size, in the units occupancy is counted in (KV in token slots, MAMBA in states)."""
+def pool_capacity(sizes, page_size: int, has_swa: bool = True, has_mamba: bool = True) -> dict:
+    """Each pool's size, in the units occupancy is counted in (KV in token slots, MAMBA in states). With one
+    shared block pool (vLLM) every component's capacity is the whole pool (a MAMBA state takes a block)."""
+    if getattr(sizes, "blocks", 0):
+        blocks = int(sizes.blocks)
+        return {"capacity_full_slots": blocks * page_size, "capacity_swa_slots": blocks * page_size if has_swa else 0,
+                "capacity_mamba_states": blocks if has_mamba else 0, "capacity_blocks": blocks}
     return {"capacity_full_slots": int(sizes.full_pages * page_size),
             "capacity_swa_slots": int(sizes.swa_pages * page_size), "capacity_mamba_states": int(sizes.states)}
 

@@ -18,12 +18,24 @@ def resolved_config(config: SimConfig) -> dict:
     knobs.update(window=resolved.window, mamba_chunk=resolved.mamba_chunk)
     cache = [c for c, on in (("FULL", True), ("SWA", resolved.has_swa), ("MAMBA", resolved.has_mamba)) if on]
     page = policy.page_size
-    return {
+    out = {
         "rules": policy.engine, "cache": "+".join(cache), "knobs": knobs,
         "grids": {"checkpoint_grid": resolved.checkpoint_grid, "track_grid": resolved.track_grid},
         "pools": {"full_pages": sizes.full_pages, "swa_pages": sizes.swa_pages, "mamba_states": sizes.states,
                   "full_slots": sizes.full_pages * page, "swa_slots": sizes.swa_pages * page},
     }
+    if sizes.blocks:
+        out["pools"].update(shared_blocks(model, policy, resolved.window, sizes.blocks))
+    return out
+
+
+def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
+    """vLLM's one block pool: its block size (derived from the model), groups and size in blocks."""
+    from sim.cache.blocks.layout import layout_for
+
+    layout = layout_for(model, policy.page_size, window, bool(policy.prefill_checkpoints))
+    return {"blocks": num_blocks, "block_size": layout.block_size, "groups": " ".join(layout.group_kinds),
+            "block_slots": num_blocks * layout.block_size}
 
 
 def flat_resolved(config: SimConfig, knob_names: tuple[str, ...]) -> dict:

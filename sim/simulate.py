@@ -137,7 +137,7 @@ def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheM
     each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
     page_size = manager.page_size
     requests = with_why(requests, tracker, page_size)
-    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size)
+    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
                | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
     summary |= run_bounds(*bound_events, manager, sizes, requests)
     return SimResult(config, policy, requests, steps, summary)

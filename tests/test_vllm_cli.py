@@ -28,7 +28,7 @@ def test_simulate_writes_requests_keyed_by_id(tmp_path, mode):
 def test_simulate_gemma_and_inkling_run_under_vllm(tmp_path):
     for model in ("gemma-4-26b-a4b", "inkling"):
         result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", model,
-                        "--window", "512", "--mode", "replay", "--json")
+                        "--window", "512", "--mode", "replay", "--format", "json")
         assert result.exit_code == 0, result.output
         assert '"cached_tokens": ' in result.output
 
@@ -60,15 +60,15 @@ def test_experiment_short_prompt_is_vllm_40696():
 
 
 def test_experiment_align_is_vllm_45238():
-    result = invoke("experiment", "vllm-align", "--markdown")
+    result = invoke("experiment", "vllm-align", "--format", "md")
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if line.startswith("| 1")]
-    assert rows == ["| 1600 / 600 | 0.33.0 | 48/64 | 1584 | 76032 | 64768 |  |",
-                    "| 1600 / 600 | dense, no junction | 56/64 | 1584 | 88704 | 52096 | 52/64 at 1584 |",
-                    "| 1600 / 600 | dense, junction | 56/64 | 1584 | 88704 | 52096 |  |",
-                    "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50688 | 90112 | 48/64 (interval prototype) |",
-                    "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140800 | 0/64 |",
-                    "| 1500 / 700 | dense, junction | 48/64 | 1056 | 50688 | 90112 | 40/64 at 1056 |"]
+    assert rows == ["| 1600 / 600 | 0.33.0 | 48/64 | 1584 | 76,032 | 64,768 |  |",
+                    "| 1600 / 600 | dense, no junction | 56/64 | 1584 | 88,704 | 52,096 | 52/64 at 1584 |",
+                    "| 1600 / 600 | dense, junction | 56/64 | 1584 | 88,704 | 52,096 |  |",
+                    "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50,688 | 90,112 | 48/64 (interval prototype) |",
+                    "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140,800 | 0/64 |",
+                    "| 1500 / 700 | dense, junction | 48/64 | 1056 | 50,688 | 90,112 | 40/64 at 1056 |"]
 
 
 def test_experiment_retention_dense_collapses_where_retention_zero_holds():
@@ -93,7 +93,7 @@ def test_a_grid_over_retention_and_token_budget_renders(tmp_path):
     result = invoke("report", str(out))
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
-    assert "retention_interval" in report and "| 2112 |" in report
+    assert "retention_interval" in report and "| 2,112 |" in report
 
 
 def test_policies_lists_vllm_and_execute_refuses_it():

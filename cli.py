@@ -79,8 +79,11 @@ def _knob_options(fn):
               help="the tables --out writes (parquet needs pyarrow: pip install -e '.[parquet]')")
 @format_option()
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]), help=_MODE_HELP)
+@option("--bounds/--no-bounds", default=True, show_default=True,
+        help="the offline bounds beside the result (Belady, optimal admission: docs/bounds.md); they take about "
+             "as long again as the simulation")
 def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_dir, table_format, fmt, mode,
-             **options):
+             bounds, **options):
     """Replay a trace through a policy in the SimPy engine: reuse and why tokens were recomputed, pool
     occupancy against capacity, predicted latencies. `python cli.py policies` describes the presets."""
     from sim.simulate import SimConfig
@@ -90,7 +93,7 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
     loaded = call_library(load_trace, trace_path)
     config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
                           knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration, mode=mode,
-                          **pools_as_config({k: options[k] for k in POOL_KNOBS}))
+                          bounds=bounds, **pools_as_config({k: options[k] for k in POOL_KNOBS}))
     click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path),
                             table_format))
 

@@ -33,6 +33,7 @@ class SimConfig:
                                      none_means="the engine's pools, sized by the options above")
     calibration: str | None = None
     mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
+    bounds: bool = True  # the offline bounds beside the result (sim/bounds/): as long again as the run itself
 
     def __post_init__(self):
         if self.mode not in ("timed", "replay"):

@@ -115,14 +115,14 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     env = simpy.Environment()
     log = None
     step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
-    recorder = EventRecorder(backend, trace, manager.page_size)  # what the bounds need of the run
-    engine = Engine(env, trace, scheduler, recorder, fits=_fits_check(trace, manager, sizes), on_step=step,
-                    fast_path=fast_path)
+    recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
+    engine = Engine(env, trace, scheduler, recorder or backend, fits=_fits_check(trace, manager, sizes),
+                    on_step=step, fast_path=fast_path)
     log = engine.log
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
-    events = recorder.events(served_ids(requests))
+    events = recorder.events(served_ids(requests)) if recorder else None
     return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame(), (trace, events))
 
 
@@ -139,7 +139,10 @@ def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheM
     requests = with_why(requests, tracker, page_size)
     summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
                | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
-    summary |= run_bounds(*bound_events, manager, sizes, requests)
+    if config.bounds:
+        summary |= run_bounds(*bound_events, manager, sizes, requests)
+    else:
+        summary["bound_skipped"] = "not asked for (--no-bounds)"
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -213,5 +216,5 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
     events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None},
-                           manager.page_size)
+                           manager.page_size) if config.bounds else None
     return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))

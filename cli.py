@@ -80,8 +80,11 @@ def _knob_options(fn):
               help="the tables --out writes (parquet needs pyarrow: pip install -e '.[parquet]')")
 @format_option()
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]), help=_MODE_HELP)
+@option("--bounds/--no-bounds", default=True, show_default=True,
+        help="the offline bounds beside the result (Belady, optimal admission: docs/bounds.md); they take about "
+             "as long again as the simulation")
 def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_dir, table_format, fmt, mode,
-             **options):
+             bounds, **options):
     """Replay a trace through a policy in the SimPy engine: reuse and why tokens were recomputed, pool
     occupancy against capacity, predicted latencies. `python cli.py policies` describes the presets."""
     from sim.simulate import SimConfig
@@ -91,32 +94,35 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
     loaded = call_library(load_trace, trace_path)
     config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
                           knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration, mode=mode,
-                          **pools_as_config({k: options[k] for k in POOL_KNOBS}))
+                          bounds=bounds, **pools_as_config({k: options[k] for k in POOL_KNOBS}))
     click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path),
                             table_format))
 
 
 @cli.command()
 @click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn", "vllm-short-prompt", "vllm-align",
-                                           "vllm-retention"]))
+                                           "vllm-retention", "marconi"]))
 @option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
               help="s1: SGLang's SWA freeing trigger")
 @option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
               help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
 @option("--trace", "trace_path", type=TRACE_INPUT, show_default="traces/mooncake_conversation_500.jsonl",
-              help="real-multiturn: an imported trace (trace import mooncake ...)")
+              help="real-multiturn: an imported trace (trace import mooncake ...); marconi: a multi-turn trace "
+                   "(default: 48 synthetic chat sessions of 8 turns)")
+@option("--cache-gb", "cache_gb", default="2,5,10,20", show_default=True, metavar="GB1,GB2,..",
+              help="marconi: the byte budgets (KV and MAMBA states together), one row each")
 @option("--large-kv-gb", default=3000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)")
 @option("--pairs", "pair_names", default="sglang,freetoken", show_default=True,
               help="real-multiturn: policy pairs to run (sglang: sglang -> sglang-retain; freetoken: "
                    "freetoken -> freetoken-lazy)")
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
-              help="real-multiturn: " + _MODE_HELP)
+              help="real-multiturn, marconi: " + _MODE_HELP)
 @format_option(("text", "md"), "the tables are")
-def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_names, mode, fmt):
+def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_gb, pair_names, mode, fmt):
     """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
-    the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations
-    (docs/seed-experiments.md)."""
+    the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations; marconi
+    compares Marconi with its vLLM+ and SGLang+ baselines over byte budgets (docs/seed-experiments.md)."""
     from reports.tables import markdown
     from sim import experiments, experiments_vllm
 
@@ -127,7 +133,12 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, large_kv_gb, pair_n
         click.echo(call_library(run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode,
                                 fmt == "md"))
         return
-    if name == "s1":
+    if name == "marconi":
+        from sim.marconi_experiment import marconi_experiment, parse_sizes
+
+        loaded = call_library(load_trace, trace_path) if trace_path else None
+        table = call_library(marconi_experiment, loaded, call_library(parse_sizes, cache_gb), mode=mode)
+    elif name == "s1":
         table = call_library(experiments.s1, trigger=trigger, prompt_len_jitter=prompt_len_jitter)
     elif name.startswith("vllm-"):
         table = call_library(getattr(experiments_vllm, name.removeprefix("vllm-").replace("-", "_")))

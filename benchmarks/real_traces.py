@@ -72,6 +72,7 @@ class Case:
     limit: int | None = None
     use_tracemalloc: bool = False
     chains: bool = True  # infer multi-turn chains at import (False: every block a plain segment)
+    bounds: bool = True  # the offline bounds too (False: the simulation alone, as before the bounds existed)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def run_case(case: Case) -> CaseResult:
     if case.use_tracemalloc:
         tracemalloc.start()
     cpu_started, wall_started = time.process_time(), time.perf_counter()
-    result = simulate(trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode))
+    result = simulate(trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode, bounds=case.bounds))
     wall_s, cpu_s = time.perf_counter() - wall_started, time.process_time() - cpu_started
     traced = tracemalloc.get_traced_memory()[1] / 2**20 if case.use_tracemalloc else None
     tracemalloc.stop()
@@ -156,6 +157,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy", choices=policy_names(), default="sglang-retain")
     parser.add_argument("--model", choices=sorted(MODELS), default="inkling")
     parser.add_argument("--limit", type=int, help="only the first N requests of each trace")
+    parser.add_argument("--no-bounds", action="store_true", help="skip the offline bounds (the simulation "
+                                                                 "alone: compare with runs before they existed)")
     parser.add_argument("--no-chains", action="store_true", help="import without multi-turn chains (the "
                                                                  "importer before chains: compare with older runs)")
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     paths = [existing_trace(p) for p in (args.trace or [mooncake_trace("conversation"),
                                                          mooncake_trace("synthetic")])]
     modes = MODES if args.mode == "both" else (args.mode,)
-    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc, not args.no_chains)
+    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc, not args.no_chains,
+                  not args.no_bounds)
              for path in paths for mode in modes]
     if args.profile:
         for case in cases:

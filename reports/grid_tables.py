@@ -54,6 +54,7 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
                              + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
         "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
         "upper bound": upper_bound_text(base),
+        "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
         GAP_LABEL: f"{gap_text(base)} -> {gap_text(other)}",
         "improved / regressed": f"{count(changes['improved_requests'])} / {count(changes['regressed_requests'])}",
         "points": f"{base['key']} -> {other['key']}",
@@ -70,6 +71,16 @@ def upper_bound_text(point: pd.Series) -> str:
 GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
 FULL_MISSING, BLOCKED = (FULL_EVICTED, NOT_CACHED), (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM,
                                                      SWA_EVICTION, BLOCKED_OTHER)
+
+
+def bound_text(point: pd.Series) -> str:
+    """Reused tokens of all served requests over the bound no policy could beat with the point's pools
+    (sim/bounds/), and the Belady FULL bound beside it; "-" for a store written before the bounds."""
+    if "bound_tokens" not in point or pd.isna(point["bound_tokens"]):
+        return "-"
+    bound, cached = int(point["bound_tokens"]), int(point["cached_tokens"])
+    share = f" ({cached / bound:.1%})" if bound else ""
+    return f"{count(cached)}/{count(bound)}{share}, Belady {count(int(point['bound_belady_tokens']))}"
 
 
 def gap_text(point: pd.Series) -> str:
@@ -112,6 +123,7 @@ def points_table(data: GridData) -> pd.DataFrame:
     table["recomputed tokens"] = points["recomputed_tokens"].values
     table["mean reuse"] = [f"{v:.3f}" for v in points["mean_reuse"]]
     table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
+    table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
     table[GAP_LABEL] = [gap_text(row) for _, row in points.iterrows()]
     table["peak SWA (tokens)"] = [_used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()]
     table["peak MAMBA (states)"] = [_used(row, "peak_mamba_states", "capacity_mamba_states")

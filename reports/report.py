@@ -86,7 +86,11 @@ def _scope_text(data: GridData) -> str:
             "trace's ideal (an infinite FULL-attention cache at page 1: hits and reused tokens); the gap to it "
             "splits into tokens whose FULL KV was missing (evicted, or its request had not finished), tokens "
             "the previous turn never kept (a MAMBA model's finish stops at its last checkpoint), tokens "
-            "blocked by a missing SWA window or MAMBA state, and page rounding (the tree matches whole pages).")
+            "blocked by a missing SWA window or MAMBA state, and page rounding (the tree matches whole pages). "
+            "Reused / bound counts every served request: the run's reused tokens over the most any policy "
+            "could reuse with the point's pools (the Belady optimum for FULL attention under the same FULL "
+            "budget, and for hybrids a clairvoyant admission of MAMBA states and SWA windows under the same "
+            "budgets; docs/bounds.md).")
 
 
 def _why_text(data: GridData) -> str:

@@ -71,6 +71,13 @@ REUSE_ROWS = [
         _key("cached_tokens")),
     Row("upper bound: ideal reused tokens", lambda s: f"{count(s['ideal_cached_tokens'])} "
         f"({share(s['ideal_cached_tokens'], s['prompt_tokens'])})", _key("ideal_cached_tokens")),
+    Row("bound: Belady (FULL, same budget)", lambda s: f"{count(s['bound_belady_tokens'])} "
+        f"({share(s['bound_belady_tokens'], s['prompt_tokens'])})", _key("bound_belady_tokens"),
+        lambda runs: all("bound_belady_tokens" in s for s in runs)),
+    Row("bound: any policy with these pools", lambda s: f"{count(s['bound_tokens'])} "
+        f"(reused {share(s['cached_tokens'], s['bound_tokens'])} of it)", _key("bound_tokens"),
+        lambda runs: all("bound_tokens" in s for s in runs)),
+    Row("bounds", lambda s: s.get("bound_skipped", "computed"), shown=lambda runs: any("bound_skipped" in s for s in runs)),
     Row("mean reuse fraction", lambda s: fraction(s["mean_reuse_fraction"]), _key("mean_reuse_fraction")),
     _labelled("recomputed tokens, of which:", _counted("recomputed_tokens")),
     *(_why_row(reason) for reason in REASONS),

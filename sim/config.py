@@ -28,8 +28,12 @@ class SimConfig:
                                         minimum=0, exclusive_minimum=True, maximum=1e6)
     mamba_full_memory_ratio: float = knob(0.9, "MAMBA memory per KV memory (SGLang's ratio)", minimum=0,
                                           exclusive_minimum=True, maximum=1e6)
+    cache_bytes: float | None = knob(None, "one byte budget for KV and MAMBA states together, as Marconi sizes "
+                                     "its cache (marconi policies)", unit="bytes", minimum=1, maximum=1e18,
+                                     none_means="the engine's pools, sized by the options above")
     calibration: str | None = None
     mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
+    bounds: bool = True  # the offline bounds beside the result (sim/bounds/): as long again as the run itself
 
     def __post_init__(self):
         if self.mode not in ("timed", "replay"):

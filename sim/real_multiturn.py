@@ -46,7 +46,9 @@ def real_multiturn(trace: Trace, pools: dict[str, float] | None = None, pairs=PA
         for base, other, model in pairs:
             runs = {}
             for policy in (base, other):
-                runs[policy] = simulate(trace, SimConfig(policy=policy, model=model, kv_memory_gb=kv_gb, mode=mode))
+                # no offline bounds: the table compares with the trace's ideal
+                config = SimConfig(policy=policy, model=model, kv_memory_gb=kv_gb, mode=mode, bounds=False)
+                runs[policy] = simulate(trace, config)
                 miss_rows.append({"pools": label, "policy": policy, "model": model, **misses(runs[policy])})
                 if on_point:
                     on_point()

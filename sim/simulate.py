@@ -8,6 +8,9 @@ import pandas as pd
 import simpy
 
 from sim.backend import Backend, PredictBackend
+from sim.bounds.events import EventRecorder, replay_events
+from sim.bounds.summary import run_bounds, served_ids
+from sim.cache.byte_budget import budget_sizes_for
 from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
 from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.knobs import MAX_INT, NONE
@@ -56,6 +59,8 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
 def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
     """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
     when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
+    if config.cache_bytes is not None:  # one byte budget (Marconi); refused for the other engines
+        return budget_sizes_for(model, policy, int(config.cache_bytes))
     shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
     if shared is not None:  # one pool every component shares (vLLM): its own sizing
         return shared
@@ -153,13 +158,15 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     env = simpy.Environment()
     log = None
     step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
-    engine = Engine(env, trace, scheduler, backend, fits=_fits_check(trace, manager, sizes), on_step=step,
-                    fast_path=fast_path)
+    recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
+    engine = Engine(env, trace, scheduler, recorder or backend, fits=_fits_check(trace, manager, sizes),
+                    on_step=step, fast_path=fast_path)
     log = engine.log
     engine.start()
     env.run()
     requests = with_ideal(trace, _request_table(trace, engine, scheduler))
-    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame())
+    events = recorder.events(served_ids(requests)) if recorder else None
+    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame(), (trace, events))
 
 
 def _miss_tracker(manager) -> MissTracker | None:
@@ -168,13 +175,17 @@ def _miss_tracker(manager) -> MissTracker | None:
 
 
 def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheModel, tracker: MissTracker | None,
-            requests: pd.DataFrame, steps: pd.DataFrame) -> SimResult:
-    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, and why
-    each recomputed token was recomputed."""
+            requests: pd.DataFrame, steps: pd.DataFrame, bound_events: tuple) -> SimResult:
+    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, why
+    each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
     page_size = manager.page_size
     requests = with_why(requests, tracker, page_size)
     summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
                | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
+    if config.bounds:
+        summary |= run_bounds(*bound_events, manager, sizes, requests)
+    else:
+        summary["bound_skipped"] = "not asked for (--no-bounds)"
     return SimResult(config, policy, requests, steps, summary)
 
 
@@ -236,9 +247,11 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
                on_step=None) -> SimResult:
     manager = make_manager(model, policy, sizes)
     tracker = _miss_tracker(manager)
-    rows, steps, inserted = {}, [], {}
-    runs = replay_trace(trace, manager, policy.chunked_prefill_size, _fits_check(trace, manager, sizes))
+    rows, steps, inserted, order = {}, [], {}, []
+    fits = _fits_check(trace, manager, sizes)
+    runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
     for index, (request_id, run, usage) in enumerate(runs):
+        order.append(request_id)
         refused = isinstance(run, str)
         rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
                                        run if refused else "")
@@ -249,4 +262,6 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
     requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
     requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    return _result(config, policy, sizes, manager, tracker, requests, steps_frame)
+    events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None},
+                           manager.page_size) if config.bounds else None
+    return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))

@@ -72,7 +72,8 @@ class MissTracker:
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
-    evicted_pages: set[int] = field(default_factory=set)  # hash of (prefix, first page) of every evicted node
+    # an evicted node's first page (hashed) -> the prefixes before it: their path's keys, hashed when first asked
+    evicted_pages: dict[int, list] = field(default_factory=dict)
     _in_finish: bool = False
     _swa_evictions_seen: int = 0
     _pending: MatchMiss = MatchMiss()
@@ -112,10 +113,8 @@ class MissTracker:
     def _on_delete_leaf(self, node) -> None:
         """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
         again later is a new node, but the same tokens."""
-        prefix = TokenSeq()
-        for above in node.parent.path_from_root():
-            prefix = prefix + above.key
-        self.evicted_pages.add(hash((hash(prefix), hash(node.edge))))
+        keys = tuple(above.key for above in node.parent.path_from_root())  # hashed lazily: most are never asked
+        self.evicted_pages.setdefault(hash(node.edge), []).append(keys)
 
     def _on_split(self, upper, lower) -> None:
         if upper.swa_pages is None and lower.id in self.tomb_cause:
@@ -149,10 +148,22 @@ class MissTracker:
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
         path = self._path(tokens, full_depth)
         page = self.manager.page_size
-        key = hash((hash(tokens.slice(0, full_depth)), hash(tokens.first_page(page, full_depth))))
-        evicted = key in self.evicted_pages
+        evicted = self._was_evicted(tokens, full_depth, page)
         blocked = self._blocked(path, cached, full_depth) if full_depth > cached else ()
         return MatchMiss(blocked, evicted)
+
+    def _was_evicted(self, tokens, depth: int, page: int) -> bool:
+        """Whether a node starting at ``depth`` after exactly these tokens was evicted."""
+        prefixes = self.evicted_pages.get(hash(tokens.first_page(page, depth)))
+        if not prefixes:
+            return False
+        wanted = hash(tokens.slice(0, depth))
+        for index, prefix in enumerate(prefixes):
+            if not isinstance(prefix, int):
+                prefix = prefixes[index] = hash(TokenSeq([run for key in prefix for run in key.runs]))
+            if prefix == wanted:
+                return True
+        return False
 
     def _path(self, tokens, depth: int) -> list:
         """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),

@@ -30,7 +30,7 @@ def input_lengths(path: Path, limit: int) -> list[int]:
     return [json.loads(line)["input_length"] for line in path.read_text().splitlines()[:limit]]
 
 
-@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py"])
+@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py", "bounds_vs_peer.py"])
 def test_help(name):
     assert "usage:" in run_script(name, "--help")
 
@@ -116,3 +116,13 @@ def test_adapt_drops_outputs_and_keeps_file_order():
     assert {r.output_len for r in adapted} == {1}
     assert [adapted.prompt_len(r.id) for r in adapted] == [trace.prompt_len(r.id) for r in trace]
     assert adapt(trace, HEAD, drop_outputs=False, file_order=False) is trace
+
+
+def test_belady_equals_the_peers_optimal_on_the_head():
+    pytest.importorskip("kvcache_sim")
+    out = run_script("bounds_vs_peer.py", "--trace", str(HEAD), "--budget-blocks", "2,60")
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [int(row[0]) for row in rows] == [2, 60]
+    for _, peer, ours_on_its_plan, peer_whole, bound, lru, *_ in rows:
+        assert peer == ours_on_its_plan and peer_whole == bound and int(lru) <= int(bound)
+    assert "MISMATCH" not in out and "VIOLATION" not in out

@@ -8,8 +8,9 @@ from click.testing import CliRunner
 
 from cli import cli
 from reports.cost import cost_table, pareto_mask
+from reports.formatting import count
 from reports.grid_data import ALL, FOLLOWUP, load_grid
-from reports.grid_tables import comparison_table
+from reports.grid_tables import comparison_table, points_table
 from reports.heatmaps import _grid, metrics
 from reports.occupancy import choose_points
 from reports.report import build_sections, write_report
@@ -53,6 +54,9 @@ def test_reuse_columns_equal_each_points_summary_and_requests(grid_dir):
         assert point["recomputed_tokens"] == followups["recomputed_tokens"].sum()
         assert point["mean_reuse"] == pytest.approx(followups["reuse_fraction"].mean())
         assert point["peak_swa_slots"] == summary["peak_swa_slots"]
+        assert points_table(data).set_index("point").loc[point["key"], "reused / bound (all requests)"] == (
+            f"{count(summary['cached_tokens'])}/{count(summary['bound_tokens'])} ({summary['cached_of_bound']:.1%}), "
+            f"Belady {count(summary['bound_belady_tokens'])}")
 
 
 def test_comparison_table_equals_the_s1_experiment(grid_dir):

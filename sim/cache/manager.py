@@ -19,7 +19,6 @@ from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
@@ -32,7 +31,7 @@ class CacheManager(PlainDecodes):
         self.rules = rules_for(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
-        self.topology = SeparatePools(sizes, self.has_swa, self.has_mamba, on_free)
+        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, on_free)
         self.pools = self.topology.pools
         self.tree = RadixTree(self.page_size, self.pools[FULL], self.pools[SWA], self.pools[STATE],
                               self.rules.eviction())

@@ -6,9 +6,9 @@ result.
 """
 from __future__ import annotations
 
+from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
 from sim.cache.request import RequestCache
-from sim.cache.results import Refusal
 
 
 class PlainDecodes:
@@ -16,23 +16,8 @@ class PlainDecodes:
     ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
-        """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
-        ``prepare_decode`` + ``complete_decode`` would; steps where nothing but the length changes (no
-        page, checkpoint or SWA trigger) skip the bookkeeping. Returns the steps done: fewer when the
-        pools refuse one (that step is not taken)."""
-        req = self.requests[request_id]
-        done = 0
-        while done < num_steps:
-            plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
-            if plain:
-                self.take_plain_decodes(req, plain)
-                done += plain
-                continue
-            if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
-                return done
-            self.complete_decode(request_id)
-            done += 1
-        return num_steps
+        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
+        return decode_runs.advance_decode(self, request_id, num_steps, iteration)
 
     def take_plain_decodes(self, req: RequestCache, num_steps: int) -> None:
         """What ``num_steps`` plain decode steps record: only the lengths move."""

@@ -19,6 +19,10 @@ _FREETOKEN = Policy(name="freetoken", engine="freetoken", page_size=1, finish_tr
                     about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA to its last W + 16 "
                           "tokens")
 
+# page 1: Marconi's radix tree is token-granular; vLLM+ keeps its 32-token blocks as pages of 32
+_MARCONI = Policy(name="marconi", engine="marconi", page_size=1,
+                  about="Marconi (MLSys'25): MAMBA states only at branch-off points and last decoded tokens, "
+                        "FLOP-aware eviction over leaves and single-child nodes, alpha tuned online")
 # vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults
 # and the GDN prefill backend of the GPU (settled per --gpu in sim.simulate.build), retention interval 0
 _VLLM = Policy(name="vllm", engine="vllm", page_size=16, chunked_prefill_size=8192, max_running_requests=1024,
@@ -47,6 +51,12 @@ PRESETS: dict[str, Policy] = {preset.name: preset for preset in (
     _variant(_FREETOKEN, "freetoken-budget", "FreeToken's trim kept with a divergence budget D "
                                              "(finish_trim_gap) instead of 16, as issue #200 suggests",
              finish_trim_gap=256),
+    _MARCONI,
+    _variant(_MARCONI, "marconi-sglang", "Marconi's SGLang+ baseline: its admission, LRU over leaves with "
+                                         "whole-path refresh", marconi_eviction="lru"),
+    _variant(_MARCONI, "marconi-vllm", "Marconi's vLLM+ baseline: a MAMBA state at every 32-token block, LRU "
+                                       "over leaf blocks", page_size=32, marconi_checkpoints="every-page",
+             marconi_eviction="lru"),
     _VLLM,
 )}
 _NEGATIVE_CONTROLS = (

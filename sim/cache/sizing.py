@@ -11,12 +11,18 @@ class PoolSizes:
     full_pages: int
     swa_pages: int
     states: int
+    # one byte budget shared by every pool (Marconi's capacity_bytes, sim/cache/byte_budget.py); None: each pool
+    # is limited by its own size. unit_bytes: one FULL page, one SWA page, one MAMBA state
+    budget_bytes: int | None = None
+    unit_bytes: tuple[int, int, int] = (0, 0, 0)
     blocks: int = 0  # one pool every component shares (vLLM): blocks, the null block included
 
     def __post_init__(self):
         for name in ("full_pages", "swa_pages", "states", "blocks"):
             if getattr(self, name) < 0:
                 raise ValueError(f"pool size {name} must be >= 0, got {getattr(self, name)}")
+        if self.budget_bytes is not None and self.budget_bytes <= 0:
+            raise ValueError(f"byte budget must be > 0, got {self.budget_bytes}")
 
 
 def sizes_from_tokens(page_size: int, full_tokens: int, swa_tokens: int | None = None,

@@ -126,3 +126,33 @@ def test_cuda_without_cuda_says_so(tmp_path):
     result = CliRunner().invoke(cli, ["execute", "--trace", str(_trace_with_one_too_big(tmp_path)), "--device", "cuda"])
     assert result.exit_code == 2 and "--device cuda: this machine has no CUDA device" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
+def test_marconi_hits_are_bit_exact(policy, device):
+    from sim.trace_gen import multiturn
+
+    trace = multiturn(num_sessions=2, num_turns=3, system_len=100, user_len=12, output_len=10, request_rate=50.0)
+    result = run(trace, policy, dict(chunked_prefill_size=64), device=device)
+    assert result.summary["requests_not_bit_exact"] == 0 and result.summary["requests_checked"] == 6
+    assert result.summary["cached_tokens"] > 0  # the follow-ups resume from the states their turns left
+
+
+def test_marconi_under_one_byte_budget_evicts_and_stays_bit_exact(tmp_path):
+    from sim.cache.byte_budget import unit_bytes
+    from sim.models import get_model
+    from sim.trace import write_trace
+    from sim.trace_gen import multiturn
+
+    kv, _, state = unit_bytes(get_model("tiny"), 1)
+    path = tmp_path / "mt.jsonl"
+    write_trace(multiturn(num_sessions=3, num_turns=3, system_len=100, user_len=12, output_len=10,
+                          request_rate=50.0), path)
+    result = CliRunner().invoke(cli, ["execute", "--trace", str(path), "--policy", "marconi", "--kernels", "torch",
+                                      "--chunked-prefill-size", "64", "--cache-bytes", str(12 * state + 300 * kv),
+                                      "--format", "json", "--out", str(tmp_path / "out")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["requests_not_bit_exact"] == 0 and payload["cached_tokens"] > 0
+    measured = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert measured["evictions_full"] > 0 and measured["evictions_mamba"] > 0  # the budget was contended

@@ -9,8 +9,8 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 """
 from __future__ import annotations
 
+from sim.cache import decode_runs
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.results import Refusal
 
 
 class PlainBlockDecodes:
@@ -18,21 +18,8 @@ class PlainBlockDecodes:
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
-        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; fewer when the pool
-        refuses one (that step is not taken)."""
-        req = self.requests[request_id]
-        done = 0
-        while done < num_steps:
-            plain = min(self.plain_decode_steps(req, iteration + done), num_steps - done)
-            if plain:
-                self.take_plain_decodes(req, plain)
-                done += plain
-                continue
-            if isinstance(self.prepare_decode(request_id, iteration + done), Refusal):
-                return done
-            self.complete_decode(request_id)
-            done += 1
-        return num_steps
+        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
+        return decode_runs.advance_decode(self, request_id, num_steps, iteration)
 
     def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
         last_at = req.history[-1][0] + num_steps

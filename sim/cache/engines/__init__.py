@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.engines.vllm import VllmRules
@@ -15,6 +16,7 @@ ENGINES: dict[str, type[EngineRules]] = {
     "sglang": SGLangRules,
     "freetoken": FreeTokenRules,
     "none": NoCacheRules,
+    "marconi": MarconiRules,
     "vllm": VllmRules,  # its own cache manager (sim/cache/blocks/), built by sim.cache.interface.make_manager
 }
 

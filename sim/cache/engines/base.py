@@ -14,6 +14,7 @@ from sim.cache.matching import deepest_acceptable
 from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
 from sim.cache.results import MatchResult, Refusal
+from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
@@ -63,6 +64,11 @@ class EngineRules:
     def eviction(self):
         """The tree's eviction strategy (``sim/cache/eviction.py``)."""
         return LRUEviction()
+
+    def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+        """The pools' layout (``sim/cache/topology.py``): FULL, SWA and MAMBA pools apart unless the engine
+        lays them out otherwise."""
+        return SeparatePools(sizes, has_swa, has_mamba, on_free)
 
     def after_admit(self, manager, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""

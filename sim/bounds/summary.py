@@ -1,0 +1,62 @@
+"""The bounds as summary keys beside a result (``simulate`` adds them to every summary).
+
+- ``bound_belady_tokens``: Belady for FULL attention with the run's FULL budget (its FULL pool's pages, or
+  as many pages as one byte budget could hold), at the policy's page size, over the run's events.
+- ``bound_tokens``: the tightest bound for this cache: ``bound_belady_tokens``, and for a cache with MAMBA
+  or SWA also the clairvoyant state/window bound (``state_bound.py``) with the MAMBA pool's states (and the
+  SWA pool's pages: each kept window needs its last page).
+- ``cached_of_bound``: the run's reused tokens over ``bound_tokens`` ("x% of what any policy could reach").
+
+A run whose events cover more than ``MAX_BOUND_PAGES`` pages (one trie node each at most: a whole-hour trace
+at page 1) gets ``bound_skipped`` instead, naming why: the trie would take many GB.
+"""
+from __future__ import annotations
+
+from sim.bounds.belady import belady_hits
+from sim.bounds.page_paths import PagePaths
+from sim.bounds.state_bound import state_bound, state_options
+from sim.cache.components import FULL, STATE, SWA
+from sim.trace import Trace
+
+MAX_BOUND_PAGES = 16_000_000
+
+
+def capacities(manager, sizes) -> dict[str, int]:
+    """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
+    the whole budget), 0 for a component the cache does not keep; with one pool every component shares
+    (vLLM's blocks), the whole pool for each."""
+    pools = getattr(manager, "pools", None)
+    if not isinstance(pools, dict) or FULL not in pools:
+        return {FULL: sizes.blocks, SWA: sizes.blocks if manager.has_swa else 0,
+                STATE: sizes.blocks if manager.has_mamba else 0}
+    return {FULL: pools[FULL].size, SWA: pools[SWA].size if manager.has_swa else 0,
+            STATE: pools[STATE].size if manager.has_mamba else 0}
+
+
+def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, int], has_swa: bool,
+                   has_mamba: bool, cached_tokens: int) -> dict:
+    paths = PagePaths(trace, page_size)
+    paths.prefetch(events)
+    belady = sum(belady_hits(events, paths, caps[FULL]).values())
+    bound = belady
+    if has_mamba or has_swa:
+        limits = [caps[STATE]] if has_mamba else []
+        limits += [caps[SWA]] if has_swa else []
+        bound = min(bound, state_bound(state_options(events, paths), min(limits)))
+    return {"bound_belady_tokens": belady, "bound_tokens": bound,
+            "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0}
+
+
+def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
+    """``bounds_summary`` for a finished run: its manager's pools (or ``sizes``) and its request table."""
+    num_pages = sum(e.end_page - e.first_page for e in events if not hasattr(e, "key_pages"))
+    if num_pages > MAX_BOUND_PAGES:
+        return {"bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
+                                 f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"}
+    served = requests[requests["rejected"] == ""]
+    return bounds_summary(trace, events, manager.page_size, capacities(manager, sizes), manager.has_swa,
+                          manager.has_mamba, int(served["cached_tokens"].sum()))
+
+
+def served_ids(requests) -> set[str]:
+    return set(requests["id"][requests["rejected"] == ""])

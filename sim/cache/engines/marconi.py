@@ -1,0 +1,161 @@
+"""Marconi (MLSys'25, ``ruipeterpan/marconi``): selective admission of MAMBA states and FLOP-aware eviction.
+
+Admission (``branch+last``): a request leaves at most two states to the tree. One at the branch-off point
+its speculative insertion finds (the FULL match runs deeper than the last state on its path: a second
+request sharing a prefix splits the first one's edge there), taken by a two-pass prefill (the chunk stops
+at the branch) and inserted at once; so a shared prefix is reusable from its third sighting. One after its
+last decoded token (``floor(prompt + output - 1)`` to a page), inserted at finish with all its KV.
+``every-page`` is the paper's vLLM+ baseline: a state at every page (32-token block), each inserted as it
+is taken. SWA, where the model has it, is never freed while cached: Marconi keeps KV for every cached
+token. A cache without MAMBA state (a FULL or FULL + SWA model) keeps every whole page a request computed,
+with the same eviction over leaves: the paper's pure-Transformer point. Eviction and recency:
+``marconi_evict.py``; alpha: ``marconi_tuner.py``; one byte budget
+(``--cache-bytes``): ``sim/cache/byte_budget.py``, else the engine's pools apart.
+"""
+from __future__ import annotations
+
+from sim.cache.align import floor_to
+from sim.cache.byte_budget import ByteBudget
+from sim.cache.engines.base import EngineRules
+from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
+from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.engines.marconi_tuner import AlphaTuner
+from sim.cache.eviction import NoEviction
+from sim.cache.policy import Resolved
+from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
+from sim.cache.topology import SeparatePools
+from sim.cache.tree import RadixTree
+
+
+class MarconiRules(EngineRules):
+    name = "marconi"
+    supports_byte_budget = True
+
+    @classmethod
+    def check(cls, resolved: Resolved) -> None:
+        if resolved.policy.chunked_prefill_size < resolved.page_size:
+            raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
+                             f"{resolved.page_size}: no non-final prefill chunk could be scheduled")
+
+    def __init__(self, resolved: Resolved):
+        super().__init__(resolved)
+        policy = resolved.policy
+        self.has_mamba = resolved.has_mamba
+        self.every_page = policy.marconi_checkpoints == "every-page" and self.has_mamba
+        self.path_refresh = policy.marconi_eviction == "lru"
+        self.recency = Recency()
+        self.tuner = AlphaTuner(policy)
+        self.sizes = None
+        self._evictor: MarconiEvictor | None = None
+        self._cost: NodeCost | None = None
+
+    # ---- layout, eviction --------------------------------------------------------------------------
+    def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+        self.sizes = sizes
+        if sizes.budget_bytes is None:
+            return SeparatePools(sizes, has_swa, has_mamba, on_free)
+        return ByteBudget(sizes, has_swa, has_mamba, on_free)
+
+    def eviction(self):
+        return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)
+
+    def cost(self, manager) -> NodeCost:
+        if self._cost is None:
+            self._cost = NodeCost(manager.model, self.window, self.policy.marconi_follows)
+        return self._cost
+
+    def evictor(self, manager) -> MarconiEvictor:
+        if self._evictor is None:
+            flop_aware = self.policy.marconi_eviction == "flop-aware"
+            code_counting = flop_aware and self.policy.marconi_follows == "code"
+            self._evictor = MarconiEvictor(self.cost(manager), self.recency, flop_aware, code_counting,
+                                           self.has_mamba)
+        self._evictor.alpha = self.tuner.alpha
+        return self._evictor
+
+    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        evictions = sum(manager.tree.num_evictions.values())
+        refusal = self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
+        if sum(manager.tree.num_evictions.values()) > evictions:
+            self.tuner.first_eviction()
+        return refusal
+
+    # ---- admission ----------------------------------------------------------------------------------
+    def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
+        """Marconi refreshes only the node a hit resumes from; SGLang+ / vLLM+ every node the walk visits."""
+        self.recency.tick()
+        if self.path_refresh:
+            self.recency.stamp_path(path, every=True)
+        elif node is not tree.root:
+            self.recency.stamp(node)
+
+    def after_admit(self, manager, req: RequestCache) -> None:
+        self.tuner.admitted(manager, req.request_id, req.tokens, req.prompt_len)
+
+    def branch(self, req: RequestCache) -> int | None:
+        """The branch-off point not yet in the tree: where the FULL match outruns the last state."""
+        if self.every_page or not self.has_mamba:
+            return None
+        depth = req.match.full_depth
+        return depth if depth > req.cached_len and depth > req.prefix_len else None
+
+    def last_position(self, req: RequestCache) -> int:
+        """Where the state after the last decoded token lands (the last sampled token is never computed)."""
+        return floor_to(len(req.tokens) - 1, self.page_size)
+
+    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+        """Two-pass prefill: a chunk stops at the branch-off point (or, vLLM+, at the next page)."""
+        stop = floor_to(req.kv_len, self.page_size) + self.page_size if self.every_page else self.branch(req)
+        if stop is not None and req.kv_len < stop < req.kv_len + chunk_len:
+            return stop - req.kv_len
+        return chunk_len
+
+    # ---- prefill and decode checkpoints ------------------------------------------------------------
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        end = req.kv_len + chunk_len
+        if not self.has_mamba:
+            return None
+        if self.every_page:
+            return end if end % self.page_size == 0 else None
+        branch, last = self.branch(req), self.last_position(req)
+        if branch is not None and branch == end:
+            return branch
+        return last if req.kv_len < last <= end else None
+
+    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+        checkpoint = req.checkpoint
+        if checkpoint is not None and (self.every_page or checkpoint[0] != self.last_position(req)):
+            self.insert(manager, req, checkpoint[0])
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        position = req.kv_len + 1
+        if self.every_page:
+            return position if position % self.page_size == 0 else None
+        return position if self.has_mamba and position == self.last_position(req) else None
+
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        if not self.has_mamba:
+            return 1 << 62
+        if self.every_page:
+            return -(req.kv_len + 1) % self.page_size
+        last = self.last_position(req)
+        return last - req.kv_len - 1 if last > req.kv_len else 1 << 62
+
+    def after_decode_planned(self, manager, req: RequestCache) -> None:
+        """vLLM+: the state the previous step took goes to the tree before the next one is taken."""
+        if self.every_page and req.checkpoint is not None:
+            self.insert(manager, req, req.checkpoint[0])
+
+    # ---- commit -------------------------------------------------------------------------------------
+    def finish(self, manager, req: RequestCache) -> None:
+        end = self.insert_len(req)  # the last checkpoint; without MAMBA, every whole page computed
+        if end is not None:
+            self.insert(manager, req, end)
+
+    def insert(self, manager, req: RequestCache, end: int) -> None:
+        if end <= req.prefix_len:
+            return
+        self.recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
+        manager.insert(req, end)
+        self.recency.stamp_path(req.last_node.path_from_root(), every=self.path_refresh)

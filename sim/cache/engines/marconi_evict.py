@@ -1,0 +1,169 @@
+"""Marconi's eviction: which node goes, and what evicting it frees.
+
+Candidates, in the tree's depth-first preorder (as ``_collect_leaf_and_single_child_nodes`` lists them):
+unlocked leaves, which go whole (with the stateless ancestors their deletion leaves as leaves: in Marconi's
+tree those tokens are part of the leaf's edge), and nodes with one child and an unlocked state, which lose
+the state (their KV merges into the child's edge). ``flop-aware`` picks the lowest
+``norm(1 / (now - last access)) + alpha * norm(FLOP efficiency)`` (min-max normalised over the candidates,
+ties to the first); ``lru`` picks the least recently accessed leaf (SGLang+ and vLLM+: leaves only).
+A FULL or SWA shortfall (pools apart) can only be met by a leaf.
+"""
+from __future__ import annotations
+
+from sim.cache.byte_budget import BYTES
+from sim.cache.components import FULL, STATE, SWA
+from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.node import Node
+from sim.cache.results import Refusal
+
+
+class Recency:
+    """Marconi's logical clock (one tick per match, two per insert, one per eviction round) and each node's
+    last access on it."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.stamps: dict[int, int] = {}
+
+    def tick(self, count: int = 1) -> None:
+        self.now += count
+
+    def stamp(self, node: Node) -> None:
+        self.stamps[node.id] = self.now
+
+    def stamp_path(self, nodes, every: bool) -> None:
+        """``every``: each node (a whole-path refresh); else only nodes not seen yet (new or split)."""
+        for node in nodes:
+            if every or node.id not in self.stamps:
+                self.stamps[node.id] = self.now
+
+    def of(self, node: Node) -> int:
+        return self.stamps.get(node.id, 0)
+
+
+def candidates(root: Node, leaves_only: bool) -> list[Node]:
+    out, stack = [], list(reversed(root.children.values()))
+    while stack:
+        node = stack.pop()
+        if _is_candidate(node, leaves_only):
+            out.append(node)
+        stack.extend(reversed(node.children.values()))
+    return out
+
+
+def _is_candidate(node: Node, leaves_only: bool) -> bool:
+    if not node.children:
+        return not node.is_locked
+    return not leaves_only and len(node.children) == 1 and node.state is not None and node.state_lock == 0
+
+
+def parent_end(node: Node, has_mamba: bool) -> int:
+    """Where a hit would resume without the node: the end of the nearest ancestor holding a state (0: the
+    root), or, in a cache without MAMBA state, of its parent."""
+    current = node.parent
+    while has_mamba and current.parent is not None and current.state is None:
+        current = current.parent
+    return current.end
+
+
+class MarconiEvictor:
+    def __init__(self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool,
+                 has_mamba: bool = True):
+        self.cost, self.recency, self.has_mamba = cost, recency, has_mamba
+        self.flop_aware, self.code_counting = flop_aware, code_counting
+        self.alpha = 0.0
+
+    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        """Evict until the allocation fits; None, or the refusal of the pool that cannot."""
+        short = _short(manager.topology, full_pages, swa_pages, states)
+        if short is None:
+            return None
+        self.recency.tick()
+        # the reference code stops when its own count of evicted bytes covers the shortfall
+        counting = self.code_counting and short == BYTES
+        target = manager.topology.shortfall(full_pages, swa_pages, states) if counting else 0
+        counted = 0
+        while short is not None or counted < target:
+            victim, counts = self.pick(manager.tree, short or BYTES)
+            if victim is None:
+                return _refusal(manager.topology, full_pages, swa_pages, states) if short else None
+            counted += self.evict(manager.tree, victim, counts)
+            short = _short(manager.topology, full_pages, swa_pages, states)
+        return None
+
+    def pick(self, tree, comp: str) -> tuple[Node | None, int]:
+        """The victim and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
+        the edge of the last candidate scored)."""
+        found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
+        if not found:
+            return None, 0
+        ends = [parent_end(node, self.has_mamba) for node in found]
+        stale = self.cost.leaf_bytes_counted(found[-1].end - ends[-1]) if self.code_counting else None
+        if not self.flop_aware:
+            stamps = [self.recency.of(node) for node in found]
+            return found[stamps.index(min(stamps))], stale
+        now = self.recency.now
+        recency = _normalize([1 / max(now - self.recency.of(node), 1) for node in found])
+        efficiency = _normalize([self.cost.efficiency(p, n.end) if n.state is not None or not self.has_mamba else 0.0
+                                 for n, p in zip(found, ends, strict=True)])
+        scores = [r + self.alpha * e for r, e in zip(recency, efficiency, strict=True)]
+        return found[scores.index(min(scores))], stale
+
+    def evict(self, tree, victim: Node, stale: int | None) -> int:
+        """Evict ``victim``; returns the bytes the eviction counts (the code's count, or what it freed)."""
+        if victim.children:
+            tree.num_evictions[STATE] += 1
+            self._merge_stamp(victim)
+            tree.drop_state(victim)
+            return self.cost.state_bytes
+        tree.num_evictions[FULL] += 1
+        freed = self._delete_with_exposed(tree, victim)
+        return stale if stale is not None else freed
+
+    def _merge_stamp(self, victim: Node) -> None:
+        """The merged node is as recent as the later of the two (``_evict_intermediate_node``)."""
+        below = next(iter(victim.children.values()))
+        while below.state is None and len(below.children) == 1:
+            below = next(iter(below.children.values()))
+        self.recency.stamps[below.id] = max(self.recency.of(below), self.recency.of(victim))
+
+    def _delete_with_exposed(self, tree, leaf: Node) -> int:
+        """Delete ``leaf`` and the unlocked stateless ancestors left as leaves; returns the bytes freed."""
+        freed, parent = 0, leaf
+        while True:
+            node, parent = parent, parent.parent
+            freed += self.cost.kv_bytes * (node.end - node.start) + (self.cost.state_bytes if node.state is not None
+                                                                     else 0)
+            self.recency.stamps.pop(node.id, None)
+            tree.delete_leaf(node)
+            if (parent.parent is None or parent.children or parent.state is not None or parent.is_locked
+                    or not self.has_mamba):
+                return freed
+
+
+def _normalize(values: list[float]) -> list[float]:
+    """Min-max to [0, 1]; all ones when there is one value or all are equal (``utils._normalize``)."""
+    low, high = min(values), max(values)
+    if len(values) < 2 or low == high:
+        return [1.0] * len(values)
+    return [(v - low) / (high - low) for v in values]
+
+
+def _short(topology, full_pages: int, swa_pages: int, states: int) -> str | None:
+    """What is short for the allocation: ``bytes`` (one budget), or the first pool (pools apart)."""
+    if hasattr(topology, "shortfall"):
+        return BYTES if topology.shortfall(full_pages, swa_pages, states) else None
+    for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (STATE, states)):
+        if needed > topology.pools[comp].num_free:
+            return comp
+    return None
+
+
+def _refusal(topology, full_pages: int, swa_pages: int, states: int) -> Refusal:
+    if hasattr(topology, "refusal"):
+        return topology.refusal(full_pages, swa_pages, states)
+    for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (STATE, states)):
+        pool = topology.pools[comp]
+        if needed > pool.num_free:
+            return Refusal(pool.name, needed, pool.num_free)
+    raise AssertionError("no pool is short")

@@ -13,6 +13,7 @@ import click
 
 from sim.cache.policies import policy_names
 from sim.cache.policy import CLI_KNOBS
+from sim.cli_interrupts import Interrupted, InterruptibleGroup, interrupt_on_sigterm, signal_of
 from sim.cli_options import (
     TRACE_INPUT,
     InputError,
@@ -39,7 +40,7 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
-@click.group()
+@click.group(cls=InterruptibleGroup)
 @option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="print the version, the source hash and git's description of this checkout, then exit")
 def cli() -> None:
@@ -186,7 +187,7 @@ def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_add
     point failed (each is printed with its configuration)."""
     from sim.grid.axes import expand, parse_axes
     from sim.grid.config_file import merge_grid_file
-    from sim.grid.sweep import describe_run, run_grid
+    from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace_io import STDIN, save_stdin
 
     given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
@@ -194,9 +195,13 @@ def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_add
     configs = call_library(expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"])
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
-        trace_path = call_library(save_stdin, settings["out"])
-    run = call_library(run_grid, trace_path, configs, settings["out"], settings["jobs"], ray_address,
-                       keep_old=keep_old)
+        trace_path = call_library(save_stdin, settings["out"], check=load_trace)
+    with interrupt_on_sigterm():
+        try:
+            run = call_library(run_grid, trace_path, configs, settings["out"], settings["jobs"], ray_address,
+                               keep_old=keep_old)
+        except KeyboardInterrupt as e:
+            raise Interrupted(describe_interrupted(settings["out"]), signal_of(e)) from None
     if table_format == "parquet":
         from sim.simulate_cli import write_table
 
@@ -290,7 +295,8 @@ def _executor_options(fn):
                      help="the Triton kernels or their plain-torch references"),
         option("--gpu", type=click.Choice(sorted(GPUS)), show_default="cpu on cpu, h200 on cuda",
                      help="the cost model's preset the measured times are set beside"),
-        option("--seed", default=0, show_default=True, type=int, help="seed of the model's random weights"),
+        option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**63 - 1),
+               help="seed of the model's random weights"),
     ]
     for decorate in reversed(options):
         fn = decorate(fn)

@@ -23,6 +23,8 @@ from sim.cache.interface import manager_class
 from sim.simulate import SimConfig, SimResult, build, cost_model, simulate
 from sim.trace import Trace
 
+TIMING_COLUMNS = ("tokens", "prefill_tokens", "predicted_s", "measured_s")
+
 
 @dataclass
 class ExecuteResult:
@@ -37,6 +39,9 @@ class ExecuteResult:
 def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str = "triton", seed: int = 0,
             dtype: torch.dtype = torch.float32) -> ExecuteResult:
     config = replace(config, mode="timed")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: this machine has no CUDA device that torch can use "
+                         f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu")
     model_spec, policy, _ = build(config)
     if manager_class(policy) is not None:
         raise ValueError(f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
@@ -48,13 +53,16 @@ def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str =
     backend = ExecutorBackend(model, cost, kernels)
     measured = simulate(trace, config, backend=backend)
     _check_same_schedule(predicted, measured)
-    served = [rid for rid in measured.requests["id"] if rid in backend.outputs]
+    # a request the pools refused never completed: its outputs (if it ran before it was given up) are not
+    # a finished sequence, and comparing them with a whole replay would raise a false alarm
+    rejected = set(measured.requests.loc[measured.requests["rejected"] != "", "id"])
+    served = [rid for rid in measured.requests["id"] if rid in backend.outputs and rid not in rejected]
     replayed = replay_outputs(model, trace, served, kernels)
     checks = {rid: check_request(gather_outputs(backend.outputs[rid], len(ref.logprobs)), ref)
               for rid, ref in replayed.items()}
     requests = _request_table(measured, checks)
-    timings = pd.DataFrame([{"tokens": t.shape.num_tokens, "prefill_tokens": t.shape.num_prefill_tokens,
-                             "predicted_s": t.predicted_s, "measured_s": t.measured_s} for t in backend.timings])
+    timings = pd.DataFrame([(t.shape.num_tokens, t.shape.num_prefill_tokens, t.predicted_s, t.measured_s)
+                            for t in backend.timings], columns=TIMING_COLUMNS)  # columns even with no step
     return ExecuteResult(predicted, measured, requests, timings, _summary(requests, timings), backend.timings)
 
 
@@ -68,7 +76,7 @@ def _check_same_schedule(predicted: SimResult, measured: SimResult) -> None:
 
 
 def _request_table(measured: SimResult, checks: dict[str, RequestCheck]) -> pd.DataFrame:
-    table = measured.requests[["id", "prompt_tokens", "cached_tokens", "relies_on_freed_window"]].copy()
+    table = measured.requests[["id", "prompt_tokens", "cached_tokens", "relies_on_freed_window", "rejected"]].copy()
     missing = RequestCheck(0, False, np.nan, np.nan)  # rejected: never served, nothing compared
     for column in RequestCheck._fields:
         table[column] = [getattr(checks.get(rid, missing), column) for rid in table["id"]]
@@ -87,6 +95,8 @@ def _summary(requests: pd.DataFrame, timings: pd.DataFrame) -> dict:
     total_s = float(timings["measured_s"].sum())
     return {
         "requests": int(len(requests)), "requests_checked": int(len(checked)),
+        "requests_rejected": int((requests["rejected"] != "").sum()),
+        "rejected_ids": _ids(requests, requests["rejected"] != ""),
         "requests_reusing": int((checked["cached_tokens"] > 0).sum()),
         "cached_tokens": int(checked["cached_tokens"].sum()), "outputs_checked": int(checked["outputs"].sum()),
         "requests_not_bit_exact": int(not_exact.sum()), "not_bit_exact_ids": _ids(checked, not_exact),

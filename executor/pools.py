@@ -8,6 +8,7 @@ owns an SSM state ``[num_states, heads, head_dim, state_dim]`` (fp32) and a conv
 """
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 import numpy as np
@@ -41,6 +42,7 @@ class Pools:
         self.spec, self.page_size, self.device, self.dtype = model_spec, int(page_size), device, dtype
         self.num_full_pages, self.num_swa_pages, self.num_states = num_full_pages, num_swa_pages, num_states
         kv_shape = (model_spec.num_kv_heads, model_spec.head_dim)
+        _check_fits(self._num_bytes(kv_shape), device)
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
         self.ssm: dict[int, torch.Tensor] = {}
@@ -55,6 +57,15 @@ class Pools:
                                              model_spec.mamba_state_dim), torch.float32)
                 self.conv[layer] = self._nan((num_states, model_spec.mamba_conv_kernel - 1,
                                               model_spec.mamba_conv_channels()), dtype)
+
+    def _num_bytes(self, kv_shape: tuple[int, int]) -> int:
+        """What the tensors below will take, counted before any is allocated."""
+        spec, kv_bytes = self.spec, self.dtype.itemsize * kv_shape[0] * kv_shape[1] * 2 * self.page_size
+        state_bytes = 4 * spec.mamba_num_heads * spec.mamba_head_dim * spec.mamba_state_dim + \
+            self.dtype.itemsize * (spec.mamba_conv_kernel - 1) * spec.mamba_conv_channels()
+        per_layer = {FULL: self.num_full_pages * kv_bytes, SWA: self.num_swa_pages * kv_bytes,
+                     MAMBA: self.num_states * state_bytes}
+        return sum(per_layer.get(kind, 0) for kind in spec.layer_kinds)
 
     def _nan(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.full(shape, float("nan"), dtype=dtype, device=self.device)
@@ -101,3 +112,16 @@ def _checked_ids(ids: Iterable[int], limit: int, what: str) -> np.ndarray:
     if bad.size:
         raise ValueError(f"{what} id {int(bad[0])} out of range [0, {limit})")
     return arr
+
+
+def _check_fits(num_bytes: int, device: torch.device | str) -> None:
+    """Refuse pools the device cannot hold before allocating them (a CPU allocation past the machine's
+    memory is either refused by torch mid-way or, with overcommit, ends in the OOM killer)."""
+    if torch.device(device).type == "cuda":
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    else:
+        free_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if num_bytes > free_bytes:
+        raise ValueError(f"the executor's pools need {num_bytes / 2**30:.1f} GiB, the {torch.device(device).type} "
+                         f"device has {free_bytes / 2**30:.1f} GiB free: lower --pool-tokens, --swa-pool-tokens "
+                         "or --mamba-states")

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
+from sim.atomic import atomic_write_many
 from sim.calibration import fit_calibration, save_calibration
 from sim.simulate import SimConfig
 from sim.simulate_cli import write_tables
@@ -16,8 +17,8 @@ def execute_report(trace: Trace, config: SimConfig, device: str, kernels: str, s
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
         write_tables(result.measured, out_dir, table_format=table_format)
-        result.requests.to_csv(Path(out_dir) / "bitwise.csv", index=False)
-        result.timings.to_csv(Path(out_dir) / "timings.csv", index=False)
+        atomic_write_many({Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
+                           Path(out_dir) / "timings.csv": result.timings.to_csv(index=False)})
     if as_json:
         return json.dumps(dict(result.summary, policy=config.policy, model=config.model, device=device,
                                kernels=kernels))
@@ -42,6 +43,9 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
         f"MAPE {s['step_time_mape']:.1%}",
         f"  throughput                      {s['tokens_per_s']:.1f} tokens/s",
     ]
+    if s["requests_rejected"]:
+        lines.append(f"  rejected (never served, not checked) {s['requests_rejected']}: "
+                     + ", ".join(s["rejected_ids"][:5]) + (", ..." if s["requests_rejected"] > 5 else ""))
     if s["not_bit_exact_ids"]:
         lines.append("  not bit-exact: " + ", ".join(s["not_bit_exact_ids"]))
     if s["relies_on_freed_window_ids"]:
@@ -52,6 +56,9 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
 def calibrate_from_run(trace: Trace, config: SimConfig, device: str, kernels: str, seed: int, output: str) -> str:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     samples = [(t.shape, t.measured_s) for t in result.step_timings]
+    if not samples:
+        raise ValueError(f"calibrate: no step ran (all {len(trace)} requests were rejected by the pools: "
+                         "give larger --pool-tokens / --mamba-states)")
     calibration = fit_calibration(samples, model=config.model, gpu=config.gpu)
     save_calibration(calibration, output)
     fit = calibration.fit

@@ -13,6 +13,7 @@ import pandas as pd
 
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
+from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
 from sim.upper_bound import never_kept_tokens
 from sim.why import REASONS, why_tokens
@@ -131,7 +132,13 @@ def code_warnings(data: GridData) -> list[str]:
 
 def _point(store: PointStore, key: str) -> GridPoint | None:
     record = store.read_point(key) if store.is_done(key) else store.read_failure(key)
-    return None if record is None else GridPoint(key, config_from_dict(record["config"]))
+    if record is None:
+        return None
+    try:
+        return GridPoint(key, config_from_dict(record["config"]))
+    except (TypeError, ValueError) as e:  # a record edited by hand: name its file
+        path = store.point_path(key) if store.is_done(key) else store.failure_path(key)
+        raise StoreError(path, f"'config' is not a configuration ({e})") from None
 
 
 def _flat(config) -> dict:

@@ -2,7 +2,6 @@
 as markdown (+ PNGs), one self-contained HTML page, or the PNGs alone."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from reports.heatmaps import heatmap_figures
 from reports.occupancy import choose_points, occupancy_figure
 from reports.report_formats import FIGURES_DIR, Section, to_html, to_markdown
 from reports.why_table import why_table
-from sim.grid.store import atomic_write
+from sim.atomic import atomic_write
 
 FORMATS = ("md", "html", "png")
 
@@ -106,10 +105,7 @@ def _write_png(root: Path, figure: RenderedFigure) -> Path:
     folder = root / FIGURES_DIR
     folder.mkdir(exist_ok=True)
     path = folder / f"{figure.name}.png"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(figure.png)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, figure.png)
 
 
 def _write_text(path: Path, text: str) -> Path:

@@ -21,7 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.atomic import atomic_write
 from sim.cost import StepShape
+from sim.trace_check import TraceError, shown
+from sim.trace_io import check_regular_file
 
 COEFFICIENTS = ("overhead_s", "s_per_prefill_token", "s_per_decode_token", "s_per_context_token")
 _FIELDS = ("model", "gpu", *COEFFICIENTS, "fit")
@@ -63,9 +66,15 @@ def _reject(path: str | Path, field: str, message: str) -> None:
     raise ValueError(f"calibration file {str(path)!r}: field {field!r} {message}")
 
 
+# no real step takes a minute of fixed overhead or a second per token: larger is a unit mistake, and 1e300
+# would overflow the predicted times to inf
+_MAXIMUM = {"overhead_s": 60.0, "s_per_prefill_token": 1.0, "s_per_decode_token": 1.0, "s_per_context_token": 1.0}
+
+
 def _number(value: object, field: str, path: str | Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        _reject(path, field, f"must be a finite number >= 0, got {value!r}")
+    maximum = _MAXIMUM.get(field, 1e6)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= maximum:
+        _reject(path, field, f"must be a finite number in [0, {maximum:g}], got {shown(value)}")
     return float(value)
 
 
@@ -102,11 +111,14 @@ def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
 
 def _read_object(path: str | Path) -> dict:
     try:
-        data = json.loads(Path(path).read_text())
+        check_regular_file(path)
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise ValueError(f"calibration file {str(path)!r}: cannot read: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(f"calibration file {str(path)!r}: not valid JSON: {err}") from err
+    except TraceError as err:
+        raise ValueError(f"calibration file {str(path)!r}: {err.message}") from err
+    except (ValueError, RecursionError) as err:  # JSON, UTF-8, a number too long to read, deep nesting
+        raise ValueError(f"calibration file {str(path)!r}: not valid JSON: {str(err)[:200]}") from err
     if not isinstance(data, dict):
         raise ValueError(f"calibration file {str(path)!r}: must hold a JSON object, got {type(data).__name__}")
     return data
@@ -130,7 +142,7 @@ def save_calibration(calibration: Calibration, path: str | Path) -> None:
         del data["fit"]
     elif data["fit"]["num_folds"] is None:
         del data["fit"]["holdout_mape"], data["fit"]["num_folds"]
-    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    atomic_write(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 # ---- fitting ----

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import click
 
+from sim.atomic import describe_os_error
 from sim.cache.knobs import NONE, KnobSpec
 from sim.config import POOL_KNOBS, SimConfig
 
@@ -25,11 +27,25 @@ class InputError(click.ClickException):
 
 
 def call_library(fn: Callable, *args, **kwargs):
-    """Run a library call, turning bad-input exceptions into an InputError."""
+    """Run a library call, turning bad-input exceptions into an InputError: a bad value (TraceError is a
+    ValueError) as its message, a disk or permission error as one line naming the path and the errno."""
     try:
         return fn(*args, **kwargs)
-    except (ValueError, OSError) as e:  # TraceError is a ValueError
+    except OSError as e:
+        raise InputError(describe_os_error(e)) from e
+    except ValueError as e:
         raise InputError(str(e)) from e
+
+
+def call_with_options(option_names: Iterable[str], fn: Callable, *args, **kwargs):
+    """``call_library``, with a parameter a message names (``num_sessions must ...``) shown as the option
+    the user typed (``--num-sessions must ...``)."""
+    try:
+        return call_library(fn, *args, **kwargs)
+    except InputError as e:
+        for name in option_names:
+            e.message = re.sub(rf"(?<![\w-]){name}(?= must)", "--" + name.replace("_", "-"), e.message)
+        raise
 
 
 FORMAT_HELP = {"text": "aligned plain text", "md": "markdown, ready to paste into a pull request",

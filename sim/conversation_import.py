@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 
 from sim.trace import Request, Segment, Trace, TraceError
+from sim.trace_check import MAX_LEN, MAX_TIME_S
 from sim.trace_gen import _arrivals
 
 ASSISTANT, USER, SYSTEM = "assistant", "user", "system"
@@ -39,15 +40,18 @@ class TextOptions:
     limit: int | None = None  # conversations (or requests) kept
 
     def __post_init__(self):
-        for name in ("chars_per_token", "request_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if not (self.think_time >= 0 and math.isfinite(self.think_time)):
-            raise ValueError(f"think_time must be a finite number >= 0, got {self.think_time!r}")
+        # below 0.01 characters a token, one message's length would pass 2^31 tokens (and then overflow)
+        if not 0.01 <= self.chars_per_token <= 1e6:
+            raise ValueError(f"chars_per_token must be a number in [0.01, 1e6], got {self.chars_per_token!r}")
+        if not self.request_rate > 0:
+            raise ValueError(f"request_rate must be > 0 (inf: all at once), got {self.request_rate!r}")
+        if not 0 <= self.think_time < MAX_TIME_S:
+            raise ValueError(f"think_time must be a finite number >= 0 and < {MAX_TIME_S:g} s, got "
+                             f"{self.think_time!r}")
         for name in ("output_len", "max_turns", "limit"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            if value is not None and (not isinstance(value, int) or not 1 <= value <= MAX_LEN):
+                raise ValueError(f"{name} must be a positive integer <= {MAX_LEN}, got {value!r}")
 
     def tokens(self, text: str) -> int:
         return max(1, math.ceil(len(text) / self.chars_per_token))

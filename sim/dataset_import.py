@@ -15,7 +15,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 
@@ -29,8 +28,9 @@ from sim.conversation_import import (
     text_segment,
 )
 from sim.trace import Request, Trace, TraceError
+from sim.trace_check import MAX_LEN, is_int, shown
 from sim.trace_gen import _arrivals
-from sim.trace_io import display_name, open_text
+from sim.trace_io import display_name, open_lines, parse_json, read_text
 
 _DEFAULTS = TextOptions()
 _AGENTIC_DEFAULTS = TextOptions(output_len=220)  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN
@@ -87,7 +87,7 @@ _REPLY = Message(ASSISTANT, "")  # stands for the server's reply, whose text the
 
 def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -> Trace:
     name, requests = display_name(path), []
-    with open_text(path) as f:
+    with open_lines(path) as f:
         for line_no, text in enumerate(f, 1):
             if options.limit is not None and len(requests) >= options.limit:
                 break
@@ -102,10 +102,7 @@ def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULT
 
 
 def _openai_request(text: str, path: str, line: int, options: TextOptions) -> Request:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TraceError(path, line, "json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+    obj = parse_json(text, path, line)
     if not isinstance(obj, dict) or not obj.get("messages"):
         raise TraceError(path, line, "messages", "a line must be an object with a non-empty 'messages' list")
     try:
@@ -113,18 +110,12 @@ def _openai_request(text: str, path: str, line: int, options: TextOptions) -> Re
     except TraceError as e:  # parse_messages names the field; the line is known here
         raise TraceError(path, line, e.field, e.message) from None
     output_len = obj.get("max_tokens", obj.get("max_completion_tokens", options.output_len))
-    if not isinstance(output_len, int) or isinstance(output_len, bool) or output_len < 1:
-        raise TraceError(path, line, "max_tokens", f"must be a positive integer, got {output_len!r}")
+    if not is_int(output_len) or not 1 <= output_len <= MAX_LEN:
+        raise TraceError(path, line, "max_tokens", f"must be a positive integer <= {MAX_LEN}, got {shown(output_len)}")
     return Request(id=f"oa-{line}", arrival=0.0, prompt=[text_segment(m, options) for m in messages],
                    output_len=output_len)
 
 
 def _json_document(path: str | os.PathLike) -> object:
     name = display_name(path)
-    try:
-        with open_text(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise TraceError(name, e.lineno, "json", f"malformed JSON: {e.msg} at column {e.colno}") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(name, None, "file", f"not UTF-8 text ({e.reason})") from None
+    return parse_json(read_text(path), name, None)

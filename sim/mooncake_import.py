@@ -9,17 +9,17 @@ arrivals are the recorded timestamps. Bad input raises a TraceError naming file:
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 
 from sim.mooncake_chains import MIN_MATCH_BLOCKS, MOONCAKE_BLOCK_LEN, ChainCounts, ChainFinder, Parent, Turn
 from sim.mooncake_chains import output_len_reached as _output_len_reached
 from sim.trace import Request, Segment, Trace, TraceError
-from sim.trace_check import is_int
-from sim.trace_io import display_name, open_text
+from sim.trace_check import MAX_LEN, MAX_TIME_S, is_int, shown
+from sim.trace_io import display_name, open_lines, parse_json
 
 _FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+_MAX_TIMESTAMP_MS = MAX_TIME_S * 1000
+_HASH_LIMIT = 2**64
 
 
 def import_mooncake(path: str | os.PathLike, limit: int | None = None, chains: bool = True,
@@ -36,7 +36,7 @@ def import_mooncake_counted(path: str | os.PathLike, limit: int | None = None, c
     name = display_name(path)
     builder = _Builder(ChainFinder(min_match_blocks, whole_output_only) if chains else None)
     lines: list[int] = []
-    with open_text(path) as f:
+    with open_lines(path) as f:
         for line_no, text in enumerate(f, 1):
             if limit is not None and len(lines) >= limit:
                 break
@@ -111,18 +111,16 @@ class _Builder:
 
 def _parse(text: str, path: str, line: int, previous_arrival: float) -> tuple[float, int, int, list[int]]:
     """(arrival s, input_length, output_length, hash_ids) of one line, every field checked."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TraceError(path, line, "json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+    obj = parse_json(text, path, line)
     if not isinstance(obj, dict):
         raise TraceError(path, line, "request", "must be a JSON object")
     for field in _FIELDS:
         if field not in obj:
             raise TraceError(path, line, field, "missing required field")
     timestamp = obj["timestamp"]
-    if not (is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < math.inf:
-        raise TraceError(path, line, "timestamp", f"must be a number of ms >= 0, got {timestamp!r}")
+    if not (is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < _MAX_TIMESTAMP_MS:
+        raise TraceError(path, line, "timestamp", f"must be a number of ms >= 0 and < {_MAX_TIMESTAMP_MS:g}, "
+                                                  f"got {shown(timestamp)}")
     if timestamp / 1000 < previous_arrival:
         raise TraceError(path, line, "timestamp", "earlier than the previous line's")
     input_length = _positive_int(obj["input_length"], path, line, "input_length")
@@ -132,8 +130,9 @@ def _parse(text: str, path: str, line: int, previous_arrival: float) -> tuple[fl
 
 def _hash_ids(hash_ids: object, input_length: int, path: str, line: int) -> list[int]:
     num_blocks = -(-input_length // MOONCAKE_BLOCK_LEN)
-    if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):  # bool is not int here
-        raise TraceError(path, line, "hash_ids", "must be a list of integers")
+    # bool is not int here; an id beyond 64 bits is no hash a real trace holds
+    if not isinstance(hash_ids, list) or not all(type(h) is int and -_HASH_LIMIT <= h < _HASH_LIMIT for h in hash_ids):
+        raise TraceError(path, line, "hash_ids", "must be a list of integers of at most 64 bits")
     if len(hash_ids) != num_blocks:
         raise TraceError(path, line, "hash_ids", f"has {len(hash_ids)} ids; input_length {input_length} "
                                                  f"needs ceil({input_length}/512) = {num_blocks}")
@@ -141,6 +140,6 @@ def _hash_ids(hash_ids: object, input_length: int, path: str, line: int) -> list
 
 
 def _positive_int(value: object, path: str, line: int, field: str) -> int:
-    if not is_int(value) or value <= 0:
-        raise TraceError(path, line, field, f"must be a positive integer, got {value!r}")
+    if not is_int(value) or not 0 < value <= MAX_LEN:
+        raise TraceError(path, line, field, f"must be a positive integer <= {MAX_LEN}, got {shown(value)}")
     return value

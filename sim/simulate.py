@@ -1,6 +1,7 @@
 """One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -12,6 +13,7 @@ from sim.bounds.summary import run_bounds, served_ids
 from sim.cache.byte_budget import budget_sizes_for
 from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
 from sim.cache.interface import eviction_counts as _evictions
+from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
 from sim.cache.policy import resolve
@@ -39,10 +41,15 @@ class SimResult:
     summary: dict
 
 
+class PoolSizeError(ValueError):
+    """A pool size no run could use (past the 31-bit limit, or one the sizing refuses), named by its option:
+    a sweep refuses its grid up front for one, where an engine's refusal of a combination fails one point."""
+
+
 def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     model = get_model(config.model)
     knobs = dict(config.knobs)
-    if knobs.get("window") is not None:
+    if knobs.get("window") not in (None, NONE):  # none: the model's own window
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
     policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
@@ -58,15 +65,43 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
     if shared is not None:  # one pool every component shares (vLLM): its own sizing
         return shared
     page = policy.page_size
-    by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30), config.swa_full_tokens_ratio,
-                                  config.mamba_full_memory_ratio)
+    by_memory, memory = None, (f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
+                               f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio "
+                               f"{config.mamba_full_memory_ratio:g})")
+    if config.pool_tokens is None or config.mamba_states is None:  # an explicit size is not checked against it
+        with _named_by(memory):
+            by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30),
+                                          config.swa_full_tokens_ratio, config.mamba_full_memory_ratio)
     if config.pool_tokens is None:
         sizes = by_memory
     else:
-        sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio)
+        with _named_by(f"--pool-tokens {config.pool_tokens}"):
+            sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0,
+                                      config.swa_full_tokens_ratio)
     states = by_memory.states if config.mamba_states is None else config.mamba_states
-    swa_pages = max(sizes.swa_pages, swa_floor_pages(model, policy)) if model.has_swa else 0
-    return PoolSizes(sizes.full_pages, swa_pages, states)
+    floor = swa_floor_pages(model, policy) if model.has_swa else 0
+    kv_source = memory if config.pool_tokens is None else f"--pool-tokens {config.pool_tokens}"
+    _within_limit("FULL", sizes.full_pages * page, "tokens", kv_source)
+    _within_limit("SWA", sizes.swa_pages * page, "tokens", kv_source if config.swa_pool_tokens is None
+                  else f"--swa-pool-tokens {config.swa_pool_tokens}")
+    _within_limit("SWA", floor * page, "tokens", describe_swa_floor(model, policy))
+    _within_limit("MAMBA", states, "states", memory if config.mamba_states is None else "--mamba-states")
+    return PoolSizes(sizes.full_pages, max(sizes.swa_pages, floor) if model.has_swa else 0, states)
+
+
+@contextmanager
+def _named_by(option: str):
+    """A pool size the sizing refuses, named by the option it came from."""
+    try:
+        yield
+    except ValueError as e:
+        raise PoolSizeError(f"{option}: {e}") from None
+
+
+def _within_limit(pool: str, count: int, unit: str, source: str) -> None:
+    """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
+    if count > MAX_INT:
+        raise PoolSizeError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
 
 
 def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
@@ -76,6 +111,14 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
     extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
     per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
     return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
+
+
+def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
+    """The SWA pool floor's terms, named by their options (for a message about its size)."""
+    extra = f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
+    return (f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
+            f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
+            f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},")
 
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
@@ -163,18 +206,22 @@ def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
 
 
 def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
+    """Why a request can never run, decided before it is queued: the same needs the manager's admission
+    asks of the pools (its whole sequence in FULL pages, the engine's states per admitted request)."""
     page = manager.page_size
     if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
         return lambda request_id: manager.request_refusal(trace.prompt_len(request_id),
                                                           trace.request(request_id).output_len)
+    states = manager.rules.admission_states if manager.has_mamba else 0
 
     def why_not(request_id: str) -> str | None:
         total = trace.prompt_len(request_id) + trace.request(request_id).output_len
         pages = -(-total // page)
         if pages > sizes.full_pages:
             return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
-        if manager.has_mamba and sizes.states < 2:
-            return f"needs 2 MAMBA states (running + checkpoint), the pool has {sizes.states}"
+        if states > sizes.states:
+            return (f"needs {states} MAMBA states (the running state + {states - 1} checkpoint slots), the pool "
+                    f"has {sizes.states}")
         return None
 
     return why_not

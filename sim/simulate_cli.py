@@ -3,13 +3,14 @@ view, and the request / step tables (CSV or Parquet)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
 from reports.simulate_view import Run, render_markdown, render_text
+from sim.atomic import atomic_write, atomic_write_many
 from sim.metrics import compare
 from sim.resolved import resolved_config
 from sim.simulate import SimConfig, SimResult, simulate
@@ -84,33 +85,27 @@ def write_tables(result: SimResult, out_dir: str, other: SimResult | None = None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = [result] if other is None else [result, other]
-    written = []
+    files: dict[Path, str | bytes] = {}
     for run in runs:
         suffix = "" if other is None else f".{run.config.policy}"
-        written.append(write_table(run.requests, out / f"requests{suffix}", table_format))
-        written.append(write_table(run.steps, out / f"steps{suffix}", table_format))
-        written.append(_atomic(out / f"summary{suffix}.json",
-                               json.dumps(run.summary, indent=1, sort_keys=True) + "\n"))
-    return written
+        for name, frame in (("requests", run.requests), ("steps", run.steps)):
+            files[out / f"{name}{suffix}.{table_format}"] = table_bytes(frame, table_format)
+        files[out / f"summary{suffix}.json"] = json.dumps(run.summary, indent=1, sort_keys=True) + "\n"
+    return atomic_write_many(files)
+
+
+def table_bytes(frame: pd.DataFrame, table_format: str = "csv") -> str | bytes:
+    """The table as CSV text or Parquet bytes."""
+    if table_format != "parquet":
+        return frame.to_csv(index=False)
+    buffer = io.BytesIO()
+    try:
+        frame.to_parquet(buffer, index=False)
+    except ImportError as e:
+        raise ValueError(f"--table-format parquet needs pyarrow: pip install -e '.[parquet]' ({e})") from None
+    return buffer.getvalue()
 
 
 def write_table(frame: pd.DataFrame, stem: Path, table_format: str = "csv") -> Path:
-    """``stem.csv`` or ``stem.parquet``, written to a temporary sibling and renamed."""
-    path = stem.with_name(f"{stem.name}.{table_format}")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if table_format == "parquet":
-        try:
-            frame.to_parquet(tmp, index=False)
-        except ImportError as e:
-            raise ValueError(f"--table-format parquet needs pyarrow: pip install -e '.[parquet]' ({e})") from None
-    else:
-        frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
-
-
-def _atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    """``stem.csv`` or ``stem.parquet``, written atomically."""
+    return atomic_write(stem.with_name(f"{stem.name}.{table_format}"), table_bytes(frame, table_format))

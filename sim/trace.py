@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
+from sim.atomic import atomic_open
 from sim.tokens import Run, TokenSeq, output_source, ref_source
 from sim.trace_check import TraceError, check_requests, is_int
 from sim.trace_formats import foreign_format, import_hint
-from sim.trace_io import display_name, open_text
+from sim.trace_io import display_name, open_lines, parse_json
 
 __all__ = ["Request", "Segment", "Trace", "TraceError", "load_trace", "request_to_dict", "write_trace"]
 
@@ -134,17 +133,9 @@ def _segment_to_dict(segment: Segment) -> dict:
 
 def write_trace(trace: Trace, path: str | os.PathLike) -> None:
     """Write atomically: a reader or a crash never sees a half-written file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for request in trace:
-                f.write(json.dumps(request_to_dict(request)) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_open(path) as f:
+        for request in trace:
+            f.write(json.dumps(request_to_dict(request)) + "\n")
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
@@ -152,15 +143,12 @@ def load_trace(path: str | os.PathLike) -> Trace:
     raises TraceError naming file:line:field. A public trace in another format gets a hint naming
     ``trace import``."""
     name, requests, lines = display_name(path), [], []
-    try:
-        with open_text(path) as f:
-            for line_no, text in enumerate(f, 1):
-                if text.strip():
-                    requests.append(_parse_first(text, name, line_no) if not requests
-                                    else _parse_request(text, name, line_no))
-                    lines.append(line_no)
-    except UnicodeDecodeError as e:
-        raise TraceError(name, None, "file", f"not UTF-8 text ({e.reason})") from None
+    with open_lines(path) as f:
+        for line_no, text in enumerate(f, 1):
+            if text.strip():
+                requests.append(_parse_first(text, name, line_no) if not requests
+                                else _parse_request(text, name, line_no))
+                lines.append(line_no)
     if not requests:
         raise TraceError(name, None, "file", "no requests")
     return Trace(requests, path=name, line_numbers=lines)
@@ -177,10 +165,7 @@ def _parse_first(text: str, path: str, line: int) -> Request:
 
 
 def _parse_request(text: str, path: str, line: int) -> Request:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TraceError(path, line, "json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+    obj = parse_json(text, path, line)
     _check_keys(obj, _REQUEST_KEYS, ("id", "prompt", "output_len"), "request", path, line)
     prompt = obj["prompt"]
     if not isinstance(prompt, list):
@@ -188,10 +173,17 @@ def _parse_request(text: str, path: str, line: int) -> Request:
     for index, seg in enumerate(prompt):
         if type(seg) is not dict or not seg.keys() <= _SEGMENT_KEY_SET:
             _check_keys(seg, _SEGMENT_KEYS, (), f"prompt[{index}]", path, line)
-    segments = [Segment(s.get("ref"), s.get("len"), s.get("output_of"), s.get("skip", 0)) for s in prompt]
-    return Request(id=obj["id"], arrival=_as_float(obj.get("arrival")), session=obj.get("session"),
-                   after=obj.get("after"), think_time=_as_float(obj.get("think_time", 0.0)),
+        if "skip" in seg and "ref" in seg:
+            raise TraceError(path, line, f"prompt[{index}].skip", "only an output_of segment has a skip")
+    segments = [Segment(s.get("ref"), s.get("len"), _as_id(s.get("output_of")), s.get("skip", 0)) for s in prompt]
+    return Request(id=_as_id(obj["id"]), arrival=_as_float(obj.get("arrival")), session=obj.get("session"),
+                   after=_as_id(obj.get("after")), think_time=_as_float(obj.get("think_time", 0.0)),
                    prompt=segments, output_len=obj["output_len"])
+
+
+def _as_id(value: object) -> object:
+    # an integer id is the same request as its decimal string: ids and references are compared as text
+    return str(value) if is_int(value) else value
 
 
 def _as_float(value: object) -> object:

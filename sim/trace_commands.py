@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from sim.cli_options import TRACE_INPUT, DescribedOption, call_library, format_option
+from sim.cli_options import TRACE_INPUT, DescribedOption, call_library, call_with_options, format_option
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace_formats import IMPORT_FORMATS
 from sim.trace_gen import GENERATORS
@@ -38,7 +38,7 @@ def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Comm
                                help="the JSONL trace to write"))
 
     def run(output: str, **kwargs: object) -> None:
-        made = call_library(generator, **kwargs)
+        made = call_with_options(kwargs, generator, **kwargs)
         call_library(write_trace, made, output)
         click.echo(_wrote(made, output))
 
@@ -69,7 +69,7 @@ def _import_command(fmt: str, about: str) -> click.Command:
     def run(src: str, output: str, limit: int | None, **options) -> None:
         from sim.import_cli import run_import
 
-        click.echo(call_library(run_import, fmt, src, output, limit, options))
+        click.echo(call_with_options(options, run_import, fmt, src, output, limit, options))
         click.echo(f"wrote {output}")
 
     return click.Command(fmt, params=params, callback=run, help=f"Import {about}.")

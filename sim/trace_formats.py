@@ -26,6 +26,8 @@ def foreign_format(first_line: str) -> str | None:
         obj = json.loads(text)
     except json.JSONDecodeError:
         return "sharegpt" if text.startswith("[") else "json-document" if text.startswith("{") else None
+    except (RecursionError, ValueError):  # nested too deeply, a number too long: no format reads it either
+        return None
     if isinstance(obj, dict) and {"hash_ids", "input_length"} <= obj.keys():
         return "mooncake"
     if isinstance(obj, dict) and "messages" in obj and "prompt" not in obj:

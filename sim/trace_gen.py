@@ -10,6 +10,9 @@ import random
 from typing import Literal
 
 from sim.trace import Request, Segment, Trace
+from sim.trace_check import MAX_LEN, MAX_TIME_S, shown
+
+MAX_GENERATED_REQUESTS = 1_000_000  # about 1 GB of requests in memory
 
 
 def _ref(ref: str, length: int) -> Segment:
@@ -27,12 +30,24 @@ def _require(kind: str, condition: bool, message: str) -> None:
 
 def _require_positive(kind: str, **values: int) -> None:
     for name, value in values.items():
-        _require(kind, isinstance(value, int) and value >= 1, f"{name} must be an integer >= 1, got {value!r}")
+        _require(kind, isinstance(value, int) and 1 <= value <= MAX_LEN,
+                 f"{name} must be a positive integer <= {MAX_LEN}, got {shown(value)}")
+
+
+def _require_count(kind: str, num_requests: int, what: str) -> None:
+    """A trace is built in memory: refuse, before building it, one that would not fit."""
+    _require(kind, num_requests <= MAX_GENERATED_REQUESTS,
+             f"{what} = {num_requests} requests; at most {MAX_GENERATED_REQUESTS} are generated")
+
+
+def _require_time(kind: str, name: str, value: float) -> None:
+    _require(kind, isinstance(value, (int, float)) and 0 <= value < MAX_TIME_S,
+             f"{name} must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(value)}")
 
 
 def _arrivals(kind: str, count: int, request_rate: float, rng: random.Random) -> list[float]:
     """Poisson arrivals at request_rate per second, the first at 0; all at 0 when the rate is inf."""
-    _require(kind, request_rate > 0, f"request_rate must be > 0 (inf = all at once), got {request_rate!r}")
+    _require(kind, request_rate > 0, f"request_rate must be > 0 (inf = all at once), got {shown(request_rate)}")
     if math.isinf(request_rate):
         return [0.0] * count
     times, now = [], 0.0
@@ -54,6 +69,7 @@ def fanout(num_groups: int = 64, prompts_per_group: int = 16, system_len: int = 
     """Groups of prompts that share a per-group system prompt, each with its own question."""
     _require_positive("fanout", num_groups=num_groups, prompts_per_group=prompts_per_group,
                       system_len=system_len, question_len=question_len, output_len=output_len)
+    _require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
     requests = []
     for group in range(num_groups):
@@ -76,7 +92,8 @@ def multiturn(num_sessions: int = 16, num_turns: int = 4, system_len: int = 1024
                       user_len=user_len, output_len=output_len)
     _require("multiturn", 0 <= drop_reasoning < output_len,
              f"drop_reasoning must be in [0, output_len={output_len}), got {drop_reasoning!r}")
-    _require("multiturn", think_time >= 0, f"think_time must be >= 0, got {think_time!r}")
+    _require_count("multiturn", num_sessions * num_turns, "num_sessions x num_turns")
+    _require_time("multiturn", "think_time", think_time)
     arrivals = _arrivals("multiturn", num_sessions, request_rate, random.Random(seed))
     requests = []
     for session in range(num_sessions):
@@ -97,6 +114,7 @@ def s1(num_prompts: int = 32, prompt_len: int = 3000, output_len: int = 1024, fo
     + its output + one new token. Prompt lengths vary uniformly by +-prompt_len_jitter."""
     _require_positive("s1", num_prompts=num_prompts, prompt_len=prompt_len, output_len=output_len,
                       followup_output_len=followup_output_len)
+    _require_count("s1", 2 * num_prompts, "2 x num_prompts")
     _require("s1", 0 <= prompt_len_jitter < prompt_len,
              f"prompt_len_jitter must be in [0, prompt_len={prompt_len}), got {prompt_len_jitter!r}")
     rng = random.Random(seed)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import csv
 import os
 import random
+import re
 from collections.abc import Iterator
 from datetime import datetime
 
 from sim.mooncake_import import MOONCAKE_BLOCK_LEN, import_mooncake, import_mooncake_counted
 from sim.trace import Request, Segment, Trace, TraceError
-from sim.trace_check import is_int
-from sim.trace_io import display_name, open_text
+from sim.trace_check import MAX_LEN, is_int, shown
+from sim.trace_io import display_name, open_lines
 
 __all__ = ["MOONCAKE_BLOCK_LEN", "import_azure", "import_mooncake", "import_mooncake_counted"]
 
@@ -23,8 +24,8 @@ _AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
 def _positive_int(value: object, path: str, line: int, field: str) -> int:
-    if not is_int(value) or value <= 0:
-        raise TraceError(path, line, field, f"must be a positive integer, got {value!r}")
+    if not is_int(value) or not 0 < value <= MAX_LEN:
+        raise TraceError(path, line, field, f"must be a positive integer <= {MAX_LEN}, got {shown(value)}")
     return value
 
 
@@ -58,20 +59,30 @@ def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: in
 def _azure_rows(source: str | os.PathLike, path: str,
                 limit: int | None) -> Iterator[tuple[int, datetime, list[str]]]:
     """(line number, timestamp, row) of each data row, checked to be in time order; ``path`` names it."""
-    with open_text(source, encoding="utf-8-sig", newline="") as f:
+    with open_lines(source) as f:
         rows = csv.reader(f)
-        _check_azure_header(next(rows, None), path)
-        count, previous_at = 0, None
-        for row in rows:
-            if not row:
-                continue
-            if limit is not None and count >= limit:
-                return
-            at = _azure_time(row[0], path, rows.line_num)
-            if previous_at is not None and at < previous_at:
-                raise TraceError(path, rows.line_num, "TIMESTAMP", "earlier than the previous row's")
-            count, previous_at = count + 1, at
-            yield rows.line_num, at, row
+        try:
+            _check_azure_header(next(rows, None), path)
+            yield from _timed_rows(rows, path, limit)
+        except csv.Error as e:  # a field past the csv module's size limit, a stray NUL, ...
+            raise TraceError(path, rows.line_num, "row", f"unreadable CSV ({e})") from None
+
+
+def _timed_rows(rows, path: str, limit: int | None) -> Iterator[tuple[int, datetime, list[str]]]:
+    count, previous_at, first_line = 0, None, None
+    for row in rows:
+        if not row:
+            continue
+        if limit is not None and count >= limit:
+            return
+        at = _azure_time(row[0], path, rows.line_num)
+        if previous_at is not None and (at.tzinfo is None) != (previous_at.tzinfo is None):
+            raise TraceError(path, rows.line_num, "TIMESTAMP", f"{'has' if at.tzinfo else 'lacks'} a time "
+                             f"zone, unlike line {first_line}'s: all timestamps must be local or all zoned")
+        if previous_at is not None and at < previous_at:
+            raise TraceError(path, rows.line_num, "TIMESTAMP", "earlier than the previous row's")
+        count, previous_at, first_line = count + 1, at, first_line or rows.line_num
+        yield rows.line_num, at, row
 
 
 def _check_azure_header(header: list[str] | None, path: str) -> None:
@@ -79,13 +90,21 @@ def _check_azure_header(header: list[str] | None, path: str) -> None:
         raise TraceError(path, 1, "header", f"expected {','.join(_AZURE_COLUMNS)}, got {header!r}")
 
 
+# date and time, fractional seconds, an optional zone (Z or +hh:mm)
+_TIMESTAMP = re.compile(r"^([^.+Z]+?)(?:\.(\d+))?(Z|[+-]\d\d(?::?\d\d)?)?$")
+
+
 def _azure_time(text: str, path: str, line: int) -> datetime:
     # the CSV carries 7 fractional digits (100 ns); datetime keeps 6, which is plenty for arrivals
-    base, _, fraction = text.strip().partition(".")
+    match = _TIMESTAMP.match(text.strip())
     try:
-        return datetime.fromisoformat(base + ("." + fraction[:6] if fraction else ""))
+        if match is None:
+            raise ValueError(text)
+        base, fraction, zone = match.groups()
+        zone = "+00:00" if zone == "Z" else zone or ""
+        return datetime.fromisoformat(base + ("." + fraction[:6].ljust(6, "0") if fraction else "") + zone)
     except ValueError:
-        raise TraceError(path, line, "TIMESTAMP", f"not a date-time: {text!r}") from None
+        raise TraceError(path, line, "TIMESTAMP", f"not a date-time: {shown(text)}") from None
 
 
 def _azure_request(row: list[str], arrival: float, group: int, shared_len: int, path: str,

@@ -1,6 +1,8 @@
 """The trace format: loading, every rejected input (named by file:line:field), writing, token sequences."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import sim.trace as trace_module
@@ -31,7 +33,11 @@ BAD_TRACES = [
     ("unknown_field", [_req("a1", arival=0.0)], 1, "arival", "unknown field"),
     ("unknown_segment_field", [_req("a1", prompt=[{"ref": "s", "length": 4}])], 1, "prompt[0].length",
      "unknown field"),
-    ("id_not_string", [_req(7)], 1, "id", "non-empty string"),
+    ("id_list", [_req(["x"])], 1, "id", "non-empty string or an integer, got ['x']"),
+    ("id_object", [A1, _req({"a": 1})], 2, "id", "non-empty string or an integer"),
+    ("id_bool", [_req(True)], 1, "id", "non-empty string or an integer"),
+    ("id_float", [_req(1.5)], 1, "id", "non-empty string or an integer"),
+    ("after_list", [A1, _req("a2", arrival=None, after=["a1"])], 2, "after", "request id"),
     ("len_mistyped", [_req("a1", prompt=[{"ref": "s", "len": "12"}])], 1, "prompt[0].len", "positive integer"),
     ("len_float", [_req("a1", prompt=[{"ref": "s", "len": 1.5}])], 1, "prompt[0].len", "positive integer"),
     ("len_zero", [_req("a1", prompt=[{"ref": "s", "len": 0}])], 1, "prompt[0].len", "positive integer"),
@@ -54,6 +60,27 @@ BAD_TRACES = [
      "prompt[0].len", "exceeds output_len 8"),
     ("skip_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": 1}])], 1, "prompt[0].skip",
      "only an output_of"),
+    ("skip_false_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": False}])], 1, "prompt[0].skip",
+     "only an output_of"),
+    ("skip_null_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": None}])], 1, "prompt[0].skip",
+     "only an output_of"),
+    ("skip_null", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": None}])], 2, "prompt[0].skip",
+     "got None"),
+    ("skip_false", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": False}])], 2, "prompt[0].skip",
+     "got False"),
+    ("len_past_31_bits", [_req("a1", prompt=[{"ref": "s", "len": 2**31}])], 1, "prompt[0].len",
+     "<= 2147483647"),
+    ("len_past_float_range", [_req("a1", prompt=[{"ref": "s", "len": 10**400}])], 1, "prompt[0].len",
+     "<= 2147483647, got 1000"),
+    ("output_len_past_31_bits", [_req("a1", output_len=2**31)], 1, "output_len", "<= 2147483647"),
+    ("request_past_31_bits", [_req("a1", prompt=[{"ref": "s", "len": 2**30}, {"ref": "t", "len": 2**30}])], 1,
+     "prompt", "exceed 2147483647"),
+    ("arrival_past_1e12", [_req("a1", arrival=1e12)], 1, "arrival", "< 1e+12 s"),
+    ("arrival_huge_integer", [_req("a1", arrival=10**30)], 1, "arrival", "< 1e+12 s"),
+    ("think_time_past_1e12", [A1, _req("a2", arrival=None, after="a1", think_time=1e300)], 2, "think_time",
+     "< 1e+12 s"),
+    ("nested_too_deeply", ['{"id": ' + "[" * 5000 + "]" * 5000 + "}"], 1, "json", "nested too deeply"),
+    ("number_too_long", ['{"id": "a", "output_len": 1' + "0" * 5000 + "}"], 1, "json", "number too long"),
     ("unknown_output_of", [A1, _req("a2", prompt=[{"ref": "s", "len": 2}, {"output_of": "zz"}])], 2,
      "prompt[1].output_of", "unknown request 'zz'"),
     ("forward_output_of", [_req("a1", prompt=[{"output_of": "a2"}]), _req("a2", arrival=1.0)], 1,
@@ -100,10 +127,25 @@ def test_empty_file_is_rejected(write_lines):
         load_trace(write_lines([""]))
 
 
-def test_not_utf8_is_rejected(tmp_path):
+def test_not_utf8_is_rejected_with_its_line_and_column(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"id": "\xff"}\n')
-    with pytest.raises(TraceError, match="not UTF-8"):
+    path.write_bytes(b'{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}\n{"id": "\xff"}\n')
+    with pytest.raises(TraceError, match=r"bad.jsonl:2: file: not UTF-8 text: byte 0xff at column 9"):
+        load_trace(path)
+
+
+def test_integer_ids_are_their_decimal_strings(write_lines):
+    trace = load_trace(write_lines([_req(1), _req(2, arrival=None, after=1,
+                                                   prompt=[{"ref": "sys", "len": 16}, {"output_of": 1}])]))
+    assert [r.id for r in trace] == ["1", "2"]
+    assert trace.request("2").after == "1" and trace.request("2").prompt[1].output_of == "1"
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "directory"])
+def test_special_files_are_refused_before_they_are_opened(tmp_path, make):
+    path = tmp_path / "trace"
+    make(path)  # a FIFO with no writer would block open() forever
+    with pytest.raises(TraceError, match=r"trace: file: is a (FIFO|directory)"):
         load_trace(path)
 
 

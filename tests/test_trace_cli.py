@@ -40,7 +40,7 @@ def test_gen_every_kind(tmp_path, kind, options):
 
 
 @pytest.mark.parametrize("args, phrase", [
-    (["fanout", "--num-groups", 0], "num_groups"),
+    (["fanout", "--num-groups", 0], "--num-groups"),
     (["s2"], "--distance"),
     (["s3", "--mode", "sideways"], "--mode"),
     (["fanout", "--request-rate", "fast"], "--request-rate"),

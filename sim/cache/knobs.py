@@ -71,7 +71,7 @@ class KnobSpec:
                 raise ValueError(f"must be {self.expects()}, got {value!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                self.kind is int and not isinstance(value, int)) or not math.isfinite(value):
+                self.kind is int and not isinstance(value, int)) or (isinstance(value, float) and not math.isfinite(value)):
             raise ValueError(f"must be {self.expects()}, got {value!r}")
         if self.minimum is not None and (value < self.minimum or (self.exclusive_minimum and value == self.minimum)):
             raise ValueError(f"must be {self.expects(upper=False)}, got {value!r}")

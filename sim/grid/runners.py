@@ -5,13 +5,12 @@ cancels what has not started when the consumer stops early (an error, Ctrl-C, a 
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from sim.grid.worker import PointOutcome, PointTask, run_task
+from sim.grid.workers import run_workers
 
 LOCAL_RAY = "local"  # ``--ray`` without an address: start a private Ray on this machine
 
@@ -26,28 +25,11 @@ def run_serial(tasks: list[PointTask]) -> Iterator[PointOutcome]:
 
 
 def run_processes(tasks: list[PointTask], jobs: int) -> Iterator[PointOutcome]:
-    """Local worker processes. Spawned, not forked: a worker starts clean whatever the parent imported."""
+    """Local worker processes (``sim/grid/workers.py``): a worker that dies fails only its own point."""
     if jobs == 1 or len(tasks) <= 1:
         yield from run_serial(tasks)
         return
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context("spawn"))
-    try:
-        tasks_of = {pool.submit(run_task, task): task for task in tasks}
-        pending = set(tasks_of)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in sorted(done, key=lambda f: tasks_of[f].key):
-                yield _outcome(future, tasks_of[future])
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _outcome(future: Future, task: PointTask) -> PointOutcome:
-    """run_task catches a point's own errors; this catches its worker dying (killed, out of memory)."""
-    error = future.exception()
-    if error is None:
-        return future.result()
-    return PointOutcome(task.key, task.config, error=f"{type(error).__name__}: {error}")
+    yield from run_workers(tasks, jobs)
 
 
 def require_ray():

@@ -15,19 +15,22 @@ killed half-way leaves every finished point usable and no half-written one.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from sim.atomic import atomic_write, atomic_write_many, sweep_stale_temps
+from sim.grid.store_checks import (
+    StoreError,
+    check_failure,
+    check_manifest,
+    check_point,
+    check_requests,
+    check_steps,
+    read_csv,
+)
+
 MANIFEST = "grid.json"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary sibling, then rename: a reader sees the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def dump_json(value: object) -> str:
@@ -42,6 +45,8 @@ class PointStore:
         if create:
             self.points_dir.mkdir(parents=True, exist_ok=True)
             self.failed_dir.mkdir(parents=True, exist_ok=True)
+            # a sweep killed between a temporary write and its rename left these; their writer is gone
+            sweep_stale_temps(self.root, self.points_dir, self.failed_dir)
         elif not self.root.is_dir():
             raise ValueError(f"{self.root}: no such directory (run `cli.py grid --out {self.root}` first)")
 
@@ -54,27 +59,37 @@ class PointStore:
     def is_done(self, key: str) -> bool:
         return self.point_path(key).is_file()
 
+    def is_complete(self, key: str) -> bool:
+        """Done, and its record is what a sweep writes (a damaged one is recomputed, not trusted)."""
+        try:
+            return self.is_done(key) and bool(self.read_point(key))
+        except ValueError:
+            return False
+
     def write_point(self, record: dict, requests_csv: str, steps_csv: str) -> None:
         key = record["key"]
-        atomic_write(self.point_path(key, ".requests.csv"), requests_csv)
-        atomic_write(self.point_path(key, ".steps.csv"), steps_csv)
-        atomic_write(self.point_path(key), dump_json(record))
+        # the JSON is renamed last: its presence means the point is complete
+        atomic_write_many({self.point_path(key, ".requests.csv"): requests_csv,
+                           self.point_path(key, ".steps.csv"): steps_csv, self.point_path(key): dump_json(record)})
         self.failure_path(key).unlink(missing_ok=True)  # an earlier failure of this point is now stale
 
     def write_failure(self, record: dict) -> None:
         atomic_write(self.failure_path(record["key"]), dump_json(record))
 
     def read_point(self, key: str) -> dict:
-        return self._read_json(self.point_path(key))
+        path = self.point_path(key)
+        return check_point(self._read_json(path), key, path)
 
     def read_failure(self, key: str) -> dict | None:
         path = self.failure_path(key)
-        return self._read_json(path) if path.is_file() else None
+        return check_failure(self._read_json(path), key, path) if path.is_file() else None
 
     def read_requests(self, key: str) -> pd.DataFrame:
-        """The per-request table with its types restored (CSV turns '' into NaN and bools into text)."""
-        frame = pd.read_csv(self.point_path(key, ".requests.csv"), keep_default_na=False, na_values=[""],
-                            dtype={"id": str, "session": str, "rejected": str})
+        """The per-request table with its types restored (CSV turns '' into NaN and bools into text), checked
+        against the point's summary."""
+        path = self.point_path(key, ".requests.csv")
+        frame = read_csv(path, keep_default_na=False, na_values=[""], dtype={"id": str, "session": str, "rejected": str})
+        check_requests(frame, self.read_point(key), path)
         frame["rejected"] = frame["rejected"].fillna("")
         frame["followup"] = frame["followup"].astype(str) == "True"
         frame["decode_region_hit"] = frame["decode_region_hit"].map({"True": True, "False": False, True: True,
@@ -82,7 +97,8 @@ class PointStore:
         return frame
 
     def read_steps(self, key: str) -> pd.DataFrame:
-        return pd.read_csv(self.point_path(key, ".steps.csv"))
+        path = self.point_path(key, ".steps.csv")
+        return check_steps(read_csv(path), self.read_point(key), path)
 
     def write_manifest(self, manifest: dict) -> None:
         atomic_write(self.root / MANIFEST, dump_json(manifest))
@@ -91,7 +107,7 @@ class PointStore:
         path = self.root / MANIFEST
         if not path.is_file():
             raise ValueError(f"{self.root}: no {MANIFEST}; is this a `cli.py grid --out` directory?")
-        return self._read_json(path)
+        return check_manifest(self._read_json(path), path)
 
     def write_table(self, frame: pd.DataFrame) -> Path:
         path = self.root / "grid.csv"
@@ -99,8 +115,8 @@ class PointStore:
         return path
 
     @staticmethod
-    def _read_json(path: Path) -> dict:
+    def _read_json(path: Path) -> object:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number too long, nesting too deep
+            raise StoreError(path, f"not valid JSON ({str(e)[:120]})") from None

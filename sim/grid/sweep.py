@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.calibration import load_calibration
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
@@ -14,7 +15,7 @@ from sim.grid.progress import sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore
 from sim.grid.worker import PointOutcome, PointTask
-from sim.simulate import SimConfig
+from sim.simulate import PoolSizeError, SimConfig, build
 from sim.trace import load_trace
 
 CONFIG_COLUMNS = ("policy", "model", "gpu", "mode", "calibration", "pool_tokens", "swa_pool_tokens",
@@ -41,7 +42,10 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     ``keep_old``: a point stored by other code for the same inputs is kept, not recomputed."""
     if not configs:
         raise ValueError("the grid has no points")
-    load_trace(trace_path)  # reject a bad trace here, whole, before any worker starts
+    load_trace(trace_path)  # reject a bad trace (or calibration) here, whole, before any worker starts
+    for calibration in sorted({c.calibration for c in configs if c.calibration is not None}):
+        load_calibration(calibration)
+    _check_pool_sizes(configs)
     if ray_address:
         require_ray()
     trace_sha = file_sha256(trace_path)
@@ -51,14 +55,27 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
         points = adopt_old_points(store, trace_sha, points)
     store.write_manifest({"trace": {"path": str(trace_path), "sha256": trace_sha},
                           "points": [p.key for p in points]})
-    skipped = [p.key for p in points if store.is_done(p.key)]
+    skipped = [p.key for p in points if store.is_complete(p.key)]
+    done = set(skipped)
     tasks = [PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
-             for p in points if not store.is_done(p.key)]
+             for p in points if p.key not in done]
     jobs = jobs or default_jobs()
     outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
     ran, failed = _collect(store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress,
                            on_outcome)
     return _finish(store, points, skipped, ran, failed)
+
+
+def _check_pool_sizes(configs: list[SimConfig]) -> None:
+    """A pool size past the limits fails the whole grid up front (it is the option's value that is wrong,
+    not one point's combination), naming the point."""
+    for config in configs:
+        try:
+            build(config)
+        except PoolSizeError as e:
+            raise PoolSizeError(f"grid point {describe(config)}: {e}") from None
+        except ValueError:  # an engine refusing this combination: that point fails alone, when it runs
+            continue
 
 
 def _finish(store: PointStore, points: list[GridPoint], skipped: list[str], ran: list[str],
@@ -123,6 +140,18 @@ def _row(point: GridPoint, status: str, record: dict) -> dict:
     row.update(record.get("summary", {}))
     row["error"] = record.get("error", "")
     return row
+
+
+def describe_interrupted(out_dir: str | Path) -> str:
+    """What an interrupted sweep kept, and how to finish it."""
+    try:
+        store = PointStore(out_dir)
+        keys = store.read_manifest()["points"]
+    except (ValueError, OSError, KeyError, TypeError):
+        return "no point had finished"
+    done = sum(store.is_done(key) for key in keys)
+    return (f"{done} of {len(keys)} points are finished and kept in {store.root}; run the same command again "
+            "to finish the rest")
 
 
 def describe_run(run: GridRun) -> str:

@@ -6,6 +6,7 @@ Ray cluster's workers need no access to the driver's disk.
 from __future__ import annotations
 
 import hashlib
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +52,20 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
         record = {"key": task.key, "config": task.config, "resolved": resolved_knobs(config),
                   "summary": result.summary, "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
                   "code": code_identity(), "config_key": config_key(task.trace_sha256, config)}
+        check_finite(record["summary"])
         return PointOutcome(task.key, task.config, record, result.requests.to_csv(index=False),
                             result.steps.to_csv(index=False))
     except Exception as e:  # a point's failure is data for the sweep, not a crash
         return PointOutcome(task.key, task.config, error=f"{type(e).__name__}: {e}")
+
+
+def check_finite(summary: dict) -> None:
+    """A point whose summary holds inf or NaN fails here, alone, naming the field: stored, it would be
+    invalid JSON (and abort the sweep when written)."""
+    bad = [f"{name} = {value}" for name, value in summary.items()
+           if isinstance(value, float) and not math.isfinite(value)]
+    if bad:
+        raise ValueError(f"the summary is not finite ({', '.join(bad)}): check the calibration and the knobs")
 
 
 def resolved_knobs(config) -> dict:

@@ -86,6 +86,48 @@ def test_bit_exact_when_the_swa_pool_must_evict(device):
     assert result.summary["requests_not_bit_exact"] == 0 and result.summary["cached_tokens"] > 0
 
 
+def _trace_with_one_too_big(tmp_path):
+    """b's 400-token prompt can never fit a 256-token pool: the fits check refuses it before it runs."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"id": "a", "arrival": 0.0, "prompt": [{"ref": "s", "len": 40}], "output_len": 4}\n'
+                    '{"id": "b", "arrival": 0.0, "prompt": [{"ref": "big", "len": 400}], "output_len": 4}\n')
+    return path
+
+
+def test_a_rejected_request_is_reported_as_rejected_not_as_a_kl_alarm(tmp_path):
+    result = CliRunner().invoke(cli, ["execute", "--trace", str(_trace_with_one_too_big(tmp_path)), "--kernels",
+                                      "torch", "--pool-tokens", "256", "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["requests_rejected"] == 1 and payload["rejected_ids"] == ["b"]
+    assert payload["requests_checked"] == 1 and payload["kl_max"] == 0.0 and payload["requests_not_bit_exact"] == 0
+
+
+def test_every_request_rejected_is_a_report_not_a_crash(tmp_path):
+    trace = tmp_path / "b.jsonl"
+    trace.write_text(_trace_with_one_too_big(tmp_path).read_text().splitlines()[1] + "\n")
+    result = CliRunner().invoke(cli, ["execute", "--trace", str(trace), "--kernels", "torch", "--pool-tokens", "256",
+                                      "--out", str(tmp_path / "out")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "rejected (never served, not checked) 1: b" in result.output and "steps                           0" in \
+        result.output
+    assert (tmp_path / "out" / "timings.csv").read_text() == "tokens,prefill_tokens,predicted_s,measured_s\n"
+    calibrated = CliRunner().invoke(cli, ["calibrate", "--trace", str(trace), "--kernels", "torch", "--pool-tokens",
+                                          "256", "-o", str(tmp_path / "cal.json")])
+    assert calibrated.exit_code == 2 and "no step ran" in calibrated.output
+    assert not (tmp_path / "cal.json").exists()
+
+
+def test_cuda_without_cuda_says_so(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = CliRunner().invoke(cli, ["execute", "--trace", str(_trace_with_one_too_big(tmp_path)), "--device", "cuda"])
+    assert result.exit_code == 2 and "--device cuda: this machine has no CUDA device" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 @pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
 def test_marconi_hits_are_bit_exact(policy, device):
     from sim.trace_gen import multiturn

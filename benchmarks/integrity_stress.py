@@ -23,7 +23,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from sim.cache.manager import CacheManager  # noqa: E402
+from sim.cache.interface import CacheModel, make_manager, manager_class  # noqa: E402
 from sim.cache.policies import PRESETS, make_policy  # noqa: E402
 from sim.cache.results import Refusal  # noqa: E402
 from sim.cache.sizing import PoolSizes  # noqa: E402
@@ -34,12 +34,13 @@ SOUND_PRESETS = [name for name in PRESETS if not name.startswith("broken-")]
 KINDS = [("full",), ("swa", "full"), ("mamba", "full"), ("swa", "mamba", "full")]
 OPS_PER_SCENARIO = 4000
 MAX_ACTIVE = 8  # requests admitted at once, as a scheduler's running batch
+MAX_DRAWS = 100  # configurations drawn for a scenario before the preset is said to refuse them all
 
 
 class Driver:
     """Random requests through one manager, one operation at a time; counts what happened."""
 
-    def __init__(self, manager: CacheManager, chunk: int, rng: random.Random, counts: Counter):
+    def __init__(self, manager: CacheModel, chunk: int, rng: random.Random, counts: Counter):
         self.manager, self.chunk, self.rng, self.counts = manager, chunk, rng, counts
         self.active: dict[str, list] = {}  # id -> [tokens, prompt_len, decodes left]
         self.retracted: list[tuple] = []  # (id, tokens, prompt_len, output_len) to send again
@@ -54,7 +55,7 @@ class Driver:
         else:
             self.step(self.rng.choice(sorted(self.active)))
         self.counts["ops"] += 1
-        if any(pool.num_free == 0 for pool in self.manager.pools.values() if pool.size):
+        if _exhausted(self.manager):
             self.counts["a pool exhausted"] += 1
 
     def admit(self) -> None:
@@ -117,22 +118,46 @@ class Driver:
         self.retracted.append((rid, tokens, prompt_len, len(tokens) - prompt_len))
 
 
-def scenario(preset: str, rng: random.Random) -> tuple[CacheManager, int]:
+def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
     page = rng.choice([1, 2, 4, 8, 16])
     kinds = rng.choice(KINDS)
     window = rng.choice([4, 8, 16, 24, 40]) if "swa" in kinds else 0
     model = replace(get_model("tiny"), layer_kinds=kinds, window=window, mamba_chunk=rng.choice([2, 4, 8, 16]))
+    if manager_class(make_policy(preset)) is not None:  # vLLM: one shared block pool, its own defaults
+        return _block_scenario(preset, model, rng)
     knobs = dict(page_size=page, track_interval=page * rng.randint(1, 4),
                  swa_free_trigger=rng.choice(["tokens", "iterations"]), swa_eviction_interval=rng.choice([1, 4, 16]))
-    while True:
+    for _ in range(MAX_DRAWS):
         try:
             policy = make_policy(preset, **knobs)
             least = max(4, 256 // page)  # a request's tokens at most, so that an engine's budget admits some
             sizes = PoolSizes(rng.randint(least, 4 * least), rng.randint(least, 4 * least), rng.randint(3, 12))
-            return CacheManager(model, policy, sizes), page * rng.randint(1, 8)  # a budget of whole pages
+            return make_manager(model, policy, sizes), page * rng.randint(1, 8)  # a budget of whole pages
         except ValueError:  # a combination the engine refuses (FreeToken: chunk a multiple of the page)
             knobs["page_size"] = page = rng.choice([1, 2])
             knobs["track_interval"] = page * rng.randint(1, 4)
+    raise SystemExit(f"integrity_stress: {preset} refused {MAX_DRAWS} drawn configurations (last {knobs})")
+
+
+def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel, int]:
+    """vLLM's manager on a pool of one to four requests' worth of blocks (a request is at most 256 tokens)."""
+    from sim.cache.blocks.layout import layout_for
+    from sim.cache.policy import resolve
+
+    policy = make_policy(preset)
+    block = layout_for(model, policy.page_size, resolve(policy, model).window,
+                       bool(policy.prefill_checkpoints)).block_size
+    # a request's blocks, its MAMBA live and checkpoint blocks and the null block: what vLLM starts with
+    least = 8 + -(-256 // block)
+    sizes = PoolSizes(0, 0, 0, blocks=rng.randint(least, 2 * least))
+    return make_manager(model, policy, sizes), block * rng.randint(1, 4)
+
+
+def _exhausted(manager: CacheModel) -> bool:
+    pools = getattr(manager, "pools", None)
+    if isinstance(pools, dict):
+        return any(pool.num_free == 0 for pool in pools.values() if pool.size)
+    return manager.pool.num_free == 0  # vLLM's one block pool
 
 
 def stress(preset: str, num_ops: int, seed: int = 0) -> Counter:

@@ -87,8 +87,8 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
              bounds, **options):
     """Replay a trace through a policy in the SimPy engine: reuse and why tokens were recomputed, pool
     occupancy against capacity, predicted latencies. `python cli.py policies` describes the presets."""
+    from reports.simulate_cli import run_simulate
     from sim.simulate import SimConfig
-    from sim.simulate_cli import run_simulate
     from sim.trace_io import display_name
 
     loaded = call_library(load_trace, trace_path)
@@ -127,7 +127,7 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_
     from sim import experiments, experiments_vllm
 
     if name == "real-multiturn":
-        from sim.real_multiturn_cli import run_real_multiturn
+        from reports.real_multiturn_cli import run_real_multiturn
 
         sample = Path(__file__).resolve().parent / "traces" / "mooncake_conversation_500.jsonl"
         click.echo(call_library(run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode,
@@ -203,7 +203,7 @@ def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_add
         except KeyboardInterrupt as e:
             raise Interrupted(describe_interrupted(settings["out"]), signal_of(e)) from None
     if table_format == "parquet":
-        from sim.simulate_cli import write_table
+        from sim.tables_io import write_table
 
         call_library(write_table, run.table, Path(settings["out"]) / "grid", "parquet")
     click.echo(describe_run(run))

@@ -8,7 +8,7 @@ from executor.execute import ExecuteResult, execute
 from sim.atomic import atomic_write_many
 from sim.calibration import fit_calibration, save_calibration
 from sim.simulate import SimConfig
-from sim.simulate_cli import write_tables
+from sim.tables_io import write_tables
 from sim.trace import Trace
 
 

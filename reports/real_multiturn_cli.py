@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from reports.tables import markdown
 from sim.real_multiturn import PAIRS, pool_settings, real_multiturn
 from sim.trace import load_trace
 from sim.trace_stats import structure
 
 
 def run_real_multiturn(trace_path: str, large_kv_gb: float, pair_names: str, mode: str, as_markdown: bool) -> str:
-    from reports.tables import markdown
-
     pairs = _pairs(pair_names)
     trace = load_trace(trace_path)
     found = structure(trace)

@@ -14,16 +14,7 @@ from benchmarks.peer_kvcache_sim import BLOCK_LEN, measured_hits, whole_block_li
 from benchmarks.scaling import fitted_exponent
 from sim.simulate import SimConfig, simulate
 from sim.trace_import import import_mooncake
-
-REPO = Path(__file__).resolve().parents[1]
-HEAD = REPO / "tests" / "data" / "mooncake_conversation_head.jsonl"
-
-
-def run_script(name: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.benchmark_helpers import HEAD, REPO, run_script
 
 
 def input_lengths(path: Path, limit: int) -> list[int]:

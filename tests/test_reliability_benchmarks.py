@@ -2,24 +2,11 @@
 must catch a leaked pool id."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from benchmarks.integrity_stress import stress
 from sim.cache.pools import Pool
-
-REPO = Path(__file__).resolve().parents[1]
-HEAD = REPO / "tests" / "data" / "mooncake_conversation_head.jsonl"
-
-
-def run_script(name: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from tests.benchmark_helpers import HEAD, run_script
 
 
 @pytest.mark.parametrize("preset", ["sglang-retain", "freetoken"])

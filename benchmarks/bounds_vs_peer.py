@@ -35,8 +35,8 @@ from benchmarks.peer_kvcache_sim import (  # noqa: E402
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.bounds.belady import belady_page_hits  # noqa: E402
 from sim.bounds.events import Lookup, Produce  # noqa: E402
-from sim.simulate import SimConfig, simulate  # noqa: E402
-from sim.trace_import import import_mooncake  # noqa: E402
+from sim.run.simulate import SimConfig, simulate  # noqa: E402
+from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 
 def peer_plan(path: Path, limit: int | None, whole_blocks: bool):
@@ -84,7 +84,7 @@ def _bound_per_request(trace, budget_blocks: int) -> dict[str, int]:
     from sim.bounds.belady import belady_hits
     from sim.bounds.events import replay_events
     from sim.bounds.page_paths import PagePaths
-    from sim.replay import replay_order
+    from sim.run.replay import replay_order
 
     order = replay_order(trace)
     events = replay_events(trace, order, set(order), set(order), BLOCK_LEN)

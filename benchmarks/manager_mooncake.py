@@ -23,8 +23,8 @@ from sim.cache.manager import CacheManager  # noqa: E402
 from sim.cache.policies import make_policy, policy_names  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
 from sim.models import get_model  # noqa: E402
-from sim.replay import run_alone  # noqa: E402
-from sim.trace_import import import_mooncake  # noqa: E402
+from sim.run.replay import run_alone  # noqa: E402
+from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.real_traces import _rss_mib, existing_trace, mooncake_trace  # noqa: E402
 from sim.cache.policies import policy_names  # noqa: E402
-from sim.simulate import SimConfig, simulate  # noqa: E402
-from sim.trace_import import import_mooncake  # noqa: E402
+from sim.run.simulate import SimConfig, simulate  # noqa: E402
+from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 PRESETS = [name for name in policy_names() if not name.startswith("broken-")]  # negative controls left out
 SMALL_POOLS = {"pool_tokens": 131072, "swa_pool_tokens": 0, "mamba_states": 6}

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
-from sim.simulate import SimConfig, simulate  # noqa: E402
+from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace import Trace  # noqa: E402
-from sim.trace_import import MOONCAKE_BLOCK_LEN, import_mooncake  # noqa: E402
+from sim.trace.azure_import import MOONCAKE_BLOCK_LEN, import_mooncake  # noqa: E402
 
 BLOCK_LEN = MOONCAKE_BLOCK_LEN  # the peer's block, our page
 BACKENDS = ("python", "cpp")

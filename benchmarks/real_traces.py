@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from sim.cache.policies import policy_names  # noqa: E402
 from sim.models import MODELS  # noqa: E402
-from sim.simulate import SimConfig, simulate  # noqa: E402
-from sim.trace_import import import_mooncake  # noqa: E402
+from sim.run.simulate import SimConfig, simulate  # noqa: E402
+from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 MODES = ("replay", "timed")
 

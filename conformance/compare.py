@@ -10,9 +10,9 @@ from typing import NamedTuple
 from conformance.scenario import EngineOutcome, Scenario
 from sim.cache.policies import PRESETS, make_policy
 from sim.cache.sizing import PoolSizes
-from sim.gc_pause import collector_paused
 from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
-from sim.simulate import SimConfig, run_replay, run_timed
+from sim.run.gc_pause import collector_paused
+from sim.run.simulate import SimConfig, run_replay, run_timed
 
 MODES = ("replay", "timed")
 

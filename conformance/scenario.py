@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 from sim.trace import Trace, request_to_dict
-from sim.trace_check import check_requests  # noqa: F401  (the trace is checked when built)
+from sim.trace.checks import check_requests  # noqa: F401  (the trace is checked when built)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def served_requests(scenario: Scenario) -> list[ServedRequest]:
 
 
 def _request_from_json(line: str):
-    from sim.trace import _parse_request  # one parser for every trace line
+    from sim.trace.jsonl import _parse_request  # one parser for every trace line
 
     return _parse_request(line, "<scenario>", 0)
 

@@ -17,8 +17,8 @@ from executor.batch import BatchItem
 from executor.bitwise import row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
-from sim.backend import batch_shape
 from sim.cost import CostModel, StepShape
+from sim.run.backend import batch_shape
 
 
 @dataclass(frozen=True)

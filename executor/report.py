@@ -6,9 +6,9 @@ from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
 from sim.atomic import atomic_write_many
-from sim.calibration import fit_calibration, save_calibration
-from sim.simulate import SimConfig
-from sim.tables_io import write_tables
+from sim.cost.calibration import fit_calibration, save_calibration
+from sim.run.simulate import SimConfig
+from sim.run.tables_io import write_tables
 from sim.trace import Trace
 
 

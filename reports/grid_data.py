@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.bounds.upper_bound import never_kept_tokens
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
-from sim.upper_bound import never_kept_tokens
-from sim.why import REASONS, why_tokens
+from sim.run.why import REASONS, why_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse", "ideal_hits",

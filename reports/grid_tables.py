@@ -5,8 +5,8 @@ import pandas as pd
 
 from reports.formatting import count
 from reports.grid_data import FOLLOWUP, GridData, in_scope
-from sim.metrics import compare
-from sim.why import (
+from sim.run.metrics import compare
+from sim.run.why import (
     BLOCKED_OTHER,
     FULL_EVICTED,
     MAMBA_EVICTED,
@@ -84,7 +84,7 @@ def bound_text(point: pd.Series) -> str:
 
 
 def gap_text(point: pd.Series) -> str:
-    """ideal - reused over the requests in scope, split by the ``why`` reasons (sim/why.py): FULL KV missing
+    """ideal - reused over the requests in scope, split by the ``why`` reasons (sim/run/why.py): FULL KV missing
     (evicted, or not cached yet) / never kept past the previous turn's insert / blocked by a missing SWA window
     or MAMBA state / page rounding. A store without ``why`` gives the upper bound's three-way split with
     page rounding inside the first two."""

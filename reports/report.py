@@ -94,7 +94,7 @@ def _scope_text(data: GridData) -> str:
 
 
 def _why_text(data: GridData) -> str:
-    return (f"Recomputed tokens over {_scope_words(data)}, split by reason (`sim/why.py`; per request: the `why` "
+    return (f"Recomputed tokens over {_scope_words(data)}, split by reason (`sim/run/why.py`; per request: the `why` "
             "column of `points/<key>.requests.csv`): blocked with FULL KV there (no MAMBA state at the match "
             "point, SWA freed out of the window by the trigger, by the finish-time trim or by eviction), FULL "
             "KV missing (evicted, never kept, not cached yet), page rounding, and new tokens no earlier "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from reports.formatting import change, count, delta, fraction, seconds, share, used_of
 from sim.cache.policy import KNOBS
-from sim.why import REASONS
+from sim.run.why import REASONS
 
 Summary = dict
 TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
@@ -106,7 +106,7 @@ TIME_ROWS = [
 
 @dataclass(frozen=True)
 class Run:
-    """One run as the view needs it: its policy, summary, and resolved configuration (``sim/resolved.py``)."""
+    """One run as the view needs it: its policy, summary, and resolved configuration (``sim/run/resolved.py``)."""
 
     policy: str
     summary: Summary

@@ -1,12 +1,12 @@
 """Why each point's recomputed tokens (over the requests in scope) were recomputed: one column per reason
-(``sim/why.py``), so a reviewer sees which mechanism a policy change moved."""
+(``sim/run/why.py``), so a reviewer sees which mechanism a policy change moved."""
 from __future__ import annotations
 
 import pandas as pd
 
 from reports.grid_data import GridData, in_scope
 from reports.grid_tables import setting_columns
-from sim.why import REASONS, why_tokens
+from sim.run.why import REASONS, why_tokens
 
 
 def why_table(data: GridData) -> pd.DataFrame | None:

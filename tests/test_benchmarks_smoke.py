@@ -12,8 +12,8 @@ import pytest
 
 from benchmarks.peer_kvcache_sim import BLOCK_LEN, measured_hits, whole_block_lines
 from benchmarks.scaling import fitted_exponent
-from sim.simulate import SimConfig, simulate
-from sim.trace_import import import_mooncake
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.azure_import import import_mooncake
 from tests.benchmark_helpers import HEAD, REPO, run_script
 
 
@@ -99,7 +99,7 @@ def test_unbounded_cache_counts_exactly_as_the_peer_recounted():
 
 def test_adapt_drops_outputs_and_keeps_file_order():
     from benchmarks.peer_kvcache_sim import adapt
-    from sim.replay import replay_order
+    from sim.run.replay import replay_order
 
     trace = import_mooncake(HEAD)  # its first ten requests share arrival 0.0
     adapted = adapt(trace, HEAD, drop_outputs=True, file_order=True)

@@ -14,8 +14,8 @@ from sim.bounds.events import Lookup, Produce, replay_events
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.policies import PRESETS
-from sim.replay import replay_order
-from sim.simulate import SimConfig, simulate
+from sim.run.replay import replay_order
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace, load_trace
 from tests.bounds_helpers import brute_force_full, brute_force_options, small_traces
 

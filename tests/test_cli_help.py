@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from cli import cli
 from sim.cache.policy import CLI_KNOBS
 from sim.code_version import package_version, source_sha256
-from sim.config import POOL_KNOBS
+from sim.run.config import POOL_KNOBS
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()):

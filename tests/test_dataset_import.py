@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cli
-from sim.conversation_import import TextOptions
-from sim.dataset_import import import_openai_jsonl, import_sglang_agentic, import_sharegpt
 from sim.trace import Segment, TraceError, load_trace
-from sim.trace_stats import trace_stats
+from sim.trace.conversation_import import TextOptions
+from sim.trace.dataset_import import import_openai_jsonl, import_sglang_agentic, import_sharegpt
+from sim.trace.stats import trace_stats
 
 SHAREGPT = [
     {"id": "c1", "conversations": [

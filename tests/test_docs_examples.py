@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from cli import cli
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from sim.backend import FixedStepBackend
-from sim.simulate import SimConfig, simulate
+from sim.run.backend import FixedStepBackend
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
-from sim.trace_gen import fanout, multiturn
+from sim.trace.generate import fanout, multiturn
 
 SMALL_POOLS = dict(pool_tokens=200_000, mamba_states=256)
 
@@ -89,7 +89,7 @@ def test_occupancy_rows_match_integrity_under_pressure(policy):
     checks = []
     config = SimConfig(policy=policy, model="inkling", knobs=dict(page_size=16, track_interval=32),
                        pool_tokens=2048, swa_pool_tokens=1024, mamba_states=24)
-    from sim import simulate as simulate_module
+    from sim.run import simulate as simulate_module
 
     original = simulate_module.Engine._record_step
 
@@ -142,7 +142,7 @@ def test_a_request_that_can_never_fit_alone_is_rejected_not_retried_forever():
     from sim.cache.policies import make_policy
     from sim.cache.sizing import PoolSizes
     from sim.models import get_model
-    from sim.simulate import run_timed
+    from sim.run.simulate import run_timed
 
     model = get_model("inkling")
     result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0), req("short", 100, 4, arrival=0.0)), config,

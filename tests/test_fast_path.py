@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.engine import _delay_landing_on, _event_delays
-from sim.simulate import SimConfig, simulate
+from sim.run.engine import _delay_landing_on, _event_delays
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import load_trace
-from sim.trace_gen import fanout, multiturn, s1
+from sim.trace.generate import fanout, multiturn, s1
 
 TRACES = {
     "fanout": lambda: fanout(num_groups=3, prompts_per_group=5, system_len=300, question_len=40, output_len=90,

@@ -20,7 +20,7 @@ from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid
 from sim.grid.workers import WORKER_NAME
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 from tests.bad_input_helpers import GOOD_LINES, assert_rejected, invoke, lines_text
 from tests.test_grid import s1_configs
 
@@ -89,7 +89,7 @@ def test_several_files_are_all_written_or_none(tmp_path, full_disk):
 
 
 def test_calibrate_writes_atomically(tmp_path, full_disk):
-    from sim.calibration import Calibration, save_calibration
+    from sim.cost.calibration import Calibration, save_calibration
 
     target = tmp_path / "cal.json"
     with pytest.raises(OSError):

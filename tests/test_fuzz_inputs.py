@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.cache.policy import CLI_KNOBS
-from sim.config import POOL_KNOBS
+from sim.run.config import POOL_KNOBS
 from tests.bad_input_helpers import GOOD_LINES, invoke
 
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_FUZZ_EXAMPLES", "120"))

@@ -7,13 +7,13 @@ import gc
 import pytest
 import simpy
 
-from sim.backend import PredictBackend
 from sim.cache.manager import CacheManager
 from sim.cost import CostModel, get_gpu
-from sim.engine import Engine
-from sim.replay import replay_trace
-from sim.scheduler import Scheduler
-from sim.simulate import SimConfig, _fits_check, build, max_running, simulate
+from sim.run.backend import PredictBackend
+from sim.run.engine import Engine
+from sim.run.replay import replay_trace
+from sim.run.scheduler import Scheduler
+from sim.run.simulate import SimConfig, _fits_check, build, max_running, simulate
 from sim.trace import Trace, load_trace
 
 PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]

@@ -11,9 +11,9 @@ from sim.grid.axes import expand, parse_axes, parse_axis
 from sim.grid.points import config_to_dict, file_sha256, point_key
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid
-from sim.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import load_trace, write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 S1_KNOBS = {"chunked_prefill_size": "16384", "pool_tokens": "4000000", "mamba_states": "4096"}
 

@@ -16,9 +16,9 @@ from sim.grid.axes import expand, parse_axes
 from sim.grid.points import file_sha256, legacy_key, point_key
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid
-from sim.simulate import SimConfig
+from sim.run.simulate import SimConfig
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 AXES = {"policy": "sglang,sglang-retain", "page_size": "128", "track_interval": "256,512",
         "chunked_prefill_size": "16384", "pool_tokens": "4000000", "mamba_states": "4096"}

@@ -11,7 +11,7 @@ from sim.grid.axes import expand, parse_axes
 from sim.grid.runners import LOCAL_RAY
 from sim.grid.sweep import run_grid
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 pytest.importorskip("ray")
 

@@ -8,7 +8,7 @@ from sim.cache.byte_budget import unit_bytes
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.policies import PRESETS
 from sim.models import get_model
-from sim.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
 
 MARCONI = ("marconi", "marconi-sglang", "marconi-vllm")
@@ -83,8 +83,8 @@ def test_a_byte_budget_too_small_for_one_page_is_refused(policy):
 
 
 def test_experiment_rows_are_the_three_runs_hit_rates():
-    from sim.marconi_experiment import marconi_experiment, parse_sizes
-    from sim.trace_gen import multiturn
+    from sim.experiments.marconi import marconi_experiment, parse_sizes
+    from sim.trace.generate import multiturn
 
     trace = multiturn(num_sessions=4, num_turns=3, system_len=256, user_len=32, output_len=32, request_rate=2.0)
     table = marconi_experiment(trace, cache_gb=parse_sizes("0.5,4"), mode="timed")

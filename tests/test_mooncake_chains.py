@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from sim.mooncake_chains import ChainFinder
-from sim.mooncake_import import import_mooncake, import_mooncake_counted
 from sim.trace import Segment, load_trace
-from sim.trace_stats import trace_stats
+from sim.trace.mooncake_chains import ChainFinder
+from sim.trace.mooncake_import import import_mooncake, import_mooncake_counted
+from sim.trace.stats import trace_stats
 
 
 def _mc(input_length: int, hash_ids: list[int], output_length: int = 50, timestamp: int = 0) -> dict:

@@ -13,7 +13,7 @@ from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 
 @pytest.fixture(scope="module")

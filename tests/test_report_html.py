@@ -16,7 +16,7 @@ from reports.report import write_report
 from sim.grid.axes import expand, parse_axes
 from sim.grid.sweep import run_grid
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 

@@ -12,7 +12,7 @@ from sim.cache.components import FULL, STATE
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
-from sim.replay import run_alone
+from sim.run.replay import run_alone
 from tests import sglang_budget_scenarios as hand
 from tests.cache_helpers import hybrid_model, manager, out, seq
 
@@ -101,10 +101,10 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
 @pytest.mark.parametrize("requeues, expected", [(False, "given up while running alone"),
                                                 (True, "retracted twice while running alone")])
 def test_a_lone_request_is_requeued_only_where_the_engine_does(monkeypatch, requeues, expected):
-    from sim.backend import FixedStepBackend
     from sim.cache.policies import make_policy
     from sim.models import get_model
-    from sim.simulate import SimConfig, run_timed
+    from sim.run.backend import FixedStepBackend
+    from sim.run.simulate import SimConfig, run_timed
     from tests.test_engine import req, trace_of
 
     monkeypatch.setattr(SGLangRules, "requeues_lone_request", requeues)

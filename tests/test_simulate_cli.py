@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cli
-from sim import experiments
+from sim.experiments import seeds as experiments
 from sim.trace import write_trace
-from sim.trace_gen import s1
+from sim.trace.generate import s1
 
 JSON_KEYS = {"requests", "prompt_tokens", "cached_tokens", "recomputed_tokens", "mean_reuse_fraction",
              "decode_region_hits", "followup_requests", "peak_swa_slots", "peak_mamba_states", "makespan_s"}

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cache.engines.swa_trigger import SwaTrigger
-from sim.simulate import SimConfig, simulate
-from sim.trace_gen import multiturn
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.generate import multiturn
 
 
 @settings(max_examples=2000, deadline=None)

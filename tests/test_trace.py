@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-import sim.trace as trace_module
+import sim.trace.jsonl as trace_module
 from sim.tokens import TokenSeq
 from sim.trace import Request, Segment, Trace, TraceError, load_trace, write_trace
 

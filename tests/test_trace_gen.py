@@ -8,8 +8,8 @@ import pytest
 
 from sim.tokens import TokenSeq
 from sim.trace import load_trace, write_trace
-from sim.trace_gen import GENERATORS, fanout, multiturn, s1, s2, s3
-from sim.trace_stats import ideal_cached_tokens
+from sim.trace.generate import GENERATORS, fanout, multiturn, s1, s2, s3
+from sim.trace.stats import ideal_cached_tokens
 
 
 def _bytes(trace, tmp_path, name="t.jsonl") -> bytes:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sim.trace import Segment, TraceError, load_trace, write_trace
-from sim.trace_import import import_azure, import_mooncake
-from sim.trace_stats import trace_stats
+from sim.trace.azure_import import import_azure, import_mooncake
+from sim.trace.stats import trace_stats
 
 
 def _mooncake_lines(path):

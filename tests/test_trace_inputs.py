@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cli import cli
 from sim.trace import TraceError, load_trace, write_trace
-from sim.trace_import import import_azure, import_mooncake
+from sim.trace.azure_import import import_azure, import_mooncake
 
 SPEC_LINES = [
     {"id": "a1", "arrival": 0.0, "prompt": [{"ref": "sys", "len": 20}, {"ref": "q1", "len": 4}], "output_len": 5},

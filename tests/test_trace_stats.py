@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from sim.tokens import TokenSeq
 from sim.trace import Request, Segment, Trace
-from sim.trace_stats import RunTrie, ideal_cached_tokens, trace_stats
+from sim.trace.stats import RunTrie, ideal_cached_tokens, trace_stats
 
 
 def _ref(ref: str, length: int) -> Segment:

@@ -15,7 +15,7 @@ from sim.cache.interface import CacheModel, make_manager
 from sim.cache.manager import CacheManager
 from sim.cache.policies import make_policy
 from sim.cache.sizing import PoolSizes
-from sim.scheduler import Scheduler
+from sim.run.scheduler import Scheduler
 from sim.tokens import TokenSeq
 
 
@@ -159,10 +159,10 @@ def test_replay_and_timed_make_no_cyclic_garbage():
 
     import simpy
 
-    from sim.backend import FixedStepBackend
-    from sim.engine import Engine
-    from sim.replay import replay_trace
-    from sim.simulate import SimConfig, _fits_check, build
+    from sim.run.backend import FixedStepBackend
+    from sim.run.engine import Engine
+    from sim.run.replay import replay_trace
+    from sim.run.simulate import SimConfig, _fits_check, build
     from sim.trace import Trace, load_trace
 
     trace = Trace(list(load_trace("traces/mooncake_conversation_500.jsonl"))[:60])

@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.simulate import SimConfig, simulate
-from sim.trace import load_trace
-from sim.trace_gen import s1, s3
-from sim.why import (
+from sim.run.simulate import SimConfig, simulate
+from sim.run.why import (
     FULL_EVICTED,
     MAMBA_EVICTED,
     MAMBA_STATE,
@@ -20,6 +18,8 @@ from sim.why import (
     parse_ranges,
     why_tokens,
 )
+from sim.trace import load_trace
+from sim.trace.generate import s1, s3
 
 S1_POOLS = {"pool_tokens": 4_000_000, "mamba_states": 4096}
 

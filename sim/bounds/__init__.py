@@ -1,6 +1,6 @@
 """Bounds every result is measured against: what no policy could beat on this trace with these pools.
 
-- ``ideal`` (``sim/upper_bound.py``): an infinite FULL-attention cache at page 1.
+- ``ideal`` (``sim/bounds/upper_bound.py``): an infinite FULL-attention cache at page 1.
 - ``belady`` (``belady.py``): the offline optimum for FULL attention under the same FULL budget, at the
   policy's page size: Belady's furthest-next-use eviction with bypass over the pages of a prefix trie.
 - ``hybrid`` (``state_bound.py``): for models with MAMBA or SWA, a clairvoyant admission and eviction of the

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from sim.cache.knobs import NONE, KnobSpec
 from sim.cache.policies import policy_names
 from sim.cache.policy import CLI_KNOBS
-from sim.config import POOL_KNOBS, SimConfig
 from sim.cost import GPUS
 from sim.models import MODELS
+from sim.run.config import POOL_KNOBS, SimConfig
 
 KNOB = "knob"  # a policy knob: goes into SimConfig.knobs
 CONFIG = "config"  # a SimConfig field (policy, model, gpu, pool options)

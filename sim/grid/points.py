@@ -2,7 +2,7 @@
 
 The key hashes the trace file's bytes, the calibration file's bytes (when one is used), the full
 ``SimConfig`` with its defaults, the configuration as it resolves (every knob with the preset's and the
-model's values, the pool sizes: ``sim/resolved.py``) and the code (package version and the hash of
+model's values, the pool sizes: ``sim/run/resolved.py``) and the code (package version and the hash of
 ``sim/``'s source: ``sim/code_version.py``). So a result is reused only for exactly the same inputs run by
 the same code; a changed trace, knob, preset default or source file gives a new key and the point runs
 again. ``config_key`` is the same hash without the code: ``grid --keep-old`` finds an older code's result
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.code_version import key_part
-from sim.resolved import resolved_config
-from sim.simulate import SimConfig
+from sim.run.resolved import resolved_config
+from sim.run.simulate import SimConfig
 
 KEY_LEN = 16  # hex digits of the sha256 kept in file names: 64 bits, no collision in any real sweep
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.calibration import load_calibration
+from sim.cost.calibration import load_calibration
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
@@ -15,7 +15,7 @@ from sim.grid.progress import sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore
 from sim.grid.worker import PointOutcome, PointTask
-from sim.simulate import PoolSizeError, SimConfig, build
+from sim.run.simulate import PoolSizeError, SimConfig, build
 from sim.trace import load_trace
 
 CONFIG_COLUMNS = ("policy", "model", "gpu", "mode", "calibration", "pool_tokens", "swa_pool_tokens",

@@ -14,8 +14,8 @@ from pathlib import Path
 from sim.code_version import code_identity
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.points import config_from_dict, config_key
-from sim.resolved import flat_resolved
-from sim.simulate import simulate
+from sim.run.resolved import flat_resolved
+from sim.run.simulate import simulate
 from sim.trace import Trace, load_trace
 
 _TRACES: dict[str, Trace] = {}  # per worker process: a trace is parsed once, however many points it runs

@@ -16,8 +16,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from cli import cli  # noqa: E402
 from executor.execute import execute  # noqa: E402
-from sim.simulate import SimConfig  # noqa: E402
-from sim.trace_gen import s1, s3  # noqa: E402
+from sim.run.simulate import SimConfig  # noqa: E402
+from sim.trace.generate import s1, s3  # noqa: E402
 
 S3_KNOBS = dict(page_size=1, track_interval=16, swa_eviction_interval=16)
 
@@ -73,7 +73,7 @@ def test_calibrate_writes_a_file_simulate_reads(tmp_path):
 
 
 def test_bit_exact_when_the_swa_pool_must_evict(device):
-    from sim.trace_gen import fanout
+    from sim.trace.generate import fanout
 
     trace = fanout(num_groups=2, prompts_per_group=4, system_len=120, question_len=24, output_len=40,
                    request_rate=20.0, seed=0)
@@ -130,7 +130,7 @@ def test_cuda_without_cuda_says_so(tmp_path):
 
 @pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
 def test_marconi_hits_are_bit_exact(policy, device):
-    from sim.trace_gen import multiturn
+    from sim.trace.generate import multiturn
 
     trace = multiturn(num_sessions=2, num_turns=3, system_len=100, user_len=12, output_len=10, request_rate=50.0)
     result = run(trace, policy, dict(chunked_prefill_size=64), device=device)
@@ -142,7 +142,7 @@ def test_marconi_under_one_byte_budget_evicts_and_stays_bit_exact(tmp_path):
     from sim.cache.byte_budget import unit_bytes
     from sim.models import get_model
     from sim.trace import write_trace
-    from sim.trace_gen import multiturn
+    from sim.trace.generate import multiturn
 
     kv, _, state = unit_bytes(get_model("tiny"), 1)
     path = tmp_path / "mt.jsonl"

@@ -15,9 +15,9 @@ pytest.importorskip("triton")
 from cache_probe import CacheProbe, Hit  # noqa: E402
 
 from executor.execute import execute  # noqa: E402
-from sim.simulate import SimConfig  # noqa: E402
+from sim.run.simulate import SimConfig  # noqa: E402
 from sim.trace import Request, Segment, Trace  # noqa: E402
-from sim.trace_gen import s1, s3  # noqa: E402
+from sim.trace.generate import s1, s3  # noqa: E402
 
 SGLANG_KNOBS = dict(page_size=16, track_interval=32, swa_eviction_interval=16)
 FREETOKEN_KNOBS = dict(page_size=1, track_interval=16, swa_eviction_interval=1)

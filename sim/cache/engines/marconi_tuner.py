@@ -41,7 +41,7 @@ class AlphaTuner:
     def replay(self, manager, alpha: float) -> float:
         """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed."""
         from sim.cache.manager import CacheManager
-        from sim.replay import ReplayRefused, run_alone
+        from sim.run.replay import ReplayRefused, run_alone
 
         sizes = manager.rules.sizes
         fresh = CacheManager(manager.model, replace(self.policy, marconi_alpha=alpha), sizes)

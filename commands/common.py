@@ -1,0 +1,16 @@
+"""What several commands share: the help texts of the common options and the policy knobs' options."""
+from __future__ import annotations
+
+from commands.options import spec_options
+from sim.cache.policy import CLI_KNOBS
+
+POLICY_HELP = "the cache policy preset (`cli.py policies` lists them and what each models)"
+MODEL_HELP = "the model preset: layer kinds, window, state sizes (sim/models/presets.py)"
+GPU_HELP = "the GPU preset of the cost model (sim/cost/gpus.py)"
+MODE_HELP = "timed: the SimPy engine with batching and time; replay: requests one after another, no time"
+CALIBRATION_HELP = "fitted cost coefficients (`cli.py calibrate`) instead of the GPU preset's roofline"
+
+
+def knob_options(fn):
+    """The policy knobs every simulation command takes (not given: the preset's value)."""
+    return spec_options(CLI_KNOBS, preset_default=True)(fn)

@@ -1,0 +1,55 @@
+"""Backends: what the engine calls to run one scheduled batch and learn how long it took.
+
+The default backend only predicts (the cost model); the executor's backend runs the batch for real
+and measures it. Both see the same ``Batch``, so predicted and measured runs make identical cache
+decisions step by step.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from sim.cache.manager import CacheManager
+from sim.cost import CostModel, StepShape
+from sim.run.scheduler import Batch
+
+
+class Backend(Protocol):
+    def run(self, batch: Batch, manager: CacheManager) -> float:
+        """Run (or predict) the batch; returns the step's duration in seconds."""
+
+
+def batch_shape(batch: Batch) -> StepShape:
+    prefill = tuple((item.plan.start, item.plan.end - item.plan.start) for item in batch.items if item.is_prefill)
+    decode = tuple(item.plan.start for item in batch.items if not item.is_prefill)
+    return StepShape.trusted(prefill, decode)
+
+
+class PredictBackend:
+    def __init__(self, cost: CostModel):
+        self.cost = cost
+
+    def run(self, batch: Batch, manager: CacheManager) -> float:
+        return self.step_time(batch_shape(batch))
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.cost.step_time(shape)
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        return self.cost.decode_times(contexts)
+
+
+class FixedStepBackend:
+    """Every step takes the same time: exact, hand-checkable simulated times in tests and examples."""
+
+    def __init__(self, step_s: float, per_token_s: float = 0.0):
+        self.step_s, self.per_token_s = step_s, per_token_s
+
+    def run(self, batch: Batch, manager: CacheManager) -> float:
+        return self.step_time(batch_shape(batch))
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.step_s + self.per_token_s * shape.num_tokens
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        while True:
+            yield self.step_time(StepShape.trusted((), contexts))

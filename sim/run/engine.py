@@ -1,0 +1,194 @@
+"""The SimPy engine: arrivals, closed-loop sessions, and one engine loop that advances time.
+
+The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)``
+-> postprocess. Monitoring is appending rows (``EngineLog``).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import simpy
+
+from sim.run.backend import Backend, batch_shape
+from sim.run.metrics import pool_values
+from sim.run.scheduler import Scheduler
+from sim.run.step_log import StepLog
+from sim.trace import Trace
+
+
+@dataclass
+class EngineLog:
+    arrived_at: dict[str, float] = field(default_factory=dict)
+    first_token_at: dict[str, float] = field(default_factory=dict)
+    finished_at: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)  # request id -> why it can never run
+    steps: StepLog = field(default_factory=StepLog)
+
+
+class Engine:
+    def __init__(self, env: simpy.Environment, trace: Trace, scheduler: Scheduler, backend: Backend,
+                 fits=None, on_step=None, fast_path: bool | None = None):
+        self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
+        self.manager = scheduler.manager
+        self.log = EngineLog()
+        self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
+        self.on_step = on_step or (lambda: None)
+        # a backend that only predicts lets runs of plain decode steps skip the scheduler
+        self.fast_path = hasattr(backend, "decode_times") if fast_path is None else fast_path
+        self.iteration = 0
+        self._wake: simpy.Event | None = None
+        self._followers = trace.followers()
+
+    def start(self) -> None:
+        self.env.process(self._arrivals())
+        self.env.process(self._loop())
+
+    # ---- processes ----------------------------------------------------------------------------------
+    def _arrivals(self):
+        # requests arriving together are submitted together, before the engine forms its next batch
+        for arrival, group in itertools.groupby(self.trace.open_loop(), key=lambda r: r.arrival):
+            yield self.env.timeout(max(0.0, arrival - self.env.now))
+            for request in group:
+                self._submit(request.id)
+
+    def _follow(self, request_id: str):
+        yield self.env.timeout(self.trace.request(request_id).think_time)
+        self._submit(request_id)
+
+    def _loop(self):
+        while True:
+            if not self.scheduler.has_work():
+                self._wake = self.env.event()
+                yield self._wake
+            batch = self.scheduler.schedule(self.iteration)
+            self._drop_given_up()
+            if not batch:
+                self._unblock()
+                continue
+            started_at = self.env.now
+            duration = self.backend.run(batch, self.manager)
+            yield self.env.timeout(duration)
+            outcome = self.scheduler.postprocess(batch)
+            self.scheduler.unpark()
+            self._record_step(batch, started_at, duration)
+            for request_id in outcome.first_tokens:
+                self.log.first_token_at.setdefault(request_id, self.env.now)
+            for request_id in outcome.finished:
+                self._finish(request_id)
+            self.iteration += 1
+            self.on_step()
+            if self.fast_path:
+                yield from self._plain_run()
+
+    def _plain_run(self):
+        """Decode-only steps that change nothing but lengths, ending before the next arrival or
+        follow-up, taken in one event (rarely a few): the same steps, times and rows as the full loop."""
+        runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
+        if not num_steps:
+            return
+        requests = self.manager.requests
+        durations = self.backend.decode_times(tuple(requests[r.request_id].kv_len for r in runs))
+        starts, taken = self._steps_before_next_event(durations, num_steps)
+        if not taken:
+            return
+        for delay in _event_delays(self.env.now, taken):
+            yield self.env.timeout(delay)
+        self.log.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
+        self.iteration += len(taken)
+        for _ in taken:
+            self.on_step()
+        self.scheduler.advance_plain(runs, len(taken))
+
+    def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
+        """Start times and durations of the steps that end before the next scheduled event, as one step
+        after another would advance the clock (each start is the previous start plus its duration)."""
+        now, horizon = self.env.now, self.env.peek()
+        starts: list[float] = []
+        taken: list[float] = []
+        for duration in durations:
+            if len(taken) == num_steps or not now + duration < horizon:
+                break
+            starts.append(now)
+            taken.append(duration)
+            now = now + duration
+        return starts, taken
+
+    # ---- events -------------------------------------------------------------------------------------
+    def _submit(self, request_id: str) -> None:
+        self.log.arrived_at[request_id] = self.env.now
+        why = self.fits(request_id)
+        if why is not None:
+            self._reject(request_id, why)
+            return
+        tokens = self.trace.request_seq(request_id)
+        request = self.trace.request(request_id)
+        self.scheduler.add(request_id, tokens, self.trace.prompt_len(request_id), request.output_len)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _finish(self, request_id: str) -> None:
+        self.log.finished_at[request_id] = self.env.now
+        for follower in self._followers.get(request_id, []):
+            self.env.process(self._follow(follower))
+
+    def _reject(self, request_id: str, why: str) -> None:
+        self.log.rejected[request_id] = why
+        self._finish(request_id)  # its session goes on: the follow-up is judged on its own
+
+    def _drop_given_up(self) -> bool:
+        """Reject the requests the scheduler gave up on; True if there were any."""
+        dropped = bool(self.scheduler.given_up)
+        while self.scheduler.given_up:
+            self._reject(*self.scheduler.given_up.pop(0))
+        return dropped
+
+    def _unblock(self) -> None:
+        """Nothing could be scheduled: park the newest running request (one fewer each time, so a request
+        left alone that still cannot go on is given up on by the scheduler); with nothing running, let the
+        parked ones try again, or give up on the waiting head, which an empty engine cannot hold."""
+        if self.scheduler.park_newest():
+            self._drop_given_up()
+        elif self.scheduler.parked:
+            self.scheduler.unpark()
+        elif self.scheduler.waiting:
+            request_id = self.scheduler.waiting.popleft()[0]
+            why = self.scheduler.last_refusal.get(request_id, "")
+            self._reject(request_id, "the pools cannot hold it even with the cache emptied"
+                                     + (f" ({why})" if why else ""))
+
+    def _record_step(self, batch, started_at: float, duration: float) -> None:
+        shape = batch_shape(batch)
+        pools = pool_values(self.manager.usage())
+        self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
+                               shape.num_decode_tokens), pools)
+
+
+def _event_delays(now: float, durations: list[float]) -> list[float]:
+    """Timeouts that take the clock from ``now`` through steps of ``durations`` and end exactly where step
+    after step would (each end is the previous end plus a duration, in floating point): one jump to the
+    latest step end a single delay can land on exactly, then the remaining steps one by one. Usually
+    that is one jump; ``end - now`` can miss by an ulp, and rounding can make an end unreachable."""
+    ends, end = [], now
+    for duration in durations:
+        end = end + duration
+        ends.append(end)
+    for index in range(len(ends) - 1, 0, -1):
+        delay = _delay_landing_on(now, ends[index])
+        if delay is not None:
+            return [delay] + durations[index + 1:]
+    return list(durations)  # the first end is now + durations[0] by definition
+
+
+def _delay_landing_on(now: float, end: float) -> float | None:
+    """A delay with ``now + delay == end`` exactly, or None where rounding skips ``end``."""
+    delay = end - now
+    for _ in range(4):
+        if now + delay < end:
+            delay = math.nextafter(delay, math.inf)
+        elif now + delay > end:
+            delay = math.nextafter(delay, -math.inf)
+        else:
+            return delay
+    return delay if now + delay == end else None

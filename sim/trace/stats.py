@@ -1,0 +1,167 @@
+"""What a trace holds: sizes, sharing structure, and the reuse an ideal cache would get.
+
+The ideal reuse is an upper bound for every policy: an infinite cache, FULL attention only, page 1.
+Each request (in file order) reuses the longest prefix of its prompt, capped at ``prompt_len - 1`` (the
+last prompt token is always recomputed), that some earlier request's prompt + output starts with.
+A radix tree over token runs makes that O(runs) per request instead of O(tokens).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from sim.tokens import Run, TokenSeq
+from sim.trace.records import Request, Trace
+
+
+class _Node:
+    __slots__ = ("edge", "edge_len", "children")
+
+    def __init__(self, edge: tuple[Run, ...]):
+        self.edge = edge  # the runs on the way from the parent to this node
+        self.edge_len = sum(run[2] for run in edge)
+        self.children: dict[tuple[str, int], _Node] = {}  # keyed by the first token (source, offset)
+
+
+def _match_edge(edge: tuple[Run, ...], runs: tuple[Run, ...], i: int, offset: int) -> tuple[int, int, int]:
+    """How many tokens of `edge` equal runs from position (run i, offset); returns (count, i, offset) after."""
+    matched = edge_i = edge_offset = 0
+    while edge_i < len(edge) and i < len(runs):
+        e_source, e_start, e_len = edge[edge_i]
+        source, start, length = runs[i]
+        if e_source != source or e_start + edge_offset != start + offset:
+            break
+        step = min(e_len - edge_offset, length - offset)
+        matched, edge_offset, offset = matched + step, edge_offset + step, offset + step
+        if edge_offset == e_len:
+            edge_i, edge_offset = edge_i + 1, 0
+        if offset == length:
+            i, offset = i + 1, 0
+    return matched, i, offset
+
+
+class RunTrie:
+    """Every sequence inserted, prefix-closed: ``insert`` returns how much of it was already there."""
+
+    def __init__(self) -> None:
+        self.root = _Node(())
+
+    def insert(self, seq: TokenSeq) -> int:
+        runs, node, matched, i, offset = seq.runs, self.root, 0, 0, 0
+        while i < len(runs):
+            key = (runs[i][0], runs[i][1] + offset)
+            child = node.children.get(key)
+            if child is None:
+                node.children[key] = _Node(seq.slice(matched).runs)
+                return matched
+            step, i, offset = _match_edge(child.edge, runs, i, offset)
+            matched += step
+            if step < child.edge_len:
+                if i < len(runs):  # diverges inside the edge: branch there
+                    upper = node.children[key] = _split(child, step)
+                    rest = seq.slice(matched).runs
+                    upper.children[(rest[0][0], rest[0][1])] = _Node(rest)
+                return matched
+            node = child
+        return matched
+
+
+def _split(node: _Node, at: int) -> _Node:
+    """Cut node's edge after `at` tokens; the returned upper node takes node's place."""
+    edge = TokenSeq(node.edge)
+    upper, lower = _Node(edge.slice(0, at).runs), edge.slice(at).runs
+    node.edge, node.edge_len = lower, node.edge_len - at
+    upper.children[(lower[0][0], lower[0][1])] = node
+    return upper
+
+
+def ideal_cached_tokens(trace: Trace) -> list[int]:
+    """Per request, in file order: the tokens an infinite FULL-attention page-1 cache would reuse."""
+    trie, cached = RunTrie(), []
+    for request in trace:
+        prompt_len = trace.prompt_len(request.id)
+        # the prompt is a prefix of prompt + output, so one walk both matches and inserts
+        known = trie.insert(trace.request_seq(request.id))
+        cached.append(min(known, prompt_len - 1))
+    return cached
+
+
+def _fanout_groups(trace: Trace) -> list[int]:
+    """Sizes of the groups of >= 2 requests whose prompts start with the same segment."""
+    def first_key(request: Request) -> tuple:
+        first = request.prompt[0]
+        return ("ref", first.ref) if first.ref is not None else ("output_of", first.output_of, first.skip)
+    sizes = Counter(first_key(r) for r in trace)
+    return [size for size in sizes.values() if size >= 2]
+
+
+def _chain_parent(request: Request) -> str | None:
+    if request.after is not None:
+        return request.after
+    outputs = [s.output_of for s in request.prompt if s.output_of is not None]
+    return outputs[-1] if outputs else None
+
+
+def followup_parents(trace: Trace) -> dict[str, str]:
+    """Follow-up request id -> the request whose prompt it extends, as ``sim.run.metrics.previous_prompt_len``
+    says: the last request whose output it quotes, else the one it is sent ``after``."""
+    out = {}
+    for request in trace:
+        quoted = [s.output_of for s in request.prompt if s.output_of is not None]
+        parent = quoted[-1] if quoted else request.after
+        if parent is not None:
+            out[request.id] = parent
+    return out
+
+
+def ideal_decode_region_hits(trace: Trace, cached: list[int]) -> int:
+    """Follow-ups an ideal cache (``cached``, per request in file order) serves past the previous prompt + 1:
+    the upper bound of the decode-region hits any policy can reach on this trace."""
+    parents = followup_parents(trace)
+    return sum(1 for request, tokens in zip(trace, cached, strict=True)
+               if request.id in parents and tokens > trace.prompt_len(parents[request.id]) + 1)
+
+
+def structure(trace: Trace) -> dict:
+    """Requests, follow-ups, multi-turn chains and fan-out groups: cheap, no ideal-reuse pass."""
+    chains = _multiturn_chains(trace)
+    return {"requests": len(trace), "followup_requests": len(followup_parents(trace)),
+            "multiturn_chains": len(chains), "multiturn_requests": sum(chains),
+            "fanout_groups": len(_fanout_groups(trace))}
+
+
+def _multiturn_chains(trace: Trace) -> list[int]:
+    """Sizes of the chains of >= 2 requests linked by `after` or by containing an earlier output."""
+    root_of: dict[str, str] = {}
+    for request in trace:
+        parent = _chain_parent(request)
+        root_of[request.id] = request.id if parent is None else root_of[parent]
+    return [size for size in Counter(root_of.values()).values() if size >= 2]
+
+
+def trace_stats(trace: Trace) -> dict:
+    """Sizes, sharing structure and ideal reuse; JSON-ready, keys in a fixed order."""
+    prompt_tokens = sum(trace.prompt_len(r.id) for r in trace)
+    arrivals = [r.arrival for r in trace if r.arrival is not None]
+    groups, chains = _fanout_groups(trace), _multiturn_chains(trace)
+    per_request = ideal_cached_tokens(trace)
+    cached = sum(per_request)
+    return {
+        "requests": len(trace),
+        "open_loop_requests": sum(1 for r in trace if r.after is None),
+        "closed_loop_requests": sum(1 for r in trace if r.after is not None),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": sum(r.output_len for r in trace),
+        "arrival_span_s": max(arrivals) - min(arrivals) if arrivals else 0.0,
+        "fanout_groups": len(groups),
+        "fanout_requests": sum(groups),
+        "fanout_largest_group": max(groups, default=0),
+        "followup_requests": len(followup_parents(trace)),
+        "multiturn_chains": len(chains),
+        "multiturn_requests": sum(chains),
+        "multiturn_chain_len_mean": sum(chains) / len(chains) if chains else 0.0,
+        "multiturn_chain_len_max": max(chains, default=0),
+        "multiturn_chain_len_counts": {str(n): c for n, c in sorted(Counter(chains).items())},
+        "ideal_cached_tokens": cached,
+        "ideal_cached_fraction": cached / prompt_tokens if prompt_tokens else 0.0,
+        "ideal_decode_region_hits": ideal_decode_region_hits(trace, per_request),
+    }

@@ -10,8 +10,7 @@ import simpy
 from sim.backend import Backend, PredictBackend
 from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import run_bounds, served_ids
-from sim.cache.byte_budget import budget_sizes_for
-from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.interface import CacheModel, budget_sizes_for, make_manager, settle_for_gpu, shared_pool_sizes
 from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager

@@ -71,13 +71,3 @@ def byte_budget_sizes(model: ModelSpec, page_size: int, budget_bytes: int) -> Po
                          f"({units[0]} bytes) of model {model.name!r}")
     return PoolSizes(full, swa, state, budget_bytes=budget_bytes, unit_bytes=units)
 
-
-def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
-    """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
-    from sim.cache.engines import ENGINES
-
-    if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
-        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
-        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
-                         f"runs {policy.engine}'s pools")
-    return byte_budget_sizes(model, policy.page_size, budget_bytes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from sim.cache.byte_budget import byte_budget_sizes
 from sim.cache.engines import ENGINES
 from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
@@ -79,6 +80,15 @@ def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_
     """The pool of an engine with one shared block pool, or None for engines with a pool per component."""
     sizes = getattr(ENGINES[policy.engine], "pool_sizes", None)
     return None if sizes is None else sizes(model, policy, memory_bytes, pool_tokens)
+
+
+def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
+    """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
+    if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
+        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
+        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
+                         f"runs {policy.engine}'s pools")
+    return byte_budget_sizes(model, policy.page_size, budget_bytes)
 
 
 def eviction_counts(manager: CacheModel) -> dict[str, int]:

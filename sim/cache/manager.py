@@ -26,7 +26,7 @@ from sim.tokens import TokenSeq
 
 class CacheManager(PlainDecodes):
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
-        self.policy, self.model = policy, model
+        self.policy, self.model, self.sizes = policy, model, sizes
         self.resolved = resolve(policy, model)
         self.rules = rules_for(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
@@ -37,6 +37,10 @@ class CacheManager(PlainDecodes):
                               self.rules.eviction())
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
+
+    def empty_like(self, policy: Policy) -> CacheManager:
+        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
+        return type(self)(self.model, policy, self.sizes)
 
     # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:

@@ -10,7 +10,7 @@ three-component model, which FreeToken itself cannot run: an extrapolation, docu
 from __future__ import annotations
 
 from sim.cache.components import STATE
-from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
 from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.insert import attach_checkpoint
@@ -18,7 +18,7 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 
 
-class GdnRules(FreeTokenRules):
+class GdnRules(FreeTokenCommon):
     admission_states = 3  # the live slot and the ping-pong pair (_try_allocate_one)
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:

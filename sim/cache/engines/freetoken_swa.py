@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
 from sim.cache.components import SWA
-from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -19,7 +19,7 @@ from sim.cache.tree import RadixTree
 RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
 
 
-class SwaRules(FreeTokenRules):
+class SwaRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_path(node)
 

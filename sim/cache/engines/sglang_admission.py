@@ -8,9 +8,9 @@ alone do not already settle the answer.
 """
 from __future__ import annotations
 
+import sim.cache.engines.sglang_budget as budget
 from sim.cache.align import floor_to
 from sim.cache.components import FULL, SWA
-from sim.cache.engines import sglang_budget as budget
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 

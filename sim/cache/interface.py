@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from sim.cache.byte_budget import byte_budget_sizes
+from sim.cache.components import Component
 from sim.cache.engines import ENGINES
 from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
@@ -51,7 +52,7 @@ class CacheModel(Protocol):
     def take_plain_decodes(self, req, num_steps: int) -> None: ...
     def finish(self, request_id: str) -> FinishResult: ...
     def abort(self, request_id: str) -> None: ...
-    def usage(self) -> dict[str, PoolUsage]: ...
+    def usage(self) -> dict[Component, PoolUsage]: ...
     def check_integrity(self) -> None: ...
 
 
@@ -91,8 +92,8 @@ def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
     return byte_budget_sizes(model, policy.page_size, budget_bytes)
 
 
-def eviction_counts(manager: CacheModel) -> dict[str, int]:
-    """Evictions per component ("full", "swa", "state"): the radix tree's, or the block pool's."""
+def eviction_counts(manager: CacheModel) -> dict[Component, int]:
+    """Evictions per component: the radix tree's, or the block pool's."""
     if manager.topology.name == "shared-blocks":
         return manager.num_evictions()
     return dict(manager.tree.num_evictions)

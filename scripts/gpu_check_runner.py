@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from sim.atomic import atomic_write  # noqa: E402  (the repo, not an installed package, on the GPU machine)
+
 TOTAL_BUDGET_S = 480  # the ceiling: one try, inside a 600 s device call that also starts the machine
 
 
@@ -79,9 +82,8 @@ def plan_text(stages: list[Stage], scale: float = 1.0) -> str:
 
 
 def _write_json(path: Path, summary: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, allow_nan=True) + "\n")
-    tmp.replace(path)  # never a half-written file, even if the call is cut off here
+    # the project's one atomic writer: never a half-written file, even if the call is cut off here
+    atomic_write(path, json.dumps(summary, indent=1, allow_nan=True) + "\n")
 
 
 def run_stages(stages: list[Stage], ctx: Context, summary: dict, scale: float = 1.0) -> dict:

@@ -6,7 +6,7 @@ victims: the engine's rules evict (``sim/cache/engines/marconi_evict.py``) until
 """
 from __future__ import annotations
 
-from sim.cache.components import FULL, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.pools import Pool, PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -23,19 +23,19 @@ class ByteBudget:
             raise ValueError("a byte-budget topology needs PoolSizes.budget_bytes")
         on_free = on_free or {}
         self.budget = sizes.budget_bytes
-        self.unit = {FULL: sizes.unit_bytes[0], SWA: sizes.unit_bytes[1] if has_swa else 0,
-                     STATE: sizes.unit_bytes[2] if has_mamba else 0}
+        self.unit = {Component.FULL: sizes.unit_bytes[0], Component.SWA: sizes.unit_bytes[1] if has_swa else 0,
+                     Component.MAMBA: sizes.unit_bytes[2] if has_mamba else 0}
         self.pools = {
-            FULL: Pool("FULL", sizes.full_pages, on_free.get(FULL)),
-            SWA: Pool("SWA", sizes.swa_pages if has_swa else 0, on_free.get(SWA)),
-            STATE: Pool("MAMBA", sizes.states if has_mamba else 0, on_free.get(STATE)),
+            Component.FULL: Pool(Component.FULL.pool_name, sizes.full_pages, on_free.get(Component.FULL)),
+            Component.SWA: Pool(Component.SWA.pool_name, sizes.swa_pages if has_swa else 0, on_free.get(Component.SWA)),
+            Component.MAMBA: Pool(Component.MAMBA.pool_name, sizes.states if has_mamba else 0, on_free.get(Component.MAMBA)),
         }
 
     def used_bytes(self) -> int:
         return sum(pool.num_used * self.unit[comp] for comp, pool in self.pools.items())
 
     def bytes_of(self, full_pages: int, swa_pages: int, states: int) -> int:
-        return full_pages * self.unit[FULL] + swa_pages * self.unit[SWA] + states * self.unit[STATE]
+        return full_pages * self.unit[Component.FULL] + swa_pages * self.unit[Component.SWA] + states * self.unit[Component.MAMBA]
 
     def shortfall(self, full_pages: int, swa_pages: int, states: int) -> int:
         """Bytes to free before ``full_pages`` + ``swa_pages`` + ``states`` fit in the budget."""
@@ -48,8 +48,8 @@ class ByteBudget:
     def refusal(self, full_pages: int, swa_pages: int, states: int) -> Refusal:
         return Refusal("BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes())
 
-    def usage(self, tree) -> dict[str, PoolUsage]:
-        tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, STATE: tree.num_states}
+    def usage(self, tree) -> dict[Component, PoolUsage]:
+        tree_held = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
         return {comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
                 for comp, pool in self.pools.items()}
 
@@ -71,13 +71,3 @@ def byte_budget_sizes(model: ModelSpec, page_size: int, budget_bytes: int) -> Po
                          f"({units[0]} bytes) of model {model.name!r}")
     return PoolSizes(full, swa, state, budget_bytes=budget_bytes, unit_bytes=units)
 
-
-def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
-    """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
-    from sim.cache.engines import ENGINES
-
-    if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
-        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
-        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
-                         f"runs {policy.engine}'s pools")
-    return byte_budget_sizes(model, policy.page_size, budget_bytes)

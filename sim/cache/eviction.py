@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from sim.cache.components import FULL, STAMP_OF, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.node import Node
 
 
@@ -22,11 +22,11 @@ class LRUEviction:
     _CHECK_EVERY = 8192  # pushes between looks at the heaps' sizes
 
     def __init__(self) -> None:
-        self.heaps: dict[str, list] = {FULL: [], SWA: [], STATE: []}
-        self._limit = {FULL: 4096, SWA: 4096, STATE: 4096}
+        self.heaps: dict[Component, list] = {comp: [] for comp in Component}
+        self._limit = dict.fromkeys(Component, 4096)
         self._until_check = self._CHECK_EVERY
 
-    def push(self, comp: str, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: int) -> None:
         heapq.heappush(self.heaps[comp], (stamp, node.id, node))
         self._counted(1)
 
@@ -34,20 +34,20 @@ class LRUEviction:
         """The node may be a candidate again, for each component it holds (FULL: only as a leaf)."""
         heaps, pushed = self.heaps, 0
         if not node.children:
-            heapq.heappush(heaps[FULL], (node.full_stamp, node.id, node))
+            heapq.heappush(heaps[Component.FULL], (node.full_stamp, node.id, node))
             pushed += 1
         if node.swa_pages is not None:
-            heapq.heappush(heaps[SWA], (node.swa_stamp, node.id, node))
+            heapq.heappush(heaps[Component.SWA], (node.swa_stamp, node.id, node))
             pushed += 1
         if node.state is not None:
-            heapq.heappush(heaps[STATE], (node.state_stamp, node.id, node))
+            heapq.heappush(heaps[Component.MAMBA], (node.state_stamp, node.id, node))
             pushed += 1
         self._counted(pushed)
 
-    def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+    def pop(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
         """The least recently used eligible node, or None. Ineligible entries are dropped: whatever makes a
         node eligible again (unlock, losing its last child, a touch) pushes it anew."""
-        heap, stamp_of = self.heaps[comp], STAMP_OF[comp]
+        heap, stamp_of = self.heaps[comp], comp.stamp
         while heap:
             stamp, _, node = heapq.heappop(heap)
             if node.alive and stamp == getattr(node, stamp_of) and eligible(node):
@@ -62,8 +62,8 @@ class LRUEviction:
                 if len(heap) > self._limit[comp]:
                     self._compact(comp)
 
-    def _compact(self, comp: str) -> None:
-        stamp_of = STAMP_OF[comp]
+    def _compact(self, comp: Component) -> None:
+        stamp_of = comp.stamp
         live = {}
         for entry in self.heaps[comp]:
             node = entry[2]
@@ -75,10 +75,10 @@ class LRUEviction:
         self._limit[comp] = max(4096, 4 * len(heap))
 
 
-def _holds(node: Node, comp: str) -> bool:
-    if comp == FULL:
+def _holds(node: Node, comp: Component) -> bool:
+    if comp == Component.FULL:
         return not node.children
-    return (node.swa_pages if comp == SWA else node.state) is not None
+    return (node.swa_pages if comp == Component.SWA else node.state) is not None
 
 
 class NoEviction:
@@ -86,13 +86,13 @@ class NoEviction:
 
     name = "scan"
 
-    def push(self, comp: str, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: int) -> None:
         pass
 
     def release(self, node: Node) -> None:
         pass
 
-    def pop(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+    def pop(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
         raise RuntimeError("these rules evict by scanning the tree, not from a queue")
 
 

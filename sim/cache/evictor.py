@@ -6,9 +6,10 @@ cannot be resumed. MAMBA drops states (again deleting unlocked leaves whole). Lo
 """
 from __future__ import annotations
 
+from sim.cache.components import Component
 from sim.cache.node import Node
 from sim.cache.pools import Pool
-from sim.cache.tree import FULL, STATE, SWA, RadixTree
+from sim.cache.tree import RadixTree
 
 
 def _full_ok(node: Node) -> bool:
@@ -23,10 +24,10 @@ def _state_ok(node: Node) -> bool:
     return node.state is not None and node.state_lock == 0
 
 
-_ELIGIBLE = {FULL: _full_ok, SWA: _swa_ok, STATE: _state_ok}
+_ELIGIBLE = {Component.FULL: _full_ok, Component.SWA: _swa_ok, Component.MAMBA: _state_ok}
 
 
-def evict_one(tree: RadixTree, comp: str) -> bool:
+def evict_one(tree: RadixTree, comp: Component) -> bool:
     """Evict one node's worth of ``comp``; False when nothing is evictable."""
     node = tree.pop_lru(comp, _ELIGIBLE[comp])
     if node is None:
@@ -34,16 +35,16 @@ def evict_one(tree: RadixTree, comp: str) -> bool:
     tree.num_evictions[comp] += 1
     if _full_ok(node):
         tree.delete_leaf(node)
-    elif comp == SWA:
+    elif comp == Component.SWA:
         tree.tombstone(node)
         if node.state_lock == 0:
             tree.drop_state(node)
-    elif comp == STATE:
+    elif comp == Component.MAMBA:
         tree.drop_state(node)
     return True
 
 
-def ensure_free(tree: RadixTree, pool: Pool, comp: str, needed: int) -> bool:
+def ensure_free(tree: RadixTree, pool: Pool, comp: Component, needed: int) -> bool:
     """Evict until ``pool`` has ``needed`` free ids; False if the tree cannot give that much."""
     while pool.num_free < needed:
         if not evict_one(tree, comp):

@@ -7,9 +7,10 @@ tombstone the request recomputed inside its window is revived with the request's
 from __future__ import annotations
 
 from sim.cache.align import ceil_to
+from sim.cache.components import Component
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
-from sim.cache.tree import STATE, RadixTree
+from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
@@ -85,7 +86,7 @@ def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, 
     if not keep_duplicate:
         req.checkpoint = None
         tree.state_pool.free([state_id])
-    tree.touch(node, STATE)
+    tree.touch(node, Component.MAMBA)
     return False
 
 

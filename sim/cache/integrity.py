@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sim.cache.tree import FULL, STATE, SWA
+from sim.cache.components import Component
 
 
 class IntegrityError(AssertionError):
@@ -11,14 +11,14 @@ class IntegrityError(AssertionError):
 
 
 def check_integrity(manager) -> None:
-    owned = {FULL: [], SWA: [], STATE: []}
+    owned = {Component.FULL: [], Component.SWA: [], Component.MAMBA: []}
     full_locks: Counter = Counter()
     _collect_tree(manager, owned)
     for req in manager.requests.values():
-        owned[FULL] += req.own_full
-        owned[SWA] += [page for page in req.own_swa if page is not None]
-        owned[STATE] += [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
-        owned[STATE] += [s for _, s in req.planned] + req.spare_states
+        owned[Component.FULL] += req.own_full
+        owned[Component.SWA] += [page for page in req.own_swa if page is not None]
+        owned[Component.MAMBA] += [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
+        owned[Component.MAMBA] += [s for _, s in req.planned] + req.spare_states
         _check_request(manager, req)
         node = req.last_node
         while node is not manager.tree.root:
@@ -40,16 +40,16 @@ def _collect_tree(manager, owned: dict) -> None:
         _expect(len(node.key) == len(node.full_pages) * page and len(node.key) > 0, f"{node}: key/page mismatch")
         _expect(node.edge == node.key.first_page(page), f"{node}: edge is not its first page")
         _expect(node.parent.children.get(node.edge) is node, f"{node}: not indexed by its parent")
-        owned[FULL] += node.full_pages
-        counts[FULL] += len(node.full_pages)
+        owned[Component.FULL] += node.full_pages
+        counts[Component.FULL] += len(node.full_pages)
         if node.swa_pages is not None:
             _expect(len(node.swa_pages) == len(node.full_pages), f"{node}: SWA/FULL length mismatch")
-            owned[SWA] += node.swa_pages
-            counts[SWA] += len(node.swa_pages)
+            owned[Component.SWA] += node.swa_pages
+            counts[Component.SWA] += len(node.swa_pages)
         if node.state is not None:
-            owned[STATE].append(node.state)
-            counts[STATE] += 1
-    tree_counts = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, STATE: tree.num_states}
+            owned[Component.MAMBA].append(node.state)
+            counts[Component.MAMBA] += 1
+    tree_counts = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
     for comp, count in counts.items():
         _expect(count == tree_counts[comp], f"tree {comp} count {tree_counts[comp]} != {count} held")
 
@@ -69,7 +69,7 @@ def _check_request(manager, req) -> None:
     _expect(state_node is None or state_node.state_lock > 0, f"{req.request_id}: its state lock was lost")
 
 
-def _check_pool(comp: str, pool, ids: list[int]) -> None:
+def _check_pool(comp: Component, pool, ids: list[int]) -> None:
     dup = [i for i, n in Counter(ids).items() if n > 1]
     _expect(not dup, f"{pool.name}: ids owned twice: {dup[:10]}")
     free = pool.returned_ids()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from sim.cache.byte_budget import byte_budget_sizes
+from sim.cache.components import Component
 from sim.cache.engines import ENGINES
 from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
@@ -50,7 +52,7 @@ class CacheModel(Protocol):
     def take_plain_decodes(self, req, num_steps: int) -> None: ...
     def finish(self, request_id: str) -> FinishResult: ...
     def abort(self, request_id: str) -> None: ...
-    def usage(self) -> dict[str, PoolUsage]: ...
+    def usage(self) -> dict[Component, PoolUsage]: ...
     def check_integrity(self) -> None: ...
 
 
@@ -81,8 +83,17 @@ def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_
     return None if sizes is None else sizes(model, policy, memory_bytes, pool_tokens)
 
 
-def eviction_counts(manager: CacheModel) -> dict[str, int]:
-    """Evictions per component ("full", "swa", "state"): the radix tree's, or the block pool's."""
+def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
+    """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
+    if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
+        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
+        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
+                         f"runs {policy.engine}'s pools")
+    return byte_budget_sizes(model, policy.page_size, budget_bytes)
+
+
+def eviction_counts(manager: CacheModel) -> dict[Component, int]:
+    """Evictions per component: the radix tree's, or the block pool's."""
     if manager.topology.name == "shared-blocks":
         return manager.num_evictions()
     return dict(manager.tree.num_evictions)

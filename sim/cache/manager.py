@@ -10,7 +10,7 @@ tree, the pools (``self.topology``) and each running request's pages, and offers
 from __future__ import annotations
 
 from sim.cache import locks
-from sim.cache.components import FULL, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.engines import rules_for
 from sim.cache.insert import insert
 from sim.cache.plain_decodes import PlainDecodes
@@ -26,17 +26,21 @@ from sim.tokens import TokenSeq
 
 class CacheManager(PlainDecodes):
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
-        self.policy, self.model = policy, model
+        self.policy, self.model, self.sizes = policy, model, sizes
         self.resolved = resolve(policy, model)
         self.rules = rules_for(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
         self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, on_free)
         self.pools = self.topology.pools
-        self.tree = RadixTree(self.page_size, self.pools[FULL], self.pools[SWA], self.pools[STATE],
+        self.tree = RadixTree(self.page_size, self.pools[Component.FULL], self.pools[Component.SWA], self.pools[Component.MAMBA],
                               self.rules.eviction())
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
+
+    def empty_like(self, policy: Policy) -> CacheManager:
+        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
+        return type(self)(self.model, policy, self.sizes)
 
     # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:
@@ -57,8 +61,8 @@ class CacheManager(PlainDecodes):
             return refusal
         copy_from = None
         if self.has_mamba:
-            req.state = self.pools[STATE].alloc_one()
-            req.spare_states = self.pools[STATE].alloc(num_states - 1)
+            req.state = self.pools[Component.MAMBA].alloc_one()
+            req.spare_states = self.pools[Component.MAMBA].alloc(num_states - 1)
             copy_from = self._resume_state(match)
         self.requests[request_id] = req
         self.rules.after_admit(self, req)
@@ -137,7 +141,7 @@ class CacheManager(PlainDecodes):
             freed = [own_swa[i] for i in indices if own_swa[i] is not None]
             for i in indices:
                 own_swa[i] = None
-            self.pools[SWA].free(freed)
+            self.pools[Component.SWA].free(freed)
         req.swa_frontier = max(req.swa_frontier, frontier)
 
     def insert(self, req: RequestCache, end: int) -> None:
@@ -154,7 +158,7 @@ class CacheManager(PlainDecodes):
                                locked_above=old.node)
 
     # ---- views --------------------------------------------------------------------------------------
-    def usage(self) -> dict[str, PoolUsage]:
+    def usage(self) -> dict[Component, PoolUsage]:
         return self.topology.usage(self.tree)
 
     def page_tables(self, request_id: str) -> tuple[list[int], list[int | None]]:
@@ -182,9 +186,9 @@ class CacheManager(PlainDecodes):
         refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
             return refusal
-        req.own_full += self.pools[FULL].alloc(num_pages)
-        req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
-        slot = (self.pools[STATE].alloc_one() if new_state else req.spare_states.pop()) if checkpoint else None
+        req.own_full += self.pools[Component.FULL].alloc(num_pages)
+        req.own_swa += self.pools[Component.SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
+        slot = (self.pools[Component.MAMBA].alloc_one() if new_state else req.spare_states.pop()) if checkpoint else None
         planned = ((checkpoint, slot),) if checkpoint else ()
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
@@ -207,9 +211,9 @@ class CacheManager(PlainDecodes):
         if not slack:
             return
         target = num_pages + slack
-        if self.pools[FULL].num_free < target:
+        if self.pools[Component.FULL].num_free < target:
             self.rules.reserve(self, target, 0, 0)
-        if self.has_swa and self.pools[SWA].num_free < target:
+        if self.has_swa and self.pools[Component.SWA].num_free < target:
             self.rules.reserve(self, 0, target, 0)
 
     def _resume_state(self, match: MatchResult) -> int | None:
@@ -232,16 +236,16 @@ class CacheManager(PlainDecodes):
         if self.rules.admission_states > 1 and len(req.spare_states) < self.rules.admission_states - 1:
             req.spare_states.append(state_id)
         else:
-            self.pools[STATE].free([state_id])
+            self.pools[Component.MAMBA].free([state_id])
 
     def _lock(self, holder: str, node) -> locks.LockSet:
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)
 
     def _release(self, req: RequestCache) -> None:
-        self.pools[FULL].free(req.own_full)
-        self.pools[SWA].free([page for page in req.own_swa if page is not None])
+        self.pools[Component.FULL].free(req.own_full)
+        self.pools[Component.SWA].free([page for page in req.own_swa if page is not None])
         states = [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
-        self.pools[STATE].free(states + [s for _, s in req.planned] + req.spare_states)
+        self.pools[Component.MAMBA].free(states + [s for _, s in req.planned] + req.spare_states)
         req.own_full, req.own_swa, req.state, req.checkpoint, req.planned = [], [], None, None, ()
         req.spare_states = []
         locks.unlock(self.tree, req.locks)

@@ -1,8 +1,9 @@
 """The match rule of SPEC section 4: where a walked path may end, and the LRU refresh of a hit."""
 from __future__ import annotations
 
+from sim.cache.components import Component
 from sim.cache.node import Node
-from sim.cache.tree import FULL, STATE, SWA, RadixTree
+from sim.cache.tree import RadixTree
 
 
 def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: bool) -> Node | None:
@@ -34,13 +35,13 @@ def refresh_after_match(tree: RadixTree, path: list[Node], end: Node, window: in
     path (FreeToken). MAMBA: the end node only: ancestors' states are not what the hit used."""
     used = path[: path.index(end) + 1] if end in path else []
     for node in used:
-        tree.touch(node, FULL)
+        tree.touch(node, Component.FULL)
     swa_nodes = used if swa_refresh == "path" else _window_nodes(used, window + tree.page_size)
     for node in swa_nodes:
         if node.swa_pages is not None:
-            tree.touch(node, SWA)
+            tree.touch(node, Component.SWA)
     if end.state is not None and used:
-        tree.touch(end, STATE)
+        tree.touch(end, Component.MAMBA)
 
 
 def _window_nodes(used: list[Node], span: int) -> list[Node]:

@@ -7,7 +7,7 @@ result.
 from __future__ import annotations
 
 from sim.cache import decode_runs
-from sim.cache.components import FULL, SWA
+from sim.cache.components import Component
 from sim.cache.request import RequestCache
 
 
@@ -38,4 +38,4 @@ class PlainDecodes:
         slack = self.rules.alloc_slack_pages
         if not slack:
             return True
-        return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)
+        return self.pools[Component.FULL].num_free >= slack and (not self.has_swa or self.pools[Component.SWA].num_free >= slack)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.cache.components import Component
 from sim.cache.knobs import MAX_INT, knob, knob_specs
 from sim.models import ModelSpec
 
@@ -136,8 +137,8 @@ def resolve(policy: Policy, model: ModelSpec) -> Resolved:
 def describe_resolved(resolved: Resolved) -> str:
     """One line: the rules, every knob as run, and what the model settles (window, chunk, grids)."""
     policy = resolved.policy
-    components = "+".join(c for c, on in (("FULL", True), ("SWA", resolved.has_swa),
-                                           ("MAMBA", resolved.has_mamba)) if on)
+    held = (True, resolved.has_swa, resolved.has_mamba)
+    components = "+".join(comp.pool_name for comp, on in zip(Component, held, strict=True) if on)
     knobs = ", ".join(f"{name} {_shown(getattr(policy, name))}" for name, spec in KNOBS.items()
                       if not spec.hidden and _applies(spec, policy.engine))
     return (f"rules {policy.engine}, cache {components}; {knobs}; resolved: window {resolved.window}, "

@@ -6,7 +6,7 @@ its own, each evicted for its own shortfall. (vLLM's one shared block pool is an
 from __future__ import annotations
 
 from sim.cache import evictor
-from sim.cache.components import FULL, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.pools import Pool, PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -18,21 +18,21 @@ class SeparatePools:
     def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
         on_free = on_free or {}
         self.pools = {
-            FULL: Pool("FULL", sizes.full_pages, on_free.get(FULL)),
-            SWA: Pool("SWA", sizes.swa_pages if has_swa else 0, on_free.get(SWA)),
-            STATE: Pool("MAMBA", sizes.states if has_mamba else 0, on_free.get(STATE)),
+            Component.FULL: Pool(Component.FULL.pool_name, sizes.full_pages, on_free.get(Component.FULL)),
+            Component.SWA: Pool(Component.SWA.pool_name, sizes.swa_pages if has_swa else 0, on_free.get(Component.SWA)),
+            Component.MAMBA: Pool(Component.MAMBA.pool_name, sizes.states if has_mamba else 0, on_free.get(Component.MAMBA)),
         }
 
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until each pool can hand out what is asked, or say which cannot."""
-        for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (STATE, states)):
+        for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
             pool = self.pools[comp]
             if needed and not evictor.ensure_free(tree, pool, comp, needed):
                 return Refusal(pool.name, needed, pool.num_free)
         return None
 
-    def usage(self, tree) -> dict[str, PoolUsage]:
-        tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, STATE: tree.num_states}
+    def usage(self, tree) -> dict[Component, PoolUsage]:
+        tree_held = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
         return {comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
                 for comp, pool in self.pools.items()}
 

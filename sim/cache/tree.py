@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sim.cache.components import FULL, STAMP_OF, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.tokens import TokenSeq
 
-__all__ = ["FULL", "STATE", "SWA", "RadixTree"]
+__all__ = ["RadixTree"]
 
 
 class RadixTree:
@@ -24,7 +24,7 @@ class RadixTree:
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
-        self.num_evictions = {FULL: 0, SWA: 0, STATE: 0}  # nodes each component's eviction walk took
+        self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
 
     # ---- structure -------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ class RadixTree:
         upper.children[node.edge] = node
         upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)
         upper.full_stamp, upper.swa_stamp = node.full_stamp, node.swa_stamp
-        self._push(SWA, upper)
+        self._push(Component.SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
         return upper
@@ -92,7 +92,7 @@ class RadixTree:
         self.tombstone(node)
         self.drop_state(node)
         node.alive = False
-        self._push(FULL, node.parent)
+        self._push(Component.FULL, node.parent)
 
     # ---- component changes -------------------------------------------------------------------------
     def tombstone(self, node: Node) -> int:
@@ -109,7 +109,7 @@ class RadixTree:
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages
         self.num_swa_pages += len(swa_pages)
-        self.touch(node, SWA)
+        self.touch(node, Component.SWA)
 
     def drop_state(self, node: Node) -> int:
         if node.state is None:
@@ -123,25 +123,25 @@ class RadixTree:
         assert node.state is None
         node.state = state
         self.num_states += 1
-        self.touch(node, STATE)
+        self.touch(node, Component.MAMBA)
 
     # ---- recency and eviction candidates -----------------------------------------------------------
-    def touch(self, node: Node, comp: str) -> None:
+    def touch(self, node: Node, comp: Component) -> None:
         self.clock += 1
-        setattr(node, STAMP_OF[comp], self.clock)
+        setattr(node, comp.stamp, self.clock)
         self._push(comp, node)
 
-    def _push(self, comp: str, node: Node) -> None:
+    def _push(self, comp: Component, node: Node) -> None:
         # only nodes that hold the component (FULL: leaves) can be candidates; whatever gives a node the
         # component later (revive, set_state, losing its last child) pushes it then
         if node is self.root:
             return
-        if comp == FULL:
+        if comp == Component.FULL:
             if node.children:
                 return
-        elif (node.swa_pages if comp == SWA else node.state) is None:
+        elif (node.swa_pages if comp == Component.SWA else node.state) is None:
             return
-        self.eviction.push(comp, node, getattr(node, STAMP_OF[comp]))
+        self.eviction.push(comp, node, getattr(node, comp.stamp))
 
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it
@@ -149,7 +149,7 @@ class RadixTree:
         if node is not self.root:
             self.eviction.release(node)
 
-    def pop_lru(self, comp: str, eligible: Callable[[Node], bool]) -> Node | None:
+    def pop_lru(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
         """The eviction strategy's next eligible candidate for ``comp``, or None."""
         return self.eviction.pop(comp, eligible)
 

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from sim.cache.components import Component
 from sim.trace import Trace
 
 REQUEST_COLUMNS = [
@@ -16,13 +17,13 @@ REQUEST_COLUMNS = [
 ]
 
 
-POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in ("full", "swa", "state") for held in ("free", "running", "tree"))
+POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
 
 def pool_values(usage: dict) -> tuple[int, ...]:
     """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``: each PoolUsage is a
     (free, running, tree) tuple already."""
-    return usage["full"] + usage["swa"] + usage["state"]
+    return usage[Component.FULL] + usage[Component.SWA] + usage[Component.MAMBA]
 
 
 def previous_prompt_len(trace: Trace, request_id: str) -> int | None:
@@ -112,8 +113,8 @@ def pool_capacity(sizes, page_size: int, has_swa: bool = True, has_mamba: bool =
 def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
     """Peak and mean held slots per pool (KV in token slots, MAMBA in states)."""
     out = {}
-    for comp, name, unit in (("full", "full_slots", page_size), ("swa", "swa_slots", page_size),
-                             ("state", "mamba_states", 1)):
+    for comp, name, unit in ((Component.FULL, "full_slots", page_size), (Component.SWA, "swa_slots", page_size),
+                             (Component.MAMBA, "mamba_states", 1)):
         held = (steps[f"{comp}_running"] + steps[f"{comp}_tree"]) * unit if len(steps) else pd.Series([0])
         out[f"peak_{name}"] = int(held.max())
         out[f"mean_{name}"] = _round(float(held.mean()))

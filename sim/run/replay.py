@@ -6,50 +6,10 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from sim.cache.manager import CacheManager
-from sim.cache.results import MatchResult, Refusal
-from sim.tokens import TokenSeq
+from sim.cache.solo_run import ReplayRefused, SoloRun, run_alone
 
-
-class ReplayRefused(RuntimeError):
-    pass
-
-
-class SoloRun(NamedTuple):
-    match: MatchResult
-    end_iteration: int
-    inserted_len: int
-    peak_usage: dict  # pool usage just before the finish: the request still holds all it allocated
-
-
-def run_alone(manager: CacheManager, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int,
-              chunk_size: int, iteration: int = 0) -> SoloRun:
-    """Admit, prefill in chunks, decode ``output_len - 1`` tokens (the last sampled token is never
-    computed), finish. ``tokens`` holds the prompt followed by the output."""
-    admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)
-    position = admitted.match.cached_len
-    while position < prompt_len:
-        chunk = manager.next_chunk_len(request_id, chunk_size)
-        if chunk <= 0:
-            raise ReplayRefused(f"request {request_id}: no prefill chunk fits at position {position}")
-        _ok(manager.prepare_prefill(request_id, chunk, iteration), request_id)
-        manager.complete_prefill(request_id, chunk)
-        position, iteration = position + chunk, iteration + 1
-    done = manager.advance_decode(request_id, output_len - 1, iteration)
-    if done < output_len - 1:
-        _ok(manager.prepare_decode(request_id, iteration + done), request_id)
-    iteration += done
-    peak_usage = manager.usage()
-    finished = manager.finish(request_id)
-    return SoloRun(admitted.match, iteration, finished.inserted_len, peak_usage)
-
-
-def _ok(result, request_id: str):
-    if isinstance(result, Refusal):
-        raise ReplayRefused(f"request {request_id}: the pools cannot hold it even after eviction ({result})")
-    return result
+__all__ = ["ReplayRefused", "SoloRun", "replay_order", "replay_trace", "run_alone"]
 
 
 def replay_order(trace) -> list[str]:

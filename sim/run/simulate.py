@@ -10,8 +10,8 @@ import simpy
 from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import run_bounds, served_ids
 from sim.bounds.upper_bound import upper_bound, with_ideal
-from sim.cache.byte_budget import budget_sizes_for
-from sim.cache.interface import CacheModel, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.components import Component
+from sim.cache.interface import CacheModel, budget_sizes_for, make_manager, settle_for_gpu, shared_pool_sizes
 from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
@@ -191,7 +191,7 @@ def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheM
 
 def eviction_counts(manager: CacheModel) -> dict:
     counts = _evictions(manager)
-    return {"evictions_full": counts["full"], "evictions_swa": counts["swa"], "evictions_mamba": counts["state"]}
+    return {f"evictions_{comp.layer_kind}": counts[comp] for comp in Component}
 
 
 # SGLang caps running requests at a third of the MAMBA pool (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO):

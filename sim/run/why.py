@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sim.cache.align import floor_to
-from sim.cache.components import SWA
+from sim.cache.components import Component
 from sim.cache.results import Refusal
 from sim.tokens import TokenSeq
 
@@ -80,7 +80,7 @@ class MissTracker:
 
     def __post_init__(self):
         tree, manager = self.manager.tree, self.manager
-        self._swa_evictions_seen = tree.num_evictions[SWA]
+        self._swa_evictions_seen = tree.num_evictions[Component.SWA]
         tree.tombstone = self._wrap(tree.tombstone, self._on_tombstone)
         tree.drop_state = self._wrap(tree.drop_state, self._on_drop_state)
         tree.delete_leaf = self._wrap(tree.delete_leaf, self._on_delete_leaf)
@@ -99,7 +99,7 @@ class MissTracker:
 
     # ---- events ---------------------------------------------------------------------------------
     def _on_tombstone(self, node) -> None:
-        evictions = self.manager.tree.num_evictions[SWA]
+        evictions = self.manager.tree.num_evictions[Component.SWA]
         evicted, self._swa_evictions_seen = evictions > self._swa_evictions_seen, evictions
         if node.swa_pages is not None:  # every eviction counts itself before it tombstones its node
             self.tomb_cause[node.id] = SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish \

@@ -19,12 +19,12 @@ from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
-from sim.cache.components import FULL, STATE, SWA
+from sim.cache.components import Component
 from sim.cache.policy import Policy, resolve
 from sim.cache.pools import PoolUsage
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.models import MAMBA, ModelSpec
+from sim.models import MAMBA, SWA, ModelSpec
 from sim.tokens import TokenSeq
 
 POOL = "vLLM block"  # the pool a Refusal names
@@ -143,17 +143,16 @@ class BlockCacheManager(PlainBlockDecodes):
         steps.free_request(self.pool, req)
 
     # ---- views --------------------------------------------------------------------------------------
-    def usage(self) -> dict[str, PoolUsage]:
+    def usage(self) -> dict[Component, PoolUsage]:
         """Per group kind, in blocks of the one pool: free (unhashed, shared by all), held by running
         requests, cached in the free queue (hashed, evictable)."""
         pool = self.pool
         empty = pool.num_free - sum(pool.cached_free.values())
-        return {comp: PoolUsage(empty, pool.held.get(kind, 0), pool.cached_free.get(kind, 0))
-                for comp, kind in ((FULL, FULL), (SWA, SWA), (STATE, MAMBA))}
+        return {comp: PoolUsage(empty, pool.held.get(comp.layer_kind, 0), pool.cached_free.get(comp.layer_kind, 0))
+                for comp in Component}
 
-    def num_evictions(self) -> dict[str, int]:
-        return {comp: self.pool.num_evictions.get(kind, 0) for comp, kind in ((FULL, FULL), (SWA, SWA),
-                                                                              (STATE, MAMBA))}
+    def num_evictions(self) -> dict[Component, int]:
+        return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
     def request_refusal(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""

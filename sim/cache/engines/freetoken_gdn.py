@@ -9,8 +9,8 @@ three-component model, which FreeToken itself cannot run: an extrapolation, docu
 """
 from __future__ import annotations
 
-from sim.cache.components import STATE
-from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.components import Component
+from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
 from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.insert import attach_checkpoint
@@ -18,7 +18,7 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 
 
-class GdnRules(FreeTokenRules):
+class GdnRules(FreeTokenCommon):
     admission_states = 3  # the live slot and the ping-pong pair (_try_allocate_one)
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
@@ -42,7 +42,7 @@ class GdnRules(FreeTokenRules):
             req.checkpoint = None
             req.spare_states.append(slot)
         elif self.reserve(manager, 0, 0, 1) is None:
-            req.spare_states.append(manager.pools[STATE].alloc_one())
+            req.spare_states.append(manager.pools[Component.MAMBA].alloc_one())
 
     def finish(self, manager, req: RequestCache) -> None:
         """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""

@@ -9,8 +9,8 @@ the whole sequence, then (before issue #200's fix) tombstones the prompt head be
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
-from sim.cache.components import SWA
-from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.components import Component
+from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -19,7 +19,7 @@ from sim.cache.tree import RadixTree
 RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
 
 
-class SwaRules(FreeTokenRules):
+class SwaRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_path(node)
 
@@ -31,7 +31,7 @@ class SwaRules(FreeTokenRules):
         page = self.page_size
         need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
         available = self.swa_available(manager, need)
-        return Refusal("SWA", need, available) if available < need else None
+        return Refusal(Component.SWA.pool_name, need, available) if available < need else None
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
         if not self.resolved.has_swa:
@@ -48,7 +48,7 @@ class SwaRules(FreeTokenRules):
 
     def swa_available(self, manager, enough: int) -> int:
         """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short)."""
-        free = manager.pools[SWA].num_free * self.page_size
+        free = manager.pools[Component.SWA].num_free * self.page_size
         if free >= enough:
             return free
         tree = manager.tree

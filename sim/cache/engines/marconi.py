@@ -46,13 +46,11 @@ class MarconiRules(EngineRules):
         self.path_refresh = policy.marconi_eviction == "lru"
         self.recency = Recency()
         self.tuner = AlphaTuner(policy)
-        self.sizes = None
         self._evictor: MarconiEvictor | None = None
         self._cost: NodeCost | None = None
 
     # ---- layout, eviction --------------------------------------------------------------------------
     def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
-        self.sizes = sizes
         if sizes.budget_bytes is None:
             return SeparatePools(sizes, has_swa, has_mamba, on_free)
         return ByteBudget(sizes, has_swa, has_mamba, on_free)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sim.cache.solo_run import ReplayRefused, run_alone
+
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
 TUNING_TAIL = 500  # requests of the replay the choice looks at (ConfigTuner: tuning_interval)
 
@@ -40,11 +42,7 @@ class AlphaTuner:
 
     def replay(self, manager, alpha: float) -> float:
         """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed."""
-        from sim.cache.manager import CacheManager
-        from sim.run.replay import ReplayRefused, run_alone
-
-        sizes = manager.rules.sizes
-        fresh = CacheManager(manager.model, replace(self.policy, marconi_alpha=alpha), sizes)
+        fresh = manager.empty_like(replace(self.policy, marconi_alpha=alpha))
         cached, prompts = [], []
         for request_id, tokens, prompt_len in self.history:
             try:

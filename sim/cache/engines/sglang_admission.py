@@ -8,9 +8,9 @@ alone do not already settle the answer.
 """
 from __future__ import annotations
 
+import sim.cache.engines.sglang_budget as budget
 from sim.cache.align import floor_to
-from sim.cache.components import FULL, SWA
-from sim.cache.engines import sglang_budget as budget
+from sim.cache.components import Component
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 
@@ -39,15 +39,15 @@ class SGLangAdmission:
         remaining_total = self._remaining_total(manager, req, total)
         remaining_swa = self._remaining_swa(manager, req, needed_swa)
         verdict = budget.check_prefill(extend_len, max_new, total, remaining_total, remaining_swa,
-                                       manager.pools[SWA].size * page, self.window, page,
+                                       manager.pools[Component.SWA].size * page, self.window, page,
                                        manager.policy.chunked_prefill_size)
         if verdict.admit:
             req.first_chunk_cap = verdict.chunk_cap
             return None
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
-            return Refusal("FULL", total, remaining_total, _waits("FULL", total, remaining_total))
-        return Refusal("SWA", needed_swa, remaining_swa, _waits("SWA", needed_swa, remaining_swa))
+            return Refusal(Component.FULL.pool_name, total, remaining_total, _waits(Component.FULL.pool_name, total, remaining_total))
+        return Refusal(Component.SWA.pool_name, needed_swa, remaining_swa, _waits(Component.SWA.pool_name, needed_swa, remaining_swa))
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
         """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
@@ -70,7 +70,7 @@ class SGLangAdmission:
         if not budget.decode_tokens_needed(req.kv_len, self.page_size):
             return None
         pools = manager.pools
-        if pools[FULL].num_free and (not self.resolved.has_swa or pools[SWA].num_free):
+        if pools[Component.FULL].num_free and (not self.resolved.has_swa or pools[Component.SWA].num_free):
             return None  # nothing to evict: the usual case, asked at every page a decode starts
         refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
         if refusal is None:
@@ -84,7 +84,7 @@ class SGLangAdmission:
         only counted when the free pages are not already more than ``enough``."""
         offset = budget.running_decode_offset([r.output_len - 1 - r.decode_steps for r in manager.requests.values()
                                                if r is not req and r.kv_len >= r.prompt_len])
-        free = manager.pools[FULL].num_free * self.page_size - offset
+        free = manager.pools[Component.FULL].num_free * self.page_size - offset
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=False)
@@ -94,7 +94,7 @@ class SGLangAdmission:
         """``remaining_swa``: free + evictable SWA tokens (None without SWA)."""
         if not self.resolved.has_swa:
             return None
-        free = manager.pools[SWA].num_free * self.page_size
+        free = manager.pools[Component.SWA].num_free * self.page_size
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=True)

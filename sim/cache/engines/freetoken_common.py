@@ -1,0 +1,93 @@
+"""What FreeToken's two caches (``freetoken_swa``, ``freetoken_gdn``) share: the trigger and frontier of the
+out-of-window SWA free, the overlap scheduler's late prompt commit, one timestamp per node, and eviction by
+scans of the tree (``freetoken_tree``) with FreeToken's amounts (FULL: the pages short, at once; SWA and
+states: in rounds until enough are free). The engine's entry, which picks a cache, is ``freetoken.py``.
+"""
+from __future__ import annotations
+
+from sim.cache.align import floor_to
+from sim.cache.components import Component
+from sim.cache.engines.base import EngineRules
+from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
+from sim.cache.engines.swa_trigger import SwaTrigger
+from sim.cache.eviction import NoEviction
+from sim.cache.policy import Resolved
+from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
+from sim.cache.tree import RadixTree
+
+
+class FreeTokenCommon(EngineRules):
+    name = "freetoken"
+
+    def __init__(self, resolved: Resolved):
+        super().__init__(resolved)
+        self.clock = FreeTokenClock()
+        self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)
+
+    def eviction(self):
+        return NoEviction()
+
+    # ---- the SWA free (``maybe_free_swa_out_of_window``, ``free_swa_out_of_window_extend``) -----------
+    def frontier(self, req: RequestCache, pre_len: int) -> int:
+        """Keep the window and one page of margin below ``pre_len``."""
+        threshold = pre_len - self.window - self.page_size
+        return floor_to(max(req.swa_frontier, req.prefix_len, threshold), self.page_size)
+
+    def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
+        if not self.resolved.has_swa or not self.trigger.fires(req, iteration):
+            return None
+        return self.frontier(req, req.kv_len)
+
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        if req.commit_pending:
+            return 0
+        return self.trigger.silent_steps(req, iteration) if self.resolved.has_swa else 1 << 62
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        return None  # FreeToken takes no decode checkpoints (only at a tool-call anchor, not modelled)
+
+    # ---- the prompt's commit -------------------------------------------------------------------------
+    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+        if not is_last or req.output_len < 2:
+            return  # intermediate chunks are never committed; a request done at its prompt commits at finish
+        if self.policy.overlap:
+            req.commit_pending = True  # the first decode step is launched before this result is processed
+        else:
+            self.commit(manager, req)
+
+    def after_decode_planned(self, manager, req: RequestCache) -> None:
+        if req.commit_pending:
+            req.commit_pending = False
+            self.commit(manager, req, in_flight=1)
+
+    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+        raise NotImplementedError
+
+    # ---- admission (``PrefillAdder._try_allocate_one``) --------------------------------------------
+    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+        """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
+        page = self.page_size
+        need = (-(-(req.prompt_len + req.output_len) // page) - -(-req.kv_len // page)) * page
+        free = manager.pools[Component.FULL].num_free * page
+        if free >= need:
+            return None
+        evictable = sum(n.end - n.start for n in manager.tree.nodes() if n.full_lock == 0)
+        return Refusal(Component.FULL.pool_name, need, free + evictable) if free + evictable < need else None
+
+    # ---- room in the pools (``_allocate``, ``ensure_swa_slots``, ``ensure_mamba_slots``) ------------
+    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        tree, pools, page = manager.tree, manager.pools, self.page_size
+        if full_pages > pools[Component.FULL].num_free:
+            evict_full(tree, (full_pages - pools[Component.FULL].num_free) * page, self.resolved.has_swa)
+        for comp, needed, evict in ((Component.SWA, swa_pages, evict_swa), (Component.MAMBA, states, evict_states)):
+            while pools[comp].num_free < needed and evict(tree, needed - pools[comp].num_free):
+                pass
+        for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
+            if pools[comp].num_free < needed:
+                return Refusal(pools[comp].name, needed, pools[comp].num_free)
+        return None
+
+    def match_prefix(self, tree: RadixTree, tokens, length: int):
+        """``match_prefix(ids[:length])``: the deepest acceptable node, stamped as a match stamps."""
+        return super().match(tree, tokens, length + 1).node

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from reports.tables import markdown
-from sim.experiments.seeds.real_multiturn import PAIRS, pool_settings, real_multiturn
+from sim.experiments.real_multiturn import PAIRS, pool_settings, real_multiturn
 from sim.trace import load_trace
 from sim.trace.stats import structure
 

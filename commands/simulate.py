@@ -86,8 +86,8 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_
     the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations; marconi
     compares Marconi with its vLLM+ and SGLang+ baselines over byte budgets (docs/seed-experiments.md)."""
     from reports.tables import markdown
-    from sim.experiments.seeds import seeds as experiments
-    from sim.experiments.seeds import vllm as experiments_vllm
+    from sim.experiments import seeds as experiments
+    from sim.experiments import vllm as experiments_vllm
 
     if name == "real-multiturn":
         from commands.real_multiturn_print import run_real_multiturn
@@ -97,7 +97,7 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_
                                 fmt == "md"))
         return
     if name == "marconi":
-        from sim.experiments.seeds.marconi import marconi_experiment, parse_sizes
+        from sim.experiments.marconi import marconi_experiment, parse_sizes
 
         loaded = call_library(load_trace, trace_path) if trace_path else None
         table = call_library(marconi_experiment, loaded, call_library(parse_sizes, cache_gb), mode=mode)

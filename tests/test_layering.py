@@ -23,7 +23,7 @@ LAYERS = [
     ("cache", ("sim.cache",)),
     ("bounds", ("sim.bounds",)),
     ("run", ("sim.run",)),
-    ("studies", ("sim.grid", "sim.experiments.seeds")),
+    ("studies", ("sim.grid", "sim.experiments")),
     ("outputs", ("reports", "executor", "conformance")),
     ("commands", ("commands", "cli")),
 ]

@@ -83,7 +83,7 @@ def test_a_byte_budget_too_small_for_one_page_is_refused(policy):
 
 
 def test_experiment_rows_are_the_three_runs_hit_rates():
-    from sim.experiments.seeds.marconi import marconi_experiment, parse_sizes
+    from sim.experiments.marconi import marconi_experiment, parse_sizes
     from sim.trace.generate import multiturn
 
     trace = multiturn(num_sessions=4, num_turns=3, system_len=256, user_len=32, output_len=32, request_rate=2.0)

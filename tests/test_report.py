@@ -15,7 +15,7 @@ from reports.heatmaps import _grid, metrics
 from reports.occupancy import choose_points
 from reports.report import build_sections, write_report
 from reports.report_formats import to_html, to_markdown
-from sim.experiments.seeds import seeds as experiments
+from sim.experiments import seeds as experiments
 from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid

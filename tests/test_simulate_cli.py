@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cli
-from sim.experiments.seeds import seeds as experiments
+from sim.experiments import seeds as experiments
 from sim.trace import write_trace
 from sim.trace.generate import s1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from reports.simulate_view import Run, rows
-from sim.experiments.seeds.real_multiturn import PAIRS, changed_requests, misses, real_multiturn
+from sim.experiments.real_multiturn import PAIRS, changed_requests, misses, real_multiturn
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace, load_trace

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cli
-from sim.experiments.seeds import vllm as experiments_vllm
+from sim.experiments import vllm as experiments_vllm
 
 
 def invoke(*args):

@@ -15,6 +15,7 @@ from sim.cache.interface import CacheModel, make_manager
 from sim.cache.manager import CacheManager
 from sim.cache.policies import make_policy
 from sim.cache.sizing import PoolSizes
+from sim.run.request import RequestState
 from sim.run.scheduler import Scheduler
 from sim.tokens import TokenSeq
 
@@ -112,8 +113,8 @@ def test_the_decode_fast_path_is_step_by_step(components, retention):
 
 def scheduler_run(manager: BlockCacheManager, requests: list[tuple[str, TokenSeq, int, int]], budget: int) -> int:
     scheduler = Scheduler(manager, budget, 4)
-    for request in requests:
-        scheduler.add(*request)
+    for request_id, tokens, prompt_len, output_len in requests:
+        scheduler.add(RequestState(request_id, None, prompt_len, output_len, None, tokens=tokens))
     iteration = 0
     while scheduler.has_work() and iteration < 5000:
         batch = scheduler.schedule(iteration)

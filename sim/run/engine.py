@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
 
 import simpy
 
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
+from sim.run.request import RequestState
 from sim.run.scheduler import Scheduler
 from sim.run.step_log import StepLog
 from sim.trace import Trace
-
-
-@dataclass
-class EngineLog:
-    arrived_at: dict[str, float] = field(default_factory=dict)
-    first_token_at: dict[str, float] = field(default_factory=dict)
-    finished_at: dict[str, float] = field(default_factory=dict)
-    rejected: dict[str, str] = field(default_factory=dict)  # request id -> why it can never run
-    steps: StepLog = field(default_factory=StepLog)
 
 
 class Engine:
@@ -32,7 +23,10 @@ class Engine:
                  fits=None, on_step=None, fast_path: bool | None = None):
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.manager = scheduler.manager
-        self.log = EngineLog()
+        # every request's record, in trace order, from before it arrives to its row
+        self.states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}
+        self.steps = StepLog()
+        self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step or (lambda: None)
         # a backend that only predicts lets runs of plain decode steps skip the scheduler
@@ -73,10 +67,11 @@ class Engine:
             outcome = self.scheduler.postprocess(batch)
             self.scheduler.unpark()
             self._record_step(batch, started_at, duration)
-            for request_id in outcome.first_tokens:
-                self.log.first_token_at.setdefault(request_id, self.env.now)
-            for request_id in outcome.finished:
-                self._finish(request_id)
+            for state in outcome.first_tokens:
+                if state.first_token_at is None:
+                    state.first_token_at = self.env.now
+            for state in outcome.finished:
+                self._finish(state)
             self.iteration += 1
             self.on_step()
             if self.fast_path:
@@ -95,7 +90,7 @@ class Engine:
             return
         for delay in _event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
-        self.log.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
+        self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
@@ -117,25 +112,26 @@ class Engine:
 
     # ---- events -------------------------------------------------------------------------------------
     def _submit(self, request_id: str) -> None:
-        self.log.arrived_at[request_id] = self.env.now
+        state = self.states[request_id]
+        state.arrived_at = self.env.now
         why = self.fits(request_id)
         if why is not None:
-            self._reject(request_id, why)
+            self._reject(state, why)
             return
-        tokens = self.trace.request_seq(request_id)
-        request = self.trace.request(request_id)
-        self.scheduler.add(request_id, tokens, self.trace.prompt_len(request_id), request.output_len)
+        state.tokens = self.trace.request_seq(request_id)
+        self.scheduler.add(state)
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
-    def _finish(self, request_id: str) -> None:
-        self.log.finished_at[request_id] = self.env.now
-        for follower in self._followers.get(request_id, []):
+    def _finish(self, state: RequestState) -> None:
+        state.finished_at = self.env.now
+        self.num_done += 1
+        for follower in self._followers.get(state.request_id, []):
             self.env.process(self._follow(follower))
 
-    def _reject(self, request_id: str, why: str) -> None:
-        self.log.rejected[request_id] = why
-        self._finish(request_id)  # its session goes on: the follow-up is judged on its own
+    def _reject(self, state: RequestState, why: str) -> None:
+        state.rejected = why
+        self._finish(state)  # its session goes on: the follow-up is judged on its own
 
     def _drop_given_up(self) -> bool:
         """Reject the requests the scheduler gave up on; True if there were any."""
@@ -153,15 +149,14 @@ class Engine:
         elif self.scheduler.parked:
             self.scheduler.unpark()
         elif self.scheduler.waiting:
-            request_id = self.scheduler.waiting.popleft()[0]
-            why = self.scheduler.last_refusal.get(request_id, "")
-            self._reject(request_id, "the pools cannot hold it even with the cache emptied"
-                                     + (f" ({why})" if why else ""))
+            state = self.scheduler.waiting.popleft()
+            why = state.last_refusal
+            self._reject(state, "the pools cannot hold it even with the cache emptied" + (f" ({why})" if why else ""))
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)
         pools = pool_values(self.manager.usage())
-        self.log.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
+        self.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
                                shape.num_decode_tokens), pools)
 
 

@@ -7,15 +7,6 @@ import numpy as np
 import pandas as pd
 
 from sim.cache.components import Component
-from sim.trace import Trace
-
-REQUEST_COLUMNS = [
-    "id", "session", "prompt_tokens", "output_tokens", "cached_tokens", "full_depth", "blocked",
-    "recomputed_tokens", "reuse_fraction", "followup", "previous_prompt_tokens", "decode_region_hit",
-    "arrival_at", "first_token_at", "finished_at", "ttft_s", "tpot_s", "e2e_s", "retractions", "rejected",
-    "relies_on_freed_window",
-]
-
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -24,41 +15,6 @@ def pool_values(usage: dict) -> tuple[int, ...]:
     """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``: each PoolUsage is a
     (free, running, tree) tuple already."""
     return usage[Component.FULL] + usage[Component.SWA] + usage[Component.MAMBA]
-
-
-def previous_prompt_len(trace: Trace, request_id: str) -> int | None:
-    """The prompt a follow-up turn extends: the request whose output it quotes, else its ``after``."""
-    request = trace.request(request_id)
-    quoted = [s.output_of for s in request.prompt if s.output_of is not None]
-    target = quoted[-1] if quoted else request.after
-    return None if target is None else trace.prompt_len(target)
-
-
-def request_row(trace: Trace, request_id: str, match, times: dict, retractions: int, rejected: str) -> dict:
-    request = trace.request(request_id)
-    prompt_len = trace.prompt_len(request_id)
-    cached = match.cached_len if match is not None else 0
-    previous = previous_prompt_len(trace, request_id)
-    first, finished, arrived = times.get("first"), times.get("finished"), times.get("arrived")
-    return {
-        "id": request_id, "session": request.session, "prompt_tokens": prompt_len,
-        "output_tokens": request.output_len, "cached_tokens": cached,
-        "full_depth": match.full_depth if match is not None else 0,
-        "blocked": match.blocked if match is not None else 0,
-        "recomputed_tokens": prompt_len - cached, "reuse_fraction": cached / prompt_len,
-        "followup": previous is not None, "previous_prompt_tokens": previous,
-        "decode_region_hit": None if previous is None else cached > previous + 1,
-        "arrival_at": arrived, "first_token_at": first, "finished_at": finished,
-        "ttft_s": _diff(first, arrived), "e2e_s": _diff(finished, arrived),
-        "tpot_s": _diff(finished, first) / (request.output_len - 1)
-        if request.output_len > 1 and first is not None and finished is not None else None,
-        "retractions": retractions, "rejected": rejected,
-        "relies_on_freed_window": bool(match is not None and match.relies_on_freed_window),
-    }
-
-
-def _diff(later, earlier):
-    return None if later is None or earlier is None else later - earlier
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:

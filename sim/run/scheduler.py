@@ -14,18 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from sim.cache.manager import CacheManager
-from sim.cache.results import ChunkPlan, MatchResult, Refusal
-from sim.tokens import TokenSeq
-
-
-@dataclass
-class Running:
-    request_id: str
-    tokens: TokenSeq
-    prompt_len: int
-    output_len: int
-    copy_state_from: int | None
-    decoded: int = 0  # output tokens whose KV is computed (the first output token needs none)
+from sim.cache.results import ChunkPlan, Refusal
+from sim.run.request import RequestState
 
 
 @dataclass(frozen=True)
@@ -46,8 +36,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    first_tokens: list[str]  # requests whose prompt finished this step
-    finished: list[str]
+    first_tokens: list[RequestState]  # requests whose prompt finished this step
+    finished: list[RequestState]
 
 
 class Scheduler:
@@ -55,24 +45,18 @@ class Scheduler:
         self.manager = manager
         self.budget = chunked_prefill_size
         self.max_running = max_running_requests
-        self.waiting: deque[tuple[str, TokenSeq, int, int]] = deque()
-        self.running: dict[str, Running] = {}
-        self.num_retractions: dict[str, int] = {}
+        self.waiting: deque[RequestState] = deque()
+        self.running: dict[str, RequestState] = {}
         # a request retracted while running alone can only be helped by itself: if it gets no further the
         # next time, it never will (a livelock), and it is given up on with the pools' reason
-        self.given_up: list[tuple[str, str]] = []
-        self._alone_reached: dict[str, int] = {}
-        self.last_refusal: dict[str, str] = {}  # request id -> why the pools last refused its step
+        self.given_up: list[tuple[RequestState, str]] = []
         # retracted because nothing could be scheduled: not admitted again until a step succeeds or nothing
         # runs (else it would be re-admitted into the same stall at once)
-        self.parked: list[tuple[str, TokenSeq, int, int]] = []
-        self.admitted: dict[str, MatchResult] = {}  # the match each request last ran with
-        self.inserted: dict[str, int] = {}  # tokens of each finished request the tree kept (FinishResult)
-        self._order_of: dict[str, int] = {}
+        self.parked: list[RequestState] = []
         self._counter = itertools.count()
 
-    def add(self, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int) -> None:
-        self.waiting.append((request_id, tokens, prompt_len, output_len))
+    def add(self, state: RequestState) -> None:
+        self.waiting.append(state)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.parked)
@@ -89,16 +73,16 @@ class Scheduler:
             budget = self._add_prefill(batch, run, budget)
         return batch
 
-    def newest_running(self) -> str | None:
-        return max(self.running, key=lambda rid: self._order_of[rid], default=None)
+    def newest_running(self) -> RequestState | None:
+        return max(self.running.values(), key=_order, default=None)
 
     def park_newest(self) -> bool:
         """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
         newest = self.newest_running()
         if newest is None:
             return False
-        self._retract(self.running[newest], self.last_refusal.get(newest, "nothing could be scheduled"))
-        if self.waiting and self.waiting[0][0] == newest:
+        self._retract(newest, newest.last_refusal or "nothing could be scheduled")
+        if self.waiting and self.waiting[0] is newest:
             self.parked.append(self.waiting.popleft())
         return True
 
@@ -109,28 +93,29 @@ class Scheduler:
         self.parked.clear()
 
     def postprocess(self, batch: Batch) -> StepOutcome:
-        first_tokens, finished = [], []
+        first_tokens: list[RequestState] = []
+        finished: list[RequestState] = []
         for item in batch.items:
             run = self.running[item.plan.request_id]
             if item.is_prefill:
                 self.manager.complete_prefill(run.request_id, item.plan.end - item.plan.start)
                 if item.plan.end == run.prompt_len:
-                    first_tokens.append(run.request_id)
+                    first_tokens.append(run)
             else:
                 self.manager.complete_decode(run.request_id)
                 run.decoded += 1
             if not self._in_prefill(run) and run.decoded == run.output_len - 1:
-                self.inserted[run.request_id] = self.manager.finish(run.request_id).inserted_len
+                run.inserted_len = self.manager.finish(run.request_id).inserted_len
                 del self.running[run.request_id]
-                finished.append(run.request_id)
+                finished.append(run)
         return StepOutcome(first_tokens, finished)
 
-    def plain_decode_run(self, iteration: int) -> tuple[list[Running], int]:
+    def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
         """The running requests, oldest first, and how many coming steps are decodes only and plain
         for all of them (no page, checkpoint, SWA free, finish or admission attempt)."""
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
-        runs = sorted(self.running.values(), key=self._order)
+        runs = sorted(self.running.values(), key=_order)
         steps = None
         for run in runs:
             req = self.manager.requests[run.request_id]
@@ -140,25 +125,25 @@ class Scheduler:
             steps = own if steps is None else min(steps, own)
         return runs, max(steps, 0)
 
-    def advance_plain(self, runs: list[Running], num_steps: int) -> None:
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
         """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and no more."""
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
 
     # ---- internals ----------------------------------------------------------------------------------
-    def _in_prefill(self, run: Running) -> bool:
+    def _in_prefill(self, run: RequestState) -> bool:
         return self.manager.requests[run.request_id].kv_len < run.prompt_len
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget = self.budget
-        for run in sorted(self.running.values(), key=self._order):
+        for run in sorted(self.running.values(), key=_order):
             if run.request_id not in self.running or self._in_prefill(run):
                 continue
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             while isinstance(plan, Refusal):
-                newer = [r for r in self.running.values() if self._order(r) > self._order(run)]
-                self._retract(max(newer, key=self._order) if newer else run, str(plan))
+                newer = [r for r in self.running.values() if r.admission_order > run.admission_order]
+                self._retract(max(newer, key=_order) if newer else run, str(plan))
                 if not newer:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
@@ -167,51 +152,53 @@ class Scheduler:
                 budget -= 1
         return budget
 
-    def _add_prefill(self, batch: Batch, run: Running, budget: int) -> int:
+    def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
             if budget > 0:  # the engine itself sized the chunk to nothing
                 position = self.manager.requests[run.request_id].kv_len
-                self.last_refusal[run.request_id] = f"no prefill chunk fits at position {position}"
+                run.last_refusal = f"no prefill chunk fits at position {position}"
             return budget
         plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)
         if isinstance(plan, Refusal):
-            self.last_refusal[run.request_id] = str(plan)
+            run.last_refusal = str(plan)
             return budget
         batch.items.append(BatchItem(plan, True, run.copy_state_from))
         run.copy_state_from = None
         return budget - chunk
 
-    def _admit_head(self) -> Running | None:
-        request_id, tokens, prompt_len, output_len = self.waiting[0]
-        result = self.manager.admit(request_id, tokens, prompt_len)
+    def _admit_head(self) -> RequestState | None:
+        state = self.waiting[0]
+        assert state.tokens is not None, "a request is queued with its tokens"
+        result = self.manager.admit(state.request_id, state.tokens, state.prompt_len)
         if isinstance(result, Refusal):
-            self.last_refusal[request_id] = str(result)
+            state.last_refusal = str(result)
             return None
         self.waiting.popleft()
-        run = Running(request_id, tokens, prompt_len, output_len, result.copy_state_from)
-        self.running[request_id] = run
-        self.admitted[request_id] = result.match
-        self._order_of[request_id] = next(self._counter)
-        return run
+        state.copy_state_from, state.decoded = result.copy_state_from, 0
+        state.match = result.match
+        state.admission_order = next(self._counter)
+        self.running[state.request_id] = state
+        return state
 
-    def _retract(self, victim: Running, why: str) -> None:
+    def _retract(self, victim: RequestState, why: str) -> None:
         request_id = victim.request_id
         reached = self.manager.requests[request_id].kv_len
         alone = len(self.running) == 1
         self.manager.abort(request_id)
         del self.running[request_id]
-        self.num_retractions[request_id] = self.num_retractions.get(request_id, 0) + 1
+        victim.num_retractions += 1
         if alone and not self.manager.rules.requeues_lone_request:
-            self.given_up.append((request_id, f"given up while running alone at position {reached}: {why}"))
+            self.given_up.append((victim, f"given up while running alone at position {reached}: {why}"))
             return
-        if alone and reached <= self._alone_reached.get(request_id, -1):
-            self.given_up.append((request_id, f"retracted twice while running alone, the second time no further "
-                                              f"than position {reached}: {why}"))
+        if alone and reached <= victim.alone_reached:
+            self.given_up.append((victim, f"retracted twice while running alone, the second time no further "
+                                          f"than position {reached}: {why}"))
             return
         if alone:
-            self._alone_reached[request_id] = reached
-        self.waiting.appendleft((request_id, victim.tokens, victim.prompt_len, victim.output_len))
+            victim.alone_reached = reached
+        self.waiting.appendleft(victim)
 
-    def _order(self, run: Running) -> int:
-        return self._order_of[run.request_id]
+
+def _order(state: RequestState) -> int:
+    return state.admission_order

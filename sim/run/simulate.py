@@ -25,8 +25,9 @@ from sim.run.backend import Backend, PredictBackend
 from sim.run.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part of this module's interface)
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
-from sim.run.metrics import POOL_COLUMNS, REQUEST_COLUMNS, pool_capacity, pool_values, request_row, summarize
+from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
 from sim.run.replay import replay_trace
+from sim.run.request import RequestState, request_table
 from sim.run.scheduler import Scheduler
 from sim.run.why import MissTracker, why_summary, with_why
 from sim.trace import Trace
@@ -156,17 +157,16 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
         backend = PredictBackend(cost_model(config, model))
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    log = None
-    step = (lambda: on_step(len(log.finished_at) + len(log.rejected))) if on_step else None
+    engine: Engine | None = None
+    step = (lambda: on_step(engine.num_done)) if on_step else None
     recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
     engine = Engine(env, trace, scheduler, recorder or backend, fits=_fits_check(trace, manager, sizes),
                     on_step=step, fast_path=fast_path)
-    log = engine.log
     engine.start()
     env.run()
-    requests = with_ideal(trace, _request_table(trace, engine, scheduler))
+    requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
-    return _result(config, policy, sizes, manager, tracker, requests, engine.log.steps.frame(), (trace, events))
+    return _result(config, policy, sizes, manager, tracker, requests, engine.steps.frame(), (trace, events))
 
 
 def _miss_tracker(manager) -> MissTracker | None:
@@ -227,17 +227,6 @@ def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
     return why_not
 
 
-def _request_table(trace: Trace, engine: Engine, scheduler: Scheduler) -> pd.DataFrame:
-    log, rows = engine.log, []
-    for request in trace:
-        times = {"arrived": log.arrived_at.get(request.id), "first": log.first_token_at.get(request.id),
-                 "finished": log.finished_at.get(request.id)}
-        rows.append(request_row(trace, request.id, scheduler.admitted.get(request.id), times,
-                                scheduler.num_retractions.get(request.id, 0), log.rejected.get(request.id, "")))
-    inserted = [scheduler.inserted.get(request.id, 0) for request in trace]
-    return pd.DataFrame(rows, columns=REQUEST_COLUMNS).assign(inserted_tokens=inserted)
-
-
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     """Replay mode: each request prefilled and decoded alone, in arrival order; one usage row each."""
     return run_replay(trace, config, *build(config), on_step=on_step)
@@ -247,20 +236,20 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
                on_step=None) -> SimResult:
     manager = make_manager(model, policy, sizes)
     tracker = _miss_tracker(manager)
-    rows, steps, inserted, order = {}, [], {}, []
+    states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}  # in trace order
+    steps, order = [], []
     fits = _fits_check(trace, manager, sizes)
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
     for index, (request_id, run, usage) in enumerate(runs):
         order.append(request_id)
-        refused = isinstance(run, str)
-        rows[request_id] = request_row(trace, request_id, None if refused else run.match, {}, 0,
-                                       run if refused else "")
-        inserted[request_id] = 0 if refused else run.inserted_len
+        if isinstance(run, str):
+            states[request_id].rejected = run
+        else:
+            states[request_id].match, states[request_id].inserted_len = run.match, run.inserted_len
         steps.append((index, request_id) + pool_values(usage))
         if on_step:
             on_step(index + 1)
-    requests = pd.DataFrame([rows[r.id] for r in trace], columns=REQUEST_COLUMNS)  # in trace order
-    requests = with_ideal(trace, requests.assign(inserted_tokens=[inserted[r.id] for r in trace]))
+    requests = with_ideal(trace, request_table(states.values()))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
     events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None},
                            manager.page_size) if config.bounds else None

@@ -102,7 +102,7 @@ def _chain_parent(request: Request) -> str | None:
 
 
 def followup_parents(trace: Trace) -> dict[str, str]:
-    """Follow-up request id -> the request whose prompt it extends, as ``sim.run.metrics.previous_prompt_len``
+    """Follow-up request id -> the request whose prompt it extends, as ``sim.run.request._previous_prompt_len``
     says: the last request whose output it quotes, else the one it is sent ``after``."""
     out = {}
     for request in trace:

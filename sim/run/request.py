@@ -1,0 +1,108 @@
+"""One request's record from its trace line to its metrics row (nano-vllm's ``Sequence``).
+
+``RequestState`` is made from the trace before the run starts, carried through the queue, the running set
+and the cache manager's answers, and stamped with its times by the engine; ``row()`` turns it into the
+typed ``RequestRow`` of the request table. Nothing about a request lives in a side table keyed by its id.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pandas as pd
+
+from sim.cache.results import MatchResult
+from sim.tokens import TokenSeq
+from sim.trace import Trace
+
+
+class RequestRow(NamedTuple):
+    """A row of the request table (``requests.csv``), in column order."""
+
+    id: str
+    session: str | None
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    full_depth: int
+    blocked: int
+    recomputed_tokens: int
+    reuse_fraction: float
+    followup: bool
+    previous_prompt_tokens: int | None
+    decode_region_hit: bool | None
+    arrival_at: float | None
+    first_token_at: float | None
+    finished_at: float | None
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    retractions: int
+    rejected: str  # why the request never ran; "" when it was served
+    relies_on_freed_window: bool
+    inserted_tokens: int  # tokens of its sequence the cache kept at its finish
+
+
+REQUEST_COLUMNS = list(RequestRow._fields)
+
+
+def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
+    """The request table: one row per request, in the order given (the trace's)."""
+    return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
+
+
+@dataclass(eq=False)
+class RequestState:
+    request_id: str
+    session: str | None
+    prompt_len: int
+    output_len: int
+    previous_prompt_len: int | None  # the prompt a follow-up turn extends (None: not a follow-up)
+    tokens: TokenSeq | None = None  # prompt + output, set when the request is submitted
+    arrived_at: float | None = None
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    match: MatchResult | None = None  # the match it last ran with
+    copy_state_from: int | None = None  # its first chunk resumes from this tree state
+    decoded: int = 0  # output tokens whose KV is computed (the first output token needs none)
+    num_retractions: int = 0
+    admission_order: int = -1  # the newest running request is retracted first
+    alone_reached: int = -1  # how far it got when last retracted while running alone
+    last_refusal: str = ""  # why the pools last refused its step
+    inserted_len: int = 0
+    rejected: str = ""
+
+    @classmethod
+    def from_trace(cls, trace: Trace, request_id: str) -> RequestState:
+        request = trace.request(request_id)
+        return cls(request_id, request.session, trace.prompt_len(request_id), request.output_len,
+                   _previous_prompt_len(trace, request_id))
+
+    def row(self) -> RequestRow:
+        match, prompt_len, previous = self.match, self.prompt_len, self.previous_prompt_len
+        cached = match.cached_len if match is not None else 0
+        first, finished, arrived = self.first_token_at, self.finished_at, self.arrived_at
+        tpot = None
+        if self.output_len > 1 and first is not None and finished is not None:
+            tpot = (finished - first) / (self.output_len - 1)
+        return RequestRow(
+            self.request_id, self.session, prompt_len, self.output_len, cached,
+            match.full_depth if match is not None else 0, match.blocked if match is not None else 0,
+            prompt_len - cached, cached / prompt_len, previous is not None, previous,
+            None if previous is None else cached > previous + 1,
+            arrived, first, finished, _diff(first, arrived), tpot, _diff(finished, arrived),
+            self.num_retractions, self.rejected, bool(match is not None and match.relies_on_freed_window),
+            self.inserted_len)
+
+
+def _previous_prompt_len(trace: Trace, request_id: str) -> int | None:
+    """The prompt a follow-up turn extends: the request whose output it quotes, else its ``after``."""
+    request = trace.request(request_id)
+    quoted = [s.output_of for s in request.prompt if s.output_of is not None]
+    target = quoted[-1] if quoted else request.after
+    return None if target is None else trace.prompt_len(target)
+
+
+def _diff(later: float | None, earlier: float | None) -> float | None:
+    return None if later is None or earlier is None else later - earlier

@@ -50,7 +50,7 @@ def payload(results: list[SimResult], trace_name: str) -> dict:
     def one(result: SimResult) -> dict:
         resolved = resolved_config(result.config)
         return {"policy": result.config.policy, "config": dataclasses.asdict(result.config),
-                "resolved": resolved, "pools": resolved["pools"], "summary": result.summary}
+                "resolved": resolved, "pools": resolved["pools"], "summary": result.summary.as_dict()}
 
     out = {"trace": trace_name, **one(results[0])}
     if len(results) == 2:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from reports.formatting import change, count, delta, fraction, seconds, share, used_of
 from sim.cache.policy import KNOBS
+from sim.run.summary import Summary  # the rows read it by figure name
 from sim.run.why import REASONS
 
-Summary = dict
 TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
 
 

@@ -78,7 +78,7 @@ def test_a_point_file_holds_config_summary_and_tables_equal_to_simulate(trace_pa
     store = PointStore(tmp_path / "out")
     record = store.read_point(run.points[0].key)
     direct = simulate(load_trace(trace_path), configs[0])
-    assert record["summary"] == json.loads(json.dumps(direct.summary))
+    assert record["summary"] == json.loads(json.dumps(direct.summary.as_dict()))
     assert record["config"] == config_to_dict(configs[0])
     assert record["resolved"]["page_size"] == 128 and record["resolved"]["window"] == 512
     assert store.read_requests(run.points[0].key)["cached_tokens"].tolist() == direct.requests["cached_tokens"].tolist()

@@ -49,15 +49,15 @@ def marconi_experiment(trace: Trace | None = None, cache_gb=CACHE_GB, model: str
 
 
 def _row(size: float, runs: dict[str, SimResult]) -> dict:
-    rates = {policy: _hit_rate(runs[policy], runs[policy].summary["cached_tokens"]) for policy, _ in POLICIES}
+    rates = {policy: _hit_rate(runs[policy], runs[policy].summary.cached_tokens) for policy, _ in POLICIES}
     marconi, sglang, vllm = (rates[policy] for policy, _ in POLICIES)
     row = {"cache_gb": size}
     row.update({f"{label} hit rate": round(rates[policy], 4) for policy, label in POLICIES})
     row["Marconi / vLLM+"] = f"{marconi / vllm:.2f}x" if vllm else "inf" if marconi else "-"
     row["Marconi vs SGLang+"] = f"{(marconi - sglang) / sglang:+.1%}" if sglang else "-"
-    row["bound hit rate"] = round(_hit_rate(runs["marconi"], runs["marconi"].summary["bound_tokens"]), 4)
-    row["Marconi / bound"] = f"{runs['marconi'].summary['cached_of_bound']:.1%}"
-    row["rejected"] = "/".join(str(runs[policy].summary["rejected_requests"]) for policy, _ in POLICIES)
+    row["bound hit rate"] = round(_hit_rate(runs["marconi"], runs["marconi"].summary.bound_tokens), 4)
+    row["Marconi / bound"] = f"{runs['marconi'].summary.cached_of_bound:.1%}"
+    row["rejected"] = "/".join(str(runs[policy].summary.rejected_requests) for policy, _ in POLICIES)
     return row
 
 

@@ -69,13 +69,13 @@ def pair_row(setting: str, base: SimResult, other: SimResult) -> dict:
     return {
         "pools": setting, "policies": f"{base.config.policy} -> {other.config.policy}", "model": base.config.model,
         "decode-region hits": f"{_hits(before)}/{len(before)} -> {_hits(after)}/{len(after)}",
-        "ideal hits": base.summary["ideal_decode_region_hits"],
+        "ideal hits": base.summary.ideal_decode_region_hits,
         "reused tokens": f"{int(before['cached_tokens'].sum())} -> {int(after['cached_tokens'].sum())}",
         "ideal reused": int(before["ideal_cached_tokens"].sum()),
         "blocked (SWA/MAMBA)": f"{int(before['blocked'].sum())} -> {int(after['blocked'].sum())}",
-        "peak SWA tokens": f"{base.summary['peak_swa_slots']} -> {other.summary['peak_swa_slots']}",
-        "mean SWA tokens": f"{base.summary['mean_swa_slots']:.0f} -> {other.summary['mean_swa_slots']:.0f}",
-        "FULL evictions": f"{base.summary['evictions_full']} -> {other.summary['evictions_full']}",
+        "peak SWA tokens": f"{base.summary.peak_swa_slots} -> {other.summary.peak_swa_slots}",
+        "mean SWA tokens": f"{base.summary.mean_swa_slots:.0f} -> {other.summary.mean_swa_slots:.0f}",
+        "FULL evictions": f"{base.summary.evictions_full} -> {other.summary.evictions_full}",
         "improved / regressed": f"{changes['improved_requests']} / {changes['regressed_requests']}",
     }
 

@@ -42,7 +42,7 @@ def _s1_row(page: int, interval: int, results: dict, policies) -> dict:
         row[f"{policy}:reused"] = int(t["cached_tokens"].sum())
         row[f"{policy}:recomputed"] = int(t["recomputed_tokens"].sum())
         row[f"{policy}:mean_reuse"] = round(float(t["reuse_fraction"].mean()), 3)
-        row[f"{policy}:peak_swa_slots"] = results[policy].summary["peak_swa_slots"]
+        row[f"{policy}:peak_swa_slots"] = results[policy].summary.peak_swa_slots
     base, other = policies[0], policies[-1]
     row.update(compare(turn2[base], turn2[other]))
     return row

@@ -132,6 +132,6 @@ def _retention_row(model: str, max_batched: int, pool: int, interval, result) ->
     for index, part in requests.groupby(quarter):
         row[f"turns Q{index + 1}"] = round(part["cached_tokens"].sum() / part["prompt_tokens"].sum(), 2)
     summary = result.summary
-    row.update({"evicted FULL": summary["evictions_full"], "evicted SWA": summary["evictions_swa"],
-                "evicted Mamba": summary["evictions_mamba"]})
+    row.update({"evicted FULL": summary.evictions_full, "evicted SWA": summary.evictions_swa,
+                "evicted Mamba": summary.evictions_mamba})
     return row

@@ -50,7 +50,7 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
         config = config_from_dict(task.config)
         result = simulate(trace, config)
         record = {"key": task.key, "config": task.config, "resolved": resolved_knobs(config),
-                  "summary": result.summary, "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
+                  "summary": result.summary.as_dict(), "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
                   "code": code_identity(), "config_key": config_key(task.trace_sha256, config)}
         check_finite(record["summary"])
         return PointOutcome(task.key, task.config, record, result.requests.to_csv(index=False),

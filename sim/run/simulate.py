@@ -29,6 +29,7 @@ from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
 from sim.run.replay import replay_trace
 from sim.run.request import RequestState, request_table
 from sim.run.scheduler import Scheduler
+from sim.run.summary import Summary
 from sim.run.why import MissTracker, why_summary, with_why
 from sim.trace import Trace
 
@@ -39,7 +40,7 @@ class SimResult:
     policy: Policy
     requests: pd.DataFrame
     steps: pd.DataFrame
-    summary: dict
+    summary: Summary
 
 
 class PoolSizeError(ValueError):
@@ -180,13 +181,13 @@ def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheM
     each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
     page_size = manager.page_size
     requests = with_why(requests, tracker, page_size)
-    summary = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
+    figures = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
                | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
     if config.bounds:
-        summary |= run_bounds(*bound_events, manager, sizes, requests)
+        figures |= run_bounds(*bound_events, manager, sizes, requests)
     else:
-        summary["bound_skipped"] = "not asked for (--no-bounds)"
-    return SimResult(config, policy, requests, steps, summary)
+        figures["bound_skipped"] = "not asked for (--no-bounds)"
+    return SimResult(config, policy, requests, steps, Summary(**figures))
 
 
 def eviction_counts(manager: CacheModel) -> dict:

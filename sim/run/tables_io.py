@@ -23,7 +23,7 @@ def write_tables(result: SimResult, out_dir: str, other: SimResult | None = None
         suffix = "" if other is None else f".{run.config.policy}"
         for name, frame in (("requests", run.requests), ("steps", run.steps)):
             files[out / f"{name}{suffix}.{table_format}"] = table_bytes(frame, table_format)
-        files[out / f"summary{suffix}.json"] = json.dumps(run.summary, indent=1, sort_keys=True) + "\n"
+        files[out / f"summary{suffix}.json"] = json.dumps(run.summary.as_dict(), indent=1, sort_keys=True) + "\n"
     return atomic_write_many(files)
 
 

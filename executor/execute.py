@@ -20,7 +20,8 @@ from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
 from executor.replay import replay_outputs
 from sim.cache.interface import manager_class
-from sim.run.simulate import SimConfig, SimResult, build, cost_model, simulate
+from sim.run.setup import build
+from sim.run.simulate import SimConfig, SimResult, cost_model, simulate
 from sim.trace import Trace
 
 TIMING_COLUMNS = ("tokens", "prefill_tokens", "predicted_s", "measured_s")

@@ -13,7 +13,8 @@ from sim.run.backend import PredictBackend
 from sim.run.engine import Engine
 from sim.run.replay import replay_trace
 from sim.run.scheduler import Scheduler
-from sim.run.simulate import SimConfig, _fits_check, build, max_running, simulate
+from sim.run.setup import build
+from sim.run.simulate import SimConfig, _fits_check, max_running, simulate
 from sim.trace import Trace, load_trace
 
 PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]

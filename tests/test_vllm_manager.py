@@ -163,7 +163,8 @@ def test_replay_and_timed_make_no_cyclic_garbage():
     from sim.run.backend import FixedStepBackend
     from sim.run.engine import Engine
     from sim.run.replay import replay_trace
-    from sim.run.simulate import SimConfig, _fits_check, build
+    from sim.run.setup import build
+    from sim.run.simulate import SimConfig, _fits_check
     from sim.trace import Trace, load_trace
 
     trace = Trace(list(load_trace("traces/mooncake_conversation_500.jsonl"))[:60])

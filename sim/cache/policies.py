@@ -24,7 +24,7 @@ _MARCONI = Policy(name="marconi", engine="marconi", page_size=1,
                   about="Marconi (MLSys'25): MAMBA states only at branch-off points and last decoded tokens, "
                         "FLOP-aware eviction over leaves and single-child nodes, alpha tuned online")
 # vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults
-# and the GDN prefill backend of the GPU (settled per --gpu in sim.run.simulate.build), retention interval 0
+# and the GDN prefill backend of the GPU (settled per --gpu in sim.run.setup.build), retention interval 0
 _VLLM = Policy(name="vllm", engine="vllm", page_size=16, chunked_prefill_size=8192, max_running_requests=1024,
                about="vLLM 0.33.0 defaults: one shared block pool with one free queue, align-mode Mamba, retention "
                      "interval 0, the shared-prefix junction, async scheduling")

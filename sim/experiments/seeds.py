@@ -5,7 +5,8 @@ import pandas as pd
 
 from sim.cost import CostModel, get_gpu
 from sim.run.metrics import compare
-from sim.run.simulate import SimConfig, build, simulate
+from sim.run.setup import build
+from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import s1 as s1_trace
 from sim.trace.generate import s2 as s2_trace
 from sim.trace.generate import s3 as s3_trace

@@ -15,7 +15,8 @@ from sim.grid.progress import sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore
 from sim.grid.worker import PointOutcome, PointTask
-from sim.run.simulate import PoolSizeError, SimConfig, build
+from sim.run.config import SimConfig
+from sim.run.setup import PoolSizeError, build
 from sim.trace import load_trace
 
 CONFIG_COLUMNS = ("policy", "model", "gpu", "mode", "calibration", "pool_tokens", "swa_pool_tokens",

@@ -10,7 +10,7 @@ from sim.run.config import SimConfig
 def resolved_config(config: SimConfig) -> dict:
     """``{"rules", "cache", "knobs", "grids", "pools"}``; ``knobs`` has every knob, hidden ones included
     (they change results too), ``window`` and ``mamba_chunk`` as the model settles them."""
-    from sim.run.simulate import build  # here: the CLI imports this module without pandas or SimPy
+    from sim.run.setup import build  # here: the CLI imports this module without pandas or SimPy
 
     model, policy, sizes = build(config)
     resolved = resolve(policy, model)

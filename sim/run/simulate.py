@@ -1,7 +1,6 @@
 """One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -11,26 +10,26 @@ from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import run_bounds, served_ids
 from sim.bounds.upper_bound import upper_bound, with_ideal
 from sim.cache.components import Component
-from sim.cache.interface import CacheModel, budget_sizes_for, make_manager, settle_for_gpu, shared_pool_sizes
+from sim.cache.interface import CacheModel, make_manager
 from sim.cache.interface import eviction_counts as _evictions
-from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
-from sim.cache.policies import Policy, make_policy
-from sim.cache.policy import resolve
-from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
+from sim.cache.policies import Policy
+from sim.cache.sizing import PoolSizes
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
-from sim.models import ModelSpec, get_model
+from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend
 from sim.run.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part of this module's interface)
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
 from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
+from sim.run.miss_tracker import MissTracker
 from sim.run.replay import replay_trace
 from sim.run.request import RequestState, request_table
 from sim.run.scheduler import Scheduler
+from sim.run.setup import build
 from sim.run.summary import Summary
-from sim.run.why import MissTracker, why_summary, with_why
+from sim.run.why import why_summary, with_why
 from sim.trace import Trace
 
 
@@ -41,86 +40,6 @@ class SimResult:
     requests: pd.DataFrame
     steps: pd.DataFrame
     summary: Summary
-
-
-class PoolSizeError(ValueError):
-    """A pool size no run could use (past the 31-bit limit, or one the sizing refuses), named by its option:
-    a sweep refuses its grid up front for one, where an engine's refusal of a combination fails one point."""
-
-
-def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
-    model = get_model(config.model)
-    knobs = dict(config.knobs)
-    if knobs.get("window") not in (None, NONE):  # none: the model's own window
-        model = model.replace(window=knobs["window"])
-    policy = make_policy(config.policy, **knobs)
-    policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
-    return model, policy, pool_sizes(config, model, policy)
-
-
-def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
-    """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
-    when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
-    if config.cache_bytes is not None:  # one byte budget (Marconi); refused for the other engines
-        return budget_sizes_for(model, policy, int(config.cache_bytes))
-    shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
-    if shared is not None:  # one pool every component shares (vLLM): its own sizing
-        return shared
-    page = policy.page_size
-    by_memory, memory = None, (f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
-                               f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio "
-                               f"{config.mamba_full_memory_ratio:g})")
-    if config.pool_tokens is None or config.mamba_states is None:  # an explicit size is not checked against it
-        with _named_by(memory):
-            by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30),
-                                          config.swa_full_tokens_ratio, config.mamba_full_memory_ratio)
-    if config.pool_tokens is None:
-        sizes = by_memory
-    else:
-        with _named_by(f"--pool-tokens {config.pool_tokens}"):
-            sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0,
-                                      config.swa_full_tokens_ratio)
-    states = by_memory.states if config.mamba_states is None else config.mamba_states
-    floor = swa_floor_pages(model, policy) if model.has_swa else 0
-    kv_source = memory if config.pool_tokens is None else f"--pool-tokens {config.pool_tokens}"
-    _within_limit("FULL", sizes.full_pages * page, "tokens", kv_source)
-    _within_limit("SWA", sizes.swa_pages * page, "tokens", kv_source if config.swa_pool_tokens is None
-                  else f"--swa-pool-tokens {config.swa_pool_tokens}")
-    _within_limit("SWA", floor * page, "tokens", describe_swa_floor(model, policy))
-    _within_limit("MAMBA", states, "states", memory if config.mamba_states is None else "--mamba-states")
-    return PoolSizes(sizes.full_pages, max(sizes.swa_pages, floor) if model.has_swa else 0, states)
-
-
-@contextmanager
-def _named_by(option: str):
-    """A pool size the sizing refuses, named by the option it came from."""
-    try:
-        yield
-    except ValueError as e:
-        raise PoolSizeError(f"{option}: {e}") from None
-
-
-def _within_limit(pool: str, count: int, unit: str, source: str) -> None:
-    """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
-    if count > MAX_INT:
-        raise PoolSizeError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
-
-
-def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
-    """Enough SWA for every running request's window and one step's chunk (FreeToken's pool floor);
-    ``window+interval`` also covers the retain floor's extra retention (PR #34729's second TODO)."""
-    window = resolve(policy, model).window
-    extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
-    per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
-    return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
-
-
-def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
-    """The SWA pool floor's terms, named by their options (for a message about its size)."""
-    extra = f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
-    return (f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
-            f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
-            f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},")
 
 
 def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,

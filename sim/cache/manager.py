@@ -25,13 +25,13 @@ from sim.tokens import TokenSeq
 
 
 class CacheManager(PlainDecodes):
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model, self.sizes = policy, model, sizes
         self.resolved = resolve(policy, model)
         self.rules = rules_for(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
-        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, on_free)
+        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
         self.pools = self.topology.pools
         self.tree = RadixTree(self.page_size, self.pools[Component.FULL], self.pools[Component.SWA], self.pools[Component.MAMBA],
                               self.rules.eviction())

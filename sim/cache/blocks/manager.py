@@ -39,7 +39,7 @@ class SharedBlocks:
 class BlockCacheManager(PlainBlockDecodes):
     topology = SharedBlocks()
 
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model = policy, model
         self.resolved = resolve(policy, model)
         self.layout = layout_for(model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints))

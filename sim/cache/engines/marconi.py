@@ -50,10 +50,10 @@ class MarconiRules(EngineRules):
         self._cost: NodeCost | None = None
 
     # ---- layout, eviction --------------------------------------------------------------------------
-    def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool):
         if sizes.budget_bytes is None:
-            return SeparatePools(sizes, has_swa, has_mamba, on_free)
-        return ByteBudget(sizes, has_swa, has_mamba, on_free)
+            return SeparatePools(sizes, has_swa, has_mamba)
+        return ByteBudget(sizes, has_swa, has_mamba)
 
     def eviction(self):
         return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)

@@ -30,6 +30,8 @@ class StepTiming:
 
 
 class ExecutorBackend:
+    predicts_only = False  # every step runs on the model: no fast path
+
     def __init__(self, model: HybridModel, cost: CostModel, kernels: str = "triton"):
         self.model, self.cost, self.kernels = model, cost, kernels
         self.pools: Pools | None = None
@@ -56,6 +58,9 @@ class ExecutorBackend:
         self.timings.append(StepTiming(shape, predicted, measured))
         self._record_outputs(batch.items, logits, manager)
         return predicted
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        raise NotImplementedError("the executor runs every step on the model: simulate it with fast_path=False")
 
     def _item(self, entry, manager) -> ForwardItem:
         plan = entry.plan

@@ -16,7 +16,7 @@ from sim.cache.interface import eviction_counts as _evictions
 from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.manager import CacheManager
 from sim.cache.policies import Policy, make_policy
-from sim.cache.policy import resolve
+from sim.cache.resolve import resolve
 from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
 from sim.calibration import load_calibration
 from sim.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part of this module's interface)

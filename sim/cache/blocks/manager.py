@@ -20,8 +20,9 @@ from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.components import Component
-from sim.cache.policy import Policy, resolve
+from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
+from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
 from sim.models import MAMBA, SWA, ModelSpec

@@ -11,8 +11,8 @@ from __future__ import annotations
 from sim.cache.align import floor_to
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import MatchResult, Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree

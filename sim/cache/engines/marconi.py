@@ -21,8 +21,8 @@ from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.eviction import NoEviction
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree

@@ -142,7 +142,7 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
 def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel, int]:
     """vLLM's manager on a pool of one to four requests' worth of blocks (a request is at most 256 tokens)."""
     from sim.cache.blocks.layout import layout_for
-    from sim.cache.policy import resolve
+    from sim.cache.resolve import resolve
 
     policy = make_policy(preset)
     block = layout_for(model, policy.page_size, resolve(policy, model).window,

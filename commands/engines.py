@@ -17,7 +17,8 @@ def policies(model):
     """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
     from sim.cache.engines import ENGINES
     from sim.cache.policies import PRESETS
-    from sim.cache.policy import describe_resolved, resolve
+    from sim.cache.policy import describe_resolved
+    from sim.cache.resolve import resolve
     from sim.run.config import SimConfig
 
     for name, preset in PRESETS.items():

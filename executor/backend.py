@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from executor.batch import BatchItem
+from executor.batch import ForwardItem
 from executor.bitwise import row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
@@ -30,6 +30,8 @@ class StepTiming:
 
 
 class ExecutorBackend:
+    predicts_only = False  # every step runs on the model: no fast path
+
     def __init__(self, model: HybridModel, cost: CostModel, kernels: str = "triton"):
         self.model, self.cost, self.kernels = model, cost, kernels
         self.pools: Pools | None = None
@@ -57,7 +59,10 @@ class ExecutorBackend:
         self._record_outputs(batch.items, logits, manager)
         return predicted
 
-    def _item(self, entry, manager) -> BatchItem:
+    def decode_times(self, contexts: tuple[int, ...]):
+        raise NotImplementedError("the executor runs every step on the model: simulate it with fast_path=False")
+
+    def _item(self, entry, manager) -> ForwardItem:
         plan = entry.plan
         req = manager.requests[plan.request_id]
         if entry.copy_state_from is not None:
@@ -68,7 +73,7 @@ class ExecutorBackend:
         swa = page_slots([-1 if p is None else p for p in swa_pages], page, plan.end)
         tokens = self.model.map_token_ids(req.tokens.token_ids(plan.start, plan.end))
         state = plan.state_id if plan.state_id is not None else 0
-        return BatchItem(tokens.numpy(), plan.start, full, swa, state, plan.checkpoints, plan.end - 1)
+        return ForwardItem(tokens.numpy(), plan.start, full, swa, state, plan.checkpoints, plan.end - 1)
 
     def _record_outputs(self, entries, logits: list[torch.Tensor], manager) -> None:
         """The output each item's last position predicts (teacher-forced from the trace), if it is one."""

@@ -1,4 +1,4 @@
-"""One forward step: a list of items, one per request, each a prefill chunk or a decode step.
+"""One forward step: a list of items (`ForwardItem`), one per request, each a prefill chunk or a decode step.
 
 Item fields (positions are absolute in the request's sequence):
 - `token_ids`: vocab ids of positions ``[start, end)``;
@@ -28,7 +28,7 @@ def _ids(values, what: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class BatchItem:
+class ForwardItem:
     token_ids: np.ndarray
     start: int
     full_slots: np.ndarray
@@ -53,21 +53,21 @@ class BatchItem:
 
     def _validate(self) -> None:
         if len(self.token_ids) == 0 or self.start < 0:
-            raise ValueError(f"BatchItem: need start >= 0 and at least one token, got start={self.start}, "
+            raise ValueError(f"ForwardItem: need start >= 0 and at least one token, got start={self.start}, "
                              f"{len(self.token_ids)} tokens")
         positions = [p for p, _ in self.checkpoints]
         if positions != sorted(set(positions)) or any(not self.start < p <= self.end for p in positions):
-            raise ValueError(f"BatchItem: checkpoint positions {positions} must be increasing, in "
+            raise ValueError(f"ForwardItem: checkpoint positions {positions} must be increasing, in "
                              f"({self.start}, {self.end}]")
         if any(d == self.state_id for _, d in self.checkpoints):
-            raise ValueError(f"BatchItem: a checkpoint targets the running state {self.state_id}")
+            raise ValueError(f"ForwardItem: a checkpoint targets the running state {self.state_id}")
         if not self.start <= self.logits_from <= self.end:
-            raise ValueError(f"BatchItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]")
+            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]")
 
 
 @dataclass(frozen=True)
 class ForwardBatch:
-    items: list[BatchItem]
+    items: list[ForwardItem]
     rag: Ragged = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +108,7 @@ class ForwardBatch:
                         raise ValueError(f"item {i}: {what} {sid} out of range [0, {pools.num_states})")
 
 
-def _check_slots(i: int, kind: str, slots: np.ndarray, it: BatchItem, num_slots: int) -> None:
+def _check_slots(i: int, kind: str, slots: np.ndarray, it: ForwardItem, num_slots: int) -> None:
     if len(slots) != it.end:
         raise ValueError(f"item {i}: {kind}_slots has {len(slots)} entries, need {it.end} (positions [0, end))")
     low = -1 if kind == "swa" else 0  # only SWA KV may be freed below the window

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import torch
 
-from executor.batch import BatchItem, ForwardBatch
+from executor.batch import ForwardBatch, ForwardItem
 from executor.kernels.conv import causal_conv_with_state
 from executor.kernels.ops import KernelOps, get_ops
 from executor.kernels.ragged import Ragged, SlotTable
@@ -83,7 +83,7 @@ class HybridModel:
             raise ValueError("map_token_ids: ids must be non-negative integers")
         return torch.from_numpy(np.ascontiguousarray(ids.astype(np.int64) % self.spec.vocab_size))
 
-    def forward(self, batch: ForwardBatch | list[BatchItem], pools: Pools,
+    def forward(self, batch: ForwardBatch | list[ForwardItem], pools: Pools,
                 kernels: str = "triton") -> list[torch.Tensor]:
         """Run one step; returns per item the float32 logits [end - logits_from, vocab]."""
         batch = batch if isinstance(batch, ForwardBatch) else ForwardBatch(list(batch))

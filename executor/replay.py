@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from executor.batch import BatchItem
+from executor.batch import ForwardItem
 from executor.bitwise import Outputs, row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
@@ -22,7 +22,7 @@ def replay_outputs(model: HybridModel, trace: Trace, request_ids: list[str], ker
         prompt_len, length = trace.prompt_len(rid), lengths[rid]
         ids = model.map_token_ids(trace.request_seq(rid).token_ids(0, length + 1)).numpy()
         slots = np.arange(length)
-        item = BatchItem(ids[:length], 0, slots, slots, 0, (), prompt_len - 1)
+        item = ForwardItem(ids[:length], 0, slots, slots, 0, (), prompt_len - 1)
         logits = model.forward([item], pools, kernels)[0]
         targets = torch.as_tensor(ids[prompt_len:length + 1], device=logits.device)
         out[rid] = row_outputs(logits, targets)

@@ -60,8 +60,15 @@ class EventRecorder:
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
         self._events: list = []
 
-    def __getattr__(self, name: str):
-        return getattr(self._backend, name)
+    @property
+    def predicts_only(self) -> bool:
+        return self._backend.predicts_only
+
+    def attach(self, manager) -> None:
+        self._backend.attach(manager)
+
+    def decode_times(self, contexts: tuple[int, ...]):
+        return self._backend.decode_times(contexts)
 
     def run(self, batch, manager) -> float:
         page = self._page

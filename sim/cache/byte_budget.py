@@ -7,9 +7,10 @@ victims: the engine's rules evict (``sim/cache/engines/marconi_evict.py``) until
 from __future__ import annotations
 
 from sim.cache.components import Component
-from sim.cache.pools import Pool, PoolUsage
+from sim.cache.pools import PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
+from sim.cache.topology import component_pools
 from sim.models import ModelSpec
 
 BYTES = "bytes"  # the component name a byte shortfall is reported under
@@ -18,18 +19,13 @@ BYTES = "bytes"  # the component name a byte shortfall is reported under
 class ByteBudget:
     name = "bytes"
 
-    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool):
         if sizes.budget_bytes is None:
             raise ValueError("a byte-budget topology needs PoolSizes.budget_bytes")
-        on_free = on_free or {}
         self.budget = sizes.budget_bytes
         self.unit = {Component.FULL: sizes.unit_bytes[0], Component.SWA: sizes.unit_bytes[1] if has_swa else 0,
                      Component.MAMBA: sizes.unit_bytes[2] if has_mamba else 0}
-        self.pools = {
-            Component.FULL: Pool(Component.FULL.pool_name, sizes.full_pages, on_free.get(Component.FULL)),
-            Component.SWA: Pool(Component.SWA.pool_name, sizes.swa_pages if has_swa else 0, on_free.get(Component.SWA)),
-            Component.MAMBA: Pool(Component.MAMBA.pool_name, sizes.states if has_mamba else 0, on_free.get(Component.MAMBA)),
-        }
+        self.pools = component_pools(sizes, has_swa, has_mamba)
 
     def used_bytes(self) -> int:
         return sum(pool.num_used * self.unit[comp] for comp, pool in self.pools.items())

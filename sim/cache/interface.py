@@ -60,14 +60,14 @@ def manager_class(policy: Policy):
     return getattr(ENGINES[policy.engine], "manager_class", None)
 
 
-def make_manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None) -> CacheModel:
+def make_manager(model: ModelSpec, policy: Policy, sizes: PoolSizes) -> CacheModel:
     """The cache manager of the policy's engine."""
     custom = manager_class(policy)
     if custom is not None:
-        return custom()(model, policy, sizes, on_free)
+        return custom()(model, policy, sizes)
     from sim.cache.manager import CacheManager
 
-    return CacheManager(model, policy, sizes, on_free)
+    return CacheManager(model, policy, sizes)
 
 
 def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:

@@ -14,9 +14,10 @@ from sim.cache.components import Component
 from sim.cache.engines import rules_for
 from sim.cache.insert import insert
 from sim.cache.plain_decodes import PlainDecodes
-from sim.cache.policy import Policy, resolve
+from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
+from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
 from sim.cache.tree import RadixTree
@@ -25,16 +26,15 @@ from sim.tokens import TokenSeq
 
 
 class CacheManager(PlainDecodes):
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model, self.sizes = policy, model, sizes
         self.resolved = resolve(policy, model)
         self.rules = rules_for(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
-        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, on_free)
+        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
         self.pools = self.topology.pools
-        self.tree = RadixTree(self.page_size, self.pools[Component.FULL], self.pools[Component.SWA], self.pools[Component.MAMBA],
-                              self.rules.eviction())
+        self.tree = RadixTree(self.page_size, *(self.pools[comp] for comp in Component), self.rules.eviction())
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
 
@@ -52,8 +52,8 @@ class CacheManager(PlainDecodes):
             raise ValueError(f"request {request_id!r} is already admitted")
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.node)
-        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size,
-                           kv_len=match.cached_len, prefix_len=match.cached_len)
+        cached = match.cached_len
+        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached)
         num_states = self.rules.admission_states if self.has_mamba else 0
         refusal = self._admission_refusal(req, num_states)
         if refusal is not None:
@@ -131,18 +131,7 @@ class CacheManager(PlainDecodes):
     # ---- primitives the rules call ------------------------------------------------------------------
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
-        start = max(req.swa_frontier, req.prefix_len)
-        if start < frontier:
-            # the pages of positions start, start + page, ... below frontier: consecutive own indices
-            first = req.own_page_index(start)
-            num_pages = len(range(start, frontier, self.page_size))
-            own_swa = req.own_swa
-            indices = range(max(first, 0), min(first + num_pages, len(own_swa)))
-            freed = [own_swa[i] for i in indices if own_swa[i] is not None]
-            for i in indices:
-                own_swa[i] = None
-            self.pools[Component.SWA].free(freed)
-        req.swa_frontier = max(req.swa_frontier, frontier)
+        self.pools[Component.SWA].free(req.drop_own_swa_below(frontier))
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
@@ -163,13 +152,7 @@ class CacheManager(PlainDecodes):
 
     def page_tables(self, request_id: str) -> tuple[list[int], list[int | None]]:
         """FULL and SWA page ids of the request's positions (None where SWA is freed)."""
-        req = self.requests[request_id]
-        full: list[int] = []
-        swa: list[int | None] = []
-        for node in req.last_node.path_from_root():
-            full += node.full_pages
-            swa += node.swa_pages if node.swa_pages is not None else [None] * len(node.full_pages)
-        return full + req.own_full, swa + req.own_swa
+        return self.requests[request_id].page_tables()
 
     def check_integrity(self) -> None:
         from sim.cache.integrity import check_integrity
@@ -188,8 +171,10 @@ class CacheManager(PlainDecodes):
             return refusal
         req.own_full += self.pools[Component.FULL].alloc(num_pages)
         req.own_swa += self.pools[Component.SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
-        slot = (self.pools[Component.MAMBA].alloc_one() if new_state else req.spare_states.pop()) if checkpoint else None
-        planned = ((checkpoint, slot),) if checkpoint else ()
+        planned: tuple[tuple[int, int], ...] = ()
+        if checkpoint:
+            slot = self.pools[Component.MAMBA].alloc_one() if new_state else req.spare_states.pop()
+            planned = ((checkpoint, slot),)
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
             planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
@@ -221,7 +206,8 @@ class CacheManager(PlainDecodes):
         if not match.cached_len:
             return None
         if self.policy.fault == "stale-state":  # deliberately wrong: the checkpoint before the matched one
-            return next((n.state for n in reversed(match.node.path_from_root()[:-1]) if n.state is not None), None)
+            earlier = reversed(match.node.path_from_root()[:-1])
+            return next((node.state for node in earlier if node.state is not None), None)
         return match.node.state
 
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
@@ -242,12 +228,8 @@ class CacheManager(PlainDecodes):
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)
 
     def _release(self, req: RequestCache) -> None:
-        self.pools[Component.FULL].free(req.own_full)
-        self.pools[Component.SWA].free([page for page in req.own_swa if page is not None])
-        states = [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
-        self.pools[Component.MAMBA].free(states + [s for _, s in req.planned] + req.spare_states)
-        req.own_full, req.own_swa, req.state, req.checkpoint, req.planned = [], [], None, None, ()
-        req.spare_states = []
+        for comp, ids in req.drop_all().items():
+            self.pools[comp].free(ids)
         locks.unlock(self.tree, req.locks)
 
     def _follow_split(self, upper, lower) -> None:

@@ -2,16 +2,16 @@
 
 ``Policy`` is model-independent (a preset plus overrides, as a grid point stores it); ``resolve`` settles
 it against a model once: the effective window and scan chunk, the checkpoint grids, which components the
-cache keeps. Everything downstream (manager, rules, pool sizing, reports) reads the ``Resolved`` values.
+cache keeps. Everything downstream (manager, rules, pool sizing, reports) reads the ``Resolved`` values
+(``sim/cache/resolve.py``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from sim.cache.components import Component
 from sim.cache.knobs import MAX_INT, knob, knob_specs
-from sim.models import ModelSpec
+from sim.cache.resolve import Resolved
 
 
 @dataclass(frozen=True)
@@ -107,31 +107,6 @@ def validate(policy: Policy) -> None:
     if policy.engine != "vllm" and policy.track_interval % policy.page_size:  # vLLM has no decode interval
         raise ValueError(f"track_interval {policy.track_interval} must be a multiple of page_size "
                          f"{policy.page_size}")
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A policy settled against a model: what the cache manager and its rules run with."""
-
-    policy: Policy
-    page_size: int
-    window: int  # effective SWA window (0 without SWA)
-    mamba_chunk: int
-    checkpoint_grid: int  # prefill checkpoints: lcm(chunk, page)
-    track_grid: int  # decode checkpoints: lcm(checkpoint grid, track interval)
-    has_swa: bool
-    has_mamba: bool
-    window_slack: int  # deliberately wrong policies only
-
-
-def resolve(policy: Policy, model: ModelSpec) -> Resolved:
-    page = policy.page_size
-    chunk = policy.mamba_chunk or model.mamba_chunk or 1
-    grid = math.lcm(chunk, page)
-    window = model.window if policy.window is None else policy.window
-    return Resolved(policy, page, window, chunk, grid, math.lcm(grid, policy.track_interval),
-                    model.has_swa and not policy.full_only, model.has_mamba and not policy.full_only,
-                    page if policy.window_slack == -1 else policy.window_slack)
 
 
 def describe_resolved(resolved: Resolved) -> str:

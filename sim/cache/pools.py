@@ -18,14 +18,14 @@ class Pool:
     """Free ids are the ones handed back (reused last-freed first) and, above a high-water mark, the ones
     never handed out yet (lowest first): a pool of a billion states costs nothing until it is used."""
 
-    def __init__(self, name: str, size: int, on_free=None):
+    def __init__(self, name: str, size: int):
         if size < 0:
             raise ValueError(f"{name} pool size must be >= 0, got {size}")
         self.name = name
         self.size = size
         self.high_water = 0  # ids below it have been handed out at least once
         self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
-        self._on_free = on_free  # the executor poisons freed memory through this hook
+        self._on_free = None  # the executor poisons freed memory through this hook (set_on_free)
         # kept, not derived: asked several times per simulated step (check_integrity recounts it)
         self.num_free = size
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.cache.components import Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.results import MatchResult
@@ -51,6 +52,41 @@ class RequestCache:
         """Pages to add so that positions up to ``new_kv_len`` have a slot."""
         have = self.prefix_len // self.page_size + len(self.own_full)
         return max(0, -(-new_kv_len // self.page_size) - have)
+
+    def drop_own_swa_below(self, frontier: int) -> list[int]:
+        """Forget the request's own SWA pages below ``frontier`` (positions the tree owns are not its own) and
+        move its frontier there; returns the pages to free."""
+        start = max(self.swa_frontier, self.prefix_len)
+        freed: list[int] = []
+        if start < frontier:
+            # the pages of positions start, start + page, ... below frontier: consecutive own indices
+            first = self.own_page_index(start)
+            own_swa = self.own_swa
+            indices = range(max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa)))
+            freed = [own_swa[i] for i in indices if own_swa[i] is not None]
+            for i in indices:
+                own_swa[i] = None
+        self.swa_frontier = max(self.swa_frontier, frontier)
+        return freed
+
+    def drop_all(self) -> dict[Component, list[int]]:
+        """Forget every page and state the request holds itself; returns them, per pool, to free."""
+        checkpoint = self.checkpoint[1] if self.checkpoint else None
+        states = [s for s in (self.state, checkpoint) if s is not None] + [s for _, s in self.planned]
+        held = {Component.FULL: self.own_full, Component.SWA: [page for page in self.own_swa if page is not None],
+                Component.MAMBA: states + self.spare_states}
+        self.own_full, self.own_swa, self.state, self.checkpoint, self.planned = [], [], None, None, ()
+        self.spare_states = []
+        return held
+
+    def page_tables(self) -> tuple[list[int], list[int | None]]:
+        """FULL and SWA page ids of the request's positions (None where SWA is freed)."""
+        full: list[int] = []
+        swa: list[int | None] = []
+        for node in self.last_node.path_from_root():
+            full += node.full_pages
+            swa += node.swa_pages if node.swa_pages is not None else [None] * len(node.full_pages)
+        return full + self.own_full, swa + self.own_swa
 
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""

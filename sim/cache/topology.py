@@ -15,13 +15,8 @@ from sim.cache.sizing import PoolSizes
 class SeparatePools:
     name = "separate"
 
-    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
-        on_free = on_free or {}
-        self.pools = {
-            Component.FULL: Pool(Component.FULL.pool_name, sizes.full_pages, on_free.get(Component.FULL)),
-            Component.SWA: Pool(Component.SWA.pool_name, sizes.swa_pages if has_swa else 0, on_free.get(Component.SWA)),
-            Component.MAMBA: Pool(Component.MAMBA.pool_name, sizes.states if has_mamba else 0, on_free.get(Component.MAMBA)),
-        }
+    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool):
+        self.pools = component_pools(sizes, has_swa, has_mamba)
 
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until each pool can hand out what is asked, or say which cannot."""
@@ -35,6 +30,13 @@ class SeparatePools:
         tree_held = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
         return {comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
                 for comp, pool in self.pools.items()}
+
+
+def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Component, Pool]:
+    """A pool per component, empty for a component the model does not have."""
+    counts = {Component.FULL: sizes.full_pages, Component.SWA: sizes.swa_pages if has_swa else 0,
+              Component.MAMBA: sizes.states if has_mamba else 0}
+    return {comp: Pool(comp.pool_name, count) for comp, count in counts.items()}
 
 
 TOPOLOGIES = {SeparatePools.name: SeparatePools}

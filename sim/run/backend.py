@@ -6,6 +6,7 @@ decisions step by step.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from sim.cache.manager import CacheManager
@@ -14,8 +15,21 @@ from sim.run.scheduler import Batch
 
 
 class Backend(Protocol):
+    """Everything the engine and ``run_timed`` ask of a backend."""
+
+    # True: step times come from the cost model alone, so the engine may take a run of plain decode steps in
+    # one event (the fast path, ``decode_times``); False: every step must go through ``run``
+    predicts_only: bool
+
+    def attach(self, manager: CacheManager) -> None:
+        """Called once, before the first step: a backend with memory of its own mirrors the manager's pools."""
+
     def run(self, batch: Batch, manager: CacheManager) -> float:
         """Run (or predict) the batch; returns the step's duration in seconds."""
+
+    def decode_times(self, contexts: tuple[int, ...]) -> Iterable[float]:
+        """Durations of consecutive decode-only steps of requests at these context lengths, each one token
+        longer than the last (asked only of a backend that ``predicts_only``)."""
 
 
 def batch_shape(batch: Batch) -> StepShape:
@@ -25,8 +39,13 @@ def batch_shape(batch: Batch) -> StepShape:
 
 
 class PredictBackend:
+    predicts_only = True
+
     def __init__(self, cost: CostModel):
         self.cost = cost
+
+    def attach(self, manager: CacheManager) -> None:
+        pass  # no memory of its own
 
     def run(self, batch: Batch, manager: CacheManager) -> float:
         return self.step_time(batch_shape(batch))
@@ -41,8 +60,13 @@ class PredictBackend:
 class FixedStepBackend:
     """Every step takes the same time: exact, hand-checkable simulated times in tests and examples."""
 
+    predicts_only = True
+
     def __init__(self, step_s: float, per_token_s: float = 0.0):
         self.step_s, self.per_token_s = step_s, per_token_s
+
+    def attach(self, manager: CacheManager) -> None:
+        pass  # no memory of its own
 
     def run(self, batch: Batch, manager: CacheManager) -> float:
         return self.step_time(batch_shape(batch))

@@ -30,7 +30,7 @@ class Engine:
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step or (lambda: None)
         # a backend that only predicts lets runs of plain decode steps skip the scheduler
-        self.fast_path = hasattr(backend, "decode_times") if fast_path is None else fast_path
+        self.fast_path = backend.predicts_only if fast_path is None else fast_path
         self.iteration = 0
         self._wake: simpy.Event | None = None
         self._followers = trace.followers()

@@ -3,7 +3,8 @@ checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and
 hashes it, so a changed preset default or model is a new point."""
 from __future__ import annotations
 
-from sim.cache.policy import KNOBS, resolve
+from sim.cache.policy import KNOBS
+from sim.cache.resolve import resolve
 from sim.run.config import SimConfig
 
 

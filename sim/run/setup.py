@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from sim.cache.interface import budget_sizes_for, settle_for_gpu, shared_pool_sizes
 from sim.cache.knobs import MAX_INT, NONE
 from sim.cache.policies import Policy, make_policy
-from sim.cache.policy import resolve
+from sim.cache.resolve import resolve
 from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
 from sim.models import ModelSpec, get_model
 from sim.run.config import SimConfig

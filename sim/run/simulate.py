@@ -71,10 +71,9 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     ``config``; the conformance suite gives the engine's exact ones)."""
     manager = make_manager(model, policy, sizes)
     tracker = _miss_tracker(manager)
-    if hasattr(backend, "attach"):  # a backend with memory of its own mirrors the manager's pools
-        backend.attach(manager)
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
+    backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
     engine: Engine | None = None

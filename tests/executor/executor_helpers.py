@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from executor.batch import BatchItem
+from executor.batch import ForwardItem
 from executor.pools import Pools
 from sim.models import get_model
 
@@ -47,12 +47,12 @@ class Seq:
         return (pages[:, None] * self.page_size + np.arange(self.page_size)).reshape(-1)[:end]
 
     def item(self, start: int, end: int, state_id: int = 0, checkpoints=(), logits_from: int | None = None,
-             swa_freed: tuple[int, int] | None = None) -> BatchItem:
+             swa_freed: tuple[int, int] | None = None) -> ForwardItem:
         """Positions [start, end); `swa_freed` = (lo, hi) positions whose SWA slots read -1."""
         swa = self.slots(self.swa_pages, end).copy()
         if swa_freed is not None:
             swa[swa_freed[0]:swa_freed[1]] = -1
-        return BatchItem(self.token_ids[start:end], start, self.slots(self.full_pages, end), swa, state_id,
+        return ForwardItem(self.token_ids[start:end], start, self.slots(self.full_pages, end), swa, state_id,
                          tuple(checkpoints), start if logits_from is None else logits_from)
 
 

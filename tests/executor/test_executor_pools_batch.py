@@ -9,7 +9,7 @@ pytest.importorskip("triton")
 
 from executor_helpers import SPEC, PageAlloc, make_pools, make_seq  # noqa: E402
 
-from executor.batch import BatchItem, ForwardBatch  # noqa: E402
+from executor.batch import ForwardBatch, ForwardItem  # noqa: E402
 from executor.model import HybridModel, init_weights  # noqa: E402
 from executor.pools import Pools  # noqa: E402
 from sim.models import get_model  # noqa: E402
@@ -79,7 +79,7 @@ def test_unsupported_specs_are_named(knobs, named):
 
 def _item(**kw):
     base = dict(token_ids=[1, 2, 3], start=2, full_slots=np.arange(5), swa_slots=np.arange(5), state_id=0)
-    return BatchItem(**{**base, **kw})
+    return ForwardItem(**{**base, **kw})
 
 
 @pytest.mark.parametrize("kw,match", [

@@ -20,8 +20,9 @@ from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.components import Component
-from sim.cache.policy import Policy, resolve
+from sim.cache.policy import Policy
 from sim.cache.pools import PoolUsage
+from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
 from sim.models import MAMBA, SWA, ModelSpec
@@ -39,7 +40,7 @@ class SharedBlocks:
 class BlockCacheManager(PlainBlockDecodes):
     topology = SharedBlocks()
 
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_free: dict | None = None):
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model = policy, model
         self.resolved = resolve(policy, model)
         self.layout = layout_for(model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints))

@@ -8,7 +8,8 @@ FULL KV when FULL alone uses it; the SWA and Mamba groups draw from the same blo
 from __future__ import annotations
 
 from sim.cache.blocks.layout import layout_for
-from sim.cache.policy import Policy, resolve
+from sim.cache.policy import Policy
+from sim.cache.resolve import resolve
 from sim.cache.sizing import PoolSizes
 from sim.models import ModelSpec
 

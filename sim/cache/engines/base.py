@@ -11,8 +11,8 @@ from __future__ import annotations
 from sim.cache.align import floor_to
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import MatchResult, Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
@@ -65,10 +65,10 @@ class EngineRules:
         """The tree's eviction strategy (``sim/cache/eviction.py``)."""
         return LRUEviction()
 
-    def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool):
         """The pools' layout (``sim/cache/topology.py``): FULL, SWA and MAMBA pools apart unless the engine
         lays them out otherwise."""
-        return SeparatePools(sizes, has_swa, has_mamba, on_free)
+        return SeparatePools(sizes, has_swa, has_mamba)
 
     def after_admit(self, manager, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""

@@ -11,7 +11,7 @@ from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_gdn import GdnRules, SwaGdnRules
 from sim.cache.engines.freetoken_swa import SwaRules
-from sim.cache.policy import Resolved
+from sim.cache.resolve import Resolved
 
 
 class FreeTokenRules(FreeTokenCommon):

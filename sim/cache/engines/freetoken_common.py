@@ -11,8 +11,8 @@ from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.eviction import NoEviction
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
 

@@ -21,8 +21,8 @@ from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.eviction import NoEviction
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
@@ -50,10 +50,10 @@ class MarconiRules(EngineRules):
         self._cost: NodeCost | None = None
 
     # ---- layout, eviction --------------------------------------------------------------------------
-    def topology(self, sizes, has_swa: bool, has_mamba: bool, on_free: dict | None = None):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool):
         if sizes.budget_bytes is None:
-            return SeparatePools(sizes, has_swa, has_mamba, on_free)
-        return ByteBudget(sizes, has_swa, has_mamba, on_free)
+            return SeparatePools(sizes, has_swa, has_mamba)
+        return ByteBudget(sizes, has_swa, has_mamba)
 
     def eviction(self):
         return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)

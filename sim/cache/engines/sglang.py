@@ -14,8 +14,8 @@ from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
-from sim.cache.policy import Resolved
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 
 

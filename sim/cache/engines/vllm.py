@@ -41,7 +41,7 @@ class VllmRules(EngineRules):
         """What ``vllm serve`` settles on ``gpu`` for ``model``: the block size, the groups, the token budget."""
         from sim.cache.blocks.defaults import settle_for_gpu
         from sim.cache.blocks.layout import layout_for
-        from sim.cache.policy import resolve
+        from sim.cache.resolve import resolve
 
         settled = settle_for_gpu(policy, gpu, set())
         layout = layout_for(model, settled.page_size, resolve(settled, model).window,

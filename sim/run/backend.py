@@ -4,6 +4,7 @@ The default backend only predicts (the cost model); the executor's backend runs 
 and measures it. Both see the same ``Batch``, so predicted and measured runs make identical cache
 decisions step by step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -33,7 +34,9 @@ class Backend(Protocol):
 
 
 def batch_shape(batch: Batch) -> StepShape:
-    prefill = tuple((item.plan.start, item.plan.end - item.plan.start) for item in batch.items if item.is_prefill)
+    prefill = tuple(
+        (item.plan.start, item.plan.end - item.plan.start) for item in batch.items if item.is_prefill
+    )
     decode = tuple(item.plan.start for item in batch.items if not item.is_prefill)
     return StepShape.trusted(prefill, decode)
 

@@ -3,6 +3,7 @@
 Kept apart from ``simulate`` so that the command line and the grid axes read the pool knobs' schema
 without loading pandas or SimPy.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,21 +17,46 @@ class SimConfig:
     model: str = "inkling"
     gpu: str = "h200"
     knobs: dict = field(default_factory=dict)  # policy knobs (page_size, track_interval, window, ...)
-    pool_tokens: int | None = knob(None, "FULL pool size", unit="tokens", minimum=1, maximum=MAX_INT,
-                                   none_means="from --kv-memory-gb")
-    swa_pool_tokens: int | None = knob(None, "SWA pool size", unit="tokens", minimum=0, maximum=MAX_INT,
-                                       none_means="--swa-full-tokens-ratio x FULL")
-    mamba_states: int | None = knob(None, "MAMBA pool size", unit="states", minimum=0, maximum=MAX_INT,
-                                    none_means="the memory budget's MAMBA share")
-    kv_memory_gb: float = knob(40.0, "memory for the cache pools", unit="GiB", minimum=0,
-                               exclusive_minimum=True, maximum=1e6)
-    swa_full_tokens_ratio: float = knob(0.8, "SWA pool tokens per FULL pool token (SGLang's ratio)",
-                                        minimum=0, exclusive_minimum=True, maximum=1e6)
-    mamba_full_memory_ratio: float = knob(0.9, "MAMBA memory per KV memory (SGLang's ratio)", minimum=0,
-                                          exclusive_minimum=True, maximum=1e6)
-    cache_bytes: float | None = knob(None, "one byte budget for KV and MAMBA states together, as Marconi sizes "
-                                     "its cache (marconi policies)", unit="bytes", minimum=1, maximum=1e18,
-                                     none_means="the engine's pools, sized by the options above")
+    pool_tokens: int | None = knob(
+        None, "FULL pool size", unit="tokens", minimum=1, maximum=MAX_INT, none_means="from --kv-memory-gb"
+    )
+    swa_pool_tokens: int | None = knob(
+        None,
+        "SWA pool size",
+        unit="tokens",
+        minimum=0,
+        maximum=MAX_INT,
+        none_means="--swa-full-tokens-ratio x FULL",
+    )
+    mamba_states: int | None = knob(
+        None,
+        "MAMBA pool size",
+        unit="states",
+        minimum=0,
+        maximum=MAX_INT,
+        none_means="the memory budget's MAMBA share",
+    )
+    kv_memory_gb: float = knob(
+        40.0, "memory for the cache pools", unit="GiB", minimum=0, exclusive_minimum=True, maximum=1e6
+    )
+    swa_full_tokens_ratio: float = knob(
+        0.8,
+        "SWA pool tokens per FULL pool token (SGLang's ratio)",
+        minimum=0,
+        exclusive_minimum=True,
+        maximum=1e6,
+    )
+    mamba_full_memory_ratio: float = knob(
+        0.9, "MAMBA memory per KV memory (SGLang's ratio)", minimum=0, exclusive_minimum=True, maximum=1e6
+    )
+    cache_bytes: float | None = knob(
+        None,
+        "one byte budget for KV and MAMBA states together, as Marconi sizes its cache (marconi policies)",
+        unit="bytes",
+        minimum=1,
+        maximum=1e18,
+        none_means="the engine's pools, sized by the options above",
+    )
     calibration: str | None = None
     mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
     bounds: bool = True  # the offline bounds beside the result (sim/bounds/): as long again as the run itself

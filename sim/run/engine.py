@@ -3,6 +3,7 @@
 The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)``
 -> postprocess. Monitoring is appending rows (``EngineLog``).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,16 @@ from sim.trace import Trace
 
 
 class Engine:
-    def __init__(self, env: simpy.Environment, trace: Trace, scheduler: Scheduler, backend: Backend,
-                 fits=None, on_step=None, fast_path: bool | None = None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        trace: Trace,
+        scheduler: Scheduler,
+        backend: Backend,
+        fits=None,
+        on_step=None,
+        fast_path: bool | None = None,
+    ):
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.manager = scheduler.manager
         # every request's record, in trace order, from before it arrives to its row
@@ -151,13 +160,24 @@ class Engine:
         elif self.scheduler.waiting:
             state = self.scheduler.waiting.popleft()
             why = state.last_refusal
-            self._reject(state, "the pools cannot hold it even with the cache emptied" + (f" ({why})" if why else ""))
+            self._reject(
+                state, "the pools cannot hold it even with the cache emptied" + (f" ({why})" if why else "")
+            )
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)
         pools = pool_values(self.manager.usage())
-        self.steps.append((self.iteration, started_at, duration, len(shape.prefill), shape.num_prefill_tokens,
-                               shape.num_decode_tokens), pools)
+        self.steps.append(
+            (
+                self.iteration,
+                started_at,
+                duration,
+                len(shape.prefill),
+                shape.num_prefill_tokens,
+                shape.num_decode_tokens,
+            ),
+            pools,
+        )
 
 
 def _event_delays(now: float, durations: list[float]) -> list[float]:
@@ -172,7 +192,7 @@ def _event_delays(now: float, durations: list[float]) -> list[float]:
     for index in range(len(ends) - 1, 0, -1):
         delay = _delay_landing_on(now, ends[index])
         if delay is not None:
-            return [delay] + durations[index + 1:]
+            return [delay] + durations[index + 1 :]
     return list(durations)  # the first end is now + durations[0] by definition
 
 

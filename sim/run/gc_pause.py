@@ -6,6 +6,7 @@ cyclic garbage (tests/test_gc_pause.py counts it), yet the collector's full pass
 tree, heaps and trace took 25 to 30% of a Mooncake replay (docs/benchmarks.md). Pausing it leaves peak
 memory unchanged; the caller's setting comes back afterwards, whatever happens.
 """
+
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
 """Per-request and per-step tables, and the summaries of SPEC section 6."""
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,10 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> di
     followups = served[served["followup"]]
     makespan = float(requests["finished_at"].max()) if len(requests) else 0.0
     summary = {
-        "requests": int(len(requests)), "rejected_requests": int(len(requests) - len(served)),
-        "prompt_tokens": int(served["prompt_tokens"].sum()), "cached_tokens": int(served["cached_tokens"].sum()),
+        "requests": int(len(requests)),
+        "rejected_requests": int(len(requests) - len(served)),
+        "prompt_tokens": int(served["prompt_tokens"].sum()),
+        "cached_tokens": int(served["cached_tokens"].sum()),
         "recomputed_tokens": int(served["recomputed_tokens"].sum()),
         "blocked_tokens": int(served["blocked"].sum()),
         "mean_reuse_fraction": _round(served["reuse_fraction"].mean()),
@@ -32,7 +35,8 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> di
         "decode_region_hits": int(followups["decode_region_hit"].astype(bool).sum()),
         "makespan_s": _round(makespan),
         "output_tokens_per_s": _round(served["output_tokens"].sum() / makespan) if makespan > 0 else 0.0,
-        "mean_ttft_s": _round(served["ttft_s"].mean()), "retractions": int(requests["retractions"].sum()),
+        "mean_ttft_s": _round(served["ttft_s"].mean()),
+        "retractions": int(requests["retractions"].sum()),
         "num_steps": int(len(steps)),
     }
     summary.update(latency_percentiles(served))
@@ -60,17 +64,27 @@ def pool_capacity(sizes, page_size: int, has_swa: bool = True, has_mamba: bool =
     shared block pool (vLLM) every component's capacity is the whole pool (a MAMBA state takes a block)."""
     if getattr(sizes, "blocks", 0):
         blocks = int(sizes.blocks)
-        return {"capacity_full_slots": blocks * page_size, "capacity_swa_slots": blocks * page_size if has_swa else 0,
-                "capacity_mamba_states": blocks if has_mamba else 0, "capacity_blocks": blocks}
-    return {"capacity_full_slots": int(sizes.full_pages * page_size),
-            "capacity_swa_slots": int(sizes.swa_pages * page_size), "capacity_mamba_states": int(sizes.states)}
+        return {
+            "capacity_full_slots": blocks * page_size,
+            "capacity_swa_slots": blocks * page_size if has_swa else 0,
+            "capacity_mamba_states": blocks if has_mamba else 0,
+            "capacity_blocks": blocks,
+        }
+    return {
+        "capacity_full_slots": int(sizes.full_pages * page_size),
+        "capacity_swa_slots": int(sizes.swa_pages * page_size),
+        "capacity_mamba_states": int(sizes.states),
+    }
 
 
 def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
     """Peak and mean held slots per pool (KV in token slots, MAMBA in states)."""
-    out = {}
-    for comp, name, unit in ((Component.FULL, "full_slots", page_size), (Component.SWA, "swa_slots", page_size),
-                             (Component.MAMBA, "mamba_states", 1)):
+    out: dict[str, float] = {}
+    for comp, name, unit in (
+        (Component.FULL, "full_slots", page_size),
+        (Component.SWA, "swa_slots", page_size),
+        (Component.MAMBA, "mamba_states", 1),
+    ):
         held = (steps[f"{comp}_running"] + steps[f"{comp}_tree"]) * unit if len(steps) else pd.Series([0])
         out[f"peak_{name}"] = int(held.max())
         out[f"mean_{name}"] = _round(float(held.mean()))
@@ -79,11 +93,18 @@ def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
 
 def compare(base: pd.DataFrame, other: pd.DataFrame) -> dict:
     """Requests whose reuse improved or regressed from ``base`` to ``other``."""
-    joined = base.set_index("id")["cached_tokens"].to_frame("base").join(
-        other.set_index("id")["cached_tokens"].to_frame("other"))
-    return {"improved_requests": int((joined["other"] > joined["base"]).sum()),
-            "regressed_requests": int((joined["other"] < joined["base"]).sum())}
+    joined = (
+        base.set_index("id")["cached_tokens"]
+        .to_frame("base")
+        .join(other.set_index("id")["cached_tokens"].to_frame("other"))
+    )
+    return {
+        "improved_requests": int((joined["other"] > joined["base"]).sum()),
+        "regressed_requests": int((joined["other"] < joined["base"]).sum()),
+    }
 
 
 def _round(value) -> float:
-    return 0.0 if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 6)
+    return (
+        0.0 if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 6)
+    )

@@ -1,11 +1,13 @@
 """Watching the cache manager while a run goes: for each admission, what its match lost and why (the blocked
 reasons of ``sim/run/why.py``): which tombstones an eviction or a finish-time trim made (every other one is
 the request's own out-of-window free), whose MAMBA state was evicted, which FULL pages were evicted."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from sim.cache.components import Component
+from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.run.why import (
     BLOCKED_OTHER,
@@ -32,7 +34,7 @@ class MissTracker:
     """Watches a ``CacheManager`` (by wrapping its tree's and its own methods on the instance, so the
     cache code is unchanged) and records, per admitted request, what its match lost and why."""
 
-    manager: object
+    manager: CacheManager
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
@@ -59,6 +61,7 @@ class MissTracker:
         def wrapped(node):
             before(node)
             return method(node)
+
         return wrapped
 
     # ---- events ---------------------------------------------------------------------------------
@@ -66,8 +69,9 @@ class MissTracker:
         evictions = self.manager.tree.num_evictions[Component.SWA]
         evicted, self._swa_evictions_seen = evictions > self._swa_evictions_seen, evictions
         if node.swa_pages is not None:  # every eviction counts itself before it tombstones its node
-            self.tomb_cause[node.id] = SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish \
-                else SWA_TRIGGER
+            self.tomb_cause[node.id] = (
+                SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
+            )
 
     def _on_drop_state(self, node) -> None:
         if node.state is not None:
@@ -77,7 +81,9 @@ class MissTracker:
     def _on_delete_leaf(self, node) -> None:
         """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
         again later is a new node, but the same tokens."""
-        keys = tuple(above.key for above in node.parent.path_from_root())  # hashed lazily: most are never asked
+        keys = tuple(
+            above.key for above in node.parent.path_from_root()
+        )  # hashed lazily: most are never asked
         self.evicted_pages.setdefault(hash(node.edge), []).append(keys)
 
     def _on_split(self, upper, lower) -> None:
@@ -89,6 +95,7 @@ class MissTracker:
             result = match(tokens, prompt_len)
             self._pending = self.classify(tokens, result.cached_len, result.full_depth)
             return result
+
         return wrapped
 
     def _wrap_admit(self, admit):
@@ -97,6 +104,7 @@ class MissTracker:
             if not isinstance(result, Refusal):
                 self.misses[request_id] = self._pending
             return result
+
         return wrapped
 
     def _wrap_finish(self, finish):
@@ -106,6 +114,7 @@ class MissTracker:
                 return finish(request_id)
             finally:
                 self._in_finish = False
+
         return wrapped
 
     # ---- classification at the match ------------------------------------------------------------

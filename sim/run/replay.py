@@ -4,6 +4,7 @@ No time and no batching: exactly the policy's cache decisions, for quick sweeps 
 kind of replay Marconi's and KVCache.AI's simulators do). Each prefill chunk and decode step counts as
 one engine iteration, which is what the ``iterations`` SWA trigger sees.
 """
+
 from __future__ import annotations
 
 from sim.cache.manager import CacheManager
@@ -35,8 +36,15 @@ def replay_trace(trace, manager: CacheManager, chunk_size: int, fits=None):
             continue
         tokens = trace.request_seq(request_id)
         try:
-            run = run_alone(manager, request_id, tokens, trace.prompt_len(request_id),
-                            trace.request(request_id).output_len, chunk_size, iteration)
+            run = run_alone(
+                manager,
+                request_id,
+                tokens,
+                trace.prompt_len(request_id),
+                trace.request(request_id).output_len,
+                chunk_size,
+                iteration,
+            )
         except ReplayRefused as refused:
             if request_id in manager.requests:
                 manager.abort(request_id)

@@ -4,6 +4,7 @@
 and the cache manager's answers, and stamped with its times by the engine; ``row()`` turns it into the
 typed ``RequestRow`` of the request table. Nothing about a request lives in a side table keyed by its id.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -76,8 +77,13 @@ class RequestState:
     @classmethod
     def from_trace(cls, trace: Trace, request_id: str) -> RequestState:
         request = trace.request(request_id)
-        return cls(request_id, request.session, trace.prompt_len(request_id), request.output_len,
-                   _previous_prompt_len(trace, request_id))
+        return cls(
+            request_id,
+            request.session,
+            trace.prompt_len(request_id),
+            request.output_len,
+            _previous_prompt_len(trace, request_id),
+        )
 
     def row(self) -> RequestRow:
         match, prompt_len, previous = self.match, self.prompt_len, self.previous_prompt_len
@@ -87,13 +93,29 @@ class RequestState:
         if self.output_len > 1 and first is not None and finished is not None:
             tpot = (finished - first) / (self.output_len - 1)
         return RequestRow(
-            self.request_id, self.session, prompt_len, self.output_len, cached,
-            match.full_depth if match is not None else 0, match.blocked if match is not None else 0,
-            prompt_len - cached, cached / prompt_len, previous is not None, previous,
+            self.request_id,
+            self.session,
+            prompt_len,
+            self.output_len,
+            cached,
+            match.full_depth if match is not None else 0,
+            match.blocked if match is not None else 0,
+            prompt_len - cached,
+            cached / prompt_len,
+            previous is not None,
+            previous,
             None if previous is None else cached > previous + 1,
-            arrived, first, finished, _diff(first, arrived), tpot, _diff(finished, arrived),
-            self.num_retractions, self.rejected, bool(match is not None and match.relies_on_freed_window),
-            self.inserted_len)
+            arrived,
+            first,
+            finished,
+            _diff(first, arrived),
+            tpot,
+            _diff(finished, arrived),
+            self.num_retractions,
+            self.rejected,
+            bool(match is not None and match.relies_on_freed_window),
+            self.inserted_len,
+        )
 
 
 def _previous_prompt_len(trace: Trace, request_id: str) -> int | None:

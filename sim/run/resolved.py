@@ -1,6 +1,7 @@
 """A configuration as it really runs: every knob with the preset's and the model's values filled in, the
 checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and JSON; a grid point's key
 hashes it, so a changed preset default or model is a new point."""
+
 from __future__ import annotations
 
 from sim.cache.policy import KNOBS
@@ -19,15 +20,22 @@ def resolved_config(config: SimConfig) -> dict:
     knobs.update(window=resolved.window, mamba_chunk=resolved.mamba_chunk)
     cache = [c for c, on in (("FULL", True), ("SWA", resolved.has_swa), ("MAMBA", resolved.has_mamba)) if on]
     page = policy.page_size
-    out = {
-        "rules": policy.engine, "cache": "+".join(cache), "knobs": knobs,
-        "grids": {"checkpoint_grid": resolved.checkpoint_grid, "track_grid": resolved.track_grid},
-        "pools": {"full_pages": sizes.full_pages, "swa_pages": sizes.swa_pages, "mamba_states": sizes.states,
-                  "full_slots": sizes.full_pages * page, "swa_slots": sizes.swa_pages * page},
+    pools: dict[str, int | str] = {
+        "full_pages": sizes.full_pages,
+        "swa_pages": sizes.swa_pages,
+        "mamba_states": sizes.states,
+        "full_slots": sizes.full_pages * page,
+        "swa_slots": sizes.swa_pages * page,
     }
     if sizes.blocks:
-        out["pools"].update(shared_blocks(model, policy, resolved.window, sizes.blocks))
-    return out
+        pools.update(shared_blocks(model, policy, resolved.window, sizes.blocks))
+    return {
+        "rules": policy.engine,
+        "cache": "+".join(cache),
+        "knobs": knobs,
+        "grids": {"checkpoint_grid": resolved.checkpoint_grid, "track_grid": resolved.track_grid},
+        "pools": pools,
+    }
 
 
 def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
@@ -35,8 +43,12 @@ def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
     from sim.cache.blocks.layout import layout_for
 
     layout = layout_for(model, policy.page_size, window, bool(policy.prefill_checkpoints))
-    return {"blocks": num_blocks, "block_size": layout.block_size, "groups": " ".join(layout.group_kinds),
-            "block_slots": num_blocks * layout.block_size}
+    return {
+        "blocks": num_blocks,
+        "block_size": layout.block_size,
+        "groups": " ".join(layout.group_kinds),
+        "block_slots": num_blocks * layout.block_size,
+    }
 
 
 def flat_resolved(config: SimConfig, knob_names: tuple[str, ...]) -> dict:
@@ -44,5 +56,7 @@ def flat_resolved(config: SimConfig, knob_names: tuple[str, ...]) -> dict:
     full = resolved_config(config)
     flat = {name: full["knobs"][name] for name in knob_names}
     pools = full["pools"]
-    flat.update(full_pages=pools["full_pages"], swa_pages=pools["swa_pages"], mamba_pool_states=pools["mamba_states"])
+    flat.update(
+        full_pages=pools["full_pages"], swa_pages=pools["swa_pages"], mamba_pool_states=pools["mamba_states"]
+    )
     return flat

@@ -7,6 +7,7 @@ otherwise, and a refused request waits. A decode step that cannot get memory ret
 running request (freed, requeued at the head) as SGLang does; a request retracted while running alone is
 requeued, or given up on at once where the engine does so (SGLang aborts it).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -67,10 +68,10 @@ class Scheduler:
         for run in [r for r in self.running.values() if self._in_prefill(r)]:
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
-            run = self._admit_head()
-            if run is None:
+            admitted = self._admit_head()
+            if admitted is None:
                 break
-            budget = self._add_prefill(batch, run, budget)
+            budget = self._add_prefill(batch, admitted, budget)
         return batch
 
     def newest_running(self) -> RequestState | None:
@@ -116,14 +117,15 @@ class Scheduler:
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
         runs = sorted(self.running.values(), key=_order)
-        steps = None
+        own_steps = []
         for run in runs:
             req = self.manager.requests[run.request_id]
             if req.kv_len < run.prompt_len:
                 return [], 0
-            own = min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            steps = own if steps is None else min(steps, own)
-        return runs, max(steps, 0)
+            own_steps.append(
+                min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
+            )
+        return runs, max(min(own_steps), 0)
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
         """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and no more."""
@@ -192,8 +194,13 @@ class Scheduler:
             self.given_up.append((victim, f"given up while running alone at position {reached}: {why}"))
             return
         if alone and reached <= victim.alone_reached:
-            self.given_up.append((victim, f"retracted twice while running alone, the second time no further "
-                                          f"than position {reached}: {why}"))
+            self.given_up.append(
+                (
+                    victim,
+                    f"retracted twice while running alone, the second time no further "
+                    f"than position {reached}: {why}",
+                )
+            )
             return
         if alone:
             victim.alone_reached = reached

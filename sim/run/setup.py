@@ -1,6 +1,7 @@
 """A configuration made concrete: the model (with the window asked for), the policy (its preset with the knobs
 given, settled for the GPU) and the pools' sizes (from tokens, a memory budget or one byte budget), each size
 checked and, when refused, named by the option it came from."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -38,28 +39,48 @@ def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes
     if shared is not None:  # one pool every component shares (vLLM): its own sizing
         return shared
     page = policy.page_size
-    by_memory, memory = None, (f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
-                               f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio "
-                               f"{config.mamba_full_memory_ratio:g})")
-    if config.pool_tokens is None or config.mamba_states is None:  # an explicit size is not checked against it
-        with _named_by(memory):
-            by_memory = sizes_from_memory(model, page, int(config.kv_memory_gb * 2**30),
-                                          config.swa_full_tokens_ratio, config.mamba_full_memory_ratio)
-    if config.pool_tokens is None:
-        sizes = by_memory
-    else:
-        with _named_by(f"--pool-tokens {config.pool_tokens}"):
-            sizes = sizes_from_tokens(page, config.pool_tokens, config.swa_pool_tokens, 0,
-                                      config.swa_full_tokens_ratio)
-    states = by_memory.states if config.mamba_states is None else config.mamba_states
+    memory = (
+        f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
+        f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio {config.mamba_full_memory_ratio:g})"
+    )
+    sizes, states = _kv_and_states(config, model, page, memory)
     floor = swa_floor_pages(model, policy) if model.has_swa else 0
     kv_source = memory if config.pool_tokens is None else f"--pool-tokens {config.pool_tokens}"
     _within_limit("FULL", sizes.full_pages * page, "tokens", kv_source)
-    _within_limit("SWA", sizes.swa_pages * page, "tokens", kv_source if config.swa_pool_tokens is None
-                  else f"--swa-pool-tokens {config.swa_pool_tokens}")
+    _within_limit(
+        "SWA",
+        sizes.swa_pages * page,
+        "tokens",
+        kv_source if config.swa_pool_tokens is None else f"--swa-pool-tokens {config.swa_pool_tokens}",
+    )
     _within_limit("SWA", floor * page, "tokens", describe_swa_floor(model, policy))
     _within_limit("MAMBA", states, "states", memory if config.mamba_states is None else "--mamba-states")
     return PoolSizes(sizes.full_pages, max(sizes.swa_pages, floor) if model.has_swa else 0, states)
+
+
+def _kv_and_states(config: SimConfig, model: ModelSpec, page: int, memory: str) -> tuple[PoolSizes, int]:
+    """The KV pools from ``pool_tokens`` or the memory budget, the MAMBA states from ``mamba_states`` or the
+    budget's share; an explicit size is not checked against the budget."""
+    by_memory = None
+    if config.pool_tokens is None or config.mamba_states is None:
+        with _named_by(memory):
+            by_memory = sizes_from_memory(
+                model,
+                page,
+                int(config.kv_memory_gb * 2**30),
+                config.swa_full_tokens_ratio,
+                config.mamba_full_memory_ratio,
+            )
+    kv, states = by_memory, config.mamba_states
+    if config.pool_tokens is not None:
+        with _named_by(f"--pool-tokens {config.pool_tokens}"):
+            kv = sizes_from_tokens(
+                page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio
+            )
+    if states is None and by_memory is not None:
+        states = by_memory.states
+    assert kv is not None and states is not None, "the memory budget sizes whatever was not given"
+    return kv, states
 
 
 @contextmanager
@@ -88,7 +109,11 @@ def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
 
 def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
     """The SWA pool floor's terms, named by their options (for a message about its size)."""
-    extra = f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
-    return (f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
-            f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
-            f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},")
+    extra = (
+        f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
+    )
+    return (
+        f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
+        f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
+        f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},"
+    )

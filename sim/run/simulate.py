@@ -1,4 +1,5 @@
 """One simulation: trace + model + policy + pools + GPU -> per-request and per-step tables + summary."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,13 @@ class SimResult:
     summary: Summary
 
 
-def simulate(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
-             fast_path: bool | None = None) -> SimResult:
+def simulate(
+    trace: Trace,
+    config: SimConfig,
+    backend: Backend | None = None,
+    on_step=None,
+    fast_path: bool | None = None,
+) -> SimResult:
     """``on_step(done)`` is called after every engine step (replay: every request) with the number of
     requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
     advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
@@ -60,13 +66,26 @@ def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
     return CostModel(model, get_gpu(config.gpu), calibration)
 
 
-def simulate_timed(trace: Trace, config: SimConfig, backend: Backend | None = None, on_step=None,
-                   fast_path: bool | None = None) -> SimResult:
+def simulate_timed(
+    trace: Trace,
+    config: SimConfig,
+    backend: Backend | None = None,
+    on_step=None,
+    fast_path: bool | None = None,
+) -> SimResult:
     return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
 
 
-def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
-              backend: Backend | None = None, on_step=None, fast_path: bool | None = None) -> SimResult:
+def run_timed(
+    trace: Trace,
+    config: SimConfig,
+    model: ModelSpec,
+    policy: Policy,
+    sizes: PoolSizes,
+    backend: Backend | None = None,
+    on_step=None,
+    fast_path: bool | None = None,
+) -> SimResult:
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
     manager = make_manager(model, policy, sizes)
@@ -76,11 +95,11 @@ def run_timed(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy,
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
-    engine: Engine | None = None
-    step = (lambda: on_step(engine.num_done)) if on_step else None
     recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
-    engine = Engine(env, trace, scheduler, recorder or backend, fits=_fits_check(trace, manager, sizes),
-                    on_step=step, fast_path=fast_path)
+    fits = _fits_check(trace, manager, sizes)
+    engine = Engine(env, trace, scheduler, recorder or backend, fits=fits, fast_path=fast_path)
+    if on_step:
+        engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
     env.run()
     requests = with_ideal(trace, request_table(engine.states.values()))
@@ -93,16 +112,31 @@ def _miss_tracker(manager) -> MissTracker | None:
     return MissTracker(manager) if isinstance(manager, CacheManager) else None
 
 
-def _result(config: SimConfig, policy: Policy, sizes: PoolSizes, manager: CacheModel, tracker: MissTracker | None,
-            requests: pd.DataFrame, steps: pd.DataFrame, bound_events: tuple) -> SimResult:
+def _result(
+    config: SimConfig,
+    policy: Policy,
+    sizes: PoolSizes,
+    manager: CacheModel,
+    tracker: MissTracker | None,
+    requests: pd.DataFrame,
+    steps: pd.DataFrame,
+    bound_events: tuple[Trace, list | None],
+) -> SimResult:
     """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, why
     each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
     page_size = manager.page_size
     requests = with_why(requests, tracker, page_size)
-    figures = (summarize(requests, steps, page_size) | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
-               | eviction_counts(manager) | upper_bound(requests) | why_summary(requests))
+    figures = (
+        summarize(requests, steps, page_size)
+        | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
+        | eviction_counts(manager)
+        | upper_bound(requests)
+        | why_summary(requests)
+    )
     if config.bounds:
-        figures |= run_bounds(*bound_events, manager, sizes, requests)
+        trace, events = bound_events
+        assert events is not None, "the run recorded its events for the bounds"
+        figures |= run_bounds(trace, events, manager, sizes, requests)
     else:
         figures["bound_skipped"] = "not asked for (--no-bounds)"
     return SimResult(config, policy, requests, steps, Summary(**figures))
@@ -129,8 +163,9 @@ def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
     asks of the pools (its whole sequence in FULL pages, the engine's states per admitted request)."""
     page = manager.page_size
     if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
-        return lambda request_id: manager.request_refusal(trace.prompt_len(request_id),
-                                                          trace.request(request_id).output_len)
+        return lambda request_id: manager.request_refusal(
+            trace.prompt_len(request_id), trace.request(request_id).output_len
+        )
     states = manager.rules.admission_states if manager.has_mamba else 0
 
     def why_not(request_id: str) -> str | None:
@@ -139,8 +174,10 @@ def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
         if pages > sizes.full_pages:
             return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
         if states > sizes.states:
-            return (f"needs {states} MAMBA states (the running state + {states - 1} checkpoint slots), the pool "
-                    f"has {sizes.states}")
+            return (
+                f"needs {states} MAMBA states (the running state + {states - 1} checkpoint slots), the pool "
+                f"has {sizes.states}"
+            )
         return None
 
     return why_not
@@ -151,8 +188,9 @@ def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
     return run_replay(trace, config, *build(config), on_step=on_step)
 
 
-def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes,
-               on_step=None) -> SimResult:
+def run_replay(
+    trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_step=None
+) -> SimResult:
     manager = make_manager(model, policy, sizes)
     tracker = _miss_tracker(manager)
     states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}  # in trace order
@@ -170,6 +208,11 @@ def run_replay(trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy
             on_step(index + 1)
     requests = with_ideal(trace, request_table(states.values()))
     steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
-    events = replay_events(trace, order, served_ids(requests), {r for r in order if fits(r) is None},
-                           manager.page_size) if config.bounds else None
+    events = (
+        replay_events(
+            trace, order, served_ids(requests), {r for r in order if fits(r) is None}, manager.page_size
+        )
+        if config.bounds
+        else None
+    )
     return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))

@@ -1,4 +1,5 @@
 """The per-step table of a timed run, kept as columns: a long run has about a million steps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,9 @@ class StepLog:
         for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):
             self.columns[name].append(value)
 
-    def extend_decode_only(self, first_step: int, starts: list[float], durations: list[float],
-                           num_decode: int) -> None:
+    def extend_decode_only(
+        self, first_step: int, starts: list[float], durations: list[float], num_decode: int
+    ) -> None:
         """Steps that only decoded and allocated nothing: the pools read as after the step before."""
         count, columns = len(starts), self.columns
         columns["step"].extend(range(first_step, first_step + count))

@@ -7,6 +7,7 @@ figure is an error at the run's end, not a KeyError in a report. ``as_dict()`` i
 the bounds of a run that skipped them) are left out of it. The ``Mapping`` methods read the same flat
 names, so a summary and one loaded back from JSON are read alike.
 """
+
 from __future__ import annotations
 
 import dataclasses

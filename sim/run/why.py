@@ -23,6 +23,7 @@ rounding carved out here. The blocked reasons come from watching the cache manag
 (``MissTracker``): which tombstones were made by an eviction or a finish-time trim (every other tombstone
 is the request's own out-of-window free), whose MAMBA state was evicted, which FULL pages were evicted.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -35,7 +36,9 @@ MAMBA_STATE, MAMBA_EVICTED = "mamba_state", "mamba_evicted"
 SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION = "swa_trigger", "swa_finish_trim", "swa_eviction"
 NEVER_KEPT, FULL_EVICTED, NOT_CACHED = "never_kept", "full_evicted", "not_cached"
 PAGE_ROUNDING, NEW = "page_rounding", "new"
-BLOCKED_OTHER = "blocked_other"  # a blocked range the watched events do not explain (an engine rule not mirrored)
+BLOCKED_OTHER = (
+    "blocked_other"  # a blocked range the watched events do not explain (an engine rule not mirrored)
+)
 REASONS = {
     MAMBA_STATE: "no MAMBA state at the match point",
     MAMBA_EVICTED: "MAMBA state evicted",
@@ -59,8 +62,11 @@ def request_ranges(row, miss: MatchMiss | None, page_size: int) -> list[Range]:
     """Every recomputed range of one served request (a row of the request table), in position order."""
     cached, full_depth, prompt = int(row.cached_tokens), int(row.full_depth), int(row.prompt_tokens)
     ideal = int(row.ideal_cached_tokens)
-    ranges = list(miss.blocked) if miss is not None else (
-        [(cached, full_depth, BLOCKED_OTHER)] if full_depth > cached else [])
+    ranges = (
+        list(miss.blocked)
+        if miss is not None
+        else ([(cached, full_depth, BLOCKED_OTHER)] if full_depth > cached else [])
+    )
     missing_end = max(full_depth, floor_to(ideal, page_size))
     if missing_end > full_depth:
         kept = getattr(row, "previous_inserted_tokens", None)
@@ -90,8 +96,10 @@ def with_why(requests: pd.DataFrame, tracker: MissTracker | None, page_size: int
     """The request table with its ``why`` column (empty for a request that never ran). Without a tracker
     (a cache that is not a radix tree) blocked ranges are ``blocked_other``."""
     misses = tracker.misses if tracker is not None else {}
-    texts = [format_ranges(request_ranges(row, misses.get(row.id), page_size))
-             if row.rejected == "" else "" for row in requests.itertuples(index=False)]
+    texts = [
+        format_ranges(request_ranges(row, misses.get(row.id), page_size)) if row.rejected == "" else ""
+        for row in requests.itertuples(index=False)
+    ]
     return requests.assign(why=texts)
 
 

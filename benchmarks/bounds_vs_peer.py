@@ -25,13 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.peer_kvcache_sim import (  # noqa: E402
-    BLOCK_LEN,
-    adapt,
-    measured_hits,
-    peer_modules,
-    whole_block_lines,
-)
+from benchmarks.peer_kvcache_side import BLOCK_LEN, peer_modules, whole_block_lines  # noqa: E402
+from benchmarks.peer_kvcache_sim import adapt, measured_hits  # noqa: E402
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.bounds.belady import belady_page_hits  # noqa: E402
 from sim.bounds.events import Lookup, Produce  # noqa: E402

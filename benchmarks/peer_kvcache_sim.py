@@ -14,86 +14,29 @@ explains what remains. Needs ``pip install kvcache-simulator==0.1.3``.
 from __future__ import annotations
 
 import argparse
-import gc
-import json
 import sys
-import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
+from benchmarks.peer_kvcache_side import (  # noqa: E402
+    BACKENDS,
+    BLOCK_LEN,
+    SideRun,
+    _timed,
+    compile_cpp,
+    peer_modules,
+    peer_unbounded_recount,
+    run_peer,
+    run_peer_whole_blocks,
+)
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace import Trace  # noqa: E402
-from sim.trace.azure_import import MOONCAKE_BLOCK_LEN, import_mooncake  # noqa: E402
-
-BLOCK_LEN = MOONCAKE_BLOCK_LEN  # the peer's block, our page
-BACKENDS = ("python", "cpp")
-
-
-@dataclass(frozen=True)
-class SideRun:
-    side: str
-    load_s: float  # reading the trace
-    sim_s: float  # everything after: the peer's plan or binary files, our simulation
-    hit_tokens: int
-    total_tokens: int  # prompt tokens of the measured requests
-    note: str = ""
-
-    @property
-    def total_s(self) -> float:
-        return self.load_s + self.sim_s
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.total_tokens if self.total_tokens else 0.0
-
-
-def peer_modules():
-    try:
-        from kvcache_sim import cpp_backend, plan, policies, trace
-    except ImportError:
-        raise SystemExit("error: kvcache-simulator is not installed here: "
-                         "pip install kvcache-simulator==0.1.3") from None
-    return cpp_backend, plan, policies, trace
-
-
-def _timed(fn, *args, **kwargs):
-    gc.collect()
-    started = time.perf_counter()
-    value = fn(*args, **kwargs)
-    return value, time.perf_counter() - started
-
-
-def run_peer(backend: str, path: Path, limit: int | None, budget_blocks: int) -> SideRun:
-    cpp_backend, plan_mod, policies, trace_mod = peer_modules()
-    peer_trace, load_s = _timed(trace_mod.parse_trace_file, path, block_size=BLOCK_LEN, max_records=limit or 0)
-    warmup = peer_trace.request_count // 2
-    if backend == "python":
-        started = time.perf_counter()
-        plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
-        result = policies.simulate_policy(plan, "lru", budget_blocks)
-        sim_s = time.perf_counter() - started
-    else:
-        sweep, sim_s = _timed(cpp_backend.run_cpp_sweep, peer_trace, capacities=[budget_blocks],
-                              policies=["lru"], warmup_requests=warmup)
-        result = sweep.results[("lru", budget_blocks)]
-    note = "" if result.measurementMode == "fixed_window" else \
-        f"{result.measurementMode}: the cache never filled before the window; the peer reports no figure"
-    return SideRun(f"kvcache-simulator {backend}", load_s, sim_s, result.hitTokens, result.totalTokens, note)
-
-
-def compile_cpp() -> tuple[float | None, str]:
-    """Build the peer's C++ binary (cached in the temp folder by source hash); (seconds, what happened)."""
-    cpp_backend = peer_modules()[0]
-    try:
-        binary, seconds = _timed(cpp_backend.ensure_cpp_simulator)
-    except Exception as error:  # no compiler, or the compiler failed: reported, the backend skipped
-        return None, f"C++ backend unavailable: {error}"
-    return seconds, f"C++ binary {binary} ready in {seconds:.1f} s (0 when already built)"
+from sim.trace.mooncake_import import import_mooncake  # noqa: E402
 
 
 def adapt(trace: Trace, path: Path, drop_outputs: bool, file_order: bool) -> Trace:
@@ -129,55 +72,6 @@ def run_ours(path: Path, limit: int | None, budget_blocks: int | None, drop_outp
     rejected = int((result.requests["rejected"] != "").sum())
     label = "hybridcache replay, " + ("prompts only" if drop_outputs else "with outputs")
     return SideRun(label, load_s, sim_s, hits, total, f"rejected: {rejected} (larger than the pool)" if rejected else "")
-
-
-def peer_unbounded_recount(path: Path, limit: int | None) -> tuple[SideRun, SideRun]:
-    """The peer's infinite-cache walk over its own plan, counted its way and our way: a hit stops at
-    ``page_floor(prompt_len - 1)`` (the last prompt token is recomputed) and counts whole blocks only."""
-    _, plan_mod, _, trace_mod = peer_modules()
-    peer_trace = trace_mod.parse_trace_file(path, block_size=BLOCK_LEN, max_records=limit or 0)
-    plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
-    seen = bytearray(len(plan.parent))
-    raw = ours = total = 0
-    for index in range(plan.request_count):
-        events = range(plan.request_starts[index], plan.request_starts[index + 1])
-        prompt_len = sum(plan.tokens[e] for e in events)
-        num_hit = next((k for k, e in enumerate(events) if not seen[plan.node_for_event[e]]), len(events))
-        for event in events:
-            seen[plan.node_for_event[event]] = 1
-        if index >= plan.warmup_requests:
-            total += prompt_len
-            raw += sum(plan.tokens[e] for e in events[:num_hit])
-            ours += min(num_hit, (prompt_len - 1) // BLOCK_LEN) * BLOCK_LEN
-    return (SideRun("peer walk, its counting", 0.0, 0.0, raw, total),
-            SideRun("peer walk, our counting", 0.0, 0.0, ours, total))
-
-
-def whole_block_lines(path: Path, limit: int | None) -> list[str]:
-    """The trace as the peer reads it, each prompt cut to its whole 512-token blocks (a prompt shorter
-    than one block keeps its one partial block)."""
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for text in f:
-            if limit is not None and len(lines) >= limit:
-                break
-            if text.strip():
-                record = json.loads(text)
-                num_whole = record["input_length"] // BLOCK_LEN
-                if num_whole:
-                    record = {"input_length": num_whole * BLOCK_LEN, "hash_ids": record["hash_ids"][:num_whole]}
-                lines.append(json.dumps(record))
-    return lines
-
-
-def run_peer_whole_blocks(path: Path, limit: int | None, budget_blocks: int, total_tokens: int) -> SideRun:
-    """The peer's Python LRU on ``whole_block_lines``; the rate over the full prompts' tokens."""
-    _, plan_mod, policies, trace_mod = peer_modules()
-    peer_trace = trace_mod.parse_trace_lines(whole_block_lines(path, limit), block_size=BLOCK_LEN)
-    plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
-    result = policies.simulate_policy(plan, "lru", budget_blocks)
-    return SideRun("kvcache-simulator python, whole blocks", 0.0, 0.0, result.hitTokens, total_tokens,
-                   "" if result.measurementMode == "fixed_window" else result.measurementMode)
 
 
 def format_rows(runs: list[SideRun], with_times: bool = True) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.peer_kvcache_sim import BLOCK_LEN, measured_hits, whole_block_lines
+from benchmarks.peer_kvcache_side import BLOCK_LEN, whole_block_lines
+from benchmarks.peer_kvcache_sim import measured_hits
 from benchmarks.scaling import fitted_exponent
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.azure_import import import_mooncake
@@ -88,7 +89,8 @@ def test_peer_side_by_side_on_the_head():
 
 def test_unbounded_cache_counts_exactly_as_the_peer_recounted():
     pytest.importorskip("kvcache_sim")
-    from benchmarks.peer_kvcache_sim import peer_unbounded_recount, run_ours
+    from benchmarks.peer_kvcache_side import peer_unbounded_recount
+    from benchmarks.peer_kvcache_sim import run_ours
 
     theirs, recounted = peer_unbounded_recount(HEAD, None)
     ours = run_ours(HEAD, None, None, drop_outputs=True, file_order=False)

@@ -6,6 +6,8 @@ tombstone the request recomputed inside its window is revived with the request's
 """
 from __future__ import annotations
 
+from typing import cast
+
 from sim.cache.align import ceil_to
 from sim.cache.components import Component
 from sim.cache.node import Node
@@ -45,7 +47,7 @@ def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[i
             free_live(tree, swa[:cut])
             tree.split(node, frontier - node.start)
             swa = swa[cut:]
-        tree.revive(node, swa)
+        tree.revive(node, _live(swa))
     else:
         free_live(tree, swa)
 
@@ -64,12 +66,12 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
         cut = (live - tail) // page
         lo = dead // page
-        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), full[lo:lo + cut], swa[lo:lo + cut])
+        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), full[lo:lo + cut], _live(swa[lo:lo + cut]))
         dead += live - tail
     if dead == len(key):
         return parent
     lo = dead // page
-    return tree.add_leaf(parent, key.slice(dead), full[lo:], swa[lo:])
+    return tree.add_leaf(parent, key.slice(dead), full[lo:], _live(swa[lo:]))
 
 
 def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False) -> bool:
@@ -92,3 +94,8 @@ def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, 
 
 def free_live(tree: RadixTree, swa: list[int | None]) -> None:
     tree.swa_pool.free([page for page in swa if page is not None])
+
+
+def _live(swa: list[int | None]) -> list[int]:
+    """SWA pages at or past the request's frontier: never freed, so none of them is None."""
+    return cast("list[int]", swa)

@@ -11,7 +11,7 @@ class IntegrityError(AssertionError):
 
 
 def check_integrity(manager) -> None:
-    owned = {Component.FULL: [], Component.SWA: [], Component.MAMBA: []}
+    owned: dict[Component, list[int]] = {comp: [] for comp in Component}
     full_locks: Counter = Counter()
     _collect_tree(manager, owned)
     for req in manager.requests.values():
@@ -31,9 +31,9 @@ def check_integrity(manager) -> None:
         _expect(node.swa_holders <= set(manager.requests), f"{node}: SWA held by finished requests")
 
 
-def _collect_tree(manager, owned: dict) -> None:
+def _collect_tree(manager, owned: dict[Component, list[int]]) -> None:
     tree, page = manager.tree, manager.page_size
-    counts = Counter()
+    counts: Counter[Component] = Counter()
     for node in tree.nodes():
         _expect(node.alive and node.start == node.parent.end, f"{node}: bad start or dead node in tree")
         _expect(node.end == node.start + len(node.key), f"{node}: end is not start + key length")

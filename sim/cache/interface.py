@@ -39,7 +39,9 @@ class CacheModel(Protocol):
     has_swa: bool
     has_mamba: bool
     topology: Topology
-    requests: Mapping[str, RequestView]
+
+    @property
+    def requests(self) -> Mapping[str, RequestView]: ...
 
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal: ...
     def next_chunk_len(self, request_id: str, budget: int) -> int: ...
@@ -54,6 +56,7 @@ class CacheModel(Protocol):
     def abort(self, request_id: str) -> None: ...
     def usage(self) -> dict[Component, PoolUsage]: ...
     def check_integrity(self) -> None: ...
+    def num_evictions(self) -> dict[Component, int]: ...
 
 
 def manager_class(policy: Policy):
@@ -94,6 +97,4 @@ def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
 
 def eviction_counts(manager: CacheModel) -> dict[Component, int]:
     """Evictions per component: the radix tree's, or the block pool's."""
-    if manager.topology.name == "shared-blocks":
-        return manager.num_evictions()
-    return dict(manager.tree.num_evictions)
+    return manager.num_evictions()

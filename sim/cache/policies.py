@@ -6,6 +6,7 @@ reads (``retain_floor``, ``finish_trim_gap``) is refused for a preset of another
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from sim.cache.knobs import NONE
 from sim.cache.policy import KNOBS, Policy, validate
@@ -30,7 +31,7 @@ _VLLM = Policy(name="vllm", engine="vllm", page_size=16, chunked_prefill_size=81
                      "interval 0, the shared-prefix junction, async scheduling")
 
 
-def _variant(base: Policy, name: str, about: str, **knobs: object) -> Policy:
+def _variant(base: Policy, name: str, about: str, **knobs: Any) -> Policy:
     return replace(base, name=name, about=about, **knobs)
 
 
@@ -93,7 +94,8 @@ def make_policy(name: str, **knobs: object) -> Policy:
         if engines is not None and base.engine not in engines:
             raise ValueError(f"{KNOBS[knob].flag} applies to {', '.join(engines)} policies only; "
                              f"{name!r} runs {base.engine}'s rules")
-    policy = replace(base, **{k: None if v == NONE and KNOBS[k].nullable else v for k, v in given.items()})
+    overrides: dict[str, Any] = {k: None if v == NONE and KNOBS[k].nullable else v for k, v in given.items()}
+    policy = replace(base, **overrides)
     validate(policy)
     return policy
 

@@ -63,7 +63,7 @@ class RequestCache:
             first = self.own_page_index(start)
             own_swa = self.own_swa
             indices = range(max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa)))
-            freed = [own_swa[i] for i in indices if own_swa[i] is not None]
+            freed = [page for page in (own_swa[i] for i in indices) if page is not None]
             for i in indices:
                 own_swa[i] = None
         self.swa_frontier = max(self.swa_frontier, frontier)

@@ -20,7 +20,7 @@ class RadixTree:
     def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool, eviction=None):
         self.page_size = page_size
         self.full_pool, self.swa_pool, self.state_pool = full_pool, swa_pool, state_pool
-        self.root = Node(TokenSeq(), 0, None, [], [], None)
+        self.root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]  # the one parentless node
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
         self.num_full_pages = self.num_swa_pages = self.num_states = 0

@@ -12,7 +12,8 @@ from sim.models import FULL, SWA
 def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit."""
-    B, tables = layout.block_size, []
+    B = layout.block_size
+    tables: list[list[int | None]] = []
     num_blocks = hit // B
     for group, kind in enumerate(layout.group_kinds):
         if kind == FULL:
@@ -21,7 +22,8 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) ->
             first = max(0, (hit - layout.window + 1) // B)
         else:
             first = max(0, num_blocks - 1)
-        tables.append([None] * first + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
+        unread: list[int | None] = [None] * first
+        tables.append(unread + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
     return tables
 
 

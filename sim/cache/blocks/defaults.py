@@ -5,7 +5,7 @@ which writes Mamba checkpoints inside prefill chunks; Triton elsewhere)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sim.cache.policy import Policy
 
@@ -36,5 +36,5 @@ def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
     if facts is None:
         raise ValueError(f"no vLLM defaults for gpu {gpu!r}; known: {', '.join(DEVICES)}")
     tokens, seqs = batch_defaults(facts.memory_gib)
-    derived = {"chunked_prefill_size": tokens, "max_running_requests": seqs, "prefill_checkpoints": facts.hopper}
+    derived: dict[str, Any] = {"chunked_prefill_size": tokens, "max_running_requests": seqs, "prefill_checkpoints": facts.hopper}
     return replace(policy, **{name: value for name, value in derived.items() if name not in given})

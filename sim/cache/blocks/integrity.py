@@ -39,7 +39,7 @@ def _check_request(manager, req) -> None:
 
 
 def _check_cache_map(pool) -> None:
-    listed = Counter()
+    listed: Counter[int] = Counter()
     for key, blocks in pool.blocks_of.items():
         _expect(bool(blocks), f"cache key {key} maps to no block")
         for block in blocks:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
@@ -35,9 +36,11 @@ class Layout:
     window: int  # SWA window (0 without SWA)
     checkpoint_blocks: int  # MambaSpec.num_prefill_checkpoint_blocks: 1 with internal prefill checkpoints
 
-    def __post_init__(self) -> None:
-        # blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (read on every block hashed)
-        object.__setattr__(self, "swa_need", cdiv(self.window - 1, self.block_size) if self.window else 0)
+    @cached_property
+    def swa_need(self) -> int:
+        """Blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (computed once: read on every block
+        hashed)."""
+        return cdiv(self.window - 1, self.block_size) if self.window else 0
 
     @property
     def kinds(self) -> tuple[str, ...]:

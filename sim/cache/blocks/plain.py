@@ -17,6 +17,13 @@ class PlainBlockDecodes:
     """Mixed into ``BlockCacheManager``: needs its ``requests``, ``page_size``, ``window``, ``has_swa``,
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
+    requests: dict[str, BlockRequest]
+    page_size: int
+    window: int
+    has_swa: bool
+    has_mamba: bool
+    async_scheduling: bool
+
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
         return decode_runs.advance_decode(self, request_id, num_steps, iteration)

@@ -84,8 +84,9 @@ def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockReq
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         for index in indices:
-            if table[index] is not None:
-                pool.cache(table[index], (req.chain[index], group))
+            block = table[index]
+            if block is not None:
+                pool.cache(block, (req.chain[index], group))
         req.num_cached[group] = max(first, full_blocks)
 
 

@@ -49,7 +49,9 @@ class GdnRules(FreeTokenCommon):
         if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
             self.insert_state(manager, req, req.checkpoint[0])
         if req.kv_len % self.page_size == 0 and req.kv_len > req.prefix_len:
-            req.checkpoint, req.state = (req.kv_len, req.state), None
+            state = req.state
+            assert state is not None  # a GDN request holds its running state until it is released
+            req.checkpoint, req.state = (req.kv_len, state), None
             self.insert_state(manager, req, req.kv_len)
 
     def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:

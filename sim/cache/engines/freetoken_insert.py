@@ -53,7 +53,7 @@ def _add_suffix(tree: RadixTree, req: RequestCache, parent: Node, depth: int, en
     page = tree.page_size
     dead = max(0, min(req.swa_frontier, end) - depth) if swa is not None else 0
     dead = min(dead, max(0, end - depth - page))
-    if dead:
+    if dead and swa is not None:  # (dead is 0 without SWA)
         cut = dead // page
         free_live(tree, swa[:cut])
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)

@@ -91,8 +91,8 @@ class MarconiEvictor:
             short = _short(manager.topology, full_pages, swa_pages, states)
         return None
 
-    def pick(self, tree, comp: Component) -> tuple[Node | None, int]:
-        """The victim and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
+    def pick(self, tree, comp: str) -> tuple[Node | None, int | None]:
+        """The victim for ``comp`` (a component, or ``BYTES``) and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
         the edge of the last candidate scored)."""
         found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (Component.FULL, Component.SWA))
         if not found:

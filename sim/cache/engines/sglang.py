@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
 from sim.cache.components import Component
-from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
@@ -19,7 +18,7 @@ from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 
 
-class SGLangRules(SGLangAdmission, EngineRules):
+class SGLangRules(SGLangAdmission):
     name = "sglang"
 
     @classmethod

@@ -11,12 +11,13 @@ from __future__ import annotations
 import sim.cache.engines.sglang_budget as budget
 from sim.cache.align import floor_to
 from sim.cache.components import Component
+from sim.cache.engines.base import EngineRules
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 
 
-class SGLangAdmission:
-    """Mixed into ``SGLangRules`` (needs ``page_size``, ``window``, ``resolved`` and ``reserve``)."""
+class SGLangAdmission(EngineRules):
+    """SGLang's admission and chunk gates; ``SGLangRules`` adds the rest of the engine."""
 
     budget_before_states = True  # PrefillAdder runs before prepare_for_extend allocates the MAMBA slots
     # retract_decode aborts the last request of a batch that still does not fit; a lone chunked prefill the
@@ -47,6 +48,7 @@ class SGLangAdmission:
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
             return Refusal(Component.FULL.pool_name, total, remaining_total, _waits(Component.FULL.pool_name, total, remaining_total))
+        assert remaining_swa is not None  # without SWA only the FULL budget refuses
         return Refusal(Component.SWA.pool_name, needed_swa, remaining_swa, _waits(Component.SWA.pool_name, needed_swa, remaining_swa))
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
@@ -103,7 +105,7 @@ class SGLangAdmission:
     def _copy_on_write_eviction(self, manager, req: RequestCache) -> None:
         """A MAMBA hit copies its state into a slot of the request's own when it is matched, before the
         budget (``MambaComponent.finalize_match_result_in_cache``): a refused request has still made room."""
-        if self.resolved.has_mamba and req.match.node.state is not None and req.cached_len:
+        if self.resolved.has_mamba and req.match.tree_node.state is not None and req.cached_len:
             self.reserve(manager, 0, 0, 1)
 
 

@@ -4,6 +4,7 @@ Positions below the request's SWA frontier arrive as tombstones (their SWA is al
 path already exists the tree keeps its own copy and the request's duplicate is freed, except that a
 tombstone the request recomputed inside its window is revived with the request's live SWA pages.
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -16,7 +17,9 @@ from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
-def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True) -> Node:
+def insert(
+    tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True
+) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks. ``attach``: hang
     the request's checkpoint at ``end`` on that node (else the caller does)."""
     page, base = tree.page_size, req.prefix_len
@@ -37,8 +40,9 @@ def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: b
     return node
 
 
-def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[int],
-                    swa: list[int | None], has_swa: bool) -> None:
+def _merge_existing(
+    tree: RadixTree, req: RequestCache, node: Node, full: list[int], swa: list[int | None], has_swa: bool
+) -> None:
     tree.full_pool.free(full)
     frontier = req.swa_frontier
     if has_swa and node.swa_pages is None and frontier < node.end:
@@ -52,8 +56,16 @@ def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[i
         free_live(tree, swa)
 
 
-def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, full: list[int],
-             swa: list[int | None], window: int, has_swa: bool) -> Node:
+def _add_new(
+    tree: RadixTree,
+    req: RequestCache,
+    parent: Node,
+    key: TokenSeq,
+    full: list[int],
+    swa: list[int | None],
+    window: int,
+    has_swa: bool,
+) -> Node:
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
@@ -66,7 +78,9 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
         cut = (live - tail) // page
         lo = dead // page
-        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), full[lo:lo + cut], _live(swa[lo:lo + cut]))
+        parent = tree.add_leaf(
+            parent, key.slice(dead, dead + live - tail), full[lo : lo + cut], _live(swa[lo : lo + cut])
+        )
         dead += live - tail
     if dead == len(key):
         return parent
@@ -74,7 +88,9 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     return tree.add_leaf(parent, key.slice(dead), full[lo:], _live(swa[lo:]))
 
 
-def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False) -> bool:
+def attach_checkpoint(
+    tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False
+) -> bool:
     """Hang the request's checkpoint at ``end`` on ``node``; True if the tree took it. Where the tree already
     holds a state there, the older copy stays (refreshed) and the request's is freed, or, with
     ``keep_duplicate``, stays the request's (``req.checkpoint`` is left set)."""

@@ -6,6 +6,7 @@ FreeToken, no cache; separate pools) and ``BlockCacheManager`` (``sim/cache/bloc
 shared block pool). A preset's engine picks one through the engine registry: an engine whose rules class
 offers ``manager_class`` runs that manager; the others run ``CacheManager``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -80,7 +81,9 @@ def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
     return policy if settle is None else settle(policy, gpu, given)
 
 
-def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None) -> PoolSizes | None:
+def shared_pool_sizes(
+    model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None
+) -> PoolSizes | None:
     """The pool of an engine with one shared block pool, or None for engines with a pool per component."""
     sizes = getattr(ENGINES[policy.engine], "pool_sizes", None)
     return None if sizes is None else sizes(model, policy, memory_bytes, pool_tokens)
@@ -89,9 +92,13 @@ def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_
 def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
     """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
     if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
-        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
-        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
-                         f"runs {policy.engine}'s pools")
+        supported = ", ".join(
+            name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False)
+        )
+        raise ValueError(
+            f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
+            f"runs {policy.engine}'s pools"
+        )
     return byte_budget_sizes(model, policy.page_size, budget_bytes)
 
 

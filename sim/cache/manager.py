@@ -7,6 +7,7 @@ engine-specific decision is a question to ``self.rules`` (``sim/cache/engines/``
 tree, the pools (``self.topology``) and each running request's pages, and offers the rules its primitives:
 ``free_swa_below`` and ``insert``.
 """
+
 from __future__ import annotations
 
 from sim.cache import locks
@@ -54,7 +55,9 @@ class CacheManager(PlainDecodes):
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.tree_node)
         cached = match.cached_len
-        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached)
+        req = RequestCache(
+            request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached
+        )
         num_states = self.rules.admission_states if self.has_mamba else 0
         refusal = self._admission_refusal(req, num_states)
         if refusal is not None:
@@ -83,7 +86,9 @@ class CacheManager(PlainDecodes):
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
-            raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}")
+            raise ValueError(
+                f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}"
+            )
         self.rules.before_prefill_chunk(self, req)
         self.rules.evict_ahead(self, req.pages_needed(req.kv_len + chunk_len))
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
@@ -144,8 +149,9 @@ class CacheManager(PlainDecodes):
         # release the old window and state first: the new window may share nodes, and a holder is a set
         # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
         locks.unlock(self.tree, old, keep_from=old.node)
-        req.locks = locks.lock(self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba,
-                               locked_above=old.node)
+        req.locks = locks.lock(
+            self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba, locked_above=old.node
+        )
 
     # ---- views --------------------------------------------------------------------------------------
     def usage(self) -> dict[Component, PoolUsage]:
@@ -187,6 +193,7 @@ class CacheManager(PlainDecodes):
 
     def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
         """The engine's admission check and the admission states' reservation, in the engine's order."""
+
         def reserve_states() -> Refusal | None:
             return self.rules.reserve(self, 0, 0, num_states) if num_states else None
 

@@ -1,4 +1,5 @@
 """A radix-tree node: a span of tokens and, per component, what the cache still holds for it."""
+
 from __future__ import annotations
 
 import itertools
@@ -19,12 +20,34 @@ class Node:
     """
 
     __slots__ = (
-        "id", "key", "start", "end", "edge", "parent", "children", "full_pages", "swa_pages", "state",
-        "full_lock", "swa_holders", "state_lock", "full_stamp", "swa_stamp", "state_stamp", "alive",
+        "id",
+        "key",
+        "start",
+        "end",
+        "edge",
+        "parent",
+        "children",
+        "full_pages",
+        "swa_pages",
+        "state",
+        "full_lock",
+        "swa_holders",
+        "state_lock",
+        "full_stamp",
+        "swa_stamp",
+        "state_stamp",
+        "alive",
     )
 
-    def __init__(self, key: TokenSeq, start: int, parent: Node, full_pages: list[int],
-                 swa_pages: list[int] | None, state: int | None = None):
+    def __init__(
+        self,
+        key: TokenSeq,
+        start: int,
+        parent: Node,
+        full_pages: list[int],
+        swa_pages: list[int] | None,
+        state: int | None = None,
+    ):
         self.id = next(_ids)
         self.key = key
         self.start = start

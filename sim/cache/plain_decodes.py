@@ -4,6 +4,7 @@ A decode step is *plain* when it needs no page, takes no checkpoint and fires no
 and the timed engine's fast path take such runs in one go; the tests hold them to the step-by-step
 result.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -52,4 +53,6 @@ class PlainDecodes:
         slack = self.rules.alloc_slack_pages
         if not slack:
             return True
-        return self.pools[Component.FULL].num_free >= slack and (not self.has_swa or self.pools[Component.SWA].num_free >= slack)
+        return self.pools[Component.FULL].num_free >= slack and (
+            not self.has_swa or self.pools[Component.SWA].num_free >= slack
+        )

@@ -3,6 +3,7 @@
 The immutable ones are named tuples: a timed run makes about a million ``ChunkPlan``s, and a named tuple
 is built in half the time of a frozen dataclass.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

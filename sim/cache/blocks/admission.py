@@ -2,6 +2,7 @@
 ``allocate_slots(full_sequence_must_fit=True)`` (``scheduler_reserve_full_isl``: a waiting request is admitted
 only if its whole prompt fits the free blocks, hit blocks it takes out of the free queue included).
 """
+
 from __future__ import annotations
 
 from sim.cache.blocks.layout import Layout, cdiv
@@ -27,8 +28,9 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) ->
     return tables
 
 
-def admission_need(layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int,
-                   swa_cap_blocks: int) -> int:
+def admission_need(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_blocks: int
+) -> int:
     """Blocks the whole prompt needs from the free queue (``get_num_blocks_to_allocate`` with the admission
     cap): new blocks per group plus the hit blocks that are eviction candidates now."""
     needed = cdiv(prompt_len, layout.block_size)

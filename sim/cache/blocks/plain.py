@@ -7,6 +7,7 @@ first live block (``p - W + 1`` or ``p - 1`` a multiple of B). Between those, ``
 nothing but lengths. The first step after a prefill or an idle iteration is always taken step by step, so
 that ``p`` is known to advance one token a step (``lag`` = 2 under async scheduling, 1 without).
 """
+
 from __future__ import annotations
 
 from sim.cache import decode_runs

@@ -6,6 +6,7 @@ checkpoints land, how far a request's SWA is freed and when, what a prefill chun
 tree. A rule returns a position or calls the manager's primitives (``free_swa_below``, ``commit``,
 ``insert``); it never touches pools or nodes itself.
 """
+
 from __future__ import annotations
 
 from sim.cache.align import floor_to

@@ -7,6 +7,7 @@ commits a snapshot the request never committed, then donates its final state whe
 page; nothing else (no decode or branch checkpoints). ``SwaGdnRules`` is FreeToken's SWA rules on a
 three-component model, which FreeToken itself cannot run: an extrapolation, documented as such.
 """
+
 from __future__ import annotations
 
 from sim.cache.components import Component
@@ -36,7 +37,9 @@ class GdnRules(FreeTokenCommon):
         if req.checkpoint is None:
             return
         end, slot = req.checkpoint
-        taken = self.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
+        taken = self.insert_state(
+            manager, req, end, keep_duplicate=True
+        )  # locked at the node ending at `end`
         self.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
         if not taken:
             req.checkpoint = None

@@ -63,7 +63,8 @@ class ForwardItem:
         if any(d == self.state_id for _, d in self.checkpoints):
             raise ValueError(f"ForwardItem: a checkpoint targets the running state {self.state_id}")
         if not self.start <= self.logits_from <= self.end:
-            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]")
+            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside "
+                             f"[{self.start}, {self.end}]")
 
 
 @dataclass(frozen=True)

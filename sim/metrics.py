@@ -113,8 +113,8 @@ def pool_capacity(sizes, page_size: int, has_swa: bool = True, has_mamba: bool =
 def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
     """Peak and mean held slots per pool (KV in token slots, MAMBA in states)."""
     out = {}
-    for comp, name, unit in ((Component.FULL, "full_slots", page_size), (Component.SWA, "swa_slots", page_size),
-                             (Component.MAMBA, "mamba_states", 1)):
+    for comp, name, unit in ((Component.FULL, "full_slots", page_size),
+                             (Component.SWA, "swa_slots", page_size), (Component.MAMBA, "mamba_states", 1)):
         held = (steps[f"{comp}_running"] + steps[f"{comp}_tree"]) * unit if len(steps) else pd.Series([0])
         out[f"peak_{name}"] = int(held.max())
         out[f"mean_{name}"] = _round(float(held.mean()))

@@ -1,5 +1,5 @@
-"""The formatted and type-checked parts of the code stay so: ``ruff format --check`` and ``mypy`` (configured in
-pyproject.toml) over each folder in CHECKED, failing with the tools' own output."""
+"""The formatted and type-checked parts of the code stay so: ``ruff format --check`` and ``mypy``
+(configured in pyproject.toml) over each folder in CHECKED, failing with the tools' own output."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +13,8 @@ CHECKED = ["sim/cache"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("folder", CHECKED)

@@ -60,7 +60,7 @@ class ExecutorBackend:
         return predicted
 
     def decode_times(self, contexts: tuple[int, ...]):
-        raise NotImplementedError("the executor runs every step on the model: simulate it with fast_path=False")
+        raise NotImplementedError("the executor runs every step on the model: run it with fast_path=False")
 
     def _item(self, entry, manager) -> ForwardItem:
         plan = entry.plan

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from executor.kernels.ragged import Checkpoints, Ragged, SlotTable
+from sim.models import FULL, MAMBA, SWA
 
 
 def _ids(values, what: str) -> np.ndarray:
@@ -62,7 +63,8 @@ class ForwardItem:
         if any(d == self.state_id for _, d in self.checkpoints):
             raise ValueError(f"ForwardItem: a checkpoint targets the running state {self.state_id}")
         if not self.start <= self.logits_from <= self.end:
-            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]")
+            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside "
+                             f"[{self.start}, {self.end}]")
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class ForwardBatch:
 
     def slot_table(self, kind: str) -> SlotTable:
         """FULL (kind 'full') or SWA ('swa') slot ids of positions [0, end) of every item."""
-        return SlotTable.from_lists([it.full_slots if kind == "full" else it.swa_slots for it in self.items])
+        return SlotTable.from_lists([it.full_slots if kind == FULL else it.swa_slots for it in self.items])
 
     def logit_rows(self) -> list[np.ndarray]:
         """Packed rows whose logits each item returns."""
@@ -99,10 +101,10 @@ class ForwardBatch:
         """Every id names memory that `pools` has; raise naming the item and field otherwise."""
         kinds = set(pools.spec.layer_kinds)
         for i, it in enumerate(self.items):
-            for kind, slots in (("full", it.full_slots), ("swa", it.swa_slots)):
+            for kind, slots in ((FULL, it.full_slots), (SWA, it.swa_slots)):
                 if kind in kinds:
                     _check_slots(i, kind, slots, it, pools.num_slots(kind))
-            if "mamba" in kinds:
+            if MAMBA in kinds:
                 for what, sid in [("state_id", it.state_id)] + [("checkpoint", d) for _, d in it.checkpoints]:
                     if not 0 <= sid < pools.num_states:
                         raise ValueError(f"item {i}: {what} {sid} out of range [0, {pools.num_states})")
@@ -111,7 +113,7 @@ class ForwardBatch:
 def _check_slots(i: int, kind: str, slots: np.ndarray, it: ForwardItem, num_slots: int) -> None:
     if len(slots) != it.end:
         raise ValueError(f"item {i}: {kind}_slots has {len(slots)} entries, need {it.end} (positions [0, end))")
-    low = -1 if kind == "swa" else 0  # only SWA KV may be freed below the window
+    low = -1 if kind == SWA else 0  # only SWA KV may be freed below the window
     bad = np.flatnonzero((slots < low) | (slots >= num_slots))
     if bad.size:
         raise ValueError(f"item {i}: {kind}_slots[{bad[0]}] = {slots[bad[0]]} out of range [{low}, {num_slots})")

@@ -1,5 +1,5 @@
-"""The decode fast path (``advance_decode``: runs of plain steps taken in one go) leaves every cache exactly as
-step-by-step decoding does, as a property over windows, page sizes, track intervals, SWA eviction intervals,
+"""The decode fast path (``advance_decode``: runs of plain steps taken in one go) leaves every cache exactly
+as step-by-step decoding does, as a property over windows, page sizes, track intervals, SWA eviction intervals,
 both SWA free triggers and iteration phases that are not multiples of each other.
 
 Each example runs the same requests on two managers: one decodes through ``advance_decode``, the other calls
@@ -30,13 +30,15 @@ def configurations(draw):
     knobs = dict(page_size=page, track_interval=page * draw(st.integers(1, 7)),
                  swa_eviction_interval=draw(st.integers(1, 70)),
                  swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
-                 iteration_phase=draw(st.integers(0, 50)), chunked_prefill_size=page * draw(st.integers(2, 12)))
+                 iteration_phase=draw(st.integers(0, 50)),
+                 chunked_prefill_size=page * draw(st.integers(2, 12)))
     mamba = draw(st.booleans())
     window = draw(st.integers(17, 300))
     preset = draw(st.sampled_from(RADIX_PRESETS))
     if PRESETS[preset].engine == "freetoken":
         knobs["chunked_prefill_size"] = max(knobs["chunked_prefill_size"], page)
-    # SGLang needs the scan chunk and the page to divide one another; FreeToken the chunk a multiple of the page
+    # SGLang needs the scan chunk and the page to divide one another; FreeToken, the chunk a multiple of
+    # the page
     mamba_chunk = page * (draw(st.integers(1, 4)) if page >= 16 else draw(st.integers(16, 24)))
     knobs["mamba_chunk"] = mamba_chunk
     return preset, hybrid_model(swa=True, mamba=mamba, window=window), knobs

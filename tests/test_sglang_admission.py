@@ -67,7 +67,8 @@ def test_a_decode_step_without_a_page_still_evicts_for_the_page_of_slack():
     mgr.admit("x", seq(("x", 28)) + out("x", 3), 28)
     mgr.prepare_prefill("x", 28, 0)  # 7 pages and one of slack: 8 free, nothing evicted
     mgr.complete_prefill("x", 28)
-    assert mgr.pools[Component.FULL].num_free == 1 and mgr.tree.num_full_pages == 32 + 7  # x committed its prompt
+    # x committed its prompt
+    assert mgr.pools[Component.FULL].num_free == 1 and mgr.tree.num_full_pages == 32 + 7
     assert mgr.plain_decode_steps(mgr.requests["x"], 0) == 0  # position 28 starts a page
     mgr.prepare_decode("x", 0)
     mgr.complete_decode("x")
@@ -86,12 +87,14 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
     for name in ("r1", "r2"):  # done at their prompt: each leaves [0, 64) live with the state at 64
         run_alone(mgr, name, seq((name, 70)) + out(name, 1), 70, 1, 128)
     assert mgr.tree.num_states == 2 and mgr.tree.num_swa_pages == 8
-    held = mgr.pools[Component.MAMBA].alloc(mgr.pools[Component.MAMBA].num_free)  # as if running requests held every free slot
+    states = mgr.pools[Component.MAMBA]
+    held = states.alloc(states.num_free)  # as if running requests held every free slot
     refusal = mgr.admit("b", seq(("r2", 70), ("v", 100)) + out("b", 8), 170)
     # 106 tokens to extend, 112 paged, chunks of 128: (112 - 64) + min(112 + 8, 64) + 16 = 128 SWA tokens; the
     # pool's 160 less r2's locked window (64) leaves 96: SGLang waits
     assert isinstance(refusal, Refusal) and (refusal.pool, refusal.needed, refusal.available) == ("SWA", 128, 96)
-    assert mgr.tree.num_states == 1 and mgr.pools[Component.MAMBA].num_free == 1  # r1's state made room for the copy
+    # r1's state made room for the copy
+    assert mgr.tree.num_states == 1 and mgr.pools[Component.MAMBA].num_free == 1
     assert mgr.match(seq(("r1", 70), ("y", 5)), 75).cached_len == 0
     assert mgr.match(seq(("r2", 70), ("y", 5)), 75).cached_len == 64
     mgr.pools[Component.MAMBA].free(held)

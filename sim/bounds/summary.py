@@ -29,7 +29,8 @@ def capacities(manager, sizes) -> dict[str, int]:
     if not isinstance(pools, dict) or Component.FULL not in pools:
         return {Component.FULL: sizes.blocks, Component.SWA: sizes.blocks if manager.has_swa else 0,
                 Component.MAMBA: sizes.blocks if manager.has_mamba else 0}
-    return {Component.FULL: pools[Component.FULL].size, Component.SWA: pools[Component.SWA].size if manager.has_swa else 0,
+    return {Component.FULL: pools[Component.FULL].size,
+            Component.SWA: pools[Component.SWA].size if manager.has_swa else 0,
             Component.MAMBA: pools[Component.MAMBA].size if manager.has_mamba else 0}
 
 

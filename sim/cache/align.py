@@ -1,4 +1,5 @@
 """Page arithmetic: positions rounded down or up to a multiple of a unit."""
+
 from __future__ import annotations
 
 

@@ -4,6 +4,7 @@ The three pools still hand out ids (the executor's tensors are indexed by them),
 could fill the budget; what limits them is the bytes all three hold together. This topology does not choose
 victims: the engine's rules evict (``sim/cache/engines/marconi_evict.py``) until ``shortfall`` is 0.
 """
+
 from __future__ import annotations
 
 from sim.cache.components import Component
@@ -23,15 +24,22 @@ class ByteBudget:
         if sizes.budget_bytes is None:
             raise ValueError("a byte-budget topology needs PoolSizes.budget_bytes")
         self.budget = sizes.budget_bytes
-        self.unit = {Component.FULL: sizes.unit_bytes[0], Component.SWA: sizes.unit_bytes[1] if has_swa else 0,
-                     Component.MAMBA: sizes.unit_bytes[2] if has_mamba else 0}
+        self.unit = {
+            Component.FULL: sizes.unit_bytes[0],
+            Component.SWA: sizes.unit_bytes[1] if has_swa else 0,
+            Component.MAMBA: sizes.unit_bytes[2] if has_mamba else 0,
+        }
         self.pools = component_pools(sizes, has_swa, has_mamba)
 
     def used_bytes(self) -> int:
         return sum(pool.num_used * self.unit[comp] for comp, pool in self.pools.items())
 
     def bytes_of(self, full_pages: int, swa_pages: int, states: int) -> int:
-        return full_pages * self.unit[Component.FULL] + swa_pages * self.unit[Component.SWA] + states * self.unit[Component.MAMBA]
+        return (
+            full_pages * self.unit[Component.FULL]
+            + swa_pages * self.unit[Component.SWA]
+            + states * self.unit[Component.MAMBA]
+        )
 
     def shortfall(self, full_pages: int, swa_pages: int, states: int) -> int:
         """Bytes to free before ``full_pages`` + ``swa_pages`` + ``states`` fit in the budget."""
@@ -39,15 +47,25 @@ class ByteBudget:
 
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """No eviction here: a refusal when the budget cannot take the allocation now."""
-        return self.refusal(full_pages, swa_pages, states) if self.shortfall(full_pages, swa_pages, states) else None
+        return (
+            self.refusal(full_pages, swa_pages, states)
+            if self.shortfall(full_pages, swa_pages, states)
+            else None
+        )
 
     def refusal(self, full_pages: int, swa_pages: int, states: int) -> Refusal:
         return Refusal("BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes())
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
-        tree_held = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
-        return {comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
-                for comp, pool in self.pools.items()}
+        tree_held = {
+            Component.FULL: tree.num_full_pages,
+            Component.SWA: tree.num_swa_pages,
+            Component.MAMBA: tree.num_states,
+        }
+        return {
+            comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
+            for comp, pool in self.pools.items()
+        }
 
 
 def unit_bytes(model: ModelSpec, page_size: int) -> tuple[int, int, int]:
@@ -63,7 +81,8 @@ def byte_budget_sizes(model: ModelSpec, page_size: int, budget_bytes: int) -> Po
     units = unit_bytes(model, page_size)
     full, swa, state = ((budget_bytes // unit if unit else 0) for unit in units)
     if full < 1:
-        raise ValueError(f"--cache-bytes {budget_bytes} holds less than one {page_size}-token page "
-                         f"({units[0]} bytes) of model {model.name!r}")
+        raise ValueError(
+            f"--cache-bytes {budget_bytes} holds less than one {page_size}-token page "
+            f"({units[0]} bytes) of model {model.name!r}"
+        )
     return PoolSizes(full, swa, state, budget_bytes=budget_bytes, unit_bytes=units)
-

@@ -5,6 +5,7 @@ step table's columns (``full_free``, ``state_tree``, ...) exactly as the plain s
 call a component elsewhere is a property: ``pool_name`` in refusals and printouts, ``layer_kind`` in the
 summary's keys (``evictions_mamba``) and the model's layer kinds (``sim.models``).
 """
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -17,12 +18,12 @@ class Component(StrEnum):
 
     @property
     def pool_name(self) -> str:
-        """"FULL", "SWA" or "MAMBA": the pool as refusals and printouts name it."""
+        """ "FULL", "SWA" or "MAMBA": the pool as refusals and printouts name it."""
         return _POOL_NAMES[self]
 
     @property
     def layer_kind(self) -> str:
-        """"full", "swa" or "mamba": the model's layers this memory serves; the summary's ``evictions_*`` keys."""
+        """ "full", "swa" or "mamba": the model's layers this memory serves; the summary's ``evictions_*`` keys."""
         return _LAYER_KINDS[self]
 
     @property

@@ -3,6 +3,7 @@
 A manager offers ``requests``, ``plain_decode_steps(req, iteration)``, ``take_plain_decodes(req, n)``,
 ``prepare_decode`` and ``complete_decode``; what makes a step plain is the manager's own rule.
 """
+
 from __future__ import annotations
 
 from sim.cache.results import Refusal

@@ -4,6 +4,7 @@ The tree stamps a node per component whenever a rule refreshes it (``RadixTree.t
 strategy whenever a node may have become a candidate (``push``: new, unlocked, revived, lost its last
 child). ``pop`` returns the best eligible candidate; what evicting it does is ``evictor``'s business.
 """
+
 from __future__ import annotations
 
 import heapq

@@ -4,6 +4,7 @@ FULL deletes unlocked leaves. SWA tombstones the least recent unlocked live node
 when it is an unlocked leaf) and drops that node's MAMBA state with it: a state with no window under it
 cannot be resumed. MAMBA drops states (again deleting unlocked leaves whole). Locked nodes are skipped.
 """
+
 from __future__ import annotations
 
 from sim.cache.components import Component

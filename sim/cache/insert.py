@@ -4,7 +4,10 @@ Positions below the request's SWA frontier arrive as tombstones (their SWA is al
 path already exists the tree keeps its own copy and the request's duplicate is freed, except that a
 tombstone the request recomputed inside its window is revived with the request's live SWA pages.
 """
+
 from __future__ import annotations
+
+from typing import cast
 
 from sim.cache.align import ceil_to
 from sim.cache.components import Component
@@ -14,7 +17,9 @@ from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
-def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True) -> Node:
+def insert(
+    tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True
+) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks. ``attach``: hang
     the request's checkpoint at ``end`` on that node (else the caller does)."""
     page, base = tree.page_size, req.prefix_len
@@ -35,8 +40,9 @@ def insert(tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: b
     return node
 
 
-def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[int],
-                    swa: list[int | None], has_swa: bool) -> None:
+def _merge_existing(
+    tree: RadixTree, req: RequestCache, node: Node, full: list[int], swa: list[int | None], has_swa: bool
+) -> None:
     tree.full_pool.free(full)
     frontier = req.swa_frontier
     if has_swa and node.swa_pages is None and frontier < node.end:
@@ -45,13 +51,21 @@ def _merge_existing(tree: RadixTree, req: RequestCache, node: Node, full: list[i
             free_live(tree, swa[:cut])
             tree.split(node, frontier - node.start)
             swa = swa[cut:]
-        tree.revive(node, swa)
+        tree.revive(node, _live(swa))
     else:
         free_live(tree, swa)
 
 
-def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, full: list[int],
-             swa: list[int | None], window: int, has_swa: bool) -> Node:
+def _add_new(
+    tree: RadixTree,
+    req: RequestCache,
+    parent: Node,
+    key: TokenSeq,
+    full: list[int],
+    swa: list[int | None],
+    window: int,
+    has_swa: bool,
+) -> Node:
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
@@ -64,15 +78,19 @@ def _add_new(tree: RadixTree, req: RequestCache, parent: Node, key: TokenSeq, fu
     if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
         cut = (live - tail) // page
         lo = dead // page
-        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), full[lo:lo + cut], swa[lo:lo + cut])
+        parent = tree.add_leaf(
+            parent, key.slice(dead, dead + live - tail), full[lo : lo + cut], _live(swa[lo : lo + cut])
+        )
         dead += live - tail
     if dead == len(key):
         return parent
     lo = dead // page
-    return tree.add_leaf(parent, key.slice(dead), full[lo:], swa[lo:])
+    return tree.add_leaf(parent, key.slice(dead), full[lo:], _live(swa[lo:]))
 
 
-def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False) -> bool:
+def attach_checkpoint(
+    tree: RadixTree, req: RequestCache, node: Node, end: int, keep_duplicate: bool = False
+) -> bool:
     """Hang the request's checkpoint at ``end`` on ``node``; True if the tree took it. Where the tree already
     holds a state there, the older copy stays (refreshed) and the request's is freed, or, with
     ``keep_duplicate``, stays the request's (``req.checkpoint`` is left set)."""
@@ -92,3 +110,8 @@ def attach_checkpoint(tree: RadixTree, req: RequestCache, node: Node, end: int, 
 
 def free_live(tree: RadixTree, swa: list[int | None]) -> None:
     tree.swa_pool.free([page for page in swa if page is not None])
+
+
+def _live(swa: list[int | None]) -> list[int]:
+    """SWA pages at or past the request's frontier: never freed, so none of them is None."""
+    return cast("list[int]", swa)

@@ -1,4 +1,5 @@
 """``check_integrity``: every page and state is owned exactly once, and the tree is well formed."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -11,13 +12,15 @@ class IntegrityError(AssertionError):
 
 
 def check_integrity(manager) -> None:
-    owned = {Component.FULL: [], Component.SWA: [], Component.MAMBA: []}
+    owned: dict[Component, list[int]] = {comp: [] for comp in Component}
     full_locks: Counter = Counter()
     _collect_tree(manager, owned)
     for req in manager.requests.values():
         owned[Component.FULL] += req.own_full
         owned[Component.SWA] += [page for page in req.own_swa if page is not None]
-        owned[Component.MAMBA] += [s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None]
+        owned[Component.MAMBA] += [
+            s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None
+        ]
         owned[Component.MAMBA] += [s for _, s in req.planned] + req.spare_states
         _check_request(manager, req)
         node = req.last_node
@@ -27,17 +30,22 @@ def check_integrity(manager) -> None:
     for comp, pool in manager.pools.items():
         _check_pool(comp, pool, owned[comp])
     for node in manager.tree.nodes():
-        _expect(node.full_lock == full_locks[node.id], f"{node}: full_lock {node.full_lock} != {full_locks[node.id]}")
+        _expect(
+            node.full_lock == full_locks[node.id],
+            f"{node}: full_lock {node.full_lock} != {full_locks[node.id]}",
+        )
         _expect(node.swa_holders <= set(manager.requests), f"{node}: SWA held by finished requests")
 
 
-def _collect_tree(manager, owned: dict) -> None:
+def _collect_tree(manager, owned: dict[Component, list[int]]) -> None:
     tree, page = manager.tree, manager.page_size
-    counts = Counter()
+    counts: Counter[Component] = Counter()
     for node in tree.nodes():
         _expect(node.alive and node.start == node.parent.end, f"{node}: bad start or dead node in tree")
         _expect(node.end == node.start + len(node.key), f"{node}: end is not start + key length")
-        _expect(len(node.key) == len(node.full_pages) * page and len(node.key) > 0, f"{node}: key/page mismatch")
+        _expect(
+            len(node.key) == len(node.full_pages) * page and len(node.key) > 0, f"{node}: key/page mismatch"
+        )
         _expect(node.edge == node.key.first_page(page), f"{node}: edge is not its first page")
         _expect(node.parent.children.get(node.edge) is node, f"{node}: not indexed by its parent")
         owned[Component.FULL] += node.full_pages
@@ -49,22 +57,34 @@ def _collect_tree(manager, owned: dict) -> None:
         if node.state is not None:
             owned[Component.MAMBA].append(node.state)
             counts[Component.MAMBA] += 1
-    tree_counts = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
+    tree_counts = {
+        Component.FULL: tree.num_full_pages,
+        Component.SWA: tree.num_swa_pages,
+        Component.MAMBA: tree.num_states,
+    }
     for comp, count in counts.items():
         _expect(count == tree_counts[comp], f"tree {comp} count {tree_counts[comp]} != {count} held")
 
 
 def _check_request(manager, req) -> None:
     page = manager.page_size
-    _expect(req.prefix_len % page == 0 and req.prefix_len == req.last_node.end,
-            f"{req.request_id}: prefix_len {req.prefix_len} is not its last node's end")
+    _expect(
+        req.prefix_len % page == 0 and req.prefix_len == req.last_node.end,
+        f"{req.request_id}: prefix_len {req.prefix_len} is not its last node's end",
+    )
     have = req.prefix_len // page + len(req.own_full)
-    _expect(have * page >= req.kv_len and len(req.own_swa) == len(req.own_full),
-            f"{req.request_id}: {have} pages cannot hold {req.kv_len} tokens")
-    _expect(req.last_node is manager.tree.root or req.last_node.alive, f"{req.request_id}: locked a dead node")
+    _expect(
+        have * page >= req.kv_len and len(req.own_swa) == len(req.own_full),
+        f"{req.request_id}: {have} pages cannot hold {req.kv_len} tokens",
+    )
+    _expect(
+        req.last_node is manager.tree.root or req.last_node.alive, f"{req.request_id}: locked a dead node"
+    )
     for node in req.locks.swa_nodes:
-        _expect(node.alive and req.request_id in node.swa_holders,
-                f"{req.request_id}: its SWA window lock on {node} was lost")
+        _expect(
+            node.alive and req.request_id in node.swa_holders,
+            f"{req.request_id}: its SWA window lock on {node} was lost",
+        )
     state_node = req.locks.state_node
     _expect(state_node is None or state_node.state_lock > 0, f"{req.request_id}: its state lock was lost")
 

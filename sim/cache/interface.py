@@ -6,6 +6,7 @@ FreeToken, no cache; separate pools) and ``BlockCacheManager`` (``sim/cache/bloc
 shared block pool). A preset's engine picks one through the engine registry: an engine whose rules class
 offers ``manager_class`` runs that manager; the others run ``CacheManager``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -39,7 +40,9 @@ class CacheModel(Protocol):
     has_swa: bool
     has_mamba: bool
     topology: Topology
-    requests: Mapping[str, RequestView]
+
+    @property
+    def requests(self) -> Mapping[str, RequestView]: ...
 
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal: ...
     def next_chunk_len(self, request_id: str, budget: int) -> int: ...
@@ -54,6 +57,7 @@ class CacheModel(Protocol):
     def abort(self, request_id: str) -> None: ...
     def usage(self) -> dict[Component, PoolUsage]: ...
     def check_integrity(self) -> None: ...
+    def num_evictions(self) -> dict[Component, int]: ...
 
 
 def manager_class(policy: Policy):
@@ -77,7 +81,9 @@ def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
     return policy if settle is None else settle(policy, gpu, given)
 
 
-def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None) -> PoolSizes | None:
+def shared_pool_sizes(
+    model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None
+) -> PoolSizes | None:
     """The pool of an engine with one shared block pool, or None for engines with a pool per component."""
     sizes = getattr(ENGINES[policy.engine], "pool_sizes", None)
     return None if sizes is None else sizes(model, policy, memory_bytes, pool_tokens)
@@ -86,14 +92,16 @@ def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_
 def budget_sizes_for(model: ModelSpec, policy, budget_bytes: int) -> PoolSizes:
     """``byte_budget_sizes`` for a policy whose engine keeps one budget; ValueError for the others."""
     if not getattr(ENGINES[policy.engine], "supports_byte_budget", False):
-        supported = ", ".join(name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False))
-        raise ValueError(f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
-                         f"runs {policy.engine}'s pools")
+        supported = ", ".join(
+            name for name, rules in ENGINES.items() if getattr(rules, "supports_byte_budget", False)
+        )
+        raise ValueError(
+            f"--cache-bytes (one byte budget) applies to {supported} policies only; {policy.name!r} "
+            f"runs {policy.engine}'s pools"
+        )
     return byte_budget_sizes(model, policy.page_size, budget_bytes)
 
 
 def eviction_counts(manager: CacheModel) -> dict[Component, int]:
     """Evictions per component: the radix tree's, or the block pool's."""
-    if manager.topology.name == "shared-blocks":
-        return manager.num_evictions()
-    return dict(manager.tree.num_evictions)
+    return manager.num_evictions()

@@ -5,6 +5,7 @@ engines read it). Everything else is derived from those fields: validation, the 
 the grid axes and the ``policies`` listing. A value of ``None`` in a nullable knob means what ``none_means``
 says (for example "the model's window"); on the command line it is written ``none``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +17,16 @@ from dataclasses import dataclass, field
 MAX_INT = 2**31 - 1
 # a nullable knob set to None on purpose; a plain None in a knobs mapping means "not given" (the preset's)
 NONE = "none"
-_BOOLS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+_BOOLS = {
+    "on": True,
+    "true": True,
+    "yes": True,
+    "1": True,
+    "off": False,
+    "false": False,
+    "no": False,
+    "0": False,
+}
 
 
 @dataclass(frozen=True)
@@ -70,10 +80,16 @@ class KnobSpec:
             if not isinstance(value, bool):
                 raise ValueError(f"must be {self.expects()}, got {value!r}")
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                self.kind is int and not isinstance(value, int)) or (isinstance(value, float) and not math.isfinite(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (self.kind is int and not isinstance(value, int))
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
             raise ValueError(f"must be {self.expects()}, got {value!r}")
-        if self.minimum is not None and (value < self.minimum or (self.exclusive_minimum and value == self.minimum)):
+        if self.minimum is not None and (
+            value < self.minimum or (self.exclusive_minimum and value == self.minimum)
+        ):
             raise ValueError(f"must be {self.expects(upper=False)}, got {value!r}")
         if self.maximum is not None and value > self.maximum:
             raise ValueError(f"must be {self.expects(lower=False)}, got {value!r}")
@@ -85,8 +101,10 @@ class KnobSpec:
         if self.choices is not None:
             return "one of " + ", ".join("none" if c is None else str(c) for c in self.choices)
         low = "> " if self.exclusive_minimum else ">= "
-        bounds = [low + _num(self.minimum) if lower and self.minimum is not None else "",
-                  f"<= {_num(self.maximum)}" if upper and self.maximum is not None else ""]
+        bounds = [
+            low + _num(self.minimum) if lower and self.minimum is not None else "",
+            f"<= {_num(self.maximum)}" if upper and self.maximum is not None else "",
+        ]
         text = " and ".join(b for b in bounds if b)
         text = ("an integer" if self.kind is int else "a finite number") + (" " + text if text else "")
         return text + (" (or none)" if self.nullable and lower and upper else "")

@@ -3,6 +3,7 @@
 FULL: every node from ``last_node`` up to the root. SWA: live nodes from ``last_node`` upward until a
 window's worth of tokens is covered (tombstones skipped). MAMBA: the state the request resumed from.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,15 @@ class LockSet:
     state_node: Node | None = None
 
 
-def lock(tree: RadixTree, holder: str, node: Node, window: int, has_swa: bool, has_mamba: bool,
-         locked_above: Node | None = None) -> LockSet:
+def lock(
+    tree: RadixTree,
+    holder: str,
+    node: Node,
+    window: int,
+    has_swa: bool,
+    has_mamba: bool,
+    locked_above: Node | None = None,
+) -> LockSet:
     """Lock ``node``'s path. ``locked_above``: an ancestor whose path this holder already locks (an
     insert extends the request's own path), so only the nodes below it gain a FULL lock."""
     held = LockSet(holder, node)
@@ -33,8 +41,9 @@ def lock(tree: RadixTree, holder: str, node: Node, window: int, has_swa: bool, h
     return held
 
 
-def _lock_window_and_state(held: LockSet, node: Node, tree: RadixTree, window: int, has_swa: bool,
-                           has_mamba: bool) -> None:
+def _lock_window_and_state(
+    held: LockSet, node: Node, tree: RadixTree, window: int, has_swa: bool, has_mamba: bool
+) -> None:
     holder = held.holder
     covered, current = 0, node
     while has_swa and current is not tree.root and covered < window:

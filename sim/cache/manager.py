@@ -7,6 +7,7 @@ engine-specific decision is a question to ``self.rules`` (``sim/cache/engines/``
 tree, the pools (``self.topology``) and each running request's pages, and offers the rules its primitives:
 ``free_swa_below`` and ``insert``.
 """
+
 from __future__ import annotations
 
 from sim.cache import locks
@@ -34,7 +35,8 @@ class CacheManager(PlainDecodes):
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
         self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
         self.pools = self.topology.pools
-        self.tree = RadixTree(self.page_size, *(self.pools[comp] for comp in Component), self.rules.eviction())
+        full, swa, mamba = (self.pools[comp] for comp in Component)
+        self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction())
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
 
@@ -51,9 +53,11 @@ class CacheManager(PlainDecodes):
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
         match = self.match(tokens, prompt_len)
-        held = self._lock(request_id, match.node)
+        held = self._lock(request_id, match.tree_node)
         cached = match.cached_len
-        req = RequestCache(request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached)
+        req = RequestCache(
+            request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached
+        )
         num_states = self.rules.admission_states if self.has_mamba else 0
         refusal = self._admission_refusal(req, num_states)
         if refusal is not None:
@@ -82,9 +86,11 @@ class CacheManager(PlainDecodes):
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
-            raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}")
+            raise ValueError(
+                f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}"
+            )
         self.rules.before_prefill_chunk(self, req)
-        self._evict_ahead(req.pages_needed(req.kv_len + chunk_len))
+        self.rules.evict_ahead(self, req.pages_needed(req.kv_len + chunk_len))
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
@@ -102,7 +108,7 @@ class CacheManager(PlainDecodes):
         target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
         if target is not None:
             self.free_swa_below(req, target)
-        self._evict_ahead(0)
+        self.rules.evict_ahead(self, 0)
         plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
         if not isinstance(plan, Refusal):
             self.rules.after_decode_planned(self, req)
@@ -143,8 +149,9 @@ class CacheManager(PlainDecodes):
         # release the old window and state first: the new window may share nodes, and a holder is a set
         # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
         locks.unlock(self.tree, old, keep_from=old.node)
-        req.locks = locks.lock(self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba,
-                               locked_above=old.node)
+        req.locks = locks.lock(
+            self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba, locked_above=old.node
+        )
 
     # ---- views --------------------------------------------------------------------------------------
     def usage(self) -> dict[Component, PoolUsage]:
@@ -153,6 +160,10 @@ class CacheManager(PlainDecodes):
     def page_tables(self, request_id: str) -> tuple[list[int], list[int | None]]:
         """FULL and SWA page ids of the request's positions (None where SWA is freed)."""
         return self.requests[request_id].page_tables()
+
+    def num_evictions(self) -> dict[Component, int]:
+        """Nodes each component's eviction took."""
+        return dict(self.tree.num_evictions)
 
     def check_integrity(self) -> None:
         from sim.cache.integrity import check_integrity
@@ -177,11 +188,12 @@ class CacheManager(PlainDecodes):
             planned = ((checkpoint, slot),)
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
-            planned = ((checkpoint - 1, planned[0][1]),)  # the tree still records `checkpoint`
+            planned = ((planned[0][0] - 1, planned[0][1]),)  # the tree still records the checkpoint
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
 
     def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
         """The engine's admission check and the admission states' reservation, in the engine's order."""
+
         def reserve_states() -> Refusal | None:
             return self.rules.reserve(self, 0, 0, num_states) if num_states else None
 
@@ -189,26 +201,14 @@ class CacheManager(PlainDecodes):
             return self.rules.admission_refusal(self, req) or reserve_states()
         return reserve_states() or self.rules.admission_refusal(self, req)
 
-    def _evict_ahead(self, num_pages: int) -> None:
-        """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and the engine's slack
-        free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
-        slack = self.rules.alloc_slack_pages
-        if not slack:
-            return
-        target = num_pages + slack
-        if self.pools[Component.FULL].num_free < target:
-            self.rules.reserve(self, target, 0, 0)
-        if self.has_swa and self.pools[Component.SWA].num_free < target:
-            self.rules.reserve(self, 0, target, 0)
-
     def _resume_state(self, match: MatchResult) -> int | None:
         """The tree state a hit copies into the request's running state."""
         if not match.cached_len:
             return None
         if self.policy.fault == "stale-state":  # deliberately wrong: the checkpoint before the matched one
-            earlier = reversed(match.node.path_from_root()[:-1])
+            earlier = reversed(match.tree_node.path_from_root()[:-1])
             return next((node.state for node in earlier if node.state is not None), None)
-        return match.node.state
+        return match.tree_node.state
 
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
         for position, state_id in req.planned:

@@ -1,4 +1,5 @@
 """The match rule of SPEC section 4: where a walked path may end, and the LRU refresh of a hit."""
+
 from __future__ import annotations
 
 from sim.cache.components import Component

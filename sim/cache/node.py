@@ -1,4 +1,5 @@
 """A radix-tree node: a span of tokens and, per component, what the cache still holds for it."""
+
 from __future__ import annotations
 
 import itertools
@@ -19,17 +20,39 @@ class Node:
     """
 
     __slots__ = (
-        "id", "key", "start", "end", "edge", "parent", "children", "full_pages", "swa_pages", "state",
-        "full_lock", "swa_holders", "state_lock", "full_stamp", "swa_stamp", "state_stamp", "alive",
+        "id",
+        "key",
+        "start",
+        "end",
+        "edge",
+        "parent",
+        "children",
+        "full_pages",
+        "swa_pages",
+        "state",
+        "full_lock",
+        "swa_holders",
+        "state_lock",
+        "full_stamp",
+        "swa_stamp",
+        "state_stamp",
+        "alive",
     )
 
-    def __init__(self, key: TokenSeq, start: int, parent: "Node | None", full_pages: list[int],
-                 swa_pages: list[int] | None, state: int | None = None):
+    def __init__(
+        self,
+        key: TokenSeq,
+        start: int,
+        parent: Node,
+        full_pages: list[int],
+        swa_pages: list[int] | None,
+        state: int | None = None,
+    ):
         self.id = next(_ids)
         self.key = key
         self.start = start
         self.end = start + len(key)  # a split moves start and shortens the key together: end never changes
-        self.parent = parent
+        self.parent = parent  # None for the root alone (RadixTree makes it): every walk up stops at the root
         self.edge: tuple = ()  # the key of this node in its parent's children: its first page
         self.children: dict[tuple, Node] = {}
         self.full_pages = full_pages

@@ -4,16 +4,31 @@ A decode step is *plain* when it needs no page, takes no checkpoint and fires no
 and the timed engine's fast path take such runs in one go; the tests hold them to the step-by-step
 result.
 """
+
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from sim.cache import decode_runs
 from sim.cache.components import Component
+from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
+
+if TYPE_CHECKING:
+    from sim.cache.engines.base import EngineRules
+    from sim.cache.policy import Policy
 
 
 class PlainDecodes:
     """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
     ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
+
+    requests: dict[str, RequestCache]
+    rules: EngineRules
+    policy: Policy
+    page_size: int
+    pools: dict[Component, Pool]
+    has_swa: bool
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
@@ -38,4 +53,6 @@ class PlainDecodes:
         slack = self.rules.alloc_slack_pages
         if not slack:
             return True
-        return self.pools[Component.FULL].num_free >= slack and (not self.has_swa or self.pools[Component.SWA].num_free >= slack)
+        return self.pools[Component.FULL].num_free >= slack and (
+            not self.has_swa or self.pools[Component.SWA].num_free >= slack
+        )

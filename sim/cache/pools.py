@@ -5,6 +5,7 @@ A pool hands out integer ids: KV pools hand out *pages* (``page_size`` token slo
 The pool only knows which ids are free; who holds the others (a running request or a tree node) is
 recorded by the holders, and ``check_integrity`` in the manager proves every id has exactly one owner.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

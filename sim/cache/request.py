@@ -1,4 +1,5 @@
 """What the cache manager tracks for one running request."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,8 +63,10 @@ class RequestCache:
             # the pages of positions start, start + page, ... below frontier: consecutive own indices
             first = self.own_page_index(start)
             own_swa = self.own_swa
-            indices = range(max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa)))
-            freed = [own_swa[i] for i in indices if own_swa[i] is not None]
+            indices = range(
+                max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
+            )
+            freed = [page for page in (own_swa[i] for i in indices) if page is not None]
             for i in indices:
                 own_swa[i] = None
         self.swa_frontier = max(self.swa_frontier, frontier)
@@ -73,8 +76,11 @@ class RequestCache:
         """Forget every page and state the request holds itself; returns them, per pool, to free."""
         checkpoint = self.checkpoint[1] if self.checkpoint else None
         states = [s for s in (self.state, checkpoint) if s is not None] + [s for _, s in self.planned]
-        held = {Component.FULL: self.own_full, Component.SWA: [page for page in self.own_swa if page is not None],
-                Component.MAMBA: states + self.spare_states}
+        held = {
+            Component.FULL: self.own_full,
+            Component.SWA: [page for page in self.own_swa if page is not None],
+            Component.MAMBA: states + self.spare_states,
+        }
         self.own_full, self.own_swa, self.state, self.checkpoint, self.planned = [], [], None, None, ()
         self.spare_states = []
         return held

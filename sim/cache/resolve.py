@@ -1,5 +1,6 @@
 """A policy settled against a model (``resolve``): the window, scan chunk, checkpoint and track grids and the
 components the cache manager and the engine's rules run with."""
+
 from __future__ import annotations
 
 import math
@@ -32,6 +33,14 @@ def resolve(policy: Policy, model: ModelSpec) -> Resolved:
     chunk = policy.mamba_chunk or model.mamba_chunk or 1
     grid = math.lcm(chunk, page)
     window = model.window if policy.window is None else policy.window
-    return Resolved(policy, page, window, chunk, grid, math.lcm(grid, policy.track_interval),
-                    model.has_swa and not policy.full_only, model.has_mamba and not policy.full_only,
-                    page if policy.window_slack == -1 else policy.window_slack)
+    return Resolved(
+        policy,
+        page,
+        window,
+        chunk,
+        grid,
+        math.lcm(grid, policy.track_interval),
+        model.has_swa and not policy.full_only,
+        model.has_mamba and not policy.full_only,
+        page if policy.window_slack == -1 else policy.window_slack,
+    )

@@ -3,6 +3,7 @@
 The immutable ones are named tuples: a timed run makes about a million ``ChunkPlan``s, and a named tuple
 is built in half the time of a frozen dataclass.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -13,8 +14,15 @@ from sim.cache.node import Node
 class MatchResult(NamedTuple):
     cached_len: int  # reusable prefix: the deepest node every component accepts
     full_depth: int  # how deep FULL KV alone would have matched
-    node: Node  # the node ending at cached_len (the root when nothing matched)
+    node: Node | None  # the node ending at cached_len (the root when nothing matched); None: no tree (vLLM)
     sound_len: int | None = None  # the match a full window allows, where a broken policy went deeper
+
+    @property
+    def tree_node(self) -> Node:
+        """``node``, for a radix cache's match (vLLM's block manager keeps no tree: it has none)."""
+        if self.node is None:
+            raise TypeError("a block manager's match has no tree node")
+        return self.node
 
     @property
     def relies_on_freed_window(self) -> bool:

@@ -1,4 +1,5 @@
 """Pool sizes: in pages and states, from token counts or from a memory budget and SGLang's ratios."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +26,13 @@ class PoolSizes:
             raise ValueError(f"byte budget must be > 0, got {self.budget_bytes}")
 
 
-def sizes_from_tokens(page_size: int, full_tokens: int, swa_tokens: int | None = None,
-                      states: int = 0, swa_full_tokens_ratio: float = 0.8) -> PoolSizes:
+def sizes_from_tokens(
+    page_size: int,
+    full_tokens: int,
+    swa_tokens: int | None = None,
+    states: int = 0,
+    swa_full_tokens_ratio: float = 0.8,
+) -> PoolSizes:
     """``swa_tokens`` defaults to ``swa_full_tokens_ratio * full_tokens`` as SGLang sizes it."""
     if full_tokens < page_size:
         raise ValueError(f"FULL pool of {full_tokens} tokens holds less than one {page_size}-token page")
@@ -35,8 +41,13 @@ def sizes_from_tokens(page_size: int, full_tokens: int, swa_tokens: int | None =
     return PoolSizes(full_tokens // page_size, swa_tokens // page_size, states)
 
 
-def sizes_from_memory(model: ModelSpec, page_size: int, memory_bytes: int,
-                      swa_full_tokens_ratio: float = 0.8, mamba_full_memory_ratio: float = 0.9) -> PoolSizes:
+def sizes_from_memory(
+    model: ModelSpec,
+    page_size: int,
+    memory_bytes: int,
+    swa_full_tokens_ratio: float = 0.8,
+    mamba_full_memory_ratio: float = 0.9,
+) -> PoolSizes:
     """Split a KV budget as SGLang does: MAMBA takes ``r/(1+r)`` of it, the rest holds FULL tokens
     and ``ratio`` times as many SWA tokens."""
     if memory_bytes <= 0:

@@ -2,6 +2,7 @@
 in between. Replay mode runs a whole trace so (``sim/run/replay.py``), and Marconi's alpha tuner replays its window
 so (``engines/marconi_tuner.py``); it lives in the cache layer because the tuner, a cache rule, needs it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -24,8 +25,15 @@ class SoloRun(NamedTuple):
     peak_usage: dict  # pool usage just before the finish: the request still holds all it allocated
 
 
-def run_alone(manager: CacheModel, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int,
-              chunk_size: int, iteration: int = 0) -> SoloRun:
+def run_alone(
+    manager: CacheModel,
+    request_id: str,
+    tokens: TokenSeq,
+    prompt_len: int,
+    output_len: int,
+    chunk_size: int,
+    iteration: int = 0,
+) -> SoloRun:
     """Admit, prefill in chunks, decode ``output_len - 1`` tokens (the last sampled token is never
     computed), finish. ``tokens`` holds the prompt followed by the output."""
     admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)

@@ -3,6 +3,7 @@
 ``SeparatePools`` is SGLang's and FreeToken's layout: FULL pages, SWA pages and MAMBA states each in a pool of
 its own, each evicted for its own shortfall. (vLLM's one shared block pool is another topology.)
 """
+
 from __future__ import annotations
 
 from sim.cache import evictor
@@ -20,22 +21,35 @@ class SeparatePools:
 
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until each pool can hand out what is asked, or say which cannot."""
-        for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
+        for comp, needed in (
+            (Component.FULL, full_pages),
+            (Component.SWA, swa_pages),
+            (Component.MAMBA, states),
+        ):
             pool = self.pools[comp]
             if needed and not evictor.ensure_free(tree, pool, comp, needed):
                 return Refusal(pool.name, needed, pool.num_free)
         return None
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
-        tree_held = {Component.FULL: tree.num_full_pages, Component.SWA: tree.num_swa_pages, Component.MAMBA: tree.num_states}
-        return {comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
-                for comp, pool in self.pools.items()}
+        tree_held = {
+            Component.FULL: tree.num_full_pages,
+            Component.SWA: tree.num_swa_pages,
+            Component.MAMBA: tree.num_states,
+        }
+        return {
+            comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
+            for comp, pool in self.pools.items()
+        }
 
 
 def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Component, Pool]:
     """A pool per component, empty for a component the model does not have."""
-    counts = {Component.FULL: sizes.full_pages, Component.SWA: sizes.swa_pages if has_swa else 0,
-              Component.MAMBA: sizes.states if has_mamba else 0}
+    counts = {
+        Component.FULL: sizes.full_pages,
+        Component.SWA: sizes.swa_pages if has_swa else 0,
+        Component.MAMBA: sizes.states if has_mamba else 0,
+    }
     return {comp: Pool(comp.pool_name, count) for comp, count in counts.items()}
 
 

@@ -3,6 +3,7 @@
 Policy (what to keep, when a match is acceptable) lives in the manager; this file only keeps the
 structure consistent and the pools' tree-held counts exact.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -20,7 +21,7 @@ class RadixTree:
     def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool, eviction=None):
         self.page_size = page_size
         self.full_pool, self.swa_pool, self.state_pool = full_pool, swa_pool, state_pool
-        self.root = Node(TokenSeq(), 0, None, [], [], None)
+        self.root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]  # the one parentless node
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
@@ -28,7 +29,9 @@ class RadixTree:
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
 
     # ---- structure -------------------------------------------------------------------------------
-    def walk(self, key: TokenSeq, end: int | None = None, start: Node | None = None) -> tuple[list[Node], int]:
+    def walk(
+        self, key: TokenSeq, end: int | None = None, start: Node | None = None
+    ) -> tuple[list[Node], int]:
         """Follow ``key[:end]`` a page at a time, from the root or from ``start`` (a node on the key's path);
         a node matched part-way is split so the walk ends on a node end. Returns the nodes walked below
         the starting node and the matched (FULL) depth."""
@@ -53,8 +56,13 @@ class RadixTree:
         """Cut ``node`` at ``offset`` tokens; returns the new upper half. The MAMBA state stays below."""
         assert 0 < offset < len(node.key) and offset % self.page_size == 0
         cut = offset // self.page_size
-        upper = Node(node.key.slice(0, offset), node.start, node.parent, node.full_pages[:cut],
-                     None if node.swa_pages is None else node.swa_pages[:cut])
+        upper = Node(
+            node.key.slice(0, offset),
+            node.start,
+            node.parent,
+            node.full_pages[:cut],
+            None if node.swa_pages is None else node.swa_pages[:cut],
+        )
         upper.edge = node.edge  # the upper half begins with the page the node began with
         node.parent.children[upper.edge] = upper
         node.key, node.start, node.parent = node.key.slice(offset), node.start + offset, upper
@@ -69,8 +77,14 @@ class RadixTree:
             self.on_split(upper, node)
         return upper
 
-    def add_leaf(self, parent: Node, key: TokenSeq, full_pages: list[int], swa_pages: list[int] | None,
-                 state: int | None = None) -> Node:
+    def add_leaf(
+        self,
+        parent: Node,
+        key: TokenSeq,
+        full_pages: list[int],
+        swa_pages: list[int] | None,
+        state: int | None = None,
+    ) -> Node:
         assert len(key) == len(full_pages) * self.page_size and len(key) > 0
         node = Node(key, parent.end, parent, full_pages, swa_pages, state)
         node.edge = key.first_page(self.page_size)

@@ -23,7 +23,8 @@ class Backend(Protocol):
     predicts_only: bool
 
     def attach(self, manager: CacheManager) -> None:
-        """Called once, before the first step: a backend with memory of its own mirrors the manager's pools."""
+        """Called once, before the first step: a backend with memory of its own mirrors the manager's
+        pools."""
 
     def run(self, batch: Batch, manager: CacheManager) -> float:
         """Run (or predict) the batch; returns the step's duration in seconds."""

@@ -2,6 +2,7 @@
 ``allocate_slots(full_sequence_must_fit=True)`` (``scheduler_reserve_full_isl``: a waiting request is admitted
 only if its whole prompt fits the free blocks, hit blocks it takes out of the free queue included).
 """
+
 from __future__ import annotations
 
 from sim.cache.blocks.layout import Layout, cdiv
@@ -12,7 +13,8 @@ from sim.models import FULL, SWA
 def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit."""
-    B, tables = layout.block_size, []
+    B = layout.block_size
+    tables: list[list[int | None]] = []
     num_blocks = hit // B
     for group, kind in enumerate(layout.group_kinds):
         if kind == FULL:
@@ -21,12 +23,14 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) ->
             first = max(0, (hit - layout.window + 1) // B)
         else:
             first = max(0, num_blocks - 1)
-        tables.append([None] * first + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
+        unread: list[int | None] = [None] * first
+        tables.append(unread + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
     return tables
 
 
-def admission_need(layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int,
-                   swa_cap_blocks: int) -> int:
+def admission_need(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_blocks: int
+) -> int:
     """Blocks the whole prompt needs from the free queue (``get_num_blocks_to_allocate`` with the admission
     cap): new blocks per group plus the hit blocks that are eviction candidates now."""
     needed = cdiv(prompt_len, layout.block_size)

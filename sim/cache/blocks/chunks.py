@@ -6,6 +6,7 @@ boundaries, at the prompt's last cacheable boundary and at the junction. With in
 FlashInfer) the chunk that reaches the prompt end writes the state at its last boundary into an extra block
 instead of stopping there.
 """
+
 from __future__ import annotations
 
 from sim.cache.blocks.layout import cdiv
@@ -13,8 +14,12 @@ from sim.cache.blocks.layout import cdiv
 
 def checkpoint_valid(B: int, start: int, end: int, checkpoint: int) -> bool:
     """A chunk ``[start, end)`` can export the state at ``checkpoint`` (the alignment divides B here)."""
-    return (start % B == 0 and cdiv(end, B) - 2 > (start - 1) // B
-            and start + B <= checkpoint and start < checkpoint < end)
+    return (
+        start % B == 0
+        and cdiv(end, B) - 2 > (start - 1) // B
+        and start + B <= checkpoint
+        and start < checkpoint < end
+    )
 
 
 def exports_checkpoint(B: int, start: int, end: int, prompt_len: int, every_chunk: bool) -> bool:
@@ -24,8 +29,9 @@ def exports_checkpoint(B: int, start: int, end: int, prompt_len: int, every_chun
     return (end >= prompt_len or every_chunk) and checkpoint_valid(B, start, end, (end - 1) // B * B)
 
 
-def aligned_end(B: int, start: int, end: int, prompt_len: int, junction: int, max_batched: int,
-                internal_checkpoints: bool) -> int:
+def aligned_end(
+    B: int, start: int, end: int, prompt_len: int, junction: int, max_batched: int, internal_checkpoints: bool
+) -> int:
     """Where a prefill chunk ``[start, end)`` of a model with Mamba really ends."""
     last = (prompt_len - 1) // B * B
     internal = internal_checkpoints and end >= prompt_len and checkpoint_valid(B, start, end, last)

@@ -2,10 +2,11 @@
 ``sim/cost.py``: the batch defaults (``engine/arg_utils.py:EngineArgs.get_batch_defaults``: by device memory)
 and the GDN prefill backend (``qwen_gdn_linear_attn.py:_resolve_gdn_prefill_backend``: FlashInfer on Hopper,
 which writes Mamba checkpoints inside prefill chunks; Triton elsewhere)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sim.cache.policy import Policy
 
@@ -16,8 +17,12 @@ class DeviceFacts(NamedTuple):
 
 
 # vLLM's CPU platform is not a GPU: it gets the small tier, like any device under 70 GiB
-DEVICES = {"h200": DeviceFacts(139.8, True), "h100": DeviceFacts(79.6, True),
-           "rtx4090": DeviceFacts(23.6, False), "cpu": DeviceFacts(0.0, False)}
+DEVICES = {
+    "h200": DeviceFacts(139.8, True),
+    "h100": DeviceFacts(79.6, True),
+    "rtx4090": DeviceFacts(23.6, False),
+    "cpu": DeviceFacts(0.0, False),
+}
 
 
 def batch_defaults(memory_gib: float) -> tuple[int, int]:
@@ -36,5 +41,9 @@ def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
     if facts is None:
         raise ValueError(f"no vLLM defaults for gpu {gpu!r}; known: {', '.join(DEVICES)}")
     tokens, seqs = batch_defaults(facts.memory_gib)
-    derived = {"chunked_prefill_size": tokens, "max_running_requests": seqs, "prefill_checkpoints": facts.hopper}
+    derived: dict[str, Any] = {
+        "chunked_prefill_size": tokens,
+        "max_running_requests": seqs,
+        "prefill_checkpoints": facts.hopper,
+    }
     return replace(policy, **{name: value for name, value in derived.items() if name not in given})

@@ -6,6 +6,7 @@ together (a block counts only if every one of them has it cached). FULL answers 
 in group order, each passing on ``h``; the pass repeats while it shrank ``h``. The junction is FULL's answer
 when it beats the reconciled hit (``shared_prefix_boundary``), else 0.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

@@ -1,6 +1,7 @@
 """``check_integrity`` for the block cache: every block is in the free queue or held, never both; reference
 counts equal the running requests' table entries; the cache map and the blocks' keys agree; the counters
 behind ``usage()`` are what a recount gives."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -13,7 +14,9 @@ def check_integrity(manager) -> None:
     pool = manager.pool
     queue = pool.queue()
     _expect(len(queue) == len(set(queue)) == pool.num_free, "free queue has duplicates or a wrong length")
-    _expect(0 not in queue and all(1 <= b < pool.num_blocks for b in queue), "free queue holds a bad block id")
+    _expect(
+        0 not in queue and all(1 <= b < pool.num_blocks for b in queue), "free queue holds a bad block id"
+    )
     refs: Counter = Counter()
     for req in manager.requests.values():
         _check_request(manager, req)
@@ -30,20 +33,27 @@ def check_integrity(manager) -> None:
 def _check_request(manager, req) -> None:
     B, layout = manager.page_size, manager.layout
     for group, (kind, table) in enumerate(zip(layout.group_kinds, req.tables, strict=True)):
-        _expect(len(table) * B >= req.kv_len,
-                f"{req.request_id}: group {group} has {len(table)} blocks for {req.kv_len} tokens")
+        _expect(
+            len(table) * B >= req.kv_len,
+            f"{req.request_id}: group {group} has {len(table)} blocks for {req.kv_len} tokens",
+        )
         if kind == MAMBA:
             live = [index for index, block in enumerate(table) if block is not None]
-            _expect(len(live) <= 3 + layout.checkpoint_blocks * 2,
-                    f"{req.request_id}: Mamba group {group} holds {len(live)} state blocks")
+            _expect(
+                len(live) <= 3 + layout.checkpoint_blocks * 2,
+                f"{req.request_id}: Mamba group {group} holds {len(live)} state blocks",
+            )
 
 
 def _check_cache_map(pool) -> None:
-    listed = Counter()
+    listed: Counter[int] = Counter()
     for key, blocks in pool.blocks_of.items():
         _expect(bool(blocks), f"cache key {key} maps to no block")
         for block in blocks:
-            _expect(pool.key_of.get(block) == key, f"block {block} listed under {key}, keyed {pool.key_of.get(block)}")
+            _expect(
+                pool.key_of.get(block) == key,
+                f"block {block} listed under {key}, keyed {pool.key_of.get(block)}",
+            )
             listed[block] += 1
     _expect(all(listed[b] == 1 for b in pool.key_of), "a hashed block is missing from the cache map")
 
@@ -54,11 +64,17 @@ def _check_counters(manager, pool) -> None:
     for req in manager.requests.values():
         for kind, table in zip(manager.layout.group_kinds, req.tables, strict=True):
             held[kind].update(block for block in table if block is not None)
-    cached = Counter(pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.ref_cnt[block])
+    cached = Counter(
+        pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.ref_cnt[block]
+    )
     for kind in pool.held:
-        _expect(pool.held[kind] == len(held[kind]), f"{kind}: held counter {pool.held[kind]} != {len(held[kind])}")
-        _expect(pool.cached_free[kind] == cached[kind],
-                f"{kind}: cached counter {pool.cached_free[kind]} != {cached[kind]}")
+        _expect(
+            pool.held[kind] == len(held[kind]), f"{kind}: held counter {pool.held[kind]} != {len(held[kind])}"
+        )
+        _expect(
+            pool.cached_free[kind] == cached[kind],
+            f"{kind}: cached counter {pool.cached_free[kind]} != {cached[kind]}",
+        )
 
 
 def _expect(condition: bool, message: str) -> None:

@@ -7,6 +7,7 @@ of the parent key and those runs: equal prefixes give equal keys, in O(runs) per
 collide with probability 2^-128 per pair, as vLLM's do with its digest. Keys live only as long as the blocks
 and requests that hold them (a table of every block ever seen would grow with the trace).
 """
+
 from __future__ import annotations
 
 from hashlib import blake2b

@@ -12,15 +12,19 @@ one block, and the start-up minimum (docs/vllm-rules.md section 2).
 * Start-up check (``kv_cache_planning.py:get_kv_cache_configs``): the pool holds one ``max_model_len``
   request of every group, plus the null block.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
 KERNEL_BLOCK = 16  # FlashAttention: get_supported_kernel_block_sizes() == [MultipleOf(16)]
-FLASHINFER_GDN_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py: FlashInfer GDN prefill checkpoint alignment
+FLASHINFER_GDN_ALIGNMENT = (
+    64  # v1/attention/backends/gdn_attn.py: FlashInfer GDN prefill checkpoint alignment
+)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -35,9 +39,11 @@ class Layout:
     window: int  # SWA window (0 without SWA)
     checkpoint_blocks: int  # MambaSpec.num_prefill_checkpoint_blocks: 1 with internal prefill checkpoints
 
-    def __post_init__(self) -> None:
-        # blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (read on every block hashed)
-        object.__setattr__(self, "swa_need", cdiv(self.window - 1, self.block_size) if self.window else 0)
+    @cached_property
+    def swa_need(self) -> int:
+        """Blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (computed once: read on every block
+        hashed)."""
+        return cdiv(self.window - 1, self.block_size) if self.window else 0
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -76,7 +82,9 @@ class Layout:
 def kv_buckets(model: ModelSpec) -> list[tuple[str, int]]:
     """(kind, layers) per spec bucket, ordered by each bucket's first layer."""
     kinds = model.layer_kinds
-    buckets = [(kinds.index(kind), kind, model.num_layers(kind)) for kind in (FULL, SWA, MAMBA) if kind in kinds]
+    buckets = [
+        (kinds.index(kind), kind, model.num_layers(kind)) for kind in (FULL, SWA, MAMBA) if kind in kinds
+    ]
     if model.sconv_dims and not model.num_layers(MAMBA):
         buckets.append((len(kinds), MAMBA, len(kinds)))
     return [(kind, count) for _, kind, count in sorted(buckets)]
@@ -129,8 +137,13 @@ def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoin
     B = hybrid_block_size(model, block_size, prefill_checkpoints)
     kinds = group_kinds(model)
     per_group = layers_per_group(model)
-    page_bytes = {FULL: B * attention_bytes_per_token(model, FULL), SWA: B * attention_bytes_per_token(model, SWA)}
+    page_bytes = {
+        FULL: B * attention_bytes_per_token(model, FULL),
+        SWA: B * attention_bytes_per_token(model, SWA),
+    }
     if MAMBA in kinds:  # the Mamba page is padded to the attention page (or sets it)
         page_bytes[MAMBA] = max(mamba_layer_bytes(model), B * attention_bytes_per_token(model))
     block_bytes = max(per_group * page_bytes[kind] for kind in kinds)
-    return Layout(B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds))
+    return Layout(
+        B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds)
+    )

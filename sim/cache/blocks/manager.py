@@ -7,6 +7,7 @@ complete_prefill)* -> (prepare_decode -> complete_decode)* -> finish. ``admit`` 
 step the free queue cannot back is refused without allocating (vLLM preempts there; the scheduler retracts).
 The rules and their vLLM functions: docs/vllm-rules.md.
 """
+
 from __future__ import annotations
 
 from sim.cache.blocks import steps
@@ -43,7 +44,9 @@ class BlockCacheManager(PlainBlockDecodes):
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model = policy, model
         self.resolved = resolve(policy, model)
-        self.layout = layout_for(model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints))
+        self.layout = layout_for(
+            model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints)
+        )
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = policy.async_scheduling
@@ -60,20 +63,35 @@ class BlockCacheManager(PlainBlockDecodes):
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
         # a request refused admission is asked again every step: its keys are kept until it is admitted
-        chain = self.keys.chain(tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id))
+        chain = self.keys.chain(
+            tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
+        )
         hit = longest_hit(self.layout, self.pool, chain, prompt_len)
         if not self.policy.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
-        swa_cap = cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
+        swa_cap = (
+            cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
+        )
         needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
         if needed > self.pool.num_free:
             self._waiting_chains[request_id] = chain
             return Refusal(POOL, needed, self.pool.num_free)
         self._waiting_chains.pop(request_id, None)
-        return self._start(BlockRequest(request_id, tokens, prompt_len, MatchResult(hit.tokens, hit.full_tokens, None),
-                                        hit, chain, tables, [len(t) for t in tables], [0] * len(tables),
-                                        kv_len=hit.tokens))
+        return self._start(
+            BlockRequest(
+                request_id,
+                tokens,
+                prompt_len,
+                MatchResult(hit.tokens, hit.full_tokens, None),
+                hit,
+                chain,
+                tables,
+                [len(t) for t in tables],
+                [0] * len(tables),
+                kv_len=hit.tokens,
+            )
+        )
 
     def _start(self, req: BlockRequest) -> AdmitResult:
         """Touch the hit's blocks and run the request. vLLM reports the first admission's hit
@@ -91,8 +109,15 @@ class BlockCacheManager(PlainBlockDecodes):
         start = req.kv_len
         end = start + min(req.prompt_len - start, budget)
         if self.has_mamba:
-            end = aligned_end(self.page_size, start, end, req.prompt_len, req.junction,
-                              self.policy.chunked_prefill_size, bool(self.layout.checkpoint_blocks))
+            end = aligned_end(
+                self.page_size,
+                start,
+                end,
+                req.prompt_len,
+                req.junction,
+                self.policy.chunked_prefill_size,
+                bool(self.layout.checkpoint_blocks),
+            )
         return max(end - start, 0)
 
     # ---- steps --------------------------------------------------------------------------------------
@@ -103,7 +128,8 @@ class BlockCacheManager(PlainBlockDecodes):
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {start}/{req.prompt_len}")
         every_chunk = self.policy.retention_interval != 0
         checkpoint = bool(self.layout.checkpoint_blocks) and exports_checkpoint(
-            self.page_size, start, end, req.prompt_len, every_chunk)
+            self.page_size, start, end, req.prompt_len, every_chunk
+        )
         return self._step(req, end, checkpoint, iteration)
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
@@ -126,7 +152,9 @@ class BlockCacheManager(PlainBlockDecodes):
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)
-        steps.cache_blocks(self.layout, self.pool, self.keys, req, end, checkpoint, self.policy.retention_interval)
+        steps.cache_blocks(
+            self.layout, self.pool, self.keys, req, end, checkpoint, self.policy.retention_interval
+        )
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
 
@@ -149,8 +177,12 @@ class BlockCacheManager(PlainBlockDecodes):
         requests, cached in the free queue (hashed, evictable)."""
         pool = self.pool
         empty = pool.num_free - sum(pool.cached_free.values())
-        return {comp: PoolUsage(empty, pool.held.get(comp.layer_kind, 0), pool.cached_free.get(comp.layer_kind, 0))
-                for comp in Component}
+        return {
+            comp: PoolUsage(
+                empty, pool.held.get(comp.layer_kind, 0), pool.cached_free.get(comp.layer_kind, 0)
+            )
+            for comp in Component
+        }
 
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
@@ -158,8 +190,10 @@ class BlockCacheManager(PlainBlockDecodes):
     def request_refusal(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""
         if prompt_len + output_len > self.max_model_len:
-            return (f"prompt + output = {prompt_len + output_len} tokens exceeds vLLM's max_model_len "
-                    f"{self.max_model_len}")
+            return (
+                f"prompt + output = {prompt_len + output_len} tokens exceeds vLLM's max_model_len "
+                f"{self.max_model_len}"
+            )
         return None
 
     def check_integrity(self) -> None:

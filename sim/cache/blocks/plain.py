@@ -7,6 +7,7 @@ first live block (``p - W + 1`` or ``p - 1`` a multiple of B). Between those, ``
 nothing but lengths. The first step after a prefill or an idle iteration is always taken step by step, so
 that ``p`` is known to advance one token a step (``lag`` = 2 under async scheduling, 1 without).
 """
+
 from __future__ import annotations
 
 from sim.cache import decode_runs
@@ -16,6 +17,13 @@ from sim.cache.blocks.request import BlockRequest
 class PlainBlockDecodes:
     """Mixed into ``BlockCacheManager``: needs its ``requests``, ``page_size``, ``window``, ``has_swa``,
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
+
+    requests: dict[str, BlockRequest]
+    page_size: int
+    window: int
+    has_swa: bool
+    has_mamba: bool
+    async_scheduling: bool
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""

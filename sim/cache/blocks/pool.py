@@ -11,6 +11,7 @@ is no de-duplication, and a lookup takes the oldest one still cached.
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -21,7 +22,9 @@ Key = tuple[bytes, int]  # (block key, group index)
 class BlockPool:
     def __init__(self, num_blocks: int, group_kinds: tuple[str, ...]):
         if num_blocks < 2:
-            raise ValueError(f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}")
+            raise ValueError(
+                f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
+            )
         self.num_blocks = num_blocks
         self.group_kinds = group_kinds
         self._head: OrderedDict[int, None] = OrderedDict()
@@ -43,7 +46,9 @@ class BlockPool:
 
     def get_new_blocks(self, count: int, group: int) -> list[int]:
         if count > self.num_free:
-            raise RuntimeError(f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)")
+            raise RuntimeError(
+                f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)"
+            )
         kind = self.group_kinds[group]
         blocks = [self._head.popitem(last=False)[0] for _ in range(min(count, len(self._head)))]
         if len(blocks) < count and self._fresh < self.num_blocks:
@@ -99,7 +104,9 @@ class BlockPool:
         hashed = [block for block in released if block in key_of]
         if len(hashed) < len(released):
             head = self._head
-            for block in reversed([block for block in released if block not in key_of]):  # first given, first out
+            for block in reversed(
+                [block for block in released if block not in key_of]
+            ):  # first given, first out
                 head[block] = None
                 head.move_to_end(block, last=False)
         self._tail.update(dict.fromkeys(hashed))

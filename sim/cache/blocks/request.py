@@ -1,4 +1,5 @@
 """What the block cache manager tracks for one running request: a block table per group."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ class BlockRequest:
     num_cached: list[int]  # per group: blocks cache_blocks has looked at (a block skipped once stays so)
     retired: list[int]  # per group: Mamba blocks below this index were released
     kv_len: int = 0  # tokens computed
-    history: tuple[tuple[int, int], ...] = ()  # (engine iteration, tokens) of its last two steps, oldest first
+    history: tuple[
+        tuple[int, int], ...
+    ] = ()  # (engine iteration, tokens) of its last two steps, oldest first
     decode_steps: int = 0
 
     @property

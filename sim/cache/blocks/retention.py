@@ -5,12 +5,15 @@ hash every block they hold; ``0`` only the SWA tail of ``need`` blocks and the M
 boundary (the prompt's last, ``floor((N-1)/B)*B``, and the junction); ``n > 0`` also the last ``need`` SWA
 blocks of every ``n``-token segment and the Mamba states at multiples of ``n``.
 """
+
 from __future__ import annotations
 
 from sim.models import FULL, SWA
 
 
-def reachable(kind: str, index: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...]) -> bool:
+def reachable(
+    kind: str, index: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...]
+) -> bool:
     if kind == FULL or retention is None:
         return True
     ends = [boundary // B for boundary in boundaries if boundary]
@@ -24,12 +27,17 @@ def reachable(kind: str, index: int, retention: int | None, B: int, need: int, b
     return any(index == end - 1 for end in ends)
 
 
-def reachable_indices(kind: str, first: int, stop: int, retention: int | None, B: int, need: int,
-                      boundaries: tuple[int, ...]) -> range | list[int]:
+def reachable_indices(
+    kind: str, first: int, stop: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...]
+) -> range | list[int]:
     """The indices in ``[first, stop)`` that ``reachable`` accepts, without testing every one: FULL and dense
     retention take them all, the others a few tails and a period."""
-    if kind == FULL or retention is None or (retention and kind == SWA and need >= retention // B) or (
-            retention and kind != SWA and retention // B <= 1):
+    if (
+        kind == FULL
+        or retention is None
+        or (retention and kind == SWA and need >= retention // B)
+        or (retention and kind != SWA and retention // B <= 1)
+    ):
         return range(first, stop)
     ends = [boundary // B for boundary in boundaries if boundary]
     if kind == SWA:
@@ -40,6 +48,10 @@ def reachable_indices(kind: str, first: int, stop: int, retention: int | None, B
         per = retention // B
         tail = need if kind == SWA else 1
         start = first - first % per
-        wanted.update(index for base in range(start, stop, per) for index in range(base + per - tail, base + per)
-                      if first <= index < stop)
+        wanted.update(
+            index
+            for base in range(start, stop, per)
+            for index in range(base + per - tail, base + per)
+            if first <= index < stop
+        )
     return sorted(wanted)

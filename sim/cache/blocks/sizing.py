@@ -5,6 +5,7 @@ From memory: the KV budget over the bytes of one block id, a page in every layer
 tensors). From tokens:
 ``--pool-tokens T`` is ``floor(T / B)`` usable blocks plus the null block, i.e. the pool holds ``T`` tokens of
 FULL KV when FULL alone uses it; the SWA and Mamba groups draw from the same blocks."""
+
 from __future__ import annotations
 
 from sim.cache.blocks.layout import layout_for
@@ -14,8 +15,12 @@ from sim.cache.sizing import PoolSizes
 from sim.models import ModelSpec
 
 
-def shared_pool_sizes(model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None) -> PoolSizes:
-    layout = layout_for(model, policy.page_size, resolve(policy, model).window, bool(policy.prefill_checkpoints))
+def shared_pool_sizes(
+    model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None
+) -> PoolSizes:
+    layout = layout_for(
+        model, policy.page_size, resolve(policy, model).window, bool(policy.prefill_checkpoints)
+    )
     if pool_tokens is not None:
         blocks = pool_tokens // layout.block_size + 1
     else:

@@ -1,5 +1,6 @@
 """vLLM's start-up decisions that bound a run: the tokens in flight, ``max_model_len`` against the pool (the
 check in ``kv_cache_planning.py:get_kv_cache_configs``), and the configuration checks vLLM refuses with."""
+
 from __future__ import annotations
 
 from sim.cache.blocks.layout import KERNEL_BLOCK, Layout
@@ -29,20 +30,27 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
         f"max seq len {asked}, {layout.min_blocks(asked, in_flight)} blocks of {layout.block_size} tokens are "
         f"needed (the null block, and per group: FULL cdiv(len, B), SWA cdiv(min(W - 1 + {in_flight} tokens in "
         f"flight, len), B) + 1, Mamba 2 + checkpoint blocks), the pool has {num_blocks}; the longest max_model_len "
-        f"it can serve is {longest}")
+        f"it can serve is {longest}"
+    )
 
 
 def check_config(layout: Layout, policy: Policy) -> None:
     """ValueError where vLLM 0.33.0 itself refuses the configuration, naming its rule."""
     if policy.page_size % KERNEL_BLOCK:
-        raise ValueError(f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
-                         f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)")
+        raise ValueError(
+            f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
+            f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)"
+        )
     retention = policy.retention_interval
     if retention and not (SWA in layout.kinds or MAMBA in layout.kinds):
-        raise ValueError(f"vLLM refuses prefix_cache_retention_interval {retention} for a model with neither "
-                         "sliding-window nor Mamba groups (kv_cache_coordinator._validate_prefix_cache_"
-                         "retention_interval); use 0")
+        raise ValueError(
+            f"vLLM refuses prefix_cache_retention_interval {retention} for a model with neither "
+            "sliding-window nor Mamba groups (kv_cache_coordinator._validate_prefix_cache_"
+            "retention_interval); use 0"
+        )
     if retention and retention % layout.block_size:
-        raise ValueError(f"vLLM refuses prefix_cache_retention_interval {retention}: it must be a multiple of "
-                         f"scheduler_block_size {layout.block_size} (kv_cache_coordinator._validate_prefix_cache_"
-                         "retention_interval)")
+        raise ValueError(
+            f"vLLM refuses prefix_cache_retention_interval {retention}: it must be a multiple of "
+            f"scheduler_block_size {layout.block_size} (kv_cache_coordinator._validate_prefix_cache_"
+            "retention_interval)"
+        )

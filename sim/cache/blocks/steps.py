@@ -3,6 +3,7 @@
 (``BlockCacheManager.admit``), (3) ``allocate_new_blocks`` for every group, (4) ``cache_blocks``. All in
 group order; each group frees with one ``free_blocks`` call, highest block first.
 """
+
 from __future__ import annotations
 
 from sim.cache.blocks.keys import BlockKeys
@@ -21,7 +22,9 @@ def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processe
             _release_states(layout, pool, req, group, processed)
 
 
-def _release_window(layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int) -> None:
+def _release_window(
+    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int
+) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
     freed = []
     below = max(0, (processed - layout.window + 1) // layout.block_size)
@@ -44,7 +47,9 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
     req.retired[group] = max(retired, last)
 
 
-def blocks_to_allocate(layout: Layout, req: BlockRequest, end: int, checkpoint: bool) -> list[tuple[int, int]]:
+def blocks_to_allocate(
+    layout: Layout, req: BlockRequest, end: int, checkpoint: bool
+) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
     needed = cdiv(end, layout.block_size)
     plan = []
@@ -67,8 +72,15 @@ def allocate(pool: BlockPool, req: BlockRequest, plan: list[tuple[int, int]]) ->
             req.tables[group].extend(pool.get_new_blocks(count, group))
 
 
-def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockRequest, end: int,
-                 checkpoint: bool, retention: int | None) -> None:
+def cache_blocks(
+    layout: Layout,
+    pool: BlockPool,
+    keys: BlockKeys,
+    req: BlockRequest,
+    end: int,
+    checkpoint: bool,
+    retention: int | None,
+) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
     B = layout.block_size
@@ -76,7 +88,9 @@ def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockReq
     keys.chain(req.tokens, full_blocks, req.chain)
     boundaries = (req.prompt_len - 1, req.junction)
     kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
-    exported = cdiv(end, B) - 2 if checkpoint and cdiv(end, B) - 1 in {k // B for k in kept_checkpoints} else -1
+    exported = (
+        cdiv(end, B) - 2 if checkpoint and cdiv(end, B) - 1 in {k // B for k in kept_checkpoints} else -1
+    )
     for group, kind in enumerate(layout.group_kinds):
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
@@ -84,8 +98,9 @@ def cache_blocks(layout: Layout, pool: BlockPool, keys: BlockKeys, req: BlockReq
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         for index in indices:
-            if table[index] is not None:
-                pool.cache(table[index], (req.chain[index], group))
+            block = table[index]
+            if block is not None:
+                pool.cache(block, (req.chain[index], group))
         req.num_cached[group] = max(first, full_blocks)
 
 

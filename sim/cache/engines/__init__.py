@@ -3,6 +3,7 @@
 Adding an engine: a module with an ``EngineRules`` subclass (see ``base.py`` for the hooks and what the
 manager does around them) and one line in ``ENGINES``; then presets in ``sim/cache/policies.py``.
 """
+
 from __future__ import annotations
 
 from sim.cache.engines.base import EngineRules

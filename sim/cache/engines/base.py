@@ -6,9 +6,11 @@ checkpoints land, how far a request's SWA is freed and when, what a prefill chun
 tree. A rule returns a position or calls the manager's primitives (``free_swa_below``, ``commit``,
 ``insert``); it never touches pools or nodes itself.
 """
+
 from __future__ import annotations
 
 from sim.cache.align import floor_to
+from sim.cache.components import Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
 from sim.cache.request import RequestCache
@@ -81,6 +83,18 @@ class EngineRules:
     def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Make room for an allocation, evicting as the engine does, or say which pool cannot."""
         return manager.topology.reserve(manager.tree, full_pages, swa_pages, states)
+
+    def evict_ahead(self, manager, num_pages: int) -> None:
+        """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and ``alloc_slack_pages``
+        free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
+        slack = self.alloc_slack_pages
+        if not slack:
+            return
+        target = num_pages + slack
+        if manager.pools[Component.FULL].num_free < target:
+            self.reserve(manager, target, 0, 0)
+        if manager.has_swa and manager.pools[Component.SWA].num_free < target:
+            self.reserve(manager, 0, target, 0)
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""

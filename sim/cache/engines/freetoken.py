@@ -5,6 +5,7 @@ FreeToken runs one of two caches: an SWA cache (``freetoken_swa``) or a GDN cach
 (``freetoken_gdn``); what they share is ``freetoken_common``. This is the engine's entry in ``ENGINES``: the
 configurations FreeToken refuses, and the cache it runs.
 """
+
 from __future__ import annotations
 
 from sim.cache.engines.base import EngineRules
@@ -19,12 +20,16 @@ class FreeTokenRules(FreeTokenCommon):
     def check(cls, resolved: Resolved) -> None:
         page = resolved.page_size
         if resolved.policy.chunked_prefill_size < page:
-            raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
-                             f"{page}: FreeToken aligns a non-final chunk's end down to a page, so no chunk "
-                             f"could ever be scheduled")
+            raise ValueError(
+                f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
+                f"{page}: FreeToken aligns a non-final chunk's end down to a page, so no chunk "
+                f"could ever be scheduled"
+            )
         if resolved.has_mamba and resolved.mamba_chunk % page:
-            raise ValueError(f"FreeToken's GDN cache needs the scan chunk ({resolved.mamba_chunk}) to be a "
-                             f"multiple of page_size ({page})")
+            raise ValueError(
+                f"FreeToken's GDN cache needs the scan chunk ({resolved.mamba_chunk}) to be a "
+                f"multiple of page_size ({page})"
+            )
 
     @classmethod
     def build(cls, resolved: Resolved) -> EngineRules:

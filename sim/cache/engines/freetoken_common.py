@@ -3,6 +3,7 @@ out-of-window SWA free, the overlap scheduler's late prompt commit, one timestam
 scans of the tree (``freetoken_tree``) with FreeToken's amounts (FULL: the pages short, at once; SWA and
 states: in rounds until enough are free). The engine's entry, which picks a cache, is ``freetoken.py``.
 """
+
 from __future__ import annotations
 
 from sim.cache.align import floor_to
@@ -23,7 +24,9 @@ class FreeTokenCommon(EngineRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.clock = FreeTokenClock()
-        self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)
+        self.trigger = SwaTrigger(
+            self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
+        )
 
     def eviction(self):
         return NoEviction()
@@ -80,10 +83,17 @@ class FreeTokenCommon(EngineRules):
         tree, pools, page = manager.tree, manager.pools, self.page_size
         if full_pages > pools[Component.FULL].num_free:
             evict_full(tree, (full_pages - pools[Component.FULL].num_free) * page, self.resolved.has_swa)
-        for comp, needed, evict in ((Component.SWA, swa_pages, evict_swa), (Component.MAMBA, states, evict_states)):
+        for comp, needed, evict in (
+            (Component.SWA, swa_pages, evict_swa),
+            (Component.MAMBA, states, evict_states),
+        ):
             while pools[comp].num_free < needed and evict(tree, needed - pools[comp].num_free):
                 pass
-        for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
+        for comp, needed in (
+            (Component.FULL, full_pages),
+            (Component.SWA, swa_pages),
+            (Component.MAMBA, states),
+        ):
             if pools[comp].num_free < needed:
                 return Refusal(pools[comp].name, needed, pools[comp].num_free)
         return None

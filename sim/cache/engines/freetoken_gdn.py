@@ -7,6 +7,7 @@ commits a snapshot the request never committed, then donates its final state whe
 page; nothing else (no decode or branch checkpoints). ``SwaGdnRules`` is FreeToken's SWA rules on a
 three-component model, which FreeToken itself cannot run: an extrapolation, documented as such.
 """
+
 from __future__ import annotations
 
 from sim.cache.components import Component
@@ -36,7 +37,9 @@ class GdnRules(FreeTokenCommon):
         if req.checkpoint is None:
             return
         end, slot = req.checkpoint
-        taken = self.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
+        taken = self.insert_state(
+            manager, req, end, keep_duplicate=True
+        )  # locked at the node ending at `end`
         self.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
         if not taken:
             req.checkpoint = None
@@ -49,7 +52,9 @@ class GdnRules(FreeTokenCommon):
         if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
             self.insert_state(manager, req, req.checkpoint[0])
         if req.kv_len % self.page_size == 0 and req.kv_len > req.prefix_len:
-            req.checkpoint, req.state = (req.kv_len, req.state), None
+            state = req.state
+            assert state is not None  # a GDN request holds its running state until it is released
+            req.checkpoint, req.state = (req.kv_len, state), None
             self.insert_state(manager, req, req.kv_len)
 
     def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:

@@ -6,6 +6,7 @@ frontier (never the whole suffix: the last page stays live) and one live node, n
 revived nodes get a fresh tick. GDN: the shared insert, stamped as ``_walk`` stamps (every node walked, then
 the new node newer); the caller hangs the state.
 """
+
 from __future__ import annotations
 
 from sim.cache.engines.freetoken_tree import FreeTokenClock
@@ -15,7 +16,9 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 
 
-def insert_swa(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock, has_swa: bool = True) -> Node:
+def insert_swa(
+    tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock, has_swa: bool = True
+) -> Node:
     """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone."""
     page, base = tree.page_size, req.prefix_len
     path, depth = tree.walk(req.tokens, end, start=req.last_node)
@@ -48,12 +51,20 @@ def _reconcile(tree: RadixTree, req: RequestCache, node: Node, swa: list, clock:
     node.full_stamp = clock.tick()
 
 
-def _add_suffix(tree: RadixTree, req: RequestCache, parent: Node, depth: int, end: int, full: list,
-                swa: list | None, clock: FreeTokenClock) -> Node:
+def _add_suffix(
+    tree: RadixTree,
+    req: RequestCache,
+    parent: Node,
+    depth: int,
+    end: int,
+    full: list,
+    swa: list | None,
+    clock: FreeTokenClock,
+) -> Node:
     page = tree.page_size
     dead = max(0, min(req.swa_frontier, end) - depth) if swa is not None else 0
     dead = min(dead, max(0, end - depth - page))
-    if dead:
+    if dead and swa is not None:  # (dead is 0 without SWA)
         cut = dead // page
         free_live(tree, swa[:cut])
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)

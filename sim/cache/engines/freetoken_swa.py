@@ -6,6 +6,7 @@ commit inserts it, cuts the tree a window and ``_SWA_RETAIN_GAP`` back and locks
 the whole sequence, then (before issue #200's fix) tombstones the prompt head below ``prompt - W - 16``
 (``trim_head_swa``) and re-matches the prompt, which re-stamps it.
 """
+
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
@@ -37,7 +38,9 @@ class SwaRules(FreeTokenCommon):
         if not self.resolved.has_swa:
             return chunk_len
         page = self.page_size
-        reclaim = max(0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len))
+        reclaim = max(
+            0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len)
+        )
         cost = -(-(req.kv_len + chunk_len) // page) * page - -(-req.kv_len // page) * page
         budget = self.swa_available(manager, cost - reclaim) + reclaim
         max_end = (-(-req.kv_len // page) + max(budget, 0) // page) * page
@@ -52,7 +55,9 @@ class SwaRules(FreeTokenCommon):
         if free >= enough:
             return free
         tree = manager.tree
-        return free + sum(n.end - n.start for n in tree.nodes() if n.swa_pages is not None and not n.swa_holders)
+        return free + sum(
+            n.end - n.start for n in tree.nodes() if n.swa_pages is not None and not n.swa_holders
+        )
 
     def before_prefill_chunk(self, manager, req: RequestCache) -> None:
         if self.resolved.has_swa:
@@ -63,7 +68,11 @@ class SwaRules(FreeTokenCommon):
         """``_cache_req_swa(finished=False)``: insert, cut a window + 16 back, re-match and lock there."""
         end = floor_to(req.kv_len + in_flight, self.page_size)
         tree = manager.tree
-        node = insert_swa(tree, req, end, self.clock, self.resolved.has_swa) if end > req.prefix_len else req.last_node
+        node = (
+            insert_swa(tree, req, end, self.clock, self.resolved.has_swa)
+            if end > req.prefix_len
+            else req.last_node
+        )
         keep_from = floor_to(max(end - self.window - RETAIN_GAP, 0), self.page_size)
         if keep_from > 0:
             self.match_prefix(tree, req.tokens, keep_from)

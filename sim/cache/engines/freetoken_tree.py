@@ -7,6 +7,7 @@ tree's depth-first order, heapifies it on the timestamp alone and pops until eno
 (``evict_full`` / ``evict_swa`` / ``evict_mamba``), deleting the tombstone leaves a deletion exposes. Ties are
 broken exactly as ``heapq`` breaks them for FreeToken, because the list and the comparisons are the same.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -75,8 +76,12 @@ def _delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[No
     freed = node.end - node.start
     parent = node.parent
     tree.delete_leaf(node)
-    while (parent.parent is not None and not parent.children and parent.full_lock == 0
-           and _tombstoned(parent, has_swa)):
+    while (
+        parent.parent is not None
+        and not parent.children
+        and parent.full_lock == 0
+        and _tombstoned(parent, has_swa)
+    ):
         freed += parent.end - parent.start
         grand = parent.parent
         tree.delete_leaf(parent)

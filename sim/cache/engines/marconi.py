@@ -12,6 +12,7 @@ with the same eviction over leaves: the paper's pure-Transformer point. Eviction
 ``marconi_evict.py``; alpha: ``marconi_tuner.py``; one byte budget
 (``--cache-bytes``): ``sim/cache/byte_budget.py``, else the engine's pools apart.
 """
+
 from __future__ import annotations
 
 from sim.cache.align import floor_to
@@ -35,8 +36,10 @@ class MarconiRules(EngineRules):
     @classmethod
     def check(cls, resolved: Resolved) -> None:
         if resolved.policy.chunked_prefill_size < resolved.page_size:
-            raise ValueError(f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
-                             f"{resolved.page_size}: no non-final prefill chunk could be scheduled")
+            raise ValueError(
+                f"chunked_prefill_size {resolved.policy.chunked_prefill_size} is below page_size "
+                f"{resolved.page_size}: no non-final prefill chunk could be scheduled"
+            )
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -67,8 +70,9 @@ class MarconiRules(EngineRules):
         if self._evictor is None:
             flop_aware = self.policy.marconi_eviction == "flop-aware"
             code_counting = flop_aware and self.policy.marconi_follows == "code"
-            self._evictor = MarconiEvictor(self.cost(manager), self.recency, flop_aware, code_counting,
-                                           self.has_mamba)
+            self._evictor = MarconiEvictor(
+                self.cost(manager), self.recency, flop_aware, code_counting, self.has_mamba
+            )
         self._evictor.alpha = self.tuner.alpha
         return self._evictor
 

@@ -8,6 +8,7 @@ the state (their KV merges into the child's edge). ``flop-aware`` picks the lowe
 ties to the first); ``lru`` picks the least recently accessed leaf (SGLang+ and vLLM+: leaves only).
 A FULL or SWA shortfall (pools apart) can only be met by a leaf.
 """
+
 from __future__ import annotations
 
 from sim.cache.byte_budget import BYTES
@@ -67,8 +68,9 @@ def parent_end(node: Node, has_mamba: bool) -> int:
 
 
 class MarconiEvictor:
-    def __init__(self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool,
-                 has_mamba: bool = True):
+    def __init__(
+        self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool, has_mamba: bool = True
+    ):
         self.cost, self.recency, self.has_mamba = cost, recency, has_mamba
         self.flop_aware, self.code_counting = flop_aware, code_counting
         self.alpha = 0.0
@@ -91,10 +93,12 @@ class MarconiEvictor:
             short = _short(manager.topology, full_pages, swa_pages, states)
         return None
 
-    def pick(self, tree, comp: Component) -> tuple[Node | None, int]:
-        """The victim and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
+    def pick(self, tree, comp: str) -> tuple[Node | None, int | None]:
+        """The victim for ``comp`` (a component, or ``BYTES``) and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
         the edge of the last candidate scored)."""
-        found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (Component.FULL, Component.SWA))
+        found = candidates(
+            tree.root, leaves_only=not self.flop_aware or comp in (Component.FULL, Component.SWA)
+        )
         if not found:
             return None, 0
         ends = [parent_end(node, self.has_mamba) for node in found]
@@ -104,8 +108,12 @@ class MarconiEvictor:
             return found[stamps.index(min(stamps))], stale
         now = self.recency.now
         recency = _normalize([1 / max(now - self.recency.of(node), 1) for node in found])
-        efficiency = _normalize([self.cost.efficiency(p, n.end) if n.state is not None or not self.has_mamba else 0.0
-                                 for n, p in zip(found, ends, strict=True)])
+        efficiency = _normalize(
+            [
+                self.cost.efficiency(p, n.end) if n.state is not None or not self.has_mamba else 0.0
+                for n, p in zip(found, ends, strict=True)
+            ]
+        )
         scores = [r + self.alpha * e for r, e in zip(recency, efficiency, strict=True)]
         return found[scores.index(min(scores))], stale
 
@@ -132,12 +140,18 @@ class MarconiEvictor:
         freed, parent = 0, leaf
         while True:
             node, parent = parent, parent.parent
-            freed += self.cost.kv_bytes * (node.end - node.start) + (self.cost.state_bytes if node.state is not None
-                                                                     else 0)
+            freed += self.cost.kv_bytes * (node.end - node.start) + (
+                self.cost.state_bytes if node.state is not None else 0
+            )
             self.recency.stamps.pop(node.id, None)
             tree.delete_leaf(node)
-            if (parent.parent is None or parent.children or parent.state is not None or parent.is_locked
-                    or not self.has_mamba):
+            if (
+                parent.parent is None
+                or parent.children
+                or parent.state is not None
+                or parent.is_locked
+                or not self.has_mamba
+            ):
                 return freed
 
 

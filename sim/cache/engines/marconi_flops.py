@@ -10,6 +10,7 @@ one MAMBA state plus the KV of those tokens. Two readings (knob ``marconi_follow
   the whole prefix ``[0, end)``, and the MLP term subtracts the parent prefix's *attention* FLOPs (projections
   plus ``P^2`` scores of one layer) instead of its MLP FLOPs, in every layer.
 """
+
 from __future__ import annotations
 
 from sim.cost import attended_sum

@@ -7,24 +7,32 @@ best over its last 500 requests: the highest token hit rate (the paper) or the m
 reference code). Ties go to the smallest alpha (the code takes whichever replay finished first). The
 reference code tunes only once (its continuous re-tuning is dead code), and so does this.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from sim.cache.solo_run import ReplayRefused, run_alone
+from sim.tokens import TokenSeq
+
+if TYPE_CHECKING:
+    from sim.cache.policy import Policy
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
 TUNING_TAIL = 500  # requests of the replay the choice looks at (ConfigTuner: tuning_interval)
 
 
 class AlphaTuner:
-    def __init__(self, policy):
+    def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.alpha = 0.0 if policy.marconi_alpha is None else policy.marconi_alpha
         # LRU eviction (the SGLang+ / vLLM+ baselines) never reads alpha: nothing to tune
         self.done = policy.marconi_alpha is not None or policy.marconi_eviction != "flop-aware"
         self.window: int | None = None
-        self.history: list[tuple[str, object, int]] = []  # (request id, tokens, prompt length), admission order
+        self.history: list[
+            tuple[str, TokenSeq, int]
+        ] = []  # (request id, tokens, prompt length), admission order
         self.tuned: dict[float, float] | None = None  # each alpha's replay figure, once tuned
 
     def admitted(self, manager, request_id: str, tokens, prompt_len: int) -> None:
@@ -46,8 +54,14 @@ class AlphaTuner:
         cached, prompts = [], []
         for request_id, tokens, prompt_len in self.history:
             try:
-                run = run_alone(fresh, request_id, tokens, prompt_len, len(tokens) - prompt_len,
-                                self.policy.chunked_prefill_size)
+                run = run_alone(
+                    fresh,
+                    request_id,
+                    tokens,
+                    prompt_len,
+                    len(tokens) - prompt_len,
+                    self.policy.chunked_prefill_size,
+                )
                 cached.append(run.match.cached_len)
             except ReplayRefused:
                 if request_id in fresh.requests:

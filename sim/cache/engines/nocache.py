@@ -1,6 +1,7 @@
 """The null strategy: no prefix cache (SGLang ``--disable-radix-cache``, its chunk cache). Nothing is
 matched, committed or kept; running requests still free out-of-window SWA and take checkpoints as SGLang's
 do, so pool occupancy is what the engine without a cache holds."""
+
 from __future__ import annotations
 
 from sim.cache.engines.sglang import SGLangRules

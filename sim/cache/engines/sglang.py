@@ -6,11 +6,11 @@ free (``free_swa_out_of_window_slots``) when the trigger fires, with the retain 
 one (PR #34729). Finish (``cache_finished_req``): insert up to the last checkpoint, free the rest.
 Admission, chunk caps and the decode-memory check are the scheduler's budget (``sglang_admission``).
 """
+
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
 from sim.cache.components import Component
-from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
@@ -19,7 +19,7 @@ from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 
 
-class SGLangRules(SGLangAdmission, EngineRules):
+class SGLangRules(SGLangAdmission):
     name = "sglang"
 
     @classmethod
@@ -27,16 +27,22 @@ class SGLangRules(SGLangAdmission, EngineRules):
         """The server-args checks of ``arg_groups/validation_hook.py`` and ``overrides.py``."""
         policy, page = resolved.policy, resolved.page_size
         if policy.chunked_prefill_size % page:
-            raise ValueError(f"chunked_prefill_size must be divisible by page_size (SGLang refuses it), got "
-                             f"{policy.chunked_prefill_size} and {page}")
+            raise ValueError(
+                f"chunked_prefill_size must be divisible by page_size (SGLang refuses it), got "
+                f"{policy.chunked_prefill_size} and {page}"
+            )
         chunk = resolved.mamba_chunk
         if resolved.has_mamba and max(chunk, page) % min(chunk, page):
-            raise ValueError(f"for SSM models, either the scan's chunk or page_size must be divisible by the "
-                             f"other (SGLang refuses it), got mamba_chunk {chunk} and page_size {page}")
+            raise ValueError(
+                f"for SSM models, either the scan's chunk or page_size must be divisible by the "
+                f"other (SGLang refuses it), got mamba_chunk {chunk} and page_size {page}"
+            )
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
-        self.trigger = SwaTrigger(self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window)
+        self.trigger = SwaTrigger(
+            self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
+        )
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         refresh_after_match(tree, path, node, self.window, "window")
@@ -57,7 +63,9 @@ class SGLangRules(SGLangAdmission, EngineRules):
             return None
         deepest = req.checkpoint[0] if req.checkpoint is not None else None
         if mode == "tree" and deepest is None:
-            deepest = next((n.end for n in reversed(req.last_node.path_from_root()) if n.state is not None), None)
+            deepest = next(
+                (n.end for n in reversed(req.last_node.path_from_root()) if n.state is not None), None
+            )
         return None if deepest is None else deepest - self.window + r.window_slack
 
     admission_states = 3  # the running state and two ping-pong track slots (extra_buffer, overlap loop)

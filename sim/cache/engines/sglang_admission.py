@@ -6,17 +6,19 @@ free pages, the tree's unlocked (evictable) FULL and live SWA pages, and what ru
 decode. Counts are in tokens, as SGLang keeps them. A count is only summed over the tree when the free pages
 alone do not already settle the answer.
 """
+
 from __future__ import annotations
 
 import sim.cache.engines.sglang_budget as budget
 from sim.cache.align import floor_to
 from sim.cache.components import Component
+from sim.cache.engines.base import EngineRules
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 
 
-class SGLangAdmission:
-    """Mixed into ``SGLangRules`` (needs ``page_size``, ``window``, ``resolved`` and ``reserve``)."""
+class SGLangAdmission(EngineRules):
+    """SGLang's admission and chunk gates; ``SGLangRules`` adds the rest of the engine."""
 
     budget_before_states = True  # PrefillAdder runs before prepare_for_extend allocates the MAMBA slots
     # retract_decode aborts the last request of a batch that still does not fit; a lone chunked prefill the
@@ -34,20 +36,44 @@ class SGLangAdmission:
         page, extend_len = self.page_size, req.prompt_len - req.kv_len
         max_new = budget.clipped_new_tokens(req.output_len)
         total = budget.new_request_total_tokens(extend_len, req.output_len, page)
-        needed_swa = budget.estimate_swa_kv_tokens(budget.ceil_page(extend_len, page), max_new, self.window,
-                                                   page, manager.policy.chunked_prefill_size)
+        needed_swa = budget.estimate_swa_kv_tokens(
+            budget.ceil_page(extend_len, page),
+            max_new,
+            self.window,
+            page,
+            manager.policy.chunked_prefill_size,
+        )
         remaining_total = self._remaining_total(manager, req, total)
         remaining_swa = self._remaining_swa(manager, req, needed_swa)
-        verdict = budget.check_prefill(extend_len, max_new, total, remaining_total, remaining_swa,
-                                       manager.pools[Component.SWA].size * page, self.window, page,
-                                       manager.policy.chunked_prefill_size)
+        verdict = budget.check_prefill(
+            extend_len,
+            max_new,
+            total,
+            remaining_total,
+            remaining_swa,
+            manager.pools[Component.SWA].size * page,
+            self.window,
+            page,
+            manager.policy.chunked_prefill_size,
+        )
         if verdict.admit:
             req.first_chunk_cap = verdict.chunk_cap
             return None
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
-            return Refusal(Component.FULL.pool_name, total, remaining_total, _waits(Component.FULL.pool_name, total, remaining_total))
-        return Refusal(Component.SWA.pool_name, needed_swa, remaining_swa, _waits(Component.SWA.pool_name, needed_swa, remaining_swa))
+            return Refusal(
+                Component.FULL.pool_name,
+                total,
+                remaining_total,
+                _waits(Component.FULL.pool_name, total, remaining_total),
+            )
+        assert remaining_swa is not None  # without SWA only the FULL budget refuses
+        return Refusal(
+            Component.SWA.pool_name,
+            needed_swa,
+            remaining_swa,
+            _waits(Component.SWA.pool_name, needed_swa, remaining_swa),
+        )
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
         """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
@@ -58,8 +84,12 @@ class SGLangAdmission:
             if cap is None:
                 return chunk_len
         else:
-            cap = budget.available_chunk_tokens(chunk_len, self._remaining_total(manager, req, chunk_len),
-                                                self._remaining_swa(manager, req, chunk_len + page), page)
+            cap = budget.available_chunk_tokens(
+                chunk_len,
+                self._remaining_total(manager, req, chunk_len),
+                self._remaining_swa(manager, req, chunk_len + page),
+                page,
+            )
             if cap is None:
                 return 0
         return chunk_len if cap >= chunk_len else floor_to(req.kv_len + cap, page) - req.kv_len
@@ -75,15 +105,22 @@ class SGLangAdmission:
         refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
         if refusal is None:
             return None
-        return refusal._replace(reason=f"SGLang's check_decode_mem fails ({refusal}): Out of memory even after "
-                                       f"retracting all other requests in the decode batch")
+        return refusal._replace(
+            reason=f"SGLang's check_decode_mem fails ({refusal}): Out of memory even after "
+            f"retracting all other requests in the decode batch"
+        )
 
     # ---- counts -------------------------------------------------------------------------------------
     def _remaining_total(self, manager, req: RequestCache, enough: int) -> int:
         """``remaining_total``: free + evictable FULL tokens, less the running requests' decode. The tree is
         only counted when the free pages are not already more than ``enough``."""
-        offset = budget.running_decode_offset([r.output_len - 1 - r.decode_steps for r in manager.requests.values()
-                                               if r is not req and r.kv_len >= r.prompt_len])
+        offset = budget.running_decode_offset(
+            [
+                r.output_len - 1 - r.decode_steps
+                for r in manager.requests.values()
+                if r is not req and r.kv_len >= r.prompt_len
+            ]
+        )
         free = manager.pools[Component.FULL].num_free * self.page_size - offset
         if free > enough:
             return free
@@ -103,13 +140,15 @@ class SGLangAdmission:
     def _copy_on_write_eviction(self, manager, req: RequestCache) -> None:
         """A MAMBA hit copies its state into a slot of the request's own when it is matched, before the
         budget (``MambaComponent.finalize_match_result_in_cache``): a refused request has still made room."""
-        if self.resolved.has_mamba and req.match.node.state is not None and req.cached_len:
+        if self.resolved.has_mamba and req.match.tree_node.state is not None and req.cached_len:
             self.reserve(manager, 0, 0, 1)
 
 
 def _waits(pool: str, needed: int, available: int) -> str:
-    return (f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
-            f"needs {needed} {pool} tokens, at most {available} can be freed")
+    return (
+        f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
+        f"needs {needed} {pool} tokens, at most {available} can be freed"
+    )
 
 
 def _locked_pages(manager, candidate: RequestCache, swa: bool) -> int:

@@ -7,6 +7,7 @@ counts come from the caller: ``remaining_total`` is free + evictable FULL tokens
 may still decode; ``remaining_swa`` is free + evictable SWA tokens, or None when the model has no SWA. Nothing
 here reads a pool or a tree.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -30,8 +31,9 @@ def clipped_new_tokens(max_new_tokens: int) -> int:
     return min(max(max_new_tokens, 0), CLIP_MAX_NEW_TOKENS)
 
 
-def estimate_swa_kv_tokens(extend_len: int, max_new_tokens: int, window: int, page: int,
-                           chunk_limit: int | None) -> int:
+def estimate_swa_kv_tokens(
+    extend_len: int, max_new_tokens: int, window: int, page: int, chunk_limit: int | None
+) -> int:
     """``estimate_swa_kv_tokens``: the SWA a prefill may hold at its peak. The part of its first chunk
     below the window, plus a window (or less when prompt and decode are shorter), plus a page."""
     allocated = extend_len if chunk_limit is None else min(extend_len, chunk_limit)
@@ -44,9 +46,17 @@ def swa_chunk_cap(remaining_swa: int, max_new_tokens: int, window: int, page: in
     return max(0, (remaining_swa - headroom) // page * page)
 
 
-def check_prefill(extend_len: int, max_new_tokens: int, total_tokens: int, remaining_total: int,
-                  remaining_swa: int | None, swa_pool_tokens: int, window: int, page: int,
-                  chunk_limit: int | None) -> PrefillVerdict:
+def check_prefill(
+    extend_len: int,
+    max_new_tokens: int,
+    total_tokens: int,
+    remaining_total: int,
+    remaining_swa: int | None,
+    swa_pool_tokens: int,
+    window: int,
+    page: int,
+    chunk_limit: int | None,
+) -> PrefillVerdict:
     """``PrefillBudget.check_prefill`` / ``SWAPrefillBudget.check_prefill`` for a new request.
 
     FULL: ``total_tokens`` (extend + decode + a page) must be strictly below ``remaining_total``. SWA: the
@@ -72,8 +82,9 @@ def new_request_total_tokens(extend_len: int, max_new_tokens: int, page: int) ->
     return extend_len + clipped_new_tokens(max_new_tokens) + page
 
 
-def available_chunk_tokens(chunk_limit: int, remaining_total: int, remaining_swa: int | None,
-                           page: int) -> int | None:
+def available_chunk_tokens(
+    chunk_limit: int, remaining_total: int, remaining_swa: int | None, page: int
+) -> int | None:
     """``available_chunk_tokens`` for a chunked continuation. FULL alone: at most ``remaining_total``, and
     the whole limit when nothing remains (it must progress to release its KV). With SWA: also at most
     ``remaining_swa`` less a page, and None (no chunk this pass) when nothing is left."""

@@ -2,6 +2,7 @@
 now it stays silent (the fast path's closed form): one rule, written twice side by side, held equal by
 tests over windows, pages and intervals that are not multiples of each other.
 """
+
 from __future__ import annotations
 
 from sim.cache.request import RequestCache

@@ -2,6 +2,7 @@
 one free queue shared by every KV cache group, a hash map of blocks per group, align-mode Mamba, the retention
 interval and the junction. The registry names it here so that ``sim.cache.interface.make_manager`` builds its
 manager; none of the radix hooks of ``EngineRules`` is called for it."""
+
 from __future__ import annotations
 
 from sim.cache.engines.base import EngineRules
@@ -12,8 +13,10 @@ class VllmRules(EngineRules):
 
     @classmethod
     def check(cls, resolved) -> None:
-        raise ValueError("vLLM's cache is not a radix tree: the vllm preset runs BlockCacheManager "
-                         "(sim.cache.interface.make_manager builds it), not CacheManager")
+        raise ValueError(
+            "vLLM's cache is not a radix tree: the vllm preset runs BlockCacheManager "
+            "(sim.cache.interface.make_manager builds it), not CacheManager"
+        )
 
     @staticmethod
     def manager_class():
@@ -44,8 +47,11 @@ class VllmRules(EngineRules):
         from sim.cache.resolve import resolve
 
         settled = settle_for_gpu(policy, gpu, set())
-        layout = layout_for(model, settled.page_size, resolve(settled, model).window,
-                            bool(settled.prefill_checkpoints))
-        return (f"resolved on {gpu}: block size {layout.block_size}, groups {' '.join(layout.group_kinds)}, "
-                f"window {layout.window}, prefill checkpoints {bool(layout.checkpoint_blocks)}, "
-                f"max_num_batched_tokens {settled.chunked_prefill_size}")
+        layout = layout_for(
+            model, settled.page_size, resolve(settled, model).window, bool(settled.prefill_checkpoints)
+        )
+        return (
+            f"resolved on {gpu}: block size {layout.block_size}, groups {' '.join(layout.group_kinds)}, "
+            f"window {layout.window}, prefill checkpoints {bool(layout.checkpoint_blocks)}, "
+            f"max_num_batched_tokens {settled.chunked_prefill_size}"
+        )

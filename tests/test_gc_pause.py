@@ -62,7 +62,7 @@ def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
     manager = CacheManager(model, preset, sizes)
     env = simpy.Environment()
     engine = Engine(env, trace, Scheduler(manager, preset.chunked_prefill_size, max_running(preset, manager, sizes)),
-                    PredictBackend(CostModel(model, get_gpu("h200"))), fits=_fits_check(trace, manager, sizes),
+                    PredictBackend(CostModel(model, get_gpu("h200"))), fits=_fits_check(trace, manager),
                     fast_path=fast_path)
 
     def run():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ["sim/cache"]
+CHECKED = ["sim/cache", "sim/run"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -173,7 +173,7 @@ def test_replay_and_timed_make_no_cyclic_garbage():
     replayed, timed = make_manager(model, policy, sizes), make_manager(model, policy, sizes)
     env = simpy.Environment()
     engine = Engine(env, trace, Scheduler(timed, policy.chunked_prefill_size, policy.max_running_requests),
-                    FixedStepBackend(0.01), fits=_fits_check(trace, timed, sizes))
+                    FixedStepBackend(0.01), fits=_fits_check(trace, timed))
     engine.start()
     gc.collect()
     gc.disable()

@@ -57,6 +57,13 @@ class CacheModel(Protocol):
     def abort(self, request_id: str) -> None: ...
     def usage(self) -> dict[Component, PoolUsage]: ...
     def check_integrity(self) -> None: ...
+    @property
+    def requeues_lone_request(self) -> bool:
+        """False: a request retracted while running alone is given up on at once (SGLang aborts it)."""
+
+    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
+        """Why a request of this size can never run with these pools (decided before it is queued), or None."""
+
     def num_evictions(self) -> dict[Component, int]: ...
 
 

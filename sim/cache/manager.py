@@ -20,7 +20,7 @@ from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
-from sim.cache.sizing import PoolSizes
+from sim.cache.sizing import PoolSizes, sequence_refusal
 from sim.cache.tree import RadixTree
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
@@ -164,6 +164,14 @@ class CacheManager(PlainDecodes):
     def num_evictions(self) -> dict[Component, int]:
         """Nodes each component's eviction took."""
         return dict(self.tree.num_evictions)
+
+    @property
+    def requeues_lone_request(self) -> bool:
+        return self.rules.requeues_lone_request
+
+    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
+        states = self.rules.admission_states if self.has_mamba else 0
+        return sequence_refusal(prompt_len + output_len, self.page_size, states, self.sizes)
 
     def check_integrity(self) -> None:
         from sim.cache.integrity import check_integrity

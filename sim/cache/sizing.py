@@ -60,3 +60,18 @@ def sizes_from_memory(
     full_tokens = int(kv_bytes // per_token)
     states = int(mamba_bytes // state_bytes) if state_bytes else 0
     return sizes_from_tokens(page_size, full_tokens, int(full_tokens * swa_ratio), states)
+
+
+def sequence_refusal(total_len: int, page_size: int, states_needed: int, sizes: PoolSizes) -> str | None:
+    """Why a request of ``total_len`` tokens (prompt + output) can never run in pools of ``sizes``: what
+    admission asks of them, its whole sequence in FULL pages and the engine's MAMBA states per admitted
+    request, or None."""
+    pages = -(-total_len // page_size)
+    if pages > sizes.full_pages:
+        return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
+    if states_needed > sizes.states:
+        return (
+            f"needs {states_needed} MAMBA states (the running state + {states_needed - 1} checkpoint slots), the "
+            f"pool has {sizes.states}"
+        )
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from sim.cache.manager import CacheManager
+from sim.cache.interface import CacheModel
 from sim.cost import CostModel, StepShape
 from sim.run.scheduler import Batch
 
@@ -20,13 +20,14 @@ class Backend(Protocol):
 
     # True: step times come from the cost model alone, so the engine may take a run of plain decode steps in
     # one event (the fast path, ``decode_times``); False: every step must go through ``run``
-    predicts_only: bool
+    @property
+    def predicts_only(self) -> bool: ...
 
-    def attach(self, manager: CacheManager) -> None:
+    def attach(self, manager: CacheModel) -> None:
         """Called once, before the first step: a backend with memory of its own mirrors the manager's
         pools."""
 
-    def run(self, batch: Batch, manager: CacheManager) -> float:
+    def run(self, batch: Batch, manager: CacheModel) -> float:
         """Run (or predict) the batch; returns the step's duration in seconds."""
 
     def decode_times(self, contexts: tuple[int, ...]) -> Iterable[float]:
@@ -48,10 +49,10 @@ class PredictBackend:
     def __init__(self, cost: CostModel):
         self.cost = cost
 
-    def attach(self, manager: CacheManager) -> None:
+    def attach(self, manager: CacheModel) -> None:
         pass  # no memory of its own
 
-    def run(self, batch: Batch, manager: CacheManager) -> float:
+    def run(self, batch: Batch, manager: CacheModel) -> float:
         return self.step_time(batch_shape(batch))
 
     def step_time(self, shape: StepShape) -> float:
@@ -69,10 +70,10 @@ class FixedStepBackend:
     def __init__(self, step_s: float, per_token_s: float = 0.0):
         self.step_s, self.per_token_s = step_s, per_token_s
 
-    def attach(self, manager: CacheManager) -> None:
+    def attach(self, manager: CacheModel) -> None:
         pass  # no memory of its own
 
-    def run(self, batch: Batch, manager: CacheManager) -> float:
+    def run(self, batch: Batch, manager: CacheModel) -> float:
         return self.step_time(batch_shape(batch))
 
     def step_time(self, shape: StepShape) -> float:

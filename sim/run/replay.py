@@ -7,7 +7,7 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 
 from __future__ import annotations
 
-from sim.cache.manager import CacheManager
+from sim.cache.interface import CacheModel
 from sim.cache.solo_run import ReplayRefused, SoloRun, run_alone
 
 __all__ = ["ReplayRefused", "SoloRun", "replay_order", "replay_trace", "run_alone"]
@@ -25,7 +25,7 @@ def replay_order(trace) -> list[str]:
     return order
 
 
-def replay_trace(trace, manager: CacheManager, chunk_size: int, fits=None):
+def replay_trace(trace, manager: CacheModel, chunk_size: int, fits=None):
     """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage
     at the request's peak). ``fits(request_id)`` names why a request can never run, or returns None."""
     iteration = 0

@@ -14,7 +14,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from sim.cache.manager import CacheManager
+from sim.cache.interface import CacheModel
 from sim.cache.results import ChunkPlan, Refusal
 from sim.run.request import RequestState
 
@@ -42,7 +42,7 @@ class StepOutcome:
 
 
 class Scheduler:
-    def __init__(self, manager: CacheManager, chunked_prefill_size: int, max_running_requests: int):
+    def __init__(self, manager: CacheModel, chunked_prefill_size: int, max_running_requests: int):
         self.manager = manager
         self.budget = chunked_prefill_size
         self.max_running = max_running_requests
@@ -190,7 +190,7 @@ class Scheduler:
         self.manager.abort(request_id)
         del self.running[request_id]
         victim.num_retractions += 1
-        if alone and not self.manager.rules.requeues_lone_request:
+        if alone and not self.manager.requeues_lone_request:
             self.given_up.append((victim, f"given up while running alone at position {reached}: {why}"))
             return
         if alone and reached <= victim.alone_reached:

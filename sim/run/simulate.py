@@ -96,7 +96,7 @@ def run_timed(
     scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
     recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
-    fits = _fits_check(trace, manager, sizes)
+    fits = _fits_check(trace, manager)
     engine = Engine(env, trace, scheduler, recorder or backend, fits=fits, fast_path=fast_path)
     if on_step:
         engine.on_step = lambda: on_step(engine.num_done)
@@ -158,29 +158,11 @@ def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
     return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
-def _fits_check(trace: Trace, manager: CacheModel, sizes: PoolSizes):
-    """Why a request can never run, decided before it is queued: the same needs the manager's admission
-    asks of the pools (its whole sequence in FULL pages, the engine's states per admitted request)."""
-    page = manager.page_size
-    if manager.topology.name == "shared-blocks":  # vLLM refuses only what exceeds max_model_len
-        return lambda request_id: manager.request_refusal(
-            trace.prompt_len(request_id), trace.request(request_id).output_len
-        )
-    states = manager.rules.admission_states if manager.has_mamba else 0
-
-    def why_not(request_id: str) -> str | None:
-        total = trace.prompt_len(request_id) + trace.request(request_id).output_len
-        pages = -(-total // page)
-        if pages > sizes.full_pages:
-            return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
-        if states > sizes.states:
-            return (
-                f"needs {states} MAMBA states (the running state + {states - 1} checkpoint slots), the pool "
-                f"has {sizes.states}"
-            )
-        return None
-
-    return why_not
+def _fits_check(trace: Trace, manager: CacheModel):
+    """Why a request can never run, decided before it is queued (the manager's own answer), or None."""
+    return lambda request_id: manager.never_fits(
+        trace.prompt_len(request_id), trace.request(request_id).output_len
+    )
 
 
 def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
@@ -195,7 +177,7 @@ def run_replay(
     tracker = _miss_tracker(manager)
     states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}  # in trace order
     steps, order = [], []
-    fits = _fits_check(trace, manager, sizes)
+    fits = _fits_check(trace, manager)
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
     for index, (request_id, run, usage) in enumerate(runs):
         order.append(request_id)

@@ -40,6 +40,7 @@ class SharedBlocks:
 
 class BlockCacheManager(PlainBlockDecodes):
     topology = SharedBlocks()
+    requeues_lone_request = True  # vLLM puts a preempted request back in its waiting queue
 
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
         self.policy, self.model = policy, model
@@ -187,7 +188,7 @@ class BlockCacheManager(PlainBlockDecodes):
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
-    def request_refusal(self, prompt_len: int, output_len: int) -> str | None:
+    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""
         if prompt_len + output_len > self.max_model_len:
             return (

@@ -5,6 +5,7 @@ import pandas as pd
 
 from reports.formatting import count
 from reports.grid_data import FOLLOWUP, GridData, in_scope
+from sim.cache.components import Component
 from sim.run.metrics import compare
 from sim.run.why import (
     BLOCKED_OTHER,
@@ -128,7 +129,7 @@ def points_table(data: GridData) -> pd.DataFrame:
     table["peak SWA (tokens)"] = [_used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()]
     table["peak MAMBA (states)"] = [_used(row, "peak_mamba_states", "capacity_mamba_states")
                                     for _, row in points.iterrows()]
-    table["evictions FULL / SWA / MAMBA"] = [" / ".join(count(row.get(f"evictions_{c}")) for c in ("full", "swa", "mamba"))
+    table["evictions FULL / SWA / MAMBA"] = [" / ".join(count(row.get(f"evictions_{c.layer_kind}")) for c in Component)
                                              for _, row in points.iterrows()]
     return table
 

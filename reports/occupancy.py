@@ -8,8 +8,9 @@ import pandas as pd
 from reports.figures import DPI, WIDTH_IN, RenderedFigure, render
 from reports.formatting import abbreviated, count, share
 from reports.grid_data import GridData
+from sim.cache.components import Component
 
-POOLS = (("full", "FULL KV", "tokens"), ("swa", "SWA KV", "tokens"), ("state", "MAMBA", "states"))
+POOLS = ((Component.FULL, "FULL KV", "tokens"), (Component.SWA, "SWA KV", "tokens"), (Component.MAMBA, "MAMBA", "states"))
 LAYERS = (("running", "held by running requests", "#d62728"), ("tree", "held by the tree (evictable)", "#1f77b4"),
           ("free", "free", "#d9d9d9"))
 ZOOM_BELOW = 0.5  # a pool never more than half used is drawn up to 1.5 x its peak, not its whole size

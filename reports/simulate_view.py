@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reports.formatting import change, count, delta, fraction, seconds, share, used_of
+from sim.cache.components import Component
 from sim.cache.policy import KNOBS
 from sim.run.summary import Summary  # the rows read it by figure name
 from sim.run.why import REASONS
@@ -45,7 +46,7 @@ def _percentiles(prefix: str) -> list[str]:
     return [f"{prefix}_p{p}_s" for p in (50, 90, 99)]
 
 
-EVICTION_KEYS = [f"evictions_{c}" for c in ("full", "swa", "mamba")]
+EVICTION_KEYS = [f"evictions_{c.layer_kind}" for c in Component]
 
 
 def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:

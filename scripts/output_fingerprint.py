@@ -50,7 +50,7 @@ def commands(out: Path) -> list[tuple[str, list[str]]]:
         ("exp-s1", ["experiment", "s1", "--format", "md"]), ("exp-s2", ["experiment", "s2", "--format", "md"]),
         ("exp-s3", ["experiment", "s3", "--format", "md"]),
         ("exp-vllm-align", ["experiment", "vllm-align", "--format", "md"]),
-        ("gen-s1", ["trace", "gen", "s1", "--out", str(out / "s1.jsonl")]),
+        ("gen-s1", ["trace", "gen", "s1", "-o", str(out / "s1.jsonl")]),
         ("grid", ["grid", "--trace", "traces/fanout.jsonl", "--policy", "sglang,freetoken", "--page-size", "16,64",
                   "--out", str(out / "grid")]),
     ]
@@ -58,7 +58,7 @@ def commands(out: Path) -> list[tuple[str, list[str]]]:
 
 def mooncake_commands(out: Path) -> list[tuple[str, list[str]]]:
     source, imported = SHARED / "traces/mooncake/conversation_trace.jsonl", str(out / "mc.jsonl")
-    runs = [("mc-import", ["trace", "import", "mooncake", str(source), "--out", imported]),
+    runs = [("mc-import", ["trace", "import", "mooncake", str(source), "-o", imported]),
             ("mc-stats", ["trace", "stats", imported])]
     for policy in ("sglang", "sglang-retain", "freetoken", "freetoken-lazy", "vllm"):
         runs.append((f"mc-sim-{policy}", ["simulate", "--trace", imported, "--policy", policy, "--mode", "replay",
@@ -67,13 +67,18 @@ def mooncake_commands(out: Path) -> list[tuple[str, list[str]]]:
                                      "--format", "json", "--no-bounds"])]
 
 
-def run(out: Path) -> None:
+def run(out: Path) -> list[str]:
+    """Every command's outputs under ``out``; returns the commands that failed (each must succeed, or the
+    fingerprint would compare two error messages)."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    failed = []
     for name, args in commands(out):
         done = subprocess.run([sys.executable, "cli.py", *args], cwd=REPO, capture_output=True, text=True)
         (out / f"{name}.stdout").write_text(done.stdout.replace(str(out), "OUT") + f"rc={done.returncode}\n")
-        print(f"{name}: exit {done.returncode}", flush=True)
+        if done.returncode != 0:
+            failed.append(f"{name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    return failed
 
 
 def compare(a: Path, b: Path) -> list[str]:
@@ -113,8 +118,9 @@ def _grid(root: Path) -> tuple[list, list, list]:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "run":
-        run(Path(argv[1]).resolve())
-        return 0
+        failed = run(Path(argv[1]).resolve())
+        print("\n".join(["commands that failed:", *failed]) if failed else "every command succeeded")
+        return 1 if failed else 0
     if len(argv) == 3 and argv[0] == "compare":
         differ = compare(Path(argv[1]).resolve(), Path(argv[2]).resolve())
         print("\n".join(differ) if differ else "IDENTICAL")

@@ -17,7 +17,7 @@ from executor.batch import ForwardItem
 from executor.bitwise import row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cost import CostModel, StepShape
 from sim.run.backend import batch_shape
 
@@ -42,11 +42,11 @@ class ExecutorBackend:
     def attach(self, manager) -> None:
         """Build real pools the size of the manager's and poison whatever it frees."""
         sizes = {comp: pool.size for comp, pool in manager.pools.items()}
-        self.pools = Pools(self.model.spec, manager.page_size, sizes[Component.FULL], sizes[Component.SWA],
-                           sizes[Component.MAMBA], device=self.model.device, dtype=self.model.dtype)
-        manager.pools[Component.FULL].set_on_free(self.pools.poison_full_pages)
-        manager.pools[Component.SWA].set_on_free(self.pools.poison_swa_pages)
-        manager.pools[Component.MAMBA].set_on_free(self.pools.poison_states)
+        self.pools = Pools(self.model.spec, manager.page_size, sizes[FULL], sizes[SWA],
+                           sizes[MAMBA], device=self.model.device, dtype=self.model.dtype)
+        manager.pools[FULL].set_on_free(self.pools.poison_full_pages)
+        manager.pools[SWA].set_on_free(self.pools.poison_swa_pages)
+        manager.pools[MAMBA].set_on_free(self.pools.poison_states)
 
     def run(self, batch, manager) -> float:
         items = [self._item(entry, manager) for entry in batch.items]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from sim.bounds.belady import belady_hits
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.trace import Trace
 
 MAX_BOUND_PAGES = 16_000_000
@@ -26,23 +26,23 @@ def capacities(manager, sizes) -> dict[str, int]:
     the whole budget), 0 for a component the cache does not keep; with one pool every component shares
     (vLLM's blocks), the whole pool for each."""
     pools = getattr(manager, "pools", None)
-    if not isinstance(pools, dict) or Component.FULL not in pools:
-        return {Component.FULL: sizes.blocks, Component.SWA: sizes.blocks if manager.has_swa else 0,
-                Component.MAMBA: sizes.blocks if manager.has_mamba else 0}
-    return {Component.FULL: pools[Component.FULL].size,
-            Component.SWA: pools[Component.SWA].size if manager.has_swa else 0,
-            Component.MAMBA: pools[Component.MAMBA].size if manager.has_mamba else 0}
+    if not isinstance(pools, dict) or FULL not in pools:
+        return {FULL: sizes.blocks, SWA: sizes.blocks if manager.has_swa else 0,
+                MAMBA: sizes.blocks if manager.has_mamba else 0}
+    return {FULL: pools[FULL].size,
+            SWA: pools[SWA].size if manager.has_swa else 0,
+            MAMBA: pools[MAMBA].size if manager.has_mamba else 0}
 
 
 def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, int], has_swa: bool,
                    has_mamba: bool, cached_tokens: int) -> dict:
     paths = PagePaths(trace, page_size)
     paths.prefetch(events)
-    belady = sum(belady_hits(events, paths, caps[Component.FULL]).values())
+    belady = sum(belady_hits(events, paths, caps[FULL]).values())
     bound = belady
     if has_mamba or has_swa:
-        limits = [caps[Component.MAMBA]] if has_mamba else []
-        limits += [caps[Component.SWA]] if has_swa else []
+        limits = [caps[MAMBA]] if has_mamba else []
+        limits += [caps[SWA]] if has_swa else []
         bound = min(bound, state_bound(state_options(events, paths), min(limits)))
     return {"bound_belady_tokens": belady, "bound_tokens": bound,
             "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0}

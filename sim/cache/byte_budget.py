@@ -7,7 +7,7 @@ victims: the engine's rules evict (``sim/cache/engines/marconi_evict.py``) until
 
 from __future__ import annotations
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.pools import PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -25,9 +25,9 @@ class ByteBudget:
             raise ValueError("a byte-budget topology needs PoolSizes.budget_bytes")
         self.budget = sizes.budget_bytes
         self.unit = {
-            Component.FULL: sizes.unit_bytes[0],
-            Component.SWA: sizes.unit_bytes[1] if has_swa else 0,
-            Component.MAMBA: sizes.unit_bytes[2] if has_mamba else 0,
+            FULL: sizes.unit_bytes[0],
+            SWA: sizes.unit_bytes[1] if has_swa else 0,
+            MAMBA: sizes.unit_bytes[2] if has_mamba else 0,
         }
         self.pools = component_pools(sizes, has_swa, has_mamba)
 
@@ -35,11 +35,7 @@ class ByteBudget:
         return sum(pool.num_used * self.unit[comp] for comp, pool in self.pools.items())
 
     def bytes_of(self, full_pages: int, swa_pages: int, states: int) -> int:
-        return (
-            full_pages * self.unit[Component.FULL]
-            + swa_pages * self.unit[Component.SWA]
-            + states * self.unit[Component.MAMBA]
-        )
+        return full_pages * self.unit[FULL] + swa_pages * self.unit[SWA] + states * self.unit[MAMBA]
 
     def shortfall(self, full_pages: int, swa_pages: int, states: int) -> int:
         """Bytes to free before ``full_pages`` + ``swa_pages`` + ``states`` fit in the budget."""
@@ -58,9 +54,9 @@ class ByteBudget:
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
         tree_held = {
-            Component.FULL: tree.num_full_pages,
-            Component.SWA: tree.num_swa_pages,
-            Component.MAMBA: tree.num_states,
+            FULL: tree.num_full_pages,
+            SWA: tree.num_swa_pages,
+            MAMBA: tree.num_states,
         }
         return {
             comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])

@@ -32,6 +32,9 @@ class Component(StrEnum):
         return _STAMPS[self]
 
 
+# module-level names for the hot paths: reading a member off the Enum class costs several times a global lookup
+FULL, SWA, MAMBA = Component.FULL, Component.SWA, Component.MAMBA
+
 _POOL_NAMES = {Component.FULL: "FULL", Component.SWA: "SWA", Component.MAMBA: "MAMBA"}
 _LAYER_KINDS = {Component.FULL: "full", Component.SWA: "swa", Component.MAMBA: "mamba"}
 _STAMPS = {Component.FULL: "full_stamp", Component.SWA: "swa_stamp", Component.MAMBA: "state_stamp"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.node import Node
 
 
@@ -35,13 +35,13 @@ class LRUEviction:
         """The node may be a candidate again, for each component it holds (FULL: only as a leaf)."""
         heaps, pushed = self.heaps, 0
         if not node.children:
-            heapq.heappush(heaps[Component.FULL], (node.full_stamp, node.id, node))
+            heapq.heappush(heaps[FULL], (node.full_stamp, node.id, node))
             pushed += 1
         if node.swa_pages is not None:
-            heapq.heappush(heaps[Component.SWA], (node.swa_stamp, node.id, node))
+            heapq.heappush(heaps[SWA], (node.swa_stamp, node.id, node))
             pushed += 1
         if node.state is not None:
-            heapq.heappush(heaps[Component.MAMBA], (node.state_stamp, node.id, node))
+            heapq.heappush(heaps[MAMBA], (node.state_stamp, node.id, node))
             pushed += 1
         self._counted(pushed)
 
@@ -77,9 +77,9 @@ class LRUEviction:
 
 
 def _holds(node: Node, comp: Component) -> bool:
-    if comp == Component.FULL:
+    if comp == FULL:
         return not node.children
-    return (node.swa_pages if comp == Component.SWA else node.state) is not None
+    return (node.swa_pages if comp == SWA else node.state) is not None
 
 
 class NoEviction:

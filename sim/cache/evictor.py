@@ -7,7 +7,7 @@ cannot be resumed. MAMBA drops states (again deleting unlocked leaves whole). Lo
 
 from __future__ import annotations
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -25,7 +25,7 @@ def _state_ok(node: Node) -> bool:
     return node.state is not None and node.state_lock == 0
 
 
-_ELIGIBLE = {Component.FULL: _full_ok, Component.SWA: _swa_ok, Component.MAMBA: _state_ok}
+_ELIGIBLE = {FULL: _full_ok, SWA: _swa_ok, MAMBA: _state_ok}
 
 
 def evict_one(tree: RadixTree, comp: Component) -> bool:
@@ -36,11 +36,11 @@ def evict_one(tree: RadixTree, comp: Component) -> bool:
     tree.num_evictions[comp] += 1
     if _full_ok(node):
         tree.delete_leaf(node)
-    elif comp == Component.SWA:
+    elif comp == SWA:
         tree.tombstone(node)
         if node.state_lock == 0:
             tree.drop_state(node)
-    elif comp == Component.MAMBA:
+    elif comp == MAMBA:
         tree.drop_state(node)
     return True
 

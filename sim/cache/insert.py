@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import cast
 
 from sim.cache.align import ceil_to
-from sim.cache.components import Component
+from sim.cache.components import MAMBA
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -104,7 +104,7 @@ def attach_checkpoint(
     if not keep_duplicate:
         req.checkpoint = None
         tree.state_pool.free([state_id])
-    tree.touch(node, Component.MAMBA)
+    tree.touch(node, MAMBA)
     return False
 
 

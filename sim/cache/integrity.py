@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 
 
 class IntegrityError(AssertionError):
@@ -16,12 +16,12 @@ def check_integrity(manager) -> None:
     full_locks: Counter = Counter()
     _collect_tree(manager, owned)
     for req in manager.requests.values():
-        owned[Component.FULL] += req.own_full
-        owned[Component.SWA] += [page for page in req.own_swa if page is not None]
-        owned[Component.MAMBA] += [
+        owned[FULL] += req.own_full
+        owned[SWA] += [page for page in req.own_swa if page is not None]
+        owned[MAMBA] += [
             s for s in (req.state, req.checkpoint[1] if req.checkpoint else None) if s is not None
         ]
-        owned[Component.MAMBA] += [s for _, s in req.planned] + req.spare_states
+        owned[MAMBA] += [s for _, s in req.planned] + req.spare_states
         _check_request(manager, req)
         node = req.last_node
         while node is not manager.tree.root:
@@ -48,19 +48,19 @@ def _collect_tree(manager, owned: dict[Component, list[int]]) -> None:
         )
         _expect(node.edge == node.key.first_page(page), f"{node}: edge is not its first page")
         _expect(node.parent.children.get(node.edge) is node, f"{node}: not indexed by its parent")
-        owned[Component.FULL] += node.full_pages
-        counts[Component.FULL] += len(node.full_pages)
+        owned[FULL] += node.full_pages
+        counts[FULL] += len(node.full_pages)
         if node.swa_pages is not None:
             _expect(len(node.swa_pages) == len(node.full_pages), f"{node}: SWA/FULL length mismatch")
-            owned[Component.SWA] += node.swa_pages
-            counts[Component.SWA] += len(node.swa_pages)
+            owned[SWA] += node.swa_pages
+            counts[SWA] += len(node.swa_pages)
         if node.state is not None:
-            owned[Component.MAMBA].append(node.state)
-            counts[Component.MAMBA] += 1
+            owned[MAMBA].append(node.state)
+            counts[MAMBA] += 1
     tree_counts = {
-        Component.FULL: tree.num_full_pages,
-        Component.SWA: tree.num_swa_pages,
-        Component.MAMBA: tree.num_states,
+        FULL: tree.num_full_pages,
+        SWA: tree.num_swa_pages,
+        MAMBA: tree.num_states,
     }
     for comp, count in counts.items():
         _expect(count == tree_counts[comp], f"tree {comp} count {tree_counts[comp]} != {count} held")

@@ -11,7 +11,7 @@ tree, the pools (``self.topology``) and each running request's pages, and offers
 from __future__ import annotations
 
 from sim.cache import locks
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.engines import rules_for
 from sim.cache.insert import insert
 from sim.cache.plain_decodes import PlainDecodes
@@ -65,8 +65,8 @@ class CacheManager(PlainDecodes):
             return refusal
         copy_from = None
         if self.has_mamba:
-            req.state = self.pools[Component.MAMBA].alloc_one()
-            req.spare_states = self.pools[Component.MAMBA].alloc(num_states - 1)
+            req.state = self.pools[MAMBA].alloc_one()
+            req.spare_states = self.pools[MAMBA].alloc(num_states - 1)
             copy_from = self._resume_state(match)
         self.requests[request_id] = req
         self.rules.after_admit(self, req)
@@ -137,7 +137,7 @@ class CacheManager(PlainDecodes):
     # ---- primitives the rules call ------------------------------------------------------------------
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
-        self.pools[Component.SWA].free(req.drop_own_swa_below(frontier))
+        self.pools[SWA].free(req.drop_own_swa_below(frontier))
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
@@ -188,11 +188,11 @@ class CacheManager(PlainDecodes):
         refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
             return refusal
-        req.own_full += self.pools[Component.FULL].alloc(num_pages)
-        req.own_swa += self.pools[Component.SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
+        req.own_full += self.pools[FULL].alloc(num_pages)
+        req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
         planned: tuple[tuple[int, int], ...] = ()
         if checkpoint:
-            slot = self.pools[Component.MAMBA].alloc_one() if new_state else req.spare_states.pop()
+            slot = self.pools[MAMBA].alloc_one() if new_state else req.spare_states.pop()
             planned = ((checkpoint, slot),)
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
@@ -230,7 +230,7 @@ class CacheManager(PlainDecodes):
         if self.rules.admission_states > 1 and len(req.spare_states) < self.rules.admission_states - 1:
             req.spare_states.append(state_id)
         else:
-            self.pools[Component.MAMBA].free([state_id])
+            self.pools[MAMBA].free([state_id])
 
     def _lock(self, holder: str, node) -> locks.LockSet:
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
@@ -36,13 +36,13 @@ def refresh_after_match(tree: RadixTree, path: list[Node], end: Node, window: in
     path (FreeToken). MAMBA: the end node only: ancestors' states are not what the hit used."""
     used = path[: path.index(end) + 1] if end in path else []
     for node in used:
-        tree.touch(node, Component.FULL)
+        tree.touch(node, FULL)
     swa_nodes = used if swa_refresh == "path" else _window_nodes(used, window + tree.page_size)
     for node in swa_nodes:
         if node.swa_pages is not None:
-            tree.touch(node, Component.SWA)
+            tree.touch(node, SWA)
     if end.state is not None and used:
-        tree.touch(end, Component.MAMBA)
+        tree.touch(end, MAMBA)
 
 
 def _window_nodes(used: list[Node], span: int) -> list[Node]:

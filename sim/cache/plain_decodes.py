@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sim.cache import decode_runs
-from sim.cache.components import Component
+from sim.cache.components import FULL, SWA, Component
 from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 
@@ -53,6 +53,4 @@ class PlainDecodes:
         slack = self.rules.alloc_slack_pages
         if not slack:
             return True
-        return self.pools[Component.FULL].num_free >= slack and (
-            not self.has_swa or self.pools[Component.SWA].num_free >= slack
-        )
+        return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.results import MatchResult
@@ -77,9 +77,9 @@ class RequestCache:
         checkpoint = self.checkpoint[1] if self.checkpoint else None
         states = [s for s in (self.state, checkpoint) if s is not None] + [s for _, s in self.planned]
         held = {
-            Component.FULL: self.own_full,
-            Component.SWA: [page for page in self.own_swa if page is not None],
-            Component.MAMBA: states + self.spare_states,
+            FULL: self.own_full,
+            SWA: [page for page in self.own_swa if page is not None],
+            MAMBA: states + self.spare_states,
         }
         self.own_full, self.own_swa, self.state, self.checkpoint, self.planned = [], [], None, None, ()
         self.spare_states = []

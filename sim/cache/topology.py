@@ -7,7 +7,7 @@ its own, each evicted for its own shortfall. (vLLM's one shared block pool is an
 from __future__ import annotations
 
 from sim.cache import evictor
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.pools import Pool, PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -22,9 +22,9 @@ class SeparatePools:
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until each pool can hand out what is asked, or say which cannot."""
         for comp, needed in (
-            (Component.FULL, full_pages),
-            (Component.SWA, swa_pages),
-            (Component.MAMBA, states),
+            (FULL, full_pages),
+            (SWA, swa_pages),
+            (MAMBA, states),
         ):
             pool = self.pools[comp]
             if needed and not evictor.ensure_free(tree, pool, comp, needed):
@@ -33,9 +33,9 @@ class SeparatePools:
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
         tree_held = {
-            Component.FULL: tree.num_full_pages,
-            Component.SWA: tree.num_swa_pages,
-            Component.MAMBA: tree.num_states,
+            FULL: tree.num_full_pages,
+            SWA: tree.num_swa_pages,
+            MAMBA: tree.num_states,
         }
         return {
             comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
@@ -46,9 +46,9 @@ class SeparatePools:
 def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Component, Pool]:
     """A pool per component, empty for a component the model does not have."""
     counts = {
-        Component.FULL: sizes.full_pages,
-        Component.SWA: sizes.swa_pages if has_swa else 0,
-        Component.MAMBA: sizes.states if has_mamba else 0,
+        FULL: sizes.full_pages,
+        SWA: sizes.swa_pages if has_swa else 0,
+        MAMBA: sizes.states if has_mamba else 0,
     }
     return {comp: Pool(comp.pool_name, count) for comp, count in counts.items()}
 

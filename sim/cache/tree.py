@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.pools import Pool
@@ -72,7 +72,7 @@ class RadixTree:
         upper.children[node.edge] = node
         upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)
         upper.full_stamp, upper.swa_stamp = node.full_stamp, node.swa_stamp
-        self._push(Component.SWA, upper)
+        self._push(SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
         return upper
@@ -106,7 +106,7 @@ class RadixTree:
         self.tombstone(node)
         self.drop_state(node)
         node.alive = False
-        self._push(Component.FULL, node.parent)
+        self._push(FULL, node.parent)
 
     # ---- component changes -------------------------------------------------------------------------
     def tombstone(self, node: Node) -> int:
@@ -123,7 +123,7 @@ class RadixTree:
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages
         self.num_swa_pages += len(swa_pages)
-        self.touch(node, Component.SWA)
+        self.touch(node, SWA)
 
     def drop_state(self, node: Node) -> int:
         if node.state is None:
@@ -137,7 +137,7 @@ class RadixTree:
         assert node.state is None
         node.state = state
         self.num_states += 1
-        self.touch(node, Component.MAMBA)
+        self.touch(node, MAMBA)
 
     # ---- recency and eviction candidates -----------------------------------------------------------
     def touch(self, node: Node, comp: Component) -> None:
@@ -150,10 +150,10 @@ class RadixTree:
         # component later (revive, set_state, losing its last child) pushes it then
         if node is self.root:
             return
-        if comp == Component.FULL:
+        if comp == FULL:
             if node.children:
                 return
-        elif (node.swa_pages if comp == Component.SWA else node.state) is None:
+        elif (node.swa_pages if comp == SWA else node.state) is None:
             return
         self.eviction.push(comp, node, getattr(node, comp.stamp))
 

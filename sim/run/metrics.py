@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -15,7 +15,7 @@ POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free",
 def pool_values(usage: dict) -> tuple[int, ...]:
     """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``: each PoolUsage is a
     (free, running, tree) tuple already."""
-    return usage[Component.FULL] + usage[Component.SWA] + usage[Component.MAMBA]
+    return usage[FULL] + usage[SWA] + usage[MAMBA]
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:
@@ -81,9 +81,9 @@ def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
     """Peak and mean held slots per pool (KV in token slots, MAMBA in states)."""
     out: dict[str, float] = {}
     for comp, name, unit in (
-        (Component.FULL, "full_slots", page_size),
-        (Component.SWA, "swa_slots", page_size),
-        (Component.MAMBA, "mamba_states", 1),
+        (FULL, "full_slots", page_size),
+        (SWA, "swa_slots", page_size),
+        (MAMBA, "mamba_states", 1),
     ):
         held = (steps[f"{comp}_running"] + steps[f"{comp}_tree"]) * unit if len(steps) else pd.Series([0])
         out[f"peak_{name}"] = int(held.max())

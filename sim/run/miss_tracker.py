@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.cache.components import Component
+from sim.cache.components import SWA
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.run.why import (
@@ -46,7 +46,7 @@ class MissTracker:
 
     def __post_init__(self):
         tree, manager = self.manager.tree, self.manager
-        self._swa_evictions_seen = tree.num_evictions[Component.SWA]
+        self._swa_evictions_seen = tree.num_evictions[SWA]
         tree.tombstone = self._wrap(tree.tombstone, self._on_tombstone)
         tree.drop_state = self._wrap(tree.drop_state, self._on_drop_state)
         tree.delete_leaf = self._wrap(tree.delete_leaf, self._on_delete_leaf)
@@ -66,7 +66,7 @@ class MissTracker:
 
     # ---- events ---------------------------------------------------------------------------------
     def _on_tombstone(self, node) -> None:
-        evictions = self.manager.tree.num_evictions[Component.SWA]
+        evictions = self.manager.tree.num_evictions[SWA]
         evicted, self._swa_evictions_seen = evictions > self._swa_evictions_seen, evictions
         if node.swa_pages is not None:  # every eviction counts itself before it tombstones its node
             self.tomb_cause[node.id] = (

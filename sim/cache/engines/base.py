@@ -10,7 +10,7 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 from __future__ import annotations
 
 from sim.cache.align import floor_to
-from sim.cache.components import Component
+from sim.cache.components import FULL, SWA
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
 from sim.cache.request import RequestCache
@@ -91,9 +91,9 @@ class EngineRules:
         if not slack:
             return
         target = num_pages + slack
-        if manager.pools[Component.FULL].num_free < target:
+        if manager.pools[FULL].num_free < target:
             self.reserve(manager, target, 0, 0)
-        if manager.has_swa and manager.pools[Component.SWA].num_free < target:
+        if manager.has_swa and manager.pools[SWA].num_free < target:
             self.reserve(manager, 0, target, 0)
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:

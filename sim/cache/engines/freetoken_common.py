@@ -7,7 +7,7 @@ states: in rounds until enough are free). The engine's entry, which picks a cach
 from __future__ import annotations
 
 from sim.cache.align import floor_to
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
@@ -72,27 +72,27 @@ class FreeTokenCommon(EngineRules):
         """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
         page = self.page_size
         need = (-(-(req.prompt_len + req.output_len) // page) - -(-req.kv_len // page)) * page
-        free = manager.pools[Component.FULL].num_free * page
+        free = manager.pools[FULL].num_free * page
         if free >= need:
             return None
         evictable = sum(n.end - n.start for n in manager.tree.nodes() if n.full_lock == 0)
-        return Refusal(Component.FULL.pool_name, need, free + evictable) if free + evictable < need else None
+        return Refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
 
     # ---- room in the pools (``_allocate``, ``ensure_swa_slots``, ``ensure_mamba_slots``) ------------
     def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         tree, pools, page = manager.tree, manager.pools, self.page_size
-        if full_pages > pools[Component.FULL].num_free:
-            evict_full(tree, (full_pages - pools[Component.FULL].num_free) * page, self.resolved.has_swa)
+        if full_pages > pools[FULL].num_free:
+            evict_full(tree, (full_pages - pools[FULL].num_free) * page, self.resolved.has_swa)
         for comp, needed, evict in (
-            (Component.SWA, swa_pages, evict_swa),
-            (Component.MAMBA, states, evict_states),
+            (SWA, swa_pages, evict_swa),
+            (MAMBA, states, evict_states),
         ):
             while pools[comp].num_free < needed and evict(tree, needed - pools[comp].num_free):
                 pass
         for comp, needed in (
-            (Component.FULL, full_pages),
-            (Component.SWA, swa_pages),
-            (Component.MAMBA, states),
+            (FULL, full_pages),
+            (SWA, swa_pages),
+            (MAMBA, states),
         ):
             if pools[comp].num_free < needed:
                 return Refusal(pools[comp].name, needed, pools[comp].num_free)

@@ -10,7 +10,7 @@ three-component model, which FreeToken itself cannot run: an extrapolation, docu
 
 from __future__ import annotations
 
-from sim.cache.components import Component
+from sim.cache.components import MAMBA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
 from sim.cache.engines.freetoken_swa import SwaRules
@@ -45,7 +45,7 @@ class GdnRules(FreeTokenCommon):
             req.checkpoint = None
             req.spare_states.append(slot)
         elif self.reserve(manager, 0, 0, 1) is None:
-            req.spare_states.append(manager.pools[Component.MAMBA].alloc_one())
+            req.spare_states.append(manager.pools[MAMBA].alloc_one())
 
     def finish(self, manager, req: RequestCache) -> None:
         """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""

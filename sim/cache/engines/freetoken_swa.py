@@ -10,7 +10,7 @@ the whole sequence, then (before issue #200's fix) tombstones the prompt head be
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
-from sim.cache.components import Component
+from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.request import RequestCache
@@ -32,7 +32,7 @@ class SwaRules(FreeTokenCommon):
         page = self.page_size
         need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
         available = self.swa_available(manager, need)
-        return Refusal(Component.SWA.pool_name, need, available) if available < need else None
+        return Refusal(SWA.pool_name, need, available) if available < need else None
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
         if not self.resolved.has_swa:
@@ -51,7 +51,7 @@ class SwaRules(FreeTokenCommon):
 
     def swa_available(self, manager, enough: int) -> int:
         """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short)."""
-        free = manager.pools[Component.SWA].num_free * self.page_size
+        free = manager.pools[SWA].num_free * self.page_size
         if free >= enough:
             return free
         tree = manager.tree

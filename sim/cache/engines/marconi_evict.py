@@ -12,7 +12,7 @@ A FULL or SWA shortfall (pools apart) can only be met by a leaf.
 from __future__ import annotations
 
 from sim.cache.byte_budget import BYTES
-from sim.cache.components import Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.node import Node
 from sim.cache.results import Refusal
@@ -96,9 +96,7 @@ class MarconiEvictor:
     def pick(self, tree, comp: str) -> tuple[Node | None, int | None]:
         """The victim for ``comp`` (a component, or ``BYTES``) and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
         the edge of the last candidate scored)."""
-        found = candidates(
-            tree.root, leaves_only=not self.flop_aware or comp in (Component.FULL, Component.SWA)
-        )
+        found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
         if not found:
             return None, 0
         ends = [parent_end(node, self.has_mamba) for node in found]
@@ -120,11 +118,11 @@ class MarconiEvictor:
     def evict(self, tree, victim: Node, stale: int | None) -> int:
         """Evict ``victim``; returns the bytes the eviction counts (the code's count, or what it freed)."""
         if victim.children:
-            tree.num_evictions[Component.MAMBA] += 1
+            tree.num_evictions[MAMBA] += 1
             self._merge_stamp(victim)
             tree.drop_state(victim)
             return self.cost.state_bytes
-        tree.num_evictions[Component.FULL] += 1
+        tree.num_evictions[FULL] += 1
         freed = self._delete_with_exposed(tree, victim)
         return stale if stale is not None else freed
 
@@ -167,7 +165,7 @@ def _short(topology, full_pages: int, swa_pages: int, states: int) -> str | None
     """What is short for the allocation: ``bytes`` (one budget), or the first pool (pools apart)."""
     if hasattr(topology, "shortfall"):
         return BYTES if topology.shortfall(full_pages, swa_pages, states) else None
-    for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
+    for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (MAMBA, states)):
         if needed > topology.pools[comp].num_free:
             return comp
     return None
@@ -176,7 +174,7 @@ def _short(topology, full_pages: int, swa_pages: int, states: int) -> str | None
 def _refusal(topology, full_pages: int, swa_pages: int, states: int) -> Refusal:
     if hasattr(topology, "refusal"):
         return topology.refusal(full_pages, swa_pages, states)
-    for comp, needed in ((Component.FULL, full_pages), (Component.SWA, swa_pages), (Component.MAMBA, states)):
+    for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (MAMBA, states)):
         pool = topology.pools[comp]
         if needed > pool.num_free:
             return Refusal(pool.name, needed, pool.num_free)

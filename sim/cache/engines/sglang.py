@@ -10,7 +10,7 @@ Admission, chunk caps and the decode-memory check are the scheduler's budget (``
 from __future__ import annotations
 
 from sim.cache.align import ceil_to, floor_to
-from sim.cache.components import Component
+from sim.cache.components import MAMBA
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.matching import refresh_after_match
@@ -96,7 +96,7 @@ class SGLangRules(SGLangAdmission):
             self.free_before_key(manager, req, key_len)
             if self.resolved.has_mamba and req.checkpoint is not None and key_len > 0:
                 if self.reserve(manager, 0, 0, 1) is None:
-                    req.spare_states.append(manager.pools[Component.MAMBA].alloc_one())
+                    req.spare_states.append(manager.pools[MAMBA].alloc_one())
         end = floor_to(key_len, self.page_size)
         if end > req.prefix_len:
             manager.insert(req, end)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sim.cache.engines.sglang_budget as budget
 from sim.cache.align import floor_to
-from sim.cache.components import Component
+from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -51,7 +51,7 @@ class SGLangAdmission(EngineRules):
             total,
             remaining_total,
             remaining_swa,
-            manager.pools[Component.SWA].size * page,
+            manager.pools[SWA].size * page,
             self.window,
             page,
             manager.policy.chunked_prefill_size,
@@ -62,17 +62,17 @@ class SGLangAdmission(EngineRules):
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
             return Refusal(
-                Component.FULL.pool_name,
+                FULL.pool_name,
                 total,
                 remaining_total,
-                _waits(Component.FULL.pool_name, total, remaining_total),
+                _waits(FULL.pool_name, total, remaining_total),
             )
         assert remaining_swa is not None  # without SWA only the FULL budget refuses
         return Refusal(
-            Component.SWA.pool_name,
+            SWA.pool_name,
             needed_swa,
             remaining_swa,
-            _waits(Component.SWA.pool_name, needed_swa, remaining_swa),
+            _waits(SWA.pool_name, needed_swa, remaining_swa),
         )
 
     def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
@@ -100,7 +100,7 @@ class SGLangAdmission(EngineRules):
         if not budget.decode_tokens_needed(req.kv_len, self.page_size):
             return None
         pools = manager.pools
-        if pools[Component.FULL].num_free and (not self.resolved.has_swa or pools[Component.SWA].num_free):
+        if pools[FULL].num_free and (not self.resolved.has_swa or pools[SWA].num_free):
             return None  # nothing to evict: the usual case, asked at every page a decode starts
         refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
         if refusal is None:
@@ -121,7 +121,7 @@ class SGLangAdmission(EngineRules):
                 if r is not req and r.kv_len >= r.prompt_len
             ]
         )
-        free = manager.pools[Component.FULL].num_free * self.page_size - offset
+        free = manager.pools[FULL].num_free * self.page_size - offset
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=False)
@@ -131,7 +131,7 @@ class SGLangAdmission(EngineRules):
         """``remaining_swa``: free + evictable SWA tokens (None without SWA)."""
         if not self.resolved.has_swa:
             return None
-        free = manager.pools[Component.SWA].num_free * self.page_size
+        free = manager.pools[SWA].num_free * self.page_size
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=True)

@@ -11,7 +11,7 @@ from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.pools import PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
-from sim.cache.topology import component_pools
+from sim.cache.topology import component_pools, pool_usage
 from sim.models import ModelSpec
 
 BYTES = "bytes"  # the component name a byte shortfall is reported under
@@ -53,15 +53,7 @@ class ByteBudget:
         return Refusal("BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes())
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
-        tree_held = {
-            FULL: tree.num_full_pages,
-            SWA: tree.num_swa_pages,
-            MAMBA: tree.num_states,
-        }
-        return {
-            comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
-            for comp, pool in self.pools.items()
-        }
+        return pool_usage(self.pools, tree)
 
 
 def unit_bytes(model: ModelSpec, page_size: int) -> tuple[int, int, int]:

@@ -32,15 +32,7 @@ class SeparatePools:
         return None
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
-        tree_held = {
-            FULL: tree.num_full_pages,
-            SWA: tree.num_swa_pages,
-            MAMBA: tree.num_states,
-        }
-        return {
-            comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
-            for comp, pool in self.pools.items()
-        }
+        return pool_usage(self.pools, tree)
 
 
 def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Component, Pool]:
@@ -54,3 +46,12 @@ def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Co
 
 
 TOPOLOGIES = {SeparatePools.name: SeparatePools}
+
+
+def pool_usage(pools, tree) -> dict[Component, PoolUsage]:
+    """Each pool's free, running-held and tree-held units: what the tree holds is counted by the tree."""
+    tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, MAMBA: tree.num_states}
+    return {
+        comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
+        for comp, pool in pools.items()
+    }

@@ -22,8 +22,8 @@ from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.cache.manager import CacheManager  # noqa: E402
 from sim.cache.policies import make_policy, policy_names  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
+from sim.cache.solo_run import run_alone  # noqa: E402
 from sim.models import get_model  # noqa: E402
-from sim.run.replay import run_alone  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 

@@ -1,8 +1,9 @@
 """What several commands share: the help texts of the common options and the policy knobs' options."""
 from __future__ import annotations
 
-from commands.options import spec_options
+from commands.options import pools_as_config, spec_options
 from sim.cache.policy import CLI_KNOBS
+from sim.run.config import POOL_KNOBS
 
 POLICY_HELP = "the cache policy preset (`cli.py policies` lists them and what each models)"
 MODEL_HELP = "the model preset: layer kinds, window, state sizes (sim/models/presets.py)"
@@ -14,3 +15,8 @@ CALIBRATION_HELP = "fitted cost coefficients (`cli.py calibrate`) instead of the
 def knob_options(fn):
     """The policy knobs every simulation command takes (not given: the preset's value)."""
     return spec_options(CLI_KNOBS, preset_default=True)(fn)
+
+
+def config_from_options(options: dict) -> dict:
+    """The SimConfig fields the knob and pool options give: ``knobs`` and the pools' sizes."""
+    return {"knobs": {k: options[k] for k in CLI_KNOBS}, **pools_as_config({k: options[k] for k in POOL_KNOBS})}

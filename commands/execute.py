@@ -3,19 +3,16 @@ from __future__ import annotations
 
 import click
 
-from commands.common import CALIBRATION_HELP, POLICY_HELP, knob_options
+from commands.common import CALIBRATION_HELP, POLICY_HELP, config_from_options, knob_options
 from commands.options import (
     TRACE_INPUT,
     call_library,
     format_option,
     option,
     pool_options,
-    pools_as_config,
 )
 from sim.cache.policies import policy_names
-from sim.cache.policy import CLI_KNOBS
 from sim.cost import GPUS
-from sim.run.config import POOL_KNOBS
 from sim.trace import load_trace
 
 # the executor's own pool defaults: small enough for the tiny model's tensors on a CPU
@@ -52,8 +49,7 @@ def _executor_config(policy, model, device, gpu, calibration, options):
     if device == "cpu":  # the Triton kernels run under the interpreter; it must be on before they load
         os.environ.setdefault("TRITON_INTERPRET", "1")
     return SimConfig(policy=policy, model=model, gpu=gpu or ("cpu" if device == "cpu" else "h200"),
-                     knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration,
-                     **pools_as_config({k: options[k] for k in POOL_KNOBS}))
+                     calibration=calibration, **config_from_options(options))
 
 
 @click.command()

@@ -5,20 +5,25 @@ from pathlib import Path
 
 import click
 
-from commands.common import CALIBRATION_HELP, GPU_HELP, MODE_HELP, MODEL_HELP, POLICY_HELP, knob_options
+from commands.common import (
+    CALIBRATION_HELP,
+    GPU_HELP,
+    MODE_HELP,
+    MODEL_HELP,
+    POLICY_HELP,
+    config_from_options,
+    knob_options,
+)
 from commands.options import (
     TRACE_INPUT,
     call_library,
     format_option,
     option,
     pool_options,
-    pools_as_config,
 )
 from sim.cache.policies import policy_names
-from sim.cache.policy import CLI_KNOBS
 from sim.cost import GPUS
 from sim.models import MODELS
-from sim.run.config import POOL_KNOBS
 from sim.trace import load_trace
 
 
@@ -55,8 +60,7 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
 
     loaded = call_library(load_trace, trace_path)
     config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
-                          knobs={k: options[k] for k in CLI_KNOBS}, calibration=calibration, mode=mode,
-                          bounds=bounds, **pools_as_config({k: options[k] for k in POOL_KNOBS}))
+                          calibration=calibration, mode=mode, bounds=bounds, **config_from_options(options))
     click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path),
                             table_format))
 

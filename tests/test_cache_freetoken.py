@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.run.replay import run_alone
+from sim.cache.solo_run import run_alone
 from tests.cache_helpers import hybrid_model, manager, out, seq
 
 W128 = hybrid_model(mamba=False, window=128)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
-from sim.run.replay import run_alone
+from sim.cache.solo_run import run_alone
 from tests.cache_helpers import hybrid_model, manager, out, seq
 
 FULL_ONLY = hybrid_model(swa=False, mamba=False)

@@ -12,7 +12,7 @@ from sim.cache.components import Component
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
-from sim.run.replay import run_alone
+from sim.cache.solo_run import run_alone
 from tests import sglang_budget_scenarios as hand
 from tests.cache_helpers import hybrid_model, manager, out, seq
 

@@ -1,7 +1,7 @@
 """The SimPy engine: arrivals, closed-loop sessions, and one engine loop that advances time.
 
 The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)``
--> postprocess. Monitoring is appending rows (``EngineLog``).
+-> postprocess. Monitoring is appending rows (``StepLog``) and stamping each request's record.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import simpy
 
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
-from sim.run.request import RequestState
+from sim.run.request import RequestState, states_of
 from sim.run.scheduler import Scheduler
 from sim.run.step_log import StepLog
 from sim.trace import Trace
@@ -33,7 +33,7 @@ class Engine:
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.manager = scheduler.manager
         # every request's record, in trace order, from before it arrives to its row
-        self.states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}
+        self.states = states_of(trace)
         self.steps = StepLog()
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None

@@ -8,9 +8,7 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 from __future__ import annotations
 
 from sim.cache.interface import CacheModel
-from sim.cache.solo_run import ReplayRefused, SoloRun, run_alone
-
-__all__ = ["ReplayRefused", "SoloRun", "replay_order", "replay_trace", "run_alone"]
+from sim.cache.solo_run import ReplayRefused, run_alone
 
 
 def replay_order(trace) -> list[str]:

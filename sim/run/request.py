@@ -16,6 +16,7 @@ import pandas as pd
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 from sim.trace import Trace
+from sim.trace.stats import followup_parent
 
 
 class RequestRow(NamedTuple):
@@ -118,12 +119,14 @@ class RequestState:
         )
 
 
+def states_of(trace: Trace) -> dict[str, RequestState]:
+    """Every request's record, by id, in trace order (the request table's order)."""
+    return {request.id: RequestState.from_trace(trace, request.id) for request in trace}
+
+
 def _previous_prompt_len(trace: Trace, request_id: str) -> int | None:
-    """The prompt a follow-up turn extends: the request whose output it quotes, else its ``after``."""
-    request = trace.request(request_id)
-    quoted = [s.output_of for s in request.prompt if s.output_of is not None]
-    target = quoted[-1] if quoted else request.after
-    return None if target is None else trace.prompt_len(target)
+    parent = followup_parent(trace.request(request_id))
+    return None if parent is None else trace.prompt_len(parent)
 
 
 def _diff(later: float | None, earlier: float | None) -> float | None:

@@ -20,13 +20,13 @@ from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
 from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend
-from sim.run.config import POOL_KNOBS, SimConfig  # noqa: F401  (SimConfig is part of this module's interface)
+from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
 from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
 from sim.run.miss_tracker import MissTracker
 from sim.run.replay import replay_trace
-from sim.run.request import RequestState, request_table
+from sim.run.request import request_table, states_of
 from sim.run.scheduler import Scheduler
 from sim.run.setup import build
 from sim.run.summary import Summary
@@ -56,24 +56,14 @@ def simulate(
     tests compare the two)."""
     with collector_paused():
         if config.mode == "replay":
-            return simulate_replay(trace, config, on_step)
-        return simulate_timed(trace, config, backend, on_step, fast_path)
+            return run_replay(trace, config, *build(config), on_step=on_step)
+        return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
 
 
 def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
     """The step-time prediction of ``config`` (its GPU preset, or its calibration file)."""
     calibration = load_calibration(config.calibration) if config.calibration else None
     return CostModel(model, get_gpu(config.gpu), calibration)
-
-
-def simulate_timed(
-    trace: Trace,
-    config: SimConfig,
-    backend: Backend | None = None,
-    on_step=None,
-    fast_path: bool | None = None,
-) -> SimResult:
-    return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
 
 
 def run_timed(
@@ -165,17 +155,12 @@ def _fits_check(trace: Trace, manager: CacheModel):
     )
 
 
-def simulate_replay(trace: Trace, config: SimConfig, on_step=None) -> SimResult:
-    """Replay mode: each request prefilled and decoded alone, in arrival order; one usage row each."""
-    return run_replay(trace, config, *build(config), on_step=on_step)
-
-
 def run_replay(
     trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_step=None
 ) -> SimResult:
     manager = make_manager(model, policy, sizes)
     tracker = _miss_tracker(manager)
-    states = {request.id: RequestState.from_trace(trace, request.id) for request in trace}  # in trace order
+    states = states_of(trace)
     steps, order = [], []
     fits = _fits_check(trace, manager)
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)

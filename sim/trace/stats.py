@@ -101,16 +101,16 @@ def _chain_parent(request: Request) -> str | None:
     return outputs[-1] if outputs else None
 
 
+def followup_parent(request: Request) -> str | None:
+    """The request whose prompt a follow-up turn extends: the last one whose output it quotes, else the one
+    it is sent ``after``; None for a request that is no follow-up."""
+    quoted = [s.output_of for s in request.prompt if s.output_of is not None]
+    return quoted[-1] if quoted else request.after
+
+
 def followup_parents(trace: Trace) -> dict[str, str]:
-    """Follow-up request id -> the request whose prompt it extends, as ``sim.run.request._previous_prompt_len``
-    says: the last request whose output it quotes, else the one it is sent ``after``."""
-    out = {}
-    for request in trace:
-        quoted = [s.output_of for s in request.prompt if s.output_of is not None]
-        parent = quoted[-1] if quoted else request.after
-        if parent is not None:
-            out[request.id] = parent
-    return out
+    """Follow-up request id -> the request whose prompt it extends (``followup_parent``)."""
+    return {request.id: parent for request in trace if (parent := followup_parent(request)) is not None}
 
 
 def ideal_decode_region_hits(trace: Trace, cached: list[int]) -> int:

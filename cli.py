@@ -1,4 +1,5 @@
 """hybridcache's command line: `python cli.py --help`. The commands live in ``commands/`` (``commands/main.py``)."""
+
 from __future__ import annotations
 
 from commands.main import cli

@@ -16,6 +16,7 @@ Four figures per budget, over the last 50% of requests (file order), as ``peer_k
 
     python benchmarks/bounds_vs_peer.py [--trace T] [--budget-blocks 2000,8000,32000] [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,25 +53,31 @@ def belady_on_peer_plan(plan, budget_blocks: int) -> int:
     """Our Belady over the peer's block trie and lookups; hit tokens of the measured requests."""
     events, pages_of = [], []
     for index in range(plan.request_count):
-        nodes = [plan.node_for_event[e] for e in range(plan.request_starts[index], plan.request_starts[index + 1])]
+        nodes = [
+            plan.node_for_event[e] for e in range(plan.request_starts[index], plan.request_starts[index + 1])
+        ]
         events += [Lookup(str(index), len(nodes), True), Produce(str(index), 0, len(nodes))]
         pages_of += [nodes, nodes]
     hits = belady_page_hits(events, pages_of, plan.parent, budget_blocks)
     total = 0
     for index in range(plan.warmup_requests, plan.request_count):
         start = plan.request_starts[index]
-        total += sum(plan.tokens[start:start + hits[str(index)]])
+        total += sum(plan.tokens[start : start + hits[str(index)]])
     return total
 
 
 def ours(path: Path, limit: int | None, budget_blocks: int) -> tuple[int, int, int]:
     """(bound hit tokens, radix LRU hit tokens, prompt tokens) over the measured requests, our counting."""
     trace = adapt(import_mooncake(path, limit=limit, chains=False), path, drop_outputs=True, file_order=True)
-    config = SimConfig(policy="radix", mode="replay", pool_tokens=budget_blocks * BLOCK_LEN,
-                       knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN})
+    config = SimConfig(
+        policy="radix",
+        mode="replay",
+        pool_tokens=budget_blocks * BLOCK_LEN,
+        knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN},
+    )
     result = simulate(trace, config)
     bound_run = _bound_per_request(trace, budget_blocks)
-    measured = result.requests.iloc[len(result.requests) // 2:]
+    measured = result.requests.iloc[len(result.requests) // 2 :]
     lru, total = measured_hits(result.requests)
     return sum(bound_run[r] for r in measured["id"]), lru, total
 
@@ -88,17 +95,25 @@ def _bound_per_request(trace, budget_blocks: int) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation")
+    parser.add_argument(
+        "--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation"
+    )
     parser.add_argument("--limit", type=int, help="only the first N requests")
-    parser.add_argument("--budget-blocks", default="2000,8000,32000", help="comma-separated budgets in blocks")
+    parser.add_argument(
+        "--budget-blocks", default="2000,8000,32000", help="comma-separated budgets in blocks"
+    )
     args = parser.parse_args(argv)
     path = existing_trace(args.trace or mooncake_trace("conversation"))
     budgets = [int(b) for b in args.budget_blocks.split(",") if b]
     raw_plan, whole_plan = peer_plan(path, args.limit, False), peer_plan(path, args.limit, True)
-    header = (f"{'blocks':>7} {'peer OPTIMAL':>13} {'ours on its plan':>17} {'peer, whole blocks':>19} "
-              f"{'our bound':>11} {'radix (LRU)':>12} {'prompt tokens':>14}  s")
-    print(f"trace {path}; FULL attention, block = page = {BLOCK_LEN}, prompts only, file order, hits over the "
-          f"last 50% (as peer_kvcache_sim.py counts them)")
+    header = (
+        f"{'blocks':>7} {'peer OPTIMAL':>13} {'ours on its plan':>17} {'peer, whole blocks':>19} "
+        f"{'our bound':>11} {'radix (LRU)':>12} {'prompt tokens':>14}  s"
+    )
+    print(
+        f"trace {path}; FULL attention, block = page = {BLOCK_LEN}, prompts only, file order, hits over the "
+        f"last 50% (as peer_kvcache_sim.py counts them)"
+    )
     print(header)
     for budget in budgets:
         started = time.perf_counter()
@@ -107,8 +122,10 @@ def main(argv: list[str] | None = None) -> None:
         whole_hits, _, _ = peer_optimal(whole_plan, budget)
         bound, lru, total = ours(path, args.limit, budget)
         note = "" if mode == "fixed_window" else f"  (peer: {mode})"
-        print(f"{budget:>7} {peer_hits:>13} {same_plan:>17} {whole_hits:>19} {bound:>11} {lru:>12} {total:>14}  "
-              f"{time.perf_counter() - started:.1f}{note}")
+        print(
+            f"{budget:>7} {peer_hits:>13} {same_plan:>17} {whole_hits:>19} {bound:>11} {lru:>12} {total:>14}  "
+            f"{time.perf_counter() - started:.1f}{note}"
+        )
         if same_plan != peer_hits and mode == "fixed_window":
             print(f"        MISMATCH: our Belady on the peer's plan {same_plan} != its OPTIMAL {peer_hits}")
         if lru > bound:

@@ -11,6 +11,7 @@ ms); on a CPU the kernels run under the interpreter, so the figures there only p
     python benchmarks/executor_kernels.py [--model small] [--device cuda] [--prefill 4096] [--batch 64]
         [--context 2048] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,15 +50,24 @@ def _timer(device: str):
         began = time.perf_counter()
         fn()
         return time.perf_counter() - began
+
     return cpu
 
 
 def _row(kernel: str, shape: str, tokens: int, ours, theirs, timer) -> dict:
     diff = (ours().float() - theirs().float()).abs().max().item()  # also the warm-up (and the JIT compile)
     ours_s, theirs_s = timer(ours), timer(theirs)
-    return {"kernel": kernel, "shape": shape, "tokens": tokens, "ours_ms": ours_s * 1e3, "torch_ms": theirs_s * 1e3,
-            "ours_tokens_per_s": tokens / ours_s, "torch_tokens_per_s": tokens / theirs_s,
-            "slowdown": ours_s / theirs_s, "max_abs_diff": diff if math.isfinite(diff) else None}
+    return {
+        "kernel": kernel,
+        "shape": shape,
+        "tokens": tokens,
+        "ours_ms": ours_s * 1e3,
+        "torch_ms": theirs_s * 1e3,
+        "ours_tokens_per_s": tokens / ours_s,
+        "torch_tokens_per_s": tokens / theirs_s,
+        "slowdown": ours_s / theirs_s,
+        "max_abs_diff": diff if math.isfinite(diff) else None,
+    }
 
 
 def matmul_rows(spec, device: str, tokens: dict[str, int], timer) -> list[dict]:
@@ -67,18 +77,31 @@ def matmul_rows(spec, device: str, tokens: dict[str, int], timer) -> list[dict]:
 
     q_dim, kv_dim = spec.num_q_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
     mamba_in = spec.mamba_inner_dim() + spec.mamba_conv_channels() + spec.mamba_num_heads
-    weights = {"qkv": (q_dim + 2 * kv_dim, spec.d_model), "o": (spec.d_model, q_dim),
-               "mamba_in": (mamba_in, spec.d_model), "mamba_out": (spec.d_model, spec.mamba_inner_dim()),
-               "gate_up": (2 * spec.d_ff, spec.d_model), "down": (spec.d_model, spec.d_ff),
-               "lm_head": (spec.vocab_size, spec.d_model)}
+    weights = {
+        "qkv": (q_dim + 2 * kv_dim, spec.d_model),
+        "o": (spec.d_model, q_dim),
+        "mamba_in": (mamba_in, spec.d_model),
+        "mamba_out": (spec.d_model, spec.mamba_inner_dim()),
+        "gate_up": (2 * spec.d_ff, spec.d_model),
+        "down": (spec.d_model, spec.d_ff),
+        "lm_head": (spec.vocab_size, spec.d_model),
+    }
     gen = torch.Generator().manual_seed(0)
     rows = []
     for phase, count in tokens.items():
         for name, (n, k) in weights.items():
             x = torch.randn(count, k, generator=gen).to(device)
-            w = (torch.randn(n, k, generator=gen) * k ** -0.5).to(device)
-            rows.append(_row(f"matmul {name}", f"{phase} {count}x{k} @ {k}x{n}", count,
-                             lambda x=x, w=w: matmul(x, w), lambda x=x, w=w: x @ w.T, timer))
+            w = (torch.randn(n, k, generator=gen) * k**-0.5).to(device)
+            rows.append(
+                _row(
+                    f"matmul {name}",
+                    f"{phase} {count}x{k} @ {k}x{n}",
+                    count,
+                    lambda x=x, w=w: matmul(x, w),
+                    lambda x=x, w=w: x @ w.T,
+                    timer,
+                )
+            )
     return rows
 
 
@@ -95,8 +118,11 @@ def _prefill_case(spec, device: str, length: int, window: int, timer) -> dict:
     k, v = (torch.randn(length, hkv, d, generator=gen).to(device) for _ in range(2))
     slots = SlotTable.from_lists([np.random.default_rng(1).permutation(length)])  # pages in any order
     pool_k, pool_v = torch.empty_like(k), torch.empty_like(v)
-    pool_k[torch.as_tensor(slots.flat, device=device)], pool_v[torch.as_tensor(slots.flat, device=device)] = k, v
-    rag, scale = Ragged([0], [length]), d ** -0.5
+    pool_k[torch.as_tensor(slots.flat, device=device)], pool_v[torch.as_tensor(slots.flat, device=device)] = (
+        k,
+        v,
+    )
+    rag, scale = Ragged([0], [length]), d**-0.5
     sq, sk, sv = (t.transpose(0, 1)[None] for t in (q, k, v))  # [1, H, T, D]
     mask = None
     if window:
@@ -104,12 +130,20 @@ def _prefill_case(spec, device: str, length: int, window: int, timer) -> dict:
         mask = (pos[None, :] <= pos[:, None]) & (pos[None, :] >= pos[:, None] - window)
 
     def theirs():
-        out = torch.nn.functional.scaled_dot_product_attention(sq, sk, sv, attn_mask=mask, is_causal=mask is None,
-                                                                scale=scale, enable_gqa=True)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            sq, sk, sv, attn_mask=mask, is_causal=mask is None, scale=scale, enable_gqa=True
+        )
         return out[0].transpose(0, 1)
+
     label = f"attention {'SWA' if window else 'FULL'} prefill"
-    return _row(label, f"1x{length} tokens, {hq}/{hkv} heads x {d}" + (f", W={window}" if window else ""), length,
-                lambda: paged_attention(q, pool_k, pool_v, rag, slots, window, scale), theirs, timer)
+    return _row(
+        label,
+        f"1x{length} tokens, {hq}/{hkv} heads x {d}" + (f", W={window}" if window else ""),
+        length,
+        lambda: paged_attention(q, pool_k, pool_v, rag, slots, window, scale),
+        theirs,
+        timer,
+    )
 
 
 def _decode_case(spec, device: str, batch: int, context: int, window: int, timer) -> dict:
@@ -124,33 +158,55 @@ def _decode_case(spec, device: str, batch: int, context: int, window: int, timer
     q = torch.randn(batch, hq, d, generator=gen).to(device)
     k, v = (torch.randn(batch, total, hkv, d, generator=gen).to(device) for _ in range(2))
     perm = np.random.default_rng(2).permutation(batch * total)
-    slots = SlotTable.from_lists([perm[i * total:(i + 1) * total] for i in range(batch)])
+    slots = SlotTable.from_lists([perm[i * total : (i + 1) * total] for i in range(batch)])
     flat = torch.as_tensor(slots.flat, device=device)
-    pool_k, pool_v = torch.empty(batch * total, hkv, d, device=device), torch.empty(batch * total, hkv, d, device=device)
+    pool_k, pool_v = (
+        torch.empty(batch * total, hkv, d, device=device),
+        torch.empty(batch * total, hkv, d, device=device),
+    )
     pool_k[flat], pool_v[flat] = k.reshape(-1, hkv, d), v.reshape(-1, hkv, d)
-    rag, scale = Ragged([context] * batch, [total] * batch), d ** -0.5
+    rag, scale = Ragged([context] * batch, [total] * batch), d**-0.5
     lo = max(total - 1 - window, 0) if window else 0  # a decode query sees keys [lo, context]
     sk, sv = (t[:, lo:].transpose(1, 2) for t in (k, v))  # [B, Hkv, visible, D]
 
     def theirs():
-        out = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], sk, sv, scale=scale, enable_gqa=True)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, None], sk, sv, scale=scale, enable_gqa=True
+        )
         return out[:, :, 0]
+
     label = f"attention {'SWA' if window else 'FULL'} decode"
-    return _row(label, f"{batch} x (1 new + {context} cached)" + (f", W={window}" if window else ""), batch,
-                lambda: paged_attention(q, pool_k, pool_v, rag, slots, window, scale), theirs, timer)
+    return _row(
+        label,
+        f"{batch} x (1 new + {context} cached)" + (f", W={window}" if window else ""),
+        batch,
+        lambda: paged_attention(q, pool_k, pool_v, rag, slots, window, scale),
+        theirs,
+        timer,
+    )
 
 
 def attention_rows(spec, device: str, prefill: int, batch: int, context: int, timer) -> list[dict]:
-    return [case for window in (0, spec.window) for case in (
-        _prefill_case(spec, device, prefill, window, timer), _decode_case(spec, device, batch, context, window, timer))]
+    return [
+        case
+        for window in (0, spec.window)
+        for case in (
+            _prefill_case(spec, device, prefill, window, timer),
+            _decode_case(spec, device, batch, context, window, timer),
+        )
+    ]
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'kernel':<26} {'shape':<40} {'ours tok/s':>12} {'torch tok/s':>12} {'slowdown':>9} {'max diff':>9}"]
+    lines = [
+        f"{'kernel':<26} {'shape':<40} {'ours tok/s':>12} {'torch tok/s':>12} {'slowdown':>9} {'max diff':>9}"
+    ]
     for r in rows:
         diff = "nan" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}"
-        lines.append(f"{r['kernel']:<26} {r['shape']:<40} {r['ours_tokens_per_s']:>12.4g} "
-                     f"{r['torch_tokens_per_s']:>12.4g} {r['slowdown']:>8.2f}x {diff:>9}")
+        lines.append(
+            f"{r['kernel']:<26} {r['shape']:<40} {r['ours_tokens_per_s']:>12.4g} "
+            f"{r['torch_tokens_per_s']:>12.4g} {r['slowdown']:>8.2f}x {diff:>9}"
+        )
     return "\n".join(lines)
 
 
@@ -169,8 +225,9 @@ def main() -> None:
     rows += attention_rows(spec, args.device, args.prefill, args.batch, args.context, timer)
     print(format_table(rows))
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps({"model": args.model, "device": args.device, "rows": rows},
-                                                   indent=1) + "\n")
+        Path(args.json_path).write_text(
+            json.dumps({"model": args.model, "device": args.device, "rows": rows}, indent=1) + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ run twice; what it must keep, leave behind and print.
 
     python benchmarks/grid_faults.py [--kills 10] [--seed 0] [--trace T] [--workdir DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,16 @@ from sim.grid.store import PointStore  # noqa: E402
 CLI = [sys.executable, str(REPO_ROOT / "cli.py")]
 DEFAULT_TRACE = REPO_ROOT / "traces" / "mooncake_conversation_500.jsonl"
 # 16 points of about a second each (timed mode, 500 requests)
-AXES = ["--policy", "sglang,sglang-retain", "--page-size", "64,128", "--track-interval", "256,512",
-        "--swa-eviction-interval", "64,128"]
+AXES = [
+    "--policy",
+    "sglang,sglang-retain",
+    "--page-size",
+    "64,128",
+    "--track-interval",
+    "256,512",
+    "--swa-eviction-interval",
+    "64,128",
+]
 
 
 def grid_command(trace: Path, out: Path, jobs: int = 2) -> list[str]:
@@ -93,7 +102,9 @@ def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=p
     kept: dict[str, int] = {}
     while figures["kills"] < kills:
         started = time.monotonic()
-        process = subprocess.Popen(grid_command(trace, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            grid_command(trace, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         figures["runs"] += 1
         delay = rng.uniform(0.5, 4.0)
         while time.monotonic() - started < delay and process.poll() is None:
@@ -113,11 +124,15 @@ def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=p
         points = complete_points(out)
         lost = {k for k in kept if points.get(k) != kept[k]}
         if lost:
-            raise AssertionError(f"kill {figures['kills']}: finished points lost or rewritten: {sorted(lost)}")
+            raise AssertionError(
+                f"kill {figures['kills']}: finished points lost or rewritten: {sorted(lost)}"
+            )
         kept = points
         figures["points_seen_at_kills"].append(len(points))
-        log(f"  kill {figures['kills']} at {delay:.2f} s: {len(points)} points kept, {len(workers)} workers "
-            f"gone, {figures['stale_temp_files']} stale temporary files so far")
+        log(
+            f"  kill {figures['kills']} at {delay:.2f} s: {len(points)} points kept, {len(workers)} workers "
+            f"gone, {figures['stale_temp_files']} stale temporary files so far"
+        )
     final = subprocess.run(grid_command(trace, out), capture_output=True, text=True)
     if final.returncode != 0:
         raise AssertionError(f"the resumed sweep failed: {final.stderr[-2000:]}")
@@ -130,8 +145,14 @@ def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=p
 def interrupt(trace: Path, out: Path, after_s: float, signum: int = signal.SIGINT) -> dict:
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) ``after_s`` seconds in; SIGTERM goes to
     the grid process alone (as ``kill`` sends it): its workers must not outlive it either way."""
-    process = subprocess.Popen(grid_command(trace, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, preexec_fn=_default_sigint)
+    process = subprocess.Popen(
+        grid_command(trace, out),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
     time.sleep(after_s)
     workers = children(process.pid)
     if signum == signal.SIGINT:
@@ -139,9 +160,13 @@ def interrupt(trace: Path, out: Path, after_s: float, signum: int = signal.SIGIN
     else:
         os.kill(process.pid, signum)
     stdout, stderr = process.communicate(timeout=60)
-    return {"returncode": process.returncode, "message": stderr.strip().splitlines()[-1] if stderr.strip() else "",
-            "traceback": "Traceback" in stderr, "workers_left": len(wait_gone(workers)),
-            "temp_files": len(temp_files(out, out / "points", out / "failed"))}
+    return {
+        "returncode": process.returncode,
+        "message": stderr.strip().splitlines()[-1] if stderr.strip() else "",
+        "traceback": "Traceback" in stderr,
+        "workers_left": len(wait_gone(workers)),
+        "temp_files": len(temp_files(out, out / "points", out / "failed")),
+    }
 
 
 def _default_sigint() -> None:
@@ -156,9 +181,25 @@ def run_twice(trace: Path, folder: Path) -> dict[str, bool]:
     commands = {
         "grid": lambda out: grid_command(trace, out / "store", jobs=2),
         "report": lambda out: [*CLI, "report", str(out / "store")],
-        "simulate --out": lambda out: [*CLI, "simulate", "--trace", str(trace), "--out", str(out / "sim"), "--format", "json"],
-        "trace import": lambda out: [*CLI, "trace", "import", "mooncake", str(REPO_ROOT / "tests" / "data" /
-                                     "mooncake_conversation_head.jsonl"), "-o", str(out / "imported.jsonl")],
+        "simulate --out": lambda out: [
+            *CLI,
+            "simulate",
+            "--trace",
+            str(trace),
+            "--out",
+            str(out / "sim"),
+            "--format",
+            "json",
+        ],
+        "trace import": lambda out: [
+            *CLI,
+            "trace",
+            "import",
+            "mooncake",
+            str(REPO_ROOT / "tests" / "data" / "mooncake_conversation_head.jsonl"),
+            "-o",
+            str(out / "imported.jsonl"),
+        ],
     }
     outputs = {}
     for run in ("first", "second"):
@@ -169,13 +210,20 @@ def run_twice(trace: Path, folder: Path) -> dict[str, bool]:
             if done.returncode != 0:
                 raise AssertionError(f"{name}: {done.stderr[-2000:]}")
         outputs[run] = store_files(out)
-    for name, prefix in (("grid", "store/points"), ("report", "store/report"), ("simulate --out", "sim/"),
-                         ("trace import", "imported")):
+    for name, prefix in (
+        ("grid", "store/points"),
+        ("report", "store/report"),
+        ("simulate --out", "sim/"),
+        ("trace import", "imported"),
+    ):
         first = {k: v for k, v in outputs["first"].items() if k.startswith(prefix)}
         second = {k: v for k, v in outputs["second"].items() if k.startswith(prefix)}
         same[name] = bool(first) and first == second
-    same["grid"] = same["grid"] and all(outputs["first"][k] == outputs["second"][k]
-                                        for k in ("store/grid.csv", "store/grid.json") if k in outputs["first"])
+    same["grid"] = same["grid"] and all(
+        outputs["first"][k] == outputs["second"][k]
+        for k in ("store/grid.csv", "store/grid.json")
+        if k in outputs["first"]
+    )
     return same
 
 
@@ -191,14 +239,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         reference = work / "reference"
         subprocess.run(grid_command(args.trace, reference), check=True, capture_output=True)
-        print(f"kills: SIGKILL of `grid` ({len(store_files(reference / 'points')) // 3} points, 2 workers) at "
-              "random moments:")
+        print(
+            f"kills: SIGKILL of `grid` ({len(store_files(reference / 'points')) // 3} points, 2 workers) at "
+            "random moments:"
+        )
         figures = kill_at_random(args.trace, work / "killed", args.kills, rng)
         identical = store_files(work / "killed") == store_files(reference)
-        print(f"kills {figures['kills']} in {figures['runs']} runs; points kept at each kill "
-              f"{figures['points_seen_at_kills']}; workers outliving a kill {figures['orphans']}; stale temporary "
-              f"files found after kills {figures['stale_temp_files']}, left at the end {figures['temp_files_at_end']}; "
-              f"final store byte-identical to an uninterrupted run: {identical}")
+        print(
+            f"kills {figures['kills']} in {figures['runs']} runs; points kept at each kill "
+            f"{figures['points_seen_at_kills']}; workers outliving a kill {figures['orphans']}; stale temporary "
+            f"files found after kills {figures['stale_temp_files']}, left at the end {figures['temp_files_at_end']}; "
+            f"final store byte-identical to an uninterrupted run: {identical}"
+        )
         for after_s in (0.5, 1.5, 3.0):
             result = interrupt(args.trace, work / f"interrupted-{after_s}", after_s)
             print(f"ctrl-c after {after_s} s: {result}")

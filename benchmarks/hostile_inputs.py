@@ -4,6 +4,7 @@ per class, and what each other one did.
 
     python benchmarks/hostile_inputs.py [--only PREFIX] [--seconds 60]
 """
+
 from __future__ import annotations
 
 import argparse

@@ -10,6 +10,7 @@ often each situation came up.
 
     python benchmarks/integrity_stress.py [--ops 100000] [--seed 0] [--preset P]...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -122,16 +123,24 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
     page = rng.choice([1, 2, 4, 8, 16])
     kinds = rng.choice(KINDS)
     window = rng.choice([4, 8, 16, 24, 40]) if "swa" in kinds else 0
-    model = replace(get_model("tiny"), layer_kinds=kinds, window=window, mamba_chunk=rng.choice([2, 4, 8, 16]))
+    model = replace(
+        get_model("tiny"), layer_kinds=kinds, window=window, mamba_chunk=rng.choice([2, 4, 8, 16])
+    )
     if manager_class(make_policy(preset)) is not None:  # vLLM: one shared block pool, its own defaults
         return _block_scenario(preset, model, rng)
-    knobs = dict(page_size=page, track_interval=page * rng.randint(1, 4),
-                 swa_free_trigger=rng.choice(["tokens", "iterations"]), swa_eviction_interval=rng.choice([1, 4, 16]))
+    knobs = dict(
+        page_size=page,
+        track_interval=page * rng.randint(1, 4),
+        swa_free_trigger=rng.choice(["tokens", "iterations"]),
+        swa_eviction_interval=rng.choice([1, 4, 16]),
+    )
     for _ in range(MAX_DRAWS):
         try:
             policy = make_policy(preset, **knobs)
             least = max(4, 256 // page)  # a request's tokens at most, so that an engine's budget admits some
-            sizes = PoolSizes(rng.randint(least, 4 * least), rng.randint(least, 4 * least), rng.randint(3, 12))
+            sizes = PoolSizes(
+                rng.randint(least, 4 * least), rng.randint(least, 4 * least), rng.randint(3, 12)
+            )
             return make_manager(model, policy, sizes), page * rng.randint(1, 8)  # a budget of whole pages
         except ValueError:  # a combination the engine refuses (FreeToken: chunk a multiple of the page)
             knobs["page_size"] = page = rng.choice([1, 2])
@@ -145,8 +154,9 @@ def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel,
     from sim.cache.resolve import resolve
 
     policy = make_policy(preset)
-    block = layout_for(model, policy.page_size, resolve(policy, model).window,
-                       bool(policy.prefill_checkpoints)).block_size
+    block = layout_for(
+        model, policy.page_size, resolve(policy, model).window, bool(policy.prefill_checkpoints)
+    ).block_size
     # a request's blocks, its MAMBA live and checkpoint blocks and the null block: what vLLM starts with
     least = 8 + -(-256 // block)
     sizes = PoolSizes(0, 0, 0, blocks=rng.randint(least, 2 * least))
@@ -181,7 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=100_000, help="operations per preset")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--preset", action="append", choices=SOUND_PRESETS, help="repeatable [every sound preset]")
+    parser.add_argument(
+        "--preset", action="append", choices=SOUND_PRESETS, help="repeatable [every sound preset]"
+    )
     args = parser.parse_args(argv)
     for preset in args.preset or SOUND_PRESETS:
         started = time.perf_counter()

@@ -8,6 +8,7 @@ without decoding (its prompt is what later turns share); ``--decode`` also runs 
 The trace defaults to the Mooncake conversation trace in shared/traces/mooncake/ (found in, beside or
 above the checkout, or under $HYBRIDCACHE_SHARED; benchmarks/real_traces.py: mooncake_trace).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,13 @@ from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", help="a raw Mooncake JSONL trace [the conversation trace in shared/traces]")
+    parser.add_argument(
+        "--trace", help="a raw Mooncake JSONL trace [the conversation trace in shared/traces]"
+    )
     # the radix managers (vllm has a block cache of its own: benchmarks/real_traces.py --policy vllm times it)
-    parser.add_argument("--policy", default="sglang-retain", choices=[p for p in policy_names() if p != "vllm"])
+    parser.add_argument(
+        "--policy", default="sglang-retain", choices=[p for p in policy_names() if p != "vllm"]
+    )
     parser.add_argument("--model", default="inkling")
     parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--pool-tokens", type=int, default=20_000_000)
@@ -59,11 +64,19 @@ def main() -> None:
     done = time.perf_counter()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     num = len(trace)
-    print(f"trace {args.trace}: {num} requests, {prompt_tokens} prompt tokens (import {loaded - started:.2f} s)")
-    print(f"policy {args.policy}, model {args.model}, page {args.page_size}, decode {'on' if args.decode else 'off'}")
-    print(f"cached {cached} tokens ({cached / prompt_tokens:.3f} of prompts); "
-          f"tree holds {manager.tree.num_full_pages} FULL pages")
-    print(f"manager: {done - loaded:.2f} s, {num / (done - loaded):.0f} requests/s; peak RSS {peak_mib:.0f} MiB")
+    print(
+        f"trace {args.trace}: {num} requests, {prompt_tokens} prompt tokens (import {loaded - started:.2f} s)"
+    )
+    print(
+        f"policy {args.policy}, model {args.model}, page {args.page_size}, decode {'on' if args.decode else 'off'}"
+    )
+    print(
+        f"cached {cached} tokens ({cached / prompt_tokens:.3f} of prompts); "
+        f"tree holds {manager.tree.num_full_pages} FULL pages"
+    )
+    print(
+        f"manager: {done - loaded:.2f} s, {num / (done - loaded):.0f} requests/s; peak RSS {peak_mib:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ the simulation's part of the peak: the last column is what must stay flat in N.
     python benchmarks/memory.py [--sizes 2000,4000,12000] [--policy P]... [--mode replay|timed]
                                 [--pool-tokens 131072 --swa-pool-tokens 0 --mamba-states 6] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,17 @@ def run_case(case: Case) -> Result:
     summary = simulate(trace, SimConfig(policy=case.policy, mode=case.mode, **case.pools)).summary
     peak = _rss_mib()
     evictions = summary["evictions_full"] + summary["evictions_swa"] + summary["evictions_mamba"]
-    return Result(case.policy, len(trace), case.mode, loaded, peak, peak - loaded, time.perf_counter() - started,
-                  summary["rejected_requests"], evictions)
+    return Result(
+        case.policy,
+        len(trace),
+        case.mode,
+        loaded,
+        peak,
+        peak - loaded,
+        time.perf_counter() - started,
+        summary["rejected_requests"],
+        evictions,
+    )
 
 
 def run_isolated(case: Case) -> Result:
@@ -70,18 +80,24 @@ def run_isolated(case: Case) -> Result:
 
 
 def format_table(results: list[Result]) -> str:
-    header = (f"{'policy':<20} {'requests':>8} {'loaded MiB':>10} {'peak MiB':>9} {'simulation MiB':>14} "
-              f"{'wall s':>7} {'rejected':>8} {'evictions':>9}")
+    header = (
+        f"{'policy':<20} {'requests':>8} {'loaded MiB':>10} {'peak MiB':>9} {'simulation MiB':>14} "
+        f"{'wall s':>7} {'rejected':>8} {'evictions':>9}"
+    )
     lines = [header, "-" * len(header)]
     for r in results:
-        lines.append(f"{r.policy:<20} {r.requests:>8} {r.loaded_rss_mib:>10.0f} {r.peak_rss_mib:>9.0f} "
-                     f"{r.simulation_mib:>14.0f} {r.wall_s:>7.1f} {r.rejected_requests:>8} {r.evictions:>9}")
+        lines.append(
+            f"{r.policy:<20} {r.requests:>8} {r.loaded_rss_mib:>10.0f} {r.peak_rss_mib:>9.0f} "
+            f"{r.simulation_mib:>14.0f} {r.wall_s:>7.1f} {r.rejected_requests:>8} {r.evictions:>9}"
+        )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", help="a Mooncake JSONL trace [shared/traces/mooncake/conversation_trace.jsonl]")
+    parser.add_argument(
+        "--trace", help="a Mooncake JSONL trace [shared/traces/mooncake/conversation_trace.jsonl]"
+    )
     parser.add_argument("--sizes", default="2000,4000,12000", help="first N requests, a comma list")
     parser.add_argument("--policy", action="append", choices=policy_names(), help="repeatable [every preset]")
     parser.add_argument("--mode", choices=["replay", "timed"], default="replay")

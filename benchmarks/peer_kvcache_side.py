@@ -1,5 +1,6 @@
 """The peer's side of ``peer_kvcache_sim.py``: KVCache.AI's kvcache-simulator 0.1.3 run on a Mooncake trace
 (its Python and C++ backends), its infinite-cache walk recounted our way, and its run on whole blocks only."""
+
 from __future__ import annotations
 
 import gc
@@ -36,8 +37,9 @@ def peer_modules():
     try:
         from kvcache_sim import cpp_backend, plan, policies, trace
     except ImportError:
-        raise SystemExit("error: kvcache-simulator is not installed here: "
-                         "pip install kvcache-simulator==0.1.3") from None
+        raise SystemExit(
+            "error: kvcache-simulator is not installed here: pip install kvcache-simulator==0.1.3"
+        ) from None
     return cpp_backend, plan, policies, trace
 
 
@@ -50,7 +52,9 @@ def _timed(fn, *args, **kwargs):
 
 def run_peer(backend: str, path: Path, limit: int | None, budget_blocks: int) -> SideRun:
     cpp_backend, plan_mod, policies, trace_mod = peer_modules()
-    peer_trace, load_s = _timed(trace_mod.parse_trace_file, path, block_size=BLOCK_LEN, max_records=limit or 0)
+    peer_trace, load_s = _timed(
+        trace_mod.parse_trace_file, path, block_size=BLOCK_LEN, max_records=limit or 0
+    )
     warmup = peer_trace.request_count // 2
     if backend == "python":
         started = time.perf_counter()
@@ -58,11 +62,19 @@ def run_peer(backend: str, path: Path, limit: int | None, budget_blocks: int) ->
         result = policies.simulate_policy(plan, "lru", budget_blocks)
         sim_s = time.perf_counter() - started
     else:
-        sweep, sim_s = _timed(cpp_backend.run_cpp_sweep, peer_trace, capacities=[budget_blocks],
-                              policies=["lru"], warmup_requests=warmup)
+        sweep, sim_s = _timed(
+            cpp_backend.run_cpp_sweep,
+            peer_trace,
+            capacities=[budget_blocks],
+            policies=["lru"],
+            warmup_requests=warmup,
+        )
         result = sweep.results[("lru", budget_blocks)]
-    note = "" if result.measurementMode == "fixed_window" else \
-        f"{result.measurementMode}: the cache never filled before the window; the peer reports no figure"
+    note = (
+        ""
+        if result.measurementMode == "fixed_window"
+        else f"{result.measurementMode}: the cache never filled before the window; the peer reports no figure"
+    )
     return SideRun(f"kvcache-simulator {backend}", load_s, sim_s, result.hitTokens, result.totalTokens, note)
 
 
@@ -94,8 +106,10 @@ def peer_unbounded_recount(path: Path, limit: int | None) -> tuple[SideRun, Side
             total += prompt_len
             raw += sum(plan.tokens[e] for e in events[:num_hit])
             ours += min(num_hit, (prompt_len - 1) // BLOCK_LEN) * BLOCK_LEN
-    return (SideRun("peer walk, its counting", 0.0, 0.0, raw, total),
-            SideRun("peer walk, our counting", 0.0, 0.0, ours, total))
+    return (
+        SideRun("peer walk, its counting", 0.0, 0.0, raw, total),
+        SideRun("peer walk, our counting", 0.0, 0.0, ours, total),
+    )
 
 
 def whole_block_lines(path: Path, limit: int | None) -> list[str]:
@@ -110,7 +124,10 @@ def whole_block_lines(path: Path, limit: int | None) -> list[str]:
                 record = json.loads(text)
                 num_whole = record["input_length"] // BLOCK_LEN
                 if num_whole:
-                    record = {"input_length": num_whole * BLOCK_LEN, "hash_ids": record["hash_ids"][:num_whole]}
+                    record = {
+                        "input_length": num_whole * BLOCK_LEN,
+                        "hash_ids": record["hash_ids"][:num_whole],
+                    }
                 lines.append(json.dumps(record))
     return lines
 
@@ -121,5 +138,11 @@ def run_peer_whole_blocks(path: Path, limit: int | None, budget_blocks: int, tot
     peer_trace = trace_mod.parse_trace_lines(whole_block_lines(path, limit), block_size=BLOCK_LEN)
     plan = plan_mod.build_execution_plan(peer_trace, warmup_fraction=0.5)
     result = policies.simulate_policy(plan, "lru", budget_blocks)
-    return SideRun("kvcache-simulator python, whole blocks", 0.0, 0.0, result.hitTokens, total_tokens,
-                   "" if result.measurementMode == "fixed_window" else result.measurementMode)
+    return SideRun(
+        "kvcache-simulator python, whole blocks",
+        0.0,
+        0.0,
+        result.hitTokens,
+        total_tokens,
+        "" if result.measurementMode == "fixed_window" else result.measurementMode,
+    )

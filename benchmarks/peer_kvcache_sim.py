@@ -11,6 +11,7 @@ explains what remains. Needs ``pip install kvcache-simulator==0.1.3``.
     python benchmarks/peer_kvcache_sim.py [--trace T] [--budget-blocks B] [--limit N] [--backends python,cpp]
                                           [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,34 +45,46 @@ def adapt(trace: Trace, path: Path, drop_outputs: bool, file_order: bool) -> Tra
     inserts it) and/or with equal arrivals nudged 1 ns apart so that replay keeps file order."""
     if not (drop_outputs or file_order):
         return trace
-    requests = [replace(r, output_len=1 if drop_outputs else r.output_len,
-                        arrival=r.arrival + index * 1e-9 if file_order else r.arrival)
-                for index, r in enumerate(trace)]
+    requests = [
+        replace(
+            r,
+            output_len=1 if drop_outputs else r.output_len,
+            arrival=r.arrival + index * 1e-9 if file_order else r.arrival,
+        )
+        for index, r in enumerate(trace)
+    ]
     return Trace(requests, path=str(path))
 
 
 def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
     """(hit tokens in whole blocks, prompt tokens) over the last 50% of the rows (file order)."""
-    measured = requests.iloc[len(requests) // 2:]
+    measured = requests.iloc[len(requests) // 2 :]
     hits = measured["cached_tokens"].where(measured["rejected"] == "", 0) // BLOCK_LEN * BLOCK_LEN
     return int(hits.sum()), int(measured["prompt_tokens"].sum())
 
 
-def run_ours(path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool,
-             file_order: bool) -> SideRun:
+def run_ours(
+    path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool, file_order: bool
+) -> SideRun:
     """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts."""
     # the peer knows no sessions: the plain block structure, as it reads the file (and drop_outputs needs it)
     imported, load_s = _timed(import_mooncake, path, limit=limit, chains=False)
     trace = adapt(imported, path, drop_outputs, file_order)  # not timed: the peer has no such step
     if budget_blocks is None:
         budget_blocks = sum(-(-(trace.prompt_len(r.id) + r.output_len) // BLOCK_LEN) for r in trace) + 1
-    config = SimConfig(policy="radix", mode="replay", pool_tokens=budget_blocks * BLOCK_LEN,
-                       knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN})
+    config = SimConfig(
+        policy="radix",
+        mode="replay",
+        pool_tokens=budget_blocks * BLOCK_LEN,
+        knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN},
+    )
     result, sim_s = _timed(simulate, trace, config)
     hits, total = measured_hits(result.requests)
     rejected = int((result.requests["rejected"] != "").sum())
     label = "hybridcache replay, " + ("prompts only" if drop_outputs else "with outputs")
-    return SideRun(label, load_s, sim_s, hits, total, f"rejected: {rejected} (larger than the pool)" if rejected else "")
+    return SideRun(
+        label, load_s, sim_s, hits, total, f"rejected: {rejected} (larger than the pool)" if rejected else ""
+    )
 
 
 def format_rows(runs: list[SideRun], with_times: bool = True) -> str:
@@ -87,10 +100,13 @@ def format_rows(runs: list[SideRun], with_times: bool = True) -> str:
 def format_ratios(ours: SideRun, peers: list[SideRun]) -> str:
     lines = [f"ratios, {ours.side} over each peer backend:"]
     for peer in peers:
-        lines.append(f"  vs {peer.side:<26} total time {ours.total_s / peer.total_s:6.2f}x, "
-                     f"sim time {ours.sim_s / peer.sim_s:6.2f}x, hit rate {ours.hit_rate / peer.hit_rate:.4f}x "
-                     f"({100 * (ours.hit_rate - peer.hit_rate):+.3f} points)"
-                     if peer.hit_rate else f"  vs {peer.side}: no peer hit rate ({peer.note})")
+        lines.append(
+            f"  vs {peer.side:<26} total time {ours.total_s / peer.total_s:6.2f}x, "
+            f"sim time {ours.sim_s / peer.sim_s:6.2f}x, hit rate {ours.hit_rate / peer.hit_rate:.4f}x "
+            f"({100 * (ours.hit_rate - peer.hit_rate):+.3f} points)"
+            if peer.hit_rate
+            else f"  vs {peer.side}: no peer hit rate ({peer.note})"
+        )
     return "\n".join(lines)
 
 
@@ -108,18 +124,31 @@ def fastest_of(sides: list, repeat: int) -> list[SideRun]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation")
+    parser.add_argument(
+        "--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation"
+    )
     parser.add_argument("--limit", type=int, help="only the first N requests")
     parser.add_argument("--budget-blocks", type=int, default=8000, help="cache budget in 512-token blocks")
     parser.add_argument("--backends", default="python,cpp", help="the peer's backends, comma-separated")
-    parser.add_argument("--outputs", choices=["drop", "keep", "both"], default="both",
-                        help="ours without outputs (the peer's work: prompts only), with them, or both")
-    parser.add_argument("--file-order", action="store_true",
-                        help="replay equal-arrival requests in file order, as the peer does")
+    parser.add_argument(
+        "--outputs",
+        choices=["drop", "keep", "both"],
+        default="both",
+        help="ours without outputs (the peer's work: prompts only), with them, or both",
+    )
+    parser.add_argument(
+        "--file-order",
+        action="store_true",
+        help="replay equal-arrival requests in file order, as the peer does",
+    )
     parser.add_argument("--no-checks", action="store_true", help="skip the two alignment checks")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="run every side this many times, round-robin, and keep each side's fastest "
-                             "load and simulation (this machine's speed drifts by up to 1.5x within minutes)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="run every side this many times, round-robin, and keep each side's fastest "
+        "load and simulation (this machine's speed drifts by up to 1.5x within minutes)",
+    )
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     if not set(backends) <= set(BACKENDS):
@@ -143,23 +172,38 @@ def main(argv: list[str] | None = None) -> None:
                 continue
         sides.append(lambda backend=backend: run_peer(backend, path, args.limit, args.budget_blocks))
     drops = {"drop": [True], "keep": [False], "both": [True, False]}[args.outputs]
-    sides += [lambda drop=drop: run_ours(path, args.limit, args.budget_blocks, drop, args.file_order) for drop in drops]
+    sides += [
+        lambda drop=drop: run_ours(path, args.limit, args.budget_blocks, drop, args.file_order)
+        for drop in drops
+    ]
     runs = fastest_of(sides, args.repeat)
-    peers, ours = runs[:len(runs) - len(drops)], runs[len(runs) - len(drops):]
+    peers, ours = runs[: len(runs) - len(drops)], runs[len(runs) - len(drops) :]
     num_requests = len(import_mooncake(path, limit=args.limit))
-    print(f"trace {path}: {num_requests} requests; measured: the last {num_requests - num_requests // 2} "
-          f"({ours[0].total_tokens} prompt tokens)")
-    print(f"FULL attention, LRU, block = page = {BLOCK_LEN} tokens, budget {args.budget_blocks} blocks; "
-          f"ours: policy radix, replay order {'file' if args.file_order else 'by arrival'}")
+    print(
+        f"trace {path}: {num_requests} requests; measured: the last {num_requests - num_requests // 2} "
+        f"({ours[0].total_tokens} prompt tokens)"
+    )
+    print(
+        f"FULL attention, LRU, block = page = {BLOCK_LEN} tokens, budget {args.budget_blocks} blocks; "
+        f"ours: policy radix, replay order {'file' if args.file_order else 'by arrival'}"
+    )
     print(format_rows(peers + ours))
     print(format_ratios(ours[0], peers))
     if not args.no_checks:
         print("alignment checks:")
         unbounded = run_ours(path, args.limit, None, True, args.file_order)
-        print(format_rows([*peer_unbounded_recount(path, args.limit), replace(unbounded, side="ours, unbounded")],
-                          with_times=False))
-        print(format_rows([run_peer_whole_blocks(path, args.limit, args.budget_blocks, ours[0].total_tokens),
-                           ours[0]], with_times=False))
+        print(
+            format_rows(
+                [*peer_unbounded_recount(path, args.limit), replace(unbounded, side="ours, unbounded")],
+                with_times=False,
+            )
+        )
+        print(
+            format_rows(
+                [run_peer_whole_blocks(path, args.limit, args.budget_blocks, ours[0].total_tokens), ours[0]],
+                with_times=False,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ fraction of the prompts.
 
     python benchmarks/real_traces.py [--trace T]... [--mode replay|timed|both] [--policy P] [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,9 +59,11 @@ def existing_trace(path: str | Path) -> Path:
     if path.parent.parent.parent not in shared_dirs():  # a --trace that names a missing file
         raise SystemExit(f"error: trace {path} not found")
     looked = ", ".join(str(folder / "traces" / "mooncake") for folder in shared_dirs()[:4])
-    raise SystemExit(f"error: no Mooncake trace {path.name} found (looked in {looked} and beside every folder "
-                     f"above the checkout). Pass --trace FILE (a raw Mooncake JSONL trace, {MOONCAKE_URL}), or "
-                     f"set HYBRIDCACHE_SHARED=DIR where DIR/traces/mooncake/{path.name} exists")
+    raise SystemExit(
+        f"error: no Mooncake trace {path.name} found (looked in {looked} and beside every folder "
+        f"above the checkout). Pass --trace FILE (a raw Mooncake JSONL trace, {MOONCAKE_URL}), or "
+        f"set HYBRIDCACHE_SHARED=DIR where DIR/traces/mooncake/{path.name} exists"
+    )
 
 
 @dataclass(frozen=True)
@@ -107,18 +110,30 @@ def run_case(case: Case) -> CaseResult:
     if case.use_tracemalloc:
         tracemalloc.start()
     cpu_started, wall_started = time.process_time(), time.perf_counter()
-    result = simulate(trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode, bounds=case.bounds))
+    result = simulate(
+        trace, SimConfig(policy=case.policy, model=case.model, mode=case.mode, bounds=case.bounds)
+    )
     wall_s, cpu_s = time.perf_counter() - wall_started, time.process_time() - cpu_started
     traced = tracemalloc.get_traced_memory()[1] / 2**20 if case.use_tracemalloc else None
     tracemalloc.stop()
     summary = result.summary
     return CaseResult(
-        trace=Path(case.trace_path).name, mode=case.mode, policy=case.policy, num_requests=len(trace),
-        import_s=imported - started, wall_s=wall_s, cpu_s=cpu_s, requests_per_s=len(trace) / wall_s,
-        start_rss_mib=start_rss, peak_rss_mib=_rss_mib(), traced_peak_mib=traced,
-        prompt_tokens=summary["prompt_tokens"], cached_tokens=summary["cached_tokens"],
+        trace=Path(case.trace_path).name,
+        mode=case.mode,
+        policy=case.policy,
+        num_requests=len(trace),
+        import_s=imported - started,
+        wall_s=wall_s,
+        cpu_s=cpu_s,
+        requests_per_s=len(trace) / wall_s,
+        start_rss_mib=start_rss,
+        peak_rss_mib=_rss_mib(),
+        traced_peak_mib=traced,
+        prompt_tokens=summary["prompt_tokens"],
+        cached_tokens=summary["cached_tokens"],
         cached_fraction=summary["cached_tokens"] / max(summary["prompt_tokens"], 1),
-        rejected_requests=summary["rejected_requests"])
+        rejected_requests=summary["rejected_requests"],
+    )
 
 
 def run_isolated(case: Case) -> CaseResult:
@@ -138,32 +153,50 @@ def profile_case(case: Case, num_functions: int) -> str:
 
 
 def format_table(results: list[CaseResult]) -> str:
-    header = (f"{'trace':<26} {'mode':<6} {'policy':<14} {'requests':>8} {'import s':>8} {'wall s':>8} "
-              f"{'cpu s':>8} {'req/s':>8} {'start MiB':>9} {'peak MiB':>9} {'traced MiB':>10} {'cached':>7}")
+    header = (
+        f"{'trace':<26} {'mode':<6} {'policy':<14} {'requests':>8} {'import s':>8} {'wall s':>8} "
+        f"{'cpu s':>8} {'req/s':>8} {'start MiB':>9} {'peak MiB':>9} {'traced MiB':>10} {'cached':>7}"
+    )
     lines = [header, "-" * len(header)]
     for r in results:
         traced = "-" if r.traced_peak_mib is None else f"{r.traced_peak_mib:.0f}"
-        lines.append(f"{r.trace:<26} {r.mode:<6} {r.policy:<14} {r.num_requests:>8} {r.import_s:>8.2f} "
-                     f"{r.wall_s:>8.2f} {r.cpu_s:>8.2f} {r.requests_per_s:>8.0f} {r.start_rss_mib:>9.0f} "
-                     f"{r.peak_rss_mib:>9.0f} {traced:>10} {r.cached_fraction:>7.4f}")
+        lines.append(
+            f"{r.trace:<26} {r.mode:<6} {r.policy:<14} {r.num_requests:>8} {r.import_s:>8.2f} "
+            f"{r.wall_s:>8.2f} {r.cpu_s:>8.2f} {r.requests_per_s:>8.0f} {r.start_rss_mib:>9.0f} "
+            f"{r.peak_rss_mib:>9.0f} {traced:>10} {r.cached_fraction:>7.4f}"
+        )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", action="append", help="a Mooncake JSONL trace (repeatable); default: "
-                        "the conversation and synthetic traces of shared/traces/mooncake")
+    parser.add_argument(
+        "--trace",
+        action="append",
+        help="a Mooncake JSONL trace (repeatable); default: "
+        "the conversation and synthetic traces of shared/traces/mooncake",
+    )
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
     parser.add_argument("--policy", choices=policy_names(), default="sglang-retain")
     parser.add_argument("--model", choices=sorted(MODELS), default="inkling")
     parser.add_argument("--limit", type=int, help="only the first N requests of each trace")
-    parser.add_argument("--no-bounds", action="store_true", help="skip the offline bounds (the simulation "
-                                                                 "alone: compare with runs before they existed)")
-    parser.add_argument("--no-chains", action="store_true", help="import without multi-turn chains (the "
-                                                                 "importer before chains: compare with older runs)")
+    parser.add_argument(
+        "--no-bounds",
+        action="store_true",
+        help="skip the offline bounds (the simulation alone: compare with runs before they existed)",
+    )
+    parser.add_argument(
+        "--no-chains",
+        action="store_true",
+        help="import without multi-turn chains (the importer before chains: compare with older runs)",
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
-    parser.add_argument("--profile", type=int, metavar="N", help="profile each case in this process instead "
-                        "and print its top N functions by own time")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="N",
+        help="profile each case in this process instead and print its top N functions by own time",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object a case instead of the table")
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
@@ -173,12 +206,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    paths = [existing_trace(p) for p in (args.trace or [mooncake_trace("conversation"),
-                                                         mooncake_trace("synthetic")])]
+    paths = [
+        existing_trace(p)
+        for p in (args.trace or [mooncake_trace("conversation"), mooncake_trace("synthetic")])
+    ]
     modes = MODES if args.mode == "both" else (args.mode,)
-    cases = [Case(str(path), mode, args.policy, args.model, args.limit, args.tracemalloc, not args.no_chains,
-                  not args.no_bounds)
-             for path in paths for mode in modes]
+    cases = [
+        Case(
+            str(path),
+            mode,
+            args.policy,
+            args.model,
+            args.limit,
+            args.tracemalloc,
+            not args.no_chains,
+            not args.no_bounds,
+        )
+        for path in paths
+        for mode in modes
+    ]
     if args.profile:
         for case in cases:
             print(f"== {Path(case.trace_path).name} {case.mode} ({case.policy}, {case.model})")

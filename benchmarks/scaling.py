@@ -6,6 +6,7 @@ simulation's alone, the import excluded.
 
     python benchmarks/scaling.py [--trace T] [--sizes 1000,2000,4000,8000,12000] [--modes replay,timed]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,9 @@ class ScalingPoint:
 def fitted_exponent(num_requests: list[int], seconds: list[float]) -> float:
     """The least-squares slope of log(seconds) on log(num_requests): time ~ n ** slope."""
     if len(num_requests) != len(seconds) or len(set(num_requests)) < 2:
-        raise ValueError(f"need two or more distinct sizes with one time each, got {num_requests} / {seconds}")
+        raise ValueError(
+            f"need two or more distinct sizes with one time each, got {num_requests} / {seconds}"
+        )
     if min(num_requests) <= 0 or min(seconds) <= 0:
         raise ValueError(f"sizes and times must be > 0, got {num_requests} / {seconds}")
     slope, _ = np.polyfit([math.log(n) for n in num_requests], [math.log(s) for s in seconds], 1)
@@ -47,23 +50,31 @@ def measure(path: Path, mode: str, sizes: list[int], policy: str) -> list[Scalin
     for size in sizes:
         result = run_isolated(Case(str(path), mode, policy, limit=size))
         points.append(ScalingPoint(mode, result.num_requests, result.wall_s, result.cpu_s))
-        print(f"  {mode:<6} {result.num_requests:>6} requests: {result.wall_s:8.2f} s wall, "
-              f"{result.cpu_s:8.2f} s cpu", flush=True)
+        print(
+            f"  {mode:<6} {result.num_requests:>6} requests: {result.wall_s:8.2f} s wall, "
+            f"{result.cpu_s:8.2f} s cpu",
+            flush=True,
+        )
     return points
 
 
 def format_table(points: list[ScalingPoint]) -> str:
     header = f"{'mode':<6} {'requests':>8} {'wall s':>9} {'cpu s':>9} {'ms/request':>10}"
     lines = [header, "-" * len(header)]
-    lines += [f"{p.mode:<6} {p.num_requests:>8} {p.wall_s:>9.2f} {p.cpu_s:>9.2f} "
-              f"{1000 * p.wall_s / p.num_requests:>10.3f}" for p in points]
+    lines += [
+        f"{p.mode:<6} {p.num_requests:>8} {p.wall_s:>9.2f} {p.cpu_s:>9.2f} "
+        f"{1000 * p.wall_s / p.num_requests:>10.3f}"
+        for p in points
+    ]
     for mode in dict.fromkeys(p.mode for p in points):
         ours = [p for p in points if p.mode == mode]
         if len({p.num_requests for p in ours}) < 2:
             continue
         sizes = [p.num_requests for p in ours]
-        lines.append(f"{mode}: fitted exponent {fitted_exponent(sizes, [p.wall_s for p in ours]):.3f} (wall), "
-                     f"{fitted_exponent(sizes, [p.cpu_s for p in ours]):.3f} (cpu)")
+        lines.append(
+            f"{mode}: fitted exponent {fitted_exponent(sizes, [p.wall_s for p in ours]):.3f} (wall), "
+            f"{fitted_exponent(sizes, [p.cpu_s for p in ours]):.3f} (cpu)"
+        )
     return "\n".join(lines)
 
 
@@ -79,9 +90,15 @@ def parse_sizes(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation")
-    parser.add_argument("--sizes", type=parse_sizes, default=list(DEFAULT_SIZES),
-                        help="request counts, comma-separated (a size past the trace's end runs the whole trace)")
+    parser.add_argument(
+        "--trace", help="a Mooncake JSONL trace; default: shared/traces/mooncake's conversation"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=list(DEFAULT_SIZES),
+        help="request counts, comma-separated (a size past the trace's end runs the whole trace)",
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="replay, timed or both, comma-separated")
     parser.add_argument("--policy", choices=policy_names(), default="sglang-retain")
     args = parser.parse_args(argv)

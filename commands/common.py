@@ -1,4 +1,5 @@
 """What several commands share: the help texts of the common options and the policy knobs' options."""
+
 from __future__ import annotations
 
 from commands.options import pools_as_config, spec_options
@@ -19,4 +20,7 @@ def knob_options(fn):
 
 def config_from_options(options: dict) -> dict:
     """The SimConfig fields the knob and pool options give: ``knobs`` and the pools' sizes."""
-    return {"knobs": {k: options[k] for k in CLI_KNOBS}, **pools_as_config({k: options[k] for k in POOL_KNOBS})}
+    return {
+        "knobs": {k: options[k] for k in CLI_KNOBS},
+        **pools_as_config({k: options[k] for k in POOL_KNOBS}),
+    }

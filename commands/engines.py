@@ -1,4 +1,5 @@
 """`policies` and `conformance`: what each preset models, and the engines' own cache code against the simulator."""
+
 from __future__ import annotations
 
 import click
@@ -11,8 +12,13 @@ from sim.models import MODELS
 
 
 @click.command()
-@option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)),
-              help="the model the window, scan chunk and checkpoint grids are resolved against")
+@option(
+    "--model",
+    default="inkling",
+    show_default=True,
+    type=click.Choice(sorted(MODELS)),
+    help="the model the window, scan chunk and checkpoint grids are resolved against",
+)
 def policies(model):
     """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
     from sim.cache.engines import ENGINES
@@ -32,15 +38,36 @@ def policies(model):
 
 @click.command()
 @click.argument("engine", type=click.Choice(["sglang", "freetoken", "vllm"]))
-@option("--scenarios", "num_scenarios", default=20, show_default=True, type=click.IntRange(min=1),
-              help="seeded scenarios per pressure setting")
+@option(
+    "--scenarios",
+    "num_scenarios",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="seeded scenarios per pressure setting",
+)
 @option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the first scenario's seed")
-@option("--pressure/--no-pressure", default=None, show_default="both",
-              help="only scenarios whose pools force eviction, or only those with large pools")
-@option("--preset", "presets", multiple=True, show_default="every preset the engine's driver models",
-              help="only this preset (repeatable)")
-@option("--mode", "modes", type=click.Choice(["replay", "timed"]), multiple=True, show_default="both",
-              help="simulate's mode to compare (repeatable)")
+@option(
+    "--pressure/--no-pressure",
+    default=None,
+    show_default="both",
+    help="only scenarios whose pools force eviction, or only those with large pools",
+)
+@option(
+    "--preset",
+    "presets",
+    multiple=True,
+    show_default="every preset the engine's driver models",
+    help="only this preset (repeatable)",
+)
+@option(
+    "--mode",
+    "modes",
+    type=click.Choice(["replay", "timed"]),
+    multiple=True,
+    show_default="both",
+    help="simulate's mode to compare (repeatable)",
+)
 @click.pass_context
 def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
@@ -49,8 +76,13 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
 
     pressures = (False, True) if pressure is None else (pressure,)
     try:
-        result = run_suite(engine, range(seed, seed + num_scenarios), pressures, tuple(presets) or None,
-                           tuple(modes) or ("replay", "timed"))
+        result = run_suite(
+            engine,
+            range(seed, seed + num_scenarios),
+            pressures,
+            tuple(presets) or None,
+            tuple(modes) or ("replay", "timed"),
+        )
     except EngineMissing as e:
         raise InputError(str(e)) from e
     click.echo(report(result))

@@ -1,4 +1,5 @@
 """`execute` and `calibrate`: the real Triton executor driven by the simulator's policy."""
+
 from __future__ import annotations
 
 import click
@@ -21,20 +22,54 @@ EXECUTOR_POOLS = {"pool_tokens": 200_000, "mamba_states": 256}
 
 def _executor_options(fn):
     options = [
-        option("--trace", "trace_path", required=True, type=TRACE_INPUT,
-                     help="the JSONL trace (plain, gzip or zstd; - for standard input)"),
-        option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names()),
-                     help=POLICY_HELP),
-        option("--model", default="tiny", show_default=True, type=click.Choice(["tiny", "tiny-swa", "small"]),
-                     help="the executor's model: tiny and tiny-swa for a CPU, small for a GPU"),
-        option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]),
-                     help="where the model runs (cpu: Triton under its interpreter)"),
-        option("--kernels", default="triton", show_default=True, type=click.Choice(["triton", "torch"]),
-                     help="the Triton kernels or their plain-torch references"),
-        option("--gpu", type=click.Choice(sorted(GPUS)), show_default="cpu on cpu, h200 on cuda",
-                     help="the cost model's preset the measured times are set beside"),
-        option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**63 - 1),
-               help="seed of the model's random weights"),
+        option(
+            "--trace",
+            "trace_path",
+            required=True,
+            type=TRACE_INPUT,
+            help="the JSONL trace (plain, gzip or zstd; - for standard input)",
+        ),
+        option(
+            "--policy",
+            default="sglang-retain",
+            show_default=True,
+            type=click.Choice(policy_names()),
+            help=POLICY_HELP,
+        ),
+        option(
+            "--model",
+            default="tiny",
+            show_default=True,
+            type=click.Choice(["tiny", "tiny-swa", "small"]),
+            help="the executor's model: tiny and tiny-swa for a CPU, small for a GPU",
+        ),
+        option(
+            "--device",
+            default="cpu",
+            show_default=True,
+            type=click.Choice(["cpu", "cuda"]),
+            help="where the model runs (cpu: Triton under its interpreter)",
+        ),
+        option(
+            "--kernels",
+            default="triton",
+            show_default=True,
+            type=click.Choice(["triton", "torch"]),
+            help="the Triton kernels or their plain-torch references",
+        ),
+        option(
+            "--gpu",
+            type=click.Choice(sorted(GPUS)),
+            show_default="cpu on cpu, h200 on cuda",
+            help="the cost model's preset the measured times are set beside",
+        ),
+        option(
+            "--seed",
+            default=0,
+            show_default=True,
+            type=click.IntRange(0, 2**63 - 1),
+            help="seed of the model's random weights",
+        ),
     ]
     for decorate in reversed(options):
         fn = decorate(fn)
@@ -48,21 +83,38 @@ def _executor_config(policy, model, device, gpu, calibration, options):
 
     if device == "cpu":  # the Triton kernels run under the interpreter; it must be on before they load
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    return SimConfig(policy=policy, model=model, gpu=gpu or ("cpu" if device == "cpu" else "h200"),
-                     calibration=calibration, **config_from_options(options))
+    return SimConfig(
+        policy=policy,
+        model=model,
+        gpu=gpu or ("cpu" if device == "cpu" else "h200"),
+        calibration=calibration,
+        **config_from_options(options),
+    )
 
 
 @click.command()
 @_executor_options
-@option("--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none",
-              help=CALIBRATION_HELP)
-@option("--out", "out_dir", type=click.Path(file_okay=False), show_default="nothing written",
-              help="write requests, steps, bitwise.csv and timings.csv here")
-@option("--table-format", default="csv", show_default=True, type=click.Choice(["csv", "parquet"]),
-              help="the request and step tables --out writes")
+@option(
+    "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
+)
+@option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    show_default="nothing written",
+    help="write requests, steps, bitwise.csv and timings.csv here",
+)
+@option(
+    "--table-format",
+    default="csv",
+    show_default=True,
+    type=click.Choice(["csv", "parquet"]),
+    help="the request and step tables --out writes",
+)
 @format_option(("text", "json"))
-def execute(trace_path, policy, model, device, kernels, gpu, seed, calibration, out_dir, table_format, fmt,
-            **options):
+def execute(
+    trace_path, policy, model, device, kernels, gpu, seed, calibration, out_dir, table_format, fmt, **options
+):
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput."""
@@ -70,13 +122,18 @@ def execute(trace_path, policy, model, device, kernels, gpu, seed, calibration, 
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
-    click.echo(call_library(execute_report, loaded, config, device, kernels, seed, out_dir, fmt == "json",
-                            table_format))
+    click.echo(
+        call_library(
+            execute_report, loaded, config, device, kernels, seed, out_dir, fmt == "json", table_format
+        )
+    )
 
 
 @click.command()
 @_executor_options
-@option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON to write")
+@option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON to write"
+)
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, output, **options):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""

@@ -1,4 +1,5 @@
 """`grid` and `report`: a sweep over knob combinations, one stored result per point, and its report."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,35 +21,88 @@ def _grid_axis_options(fn):
     from sim.grid.axes import AXES
 
     for axis in reversed(AXES):
-        fn = option(axis.flag, axis.name, metavar="V1,V2,..", show_default=axis.default_text,
-                          help=f"{axis.help}; a comma list")(fn)
+        fn = option(
+            axis.flag,
+            axis.name,
+            metavar="V1,V2,..",
+            show_default=axis.default_text,
+            help=f"{axis.help}; a comma list",
+        )(fn)
     return fn
 
 
 @click.command()
-@option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), show_default="none",
-              help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, "
-                   "jobs; options given here add to it (an axis in both is an error)")
-@option("--trace", "trace_path", type=TRACE_INPUT, show_default="the grid file's",
-              help="the JSONL trace every point simulates")
+@option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    show_default="none",
+    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, "
+    "jobs; options given here add to it (an axis in both is an error)",
+)
+@option(
+    "--trace",
+    "trace_path",
+    type=TRACE_INPUT,
+    show_default="the grid file's",
+    help="the JSONL trace every point simulates",
+)
 @_grid_axis_options
 @option("--mode", type=click.Choice(["timed", "replay"]), show_default="timed", help=MODE_HELP)
-@option("--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none",
-              help=CALIBRATION_HELP)
-@option("--out", "out_dir", type=click.Path(file_okay=False), show_default="the grid file's",
-              help="the result store (points/, failed/, grid.csv)")
-@option("--jobs", type=click.IntRange(min=1), show_default="one per core",
-              help="worker processes, or a private Ray's CPUs")
-@option("--ray", "ray_address", is_flag=False, flag_value="local", metavar="[ADDRESS]", show_default="no Ray",
-              help="run points as Ray tasks on the cluster at ADDRESS (no address: a private local Ray)")
-@option("--keep-old", is_flag=True, default=False, show_default=True,
-              help="keep points an older code computed for the same inputs instead of recomputing them "
-                   "(report warns about the mix)")
-@option("--table-format", default="csv", show_default=True, type=click.Choice(["csv", "parquet"]),
-              help="grid.csv, and with parquet also grid.parquet (needs pyarrow)")
+@option(
+    "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
+)
+@option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    show_default="the grid file's",
+    help="the result store (points/, failed/, grid.csv)",
+)
+@option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    show_default="one per core",
+    help="worker processes, or a private Ray's CPUs",
+)
+@option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    metavar="[ADDRESS]",
+    show_default="no Ray",
+    help="run points as Ray tasks on the cluster at ADDRESS (no address: a private local Ray)",
+)
+@option(
+    "--keep-old",
+    is_flag=True,
+    default=False,
+    show_default=True,
+    help="keep points an older code computed for the same inputs instead of recomputing them "
+    "(report warns about the mix)",
+)
+@option(
+    "--table-format",
+    default="csv",
+    show_default=True,
+    type=click.Choice(["csv", "parquet"]),
+    help="grid.csv, and with parquet also grid.parquet (needs pyarrow)",
+)
 @click.pass_context
-def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_address, keep_old, table_format,
-         **axis_texts):
+def grid(
+    ctx,
+    config_path,
+    trace_path,
+    mode,
+    calibration,
+    out_dir,
+    jobs,
+    ray_address,
+    keep_old,
+    table_format,
+    **axis_texts,
+):
     """Simulate every combination of the comma-list knobs, one stored result per point; a rerun skips
     finished points computed by the same code (a code change recomputes them). Exit status 1 when some
     point failed (each is printed with its configuration)."""
@@ -59,14 +113,23 @@ def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_add
 
     given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
-    configs = call_library(expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"])
+    configs = call_library(
+        expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"]
+    )
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
         trace_path = call_library(save_stdin, settings["out"], check=load_trace)
     with interrupt_on_sigterm():
         try:
-            run = call_library(run_grid, trace_path, configs, settings["out"], settings["jobs"], ray_address,
-                               keep_old=keep_old)
+            run = call_library(
+                run_grid,
+                trace_path,
+                configs,
+                settings["out"],
+                settings["jobs"],
+                ray_address,
+                keep_old=keep_old,
+            )
         except KeyboardInterrupt as e:
             raise Interrupted(describe_interrupted(settings["out"]), signal_of(e)) from None
     if table_format == "parquet":
@@ -79,12 +142,21 @@ def grid(ctx, config_path, trace_path, mode, calibration, out_dir, jobs, ray_add
 
 @click.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
-@option("--baseline", show_default="the grid's first policy",
-              help="the policy every other is compared with")
-@option("--format", "fmt", default="md", show_default=True, type=click.Choice(["md", "html", "png"]),
-              help="md: DIR/report.md + figures/*.png; html: one self-contained DIR/report.html; png: figures")
-@option("--points", metavar="KEY,..", show_default="the baseline's and one other policy's first point",
-              help="points whose pool occupancy is drawn (keys or unique prefixes)")
+@option("--baseline", show_default="the grid's first policy", help="the policy every other is compared with")
+@option(
+    "--format",
+    "fmt",
+    default="md",
+    show_default=True,
+    type=click.Choice(["md", "html", "png"]),
+    help="md: DIR/report.md + figures/*.png; html: one self-contained DIR/report.html; png: figures",
+)
+@option(
+    "--points",
+    metavar="KEY,..",
+    show_default="the baseline's and one other policy's first point",
+    help="points whose pool occupancy is drawn (keys or unique prefixes)",
+)
 def report(out_dir, baseline, fmt, points):
     """Heatmaps, pool occupancy, cost of retention and seed-style tables of a `grid` sweep in DIR."""
     from reports.report import write_report

@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM at the command line: one line and the signal's exit status (130, 143), never a
 traceback nor click's "Aborted!" (exit 1). Outputs are written atomically, so an interrupted command leaves
 nothing partial; `grid` says which points it kept."""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,6 +33,7 @@ def signal_of(interrupt: KeyboardInterrupt) -> int:
 @contextlib.contextmanager
 def interrupt_on_sigterm() -> Iterator[None]:
     """SIGTERM stops a long command as Ctrl-C does: workers stopped, temporary files removed."""
+
     def interrupt(signum, frame):
         raise Terminated
 
@@ -54,5 +56,6 @@ class InterruptibleGroup(click.Group):
             with interrupt_on_sigterm():
                 return super().invoke(ctx)
         except KeyboardInterrupt as e:
-            raise Interrupted("stopped before it finished; no output was written or changed", signal_of(e)) \
-                from None
+            raise Interrupted(
+                "stopped before it finished; no output was written or changed", signal_of(e)
+            ) from None

@@ -7,6 +7,7 @@ schema for knobs and pools: ``commands/options.py``). One module per group of co
 (simulate, experiment), ``grid`` (grid, report), ``engines`` (policies, conformance), ``execute`` (execute,
 calibrate), ``trace`` (gen, import, stats).
 """
+
 from __future__ import annotations
 
 import click
@@ -30,8 +31,14 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
 
 
 @click.group(cls=InterruptibleGroup)
-@option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-        help="print the version, the source hash and git's description of this checkout, then exit")
+@option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="print the version, the source hash and git's description of this checkout, then exit",
+)
 def cli() -> None:
     """hybridcache: prefix-cache reuse and pool occupancy of hybrid-model serving policies."""
 

@@ -1,6 +1,7 @@
 """The command line's options, built from the declarations they configure so that every option has a help
 text and shows its default: knobs and pool options from the knob schema (``sim/cache/knobs.py``),
 ``trace gen`` options from the generators' signatures, ``trace import`` options per format."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,14 +49,23 @@ def call_with_options(option_names: Iterable[str], fn: Callable, *args, **kwargs
         raise
 
 
-FORMAT_HELP = {"text": "aligned plain text", "md": "markdown, ready to paste into a pull request",
-               "json": "one JSON object"}
+FORMAT_HELP = {
+    "text": "aligned plain text",
+    "md": "markdown, ready to paste into a pull request",
+    "json": "one JSON object",
+}
 
 
 def format_option(choices: tuple[str, ...] = ("text", "md", "json"), what: str = "the result is"):
     """The one output flag of every command that prints a result: ``--format``."""
-    return option("--format", "fmt", default=choices[0], show_default=True, type=click.Choice(choices),
-                        help=f"how {what} printed: " + "; ".join(f"{c}: {FORMAT_HELP[c]}" for c in choices))
+    return option(
+        "--format",
+        "fmt",
+        default=choices[0],
+        show_default=True,
+        type=click.Choice(choices),
+        help=f"how {what} printed: " + "; ".join(f"{c}: {FORMAT_HELP[c]}" for c in choices),
+    )
 
 
 class KnobType(click.ParamType):
@@ -63,8 +73,11 @@ class KnobType(click.ParamType):
 
     def __init__(self, spec: KnobSpec):
         self.spec = spec
-        self.name = "|".join("none" if c is None else c for c in spec.choices) if spec.choices else (
-            spec.kind.__name__.upper() + ("|none" if spec.nullable else ""))
+        self.name = (
+            "|".join("none" if c is None else c for c in spec.choices)
+            if spec.choices
+            else (spec.kind.__name__.upper() + ("|none" if spec.nullable else ""))
+        )
 
     def convert(self, value, param, ctx):
         if not isinstance(value, str):
@@ -100,8 +113,14 @@ def spec_options(specs: dict[str, KnobSpec], defaults: dict | None = None, prese
         for spec in reversed(list(specs.values())):
             default = None if preset_default else defaults.get(spec.name)
             shown = True if default is not None else PRESET_DEFAULT if preset_default else "none"
-            fn = option(spec.flag, spec.name, type=KnobType(spec), default=default, show_default=shown,
-                        help=spec.describe())(fn)
+            fn = option(
+                spec.flag,
+                spec.name,
+                type=KnobType(spec),
+                default=default,
+                show_default=shown,
+                help=spec.describe(),
+            )(fn)
         return fn
 
     return decorate
@@ -152,8 +171,9 @@ def generator_option(param: inspect.Parameter, hint: object) -> click.Option:
     given = {"required": True} if param.default is inspect.Parameter.empty else {"default": param.default}
     help_text = GEN_HELP.get(param.name, "")
     if typing.get_origin(hint) is typing.Literal:
-        return DescribedOption([flag], type=click.Choice(typing.get_args(hint)), show_default=True,
-                               help=help_text, **given)
+        return DescribedOption(
+            [flag], type=click.Choice(typing.get_args(hint)), show_default=True, help=help_text, **given
+        )
     if hint is bool:
         return DescribedOption([f"{flag}/--no-{flag[2:]}"], show_default=True, help=help_text, **given)
     return DescribedOption([flag], type=hint, show_default=True, help=help_text, **given)
@@ -166,27 +186,67 @@ def generator_params(generator: Callable) -> list[click.Option]:
 
 # ---- trace import ----------------------------------------------------------------------------------
 IMPORT_OPTIONS: dict[str, tuple[list[str], dict]] = {
-    "chains": (["--chains/--no-chains"], {"default": True, "help": "infer multi-turn follow-ups from the "
-                                                                   "block hashes"}),
-    "whole_output_only": (["--whole-output-only"], {"is_flag": True, "default": False,
-                                                    "help": "a follow-up must hold its parent's whole output"}),
-    "min_match_blocks": (["--min-match-blocks"], {"type": click.IntRange(min=1), "default": 2,
-                                                  "help": "whole blocks a follow-up must share with its parent"}),
-    "prefix_groups": (["--prefix-groups"], {"type": click.IntRange(min=1), "default": 8,
-                                            "help": "shared system prompts the requests are spread over"}),
-    "shared_len": (["--shared-len"], {"type": click.IntRange(min=1), "default": 512,
-                                      "help": "tokens of each shared system prompt"}),
-    "seed": (["--seed"], {"type": int, "default": 0, "help": "seed of the random choices (groups, arrivals)"}),
-    "chars_per_token": (["--chars-per-token"], {"type": float, "default": 4.0,
-                                                "help": "characters per estimated token"}),
-    "request_rate": (["--request-rate"], {"type": float, "default": 1.0,
-                                          "help": "conversations (openai-jsonl: requests) per second"}),
-    "think_time": (["--think-time"], {"type": float, "default": 0.0,
-                                      "help": "seconds between a turn's end and the next turn"}),
-    "output_len": (["--output-len"], {"type": click.IntRange(min=1), "default": 256,
-                                      "help": "output tokens of a turn without a recorded reply"}),
-    "max_turns": (["--max-turns"], {"type": click.IntRange(min=1), "default": None,
-                                    "help": "user turns kept per conversation", "show_default": "all"}),
+    "chains": (
+        ["--chains/--no-chains"],
+        {"default": True, "help": "infer multi-turn follow-ups from the block hashes"},
+    ),
+    "whole_output_only": (
+        ["--whole-output-only"],
+        {"is_flag": True, "default": False, "help": "a follow-up must hold its parent's whole output"},
+    ),
+    "min_match_blocks": (
+        ["--min-match-blocks"],
+        {
+            "type": click.IntRange(min=1),
+            "default": 2,
+            "help": "whole blocks a follow-up must share with its parent",
+        },
+    ),
+    "prefix_groups": (
+        ["--prefix-groups"],
+        {
+            "type": click.IntRange(min=1),
+            "default": 8,
+            "help": "shared system prompts the requests are spread over",
+        },
+    ),
+    "shared_len": (
+        ["--shared-len"],
+        {"type": click.IntRange(min=1), "default": 512, "help": "tokens of each shared system prompt"},
+    ),
+    "seed": (
+        ["--seed"],
+        {"type": int, "default": 0, "help": "seed of the random choices (groups, arrivals)"},
+    ),
+    "chars_per_token": (
+        ["--chars-per-token"],
+        {"type": float, "default": 4.0, "help": "characters per estimated token"},
+    ),
+    "request_rate": (
+        ["--request-rate"],
+        {"type": float, "default": 1.0, "help": "conversations (openai-jsonl: requests) per second"},
+    ),
+    "think_time": (
+        ["--think-time"],
+        {"type": float, "default": 0.0, "help": "seconds between a turn's end and the next turn"},
+    ),
+    "output_len": (
+        ["--output-len"],
+        {
+            "type": click.IntRange(min=1),
+            "default": 256,
+            "help": "output tokens of a turn without a recorded reply",
+        },
+    ),
+    "max_turns": (
+        ["--max-turns"],
+        {
+            "type": click.IntRange(min=1),
+            "default": None,
+            "help": "user turns kept per conversation",
+            "show_default": "all",
+        },
+    ),
 }
 IMPORT_DEFAULTS = {"sglang-agentic": {"output_len": 220}}  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN
 

@@ -1,4 +1,5 @@
 """`simulate` and `experiment`: one trace through one policy, and the experiments SPEC section 7 reproduces."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,30 +29,72 @@ from sim.trace import load_trace
 
 
 @click.command()
-@option("--trace", "trace_path", required=True, type=TRACE_INPUT,
-              help="the JSONL trace (plain, gzip or zstd; - for standard input)")
-@option("--policy", default="sglang-retain", show_default=True, type=click.Choice(policy_names()),
-              help=POLICY_HELP)
+@option(
+    "--trace",
+    "trace_path",
+    required=True,
+    type=TRACE_INPUT,
+    help="the JSONL trace (plain, gzip or zstd; - for standard input)",
+)
+@option(
+    "--policy",
+    default="sglang-retain",
+    show_default=True,
+    type=click.Choice(policy_names()),
+    help=POLICY_HELP,
+)
 @option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)), help=MODEL_HELP)
 @option("--gpu", default="h200", show_default=True, type=click.Choice(sorted(GPUS)), help=GPU_HELP)
 @knob_options
 @pool_options()
-@option("--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none",
-              help=CALIBRATION_HELP)
-@option("--compare", "compare_policy", type=click.Choice(policy_names()), show_default="none",
-              help="a second policy on the same trace, side by side with the change")
-@option("--out", "out_dir", type=click.Path(file_okay=False), show_default="nothing written",
-              help="write the request and step tables and summary.json here (with --compare: one set per "
-                   "policy, named requests.POLICY.csv)")
-@option("--table-format", default="csv", show_default=True, type=click.Choice(["csv", "parquet"]),
-              help="the tables --out writes (parquet needs pyarrow: pip install -e '.[parquet]')")
+@option(
+    "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
+)
+@option(
+    "--compare",
+    "compare_policy",
+    type=click.Choice(policy_names()),
+    show_default="none",
+    help="a second policy on the same trace, side by side with the change",
+)
+@option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    show_default="nothing written",
+    help="write the request and step tables and summary.json here (with --compare: one set per "
+    "policy, named requests.POLICY.csv)",
+)
+@option(
+    "--table-format",
+    default="csv",
+    show_default=True,
+    type=click.Choice(["csv", "parquet"]),
+    help="the tables --out writes (parquet needs pyarrow: pip install -e '.[parquet]')",
+)
 @format_option()
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]), help=MODE_HELP)
-@option("--bounds/--no-bounds", default=True, show_default=True,
-        help="the offline bounds beside the result (Belady, optimal admission: docs/bounds.md); they take about "
-             "as long again as the simulation")
-def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_dir, table_format, fmt, mode,
-             bounds, **options):
+@option(
+    "--bounds/--no-bounds",
+    default=True,
+    show_default=True,
+    help="the offline bounds beside the result (Belady, optimal admission: docs/bounds.md); they take about "
+    "as long again as the simulation",
+)
+def simulate(
+    trace_path,
+    policy,
+    model,
+    gpu,
+    calibration,
+    compare_policy,
+    out_dir,
+    table_format,
+    fmt,
+    mode,
+    bounds,
+    **options,
+):
     """Replay a trace through a policy in the SimPy engine: reuse and why tokens were recomputed, pool
     occupancy against capacity, predicted latencies. `python cli.py policies` describes the presets."""
     from commands.simulate_print import run_simulate
@@ -59,31 +102,82 @@ def simulate(trace_path, policy, model, gpu, calibration, compare_policy, out_di
     from sim.trace.files import display_name
 
     loaded = call_library(load_trace, trace_path)
-    config = call_library(SimConfig, policy=policy, model=model, gpu=gpu,
-                          calibration=calibration, mode=mode, bounds=bounds, **config_from_options(options))
-    click.echo(call_library(run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path),
-                            table_format))
+    config = call_library(
+        SimConfig,
+        policy=policy,
+        model=model,
+        gpu=gpu,
+        calibration=calibration,
+        mode=mode,
+        bounds=bounds,
+        **config_from_options(options),
+    )
+    click.echo(
+        call_library(
+            run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path), table_format
+        )
+    )
 
 
 @click.command()
-@click.argument("name", type=click.Choice(["s1", "s2", "s3", "real-multiturn", "vllm-short-prompt", "vllm-align",
-                                           "vllm-retention", "marconi"]))
-@option("--trigger", default="tokens", show_default=True, type=click.Choice(["tokens", "iterations"]),
-              help="s1: SGLang's SWA freeing trigger")
-@option("--prompt-len-jitter", default=0, show_default=True, type=click.IntRange(min=0),
-              help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)")
-@option("--trace", "trace_path", type=TRACE_INPUT, show_default="traces/mooncake_conversation_500.jsonl",
-              help="real-multiturn: an imported trace (trace import mooncake ...); marconi: a multi-turn trace "
-                   "(default: 48 synthetic chat sessions of 8 turns)")
-@option("--cache-gb", "cache_gb", default="2,5,10,20", show_default=True, metavar="GB1,GB2,..",
-              help="marconi: the byte budgets (KV and MAMBA states together), one row each")
-@option("--large-kv-gb", default=3000.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)")
-@option("--pairs", "pair_names", default="sglang,freetoken", show_default=True,
-              help="real-multiturn: policy pairs to run (sglang: sglang -> sglang-retain; freetoken: "
-                   "freetoken -> freetoken-lazy)")
-@option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]),
-              help="real-multiturn, marconi: " + MODE_HELP)
+@click.argument(
+    "name",
+    type=click.Choice(
+        ["s1", "s2", "s3", "real-multiturn", "vllm-short-prompt", "vllm-align", "vllm-retention", "marconi"]
+    ),
+)
+@option(
+    "--trigger",
+    default="tokens",
+    show_default=True,
+    type=click.Choice(["tokens", "iterations"]),
+    help="s1: SGLang's SWA freeing trigger",
+)
+@option(
+    "--prompt-len-jitter",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)",
+)
+@option(
+    "--trace",
+    "trace_path",
+    type=TRACE_INPUT,
+    show_default="traces/mooncake_conversation_500.jsonl",
+    help="real-multiturn: an imported trace (trace import mooncake ...); marconi: a multi-turn trace "
+    "(default: 48 synthetic chat sessions of 8 turns)",
+)
+@option(
+    "--cache-gb",
+    "cache_gb",
+    default="2,5,10,20",
+    show_default=True,
+    metavar="GB1,GB2,..",
+    help="marconi: the byte budgets (KV and MAMBA states together), one row each",
+)
+@option(
+    "--large-kv-gb",
+    default=3000.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)",
+)
+@option(
+    "--pairs",
+    "pair_names",
+    default="sglang,freetoken",
+    show_default=True,
+    help="real-multiturn: policy pairs to run (sglang: sglang -> sglang-retain; freetoken: "
+    "freetoken -> freetoken-lazy)",
+)
+@option(
+    "--mode",
+    default="timed",
+    show_default=True,
+    type=click.Choice(["timed", "replay"]),
+    help="real-multiturn, marconi: " + MODE_HELP,
+)
 @format_option(("text", "md"), "the tables are")
 def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_gb, pair_names, mode, fmt):
     """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
@@ -97,8 +191,11 @@ def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_
         from commands.real_multiturn_print import run_real_multiturn
 
         sample = Path(__file__).resolve().parents[1] / "traces" / "mooncake_conversation_500.jsonl"
-        click.echo(call_library(run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode,
-                                fmt == "md"))
+        click.echo(
+            call_library(
+                run_real_multiturn, trace_path or str(sample), large_kv_gb, pair_names, mode, fmt == "md"
+            )
+        )
         return
     if name == "marconi":
         from sim.experiments.marconi import marconi_experiment, parse_sizes

@@ -1,5 +1,6 @@
 """What ``cli.py simulate`` prints and writes: the header and figures (text, markdown or JSON), the compare
 view, and the request / step tables (CSV or Parquet)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,29 +17,45 @@ FORMATS = ("text", "md", "json")
 TABLE_FORMATS = ("csv", "parquet")
 
 
-def run_simulate(trace: Trace, config: SimConfig, compare_policy: str | None, out_dir: str | None,
-                 fmt: str = "text", trace_name: str = "trace", table_format: str = "csv") -> str:
+def run_simulate(
+    trace: Trace,
+    config: SimConfig,
+    compare_policy: str | None,
+    out_dir: str | None,
+    fmt: str = "text",
+    trace_name: str = "trace",
+    table_format: str = "csv",
+) -> str:
     if compare_policy == config.policy:
         raise ValueError(f"--compare {compare_policy} is the policy already simulated; name another policy")
     if fmt not in FORMATS or table_format not in TABLE_FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)} and table format one of "
-                         f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}")
+        raise ValueError(
+            f"format must be one of {', '.join(FORMATS)} and table format one of "
+            f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}"
+        )
     results = [_run(trace, config)]
     if compare_policy:
         results.append(_run(trace, dataclasses.replace(config, policy=compare_policy)))
-    written = write_tables(results[0], out_dir, results[1] if compare_policy else None, table_format) \
-        if out_dir else []
+    written = (
+        write_tables(results[0], out_dir, results[1] if compare_policy else None, table_format)
+        if out_dir
+        else []
+    )
     if fmt == "json":
         return json.dumps(payload(results, trace_name))
     runs = [Run(r.config.policy, r.summary, resolved_config(r.config)) for r in results]
-    title = (" vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
-             f"{config.model}, GPU {config.gpu}, {config.mode} mode")
+    title = (
+        " vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
+        f"{config.model}, GPU {config.gpu}, {config.mode} mode"
+    )
     render = render_markdown if fmt == "md" else render_text
     text = render(runs, title, config.mode == "timed") + rejection_note(results[0], fmt)
     if len(results) == 2:
         changes = compare(results[0].requests, results[1].requests)
-        text += (f"\n\n{'' if fmt == 'md' else '  '}improved / regressed requests ({runs[0].policy} -> "
-                 f"{runs[1].policy}): {changes['improved_requests']:,} / {changes['regressed_requests']:,}")
+        text += (
+            f"\n\n{'' if fmt == 'md' else '  '}improved / regressed requests ({runs[0].policy} -> "
+            f"{runs[1].policy}): {changes['improved_requests']:,} / {changes['regressed_requests']:,}"
+        )
     if written and fmt != "md":
         text += "\n\nwrote " + ", ".join(str(path) for path in written)
     return text
@@ -47,10 +64,16 @@ def run_simulate(trace: Trace, config: SimConfig, compare_policy: str | None, ou
 def payload(results: list[SimResult], trace_name: str) -> dict:
     """The JSON object: trace, configuration as given and as resolved, pools, summary; the compared run
     under ``compare`` with the improved / regressed counts."""
+
     def one(result: SimResult) -> dict:
         resolved = resolved_config(result.config)
-        return {"policy": result.config.policy, "config": dataclasses.asdict(result.config),
-                "resolved": resolved, "pools": resolved["pools"], "summary": result.summary.as_dict()}
+        return {
+            "policy": result.config.policy,
+            "config": dataclasses.asdict(result.config),
+            "resolved": resolved,
+            "pools": resolved["pools"],
+            "summary": result.summary.as_dict(),
+        }
 
     out = {"trace": trace_name, **one(results[0])}
     if len(results) == 2:
@@ -64,7 +87,9 @@ def rejection_note(result: SimResult, fmt: str = "text") -> str:
     if rejected.empty:
         return ""
     shown = "; ".join(f"{row.id}: {row.rejected}" for row in rejected.head(3).itertuples())
-    return f"\n\n{'**NOTE**' if fmt == 'md' else '  NOTE'}: {len(rejected)} request(s) never ran, e.g. {shown}"
+    return (
+        f"\n\n{'**NOTE**' if fmt == 'md' else '  NOTE'}: {len(rejected)} request(s) never ran, e.g. {shown}"
+    )
 
 
 def _run(trace: Trace, config: SimConfig) -> SimResult:

@@ -1,4 +1,5 @@
 """``cli.py trace``: generate, import and inspect traces; each command says what it wrote."""
+
 from __future__ import annotations
 
 import inspect
@@ -34,8 +35,14 @@ def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Comm
     from commands.options import generator_params
 
     params = generator_params(generator)
-    params.append(DescribedOption(["-o", "--output"], required=True, type=click.Path(dir_okay=False),
-                               help="the JSONL trace to write"))
+    params.append(
+        DescribedOption(
+            ["-o", "--output"],
+            required=True,
+            type=click.Path(dir_okay=False),
+            help="the JSONL trace to write",
+        )
+    )
 
     def run(output: str, **kwargs: object) -> None:
         made = call_with_options(kwargs, generator, **kwargs)
@@ -59,12 +66,22 @@ def _import_command(fmt: str, about: str) -> click.Command:
     from commands.options import import_params
     from commands.trace_import import FORMAT_OPTIONS
 
-    params = [click.Argument(["src"], type=TRACE_INPUT),
-              DescribedOption(["-o", "--output"], required=True, type=click.Path(dir_okay=False),
-                           help="the JSONL trace to write"),
-              DescribedOption(["--limit"], type=click.IntRange(min=1), show_default="all",
-                           help="import only the first N requests (conversations)"),
-              *import_params(fmt, FORMAT_OPTIONS[fmt])]
+    params = [
+        click.Argument(["src"], type=TRACE_INPUT),
+        DescribedOption(
+            ["-o", "--output"],
+            required=True,
+            type=click.Path(dir_okay=False),
+            help="the JSONL trace to write",
+        ),
+        DescribedOption(
+            ["--limit"],
+            type=click.IntRange(min=1),
+            show_default="all",
+            help="import only the first N requests (conversations)",
+        ),
+        *import_params(fmt, FORMAT_OPTIONS[fmt]),
+    ]
 
     def run(src: str, output: str, limit: int | None, **options) -> None:
         from commands.trace_import import run_import
@@ -112,5 +129,3 @@ def _format_value(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
     return str(value)
-
-

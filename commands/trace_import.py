@@ -1,4 +1,5 @@
 """What ``cli.py trace import`` does: run the format's importer, write the trace, say what it found."""
+
 from __future__ import annotations
 
 import time
@@ -38,21 +39,30 @@ def _import(fmt: str, src: str, limit: int | None, options: dict) -> tuple[Trace
     if fmt == "azure":
         return import_azure(src, limit=limit, **options), None
     text = TextOptions(limit=limit, **{"output_len": _OUTPUT_LEN_DEFAULT.get(fmt, 256), **options})
-    importer = {"sharegpt": import_sharegpt, "sglang-agentic": import_sglang_agentic,
-                "openai-jsonl": import_openai_jsonl}[fmt]
+    importer = {
+        "sharegpt": import_sharegpt,
+        "sglang-agentic": import_sglang_agentic,
+        "openai-jsonl": import_openai_jsonl,
+    }[fmt]
     return importer(src, text), None
 
 
 def report(trace: Trace, counts: ChainCounts | None, elapsed_s: float) -> str:
     found = structure(trace)
-    lines = [f"imported {found['requests']} requests in {elapsed_s:.2f} s: {found['followup_requests']} "
-             f"follow-ups in {found['multiturn_chains']} multi-turn chains ({found['multiturn_requests']} "
-             f"requests), {found['fanout_groups']} fan-out groups"]
+    lines = [
+        f"imported {found['requests']} requests in {elapsed_s:.2f} s: {found['followup_requests']} "
+        f"follow-ups in {found['multiturn_chains']} multi-turn chains ({found['multiturn_requests']} "
+        f"requests), {found['fanout_groups']} fan-out groups"
+    ]
     if counts is not None and counts.followups:
-        lines.append(f"  inferred from block hashes: {counts.followups} follow-ups; {counts.ambiguous} had "
-                     f"several candidate parents (the latest taken); {counts.output_cut} reach less than "
-                     f"the parent's whole output (maybe siblings: --whole-output-only leaves them out)")
+        lines.append(
+            f"  inferred from block hashes: {counts.followups} follow-ups; {counts.ambiguous} had "
+            f"several candidate parents (the latest taken); {counts.output_cut} reach less than "
+            f"the parent's whole output (maybe siblings: --whole-output-only leaves them out)"
+        )
     if counts is not None and counts.short_matches:
-        lines.append(f"  {counts.short_matches} requests share only a shorter prefix (under "
-                     "--min-match-blocks whole blocks) with an earlier prompt: left unchained")
+        lines.append(
+            f"  {counts.short_matches} requests share only a shorter prefix (under "
+            "--min-match-blocks whole blocks) with an earlier prompt: left unchained"
+        )
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 The model is built from the scenario's layer mix (FULL plus SWA and/or MAMBA, its window and scan chunk);
 the pools are exactly the engine's (no SWA floor added), so eviction happens where the engine's does.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -33,20 +34,33 @@ def model_for(scenario: Scenario) -> ModelSpec:
     config = scenario.config
     kinds = [FULL] + ([SWA] if config.has_swa else []) + ([MAMBA] if config.has_mamba else [])
     shapes = _VLLM_SHAPES if scenario.engine == "vllm" else {}
-    return get_model("tiny").replace(name=f"conformance-{config.components}", layer_kinds=tuple(kinds),
-                                     window=config.window, mamba_chunk=config.mamba_chunk, **shapes)
+    return get_model("tiny").replace(
+        name=f"conformance-{config.components}",
+        layer_kinds=tuple(kinds),
+        window=config.window,
+        mamba_chunk=config.mamba_chunk,
+        **shapes,
+    )
 
 
 def policy_knobs(scenario: Scenario, preset: str) -> dict:
     config = scenario.config
-    knobs = {"page_size": config.page_size, "track_interval": config.track_interval, "window": config.window,
-             "mamba_chunk": config.mamba_chunk, "chunked_prefill_size": config.chunked_prefill_size,
-             "swa_eviction_interval": config.swa_eviction_interval}
+    knobs = {
+        "page_size": config.page_size,
+        "track_interval": config.track_interval,
+        "window": config.window,
+        "mamba_chunk": config.mamba_chunk,
+        "chunked_prefill_size": config.chunked_prefill_size,
+        "swa_eviction_interval": config.swa_eviction_interval,
+    }
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
     if PRESETS[preset].engine == "vllm":
-        knobs.update(retention_interval="none" if config.retention_interval is None else config.retention_interval,
-                     prefill_checkpoints=config.prefill_checkpoints, max_model_len=config.max_model_len)
+        knobs.update(
+            retention_interval="none" if config.retention_interval is None else config.retention_interval,
+            prefill_checkpoints=config.prefill_checkpoints,
+            max_model_len=config.max_model_len,
+        )
     return knobs
 
 
@@ -55,8 +69,11 @@ def pool_sizes(scenario: Scenario, preset: str) -> PoolSizes:
     config, page = scenario.config, scenario.config.page_size
     if PRESETS[preset].engine == "vllm":
         return PoolSizes(0, 0, 0, blocks=config.num_blocks)
-    return PoolSizes(config.full_tokens // page, config.swa_tokens // page if config.has_swa else 0,
-                     config.mamba_states if config.has_mamba else 0)
+    return PoolSizes(
+        config.full_tokens // page,
+        config.swa_tokens // page if config.has_swa else 0,
+        config.mamba_states if config.has_mamba else 0,
+    )
 
 
 def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOutcome]:
@@ -76,8 +93,9 @@ def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOut
     return outcomes
 
 
-def disagreements(scenario: Scenario, preset: str, engine: dict[str, EngineOutcome],
-                  modes=MODES) -> list[Disagreement]:
+def disagreements(
+    scenario: Scenario, preset: str, engine: dict[str, EngineOutcome], modes=MODES
+) -> list[Disagreement]:
     """Every request whose cached tokens (or whether it was served) differ, per mode."""
     found = []
     for mode in modes:

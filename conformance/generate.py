@@ -5,6 +5,7 @@ random knobs each engine accepts; with ``pressure`` the pools are small enough t
 ``generate(engine, seed, pressure)`` is a pure function of its arguments: the same triple gives the same
 scenario on every machine.
 """
+
 from __future__ import annotations
 
 import random
@@ -40,8 +41,15 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
         config = replace(config, mamba_states=_SGLANG_MIN_STATES)
     if engine == "freetoken":  # its default scheduler overlaps; the plain loop is a setting
         config = replace(config, overlap=rng.random() < 0.7)
-    return Scenario(f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}", engine, seed, kind, pressure,
-                    config, trace_lines(_chained(requests)))
+    return Scenario(
+        f"{engine}-{seed}{'-pressure' if pressure else ''}-{kind}",
+        engine,
+        seed,
+        kind,
+        pressure,
+        config,
+        trace_lines(_chained(requests)),
+    )
 
 
 def _config(rng: random.Random, engine: str) -> EngineConfig:
@@ -58,8 +66,18 @@ def _config(rng: random.Random, engine: str) -> EngineConfig:
         track = page * rng.choice((3, 5, 6))
     prefill = page * rng.choice((4, 8, 16, 32, 64)) if rng.random() < 0.6 else 8192
     interval = rng.choice((16, 32, 128, 128))
-    return EngineConfig(components, page, window, track, chunk, max(prefill, page), interval,
-                        full_tokens=0, swa_tokens=0, mamba_states=0)
+    return EngineConfig(
+        components,
+        page,
+        window,
+        track,
+        chunk,
+        max(prefill, page),
+        interval,
+        full_tokens=0,
+        swa_tokens=0,
+        mamba_states=0,
+    )
 
 
 def _requests(rng: random.Random, kind: str, config: EngineConfig) -> list[dict]:
@@ -82,9 +100,17 @@ def _output_len(rng: random.Random) -> int:
 
 def _fanout(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]:
     system = rng.randint(60, 2500)
-    return [{"id": f"{tag}-f{i}", "prompt": [{"ref": f"{tag}-sys", "len": system},
-                                            {"ref": f"{tag}-q{i}", "len": rng.randint(1, 300)}],
-             "output_len": _output_len(rng)} for i in range(rng.randint(2, 5))]
+    return [
+        {
+            "id": f"{tag}-f{i}",
+            "prompt": [
+                {"ref": f"{tag}-sys", "len": system},
+                {"ref": f"{tag}-q{i}", "len": rng.randint(1, 300)},
+            ],
+            "output_len": _output_len(rng),
+        }
+        for i in range(rng.randint(2, 5))
+    ]
 
 
 def _multiturn(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]:
@@ -109,20 +135,37 @@ def _multiturn(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]
 def _diverge(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]:
     """Request 2 shares request 1's first D tokens, D within a few tokens of a boundary."""
     first_len = rng.randint(200, 3000)
-    units = [config.page_size, config.chunked_prefill_size, config.window or config.page_size,
-             config.track_interval, config.mamba_chunk]
+    units = [
+        config.page_size,
+        config.chunked_prefill_size,
+        config.window or config.page_size,
+        config.track_interval,
+        config.mamba_chunk,
+    ]
     unit = max(1, rng.choice(units))
     base = rng.choice((unit * rng.randint(1, max(1, first_len // unit)), first_len, first_len - 16))
     shared = max(1, min(first_len, base + rng.choice((-17, -16, -2, -1, 0, 0, 1, 2, 15, 16))))
     second = [{"ref": f"{tag}-a", "len": shared}, {"ref": f"{tag}-b", "len": rng.randint(1, 400)}]
-    return [{"id": f"{tag}-d0", "prompt": [{"ref": f"{tag}-a", "len": first_len}], "output_len": _output_len(rng)},
-            {"id": f"{tag}-d1", "prompt": second, "output_len": _output_len(rng)}]
+    return [
+        {
+            "id": f"{tag}-d0",
+            "prompt": [{"ref": f"{tag}-a", "len": first_len}],
+            "output_len": _output_len(rng),
+        },
+        {"id": f"{tag}-d1", "prompt": second, "output_len": _output_len(rng)},
+    ]
 
 
 def _repeat(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]:
     length = rng.randint(10, 2500)
-    return [{"id": f"{tag}-r{i}", "prompt": [{"ref": f"{tag}-same", "len": length}],
-             "output_len": _output_len(rng)} for i in range(rng.randint(2, 3))]
+    return [
+        {
+            "id": f"{tag}-r{i}",
+            "prompt": [{"ref": f"{tag}-same", "len": length}],
+            "output_len": _output_len(rng),
+        }
+        for i in range(rng.randint(2, 3))
+    ]
 
 
 def _chained(requests: list[dict]) -> list[dict]:
@@ -138,8 +181,9 @@ def _chained(requests: list[dict]) -> list[dict]:
     return chained
 
 
-def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool,
-                engine: str = "") -> EngineConfig:
+def _with_pools(
+    rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool, engine: str = ""
+) -> EngineConfig:
     from dataclasses import replace
 
     lengths = _lengths(config, requests)
@@ -148,7 +192,9 @@ def _with_pools(rng: random.Random, config: EngineConfig, requests: list[dict], 
     total = -(-sum(lengths) // page) * page + page * len(lengths)
     if pressure:
         full = longest + page * rng.randint(2, 8) + rng.randint(0, longest)
-        swa = (config.window + config.chunked_prefill_size + page * rng.randint(2, 6)) if config.has_swa else 0
+        swa = (
+            (config.window + config.chunked_prefill_size + page * rng.randint(2, 6)) if config.has_swa else 0
+        )
         states = rng.randint(4, 8) if config.has_mamba else 0
         if engine == "freetoken" and config.has_swa:
             swa = max(swa, _freetoken_swa_floor(config))
@@ -187,13 +233,19 @@ def _with_fillers(rng: random.Random, config: EngineConfig, requests: list[dict]
         with_fillers.append(request)
         if index < len(requests) - 1 and rng.random() < 0.5:
             filler = f"{request['id']}-fill"
-            with_fillers.append({"id": filler, "prompt": [{"ref": filler, "len": rng.randint(longest // 4, longest)}],
-                                 "output_len": rng.randint(1, 64)})
+            with_fillers.append(
+                {
+                    "id": filler,
+                    "prompt": [{"ref": filler, "len": rng.randint(longest // 4, longest)}],
+                    "output_len": rng.randint(1, 64),
+                }
+            )
     return with_fillers
 
 
-def _with_vllm_pool(rng: random.Random, config: EngineConfig, requests: list[dict],
-                    pressure: bool) -> EngineConfig:
+def _with_vllm_pool(
+    rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool
+) -> EngineConfig:
     """vLLM's knobs and its one shared pool: under pressure a few blocks above what vLLM's startup check
     demands for one request of max_model_len (so the pool evicts), else more blocks than the scenario ever
     allocates (so it never does)."""
@@ -206,14 +258,16 @@ def _with_vllm_pool(rng: random.Random, config: EngineConfig, requests: list[dic
     if not (config.has_swa or config.has_mamba):
         retention = 0
     checkpoints = config.has_mamba and page % 64 == 0 and rng.random() < 0.4
-    config = replace(config, retention_interval=retention, prefill_checkpoints=checkpoints,
-                     max_model_len=max_model_len)
+    config = replace(
+        config, retention_interval=retention, prefill_checkpoints=checkpoints, max_model_len=max_model_len
+    )
     num_groups = 1 + config.has_swa + config.has_mamba
     if pressure:
         num_blocks = vllm_min_blocks(config) + rng.randint(0, 3)
     else:
-        num_blocks = max(vllm_min_blocks(config),
-                         1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths))
+        num_blocks = max(
+            vllm_min_blocks(config), 1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths)
+        )
     return replace(config, num_blocks=num_blocks)
 
 

@@ -5,6 +5,7 @@ parallel info, compiled kernels) stay out of the caller's process.
 the module afresh and calls its real ``run``; exceptions come back as they were raised. ``close()`` stops
 the workers.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,7 @@
 Prints a table (scenarios, requests, requests equal, by mode / preset / pressure) and, with --out, one
 JSON line per disagreement (seed, pressure, preset, mode, request, engine and simulated outcomes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,9 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def measure(engine: str, seeds: list[int], pressures: list[bool], out, sim_limit_s: int = SIM_LIMIT_S) -> Counter:
+def measure(
+    engine: str, seeds: list[int], pressures: list[bool], out, sim_limit_s: int = SIM_LIMIT_S
+) -> Counter:
     driver = importlib.import_module(f"conformance.engines.{engine}")
     counts: Counter = Counter()
     for pressure in pressures:
@@ -72,8 +75,16 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out, sim_limit_
         result = driver.run(scenario, preset)
     except Exception as error:  # a crash or livelock of the engine's own loop is a finding, not a stop
         counts["errors"] += 1
-        _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                     "preset": preset, "error": f"{type(error).__name__}: {error}"})
+        _write(
+            out,
+            {
+                "seed": scenario.seed,
+                "pressure": scenario.pressure,
+                "kind": scenario.kind,
+                "preset": preset,
+                "error": f"{type(error).__name__}: {error}",
+            },
+        )
         return
     counts["engine_s"] += time.perf_counter() - started
     counts["runs"] += 1
@@ -84,9 +95,20 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out, sim_limit_
                 found += disagreements(scenario, preset, result, modes=(mode,))
         except TimeoutError:  # the simulator's own loop did not end: a finding for the simulator
             counts["sim_timeouts", mode] += 1
-            _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                         "preset": preset, "mode": mode, "sim_error": f"no result within {sim_limit_s} s"})
-            found += [Disagreement(r, mode, o, EngineOutcome(-1, False, "timeout")) for r, o in result.items()]
+            _write(
+                out,
+                {
+                    "seed": scenario.seed,
+                    "pressure": scenario.pressure,
+                    "kind": scenario.kind,
+                    "preset": preset,
+                    "mode": mode,
+                    "sim_error": f"no result within {sim_limit_s} s",
+                },
+            )
+            found += [
+                Disagreement(r, mode, o, EngineOutcome(-1, False, "timeout")) for r, o in result.items()
+            ]
     for mode in MODES:
         key = (mode, preset, scenario.pressure)
         counts["requests", key] += len(result)
@@ -94,28 +116,46 @@ def _measure_one(driver, scenario, preset: str, counts: Counter, out, sim_limit_
         counts["scenarios", key] += 1
         counts["scenarios_equal", key] += not any(d.mode == mode for d in found)
     for d in found:
-        _write(out, {"seed": scenario.seed, "pressure": scenario.pressure, "kind": scenario.kind,
-                     "preset": preset, "mode": d.mode, "request": d.request_id,
-                     "engine": list(d.engine), "simulated": list(d.simulated)})
+        _write(
+            out,
+            {
+                "seed": scenario.seed,
+                "pressure": scenario.pressure,
+                "kind": scenario.kind,
+                "preset": preset,
+                "mode": d.mode,
+                "request": d.request_id,
+                "engine": list(d.engine),
+                "simulated": list(d.simulated),
+            },
+        )
 
 
 def table(counts: Counter, sim_limit_s: int = SIM_LIMIT_S) -> str:
     keys = sorted({k[1] for k in counts if isinstance(k, tuple) and k[0] == "requests"}, key=str)
-    lines = [f"{'mode':7} {'preset':14} {'pressure':8} {'scenarios':>9} {'sc.equal':>8} {'requests':>8} {'equal':>6}"]
+    lines = [
+        f"{'mode':7} {'preset':14} {'pressure':8} {'scenarios':>9} {'sc.equal':>8} {'requests':>8} {'equal':>6}"
+    ]
     for mode, preset, pressure in keys:
         key = (mode, preset, pressure)
-        lines.append(f"{mode:7} {preset:14} {str(pressure):8} {counts['scenarios', key]:9d} "
-                     f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}")
+        lines.append(
+            f"{mode:7} {preset:14} {str(pressure):8} {counts['scenarios', key]:9d} "
+            f"{counts['scenarios_equal', key]:8d} {counts['requests', key]:8d} {counts['equal', key]:6d}"
+        )
     rejected = {p: counts["rejected", p] for p in (False, True) if counts["rejected", p]}
     timeouts = {m: counts["sim_timeouts", m] for m in MODES if counts["sim_timeouts", m]}
     lines.append(f"simulator timeouts (> {sim_limit_s} s): {timeouts or 'none'}")
-    lines.append(f"engine errors: {counts['errors']}; engine rejected (accepts): {rejected or 'none'}; "
-                 f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs")
+    lines.append(
+        f"engine errors: {counts['errors']}; engine rejected (accepts): {rejected or 'none'}; "
+        f"engine time {counts['engine_s'] / max(counts['runs'], 1):.3f} s/scenario over {counts['runs']} runs"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("engine")
     parser.add_argument("--seeds", default="0-199")
     parser.add_argument("--pressure", choices=("both", "yes", "no"), default="both")

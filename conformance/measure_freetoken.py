@@ -7,6 +7,7 @@ off), runs FreeToken and ``simulate`` (replay and timed) and prints, per (mode, 
 the scenarios run, the requests, the requests whose cached tokens (and served flag) agree, and the
 scenarios where every request agrees. ``--out`` writes each disagreement as one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,7 @@ class _SimulatorHung(Exception):
 
 def _disagreements(scenario: Scenario, preset: str, engine: dict, mode: str) -> list | None:
     """The disagreements in one mode, or None when ``simulate`` does not end within SIM_LIMIT_S."""
+
     def give_up(signum, frame):
         raise _SimulatorHung()
 
@@ -86,21 +88,36 @@ def _count(row: list[int], engine: dict, found: list | None) -> None:
 def _write(out, scenario: Scenario, preset: str, mode: str, found: list | None) -> None:
     if out is None:
         return
-    rows = [{"request": None, "engine": None, "simulated": "hung"}] if found is None else [
-        {"request": d.request_id, "engine": list(d.engine), "simulated": list(d.simulated)} for d in found]
+    rows = (
+        [{"request": None, "engine": None, "simulated": "hung"}]
+        if found is None
+        else [
+            {"request": d.request_id, "engine": list(d.engine), "simulated": list(d.simulated)} for d in found
+        ]
+    )
     for row in rows:
-        row.update(scenario=scenario.name, seed=scenario.seed, pressure=scenario.pressure,
-                   overlap=scenario.config.overlap, preset=preset, mode=mode)
+        row.update(
+            scenario=scenario.name,
+            seed=scenario.seed,
+            pressure=scenario.pressure,
+            overlap=scenario.config.overlap,
+            preset=preset,
+            mode=mode,
+        )
         out.write(json.dumps(row, sort_keys=True) + "\n")
 
 
 def print_table(result: dict) -> None:
-    print(f"{'mode':7} {'preset':15} {'pressure':8} {'overlap':7} {'scenarios':>9} {'requests':>8} "
-          f"{'equal':>6} {'all-equal':>9} {'sim-hung':>8}")
+    print(
+        f"{'mode':7} {'preset':15} {'pressure':8} {'overlap':7} {'scenarios':>9} {'requests':>8} "
+        f"{'equal':>6} {'all-equal':>9} {'sim-hung':>8}"
+    )
     for (mode, preset, pressure, overlap), row in sorted(result["table"].items()):
         runs, requests, equal, clean, hung = row
-        print(f"{mode:7} {preset:15} {str(pressure):8} {str(overlap):7} {runs:9} {requests:8} {equal:6} "
-              f"{clean:9} {hung:8}")
+        print(
+            f"{mode:7} {preset:15} {str(pressure):8} {str(overlap):7} {runs:9} {requests:8} {equal:6} "
+            f"{clean:9} {hung:8}"
+        )
     for reason, count in sorted(result["rejected"].items()):
         print(f"rejected by accepts(): {count} ({reason})")
     seconds, name = result["slowest"]
@@ -113,8 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="write each disagreement as a JSON line here")
     args = parser.parse_args(argv)
     if freetoken.installed_version() is None:
-        sys.exit("FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
-                 "-r conformance/requirements.txt")
+        sys.exit(
+            "FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
+            "-r conformance/requirements.txt"
+        )
     out = open(args.out, "w") if args.out else None
     try:
         print_table(measure(args.seeds, out))

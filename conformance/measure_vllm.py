@@ -7,6 +7,7 @@ Per scenario: requests, requests with a hit, cached tokens and the wall time of 
 is timed separately). Scenarios vLLM refuses are listed with its reason. Same arguments, same JSON bytes
 (the timings go to the table only).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,26 +38,39 @@ def measure(seeds: range, pressures: tuple[bool, ...]) -> tuple[list[dict], list
             started = time.perf_counter()
             outcomes = engine.run(scenario)
             times.append(time.perf_counter() - started)
-            rows.append({"scenario": scenario.name, "seed": seed, "pressure": pressure,
-                         "cached_tokens": {rid: o.cached_tokens for rid, o in outcomes.items()}})
+            rows.append(
+                {
+                    "scenario": scenario.name,
+                    "seed": seed,
+                    "pressure": pressure,
+                    "cached_tokens": {rid: o.cached_tokens for rid, o in outcomes.items()},
+                }
+            )
     return rows, times
 
 
 def summary(rows: list[dict], times: list[float]) -> str:
-    lines = ["| pressure | scenarios | refused | requests | hits | cached tokens |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| pressure | scenarios | refused | requests | hits | cached tokens |",
+        "|---|---|---|---|---|---|",
+    ]
     for pressure in (False, True):
         mine = [row for row in rows if row["scenario"].count("-pressure") == pressure]
         if not mine:
             continue
         served = [row["cached_tokens"] for row in mine if "cached_tokens" in row]
         values = [tokens for outcome in served for tokens in outcome.values()]
-        lines.append(f"| {pressure} | {len(mine)} | {len(mine) - len(served)} | {len(values)} | "
-                     f"{sum(v > 0 for v in values)} | {sum(values)} |")
+        lines.append(
+            f"| {pressure} | {len(mine)} | {len(mine) - len(served)} | {len(values)} | "
+            f"{sum(v > 0 for v in values)} | {sum(values)} |"
+        )
     lines += [f"refused {row['scenario']}: {row['refused']}" for row in rows if "refused" in row]
     if times:
         ordered = sorted(times)
-        lines.append(f"run time per scenario: median {ordered[len(ordered) // 2] * 1e3:.0f} ms, "
-                     f"max {ordered[-1] * 1e3:.0f} ms, total {sum(times):.1f} s over {len(times)}")
+        lines.append(
+            f"run time per scenario: median {ordered[len(ordered) // 2] * 1e3:.0f} ms, "
+            f"max {ordered[-1] * 1e3:.0f} ms, total {sum(times):.1f} s over {len(times)}"
+        )
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ submitted when the previous one has finished), in file order; in the trace every
 is a closed-loop follower of the one before it (``after``, think time 0), so the timed engine serves
 them the same way.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,9 @@ class EngineConfig:
     # its max_num_batched_tokens, and all groups draw from one pool of num_blocks blocks (the null block included,
     # as --num-gpu-blocks-override counts it); the *_tokens / mamba_states pools above do not apply.
     num_blocks: int = 0
-    retention_interval: int | None = 0  # --prefix-cache-retention-interval: None dense, 0 replay+junction, n>0
+    retention_interval: int | None = (
+        0  # --prefix-cache-retention-interval: None dense, 0 replay+junction, n>0
+    )
     prefill_checkpoints: bool = False  # Mamba writes checkpoints inside prefill chunks (GDN with FlashInfer)
     max_model_len: int = 0  # the startup check: one request this long must fit in the pool
 
@@ -110,5 +113,7 @@ def _request_from_json(line: str):
 
 def trace_lines(requests: list[dict]) -> tuple[str, ...]:
     """Request dicts as canonical trace lines (the same key order ``write_trace`` uses)."""
-    return tuple(json.dumps(request_to_dict(_request_from_json(json.dumps(r))), separators=(", ", ": "))
-                 for r in requests)
+    return tuple(
+        json.dumps(request_to_dict(_request_from_json(json.dumps(r))), separators=(", ", ": "))
+        for r in requests
+    )

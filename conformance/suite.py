@@ -4,6 +4,7 @@
 and requests compared and how many agree, every disagreement, and the scenarios the engine rejects up front
 (with its reason). ``python cli.py conformance ENGINE`` prints ``report(result)``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -39,8 +40,10 @@ class SuiteResult:
 def driver(engine: str):
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-    hint = (f"the {engine} conformance driver needs the engine installed: see docs/conformance.md "
-            f"(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
+    hint = (
+        f"the {engine} conformance driver needs the engine installed: see docs/conformance.md "
+        f"(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)"
+    )
     try:
         module = importlib.import_module(f"conformance.engines.{engine}")
     except ImportError as e:
@@ -51,8 +54,9 @@ def driver(engine: str):
     return module
 
 
-def run_suite(engine: str, seeds: range, pressures=(False, True), presets: tuple[str, ...] | None = None,
-              modes=MODES) -> SuiteResult:
+def run_suite(
+    engine: str, seeds: range, pressures=(False, True), presets: tuple[str, ...] | None = None, modes=MODES
+) -> SuiteResult:
     module = driver(engine)
     result = SuiteResult(engine)
     for pressure in pressures:
@@ -85,19 +89,27 @@ def _check(module, scenario: Scenario, preset: str, modes, result: SuiteResult) 
 
 
 def report(result: SuiteResult) -> str:
-    rows = [f"conformance: {result.engine} (engine {result.engine_seconds:.1f} s, simulate "
-            f"{result.sim_seconds:.1f} s)",
-            f"{'preset':<18} {'mode':<7} {'pressure':<9} {'scenarios equal':>16} {'requests equal':>16}"]
+    rows = [
+        f"conformance: {result.engine} (engine {result.engine_seconds:.1f} s, simulate "
+        f"{result.sim_seconds:.1f} s)",
+        f"{'preset':<18} {'mode':<7} {'pressure':<9} {'scenarios equal':>16} {'requests equal':>16}",
+    ]
     keys = sorted({k[:3] for k in result.counts}, key=lambda k: (k[0], k[2], k[1]))
     for preset, mode, pressure in keys:
-        c = {name: result.counts[(preset, mode, pressure, name)] for name in
-             ("scenarios", "scenarios_equal", "requests", "equal")}
-        rows.append(f"{preset:<18} {mode:<7} {'yes' if pressure else 'no':<9} "
-                    f"{c['scenarios_equal']:>7} / {c['scenarios']:<6} {c['equal']:>7} / {c['requests']:<6}")
+        c = {
+            name: result.counts[(preset, mode, pressure, name)]
+            for name in ("scenarios", "scenarios_equal", "requests", "equal")
+        }
+        rows.append(
+            f"{preset:<18} {mode:<7} {'yes' if pressure else 'no':<9} "
+            f"{c['scenarios_equal']:>7} / {c['scenarios']:<6} {c['equal']:>7} / {c['requests']:<6}"
+        )
     if result.rejected:
         reasons = Counter(why for _, why in result.rejected)
-        rows.append(f"{len(result.rejected)} scenario(s) the engine rejects up front: "
-                    + "; ".join(f"{n} x {why}" for why, n in reasons.most_common(3)))
+        rows.append(
+            f"{len(result.rejected)} scenario(s) the engine rejects up front: "
+            + "; ".join(f"{n} x {why}" for why, n in reasons.most_common(3))
+        )
     if result.found:
         rows += ["", smallest_disagreement(result)]
     return "\n".join(rows)
@@ -105,18 +117,23 @@ def report(result: SuiteResult) -> str:
 
 def smallest_disagreement(result: SuiteResult) -> str:
     """The disagreeing scenario with the fewest tokens, ready to rerun."""
+
     def size(item) -> int:
         trace = item[0].trace()
         return sum(trace.prompt_len(r.id) + r.output_len for r in trace)
 
     scenario, preset, _ = min(result.found, key=size)
-    lines = [f"smallest disagreement: {scenario.name} ({preset}); rerun with "
-             f"--seed {scenario.seed} --scenarios 1{' --pressure' if scenario.pressure else ''} --preset {preset}",
-             f"  config: {scenario.config}"]
+    lines = [
+        f"smallest disagreement: {scenario.name} ({preset}); rerun with "
+        f"--seed {scenario.seed} --scenarios 1{' --pressure' if scenario.pressure else ''} --preset {preset}",
+        f"  config: {scenario.config}",
+    ]
     for s, p, d in result.found:
         if s is scenario and p == preset:
-            lines.append(f"  {d.request_id} [{d.mode}]: engine {d.engine.cached_tokens}"
-                         f"{'' if d.engine.served else ' (not served)'}, simulate {d.simulated.cached_tokens}"
-                         f"{'' if d.simulated.served else ' (not served)'}")
+            lines.append(
+                f"  {d.request_id} [{d.mode}]: engine {d.engine.cached_tokens}"
+                f"{'' if d.engine.served else ' (not served)'}, simulate {d.simulated.cached_tokens}"
+                f"{'' if d.simulated.served else ' (not served)'}"
+            )
     lines += ["  trace:"] + [f"    {line}" for line in scenario.trace_lines]
     return "\n".join(lines)

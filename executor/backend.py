@@ -5,6 +5,7 @@ manager, and poisons with NaN every page and state the manager frees. It returns
 time to the engine, so the run's schedule (and therefore every cache decision) is exactly the
 simulator's, and records the measured time beside it.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,15 @@ class ExecutorBackend:
     def attach(self, manager) -> None:
         """Build real pools the size of the manager's and poison whatever it frees."""
         sizes = {comp: pool.size for comp, pool in manager.pools.items()}
-        self.pools = Pools(self.model.spec, manager.page_size, sizes[FULL], sizes[SWA],
-                           sizes[MAMBA], device=self.model.device, dtype=self.model.dtype)
+        self.pools = Pools(
+            self.model.spec,
+            manager.page_size,
+            sizes[FULL],
+            sizes[SWA],
+            sizes[MAMBA],
+            device=self.model.device,
+            dtype=self.model.dtype,
+        )
         manager.pools[FULL].set_on_free(self.pools.poison_full_pages)
         manager.pools[SWA].set_on_free(self.pools.poison_swa_pages)
         manager.pools[MAMBA].set_on_free(self.pools.poison_states)

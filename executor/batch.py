@@ -11,6 +11,7 @@ Item fields (positions are absolute in the request's sequence):
   tokens to `dst_state_id`;
 - `logits_from`: logits are returned for positions ``[logits_from, end)`` (default: the last position).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,17 +55,22 @@ class ForwardItem:
 
     def _validate(self) -> None:
         if len(self.token_ids) == 0 or self.start < 0:
-            raise ValueError(f"ForwardItem: need start >= 0 and at least one token, got start={self.start}, "
-                             f"{len(self.token_ids)} tokens")
+            raise ValueError(
+                f"ForwardItem: need start >= 0 and at least one token, got start={self.start}, "
+                f"{len(self.token_ids)} tokens"
+            )
         positions = [p for p, _ in self.checkpoints]
         if positions != sorted(set(positions)) or any(not self.start < p <= self.end for p in positions):
-            raise ValueError(f"ForwardItem: checkpoint positions {positions} must be increasing, in "
-                             f"({self.start}, {self.end}]")
+            raise ValueError(
+                f"ForwardItem: checkpoint positions {positions} must be increasing, in "
+                f"({self.start}, {self.end}]"
+            )
         if any(d == self.state_id for _, d in self.checkpoints):
             raise ValueError(f"ForwardItem: a checkpoint targets the running state {self.state_id}")
         if not self.start <= self.logits_from <= self.end:
-            raise ValueError(f"ForwardItem: logits_from={self.logits_from} outside "
-                             f"[{self.start}, {self.end}]")
+            raise ValueError(
+                f"ForwardItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]"
+            )
 
 
 @dataclass(frozen=True)
@@ -112,11 +118,15 @@ class ForwardBatch:
 
 def _check_slots(i: int, kind: str, slots: np.ndarray, it: ForwardItem, num_slots: int) -> None:
     if len(slots) != it.end:
-        raise ValueError(f"item {i}: {kind}_slots has {len(slots)} entries, need {it.end} (positions [0, end))")
+        raise ValueError(
+            f"item {i}: {kind}_slots has {len(slots)} entries, need {it.end} (positions [0, end))"
+        )
     low = -1 if kind == SWA else 0  # only SWA KV may be freed below the window
     bad = np.flatnonzero((slots < low) | (slots >= num_slots))
     if bad.size:
-        raise ValueError(f"item {i}: {kind}_slots[{bad[0]}] = {slots[bad[0]]} out of range [{low}, {num_slots})")
-    new = slots[it.start:]
+        raise ValueError(
+            f"item {i}: {kind}_slots[{bad[0]}] = {slots[bad[0]]} out of range [{low}, {num_slots})"
+        )
+    new = slots[it.start :]
     if (new < 0).any():
         raise ValueError(f"item {i}: {kind}_slots of the new positions [{it.start}, {it.end}) must be >= 0")

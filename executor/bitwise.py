@@ -7,6 +7,7 @@ probability is negligible). A request is bit-exact when both arrays equal the re
 KL (SGLang's k3 estimator) is kept as a secondary figure only: ``exp(d) - 1 - d`` is exactly 0 in
 float64 for any ``|d|`` up to about 1.5e-8, so "KL = 0" cannot tell a wrong restore from a right one.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,10 @@ def _fingerprint_weights(vocab: int, device: torch.device) -> torch.Tensor:
 def row_outputs(logits: torch.Tensor, targets: torch.Tensor) -> Outputs:
     """Log-probs of `targets` [n] under `logits` [n, vocab] (float32), and each row's fingerprint."""
     if logits.dim() != 2 or logits.dtype != torch.float32 or targets.shape != (logits.shape[0],):
-        raise ValueError(f"row_outputs: need float32 logits [n, vocab] and targets [n], got "
-                         f"{tuple(logits.shape)} {logits.dtype} and {tuple(targets.shape)}")
+        raise ValueError(
+            f"row_outputs: need float32 logits [n, vocab] and targets [n], got "
+            f"{tuple(logits.shape)} {logits.dtype} and {tuple(targets.shape)}"
+        )
     values = []
     for i in range(logits.shape[0]):  # one row per call: the same ops on the same shape in both runs
         row = logits[i].double()

@@ -7,6 +7,7 @@ replay of that request from scratch, bit for bit (`executor/bitwise.py`). A corr
 requests that are not bit-exact; a policy that reuses memory it freed, or a state saved at the wrong
 position, shows up on exactly the requests that relied on it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -37,17 +38,27 @@ class ExecuteResult:
     step_timings: list = field(default_factory=list)  # StepTiming per step, for calibration
 
 
-def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str = "triton", seed: int = 0,
-            dtype: torch.dtype = torch.float32) -> ExecuteResult:
+def execute(
+    trace: Trace,
+    config: SimConfig,
+    device: str = "cpu",
+    kernels: str = "triton",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> ExecuteResult:
     config = replace(config, mode="timed")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: this machine has no CUDA device that torch can use "
-                         f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu")
+        raise ValueError(
+            "--device cuda: this machine has no CUDA device that torch can use "
+            f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu"
+        )
     model_spec, policy, _ = build(config)
     if manager_class(policy) is not None:
-        raise ValueError(f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
-                         f"runs {policy.engine}'s own cache (one shared block pool, sim/cache/blocks), whose block "
-                         "tables the executor's pools do not model: use `simulate` for it")
+        raise ValueError(
+            f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
+            f"runs {policy.engine}'s own cache (one shared block pool, sim/cache/blocks), whose block "
+            "tables the executor's pools do not model: use `simulate` for it"
+        )
     model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
     cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
     predicted = simulate(trace, config)
@@ -59,11 +70,18 @@ def execute(trace: Trace, config: SimConfig, device: str = "cpu", kernels: str =
     rejected = set(measured.requests.loc[measured.requests["rejected"] != "", "id"])
     served = [rid for rid in measured.requests["id"] if rid in backend.outputs and rid not in rejected]
     replayed = replay_outputs(model, trace, served, kernels)
-    checks = {rid: check_request(gather_outputs(backend.outputs[rid], len(ref.logprobs)), ref)
-              for rid, ref in replayed.items()}
+    checks = {
+        rid: check_request(gather_outputs(backend.outputs[rid], len(ref.logprobs)), ref)
+        for rid, ref in replayed.items()
+    }
     requests = _request_table(measured, checks)
-    timings = pd.DataFrame([(t.shape.num_tokens, t.shape.num_prefill_tokens, t.predicted_s, t.measured_s)
-                            for t in backend.timings], columns=TIMING_COLUMNS)  # columns even with no step
+    timings = pd.DataFrame(
+        [
+            (t.shape.num_tokens, t.shape.num_prefill_tokens, t.predicted_s, t.measured_s)
+            for t in backend.timings
+        ],
+        columns=TIMING_COLUMNS,
+    )  # columns even with no step
     return ExecuteResult(predicted, measured, requests, timings, _summary(requests, timings), backend.timings)
 
 
@@ -72,12 +90,16 @@ def _check_same_schedule(predicted: SimResult, measured: SimResult) -> None:
     a difference is a bug in this harness, not a finding about the policy."""
     same = predicted.requests["cached_tokens"].tolist() == measured.requests["cached_tokens"].tolist()
     if not same or len(predicted.steps) != len(measured.steps):
-        raise RuntimeError("execute: the executor's run scheduled differently from the prediction "
-                           f"({len(measured.steps)} steps vs {len(predicted.steps)}); the backend perturbed it")
+        raise RuntimeError(
+            "execute: the executor's run scheduled differently from the prediction "
+            f"({len(measured.steps)} steps vs {len(predicted.steps)}); the backend perturbed it"
+        )
 
 
 def _request_table(measured: SimResult, checks: dict[str, RequestCheck]) -> pd.DataFrame:
-    table = measured.requests[["id", "prompt_tokens", "cached_tokens", "relies_on_freed_window", "rejected"]].copy()
+    table = measured.requests[
+        ["id", "prompt_tokens", "cached_tokens", "relies_on_freed_window", "rejected"]
+    ].copy()
     missing = RequestCheck(0, False, np.nan, np.nan)  # rejected: never served, nothing compared
     for column in RequestCheck._fields:
         table[column] = [getattr(checks.get(rid, missing), column) for rid in table["id"]]
@@ -95,17 +117,22 @@ def _summary(requests: pd.DataFrame, timings: pd.DataFrame) -> dict:
     error = (timings["measured_s"] - timings["predicted_s"]).abs() / timings["measured_s"]
     total_s = float(timings["measured_s"].sum())
     return {
-        "requests": int(len(requests)), "requests_checked": int(len(checked)),
+        "requests": int(len(requests)),
+        "requests_checked": int(len(checked)),
         "requests_rejected": int((requests["rejected"] != "").sum()),
         "rejected_ids": _ids(requests, requests["rejected"] != ""),
         "requests_reusing": int((checked["cached_tokens"] > 0).sum()),
-        "cached_tokens": int(checked["cached_tokens"].sum()), "outputs_checked": int(checked["outputs"].sum()),
-        "requests_not_bit_exact": int(not_exact.sum()), "not_bit_exact_ids": _ids(checked, not_exact),
+        "cached_tokens": int(checked["cached_tokens"].sum()),
+        "outputs_checked": int(checked["outputs"].sum()),
+        "requests_not_bit_exact": int(not_exact.sum()),
+        "not_bit_exact_ids": _ids(checked, not_exact),
         "relies_on_freed_window_ids": _ids(requests, requests["relies_on_freed_window"].astype(bool)),
         "logprob_max_abs_diff": float(checked["logprob_max_abs_diff"].max()) if len(checked) else 0.0,
         "kl_max": float(checked["kl"].max()) if len(checked) else 0.0,
         "kl_nonzero": int((checked["kl"] != 0.0).sum()),
-        "steps": int(len(timings)), "measured_s": total_s, "predicted_s": float(timings["predicted_s"].sum()),
+        "steps": int(len(timings)),
+        "measured_s": total_s,
+        "predicted_s": float(timings["predicted_s"].sum()),
         "step_time_mape": float(error.mean()) if len(timings) else 0.0,
         "tokens_per_s": float(timings["tokens"].sum() / total_s) if total_s > 0 else 0.0,
     }

@@ -6,6 +6,7 @@ owns an SSM state ``[num_states, heads, head_dim, state_dim]`` (fp32) and a conv
 ``[num_states, conv_kernel - 1, conv_dim]``. Everything starts as NaN and is NaN again once freed
 (`poison_*`), so a forward that reads memory the policy does not own produces NaN logits.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,22 +21,39 @@ from sim.models import FULL, MAMBA, SWA, ModelSpec
 def check_supported(spec: ModelSpec) -> None:
     """The executor builds dense models with one KV geometry and one B/C group; say so for anything else."""
     unsupported = {
-        "num_experts": spec.num_experts != 1, "shared_d_ff": spec.shared_d_ff != 0,
+        "num_experts": spec.num_experts != 1,
+        "shared_d_ff": spec.shared_d_ff != 0,
         "full_num_kv_heads": spec.full_num_kv_heads not in (0, spec.num_kv_heads),
-        "full_head_dim": spec.full_head_dim not in (0, spec.head_dim), "full_k_eq_v": spec.full_k_eq_v,
-        "mamba_num_groups": spec.mamba_num_groups != 1, "sconv_dims": bool(spec.sconv_dims),
+        "full_head_dim": spec.full_head_dim not in (0, spec.head_dim),
+        "full_k_eq_v": spec.full_k_eq_v,
+        "mamba_num_groups": spec.mamba_num_groups != 1,
+        "sconv_dims": bool(spec.sconv_dims),
     }
     named = [knob for knob, bad in unsupported.items() if bad]
     if named:
-        raise ValueError(f"model {spec.name!r}: the executor does not implement {', '.join(named)} "
-                         "(it runs dense models with one KV geometry and one B/C group, e.g. 'tiny', 'small')")
+        raise ValueError(
+            f"model {spec.name!r}: the executor does not implement {', '.join(named)} "
+            "(it runs dense models with one KV geometry and one B/C group, e.g. 'tiny', 'small')"
+        )
 
 
 class Pools:
-    def __init__(self, model_spec: ModelSpec, page_size: int, num_full_pages: int, num_swa_pages: int,
-                 num_states: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
-        for name, value in (("page_size", page_size), ("num_full_pages", num_full_pages),
-                            ("num_swa_pages", num_swa_pages), ("num_states", num_states)):
+    def __init__(
+        self,
+        model_spec: ModelSpec,
+        page_size: int,
+        num_full_pages: int,
+        num_swa_pages: int,
+        num_states: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ):
+        for name, value in (
+            ("page_size", page_size),
+            ("num_full_pages", num_full_pages),
+            ("num_swa_pages", num_swa_pages),
+            ("num_states", num_states),
+        ):
             if not isinstance(value, (int, np.integer)) or value < (1 if name == "page_size" else 0):
                 raise ValueError(f"Pools: {name} must be a non-negative int (page_size >= 1), got {value!r}")
         check_supported(model_spec)
@@ -53,18 +71,31 @@ class Pools:
                 self.k[layer] = self._nan((pages * page_size, *kv_shape), dtype)
                 self.v[layer] = self._nan((pages * page_size, *kv_shape), dtype)
             elif kind == MAMBA:
-                self.ssm[layer] = self._nan((num_states, model_spec.mamba_num_heads, model_spec.mamba_head_dim,
-                                             model_spec.mamba_state_dim), torch.float32)
-                self.conv[layer] = self._nan((num_states, model_spec.mamba_conv_kernel - 1,
-                                              model_spec.mamba_conv_channels()), dtype)
+                self.ssm[layer] = self._nan(
+                    (
+                        num_states,
+                        model_spec.mamba_num_heads,
+                        model_spec.mamba_head_dim,
+                        model_spec.mamba_state_dim,
+                    ),
+                    torch.float32,
+                )
+                self.conv[layer] = self._nan(
+                    (num_states, model_spec.mamba_conv_kernel - 1, model_spec.mamba_conv_channels()), dtype
+                )
 
     def _num_bytes(self, kv_shape: tuple[int, int]) -> int:
         """What the tensors below will take, counted before any is allocated."""
         spec, kv_bytes = self.spec, self.dtype.itemsize * kv_shape[0] * kv_shape[1] * 2 * self.page_size
-        state_bytes = 4 * spec.mamba_num_heads * spec.mamba_head_dim * spec.mamba_state_dim + \
-            self.dtype.itemsize * (spec.mamba_conv_kernel - 1) * spec.mamba_conv_channels()
-        per_layer = {FULL: self.num_full_pages * kv_bytes, SWA: self.num_swa_pages * kv_bytes,
-                     MAMBA: self.num_states * state_bytes}
+        state_bytes = (
+            4 * spec.mamba_num_heads * spec.mamba_head_dim * spec.mamba_state_dim
+            + self.dtype.itemsize * (spec.mamba_conv_kernel - 1) * spec.mamba_conv_channels()
+        )
+        per_layer = {
+            FULL: self.num_full_pages * kv_bytes,
+            SWA: self.num_swa_pages * kv_bytes,
+            MAMBA: self.num_states * state_bytes,
+        }
         return sum(per_layer.get(kind, 0) for kind in spec.layer_kinds)
 
     def _nan(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -122,6 +153,8 @@ def _check_fits(num_bytes: int, device: torch.device | str) -> None:
     else:
         free_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if num_bytes > free_bytes:
-        raise ValueError(f"the executor's pools need {num_bytes / 2**30:.1f} GiB, the {torch.device(device).type} "
-                         f"device has {free_bytes / 2**30:.1f} GiB free: lower --pool-tokens, --swa-pool-tokens "
-                         "or --mamba-states")
+        raise ValueError(
+            f"the executor's pools need {num_bytes / 2**30:.1f} GiB, the {torch.device(device).type} "
+            f"device has {free_bytes / 2**30:.1f} GiB free: lower --pool-tokens, --swa-pool-tokens "
+            "or --mamba-states"
+        )

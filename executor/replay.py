@@ -1,4 +1,5 @@
 """Each request replayed from scratch with the cache off: the reference outputs of the bitwise check."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,9 @@ from executor.pools import Pools
 from sim.trace import Trace
 
 
-def replay_outputs(model: HybridModel, trace: Trace, request_ids: list[str], kernels: str,
-                   page_size: int = 16) -> dict[str, Outputs]:
+def replay_outputs(
+    model: HybridModel, trace: Trace, request_ids: list[str], kernels: str, page_size: int = 16
+) -> dict[str, Outputs]:
     """Every output position's log-prob and logits fingerprint, the whole sequence in one pass from 0."""
     lengths = {rid: trace.prompt_len(rid) + trace.request(rid).output_len - 1 for rid in request_ids}
     pages = -(-max(lengths.values(), default=1) // page_size)
@@ -24,6 +26,6 @@ def replay_outputs(model: HybridModel, trace: Trace, request_ids: list[str], ker
         slots = np.arange(length)
         item = ForwardItem(ids[:length], 0, slots, slots, 0, (), prompt_len - 1)
         logits = model.forward([item], pools, kernels)[0]
-        targets = torch.as_tensor(ids[prompt_len:length + 1], device=logits.device)
+        targets = torch.as_tensor(ids[prompt_len : length + 1], device=logits.device)
         out[rid] = row_outputs(logits, targets)
     return out

@@ -1,4 +1,5 @@
 """What ``cli.py execute`` and ``cli.py calibrate`` print and write."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,29 @@ from sim.run.tables_io import write_tables
 from sim.trace import Trace
 
 
-def execute_report(trace: Trace, config: SimConfig, device: str, kernels: str, seed: int,
-                   out_dir: str | None, as_json: bool, table_format: str = "csv") -> str:
+def execute_report(
+    trace: Trace,
+    config: SimConfig,
+    device: str,
+    kernels: str,
+    seed: int,
+    out_dir: str | None,
+    as_json: bool,
+    table_format: str = "csv",
+) -> str:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
         write_tables(result.measured, out_dir, table_format=table_format)
-        atomic_write_many({Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
-                           Path(out_dir) / "timings.csv": result.timings.to_csv(index=False)})
+        atomic_write_many(
+            {
+                Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
+                Path(out_dir) / "timings.csv": result.timings.to_csv(index=False),
+            }
+        )
     if as_json:
-        return json.dumps(dict(result.summary, policy=config.policy, model=config.model, device=device,
-                               kernels=kernels))
+        return json.dumps(
+            dict(result.summary, policy=config.policy, model=config.model, device=device, kernels=kernels)
+        )
     return format_result(result, config, device, kernels)
 
 
@@ -44,25 +58,39 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
         f"  throughput                      {s['tokens_per_s']:.1f} tokens/s",
     ]
     if s["requests_rejected"]:
-        lines.append(f"  rejected (never served, not checked) {s['requests_rejected']}: "
-                     + ", ".join(s["rejected_ids"][:5]) + (", ..." if s["requests_rejected"] > 5 else ""))
+        lines.append(
+            f"  rejected (never served, not checked) {s['requests_rejected']}: "
+            + ", ".join(s["rejected_ids"][:5])
+            + (", ..." if s["requests_rejected"] > 5 else "")
+        )
     if s["not_bit_exact_ids"]:
         lines.append("  not bit-exact: " + ", ".join(s["not_bit_exact_ids"]))
     if s["relies_on_freed_window_ids"]:
-        lines.append("  the simulator flags reads of freed SWA: " + ", ".join(s["relies_on_freed_window_ids"]))
+        lines.append(
+            "  the simulator flags reads of freed SWA: " + ", ".join(s["relies_on_freed_window_ids"])
+        )
     return "\n".join(lines)
 
 
-def calibrate_from_run(trace: Trace, config: SimConfig, device: str, kernels: str, seed: int, output: str) -> str:
+def calibrate_from_run(
+    trace: Trace, config: SimConfig, device: str, kernels: str, seed: int, output: str
+) -> str:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     samples = [(t.shape, t.measured_s) for t in result.step_timings]
     if not samples:
-        raise ValueError(f"calibrate: no step ran (all {len(trace)} requests were rejected by the pools: "
-                         "give larger --pool-tokens / --mamba-states)")
+        raise ValueError(
+            f"calibrate: no step ran (all {len(trace)} requests were rejected by the pools: "
+            "give larger --pool-tokens / --mamba-states)"
+        )
     calibration = fit_calibration(samples, model=config.model, gpu=config.gpu)
     save_calibration(calibration, output)
     fit = calibration.fit
-    held_out = (f"held-out MAPE {fit.holdout_mape:.1%} ({fit.num_folds} contiguous folds)"
-                if fit.num_folds else "too few steps for a held-out error")
-    return (f"fitted {len(samples)} steps of {config.model} on {device} ({kernels}): overhead "
-            f"{calibration.overhead_s * 1e3:.3f} ms; in-sample MAPE {fit.mape:.1%}, {held_out}; wrote {output}")
+    held_out = (
+        f"held-out MAPE {fit.holdout_mape:.1%} ({fit.num_folds} contiguous folds)"
+        if fit.num_folds
+        else "too few steps for a held-out error"
+    )
+    return (
+        f"fitted {len(samples)} steps of {config.model} on {device} ({kernels}): overhead "
+        f"{calibration.overhead_s * 1e3:.3f} ms; in-sample MAPE {fit.mape:.1%}, {held_out}; wrote {output}"
+    )

@@ -1,5 +1,6 @@
 """The cost side of reuse: reused tokens against peak and mean SWA and MAMBA pool occupancy, per point,
 with the Pareto frontier (no other point reuses as much for less) marked."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,8 +11,12 @@ from reports.formatting import count
 from reports.grid_data import GridData
 from reports.grid_tables import setting_columns
 
-COSTS = (("peak_swa_slots", "peak SWA held (tokens)"), ("mean_swa_slots", "mean SWA held (tokens)"),
-         ("peak_mamba_states", "peak MAMBA held (states)"), ("mean_mamba_states", "mean MAMBA held (states)"))
+COSTS = (
+    ("peak_swa_slots", "peak SWA held (tokens)"),
+    ("mean_swa_slots", "mean SWA held (tokens)"),
+    ("peak_mamba_states", "peak MAMBA held (states)"),
+    ("mean_mamba_states", "mean MAMBA held (states)"),
+)
 GAIN = "reused_tokens"
 
 
@@ -34,8 +39,10 @@ def cost_table(data: GridData) -> pd.DataFrame:
     frontier = {label: pareto_mask(list(points[cost]), list(points[GAIN])) for cost, label in COSTS}
     for cost, label in COSTS:
         table[label] = [_count(value) for value in points[cost]]
-    table["on the frontier of"] = [", ".join(label.split(" held")[0] for label in frontier if frontier[label][i])
-                                   or "-" for i in range(len(points))]
+    table["on the frontier of"] = [
+        ", ".join(label.split(" held")[0] for label in frontier if frontier[label][i]) or "-"
+        for i in range(len(points))
+    ]
     return table
 
 
@@ -54,8 +61,15 @@ def cost_plot(data: GridData, title: str):
     for ax, (cost, label) in zip(axes.ravel(), COSTS, strict=True):
         _draw_cost(ax, data, cost, label)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8,
-                  title=f"labels: {point_label_legend(data)}", title_fontsize=8)
+    figure.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncols=len(labels),
+        fontsize=8,
+        title=f"labels: {point_label_legend(data)}",
+        title_fontsize=8,
+    )
     figure.suptitle(title, fontsize=10)
     figure.canvas.draw()  # lays the panels out: labels are placed in the pixels they will be drawn at
     for ax, (cost, _) in zip(axes.ravel(), COSTS, strict=True):
@@ -80,11 +94,28 @@ def _draw_cost(ax, data: GridData, cost: str, label: str) -> None:
     for policy in policies:
         mine = points[points["policy"] == policy]
         marker, size = policy_marker(policies, policy)
-        ax.scatter(mine[cost], mine[GAIN], marker=marker, s=size, facecolors="none", linewidths=1.5,
-                   edgecolors=policy_color(policies, policy), label=policy, zorder=3)
+        ax.scatter(
+            mine[cost],
+            mine[GAIN],
+            marker=marker,
+            s=size,
+            facecolors="none",
+            linewidths=1.5,
+            edgecolors=policy_color(policies, policy),
+            label=policy,
+            zorder=3,
+        )
     on_front = points[pareto_mask(list(points[cost]), list(points[GAIN]))].sort_values(cost)
-    ax.step(on_front[cost], on_front[GAIN], where="post", color="black", linestyle="--", linewidth=1, zorder=1,
-            label="Pareto frontier")
+    ax.step(
+        on_front[cost],
+        on_front[GAIN],
+        where="post",
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        zorder=1,
+        label="Pareto frontier",
+    )
     ax.set_xlabel(label, fontsize=8)
     ax.set_ylabel(f"reused tokens ({data.scope} requests)", fontsize=8)
     ax.tick_params(labelsize=8)
@@ -110,14 +141,26 @@ def _annotate(ax, xs, ys, labels: list[str]) -> None:
     groups = _label_groups(pixels, labels)
     panel, placed = ax.get_window_extent(renderer), []
     for (px, py), names, spread in sorted(groups, key=lambda g: (-g[0][1], g[0][0])):
-        others = [_box(qx - MARKER_PX, qy - MARKER_PX, qx + MARKER_PX, qy + MARKER_PX) for qx, qy in pixels
-                  if abs(qx - px) >= MERGE_PX or abs(qy - py) >= MERGE_PX]
+        others = [
+            _box(qx - MARKER_PX, qy - MARKER_PX, qx + MARKER_PX, qy + MARKER_PX)
+            for qx, qy in pixels
+            if abs(qx - px) >= MERGE_PX or abs(qy - py) >= MERGE_PX
+        ]
         x, y = ax.transData.inverted().transform((px, py))
         for dx, dy in PLACES:
             dx += (1 if dx > 0 else -1) * spread * 72 / ax.figure.dpi  # clear the group's farthest marker
-            text = ax.annotate(", ".join(names), (x, y), xytext=(dx, dy), textcoords="offset points",
-                               ha="left" if dx > 0 else "right", va="center", fontsize=6, color="#333333",
-                               gid="point-label", annotation_clip=False)
+            text = ax.annotate(
+                ", ".join(names),
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right",
+                va="center",
+                fontsize=6,
+                color="#333333",
+                gid="point-label",
+                annotation_clip=False,
+            )
             text.set_in_layout(False)
             box = text.get_window_extent(renderer)
             fits = panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 and box.y1 <= panel.y1
@@ -131,7 +174,9 @@ def _label_groups(pixels, labels: list[str]) -> list[tuple[list[float], list[str
     """(pixel position of the first point, its labels, how far right or left its other points lie)."""
     groups: list[tuple[list[float], list[str], list[float]]] = []
     for (px, py), label in zip(pixels, labels, strict=True):
-        group = next((g for g in groups if abs(g[0][0] - px) < MERGE_PX and abs(g[0][1] - py) < MERGE_PX), None)
+        group = next(
+            (g for g in groups if abs(g[0][0] - px) < MERGE_PX and abs(g[0][1] - py) < MERGE_PX), None
+        )
         if group is None:
             groups.append(([px, py], [label], [0.0]))
             continue

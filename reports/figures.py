@@ -1,4 +1,5 @@
 """Shared figure plumbing: the Agg backend, PR-width sizing, and a figure rendered to PNG bytes."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """Numbers as people read them in a pull request: thousands separators, percentages, seconds, changes."""
+
 from __future__ import annotations
 
 import math

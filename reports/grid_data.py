@@ -3,6 +3,7 @@
 Reuse is measured over the follow-up requests when the trace has any (the seeds' second turns: what
 PR #34729 and the S1 table count), else over every served request; ``GridData.scope`` says which.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,13 +20,24 @@ from sim.grid.sweep import grid_table
 from sim.run.why import REASONS, why_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
-REUSE_COLUMNS = ("hits", "num_requests", "reused_tokens", "recomputed_tokens", "mean_reuse", "ideal_hits",
-                 "ideal_reused_tokens", "evicted_tokens", "never_kept_tokens", "blocked_scope_tokens")
+REUSE_COLUMNS = (
+    "hits",
+    "num_requests",
+    "reused_tokens",
+    "recomputed_tokens",
+    "mean_reuse",
+    "ideal_hits",
+    "ideal_reused_tokens",
+    "evicted_tokens",
+    "never_kept_tokens",
+    "blocked_scope_tokens",
+)
 
 
 @dataclass(frozen=True)
 class Reuse:
     """Reuse over the requests in scope: hits are decode-region hits (follow-ups) or requests with any hit."""
+
     hits: int
     num_requests: int
     reused_tokens: int
@@ -49,16 +61,26 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
     chosen = in_scope(requests, scope)
     hit = chosen["decode_region_hit"].astype(bool) if scope == FOLLOWUP else chosen["cached_tokens"] > 0
     mean = float(chosen["reuse_fraction"].mean()) if len(chosen) else 0.0
-    reuse = Reuse(int(hit.sum()), int(len(chosen)), int(chosen["cached_tokens"].sum()),
-                  int(chosen["recomputed_tokens"].sum()), mean, blocked_scope_tokens=int(chosen["blocked"].sum()))
+    reuse = Reuse(
+        int(hit.sum()),
+        int(len(chosen)),
+        int(chosen["cached_tokens"].sum()),
+        int(chosen["recomputed_tokens"].sum()),
+        mean,
+        blocked_scope_tokens=int(chosen["blocked"].sum()),
+    )
     if "ideal_cached_tokens" not in chosen:
         return reuse
     ideal = chosen["ideal_cached_tokens"]
     ideal_hit = ideal > chosen["previous_prompt_tokens"].astype(float) + 1 if scope == FOLLOWUP else ideal > 0
     never_kept = int(never_kept_tokens(chosen).sum())
-    return dataclasses.replace(reuse, ideal_hits=int(ideal_hit.sum()), ideal_reused_tokens=int(ideal.sum()),
-                               evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
-                               never_kept_tokens=never_kept)
+    return dataclasses.replace(
+        reuse,
+        ideal_hits=int(ideal_hit.sum()),
+        ideal_reused_tokens=int(ideal.sum()),
+        evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
+        never_kept_tokens=never_kept,
+    )
 
 
 @dataclass
@@ -124,10 +146,14 @@ def code_warnings(data: GridData) -> list[str]:
     groups = code_groups(data)
     if len(groups) <= 1:
         return []
-    parts = [f"{len(keys)} from {'unrecorded code' if ident[0] is None else f'{ident[0]} source {ident[1][:12]}'}"
-             for ident, keys in groups.items()]
-    return [f"the grid's {len(data.codes)} points come from different code ({'; '.join(parts)}); rerun "
-            "`cli.py grid` without --keep-old to recompute them with one code"]
+    parts = [
+        f"{len(keys)} from {'unrecorded code' if ident[0] is None else f'{ident[0]} source {ident[1][:12]}'}"
+        for ident, keys in groups.items()
+    ]
+    return [
+        f"the grid's {len(data.codes)} points come from different code ({'; '.join(parts)}); rerun "
+        "`cli.py grid` without --keep-old to recompute them with one code"
+    ]
 
 
 def _point(store: PointStore, key: str) -> GridPoint | None:

@@ -1,4 +1,5 @@
 """A grid's reuse as tables in the seeds' own shape (``16/32 -> 32/32``), ready to paste into a PR."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -46,13 +47,14 @@ def _setting_columns(data: GridData, point: pd.Series) -> dict:
 
 
 def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
-    changes = compare(in_scope(data.requests(base["key"]), data.scope),
-                      in_scope(data.requests(other["key"]), data.scope))
+    changes = compare(
+        in_scope(data.requests(base["key"]), data.scope), in_scope(data.requests(other["key"]), data.scope)
+    )
     return {
         hits_label(data.scope): f"{_hits(base)} -> {_hits(other)}",
         "reused tokens": f"{count(base['reused_tokens'])} -> {count(other['reused_tokens'])}",
         "recomputed tokens": f"{count(base['recomputed_tokens'])} -> {count(other['recomputed_tokens'])}"
-                             + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
+        + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
         "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
         "upper bound": upper_bound_text(base),
         "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
@@ -70,8 +72,10 @@ def upper_bound_text(point: pd.Series) -> str:
 
 
 GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
-FULL_MISSING, BLOCKED = (FULL_EVICTED, NOT_CACHED), (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM,
-                                                     SWA_EVICTION, BLOCKED_OTHER)
+FULL_MISSING, BLOCKED = (
+    (FULL_EVICTED, NOT_CACHED),
+    (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION, BLOCKED_OTHER),
+)
 
 
 def bound_text(point: pd.Series) -> str:
@@ -90,13 +94,19 @@ def gap_text(point: pd.Series) -> str:
     or MAMBA state / page rounding. A store without ``why`` gives the upper bound's three-way split with
     page rounding inside the first two."""
     if f"why_{NEVER_KEPT}" in point and not pd.isna(point[f"why_{NEVER_KEPT}"]):
-        parts = [sum(point[f"why_{r}"] for r in FULL_MISSING), point[f"why_{NEVER_KEPT}"],
-                 sum(point[f"why_{r}"] for r in BLOCKED), point[f"why_{PAGE_ROUNDING}"]]
+        parts = [
+            sum(point[f"why_{r}"] for r in FULL_MISSING),
+            point[f"why_{NEVER_KEPT}"],
+            sum(point[f"why_{r}"] for r in BLOCKED),
+            point[f"why_{PAGE_ROUNDING}"],
+        ]
         return " / ".join(count(part) for part in parts)
     if pd.isna(point["evicted_tokens"]):
         return f"- / - / {count(point['blocked_scope_tokens'])}"
-    return (f"{count(point['evicted_tokens'])} / {count(point['never_kept_tokens'])} / "
-            f"{count(point['blocked_scope_tokens'])}")
+    return (
+        f"{count(point['evicted_tokens'])} / {count(point['never_kept_tokens'])} / "
+        f"{count(point['blocked_scope_tokens'])}"
+    )
 
 
 def _hits(point: pd.Series) -> str:
@@ -109,8 +119,10 @@ def _percent(before: int, after: int) -> str:
 
 def setting_columns(data: GridData) -> dict[str, list]:
     """The varying settings of every point, as columns named for a table (page, interval, ...)."""
-    return {SHORT.get(name, name): [setting[i] for setting in data.points["setting"]]
-            for i, name in enumerate(data.settings)}
+    return {
+        SHORT.get(name, name): [setting[i] for setting in data.points["setting"]]
+        for i, name in enumerate(data.settings)
+    }
 
 
 def points_table(data: GridData) -> pd.DataFrame:
@@ -126,11 +138,16 @@ def points_table(data: GridData) -> pd.DataFrame:
     table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
     table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
     table[GAP_LABEL] = [gap_text(row) for _, row in points.iterrows()]
-    table["peak SWA (tokens)"] = [_used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()]
-    table["peak MAMBA (states)"] = [_used(row, "peak_mamba_states", "capacity_mamba_states")
-                                    for _, row in points.iterrows()]
-    table["evictions FULL / SWA / MAMBA"] = [" / ".join(count(row.get(f"evictions_{c.layer_kind}")) for c in Component)
-                                             for _, row in points.iterrows()]
+    table["peak SWA (tokens)"] = [
+        _used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()
+    ]
+    table["peak MAMBA (states)"] = [
+        _used(row, "peak_mamba_states", "capacity_mamba_states") for _, row in points.iterrows()
+    ]
+    table["evictions FULL / SWA / MAMBA"] = [
+        " / ".join(count(row.get(f"evictions_{c.layer_kind}")) for c in Component)
+        for _, row in points.iterrows()
+    ]
     return table
 
 

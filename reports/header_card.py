@@ -1,5 +1,6 @@
 """The report's header card: what was run (trace, models, GPUs, pools with capacities, code) and what it
 could reach (the trace's ideal reuse), with the eviction counts, before any table or figure."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,11 @@ from reports.formatting import count, share
 from reports.grid_data import FOLLOWUP, GridData, code_groups, code_warnings
 from sim.code_version import describe_code, key_part
 
-POOLS = (("FULL", "full_pages", "tokens"), ("SWA", "swa_pages", "tokens"), ("MAMBA", "mamba_pool_states", "states"))
+POOLS = (
+    ("FULL", "full_pages", "tokens"),
+    ("SWA", "swa_pages", "tokens"),
+    ("MAMBA", "mamba_pool_states", "states"),
+)
 PEAKS = {"FULL": "peak_full_slots", "SWA": "peak_swa_slots", "MAMBA": "peak_mamba_states"}
 
 
@@ -18,9 +23,14 @@ def header_card(data: GridData, baseline: str) -> list[tuple[str, str]]:
     points = data.points
     trace = data.trace
     return [
-        ("trace", f"`{Path(trace['path']).name}` (sha256 `{trace['sha256'][:12]}`), "
-                  f"{count(points['requests'].max())} requests, {count(points['followup_requests'].max())} follow-ups"),
-        ("model", _values(points["model"])), ("GPU", _values(points["gpu"])), ("mode", _values(points["mode"])),
+        (
+            "trace",
+            f"`{Path(trace['path']).name}` (sha256 `{trace['sha256'][:12]}`), "
+            f"{count(points['requests'].max())} requests, {count(points['followup_requests'].max())} follow-ups",
+        ),
+        ("model", _values(points["model"])),
+        ("GPU", _values(points["gpu"])),
+        ("mode", _values(points["mode"])),
         ("policies", ", ".join(f"`{p}`" for p in data.policies()) + f"; baseline `{baseline}`"),
         ("points", _points_text(data)),
         ("pools (capacity)", pools_text(points)),
@@ -47,7 +57,9 @@ def _points_text(data: GridData) -> str:
 def capacities(points: pd.DataFrame) -> dict[str, pd.Series]:
     """Each pool's size per point, in tokens (KV) or states (MAMBA)."""
     page = points["page_size"].astype(int)
-    return {name: points[column].astype(int) * (page if unit == "tokens" else 1) for name, column, unit in POOLS}
+    return {
+        name: points[column].astype(int) * (page if unit == "tokens" else 1) for name, column, unit in POOLS
+    }
 
 
 def pools_text(points: pd.DataFrame) -> str:
@@ -67,7 +79,9 @@ def peaks_text(points: pd.DataFrame) -> str:
             continue
         peaks = points[PEAKS[name]].astype(int)
         top = (peaks / sizes.where(sizes > 0)).idxmax()
-        parts.append(f"{name} {count(peaks[top])} / {count(sizes[top])} {unit} ({share(peaks[top], sizes[top])})")
+        parts.append(
+            f"{name} {count(peaks[top])} / {count(sizes[top])} {unit} ({share(peaks[top], sizes[top])})"
+        )
     return ", ".join(parts)
 
 
@@ -78,8 +92,10 @@ def ideal_text(data: GridData) -> str:
         return "not recorded (a store written before the upper bound was)"
     hits = "decode-region hits" if data.scope == FOLLOWUP else "hits"
     where = "the follow-up requests" if data.scope == FOLLOWUP else "all requests"
-    return (f"{count(point['ideal_hits'])}/{count(point['num_requests'])} {hits}, "
-            f"{count(point['ideal_reused_tokens'])} reused tokens over {where} (an infinite FULL cache at page 1)")
+    return (
+        f"{count(point['ideal_hits'])}/{count(point['num_requests'])} {hits}, "
+        f"{count(point['ideal_reused_tokens'])} reused tokens over {where} (an infinite FULL cache at page 1)"
+    )
 
 
 def evictions_text(points: pd.DataFrame) -> str:
@@ -91,7 +107,11 @@ def evictions_text(points: pd.DataFrame) -> str:
         low, high = int(values.min()), int(values.max())
         parts.append(f"{name} {count(low)}" + (f"–{count(high)}" if high != low else ""))
     text = ", ".join(parts)
-    return text + (" (none in any point)" if all(p.endswith(" 0") for p in parts) else " (per point: the table *Every point* below)")
+    return text + (
+        " (none in any point)"
+        if all(p.endswith(" 0") for p in parts)
+        else " (per point: the table *Every point* below)"
+    )
 
 
 def code_text(data: GridData) -> str:
@@ -101,5 +121,7 @@ def code_text(data: GridData) -> str:
     code = next(iter(data.codes.values()), None)
     current = key_part()
     mine = code is not None and (code.get("version"), code.get("source_sha256")) == (
-        current["version"], current["source_sha256"])
+        current["version"],
+        current["source_sha256"],
+    )
     return describe_code(code) + (" (this checkout)" if mine else " (not this checkout's code)")

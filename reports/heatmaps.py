@@ -6,6 +6,7 @@ reused tokens from 0 to the grid's largest. A difference panel is coloured on a 
 carry the numbers (``30/32``, ``122,880``, ``95.4%``; differences ``+16``, ``+28,672``, ``+22.4 pp``) in a
 font shrunk, then wrapped, until each fits its cell.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,9 +79,11 @@ class Metric:
 
 def metrics(scope: str) -> list[Metric]:
     hits = "decode-region hits" if scope == FOLLOWUP else "requests with a hit"
-    return [Metric("hits", f"{hits} (n/N)", f"{hits} (share)", True),
-            Metric("reused_tokens", "reused (cached) tokens", "reused tokens", False),
-            Metric("mean_reuse", "mean reuse fraction (cached / prompt tokens)", "mean reuse", True)]
+    return [
+        Metric("hits", f"{hits} (n/N)", f"{hits} (share)", True),
+        Metric("reused_tokens", "reused (cached) tokens", "reused tokens", False),
+        Metric("mean_reuse", "mean reuse fraction (cached / prompt tokens)", "mean reuse", True),
+    ]
 
 
 def heatmap_figures(data: GridData, baseline: str) -> list[RenderedFigure]:
@@ -88,8 +91,12 @@ def heatmap_figures(data: GridData, baseline: str) -> list[RenderedFigure]:
     for index, (group_label, group) in enumerate(_groups(data)):
         for metric in metrics(data.scope):
             name = f"heatmap-{metric.name}" + (f"-{index + 1}" if group_label else "")
-            title = f"{metric.label}, over {_scope_words(data.scope)}" + (f" ({group_label})" if group_label else "")
-            figures.append(render(heatmap_figure(group, data.policies(), baseline, metric, title), name, title))
+            title = f"{metric.label}, over {_scope_words(data.scope)}" + (
+                f" ({group_label})" if group_label else ""
+            )
+            figures.append(
+                render(heatmap_figure(group, data.policies(), baseline, metric, title), name, title)
+            )
     return figures
 
 
@@ -106,7 +113,9 @@ def _groups(data: GridData) -> list[tuple[str, pd.DataFrame]]:
     return [(label, data.points[labels == label]) for label in dict.fromkeys(labels)]
 
 
-def heatmap_figure(points: pd.DataFrame, policies: list[str], baseline: str, metric: Metric, title: str) -> Figure:
+def heatmap_figure(
+    points: pd.DataFrame, policies: list[str], baseline: str, metric: Metric, title: str
+) -> Figure:
     pages = sorted(points["page_size"].unique())
     intervals = sorted(points["track_interval"].unique())
     panels = [(p, None) for p in policies] + [(p, baseline) for p in policies if p != baseline]
@@ -117,11 +126,24 @@ def heatmap_figure(points: pd.DataFrame, policies: list[str], baseline: str, met
     span = _span(metric, [values[p][0] for p in policies])
     for ax, (policy, base) in zip(axes.ravel(), panels, strict=False):
         if base is None:
-            _draw(figure, ax, values[policy][0], values[policy][1], pages, intervals, policy, span, "viridis",
-                  metric, False)
+            _draw(
+                figure,
+                ax,
+                values[policy][0],
+                values[policy][1],
+                pages,
+                intervals,
+                policy,
+                span,
+                "viridis",
+                metric,
+                False,
+            )
         else:
-            _draw_difference(figure, ax, values[policy], values[base], pages, intervals, f"{policy} − {base}", metric)
-    for ax in axes.ravel()[len(panels):]:
+            _draw_difference(
+                figure, ax, values[policy], values[base], pages, intervals, f"{policy} − {base}", metric
+            )
+    for ax in axes.ravel()[len(panels) :]:
         ax.set_visible(False)
     figure.suptitle(title, fontsize=11)
     fit_cell_texts(figure)
@@ -147,13 +169,26 @@ def _span(metric: Metric, grids: list[np.ndarray]) -> tuple[float, float]:
 def _draw_difference(figure, ax, other, base, pages, intervals, title: str, metric: Metric) -> None:
     """Colour by the difference of values, write the difference of counts; white is no change."""
     diff = other[0] - base[0]
-    texts = (np.vectorize(metric.difference, otypes=[object])(other[2] - base[2]),
-             np.vectorize(lambda v: metric.difference(v, True), otypes=[object])(other[2] - base[2]))
+    texts = (
+        np.vectorize(metric.difference, otypes=[object])(other[2] - base[2]),
+        np.vectorize(lambda v: metric.difference(v, True), otypes=[object])(other[2] - base[2]),
+    )
     finite = diff[np.isfinite(diff)]
     limit = float(np.abs(finite).max()) if finite.size else 0.0
     if limit == 0:
-        _draw(figure, ax, np.where(np.isfinite(diff), 0.0, np.nan), texts, pages, intervals,
-              f"{title}: no difference", (0.0, 1.0), FLAT, metric, None)
+        _draw(
+            figure,
+            ax,
+            np.where(np.isfinite(diff), 0.0, np.nan),
+            texts,
+            pages,
+            intervals,
+            f"{title}: no difference",
+            (0.0, 1.0),
+            FLAT,
+            metric,
+            None,
+        )
         return
     _draw(figure, ax, diff, texts, pages, intervals, title, (-limit, limit), "RdBu", metric, True)
 
@@ -171,14 +206,24 @@ def _grid(points: pd.DataFrame, policy: str, pages: list, intervals: list, metri
     return values, (texts, shorts), counts
 
 
-def _draw(figure, ax, values, texts, pages, intervals, title, span, cmap, metric: Metric,
-          difference: bool | None) -> None:
+def _draw(
+    figure, ax, values, texts, pages, intervals, title, span, cmap, metric: Metric, difference: bool | None
+) -> None:
     """``difference``: False a policy's values, True a difference, None a flat panel (no colour bar)."""
     image = ax.imshow(values, cmap=cmap, vmin=span[0], vmax=span[1], aspect="auto", origin="lower")
     full, short = texts
     for (i, j), text in np.ndenumerate(full):
-        artist = ax.text(j, i, text, ha="center", va="center", fontsize=CELL_FONT, color="black", gid="cell",
-                         bbox=dict(boxstyle="round,pad=0.15", facecolor="white", alpha=0.75, linewidth=0))
+        artist = ax.text(
+            j,
+            i,
+            text,
+            ha="center",
+            va="center",
+            fontsize=CELL_FONT,
+            color="black",
+            gid="cell",
+            bbox=dict(boxstyle="round,pad=0.15", facecolor="white", alpha=0.75, linewidth=0),
+        )
         SHORT_FORMS[artist] = short[i, j]
     ax.set_xticks(range(len(intervals)), [str(v) for v in intervals])
     ax.set_yticks(range(len(pages)), [str(v) for v in pages])
@@ -189,7 +234,9 @@ def _draw(figure, ax, values, texts, pages, intervals, title, span, cmap, metric
     if difference is None:
         return
     width = span[1] - span[0]
-    bar = figure.colorbar(image, ax=ax, shrink=0.85, format=lambda value, _: metric.tick(value, difference, width))
+    bar = figure.colorbar(
+        image, ax=ax, shrink=0.85, format=lambda value, _: metric.tick(value, difference, width)
+    )
     unit = " (pp)" if difference and metric.fraction else ""
     bar.set_label(("difference in " if difference else "") + metric.short + unit, fontsize=8)
     bar.ax.tick_params(labelsize=7)
@@ -240,4 +287,8 @@ def cell_width_px(ax, renderer) -> float:
 def _text_width(text, renderer) -> float:
     patch = text.get_bbox_patch()
     text.update_bbox_position_size(renderer)
-    return patch.get_window_extent(renderer).width if patch is not None else text.get_window_extent(renderer).width
+    return (
+        patch.get_window_extent(renderer).width
+        if patch is not None
+        else text.get_window_extent(renderer).width
+    )

@@ -1,4 +1,5 @@
 """Pool occupancy over simulated time, per pool (FULL, SWA, MAMBA): running, tree-held and free stacked."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -10,9 +11,16 @@ from reports.formatting import abbreviated, count, share
 from reports.grid_data import GridData
 from sim.cache.components import Component
 
-POOLS = ((Component.FULL, "FULL KV", "tokens"), (Component.SWA, "SWA KV", "tokens"), (Component.MAMBA, "MAMBA", "states"))
-LAYERS = (("running", "held by running requests", "#d62728"), ("tree", "held by the tree (evictable)", "#1f77b4"),
-          ("free", "free", "#d9d9d9"))
+POOLS = (
+    (Component.FULL, "FULL KV", "tokens"),
+    (Component.SWA, "SWA KV", "tokens"),
+    (Component.MAMBA, "MAMBA", "states"),
+)
+LAYERS = (
+    ("running", "held by running requests", "#d62728"),
+    ("tree", "held by the tree (evictable)", "#1f77b4"),
+    ("free", "free", "#d9d9d9"),
+)
 ZOOM_BELOW = 0.5  # a pool never more than half used is drawn up to 1.5 x its peak, not its whole size
 MAX_STEPS_DRAWN = 20_000  # longer runs are drawn as per-bucket extremes; the figure cannot show more anyway
 
@@ -41,7 +49,9 @@ def _resolve(prefix: str, keys: list[str]) -> str:
 
 
 def occupancy_figure(data: GridData, keys: list[str]) -> RenderedFigure:
-    caption = "Pool occupancy over simulated time: " + "; ".join(f"{data.row(k)['policy']} [{k}]" for k in keys)
+    caption = "Pool occupancy over simulated time: " + "; ".join(
+        f"{data.row(k)['policy']} [{k}]" for k in keys
+    )
     return render(occupancy_plot(data, keys), "occupancy", caption)
 
 
@@ -65,9 +75,14 @@ def _draw_point(subfigure, data: GridData, key: str) -> None:
         scale = int(point["page_size"]) if unit == "tokens" else 1
         draw_pool(ax, steps, "start_at" if timed else "step", pool, scale, name, unit)
         ax.set_xlabel("simulated time (s)" if timed else "request (replay order)", fontsize=8)
-    others = [f"{name} {value}" for name, value in zip(data.settings, point["setting"], strict=True)
-              if name not in ("page_size", "track_interval")]
-    label = ", ".join([point["policy"], f"page {point['page_size']}", f"interval {point['track_interval']}", *others])
+    others = [
+        f"{name} {value}"
+        for name, value in zip(data.settings, point["setting"], strict=True)
+        if name not in ("page_size", "track_interval")
+    ]
+    label = ", ".join(
+        [point["policy"], f"page {point['page_size']}", f"interval {point['track_interval']}", *others]
+    )
     subfigure.suptitle(f"{label} [{key}]", fontsize=10, weight="bold")
 
 
@@ -80,14 +95,18 @@ def envelope(steps: pd.DataFrame, held: pd.Series, limit: int = MAX_STEPS_DRAWN)
     bucket = np.arange(len(steps)) * (limit // 2) // len(steps)
     frame = pd.DataFrame({"held": held.to_numpy(), "bucket": bucket, "row": np.arange(len(steps))})
     grouped = frame.groupby("bucket")["held"]
-    rows = np.union1d(frame["row"].to_numpy()[grouped.idxmax().to_numpy()],
-                      frame["row"].to_numpy()[grouped.idxmin().to_numpy()])
+    rows = np.union1d(
+        frame["row"].to_numpy()[grouped.idxmax().to_numpy()],
+        frame["row"].to_numpy()[grouped.idxmin().to_numpy()],
+    )
     return steps.iloc[rows]
 
 
 def draw_pool(ax, steps: pd.DataFrame, x: str, pool: str, scale: int, name: str, unit: str) -> None:
     """Running, tree-held and free stacked; the title's peak and capacity come from the full series."""
-    held_full = (steps[f"{pool}_running"] + steps[f"{pool}_tree"]) * scale if len(steps) else pd.Series(dtype=int)
+    held_full = (
+        (steps[f"{pool}_running"] + steps[f"{pool}_tree"]) * scale if len(steps) else pd.Series(dtype=int)
+    )
     capacity = int(((steps[f"{pool}_free"] * scale) + held_full).max()) if len(steps) else 0
     peak = int(held_full.max()) if len(steps) else 0
     drawn = envelope(steps, held_full)
@@ -96,8 +115,11 @@ def draw_pool(ax, steps: pd.DataFrame, x: str, pool: str, scale: int, name: str,
     zoomed = 0 < peak < ZOOM_BELOW * capacity
     ax.set_ylim(0, max(1.5 * peak if zoomed else capacity, 1))
     if capacity:
-        ax.set_title(f"{name}: peak {count(peak)} of\n{count(capacity)} {unit} ({share(peak, capacity)})"
-                     + (", axis cut" if zoomed else ""), fontsize=8)
+        ax.set_title(
+            f"{name}: peak {count(peak)} of\n{count(capacity)} {unit} ({share(peak, capacity)})"
+            + (", axis cut" if zoomed else ""),
+            fontsize=8,
+        )
     else:
         ax.set_title(f"{name}: no pool", fontsize=8)
     ax.set_ylabel(f"{name} ({unit})", fontsize=8)

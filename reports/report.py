@@ -1,5 +1,6 @@
 """``cli.py report DIR``: a sweep's reuse heatmaps, pool occupancy, cost of retention and seed-style tables,
 as markdown (+ PNGs), one self-contained HTML page, or the PNGs alone."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ class Written:
     warnings: list[str]  # what a reader must know (points from different code): the CLI prints them too
 
 
-def write_report(root: str | Path, baseline: str | None = None, fmt: str = "md",
-                 points: list[str] | None = None) -> Written:
+def write_report(
+    root: str | Path, baseline: str | None = None, fmt: str = "md", points: list[str] | None = None
+) -> Written:
     """Write the report of the sweep in ``root``; returns the files written. ``points`` (keys or unique
     prefixes) chooses the points whose pool occupancy is drawn."""
     if fmt not in FORMATS:
@@ -51,7 +53,9 @@ def _baseline(data: GridData, baseline: str | None) -> str:
     if baseline is None:
         return policies[0]
     if baseline not in policies:
-        raise ValueError(f"--baseline {baseline!r} is not a policy of this grid; it has {', '.join(policies)}")
+        raise ValueError(
+            f"--baseline {baseline!r} is not a policy of this grid; it has {', '.join(policies)}"
+        )
     return baseline
 
 
@@ -63,13 +67,21 @@ def build_sections(data: GridData, baseline: str, points: list[str] | None = Non
     why = why_table(data)
     return [
         *([Section("Warning", "\n\n".join(warnings))] if warnings else []),
-        Section(f"Reuse: {baseline} -> each policy", _scope_text(data),
-                [(f"`{caption}`", table) for caption, table in comparisons if not table.empty]),
+        Section(
+            f"Reuse: {baseline} -> each policy",
+            _scope_text(data),
+            [(f"`{caption}`", table) for caption, table in comparisons if not table.empty],
+        ),
         *([Section("Why tokens were recomputed", _why_text(data), [("", why)])] if why is not None else []),
         Section("Reuse over page size x track interval", figures=heatmap_figures(data, baseline)),
-        Section("What retention costs", "Reused tokens against peak and mean SWA and MAMBA pool occupancy; the "
-                "dashed line is the Pareto frontier (no other point reuses as much for less); each point is "
-                "labelled with its setting.", [("", cost_table(data))], [cost_figure(data)]),
+        Section(
+            "What retention costs",
+            "Reused tokens against peak and mean SWA and MAMBA pool occupancy; the "
+            "dashed line is the Pareto frontier (no other point reuses as much for less); each point is "
+            "labelled with its setting.",
+            [("", cost_table(data))],
+            [cost_figure(data)],
+        ),
         Section("Pool occupancy over time", figures=[occupancy_figure(data, occupancy_keys)]),
         Section("Every point", "", [("", points_table(data))]),
     ]
@@ -81,24 +93,28 @@ def _scope_words(data: GridData) -> str:
 
 def _scope_text(data: GridData) -> str:
     counts = sorted(set(data.points["num_requests"]))
-    return (f"Over {_scope_words(data)} ({'/'.join(f'{c:,}' for c in counts)} per point), as `baseline -> other`; "
-            "improved / regressed counts requests whose cached tokens rose / fell. The upper bound is the "
-            "trace's ideal (an infinite FULL-attention cache at page 1: hits and reused tokens); the gap to it "
-            "splits into tokens whose FULL KV was missing (evicted, or its request had not finished), tokens "
-            "the previous turn never kept (a MAMBA model's finish stops at its last checkpoint), tokens "
-            "blocked by a missing SWA window or MAMBA state, and page rounding (the tree matches whole pages). "
-            "Reused / bound counts every served request: the run's reused tokens over the most any policy "
-            "could reuse with the point's pools (the Belady optimum for FULL attention under the same FULL "
-            "budget, and for hybrids a clairvoyant admission of MAMBA states and SWA windows under the same "
-            "budgets; docs/bounds.md).")
+    return (
+        f"Over {_scope_words(data)} ({'/'.join(f'{c:,}' for c in counts)} per point), as `baseline -> other`; "
+        "improved / regressed counts requests whose cached tokens rose / fell. The upper bound is the "
+        "trace's ideal (an infinite FULL-attention cache at page 1: hits and reused tokens); the gap to it "
+        "splits into tokens whose FULL KV was missing (evicted, or its request had not finished), tokens "
+        "the previous turn never kept (a MAMBA model's finish stops at its last checkpoint), tokens "
+        "blocked by a missing SWA window or MAMBA state, and page rounding (the tree matches whole pages). "
+        "Reused / bound counts every served request: the run's reused tokens over the most any policy "
+        "could reuse with the point's pools (the Belady optimum for FULL attention under the same FULL "
+        "budget, and for hybrids a clairvoyant admission of MAMBA states and SWA windows under the same "
+        "budgets; docs/bounds.md)."
+    )
 
 
 def _why_text(data: GridData) -> str:
-    return (f"Recomputed tokens over {_scope_words(data)}, split by reason (`sim/run/why.py`; per request: the `why` "
-            "column of `points/<key>.requests.csv`): blocked with FULL KV there (no MAMBA state at the match "
-            "point, SWA freed out of the window by the trigger, by the finish-time trim or by eviction), FULL "
-            "KV missing (evicted, never kept, not cached yet), page rounding, and new tokens no earlier "
-            "request had.")
+    return (
+        f"Recomputed tokens over {_scope_words(data)}, split by reason (`sim/run/why.py`; per request: the `why` "
+        "column of `points/<key>.requests.csv`): blocked with FULL KV there (no MAMBA state at the match "
+        "point, SWA freed out of the window by the trigger, by the finish-time trim or by eviction), FULL "
+        "KV missing (evicted, never kept, not cached yet), page rounding, and new tokens no earlier "
+        "request had."
+    )
 
 
 def _write_png(root: Path, figure: RenderedFigure) -> Path:

@@ -1,6 +1,7 @@
 """A report's header card and sections written out: markdown (figures as PNG files beside it) or one
 self-contained HTML page (figures embedded as base64 PNG; section text rendered from markdown; numbers
 right-aligned, text left-aligned; every table sortable by a click on its header)."""
+
 from __future__ import annotations
 
 import base64
@@ -55,33 +56,47 @@ def to_html(title: str, card: Card, sections: list[Section]) -> str:
             body.append(_render_markdown(section.text))
         for caption, table in section.tables:
             if caption:
-                body.append(f"<p class=\"caption\">{_render_markdown(caption, inline=True)}</p>")
+                body.append(f'<p class="caption">{_render_markdown(caption, inline=True)}</p>')
             body.append(html_table(table))
         for figure in section.figures:
             data = base64.b64encode(figure.png).decode("ascii")
-            body.append(f'<figure><img alt="{html.escape(figure.caption)}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
-    return _PAGE.replace("{title}", html.escape(title)).replace("{body}", "\n".join(body)).replace(
-        "{style}", _STYLE).replace("{script}", _SCRIPT)
+            body.append(
+                f'<figure><img alt="{html.escape(figure.caption)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
+            )
+    return (
+        _PAGE.replace("{title}", html.escape(title))
+        .replace("{body}", "\n".join(body))
+        .replace("{style}", _STYLE)
+        .replace("{script}", _SCRIPT)
+    )
 
 
 def _card_html(card: Card) -> str:
-    rows = "".join(f"<tr><th scope=\"row\">{html.escape(label)}</th><td>{_render_markdown(value, inline=True)}</td></tr>"
-                   for label, value in card)
+    rows = "".join(
+        f'<tr><th scope="row">{html.escape(label)}</th><td>{_render_markdown(value, inline=True)}</td></tr>'
+        for label, value in card
+    )
     return f'<table class="card"><tbody>{rows}</tbody></table>'
 
 
 def html_table(frame: pd.DataFrame) -> str:
     columns = [[cell_text(v) for v in frame[name]] for name in frame.columns]
     kinds = [column_kind(name, cells) for name, cells in zip(frame.columns, columns, strict=True)]
-    head = "".join(f'<th scope="col" data-type="{kind}">{html.escape(str(name))}</th>'
-                   for name, kind in zip(frame.columns, kinds, strict=True))
+    head = "".join(
+        f'<th scope="col" data-type="{kind}">{html.escape(str(name))}</th>'
+        for name, kind in zip(frame.columns, kinds, strict=True)
+    )
     rows = []
     for i in range(len(frame)):
         cells = []
         for cells_of, kind in zip(columns, kinds, strict=True):
             text = html.escape(cells_of[i])
-            cells.append(f'<td class="key"><code>{text}</code></td>' if kind == "key" else f'<td class="{kind}">{text}</td>')
+            cells.append(
+                f'<td class="key"><code>{text}</code></td>'
+                if kind == "key"
+                else f'<td class="{kind}">{text}</td>'
+            )
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 

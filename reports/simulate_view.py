@@ -1,6 +1,7 @@
 """What ``cli.py simulate`` prints for one run, or two side by side (``--compare``): a header with the
 configuration as it resolved and the pools' capacities, then one row per figure, as aligned text or a
 markdown table ready to paste into a pull request."""
+
 from __future__ import annotations
 
 import textwrap
@@ -55,45 +56,99 @@ def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:
 
 def _why_row(reason: str) -> Row:
     name = f"why_{reason}_tokens"
-    return Row(f"  {REASONS[reason]}", lambda s: count(s.get(name, 0)), lambda s: s.get(name, 0),
-               lambda runs: any(s.get(name, 0) for s in runs))
+    return Row(
+        f"  {REASONS[reason]}",
+        lambda s: count(s.get(name, 0)),
+        lambda s: s.get(name, 0),
+        lambda runs: any(s.get(name, 0) for s in runs),
+    )
 
 
 REUSE_ROWS = [
-    Row("requests", lambda s: count(s["requests"]) + (f" ({count(s['rejected_requests'])} never ran)"
-                                                      if s["rejected_requests"] else ""), _key("requests")),
-    Row("hits (requests reusing any prefix)", lambda s: f"{count(s['hits'])} / {count(s['requests'])}",
-        _key("hits")),
-    Row("decode-region hits (follow-ups)", lambda s: f"{count(s['decode_region_hits'])} / "
-        f"{count(s['followup_requests'])} (ideal {count(s.get('ideal_decode_region_hits'))})",
-        _key("decode_region_hits"), lambda runs: runs[0]["followup_requests"] > 0),
+    Row(
+        "requests",
+        lambda s: (
+            count(s["requests"])
+            + (f" ({count(s['rejected_requests'])} never ran)" if s["rejected_requests"] else "")
+        ),
+        _key("requests"),
+    ),
+    Row(
+        "hits (requests reusing any prefix)",
+        lambda s: f"{count(s['hits'])} / {count(s['requests'])}",
+        _key("hits"),
+    ),
+    Row(
+        "decode-region hits (follow-ups)",
+        lambda s: (
+            f"{count(s['decode_region_hits'])} / "
+            f"{count(s['followup_requests'])} (ideal {count(s.get('ideal_decode_region_hits'))})"
+        ),
+        _key("decode_region_hits"),
+        lambda runs: runs[0]["followup_requests"] > 0,
+    ),
     _labelled("prompt tokens", _counted("prompt_tokens")),
-    Row("reused (cached) tokens", lambda s: f"{count(s['cached_tokens'])} ({share(s['cached_tokens'], s['prompt_tokens'])})",
-        _key("cached_tokens")),
-    Row("upper bound: ideal reused tokens", lambda s: f"{count(s['ideal_cached_tokens'])} "
-        f"({share(s['ideal_cached_tokens'], s['prompt_tokens'])})", _key("ideal_cached_tokens")),
-    Row("bound: Belady (FULL, same budget)", lambda s: f"{count(s['bound_belady_tokens'])} "
-        f"({share(s['bound_belady_tokens'], s['prompt_tokens'])})", _key("bound_belady_tokens"),
-        lambda runs: all("bound_belady_tokens" in s for s in runs)),
-    Row("bound: any policy with these pools", lambda s: f"{count(s['bound_tokens'])} "
-        f"(reused {share(s['cached_tokens'], s['bound_tokens'])} of it)", _key("bound_tokens"),
-        lambda runs: all("bound_tokens" in s for s in runs)),
-    Row("bounds", lambda s: s.get("bound_skipped", "computed"), shown=lambda runs: any("bound_skipped" in s for s in runs)),
+    Row(
+        "reused (cached) tokens",
+        lambda s: f"{count(s['cached_tokens'])} ({share(s['cached_tokens'], s['prompt_tokens'])})",
+        _key("cached_tokens"),
+    ),
+    Row(
+        "upper bound: ideal reused tokens",
+        lambda s: (
+            f"{count(s['ideal_cached_tokens'])} ({share(s['ideal_cached_tokens'], s['prompt_tokens'])})"
+        ),
+        _key("ideal_cached_tokens"),
+    ),
+    Row(
+        "bound: Belady (FULL, same budget)",
+        lambda s: (
+            f"{count(s['bound_belady_tokens'])} ({share(s['bound_belady_tokens'], s['prompt_tokens'])})"
+        ),
+        _key("bound_belady_tokens"),
+        lambda runs: all("bound_belady_tokens" in s for s in runs),
+    ),
+    Row(
+        "bound: any policy with these pools",
+        lambda s: f"{count(s['bound_tokens'])} (reused {share(s['cached_tokens'], s['bound_tokens'])} of it)",
+        _key("bound_tokens"),
+        lambda runs: all("bound_tokens" in s for s in runs),
+    ),
+    Row(
+        "bounds",
+        lambda s: s.get("bound_skipped", "computed"),
+        shown=lambda runs: any("bound_skipped" in s for s in runs),
+    ),
     Row("mean reuse fraction", lambda s: fraction(s["mean_reuse_fraction"]), _key("mean_reuse_fraction")),
     _labelled("recomputed tokens, of which:", _counted("recomputed_tokens")),
     *(_why_row(reason) for reason in REASONS),
 ]
 POOL_ROWS = [
-    Row("peak FULL held (tokens)", lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"]),
-        _key("peak_full_slots")),
-    Row("peak SWA held (tokens)", lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
-        _key("peak_swa_slots")),
-    Row("mean SWA held (tokens)", lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
-        _key("mean_swa_slots")),
-    Row("peak MAMBA held (states)", lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
-        _key("peak_mamba_states")),
-    Row("evictions FULL / SWA / MAMBA (nodes)", lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
-        changes=_each_changed(EVICTION_KEYS)),
+    Row(
+        "peak FULL held (tokens)",
+        lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"]),
+        _key("peak_full_slots"),
+    ),
+    Row(
+        "peak SWA held (tokens)",
+        lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
+        _key("peak_swa_slots"),
+    ),
+    Row(
+        "mean SWA held (tokens)",
+        lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
+        _key("mean_swa_slots"),
+    ),
+    Row(
+        "peak MAMBA held (states)",
+        lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
+        _key("peak_mamba_states"),
+    ),
+    Row(
+        "evictions FULL / SWA / MAMBA (nodes)",
+        lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
+        changes=_each_changed(EVICTION_KEYS),
+    ),
     _labelled("retractions", _counted("retractions")),
 ]
 TIME_ROWS = [
@@ -150,19 +205,27 @@ def header_lines(runs: list[Run], title: str) -> list[str]:
 def describe_knobs(resolved: dict) -> str:
     """Every knob the rules read, as run (a deliberately wrong one only where it is set)."""
     knobs = resolved["knobs"]
-    shown = ", ".join(f"{name} {_value(value)}" for name, value in knobs.items() if _applies(name, value, resolved))
+    shown = ", ".join(
+        f"{name} {_value(value)}" for name, value in knobs.items() if _applies(name, value, resolved)
+    )
     grids = resolved["grids"]
-    return (f"rules {resolved['rules']}, cache {resolved['cache']}; {shown}; checkpoint grid "
-            f"{grids['checkpoint_grid']}, track grid {grids['track_grid']}")
+    return (
+        f"rules {resolved['rules']}, cache {resolved['cache']}; {shown}; checkpoint grid "
+        f"{grids['checkpoint_grid']}, track grid {grids['track_grid']}"
+    )
 
 
 def describe_pools(resolved: dict) -> str:
     pools = resolved["pools"]
     if pools.get("blocks"):
-        return (f"one shared block pool of {count(pools['blocks'])} blocks of {pools['block_size']} tokens "
-                f"({count(pools['block_slots'])} token slots) for groups {pools['groups']}")
-    return (f"FULL {count(pools['full_slots'])} tokens, SWA {count(pools['swa_slots'])} tokens, MAMBA "
-            f"{count(pools['mamba_states'])} states")
+        return (
+            f"one shared block pool of {count(pools['blocks'])} blocks of {pools['block_size']} tokens "
+            f"({count(pools['block_slots'])} token slots) for groups {pools['groups']}"
+        )
+    return (
+        f"FULL {count(pools['full_slots'])} tokens, SWA {count(pools['swa_slots'])} tokens, MAMBA "
+        f"{count(pools['mamba_states'])} states"
+    )
 
 
 def _applies(name: str, value, resolved: dict) -> bool:
@@ -185,7 +248,9 @@ def render_text(runs: list[Run], title: str, timed: bool) -> str:
     lines = [textwrap.fill(line, TEXT_WIDTH, subsequent_indent="    ") for line in header_lines(runs, title)]
     lines.append("")
     for line in [names, *table]:
-        cells = [f"{line[0]:<{widths[0]}}"] + [f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:], strict=True)]
+        cells = [f"{line[0]:<{widths[0]}}"] + [
+            f"{cell:>{w}}" for cell, w in zip(line[1:], widths[1:], strict=True)
+        ]
         lines.append("  " + "  ".join(cells).rstrip())
     return "\n".join(lines)
 

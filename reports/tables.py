@@ -1,5 +1,6 @@
 """Markdown tables in the seeds' own shape, ready to paste into a pull request (``simulate``'s own view is
 ``reports/simulate_view.py``)."""
+
 from __future__ import annotations
 
 import math

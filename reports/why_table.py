@@ -1,5 +1,6 @@
 """Why each point's recomputed tokens (over the requests in scope) were recomputed: one column per reason
 (``sim/run/why.py``), so a reviewer sees which mechanism a policy change moved."""
+
 from __future__ import annotations
 
 import pandas as pd

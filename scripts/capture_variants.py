@@ -8,6 +8,7 @@ target, and launches nothing (kernel outputs stay uninitialised; only shapes and
 
 Must be imported with TRITON_INTERPRET=0 set before any kernel module (compile_sm90.py does that).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -32,18 +33,27 @@ class Variant:
     @property
     def label(self) -> str:
         """The kernel, the runtime ints it was specialised to 1 on, and how many divisibility hints it has."""
-        ones = [self.kernel.arg_names[path[0]] for path, value in self.constexprs.items()
-                if not self.kernel.params[path[0]].is_constexpr and value == 1]
+        ones = [
+            self.kernel.arg_names[path[0]]
+            for path, value in self.constexprs.items()
+            if not self.kernel.params[path[0]].is_constexpr and value == 1
+        ]
         hints = sum(bool(value) for value in self.attrs.values())
         return f"{self.kernel.__name__}[{''.join(f'{name}=1 ' for name in ones)}{hints} hints]"
 
     def source(self) -> ASTSource:
-        return ASTSource(fn=self.kernel, signature=self.signature, constexprs=self.constexprs, attrs=self.attrs)
+        return ASTSource(
+            fn=self.kernel, signature=self.signature, constexprs=self.constexprs, attrs=self.attrs
+        )
 
 
 def _key(kernel, signature: dict, constexprs: dict, attrs: dict) -> tuple:
-    return (kernel.__name__, tuple(signature.items()), tuple(sorted(constexprs.items(), key=str)),
-            tuple(sorted((k, str(v)) for k, v in attrs.items())))
+    return (
+        kernel.__name__,
+        tuple(signature.items()),
+        tuple(sorted(constexprs.items(), key=str)),
+        tuple(sorted((k, str(v)) for k, v in attrs.items())),
+    )
 
 
 @contextmanager
@@ -58,7 +68,9 @@ def intercepted_launches():
         if self not in binders:
             binders[self] = jit.create_function_from_signature(self.signature, self.params, backend)
         bound, specialization, options = binders[self](*args, **kwargs)
-        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
+        options, signature, constexprs, attrs = self._pack_args(
+            backend, kwargs, bound, specialization, options
+        )
         key = _key(self, signature, constexprs, attrs)
         if key not in seen:
             seen.add(key)

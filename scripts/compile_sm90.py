@@ -10,6 +10,7 @@ variant fails.
     python scripts/compile_sm90.py [--model small] [--dtypes fp32,bf16]
     python scripts/compile_sm90.py --from-run [--output-len N]
 """
+
 from __future__ import annotations
 
 import os
@@ -62,35 +63,95 @@ def variants(spec: ModelSpec, act: str) -> list[tuple[str, object, dict, dict]]:
     def add(label, kernel, ptrs, scalars, consts):
         out.append((f"{label}[{act}]", kernel, _sig(kernel, ptrs, scalars, consts), consts))
 
-    add("matmul", bi_matmul_kernel, dict(x_ptr=ptr, w_ptr=ptr, o_ptr=ptr),
+    add(
+        "matmul",
+        bi_matmul_kernel,
+        dict(x_ptr=ptr, w_ptr=ptr, o_ptr=ptr),
         dict.fromkeys(["M", "N", "K", "s_xm", "s_wn", "s_om"], I32),
-        dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BY_SUM=False))
-    add("rmsnorm", rmsnorm_kernel, dict(x_ptr=ptr, w_ptr=ptr, o_ptr=ptr),
+        dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BY_SUM=False),
+    )
+    add(
+        "rmsnorm",
+        rmsnorm_kernel,
+        dict(x_ptr=ptr, w_ptr=ptr, o_ptr=ptr),
         {**dict.fromkeys(["M", "D", "s_xm", "s_om"], I32), "eps": F32},
-        dict(BLOCK_R=config.ROW_BLOCK, BLOCK_D=triton.next_power_of_2(spec.d_model)))
-    add("silu_mul", silu_mul_kernel, dict(g_ptr=ptr, u_ptr=ptr, o_ptr=ptr),
+        dict(BLOCK_R=config.ROW_BLOCK, BLOCK_D=triton.next_power_of_2(spec.d_model)),
+    )
+    add(
+        "silu_mul",
+        silu_mul_kernel,
+        dict(g_ptr=ptr, u_ptr=ptr, o_ptr=ptr),
         dict.fromkeys(["M", "F", "s_gm", "s_um", "s_om"], I32),
-        dict(BLOCK_R=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK))
-    add("causal_conv", causal_conv_kernel, dict(ext_ptr=ptr, item_ptr=i32p, w_ptr=ptr, b_ptr=ptr, o_ptr=ptr),
+        dict(BLOCK_R=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK),
+    )
+    add(
+        "causal_conv",
+        causal_conv_kernel,
+        dict(ext_ptr=ptr, item_ptr=i32p, w_ptr=ptr, b_ptr=ptr, o_ptr=ptr),
         dict.fromkeys(["T", "C", "s_e", "s_o"], I32),
-        dict(KSIZE=spec.mamba_conv_kernel, BLOCK_T=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK))
-    scan_ptrs = {**dict.fromkeys(["x_ptr", "dt_ptr", "b_ptr", "c_ptr", "y_ptr"], ptr),
-                 **dict.fromkeys(["a_ptr", "d_ptr", "dtb_ptr", "st_ptr"], "*fp32"),
-                 **dict.fromkeys(["q_off_ptr", "start_ptr", "end_ptr", "sid_ptr", "ck_off_ptr", "ck_cnt_ptr",
-                                  "ck_pos_ptr", "ck_dst_ptr"], i32p)}
-    add("ssm_scan", ssm_scan_kernel, scan_ptrs,
+        dict(KSIZE=spec.mamba_conv_kernel, BLOCK_T=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK),
+    )
+    scan_ptrs = {
+        **dict.fromkeys(["x_ptr", "dt_ptr", "b_ptr", "c_ptr", "y_ptr"], ptr),
+        **dict.fromkeys(["a_ptr", "d_ptr", "dtb_ptr", "st_ptr"], "*fp32"),
+        **dict.fromkeys(
+            [
+                "q_off_ptr",
+                "start_ptr",
+                "end_ptr",
+                "sid_ptr",
+                "ck_off_ptr",
+                "ck_cnt_ptr",
+                "ck_pos_ptr",
+                "ck_dst_ptr",
+            ],
+            i32p,
+        ),
+    }
+    add(
+        "ssm_scan",
+        ssm_scan_kernel,
+        scan_ptrs,
         dict.fromkeys(["H", "P", "N", "s_xt", "s_dtt", "s_bt", "s_ct", "s_yt", "s_ss"], I32),
-        dict(BLOCK_H=1, BLOCK_P=triton.next_power_of_2(spec.mamba_head_dim),
-             BLOCK_N=triton.next_power_of_2(spec.mamba_state_dim)))
+        dict(
+            BLOCK_H=1,
+            BLOCK_P=triton.next_power_of_2(spec.mamba_head_dim),
+            BLOCK_N=triton.next_power_of_2(spec.mamba_state_dim),
+        ),
+    )
     group = spec.num_q_heads // spec.num_kv_heads
-    attn_ptrs = {**dict.fromkeys(["q_ptr", "k_ptr", "v_ptr", "o_ptr"], ptr),
-                 **dict.fromkeys(["slots_ptr", "tile_item_ptr", "tile_lo_ptr", "q_off_ptr", "start_ptr",
-                                  "end_ptr", "slot_off_ptr"], i32p)}
-    add("paged_attention", paged_attention_kernel, attn_ptrs,
-        {**dict.fromkeys(["s_qt", "s_qh", "s_kt", "s_kh", "s_ot", "s_oh", "window", "head_dim"], I32),
-         "sm_scale": F32},
-        dict(GROUP=group, BLOCK_G=triton.next_power_of_2(group), BLOCK_M=config.ATTN_BLOCK_M,
-             BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(spec.head_dim), BY_SUM=False))
+    attn_ptrs = {
+        **dict.fromkeys(["q_ptr", "k_ptr", "v_ptr", "o_ptr"], ptr),
+        **dict.fromkeys(
+            [
+                "slots_ptr",
+                "tile_item_ptr",
+                "tile_lo_ptr",
+                "q_off_ptr",
+                "start_ptr",
+                "end_ptr",
+                "slot_off_ptr",
+            ],
+            i32p,
+        ),
+    }
+    add(
+        "paged_attention",
+        paged_attention_kernel,
+        attn_ptrs,
+        {
+            **dict.fromkeys(["s_qt", "s_qh", "s_kt", "s_kh", "s_ot", "s_oh", "window", "head_dim"], I32),
+            "sm_scale": F32,
+        },
+        dict(
+            GROUP=group,
+            BLOCK_G=triton.next_power_of_2(group),
+            BLOCK_M=config.ATTN_BLOCK_M,
+            BLOCK_N=config.ATTN_BLOCK_N,
+            BLOCK_D=triton.next_power_of_2(spec.head_dim),
+            BY_SUM=False,
+        ),
+    )
     return out
 
 
@@ -116,22 +177,44 @@ def captured_variants(output_len: int | None) -> list[tuple[str, ASTSource, dict
     with tempfile.TemporaryDirectory() as folder, intercepted_launches() as found:
         trace = str(Path(folder) / "s1.jsonl")
         cli.main(["trace", "gen", "s1", *trace_args, "-o", trace], standalone_mode=False)
-        cli.main(["execute", "--trace", trace, "--model", GPU.model, "--device", "cpu", "--kernels", "triton",
-                  "--gpu", GPU.gpu, *knobs, "--format", "json"], standalone_mode=False)
+        cli.main(
+            [
+                "execute",
+                "--trace",
+                trace,
+                "--model",
+                GPU.model,
+                "--device",
+                "cpu",
+                "--kernels",
+                "triton",
+                "--gpu",
+                GPU.gpu,
+                *knobs,
+                "--format",
+                "json",
+            ],
+            standalone_mode=False,
+        )
     return [(v.label, v.source(), v.options) for v in found]
 
 
 def unspecialised_variants(model_name: str, dtypes: str) -> list[tuple[str, ASTSource, dict]]:
     spec, options = get_model(model_name), {"num_warps": config.NUM_WARPS}
-    return [(label, ASTSource(fn=kernel, signature=signature, constexprs=constexprs), options)
-            for act in dtypes.split(",") for label, kernel, signature, constexprs in variants(spec, act.strip())]
+    return [
+        (label, ASTSource(fn=kernel, signature=signature, constexprs=constexprs), options)
+        for act in dtypes.split(",")
+        for label, kernel, signature, constexprs in variants(spec, act.strip())
+    ]
 
 
 @click.command()
 @click.option("--model", "model_name", default="small", show_default=True, help="model preset for shapes")
 @click.option("--dtypes", default="fp32,bf16", show_default=True, help="activation dtypes to compile")
 @click.option("--from-run", is_flag=True, help="compile the variants the GPU check's execute launches")
-@click.option("--output-len", type=click.IntRange(min=1), help="with --from-run: shorter outputs than the check's")
+@click.option(
+    "--output-len", type=click.IntRange(min=1), help="with --from-run: shorter outputs than the check's"
+)
 def main(model_name: str, dtypes: str, from_run: bool, output_len: int | None) -> None:
     todo = captured_variants(output_len) if from_run else unspecialised_variants(model_name, dtypes)
     failures = 0

@@ -7,6 +7,7 @@ every stage passed.
 
     python scripts/gpu_check.py plan | run [--out DIR] | dry-run [--out DIR] [--budget-scale X] [--only a,b]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,13 @@ def main() -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))  # traces and run folders; only results go to --out
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        p for p in (str(work / "site"), str(REPO), os.environ.get("PYTHONPATH")) if p))  # site: the wheels
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(
+            p for p in (str(work / "site"), str(REPO), os.environ.get("PYTHONPATH")) if p
+        ),
+    )  # site: the wheels
     if profile is DRY:
         env.setdefault("OMP_NUM_THREADS", "1")  # tiny tensors: one thread is ~10x faster on a busy CPU
     ctx = Context(profile, out, work, out / "gpu_check.log", env=env)

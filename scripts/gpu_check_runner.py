@@ -1,5 +1,6 @@
 """Stages with time budgets: each stage's commands killed at its budget, the summary JSON rewritten after
 every stage (so whatever finished is on disk even if the whole call is cut short)."""
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,15 @@ class Context:
         with self.log_path.open("a") as log:
             log.write(f"\n$ {' '.join(cmd)}\n")
             log.flush()
-            proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True,
-                                    start_new_session=True)  # its own group: a timeout kills its children too
+            proc = subprocess.Popen(
+                cmd,
+                cwd=REPO,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+            )  # its own group: a timeout kills its children too
             try:
                 stdout, _ = proc.communicate(timeout=left)
             except subprocess.TimeoutExpired:
@@ -77,7 +85,9 @@ class Context:
 def plan_text(stages: list[Stage], scale: float = 1.0) -> str:
     lines = [f"{'stage':<12} {'budget':>7}  what"]
     lines += [f"{s.name:<12} {s.budget_s * scale:>6.0f}s  {s.what}" for s in stages]
-    lines.append(f"{'total':<12} {sum(s.budget_s for s in stages) * scale:>6.0f}s  (ceiling {TOTAL_BUDGET_S} s)")
+    lines.append(
+        f"{'total':<12} {sum(s.budget_s for s in stages) * scale:>6.0f}s  (ceiling {TOTAL_BUDGET_S} s)"
+    )
     return "\n".join(lines)
 
 
@@ -97,16 +107,22 @@ def run_stages(stages: list[Stage], ctx: Context, summary: dict, scale: float = 
         try:
             record["figures"] = stage.body(ctx)
         except StageFailed as err:
-            record.update(status="timeout" if isinstance(err, StageTimeout) else "failed", error=str(err),
-                          figures=err.figures)
+            record.update(
+                status="timeout" if isinstance(err, StageTimeout) else "failed",
+                error=str(err),
+                figures=err.figures,
+            )
         except Exception as err:  # a bug in a stage body must not cost the later stages
             record.update(status="failed", error=f"{type(err).__name__}: {err}")
         record["seconds"] = round(time.monotonic() - started, 2)
         summary["stages"].append(record)
         summary["elapsed_s"] = round(time.monotonic() - began, 2)
         _write_json(ctx.out / "gpu_check.json", summary)
-        print(f"[{record['status']:>7}] {stage.name:<12} {record['seconds']:7.1f}s / {record['budget_s']:.0f}s"
-              + (f"  {record['error']}" if "error" in record else ""), flush=True)
+        print(
+            f"[{record['status']:>7}] {stage.name:<12} {record['seconds']:7.1f}s / {record['budget_s']:.0f}s"
+            + (f"  {record['error']}" if "error" in record else ""),
+            flush=True,
+        )
     summary["ok"] = all(r["status"] == "ok" for r in summary["stages"])
     _write_json(ctx.out / "gpu_check.json", summary)
     return summary

@@ -4,6 +4,7 @@ Each stage body runs its commands through `ctx.run` (within the stage's budget),
 printed, and returns the figures for gpu_check.json; a wrong result raises StageFailed with the figures
 it did get. docs/gpu-runs.md says what every figure means.
 """
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,18 @@ from pathlib import Path
 from gpu_check_runner import REPO, TOTAL_BUDGET_S, Context, Stage, StageFailed
 from wheel_from_env import build_wheel
 
-KERNEL_TESTS = tuple(f"tests/executor/test_executor_{name}.py" for name in (
-    "dot_branch", "dense_kernels", "attention", "mamba_kernels", "model_exact", "bitwise", "negative_controls"))
+KERNEL_TESTS = tuple(
+    f"tests/executor/test_executor_{name}.py"
+    for name in (
+        "dot_branch",
+        "dense_kernels",
+        "attention",
+        "mamba_kernels",
+        "model_exact",
+        "bitwise",
+        "negative_controls",
+    )
+)
 PYTEST = ("-p", "no:cacheprovider", "-q", "-rfE", "--durations=8")
 
 
@@ -37,22 +48,63 @@ class Profile:
 # 4 prompts of 1500 tokens + 700 outputs: every second turn hits the 2048 decode checkpoint, and with the
 # window one page short (broken-retain-short) all four read SWA the policy freed (600 outputs: none do).
 # The tests run in 4 pytest-xdist workers (in the GPU image): Triton's JIT compiles dominate, one per variant.
-GPU = Profile("gpu", "small", "cuda", "triton", "h200", ("--num-prompts", "4", "--prompt-len", "1500", "--output-len", "700"),
-              ("--page-size", "64", "--track-interval", "256", "--swa-eviction-interval", "128",
-               "--pool-tokens", "400000", "--mamba-states", "512"),
-              (*KERNEL_TESTS, *PYTEST, "-n", "4"), ("--model", "small", "--device", "cuda"), "carried")
+GPU = Profile(
+    "gpu",
+    "small",
+    "cuda",
+    "triton",
+    "h200",
+    ("--num-prompts", "4", "--prompt-len", "1500", "--output-len", "700"),
+    (
+        "--page-size",
+        "64",
+        "--track-interval",
+        "256",
+        "--swa-eviction-interval",
+        "128",
+        "--pool-tokens",
+        "400000",
+        "--mamba-states",
+        "512",
+    ),
+    (*KERNEL_TESTS, *PYTEST, "-n", "4"),
+    ("--model", "small", "--device", "cuda"),
+    "carried",
+)
 # the same stages at sizes a CPU runs in seconds: the tiny model with a 16-token window
-DRY = Profile("dry-run", "tiny", "cpu", "torch", "cpu", ("--num-prompts", "2", "--prompt-len", "30", "--output-len", "8"),
-              ("--page-size", "4", "--track-interval", "8", "--swa-eviction-interval", "4", "--window", "16",
-               "--pool-tokens", "20000", "--mamba-states", "64"),
-              ("tests/executor/test_executor_dot_branch.py", "-k", "matmul", *PYTEST),
-              ("--model", "tiny", "--device", "cpu", "--prefill", "32", "--batch", "2", "--context", "40"), "build")
+DRY = Profile(
+    "dry-run",
+    "tiny",
+    "cpu",
+    "torch",
+    "cpu",
+    ("--num-prompts", "2", "--prompt-len", "30", "--output-len", "8"),
+    (
+        "--page-size",
+        "4",
+        "--track-interval",
+        "8",
+        "--swa-eviction-interval",
+        "4",
+        "--window",
+        "16",
+        "--pool-tokens",
+        "20000",
+        "--mamba-states",
+        "64",
+    ),
+    ("tests/executor/test_executor_dot_branch.py", "-k", "matmul", *PYTEST),
+    ("--model", "tiny", "--device", "cpu", "--prefill", "32", "--batch", "2", "--context", "40"),
+    "build",
+)
 
 
 def _env(ctx: Context) -> dict:
-    code = ("import json, platform, numpy, torch, triton; c = torch.cuda.is_available(); print(json.dumps({"
-            "'python': platform.python_version(), 'torch': torch.__version__, 'triton': triton.__version__, "
-            "'numpy': numpy.__version__, 'cuda': c, 'gpu': torch.cuda.get_device_name() if c else None}))")
+    code = (
+        "import json, platform, numpy, torch, triton; c = torch.cuda.is_available(); print(json.dumps({"
+        "'python': platform.python_version(), 'torch': torch.__version__, 'triton': triton.__version__, "
+        "'numpy': numpy.__version__, 'cuda': c, 'gpu': torch.cuda.get_device_name() if c else None}))"
+    )
     figures = json.loads(ctx.run("-c", code, label="versions").strip().splitlines()[-1])
     if ctx.profile.device == "cuda" and not figures["cuda"]:
         raise StageFailed("torch sees no CUDA device", figures)
@@ -66,11 +118,29 @@ def _wheels(ctx: Context) -> dict:
         build_wheel("simpy", source)
     wheels = sorted(str(p) for p in source.glob("*.whl"))
     if not any(Path(w).name.startswith("simpy-") for w in wheels):
-        raise StageFailed(f"no simpy wheel in {source}: run `bash scripts/gpu_check.sh --prepare` before the "
-                          "device call and carry .whl", {"wheels": wheels})
-    ctx.run("-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
-            "--target", str(ctx.work / "site"), *wheels, label="pip install")
-    found = ctx.run("-c", "import simpy; print(simpy.__version__, simpy.__file__)", label="import simpy").split()
+        raise StageFailed(
+            f"no simpy wheel in {source}: run `bash scripts/gpu_check.sh --prepare` before the "
+            "device call and carry .whl",
+            {"wheels": wheels},
+        )
+    ctx.run(
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--no-cache-dir",
+        "--upgrade",
+        "--target",
+        str(ctx.work / "site"),
+        *wheels,
+        label="pip install",
+    )
+    found = ctx.run(
+        "-c", "import simpy; print(simpy.__version__, simpy.__file__)", label="import simpy"
+    ).split()
     return {"wheels": [Path(w).name for w in wheels], "simpy": found[0], "simpy_from": found[1]}
 
 
@@ -102,8 +172,21 @@ def _kernels(ctx: Context) -> tuple[str, str]:
 
 def _execute(ctx: Context, policy: str, name: str) -> dict:
     folder = ctx.work / name
-    out = ctx.run("cli.py", "execute", "--trace", _trace(ctx), "--policy", policy, *_kernels(ctx),
-                  *_model_args(ctx), "--format", "json", "--out", str(folder), label=f"execute {policy}")
+    out = ctx.run(
+        "cli.py",
+        "execute",
+        "--trace",
+        _trace(ctx),
+        "--policy",
+        policy,
+        *_kernels(ctx),
+        *_model_args(ctx),
+        "--format",
+        "json",
+        "--out",
+        str(folder),
+        label=f"execute {policy}",
+    )
     shutil.copy(folder / "bitwise.csv", ctx.out / f"bitwise_{name}.csv")
     return json.loads(out.strip().splitlines()[-1])
 
@@ -117,8 +200,20 @@ def _retain(ctx: Context) -> dict:
 
 def _relies_on_freed_swa(ctx: Context, policy: str) -> list[str]:
     folder = ctx.work / f"simulate-{policy}"
-    ctx.run("cli.py", "simulate", "--trace", _trace(ctx), "--policy", policy, *_sim_args(ctx), "--out", str(folder),
-            "--format", "json", label=f"simulate {policy}")
+    ctx.run(
+        "cli.py",
+        "simulate",
+        "--trace",
+        _trace(ctx),
+        "--policy",
+        policy,
+        *_sim_args(ctx),
+        "--out",
+        str(folder),
+        "--format",
+        "json",
+        label=f"simulate {policy}",
+    )
     with (folder / "requests.csv").open() as rows:
         return [row["id"] for row in csv.DictReader(rows) if row["relies_on_freed_window"] == "True"]
 
@@ -129,34 +224,67 @@ def _negative(ctx: Context) -> dict:
         raise StageFailed("the trace relies on no freed SWA under broken-retain-short", {"relies": relies})
     figures = dict(_execute(ctx, "broken-retain-short", "broken"), relies_on_freed_swa=relies)
     if sorted(figures["not_bit_exact_ids"]) != sorted(relies):
-        raise StageFailed("broken-retain-short must be flagged on exactly the requests simulate says rely on "
-                          "freed SWA", figures)
+        raise StageFailed(
+            "broken-retain-short must be flagged on exactly the requests simulate says rely on freed SWA",
+            figures,
+        )
     return figures
 
 
 def _calibrate(ctx: Context) -> dict:
     path = ctx.out / "calibration.json"
-    line = ctx.run("cli.py", "calibrate", "--trace", _trace(ctx), "--policy", "sglang-retain", *_kernels(ctx),
-                   *_model_args(ctx), "-o", str(path), label="calibrate").strip()
+    line = ctx.run(
+        "cli.py",
+        "calibrate",
+        "--trace",
+        _trace(ctx),
+        "--policy",
+        "sglang-retain",
+        *_kernels(ctx),
+        *_model_args(ctx),
+        "-o",
+        str(path),
+        label="calibrate",
+    ).strip()
     return dict(json.loads(path.read_text()), line=line)
 
 
 def _throughput(ctx: Context) -> dict:
     path = ctx.out / "throughput.json"
-    ctx.run("benchmarks/executor_kernels.py", *ctx.profile.bench, "--json", str(path), label="kernel benchmark")
+    ctx.run(
+        "benchmarks/executor_kernels.py", *ctx.profile.bench, "--json", str(path), label="kernel benchmark"
+    )
     keep = ("kernel", "shape", "ours_tokens_per_s", "torch_tokens_per_s", "slowdown", "max_abs_diff")
     return {"rows": [{k: row[k] for k in keep} for row in json.loads(path.read_text())["rows"]]}
 
 
 STAGES = [
     Stage("env", 15, "python, torch, triton, numpy; the GPU torch sees", _env),
-    Stage("wheels", 15, "install the carried simpy wheel (dry run: build it from this environment first)", _wheels),
-    Stage("tests", 150, "the executor's kernel and bit-exactness tests on the device (the tl.dot branch too)",
-          _tests),
-    Stage("retain", 90, "execute sglang-retain on the S1 trace: must reuse and be bit-exact (JIT compiles here)",
-          _retain),
-    Stage("negative", 60, "simulate proves the trace reads freed SWA, then execute broken-retain-short: "
-                          "not bit-exact on exactly those requests", _negative),
+    Stage(
+        "wheels",
+        15,
+        "install the carried simpy wheel (dry run: build it from this environment first)",
+        _wheels,
+    ),
+    Stage(
+        "tests",
+        150,
+        "the executor's kernel and bit-exactness tests on the device (the tl.dot branch too)",
+        _tests,
+    ),
+    Stage(
+        "retain",
+        90,
+        "execute sglang-retain on the S1 trace: must reuse and be bit-exact (JIT compiles here)",
+        _retain,
+    ),
+    Stage(
+        "negative",
+        60,
+        "simulate proves the trace reads freed SWA, then execute broken-retain-short: "
+        "not bit-exact on exactly those requests",
+        _negative,
+    ),
     Stage("calibrate", 50, "fit the step-time model: in-sample and held-out MAPE", _calibrate),
     Stage("throughput", 70, "matmul and attention kernels vs torch matmul / SDPA, tokens/s", _throughput),
 ]

@@ -14,6 +14,7 @@ a printout's import time and the spacing around the output folder's name are not
 
 The Mooncake trace is $HYBRIDCACHE_SHARED/traces/mooncake/conversation_trace.jsonl (default ../shared).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,35 +39,132 @@ def commands(out: Path) -> list[tuple[str, list[str]]]:
         for policy in POLICIES:
             for mode in ("timed", "replay"):
                 name = f"sim-{trace}-{policy}-{mode}"
-                runs.append((name, ["simulate", "--trace", f"traces/{trace}.jsonl", "--policy", policy, "--mode", mode,
-                                    "--format", "json", "--out", str(out / name)]))
+                runs.append(
+                    (
+                        name,
+                        [
+                            "simulate",
+                            "--trace",
+                            f"traces/{trace}.jsonl",
+                            "--policy",
+                            policy,
+                            "--mode",
+                            mode,
+                            "--format",
+                            "json",
+                            "--out",
+                            str(out / name),
+                        ],
+                    )
+                )
     runs += [
         ("sim-text", ["simulate", "--trace", "traces/fanout.jsonl"]),
-        ("sim-md", ["simulate", "--trace", "traces/multiturn.jsonl", "--format", "md", "--compare", "sglang"]),
-        ("sim-qwen", ["simulate", "--trace", "traces/multiturn.jsonl", "--model", "qwen3-next", "--pool-tokens", "60000",
-                      "--mamba-states", "12", "--format", "json"]),
-        ("sim-gemma", ["simulate", "--trace", "traces/fanout.jsonl", "--model", "gemma-4-26b-a4b", "--pool-tokens",
-                       "60000", "--format", "json", "--policy", "freetoken"]),
+        (
+            "sim-md",
+            ["simulate", "--trace", "traces/multiturn.jsonl", "--format", "md", "--compare", "sglang"],
+        ),
+        (
+            "sim-qwen",
+            [
+                "simulate",
+                "--trace",
+                "traces/multiturn.jsonl",
+                "--model",
+                "qwen3-next",
+                "--pool-tokens",
+                "60000",
+                "--mamba-states",
+                "12",
+                "--format",
+                "json",
+            ],
+        ),
+        (
+            "sim-gemma",
+            [
+                "simulate",
+                "--trace",
+                "traces/fanout.jsonl",
+                "--model",
+                "gemma-4-26b-a4b",
+                "--pool-tokens",
+                "60000",
+                "--format",
+                "json",
+                "--policy",
+                "freetoken",
+            ],
+        ),
     ]
-    return runs + mooncake_commands(out) + [
-        ("exp-s1", ["experiment", "s1", "--format", "md"]), ("exp-s2", ["experiment", "s2", "--format", "md"]),
-        ("exp-s3", ["experiment", "s3", "--format", "md"]),
-        ("exp-vllm-align", ["experiment", "vllm-align", "--format", "md"]),
-        ("gen-s1", ["trace", "gen", "s1", "-o", str(out / "s1.jsonl")]),
-        ("grid", ["grid", "--trace", "traces/fanout.jsonl", "--policy", "sglang,freetoken", "--page-size", "16,64",
-                  "--out", str(out / "grid")]),
-    ]
+    return (
+        runs
+        + mooncake_commands(out)
+        + [
+            ("exp-s1", ["experiment", "s1", "--format", "md"]),
+            ("exp-s2", ["experiment", "s2", "--format", "md"]),
+            ("exp-s3", ["experiment", "s3", "--format", "md"]),
+            ("exp-vllm-align", ["experiment", "vllm-align", "--format", "md"]),
+            ("gen-s1", ["trace", "gen", "s1", "-o", str(out / "s1.jsonl")]),
+            (
+                "grid",
+                [
+                    "grid",
+                    "--trace",
+                    "traces/fanout.jsonl",
+                    "--policy",
+                    "sglang,freetoken",
+                    "--page-size",
+                    "16,64",
+                    "--out",
+                    str(out / "grid"),
+                ],
+            ),
+        ]
+    )
 
 
 def mooncake_commands(out: Path) -> list[tuple[str, list[str]]]:
     source, imported = SHARED / "traces/mooncake/conversation_trace.jsonl", str(out / "mc.jsonl")
-    runs = [("mc-import", ["trace", "import", "mooncake", str(source), "-o", imported]),
-            ("mc-stats", ["trace", "stats", imported])]
+    runs = [
+        ("mc-import", ["trace", "import", "mooncake", str(source), "-o", imported]),
+        ("mc-stats", ["trace", "stats", imported]),
+    ]
     for policy in ("sglang", "sglang-retain", "freetoken", "freetoken-lazy", "vllm"):
-        runs.append((f"mc-sim-{policy}", ["simulate", "--trace", imported, "--policy", policy, "--mode", "replay",
-                                          "--format", "json", "--out", str(out / f"mc-sim-{policy}")]))
-    return runs + [("mc-sim-timed", ["simulate", "--trace", imported, "--policy", "sglang-retain", "--mode", "timed",
-                                     "--format", "json", "--no-bounds"])]
+        runs.append(
+            (
+                f"mc-sim-{policy}",
+                [
+                    "simulate",
+                    "--trace",
+                    imported,
+                    "--policy",
+                    policy,
+                    "--mode",
+                    "replay",
+                    "--format",
+                    "json",
+                    "--out",
+                    str(out / f"mc-sim-{policy}"),
+                ],
+            )
+        )
+    return runs + [
+        (
+            "mc-sim-timed",
+            [
+                "simulate",
+                "--trace",
+                imported,
+                "--policy",
+                "sglang-retain",
+                "--mode",
+                "timed",
+                "--format",
+                "json",
+                "--no-bounds",
+            ],
+        )
+    ]
 
 
 def run(out: Path) -> list[str]:
@@ -88,9 +186,14 @@ def compare(a: Path, b: Path) -> list[str]:
     files_a, files_b = _files(a), _files(b)
     plain = sorted(f for f in files_a | files_b if not f.startswith("grid/"))
     differ = [f"only in one: {f}" for f in plain if (f in files_a) != (f in files_b)]
-    differ += [f"differs: {f}" for f in plain if f in files_a and f in files_b and _bytes(a, f) != _bytes(b, f)]
-    return differ + [f"differs: grid store ({what})" for what, x, y in zip(
-        ("tables", "point records", "grid.csv"), _grid(a), _grid(b), strict=True) if x != y]
+    differ += [
+        f"differs: {f}" for f in plain if f in files_a and f in files_b and _bytes(a, f) != _bytes(b, f)
+    ]
+    return differ + [
+        f"differs: grid store ({what})"
+        for what, x, y in zip(("tables", "point records", "grid.csv"), _grid(a), _grid(b), strict=True)
+        if x != y
+    ]
 
 
 def _files(root: Path) -> set[str]:
@@ -118,7 +221,9 @@ def _grid(root: Path) -> tuple[list, list, list]:
 
     points = root / "grid" / "points"
     tables = sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in points.glob("*.csv"))
-    records = sorted(json.dumps(_without_code(json.loads(p.read_text())), sort_keys=True) for p in points.glob("*.json"))
+    records = sorted(
+        json.dumps(_without_code(json.loads(p.read_text())), sort_keys=True) for p in points.glob("*.json")
+    )
     table = pd.read_csv(root / "grid" / "grid.csv")
     table = table[[c for c in table.columns if c not in CODE_FIELDS]]
     return tables, records, [list(table.columns)] + sorted(map(str, table.values.tolist()))

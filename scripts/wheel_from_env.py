@@ -7,6 +7,7 @@ Root-Is-Purelib and the tag py3-none-any); anything else is refused by name. The
 
     python scripts/wheel_from_env.py simpy -d .whl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,12 @@ import importlib.metadata as metadata
 import zipfile
 from pathlib import Path, PurePosixPath
 
-_NOT_PACKED = {"INSTALLER", "REQUESTED", "RECORD", "direct_url.json"}  # written by the installer, not the wheel
+_NOT_PACKED = {
+    "INSTALLER",
+    "REQUESTED",
+    "RECORD",
+    "direct_url.json",
+}  # written by the installer, not the wheel
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -44,12 +50,16 @@ def build_wheel(name: str, out_dir: str | Path) -> Path:
         raise SystemExit(f"wheel_from_env: {name!r} is not installed in this environment") from err
     wheel_text = dist.read_text("WHEEL") or ""
     if "Root-Is-Purelib: true" not in wheel_text or "Tag: py3-none-any" not in wheel_text:
-        raise SystemExit(f"wheel_from_env: {name} {dist.version} is not pure Python (py3-none-any); "
-                         "download its wheel for the GPU's platform instead")
+        raise SystemExit(
+            f"wheel_from_env: {name} {dist.version} is not pure Python (py3-none-any); "
+            "download its wheel for the GPU's platform instead"
+        )
     files = _packed_files(dist)
     info_dirs = {arc.split("/")[0] for arc, _ in files if arc.split("/")[0].endswith(".dist-info")}
     if len(info_dirs) != 1:
-        raise SystemExit(f"wheel_from_env: expected one .dist-info folder for {name}, found {sorted(info_dirs)}")
+        raise SystemExit(
+            f"wheel_from_env: expected one .dist-info folder for {name}, found {sorted(info_dirs)}"
+        )
     record_name = f"{info_dirs.pop()}/RECORD"
     record = "".join(f"{arc},{_hash(data)},{len(data)}\n" for arc, data in files) + f"{record_name},,\n"
     stem = dist.metadata["Name"].replace("-", "_")

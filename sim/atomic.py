@@ -5,6 +5,7 @@ The temporary sibling is ``.NAME.PID.tmp``: the PID says which process owns it, 
 the ones whose writer is gone (``sweep_stale_temps``) without touching a live writer's. A failed write
 removes its temporary file and raises an ``OSError`` naming the target (not the temporary) with its errno.
 """
+
 from __future__ import annotations
 
 import errno

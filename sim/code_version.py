@@ -5,6 +5,7 @@ changed preset default, another branch checked out) is never taken for a current
 ``dirty`` are for people reading a report; they do not enter the key (a commit that changes no source file
 changes no result).
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,9 @@ def git_state() -> tuple[str, bool | None]:
 
 
 def _git(*args: str) -> str:
-    done = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10,
-                          check=True)
+    done = subprocess.run(
+        ["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10, check=True
+    )
     return done.stdout.strip()
 
 

@@ -1,5 +1,6 @@
 """Progress of a long run on stderr: a live bar with the total and an ETA on a terminal; elsewhere (a log,
 a pipe, CI) one plain line every few seconds, so a log shows the run is alive without filling up."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,15 @@ def _duration(seconds: float) -> str:
 class LogProgress:
     """Plain lines, at most one per ``interval_s``: ``label: done / total unit (pct), elapsed, ETA``."""
 
-    def __init__(self, total: int, label: str, unit: str, stream, interval_s: float = LOG_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        unit: str,
+        stream,
+        interval_s: float = LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total, self.label, self.unit, self.stream = total, label, unit, stream
         self.interval_s, self.clock = interval_s, clock
         self.started = self.last_line = clock()
@@ -63,8 +71,9 @@ class LogProgress:
 
 
 @contextlib.contextmanager
-def progress(total: int, label: str, unit: str, stream=None, interval_s: float = LOG_INTERVAL_S,
-             enabled: bool = True) -> Iterator[Callable[..., None]]:
+def progress(
+    total: int, label: str, unit: str, stream=None, interval_s: float = LOG_INTERVAL_S, enabled: bool = True
+) -> Iterator[Callable[..., None]]:
     """Yields ``update(done, note="")`` (cheap to call often: nothing happens unless ``done`` moved)."""
     stream = sys.stderr if stream is None else stream
     if not enabled:
@@ -101,9 +110,17 @@ def _live_bar(total: int, label: str, unit: str, stream) -> Iterator[Callable[..
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-               TaskProgressColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-               TextColumn("{task.fields[note]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+    )
     with Progress(*columns, console=Console(file=stream), transient=True) as bar:
         task = bar.add_task(label, total=total, note="")
         last = [-1, ""]

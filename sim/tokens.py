@@ -9,6 +9,7 @@ Sources are strings: ``"r:<ref>"`` for a trace reference and ``"o:<request id>"`
 output. Concrete token ids (for the executor's embedding lookup) come from ``token_ids``: a hash of the
 source name mixed with the offset, identical on every run and machine.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -63,7 +64,9 @@ class TokenSeq:
 
     def _run_starts(self) -> list[int]:
         if self._starts is None:
-            self._starts = list(accumulate([run[2] for run in self.runs[:-1]], initial=0)) if self.runs else []
+            self._starts = (
+                list(accumulate([run[2] for run in self.runs[:-1]], initial=0)) if self.runs else []
+            )
         return self._starts
 
     @classmethod
@@ -168,7 +171,9 @@ def _source_seed(source: str) -> int:
 
 def _run_ids(source: str, first: int, length: int) -> np.ndarray:
     # splitmix64 of (seed + offset): a bijection per source, so ids within a source never collide
-    x = (np.uint64(_source_seed(source)) + np.arange(first, first + length, dtype=np.uint64)) & np.uint64(_MASK64)
+    x = (np.uint64(_source_seed(source)) + np.arange(first, first + length, dtype=np.uint64)) & np.uint64(
+        _MASK64
+    )
     x = x + np.uint64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -9,6 +9,7 @@ outcome is FreeToken's own usage report: ``PromptAdmittedMsg.cached_tokens`` (= 
 
 Needs ``pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt`` installed; FreeToken is imported only inside ``run``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,9 +20,9 @@ ENGINE = "freetoken"
 VERSION = "0.2.1"
 PRESETS: dict[str, str] = {
     "freetoken": "FreeToken 0.2.1 as shipped: a finish trims the SWA of the prompt head to its last "
-                 "W + 16 tokens (CacheManager._cache_req_swa -> SWARadixCache.trim_head_swa, issue #200)",
+    "W + 16 tokens (CacheManager._cache_req_swa -> SWARadixCache.trim_head_swa, issue #200)",
     "freetoken-lazy": "FreeToken PR #488 on 0.2.1: the finish-time trim_head_swa call removed, the re-stamp "
-                      "of the prompt path kept",
+    "of the prompt path kept",
 }
 CHUNK_SIZE = 64  # freetoken.kernel.fla.chunk.CHUNK_SIZE: the GDN scan chunk, where its snapshots land
 _COMPONENTS = ("full+swa", "full+mamba")
@@ -30,8 +31,10 @@ _COMPONENTS = ("full+swa", "full+mamba")
 def accepts(config: EngineConfig) -> str | None:
     """Why FreeToken 0.2.1 would not run this configuration (its own rules), or None."""
     if config.components == "full+swa+mamba":
-        return ("FreeToken has no three-component cache: CacheManager runs either an SWARadixCache "
-                "(swa_radix) or a GDN HybridRadixCache (hybrid_radix), never both")
+        return (
+            "FreeToken has no three-component cache: CacheManager runs either an SWARadixCache "
+            "(swa_radix) or a GDN HybridRadixCache (hybrid_radix), never both"
+        )
     if config.components not in _COMPONENTS:
         return f"unknown layer mix {config.components!r}; FreeToken serves {' or '.join(_COMPONENTS)}"
     for knob in ("page_size", "chunked_prefill_size", "swa_eviction_interval"):

@@ -5,6 +5,7 @@ What is FreeToken's: ``CacheManager`` (with its ``SWARadixCache`` or GDN ``Hybri
 and the ``Scheduler`` methods that admit, commit, finish and report (called on a ``Scheduler`` built without
 its ``__init__``, which would load a model onto a GPU). What is not: the stubs listed in ``STUBS``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,8 +73,9 @@ def _page_table(max_seq_len: int, page: int, device):
     import torch
     from freetoken.engine.engine import _page_table_width
 
-    table = torch.zeros((MAX_RUNNING_REQ + 1, _page_table_width(max_seq_len, page)), dtype=torch.int32,
-                        device=device)
+    table = torch.zeros(
+        (MAX_RUNNING_REQ + 1, _page_table_width(max_seq_len, page)), dtype=torch.int32, device=device
+    )
     table[MAX_RUNNING_REQ].fill_(max_seq_len)  # the dummy request's row points at the dummy page
     return table
 
@@ -84,11 +86,20 @@ def _swa_pool(config: EngineConfig, num_pages: int, device):
     from freetoken.kvcache.hybrid_swa_pool import HybridSWAKVCache
     from freetoken.models.config import KVCacheGroupSpec
 
-    groups = [KVCacheGroupSpec("full", (0,), 1, 1, None),
-              KVCacheGroupSpec("swa", (1,), 1, 1, config.window, attn_type=AttnType.SWA)]
+    groups = [
+        KVCacheGroupSpec("full", (0,), 1, 1, None),
+        KVCacheGroupSpec("swa", (1,), 1, 1, config.window, attn_type=AttnType.SWA),
+    ]
     # +1 page: create_kv_pool's dummy page; +1 SWA slot: slot 0 is the "no live SWA" sentinel
-    return HybridSWAKVCache(groups, num_layers=2, num_full_pages=num_pages + 1, page_size=config.page_size,
-                            dtype=torch.float16, device=device, num_swa_tokens=config.swa_tokens + 1)
+    return HybridSWAKVCache(
+        groups,
+        num_layers=2,
+        num_full_pages=num_pages + 1,
+        page_size=config.page_size,
+        dtype=torch.float16,
+        device=device,
+        num_swa_tokens=config.swa_tokens + 1,
+    )
 
 
 def _state_pool(config: EngineConfig, device):
@@ -96,12 +107,20 @@ def _state_pool(config: EngineConfig, device):
     from freetoken.kvcache.linear_state_pool import LinearStatePool
     from freetoken.models.config import LinearGatedDeltaGroupConfig
 
-    group = LinearGatedDeltaGroupConfig(name="linear", layer_ids=(1,), num_key_heads=1, num_value_heads=1,
-                                        key_head_dim=1, value_head_dim=1, conv_kernel_dim=CONV_KERNEL,
-                                        output_gate="silu")
+    group = LinearGatedDeltaGroupConfig(
+        name="linear",
+        layer_ids=(1,),
+        num_key_heads=1,
+        num_value_heads=1,
+        key_head_dim=1,
+        value_head_dim=1,
+        conv_kernel_dim=CONV_KERNEL,
+        output_gate="silu",
+    )
     # +1 slot: slot 0 is the padding sink, never handed out
-    return LinearStatePool(group, num_slots=config.mamba_states + 1, dtype=torch.float32, device=device,
-                           tp_size=1)
+    return LinearStatePool(
+        group, num_slots=config.mamba_states + 1, dtype=torch.float32, device=device, tp_size=1
+    )
 
 
 def _cache_manager(config: EngineConfig, num_pages: int, page_table, kv_cache, state_pool):
@@ -110,8 +129,15 @@ def _cache_manager(config: EngineConfig, num_pages: int, page_table, kv_cache, s
     cache_type = "swa_radix" if config.has_swa else "hybrid_radix"
     # A GDN model's pool is a plain MHA pool: no swa_paged, no chunk budget, no replay tokens, which is
     # what CacheManager reads from swa_pool=None too.
-    return CacheManager(num_pages, config.page_size, page_table, cache_type, linear_state_pool=state_pool,
-                        swa_pool=kv_cache, sliding_window_size=config.window if config.has_swa else None)
+    return CacheManager(
+        num_pages,
+        config.page_size,
+        page_table,
+        cache_type,
+        linear_state_pool=state_pool,
+        swa_pool=kv_cache,
+        sliding_window_size=config.window if config.has_swa else None,
+    )
 
 
 def _set_global_context(page: int, page_table, state_pool) -> None:
@@ -124,8 +150,9 @@ def _set_global_context(page: int, page_table, state_pool) -> None:
     core._GLOBAL_CTX = context
 
 
-def _scheduler(config: EngineConfig, cache_manager, page_table, state_pool, replies: list,
-               max_seq_len: int, device):
+def _scheduler(
+    config: EngineConfig, cache_manager, page_table, state_pool, replies: list, max_seq_len: int, device
+):
     from freetoken.scheduler.decode import DecodeManager
     from freetoken.scheduler.prefill import PrefillManager
     from freetoken.scheduler.scheduler import Scheduler
@@ -133,12 +160,16 @@ def _scheduler(config: EngineConfig, cache_manager, page_table, state_pool, repl
     from freetoken.scheduler.table import TableManager
 
     scheduler = Scheduler.__new__(Scheduler)
-    scheduler.engine = SimpleNamespace(linear_state_pool=state_pool, encoder_cache=None, max_seq_len=max_seq_len)
+    scheduler.engine = SimpleNamespace(
+        linear_state_pool=state_pool, encoder_cache=None, max_seq_len=max_seq_len
+    )
     scheduler.device = device
     scheduler.table_manager = TableManager(MAX_RUNNING_REQ, page_table)
     scheduler.cache_manager = cache_manager
     scheduler.decode_manager = DecodeManager(config.page_size)
-    scheduler.prefill_manager = PrefillManager(cache_manager, scheduler.table_manager, scheduler.decode_manager)
+    scheduler.prefill_manager = PrefillManager(
+        cache_manager, scheduler.table_manager, scheduler.decode_manager
+    )
     scheduler.finished_reqs = set()
     scheduler._pending_abort_acks = set()
     scheduler._abort_tombstones = {}

@@ -10,6 +10,7 @@ which picks the state snapshot) -> ``_restore_linear_states`` (real) -> the fake
 ``_free_req_resources`` -> ``cache_req(finished=True)``). The overlap loop launches the next batch
 before it processes the previous one's result; the plain loop processes each batch right after it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,9 @@ class _CopyDone:
         pass
 
 
-def serve_all(engine: FreeTokenEngine, requests: list[ServedRequest], overlap: bool) -> dict[str, EngineOutcome]:
+def serve_all(
+    engine: FreeTokenEngine, requests: list[ServedRequest], overlap: bool
+) -> dict[str, EngineOutcome]:
     """Serve the requests one after another, each to completion, on one engine."""
     scheduler = engine.scheduler
     outputs: dict[int, list[int]] = {}
@@ -39,20 +42,24 @@ def serve_all(engine: FreeTokenEngine, requests: list[ServedRequest], overlap: b
     crashed_on = None
     for uid, request in enumerate(requests, start=1):
         if crashed_on is not None:
-            outcomes[request.request_id] = EngineOutcome(0, False, f"not run: FreeToken raised on {crashed_on}")
+            outcomes[request.request_id] = EngineOutcome(
+                0, False, f"not run: FreeToken raised on {crashed_on}"
+            )
             continue
         outputs[uid] = request.output
         try:
             outcomes[request.request_id] = _serve_one(engine, uid, request, overlap, forward)
         except (AssertionError, RuntimeError) as error:  # an engine that raises here is down
-            outcomes[request.request_id] = EngineOutcome(0, False, f"FreeToken raised {type(error).__name__}: "
-                                                                   f"{error}")
+            outcomes[request.request_id] = EngineOutcome(
+                0, False, f"FreeToken raised {type(error).__name__}: {error}"
+            )
             crashed_on = request.request_id
     return outcomes
 
 
-def _serve_one(engine: FreeTokenEngine, uid: int, request: ServedRequest, overlap: bool,
-               forward) -> EngineOutcome:
+def _serve_one(
+    engine: FreeTokenEngine, uid: int, request: ServedRequest, overlap: bool, forward
+) -> EngineOutcome:
     import torch
     from freetoken.core import SamplingParams
     from freetoken.message import UserMsg
@@ -62,7 +69,9 @@ def _serve_one(engine: FreeTokenEngine, uid: int, request: ServedRequest, overla
     engine.replies.clear()
     params = SamplingParams(max_tokens=len(request.output), ignore_eos=True)
     scheduler._process_one_msg(UserMsg(uid, torch.tensor(request.prompt, dtype=torch.int32), params))
-    stalled = _run_until_idle(scheduler, overlap, forward, limit=4 * (len(request.prompt) + len(request.output)))
+    stalled = _run_until_idle(
+        scheduler, overlap, forward, limit=4 * (len(request.prompt) + len(request.output))
+    )
     if stalled:
         from freetoken.message import AbortBackendMsg
 
@@ -183,5 +192,7 @@ def _stall_note(engine: FreeTokenEngine, request: ServedRequest) -> str:
         pools.append(f"SWA {cache_manager.swa_available_size} available")
     if cache_manager.is_hybrid:
         pools.append(f"GDN states {cache_manager.mamba_available_size} available (3 needed)")
-    return (f"never finished: {where} (prompt {len(request.prompt)} + output {len(request.output)} tokens; "
-            f"{', '.join(pools)})")
+    return (
+        f"never finished: {where} (prompt {len(request.prompt)} + output {len(request.output)} tokens; "
+        f"{', '.join(pools)})"
+    )

@@ -3,6 +3,7 @@ and ``Scheduler`` event loop, driven on CPU with a teacher-forced stand-in for t
 
 See docs/conformance-sglang.md for the install, the call order, every stub and the knob mapping.
 """
+
 from __future__ import annotations
 
 from conformance.engines import sglang_runtime
@@ -11,7 +12,7 @@ from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_r
 ENGINE = "sglang"
 PRESETS: dict[str, str] = {
     "sglang-retain": "SGLang 0.5.23 as shipped: UnifiedRadixCache.swa_retain_floor keeps SWA down to the "
-                     "request's last checkpoint - W (PR #34729)",
+    "request's last checkpoint - W (PR #34729)",
     "sglang": "SGLang 0.5.23 with UnifiedRadixCache.swa_retain_floor returning None (the pre-#34729 behaviour)",
 }
 
@@ -71,7 +72,7 @@ def _abort_reason(req):
 
 STALLED = {
     "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
-               "forever)",
+    "forever)",
     "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
 }
 

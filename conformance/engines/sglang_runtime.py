@@ -4,6 +4,7 @@ tree cache sized exactly from an ``EngineConfig``.
 Nothing here is cache policy: the stubs stand in for a CUDA-only image library and a CUDA-only tensor
 call; the pools, allocators and ``UnifiedRadixCache`` are SGLang's own classes.
 """
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -34,8 +35,10 @@ def import_sglang() -> None:
     if "sglang.srt.managers.scheduler" in sys.modules:
         return
     if importlib.util.find_spec("sglang") is None:
-        raise ImportError("sglang is not installed (pip install --no-deps -c constraints-cpu.txt "
-                          "-r conformance/requirements.txt)")
+        raise ImportError(
+            "sglang is not installed (pip install --no-deps -c constraints-cpu.txt "
+            "-r conformance/requirements.txt)"
+        )
     from transformers.utils import import_utils
 
     if import_utils.is_torchvision_available():
@@ -101,8 +104,10 @@ def accepts(config: EngineConfig) -> str | None:
         if max(chunk, page) % min(chunk, page):
             return "mamba_cache_chunk_size: chunk_size and page_size must divide one another"
         if config.mamba_states // MAMBA_SLOTS_PER_REQUEST < 1:
-            return (f"resolve_max_num_reqs: {config.mamba_states} MAMBA states // {MAMBA_SLOTS_PER_REQUEST} slots per "
-                    "request = 0 running requests ('state cache is too small to serve any requests')")
+            return (
+                f"resolve_max_num_reqs: {config.mamba_states} MAMBA states // {MAMBA_SLOTS_PER_REQUEST} slots per "
+                "request = 0 running requests ('state cache is too small to serve any requests')"
+            )
     return None
 
 
@@ -118,11 +123,14 @@ def server_args(config: EngineConfig):
     hybrid models under the overlap scheduler (``auto`` resolves to ``extra_buffer``)."""
     from sglang.srt.server_args import ServerArgs
 
-    args = ServerArgs(model_path="dummy", page_size=config.page_size,
-                      chunked_prefill_size=config.chunked_prefill_size,
-                      mamba_track_interval=config.track_interval,
-                      mamba_radix_cache_strategy="extra_buffer" if config.has_mamba else "auto",
-                      max_mamba_cache_size=config.mamba_states if config.has_mamba else None)
+    args = ServerArgs(
+        model_path="dummy",
+        page_size=config.page_size,
+        chunked_prefill_size=config.chunked_prefill_size,
+        mamba_track_interval=config.track_interval,
+        mamba_radix_cache_strategy="extra_buffer" if config.has_mamba else "auto",
+        max_mamba_cache_size=config.mamba_states if config.has_mamba else None,
+    )
     # what overrides.mamba_cache_chunk_size derives from the HF config (no HF config is loaded here)
     args._mamba_cache_chunk_size = mamba_cache_chunk(config)
     return args
@@ -149,12 +157,19 @@ def build_pools(config: EngineConfig, max_context_len: int) -> Pools:
     rows = min(max_running_requests(config), MAX_REQ_ROWS)
     req_pool = _req_to_token_pool(config, layers, rows, max_context_len)
     allocator = _allocator(config, layers, req_pool, torch.float32)
-    components = [ComponentType.FULL] + [ComponentType.SWA] * config.has_swa + [ComponentType.MAMBA] * config.has_mamba
-    params = CacheInitParams(req_to_token_pool=req_pool, token_to_kv_pool_allocator=allocator,
-                             page_size=config.page_size, disable=False,
-                             sliding_window_size=config.window if config.has_swa else None,
-                             tree_components=tuple(components), enable_mamba_extra_buffer=config.has_mamba,
-                             chunked_prefill_size=config.chunked_prefill_size)
+    components = (
+        [ComponentType.FULL] + [ComponentType.SWA] * config.has_swa + [ComponentType.MAMBA] * config.has_mamba
+    )
+    params = CacheInitParams(
+        req_to_token_pool=req_pool,
+        token_to_kv_pool_allocator=allocator,
+        page_size=config.page_size,
+        disable=False,
+        sliding_window_size=config.window if config.has_swa else None,
+        tree_components=tuple(components),
+        enable_mamba_extra_buffer=config.has_mamba,
+        chunked_prefill_size=config.chunked_prefill_size,
+    )
     return Pools(UnifiedRadixCache(params=params), allocator, req_pool, max_running_requests(config))
 
 
@@ -172,18 +187,35 @@ def _req_to_token_pool(config: EngineConfig, layers: dict, rows: int, max_contex
     from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool, ReqToTokenPool
 
     if not config.has_mamba:
-        return ReqToTokenPool(size=rows, max_context_len=max_context_len, device="cpu", enable_memory_saver=False)
+        return ReqToTokenPool(
+            size=rows, max_context_len=max_context_len, device="cpu", enable_memory_saver=False
+        )
     from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
     from sglang.srt.environ import envs
 
     with envs.SGLANG_MAMBA_SSM_DTYPE.override("float32"):
-        shape = Mamba2StateShape.create(tp_world_size=1, intermediate_size=2, n_groups=1, num_heads=1,
-                                        head_dim=2, state_size=1, conv_kernel=2)
+        shape = Mamba2StateShape.create(
+            tp_world_size=1,
+            intermediate_size=2,
+            n_groups=1,
+            num_heads=1,
+            head_dim=2,
+            state_size=1,
+            conv_kernel=2,
+        )
         params = Mamba2CacheParams(shape=shape, layers=layers["mamba"])
-    return HybridReqToTokenPool(size=rows, mamba_size=config.mamba_states, mamba_spec_state_size=rows,
-                                max_context_len=max_context_len, device="cpu", enable_memory_saver=False,
-                                cache_params=params, mamba_layer_ids=layers["mamba"],
-                                enable_mamba_extra_buffer=True, enable_overlap_schedule=True)
+    return HybridReqToTokenPool(
+        size=rows,
+        mamba_size=config.mamba_states,
+        mamba_spec_state_size=rows,
+        max_context_len=max_context_len,
+        device="cpu",
+        enable_memory_saver=False,
+        cache_params=params,
+        mamba_layer_ids=layers["mamba"],
+        enable_mamba_extra_buffer=True,
+        enable_overlap_schedule=True,
+    )
 
 
 def _allocator(config: EngineConfig, layers: dict, req_pool, dtype):
@@ -195,16 +227,41 @@ def _allocator(config: EngineConfig, layers: dict, req_pool, dtype):
 
     page = config.page_size
     if config.has_swa:
-        kv = SWAKVPool(size=config.full_tokens, size_swa=config.swa_tokens, page_size=page, dtype=dtype,
-                       head_num=1, head_dim=1, swa_attention_layer_ids=layers["swa"],
-                       full_attention_layer_ids=layers["full"], device="cpu")
-        return SWATokenToKVPoolAllocator(config.full_tokens, config.swa_tokens, page_size=page, dtype=dtype,
-                                         device="cpu", kvcache=kv, need_sort=False, req_to_token_pool=req_pool)
-    kv = HybridLinearKVPool(size=config.full_tokens, dtype=dtype, page_size=page, head_num=1, head_dim=1,
-                            full_attention_layer_ids=layers["full"], device="cpu", enable_memory_saver=False,
-                            mamba_pool=req_pool.mamba_pool)
-    return PagedTokenToKVPoolAllocator(config.full_tokens, page_size=page, dtype=dtype, device="cpu", kvcache=kv,
-                                       need_sort=False)
+        kv = SWAKVPool(
+            size=config.full_tokens,
+            size_swa=config.swa_tokens,
+            page_size=page,
+            dtype=dtype,
+            head_num=1,
+            head_dim=1,
+            swa_attention_layer_ids=layers["swa"],
+            full_attention_layer_ids=layers["full"],
+            device="cpu",
+        )
+        return SWATokenToKVPoolAllocator(
+            config.full_tokens,
+            config.swa_tokens,
+            page_size=page,
+            dtype=dtype,
+            device="cpu",
+            kvcache=kv,
+            need_sort=False,
+            req_to_token_pool=req_pool,
+        )
+    kv = HybridLinearKVPool(
+        size=config.full_tokens,
+        dtype=dtype,
+        page_size=page,
+        head_num=1,
+        head_dim=1,
+        full_attention_layer_ids=layers["full"],
+        device="cpu",
+        enable_memory_saver=False,
+        mamba_pool=req_pool.mamba_pool,
+    )
+    return PagedTokenToKVPoolAllocator(
+        config.full_tokens, page_size=page, dtype=dtype, device="cpu", kvcache=kv, need_sort=False
+    )
 
 
 def track_grid(config: EngineConfig) -> int:

@@ -5,6 +5,7 @@ processing, with only the model forward, the request socket and the metrics/IPC 
 the attributes it would set are set here to the values that ``__init__`` gives for a single-GPU, non-PD,
 non-speculative, text-only server, and the state-only ``init_*`` methods are called for real.
 """
+
 from __future__ import annotations
 
 import time
@@ -99,7 +100,9 @@ class Client:
         elif s.chunked_req is req:
             s._pending_chunked_abort_req = req
         else:
-            raise RuntimeError(f"{req.rid}: SGLang's scheduler stopped with the request neither waiting nor chunked")
+            raise RuntimeError(
+                f"{req.rid}: SGLang's scheduler stopped with the request neither waiting nor chunked"
+            )
         self.never_admitted[req.rid] = "waiting" if req.rid in s.output_streamer.finished else "chunked"
 
     def _submit(self, request: ServedRequest):
@@ -137,8 +140,10 @@ def teacher_forced_forward(scheduler, client: Client):
         # the token this forward samples for a request follows its last computed position; under the overlap
         # loop output_ids still lags by the step whose result is not processed yet, so count positions
         seq_lens = batch.seq_lens_cpu.tolist()
-        tokens = [_next_token(client.outputs[req.rid], seq_len - len(req.origin_input_ids))
-                  for req, seq_len in zip(batch.reqs, seq_lens, strict=True)]
+        tokens = [
+            _next_token(client.outputs[req.rid], seq_len - len(req.origin_input_ids))
+            for req, seq_len in zip(batch.reqs, seq_lens, strict=True)
+        ]
         batch.input_ids = None  # the overlap path relays the next input through the future map
         return GenerationBatchResult(next_token_ids=torch.tensor(tokens, dtype=torch.int64))
 
@@ -159,19 +164,27 @@ def make_scheduler(config: EngineConfig, pools: Pools):
 
     s = Scheduler.__new__(Scheduler)
     s.__dict__.update(_flags(), **_sizes(config, pools))
-    s.__dict__.update(tree_cache=pools.tree_cache, token_to_kv_pool_allocator=pools.allocator,
-                      req_to_token_pool=pools.req_to_token_pool, model_config=_model_config(config),
-                      spec_algorithm=SpeculativeAlgorithm.from_string(None),
-                      disaggregation_mode=DisaggregationMode.NULL, page_size=config.page_size,
-                      is_hybrid_swa=config.has_swa, is_hybrid_ssm=config.has_mamba,
-                      sliding_window_size=config.window if config.has_swa else None,
-                      scheduler_stage_metrics=SchedulerStageMetricsRecorder(enabled=False))
+    s.__dict__.update(
+        tree_cache=pools.tree_cache,
+        token_to_kv_pool_allocator=pools.allocator,
+        req_to_token_pool=pools.req_to_token_pool,
+        model_config=_model_config(config),
+        spec_algorithm=SpeculativeAlgorithm.from_string(None),
+        disaggregation_mode=DisaggregationMode.NULL,
+        page_size=config.page_size,
+        is_hybrid_swa=config.has_swa,
+        is_hybrid_ssm=config.has_mamba,
+        sliding_window_size=config.window if config.has_swa else None,
+        scheduler_stage_metrics=SchedulerStageMetricsRecorder(enabled=False),
+    )
     _chunked_prefill(s, get_schedule())
     s.init_running_status()
     s.init_schedule_policy()
     s.init_mamba_truncation_align()
-    get_context().override("scheduler.pp_max_micro_batch_size_default",
-                           pp_max_micro_batch_size=max(pools.max_running_requests, 1))
+    get_context().override(
+        "scheduler.pp_max_micro_batch_size_default",
+        pp_max_micro_batch_size=max(pools.max_running_requests, 1),
+    )
     _stand_ins(s)
     s.init_batch_result_processor()
     s.init_dp_attn_adapter()
@@ -182,62 +195,118 @@ def make_scheduler(config: EngineConfig, pools: Pools):
 
 def _flags() -> dict:
     """What Scheduler.__init__ reads off the server arguments for this server (all features off)."""
-    return dict(forward_ct=0, processed_tokens_counter=0, cur_batch_for_debug=None, schedule_policy="fcfs",
-                enable_hierarchical_cache=False, enable_priority_scheduling=False,
-                schedule_low_priority_values_first=False, priority_scheduling_preemption_threshold=10,
-                enable_lora=False, enable_overlap=True, enable_overlap_mlx=False, enable_pdmux=False,
-                enable_lmcache=False, enable_session_radix_cache=False, enable_hicache_storage=False,
-                enable_unified_cache_external_linker=False, enable_decode_hicache=False, enable_hisparse=False,
-                attn_dp_enabled=False, enable_unified_memory=False, is_generation=True, dllm_config=None,
-                hisparse_coordinator=None, decode_offload_manager=None, draft_worker=None, require_mlp_sync=False,
-                min_free_slots_delayer=None, truncation_align_size=None, dynamic_chunk_sizer=None,
-                max_new_tokens_limit=None, max_queued_requests=None, kv_shard_widening=1, future_map=None,
-                load_snapshot_writer=None, enable_fpm=False, rust_server=None, idle_sleeper=None,
-                _war_barrier_enabled=False, total_prefill_uncached_tokens=0, total_prefill_busy_us=0,
-                decode_moment_totals=[0.0] * 6, _prev_step=None, _prev_prefill_end_ts=None, _sched_idled=False,
-                _pause_intervals=deque(maxlen=1024), _pause_started_at=None)
+    return dict(
+        forward_ct=0,
+        processed_tokens_counter=0,
+        cur_batch_for_debug=None,
+        schedule_policy="fcfs",
+        enable_hierarchical_cache=False,
+        enable_priority_scheduling=False,
+        schedule_low_priority_values_first=False,
+        priority_scheduling_preemption_threshold=10,
+        enable_lora=False,
+        enable_overlap=True,
+        enable_overlap_mlx=False,
+        enable_pdmux=False,
+        enable_lmcache=False,
+        enable_session_radix_cache=False,
+        enable_hicache_storage=False,
+        enable_unified_cache_external_linker=False,
+        enable_decode_hicache=False,
+        enable_hisparse=False,
+        attn_dp_enabled=False,
+        enable_unified_memory=False,
+        is_generation=True,
+        dllm_config=None,
+        hisparse_coordinator=None,
+        decode_offload_manager=None,
+        draft_worker=None,
+        require_mlp_sync=False,
+        min_free_slots_delayer=None,
+        truncation_align_size=None,
+        dynamic_chunk_sizer=None,
+        max_new_tokens_limit=None,
+        max_queued_requests=None,
+        kv_shard_widening=1,
+        future_map=None,
+        load_snapshot_writer=None,
+        enable_fpm=False,
+        rust_server=None,
+        idle_sleeper=None,
+        _war_barrier_enabled=False,
+        total_prefill_uncached_tokens=0,
+        total_prefill_busy_us=0,
+        decode_moment_totals=[0.0] * 6,
+        _prev_step=None,
+        _prev_prefill_end_ts=None,
+        _sched_idled=False,
+        _pause_intervals=deque(maxlen=1024),
+        _pause_started_at=None,
+    )
 
 
 def _sizes(config: EngineConfig, pools: Pools) -> dict:
     """TpModelWorker.get_worker_info for these pools."""
     max_req_len = min(CONTEXT_LEN - 1, config.full_tokens - 1)
-    return dict(max_total_num_tokens=config.full_tokens, max_prefill_tokens=16384,
-                max_running_requests=pools.max_running_requests, max_req_len=max_req_len,
-                max_req_input_len=max_req_len - 5, full_tokens_per_layer=config.full_tokens,
-                swa_tokens_per_layer=config.swa_tokens if config.has_swa else None)
+    return dict(
+        max_total_num_tokens=config.full_tokens,
+        max_prefill_tokens=16384,
+        max_running_requests=pools.max_running_requests,
+        max_req_len=max_req_len,
+        max_req_input_len=max_req_len - 5,
+        full_tokens_per_layer=config.full_tokens,
+        swa_tokens_per_layer=config.swa_tokens if config.has_swa else None,
+    )
 
 
 def _model_config(config: EngineConfig) -> SimpleNamespace:
     """The facts about the model that the batch code reads (no HF config is loaded)."""
-    return SimpleNamespace(vocab_size=VOCAB_SIZE, is_encoder_decoder=False, is_multimodal=False,
-                           context_len=CONTEXT_LEN, hf_eos_token_id=None, think_end_ids=None,
-                           self_opened_think_start_ids=None,
-                           hf_text_config=SimpleNamespace(mamba_chunk_size=config.mamba_chunk))
+    return SimpleNamespace(
+        vocab_size=VOCAB_SIZE,
+        is_encoder_decoder=False,
+        is_multimodal=False,
+        context_len=CONTEXT_LEN,
+        hf_eos_token_id=None,
+        think_end_ids=None,
+        self_opened_think_start_ids=None,
+        hf_text_config=SimpleNamespace(mamba_chunk_size=config.mamba_chunk),
+    )
 
 
 def _chunked_prefill(s, schedule) -> None:
     """Scheduler.init_chunked_prefill for a text-only model (its model-architecture lookup needs an HF config)."""
     size = schedule.chunked_prefill_size
-    s.__dict__.update(chunked_prefill_size=size if size and size > 0 else None, chunked_req=None,
-                      prefill_decode_interval=schedule.prefill_decode_interval or 0,
-                      _prefill_decode_interval_remaining=0,
-                      prefill_decode_interval_min_bs=schedule.prefill_decode_interval_min_bs,
-                      _pending_chunked_abort_req=None, is_mixed_chunk=False)
+    s.__dict__.update(
+        chunked_prefill_size=size if size and size > 0 else None,
+        chunked_req=None,
+        prefill_decode_interval=schedule.prefill_decode_interval or 0,
+        _prefill_decode_interval_remaining=0,
+        prefill_decode_interval_min_bs=schedule.prefill_decode_interval_min_bs,
+        _pending_chunked_abort_req=None,
+        is_mixed_chunk=False,
+    )
 
 
 def _stand_ins(s) -> None:
     """The non-policy collaborators: model worker, metrics and IPC sinks, grammar, dLLM, n-gram, KV events."""
     metrics, sink = NoMetrics(), OutputSink()
     s.__dict__.update(
-        metrics_reporter=metrics, metrics_collector=metrics, load_publisher=metrics, output_streamer=sink,
+        metrics_reporter=metrics,
+        metrics_collector=metrics,
+        load_publisher=metrics,
+        output_streamer=sink,
         ipc_channels=SimpleNamespace(send_to_tokenizer=TokenizerSocket(sink)),
-        model_worker=None, weight_updater=SimpleNamespace(offload_tags=set()),
+        model_worker=None,
+        weight_updater=SimpleNamespace(offload_tags=set()),
         tp_worker=SimpleNamespace(model_runner=SimpleNamespace(attn_backend=None, prefill_aware_swa=False)),
-        load_inquirer=SimpleNamespace(_get_num_pending_tokens=lambda chunk_deduct=0: 0, get_loads=lambda: None),
+        load_inquirer=SimpleNamespace(
+            _get_num_pending_tokens=lambda chunk_deduct=0: 0, get_loads=lambda: None
+        ),
         grammar_manager=SimpleNamespace(grammar_queue=[], has_waiting_grammars=lambda: False),
         dllm_manager=SimpleNamespace(any_staging_reqs=lambda: False),
         ngram_embedding_manager=SimpleNamespace(prepare_for_forward=lambda batch, chunked_req=None: batch),
-        kv_events_publisher=SimpleNamespace(publish_kv_events=lambda: None))
+        kv_events_publisher=SimpleNamespace(publish_kv_events=lambda: None),
+    )
 
 
 def serve(scheduler, requests: list[ServedRequest]) -> Client:

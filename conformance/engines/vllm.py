@@ -3,6 +3,7 @@ BlockPool on CPU (no model forward), serving a scenario one request at a time wi
 
 Install: pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt. The call order and every stub: docs/conformance-vllm.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def accepts(config: EngineConfig) -> str | None:
     return None
 
 
-def run(scenario: Scenario, preset: str = "vllm", async_scheduling: bool = ASYNC_SCHEDULING
-        ) -> dict[str, EngineOutcome]:
+def run(
+    scenario: Scenario, preset: str = "vllm", async_scheduling: bool = ASYNC_SCHEDULING
+) -> dict[str, EngineOutcome]:
     """Per request (serving order): the prompt tokens vLLM reports as prefix-cache hits."""
     if preset not in PRESETS:
         raise ValueError(f"unknown vllm preset {preset!r}; choose from {', '.join(PRESETS)}")
@@ -65,8 +67,9 @@ def request_factory(hash_block_size: int):
 
     def make(served: ServedRequest) -> Request:
         params = SamplingParams(max_tokens=len(served.output), ignore_eos=True)
-        return Request(served.request_id, list(served.prompt), params, None, arrival_time=0.0,
-                       block_hasher=block_hasher)
+        return Request(
+            served.request_id, list(served.prompt), params, None, arrival_time=0.0, block_hasher=block_hasher
+        )
 
     return make
 

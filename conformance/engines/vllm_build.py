@@ -11,6 +11,7 @@ docs/conformance-vllm.md):
   hybrid KV cache manager on, async scheduling on, a KV cache layout (only tensor placement);
 * a structured-output manager that accepts every token (no request uses a grammar).
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -25,28 +26,42 @@ _HEADS, _HEAD_DIM = 1, 8  # attention page: 2 * heads * head_dim * 2 bytes per t
 
 def model_stub(max_model_len: int) -> SimpleNamespace:
     """What Scheduler.__init__, VllmConfig and the KV cache planner read from ModelConfig."""
-    return SimpleNamespace(max_model_len=max_model_len, original_max_model_len=max_model_len,
-                           uses_mrope=False, runner_type="generate", is_diffusion=False,
-                           is_encoder_decoder=False, supports_multimodal_inputs=False,
-                           return_sampling_mask=False, supports_kv_cache_grouping=False,
-                           multimodal_config=None)
+    return SimpleNamespace(
+        max_model_len=max_model_len,
+        original_max_model_len=max_model_len,
+        uses_mrope=False,
+        runner_type="generate",
+        is_diffusion=False,
+        is_encoder_decoder=False,
+        supports_multimodal_inputs=False,
+        return_sampling_mask=False,
+        supports_kv_cache_grouping=False,
+        multimodal_config=None,
+    )
 
 
 def vllm_config(config: EngineConfig, async_scheduling: bool = True):
     import vllm.config as cfg
 
-    cache = cfg.CacheConfig(block_size=config.page_size, enable_prefix_caching=True,
-                            mamba_cache_mode="align" if config.has_mamba else "none",
-                            mamba_block_size=config.page_size if config.has_mamba else None,
-                            prefix_cache_retention_interval=config.retention_interval,
-                            num_gpu_blocks_override=config.num_blocks)
+    cache = cfg.CacheConfig(
+        block_size=config.page_size,
+        enable_prefix_caching=True,
+        mamba_cache_mode="align" if config.has_mamba else "none",
+        mamba_block_size=config.page_size if config.has_mamba else None,
+        prefix_cache_retention_interval=config.retention_interval,
+        num_gpu_blocks_override=config.num_blocks,
+    )
     # vLLM requires max_num_seqs <= max_num_batched_tokens; one request runs at a time, so the cap is moot
-    scheduler = cfg.SchedulerConfig(max_model_len=config.max_model_len, is_encoder_decoder=False,
-                                    max_num_batched_tokens=config.chunked_prefill_size,
-                                    max_num_seqs=min(MAX_NUM_SEQS, config.chunked_prefill_size),
-                                    async_scheduling=async_scheduling)
-    vllm = cfg.VllmConfig(cache_config=cache, scheduler_config=scheduler,
-                          device_config=cfg.DeviceConfig(device="cpu"))
+    scheduler = cfg.SchedulerConfig(
+        max_model_len=config.max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=config.chunked_prefill_size,
+        max_num_seqs=min(MAX_NUM_SEQS, config.chunked_prefill_size),
+        async_scheduling=async_scheduling,
+    )
+    vllm = cfg.VllmConfig(
+        cache_config=cache, scheduler_config=scheduler, device_config=cfg.DeviceConfig(device="cpu")
+    )
     # CudaPlatform.support_hybrid_kv_cache() is True; this CPU host's platform is "unspecified" and False.
     vllm.scheduler_config.disable_hybrid_kv_cache_manager = False
     vllm.cache_config.kv_cache_layout = "NHD"  # resolve_kv_cache_layout's pick; it places tensors only
@@ -59,8 +74,9 @@ def layer_specs(config: EngineConfig) -> dict:
     import torch
     from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 
-    attention = dict(block_size=config.page_size, num_kv_heads=_HEADS, head_size=_HEAD_DIM,
-                     dtype=torch.bfloat16)
+    attention = dict(
+        block_size=config.page_size, num_kv_heads=_HEADS, head_size=_HEAD_DIM, dtype=torch.bfloat16
+    )
     specs = {"model.layers.0.self_attn.attn": FullAttentionSpec(**attention)}
     if config.has_swa:
         specs["model.layers.1.self_attn.attn"] = SlidingWindowSpec(**attention, sliding_window=config.window)
@@ -68,8 +84,13 @@ def layer_specs(config: EngineConfig) -> dict:
         page = specs["model.layers.0.self_attn.attn"].page_size_bytes
         checkpoints = dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=config.page_size)
         specs["model.layers.2.linear_attn"] = MambaSpec(
-            block_size=config.page_size, shapes=((3, 4), (2, 4, 4)), dtypes=(torch.bfloat16, torch.float32),
-            page_size_padded=page, mamba_cache_mode="align", **(checkpoints if config.prefill_checkpoints else {}))
+            block_size=config.page_size,
+            shapes=((3, 4), (2, 4, 4)),
+            dtypes=(torch.bfloat16, torch.float32),
+            page_size_padded=page,
+            mamba_cache_mode="align",
+            **(checkpoints if config.prefill_checkpoints else {}),
+        )
     return specs
 
 
@@ -89,14 +110,18 @@ def kv_cache_config(vllm, config: EngineConfig):
 def config_error(config: EngineConfig) -> str | None:
     """Checks vLLM makes outside the cache manager, for choices a GPU deployment cannot reach."""
     if config.page_size % FLASH_ATTN_KERNEL_BLOCK:
-        return (f"block size {config.page_size} is not a multiple of FlashAttention's kernel block "
-                f"{FLASH_ATTN_KERNEL_BLOCK} (AttentionBackend.supports_block_size)")
+        return (
+            f"block size {config.page_size} is not a multiple of FlashAttention's kernel block "
+            f"{FLASH_ATTN_KERNEL_BLOCK} (AttentionBackend.supports_block_size)"
+        )
     if config.prefill_checkpoints and not config.has_mamba:
         return "prefill_checkpoints needs a Mamba group"
     if config.prefill_checkpoints and config.page_size % FLASHINFER_GDN_CHECKPOINT_ALIGNMENT:
-        return (f"internal prefill checkpoints (FlashInfer GDN) align blocks to "
-                f"{FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}; block size {config.page_size} is not a multiple "
-                "(Platform._align_hybrid_block_size)")
+        return (
+            f"internal prefill checkpoints (FlashInfer GDN) align blocks to "
+            f"{FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}; block size {config.page_size} is not a multiple "
+            "(Platform._align_hybrid_block_size)"
+        )
     if config.num_blocks <= 0 or config.max_model_len <= 0:
         return "num_blocks and max_model_len must be set for vLLM (generate('vllm', ...) sets them)"
     return None
@@ -111,6 +136,12 @@ def scheduler(config: EngineConfig, async_scheduling: bool = True):
     scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_config, vllm)
     scheduler_cls = vllm.scheduler_config.get_scheduler_cls()
     grammar_free = SimpleNamespace(accept_tokens=lambda request, token_ids: True)
-    built = scheduler_cls(vllm_config=vllm, kv_cache_config=kv_config, structured_output_manager=grammar_free,
-                          block_size=scheduler_block_size, hash_block_size=hash_block_size, log_stats=False)
+    built = scheduler_cls(
+        vllm_config=vllm,
+        kv_cache_config=kv_config,
+        structured_output_manager=grammar_free,
+        block_size=scheduler_block_size,
+        hash_block_size=hash_block_size,
+        log_stats=False,
+    )
     return built, hash_block_size

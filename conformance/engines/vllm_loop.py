@@ -6,6 +6,7 @@ scheduling overlaps two batches: a step is scheduled before the previous one's o
 cache call (get_computed_blocks at admission, allocate_slots per chunk and per decode token with the
 align-mode split, cache_blocks, free at finish) is the scheduler's own.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -33,9 +34,11 @@ class TeacherForcedRunner:
 
         request_ids = list(scheduler_output.num_scheduled_tokens)
         sampled = [self._sample(request_id) for request_id in request_ids]
-        return ModelRunnerOutput(req_ids=request_ids,
-                                 req_id_to_index={rid: index for index, rid in enumerate(request_ids)},
-                                 sampled_token_ids=sampled)
+        return ModelRunnerOutput(
+            req_ids=request_ids,
+            req_id_to_index={rid: index for index, rid in enumerate(request_ids)},
+            sampled_token_ids=sampled,
+        )
 
     def _sample(self, request_id: str) -> list[int]:
         if self.scheduler.requests[request_id].is_prefill_chunk:
@@ -69,7 +72,9 @@ class EngineLoop:
             if budget < 0:
                 raise RuntimeError(f"{served.request_id} made no progress (the pool may be too small)")
             step()
-        if list(request.output_token_ids) != list(served.output):  # teacher forcing held, preemptions included
+        if list(request.output_token_ids) != list(
+            served.output
+        ):  # teacher forcing held, preemptions included
             raise RuntimeError(f"{served.request_id}: vLLM kept other output tokens than the scenario's")
         return self.cached_tokens[served.request_id]
 

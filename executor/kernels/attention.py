@@ -14,6 +14,7 @@ every chunking; blocks it cannot see are exact no-ops of the online softmax. Key
 the tile can see are never loaded (they may be freed and NaN-poisoned); a slot of -1 that a query does
 need reads as NaN, so a policy that freed live KV shows up as NaN logits.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,11 +29,32 @@ from executor.kernels.reductions import MAX, SUM
 
 @triton.jit
 def paged_attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, slots_ptr, tile_item_ptr, tile_lo_ptr,
-    q_off_ptr, start_ptr, end_ptr, slot_off_ptr,
-    s_qt, s_qh, s_kt, s_kh, s_ot, s_oh, window, sm_scale, head_dim,
-    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr, BY_SUM: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    slots_ptr,
+    tile_item_ptr,
+    tile_lo_ptr,
+    q_off_ptr,
+    start_ptr,
+    end_ptr,
+    slot_off_ptr,
+    s_qt,
+    s_qh,
+    s_kt,
+    s_kh,
+    s_ot,
+    s_oh,
+    window,
+    sm_scale,
+    head_dim,
+    GROUP: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BY_SUM: tl.constexpr,
 ):
     # one program: BLOCK_M query positions x the GROUP query heads that share KV head `hk`
     tile, hk = tl.program_id(0), tl.program_id(1)
@@ -96,8 +118,13 @@ def query_tiles(rag: Ragged, block_m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def paged_attention(
-    q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, rag: Ragged, slots: SlotTable,
-    window: int, sm_scale: float,
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    rag: Ragged,
+    slots: SlotTable,
+    window: int,
+    sm_scale: float,
 ) -> torch.Tensor:
     """q [T, Hq, D] (packed by `rag`) -> out [T, Hq, D]; K/V pools [num_slots, Hkv, D]."""
     check_attention_args(q, k_pool, v_pool, rag)
@@ -108,23 +135,49 @@ def paged_attention(
     dev = q.device
     group = num_hq // k_pool.shape[1]
     paged_attention_kernel[(len(items), k_pool.shape[1])](
-        q, k_pool, v_pool, out, to_device(slots.flat, dev), to_device(items, dev), to_device(los, dev),
-        rag.on("q_off", dev), rag.on("starts", dev), rag.on("ends", dev), to_device(slots.off, dev),
-        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), out.stride(0), out.stride(1),
-        window, sm_scale, head_dim, GROUP=group, BLOCK_G=triton.next_power_of_2(group), BLOCK_M=config.ATTN_BLOCK_M,
-        BLOCK_N=config.ATTN_BLOCK_N, BLOCK_D=triton.next_power_of_2(head_dim),
-        BY_SUM=config.tile_product_by_sum(), num_warps=config.NUM_WARPS,
+        q,
+        k_pool,
+        v_pool,
+        out,
+        to_device(slots.flat, dev),
+        to_device(items, dev),
+        to_device(los, dev),
+        rag.on("q_off", dev),
+        rag.on("starts", dev),
+        rag.on("ends", dev),
+        to_device(slots.off, dev),
+        q.stride(0),
+        q.stride(1),
+        k_pool.stride(0),
+        k_pool.stride(1),
+        out.stride(0),
+        out.stride(1),
+        window,
+        sm_scale,
+        head_dim,
+        GROUP=group,
+        BLOCK_G=triton.next_power_of_2(group),
+        BLOCK_M=config.ATTN_BLOCK_M,
+        BLOCK_N=config.ATTN_BLOCK_N,
+        BLOCK_D=triton.next_power_of_2(head_dim),
+        BY_SUM=config.tile_product_by_sum(),
+        num_warps=config.NUM_WARPS,
     )
     return out
 
 
 def check_attention_args(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, rag: Ragged) -> None:
     if q.dim() != 3 or q.shape[0] != rag.num_tokens or q.stride(2) != 1:
-        raise ValueError(f"attention: q must be [{rag.num_tokens}, Hq, D] with unit last stride, "
-                         f"got {tuple(q.shape)}")
+        raise ValueError(
+            f"attention: q must be [{rag.num_tokens}, Hq, D] with unit last stride, got {tuple(q.shape)}"
+        )
     if k_pool.shape != v_pool.shape or k_pool.dim() != 3 or k_pool.shape[2] != q.shape[2]:
-        raise ValueError(f"attention: K/V pools must both be [slots, Hkv, {q.shape[2]}], got "
-                         f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
+        raise ValueError(
+            f"attention: K/V pools must both be [slots, Hkv, {q.shape[2]}], got "
+            f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}"
+        )
     if q.shape[1] % k_pool.shape[1] or k_pool.stride(2) != 1 or k_pool.stride() != v_pool.stride():
-        raise ValueError(f"attention: {q.shape[1]} query heads is not a multiple of {k_pool.shape[1]} KV "
-                         "heads, or the K/V pools are laid out differently")
+        raise ValueError(
+            f"attention: {q.shape[1]} query heads is not a multiple of {k_pool.shape[1]} KV "
+            "heads, or the K/V pools are laid out differently"
+        )

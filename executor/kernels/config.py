@@ -3,6 +3,7 @@
 Tile sizes are constants, never tuned per shape: a token's bits may only depend on its own inputs, and a
 tile size that followed the batch shape would change the reduction order (triton-on-cpu.md section 5).
 """
+
 from __future__ import annotations
 
 import os

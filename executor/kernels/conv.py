@@ -6,6 +6,7 @@ to its new inputs, convolves, then stores the rows that end at each checkpoint a
 All state traffic is exact copies; the arithmetic is a fixed tap order per element, so an output does
 not depend on how the sequence was chunked.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -20,8 +21,20 @@ from executor.kernels.ragged import Checkpoints, Ragged
 
 
 @triton.jit
-def causal_conv_kernel(ext_ptr, item_ptr, w_ptr, b_ptr, o_ptr, T, C, s_e, s_o,
-                       KSIZE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+def causal_conv_kernel(
+    ext_ptr,
+    item_ptr,
+    w_ptr,
+    b_ptr,
+    o_ptr,
+    T,
+    C,
+    s_e,
+    s_o,
+    KSIZE: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     r_ok, c_ok = rows < T, cols < C
@@ -46,8 +59,18 @@ def conv_silu(ext: torch.Tensor, rag: Ragged, weight: torch.Tensor, bias: torch.
     out = torch.empty((rag.num_tokens, C), dtype=ext.dtype, device=ext.device)
     grid = (triton.cdiv(rag.num_tokens, config.ROW_BLOCK), triton.cdiv(C, config.COL_BLOCK))
     causal_conv_kernel[grid](
-        ext, rag.on("token_item", ext.device), weight.contiguous(), bias, out, rag.num_tokens, C,
-        ext.stride(0), out.stride(0), KSIZE=ksize, BLOCK_T=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK,
+        ext,
+        rag.on("token_item", ext.device),
+        weight.contiguous(),
+        bias,
+        out,
+        rag.num_tokens,
+        C,
+        ext.stride(0),
+        out.stride(0),
+        KSIZE=ksize,
+        BLOCK_T=config.ROW_BLOCK,
+        BLOCK_C=config.COL_BLOCK,
         num_warps=config.NUM_WARPS,
     )
     return out
@@ -58,7 +81,7 @@ def conv_silu_ref(ext: torch.Tensor, rag: Ragged, weight: torch.Tensor, bias: to
     C, ksize = weight.shape
     ext_rows = rag.token_item() * (ksize - 1) + np.arange(rag.num_tokens)
     w, b = weight.float(), bias.float()
-    out = [_conv_row(ext[int(r):int(r) + ksize].float(), w, b) for r in ext_rows]
+    out = [_conv_row(ext[int(r) : int(r) + ksize].float(), w, b) for r in ext_rows]
     return torch.stack(out).to(ext.dtype) if out else ext.new_empty((0, C))
 
 
@@ -74,8 +97,14 @@ ConvFn = Callable[[torch.Tensor, Ragged, torch.Tensor, torch.Tensor], torch.Tens
 
 
 def causal_conv_with_state(
-    xbc: torch.Tensor, rag: Ragged, state_ids: list[int], ckpts: Checkpoints, conv_state: torch.Tensor,
-    weight: torch.Tensor, bias: torch.Tensor, conv_fn: ConvFn = conv_silu,
+    xbc: torch.Tensor,
+    rag: Ragged,
+    state_ids: list[int],
+    ckpts: Checkpoints,
+    conv_state: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    conv_fn: ConvFn = conv_silu,
 ) -> torch.Tensor:
     """Conv + SiLU of packed inputs `xbc` [T, C]; reads and updates `conv_state` [num_states, K-1, C]."""
     ksize = weight.shape[1]
@@ -84,16 +113,17 @@ def causal_conv_with_state(
     for i in range(rag.num_items):
         base, start = int(rag.q_off[i]) + i * (ksize - 1), int(rag.starts[i])
         for pos, dst in ckpts.of(i) + [(int(rag.ends[i]), state_ids[i])]:  # the running state last
-            conv_state[dst] = ext[base + pos - start: base + pos - start + ksize - 1]
+            conv_state[dst] = ext[base + pos - start : base + pos - start + ksize - 1]
     return out
 
 
-def _extend(xbc: torch.Tensor, rag: Ragged, state_ids: list[int], conv_state: torch.Tensor,
-            ksize: int) -> torch.Tensor:
+def _extend(
+    xbc: torch.Tensor, rag: Ragged, state_ids: list[int], conv_state: torch.Tensor, ksize: int
+) -> torch.Tensor:
     parts = []
     for i in range(rag.num_items):
         start, lo = int(rag.starts[i]), int(rag.q_off[i])
         # start == 0: the state slot is not this sequence's yet (it may hold NaN poison); use zeros
         hist = conv_state[state_ids[i]] if start > 0 else xbc.new_zeros((ksize - 1, xbc.shape[1]))
-        parts += [hist.to(xbc.dtype), xbc[lo:lo + int(rag.lens[i])]]
+        parts += [hist.to(xbc.dtype), xbc[lo : lo + int(rag.lens[i])]]
     return torch.cat(parts)

@@ -6,6 +6,7 @@ a broadcast multiply + sum instead of `tl.dot`: the interpreter's `tl.dot` is nu
 whose rounding of a row depends on the row's index in the tile (a 6-row micro-kernel), so a token would
 change bits when the batch packing moved it; the sum form reduces every element in the same order.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,19 @@ from executor.kernels.rowwise import rowwise
 
 @triton.jit
 def bi_matmul_kernel(
-    x_ptr, w_ptr, o_ptr, M, N, K, s_xm, s_wn, s_om,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BY_SUM: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    o_ptr,
+    M,
+    N,
+    K,
+    s_xm,
+    s_wn,
+    s_om,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BY_SUM: tl.constexpr,
 ):
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -59,8 +71,19 @@ def matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return out
     bm, bn, bk = config.MATMUL_TILE
     bi_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-        x, w, out, M, N, K, x.stride(0), w.stride(0), out.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BY_SUM=config.tile_product_by_sum(),
+        x,
+        w,
+        out,
+        M,
+        N,
+        K,
+        x.stride(0),
+        w.stride(0),
+        out.stride(0),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        BY_SUM=config.tile_product_by_sum(),
         num_warps=config.NUM_WARPS,
     )
     return out

@@ -3,6 +3,7 @@
 Both keep a token's result independent of its batch (see each module), so either set gives bit-exact
 logits across chunking, batching and resuming; they agree with each other only to rounding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ class KernelOps:
 
 
 TRITON = KernelOps("triton", matmul, rmsnorm, silu_mul, paged_attention, conv_silu, ssm_scan)
-TORCH = KernelOps("torch", matmul_ref, rmsnorm_ref, silu_mul_ref, paged_attention_ref, conv_silu_ref,
-                  ssm_scan_ref)
+TORCH = KernelOps(
+    "torch", matmul_ref, rmsnorm_ref, silu_mul_ref, paged_attention_ref, conv_silu_ref, ssm_scan_ref
+)
 KERNEL_SETS = {ops.name: ops for ops in (TRITON, TORCH)}
 
 

@@ -4,6 +4,7 @@ Item i holds the tokens of absolute positions ``[starts[i], ends[i])``, packed a
 ``[q_off[i], q_off[i] + lens[i])`` of every activation tensor. The arrays live on the host (numpy) so
 launchers can size their grids without a device sync; `on(device)` copies one array once per device.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,7 +62,9 @@ class Ragged:
 
     def positions(self) -> np.ndarray:
         """Absolute position of every packed token row."""
-        return np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in zip(self.starts, self.ends, strict=True)])
+        return np.concatenate(
+            [np.arange(s, e, dtype=np.int64) for s, e in zip(self.starts, self.ends, strict=True)]
+        )
 
     def on(self, name: str, device: torch.device | str, dtype=torch.int32) -> torch.Tensor:
         """`getattr(self, name)` (an array or a method returning one) as a tensor on `device`, cached."""

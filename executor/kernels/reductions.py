@@ -5,6 +5,7 @@ nested jit function re-patches triton.language (~3 ms), which dominated the CPU 
 with triton's own combine functions is what those wrappers do on the GPU, and the interpreter maps these
 exact combine functions to `np.sum` / `np.nanmax`, so both paths keep their fast route.
 """
+
 from triton.language.standard import _elementwise_max, _sum_combine
 
 SUM = _sum_combine

@@ -3,6 +3,7 @@
 Each row is reduced over its own full width in one tile (BLOCK_D >= D), so its bits never depend on the
 other rows or on the row count.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,7 @@ from executor.kernels.rowwise import rowwise
 
 
 @triton.jit
-def rmsnorm_kernel(x_ptr, w_ptr, o_ptr, M, D, s_xm, s_om, eps,
-                   BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+def rmsnorm_kernel(x_ptr, w_ptr, o_ptr, M, D, s_xm, s_om, eps, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_D)
     ok = (rows < M)[:, None] & (cols < D)[None, :]
@@ -29,7 +29,9 @@ def rmsnorm_kernel(x_ptr, w_ptr, o_ptr, M, D, s_xm, s_om, eps,
 
 def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
     if x.dim() != 2 or weight.shape != (x.shape[1],):
-        raise ValueError(f"rmsnorm: need x [M, D] and weight [D], got {tuple(x.shape)} and {tuple(weight.shape)}")
+        raise ValueError(
+            f"rmsnorm: need x [M, D] and weight [D], got {tuple(x.shape)} and {tuple(weight.shape)}"
+        )
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -41,8 +43,17 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
     if M == 0:
         return out
     rmsnorm_kernel[(triton.cdiv(M, config.ROW_BLOCK),)](
-        x, weight, out, M, D, x.stride(0), out.stride(0), eps,
-        BLOCK_R=config.ROW_BLOCK, BLOCK_D=triton.next_power_of_2(D), num_warps=config.NUM_WARPS,
+        x,
+        weight,
+        out,
+        M,
+        D,
+        x.stride(0),
+        out.stride(0),
+        eps,
+        BLOCK_R=config.ROW_BLOCK,
+        BLOCK_D=triton.next_power_of_2(D),
+        num_warps=config.NUM_WARPS,
     )
     return out
 

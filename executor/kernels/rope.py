@@ -5,6 +5,7 @@ rounds a vector body and a scalar tail differently. So the table is built in blo
 each block always by the same call on the same values (in float64, then rounded once), and looked up by
 position; the rotation itself is only multiplies and adds, which round the same anywhere.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,7 +25,9 @@ class RopeTable:
     def _grow(self, num_positions: int) -> None:
         while len(self._blocks) * BLOCK < num_positions:
             first = len(self._blocks) * BLOCK
-            angles = torch.arange(first, first + BLOCK, dtype=torch.float64)[:, None] * self._inv_freq[None, :]
+            angles = (
+                torch.arange(first, first + BLOCK, dtype=torch.float64)[:, None] * self._inv_freq[None, :]
+            )
             self._blocks.append((torch.cos(angles).float(), torch.sin(angles).float()))
         self._tables.clear()
 
@@ -35,8 +38,16 @@ class RopeTable:
             self._grow(top)
         key = str(positions.device)
         if key not in self._tables:
-            cos = torch.cat([c for c, _ in self._blocks]) if self._blocks else torch.zeros(0, self.head_dim // 2)
-            sin = torch.cat([s for _, s in self._blocks]) if self._blocks else torch.zeros(0, self.head_dim // 2)
+            cos = (
+                torch.cat([c for c, _ in self._blocks])
+                if self._blocks
+                else torch.zeros(0, self.head_dim // 2)
+            )
+            sin = (
+                torch.cat([s for _, s in self._blocks])
+                if self._blocks
+                else torch.zeros(0, self.head_dim // 2)
+            )
             self._tables[key] = (cos.to(positions.device), sin.to(positions.device))
         cos, sin = self._tables[key]
         return cos[positions], sin[positions]

@@ -4,6 +4,7 @@ torch's CPU kernels are not batch invariant: GEMM rounding depends on the row co
 transcendentals run a vector body and a scalar tail, so a value's bits can depend on where it sits in a
 tensor. Calling the op once per row gives every row the same shapes on every call, whatever the batch.
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -10,6 +10,7 @@ item came as one chunk, many chunks or single decode steps (the state is stored 
 exactly). Checkpoints are taken at absolute positions: after the first `pos` tokens of the sequence,
 the state is copied to the checkpoint's state slot.
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,10 +24,35 @@ from executor.kernels.reductions import SUM
 
 @triton.jit
 def ssm_scan_kernel(
-    x_ptr, dt_ptr, b_ptr, c_ptr, y_ptr, a_ptr, d_ptr, dtb_ptr, st_ptr,
-    q_off_ptr, start_ptr, end_ptr, sid_ptr, ck_off_ptr, ck_cnt_ptr, ck_pos_ptr, ck_dst_ptr,
-    H, P, N, s_xt, s_dtt, s_bt, s_ct, s_yt, s_ss,
-    BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+    x_ptr,
+    dt_ptr,
+    b_ptr,
+    c_ptr,
+    y_ptr,
+    a_ptr,
+    d_ptr,
+    dtb_ptr,
+    st_ptr,
+    q_off_ptr,
+    start_ptr,
+    end_ptr,
+    sid_ptr,
+    ck_off_ptr,
+    ck_cnt_ptr,
+    ck_pos_ptr,
+    ck_dst_ptr,
+    H,
+    P,
+    N,
+    s_xt,
+    s_dtt,
+    s_bt,
+    s_ct,
+    s_yt,
+    s_ss,
+    BLOCK_H: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     item = tl.program_id(0)
     r = tl.arange(0, BLOCK_H * BLOCK_P)  # one state row per (head, head-dim) pair
@@ -81,8 +107,17 @@ def _heads_per_program(num_heads: int) -> int:
 
 
 def ssm_scan(
-    x: torch.Tensor, dt: torch.Tensor, B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: torch.Tensor,
-    dt_bias: torch.Tensor, ssm_state: torch.Tensor, rag: Ragged, state_ids: list[int], ckpts: Checkpoints,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    A: torch.Tensor,
+    D: torch.Tensor,
+    dt_bias: torch.Tensor,
+    ssm_state: torch.Tensor,
+    rag: Ragged,
+    state_ids: list[int],
+    ckpts: Checkpoints,
 ) -> torch.Tensor:
     """y [T, H*P] for x [T, H*P], dt [T, H], B/C [T, N]; updates ssm_state [S, H, P, N] (fp32) in place."""
     _check(x, dt, B, C, ssm_state)
@@ -91,12 +126,36 @@ def ssm_scan(
     y = torch.empty((rag.num_tokens, H * P), dtype=x.dtype, device=x.device)
     dev, bh = x.device, _heads_per_program(H)
     ssm_scan_kernel[(rag.num_items, triton.cdiv(H, bh))](
-        x, dt, B, C, y, A, D, dt_bias, ssm_state,
-        rag.on("q_off", dev), rag.on("starts", dev), rag.on("ends", dev), to_device(state_ids, dev),
-        to_device(ckpts.off, dev), to_device(ckpts.count, dev), to_device(ckpts.pos, dev),
-        to_device(ckpts.dst, dev), H, P, N, x.stride(0), dt.stride(0), B.stride(0), C.stride(0),
-        y.stride(0), ssm_state.stride(0), BLOCK_H=bh, BLOCK_P=triton.next_power_of_2(P),
-        BLOCK_N=triton.next_power_of_2(N), num_warps=config.NUM_WARPS,
+        x,
+        dt,
+        B,
+        C,
+        y,
+        A,
+        D,
+        dt_bias,
+        ssm_state,
+        rag.on("q_off", dev),
+        rag.on("starts", dev),
+        rag.on("ends", dev),
+        to_device(state_ids, dev),
+        to_device(ckpts.off, dev),
+        to_device(ckpts.count, dev),
+        to_device(ckpts.pos, dev),
+        to_device(ckpts.dst, dev),
+        H,
+        P,
+        N,
+        x.stride(0),
+        dt.stride(0),
+        B.stride(0),
+        C.stride(0),
+        y.stride(0),
+        ssm_state.stride(0),
+        BLOCK_H=bh,
+        BLOCK_P=triton.next_power_of_2(P),
+        BLOCK_N=triton.next_power_of_2(N),
+        num_warps=config.NUM_WARPS,
     )
     return y
 
@@ -107,5 +166,6 @@ def _check(x, dt, B, C, ssm_state) -> None:
         raise ValueError("ssm_scan: the state pool must be contiguous float32")
     for name, t, width in (("x", x, H * P), ("dt", dt, H), ("B", B, N), ("C", C, N)):
         if t.dim() != 2 or t.shape[1] != width or t.shape[0] != x.shape[0] or t.stride(1) != 1:
-            raise ValueError(f"ssm_scan: {name} must be [T, {width}] with unit column stride, "
-                             f"got {tuple(t.shape)}")
+            raise ValueError(
+                f"ssm_scan: {name} must be [T, {width}] with unit column stride, got {tuple(t.shape)}"
+            )

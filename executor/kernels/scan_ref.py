@@ -1,4 +1,5 @@
 """Plain-torch reference of `scan.ssm_scan`: the same recurrence, one token at a time."""
+
 from __future__ import annotations
 
 import torch
@@ -7,8 +8,17 @@ from executor.kernels.ragged import Checkpoints, Ragged
 
 
 def ssm_scan_ref(
-    x: torch.Tensor, dt: torch.Tensor, B: torch.Tensor, C: torch.Tensor, A: torch.Tensor, D: torch.Tensor,
-    dt_bias: torch.Tensor, ssm_state: torch.Tensor, rag: Ragged, state_ids: list[int], ckpts: Checkpoints,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    A: torch.Tensor,
+    D: torch.Tensor,
+    dt_bias: torch.Tensor,
+    ssm_state: torch.Tensor,
+    rag: Ragged,
+    state_ids: list[int],
+    ckpts: Checkpoints,
 ) -> torch.Tensor:
     _, H, P, N = ssm_state.shape
     y = torch.empty((rag.num_tokens, H * P), dtype=x.dtype, device=x.device)
@@ -18,8 +28,16 @@ def ssm_scan_ref(
         ck = dict(ckpts.of(i))
         for pos in range(start, end):
             row = q_off + pos - start
-            state, y_row = _step(state, x[row].float().view(H, P), dt[row].float(), B[row].float(),
-                                 C[row].float(), A, D, dt_bias)
+            state, y_row = _step(
+                state,
+                x[row].float().view(H, P),
+                dt[row].float(),
+                B[row].float(),
+                C[row].float(),
+                A,
+                D,
+                dt_bias,
+            )
             y[row] = y_row.reshape(-1).to(y.dtype)
             if pos + 1 in ck:
                 ssm_state[ck[pos + 1]] = state

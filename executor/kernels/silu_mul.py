@@ -3,6 +3,7 @@
 Elementwise, so a value's bits depend only on its two inputs; ``silu(g) = g / (1 + exp(-g))`` is written
 out so the GPU and the interpreter use the same formula.
 """
+
 from __future__ import annotations
 
 import torch
@@ -14,8 +15,9 @@ from executor.kernels.rowwise import rowwise
 
 
 @triton.jit
-def silu_mul_kernel(g_ptr, u_ptr, o_ptr, M, F, s_gm, s_um, s_om,
-                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def silu_mul_kernel(
+    g_ptr, u_ptr, o_ptr, M, F, s_gm, s_um, s_om, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr
+):
     rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     ok = (rows < M)[:, None] & (cols < F)[None, :]
@@ -27,8 +29,9 @@ def silu_mul_kernel(g_ptr, u_ptr, o_ptr, M, F, s_gm, s_um, s_om,
 
 def _check(gate: torch.Tensor, up: torch.Tensor) -> None:
     if gate.dim() != 2 or gate.shape != up.shape:
-        raise ValueError(f"silu_mul: need gate and up of one [M, F] shape, got {tuple(gate.shape)} "
-                         f"and {tuple(up.shape)}")
+        raise ValueError(
+            f"silu_mul: need gate and up of one [M, F] shape, got {tuple(gate.shape)} and {tuple(up.shape)}"
+        )
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -42,8 +45,19 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     if M == 0:
         return out
     grid = (triton.cdiv(M, config.ROW_BLOCK), triton.cdiv(F, config.COL_BLOCK))
-    silu_mul_kernel[grid](gate, up, out, M, F, gate.stride(0), up.stride(0), out.stride(0),
-                          BLOCK_R=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK, num_warps=config.NUM_WARPS)
+    silu_mul_kernel[grid](
+        gate,
+        up,
+        out,
+        M,
+        F,
+        gate.stride(0),
+        up.stride(0),
+        out.stride(0),
+        BLOCK_R=config.ROW_BLOCK,
+        BLOCK_C=config.COL_BLOCK,
+        num_warps=config.NUM_WARPS,
+    )
     return out
 
 

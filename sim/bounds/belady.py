@@ -11,6 +11,7 @@ reports; with unit pages and optional insertion, furthest-next-use is optimal (B
 This is also what kvcache-simulator's OPTIMAL computes (its ``simulate_trie_policy(optimal=True)``), block
 for block, when given the same lookups; ``benchmarks/bounds_vs_peer.py`` checks it.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -85,7 +86,9 @@ def belady_hits(events: list, paths: PagePaths, capacity_pages: int) -> dict[str
     return {request_id: pages * paths.page_size for request_id, pages in hits.items()}
 
 
-def belady_page_hits(events: list, pages_of: list[list[int]], parent: list[int], capacity_pages: int) -> dict[str, int]:
+def belady_page_hits(
+    events: list, pages_of: list[list[int]], parent: list[int], capacity_pages: int
+) -> dict[str, int]:
     """Request id -> pages its counted lookup hits; ``pages_of[i]``: the trie nodes event i covers (node 0 is
     the root, ``parent[node]`` its parent)."""
     uses, never = next_uses(events, pages_of, len(parent))

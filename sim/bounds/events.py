@@ -10,6 +10,7 @@ Replay mode: each request's lookup, then every page it computes. Timed mode: rec
 ``EventRecorder``, a backend wrapper: the lookups of the requests a step admits come before the pages the
 step's chunks allocate.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -38,15 +39,18 @@ def computed_pages(trace: Trace, request_id: str, page_size: int) -> int:
     return (trace.prompt_len(request_id) + trace.request(request_id).output_len - 1) // page_size
 
 
-def replay_events(trace: Trace, order: list[str], served: set[str], admitted: set[str],
-                  page_size: int) -> list:
+def replay_events(
+    trace: Trace, order: list[str], served: set[str], admitted: set[str], page_size: int
+) -> list:
     """Replay mode: requests one after another in ``order``; an admitted request that was not served (the
     pools refused it part-way) still counts as having computed its pages (a superset of what it did)."""
     events: list = []
     for request_id in order:
         if request_id not in admitted:
             continue
-        events.append(Lookup(request_id, key_pages(trace.prompt_len(request_id), page_size), request_id in served))
+        events.append(
+            Lookup(request_id, key_pages(trace.prompt_len(request_id), page_size), request_id in served)
+        )
         events.append(Produce(request_id, 0, computed_pages(trace, request_id, page_size)))
     return events
 
@@ -90,4 +94,6 @@ class EventRecorder:
         """The log, each served request's last lookup marked as the counted one."""
         last = {event.request_id: i for i, event in enumerate(self._events) if isinstance(event, Lookup)}
         counted = {i for request_id, i in last.items() if request_id in served}
-        return [event._replace(counted=True) if i in counted else event for i, event in enumerate(self._events)]
+        return [
+            event._replace(counted=True) if i in counted else event for i, event in enumerate(self._events)
+        ]

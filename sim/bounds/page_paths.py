@@ -1,6 +1,7 @@
 """Pages as nodes of a prefix trie: the page at position ``q`` of a sequence is one node per distinct
 ``(previous page's node, this page's tokens)``, so two requests share a node exactly where a radix cache of
 that page size could share the page. Node 0 is the root (no page)."""
+
 from __future__ import annotations
 
 from sim.trace import Trace
@@ -56,6 +57,5 @@ class PagePaths:
     def pages(self, event) -> list[int]:
         """The nodes an event (``events.Lookup`` or ``events.Produce``) covers."""
         if hasattr(event, "key_pages"):
-            return self.path(event.request_id, event.key_pages)[:event.key_pages]
-        return self.path(event.request_id, event.end_page)[event.first_page:event.end_page]
-
+            return self.path(event.request_id, event.key_pages)[: event.key_pages]
+        return self.path(event.request_id, event.end_page)[event.first_page : event.end_page]

@@ -15,6 +15,7 @@ every policy. Any dual-feasible point bounds that programme; this file minimises
 first along ``y = lambda`` (golden section) and then by projected subgradient steps, and reports the best
 value found (always a valid upper bound; how close to the optimum depends on the iterations).
 """
+
 from __future__ import annotations
 
 import math
@@ -105,7 +106,9 @@ class DualBound:
     def subgradient(self, taken: np.ndarray) -> np.ndarray:
         chosen = taken[taken >= 0]
         size = self.o.num_points + 1
-        diff = np.bincount(self.o.first[chosen], minlength=size) - np.bincount(self.o.last[chosen] + 1, minlength=size)
+        diff = np.bincount(self.o.first[chosen], minlength=size) - np.bincount(
+            self.o.last[chosen] + 1, minlength=size
+        )
         return self.capacity - np.cumsum(diff)[:-1]
 
 

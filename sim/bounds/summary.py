@@ -10,6 +10,7 @@
 A run whose events cover more than ``MAX_BOUND_PAGES`` pages (one trie node each at most: a whole-hour trace
 at page 1) gets ``bound_skipped`` instead, naming why: the trie would take many GB.
 """
+
 from __future__ import annotations
 
 from sim.bounds.belady import belady_hits
@@ -27,15 +28,27 @@ def capacities(manager, sizes) -> dict[str, int]:
     (vLLM's blocks), the whole pool for each."""
     pools = getattr(manager, "pools", None)
     if not isinstance(pools, dict) or FULL not in pools:
-        return {FULL: sizes.blocks, SWA: sizes.blocks if manager.has_swa else 0,
-                MAMBA: sizes.blocks if manager.has_mamba else 0}
-    return {FULL: pools[FULL].size,
-            SWA: pools[SWA].size if manager.has_swa else 0,
-            MAMBA: pools[MAMBA].size if manager.has_mamba else 0}
+        return {
+            FULL: sizes.blocks,
+            SWA: sizes.blocks if manager.has_swa else 0,
+            MAMBA: sizes.blocks if manager.has_mamba else 0,
+        }
+    return {
+        FULL: pools[FULL].size,
+        SWA: pools[SWA].size if manager.has_swa else 0,
+        MAMBA: pools[MAMBA].size if manager.has_mamba else 0,
+    }
 
 
-def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, int], has_swa: bool,
-                   has_mamba: bool, cached_tokens: int) -> dict:
+def bounds_summary(
+    trace: Trace,
+    events: list,
+    page_size: int,
+    caps: dict[str, int],
+    has_swa: bool,
+    has_mamba: bool,
+    cached_tokens: int,
+) -> dict:
     paths = PagePaths(trace, page_size)
     paths.prefetch(events)
     belady = sum(belady_hits(events, paths, caps[FULL]).values())
@@ -44,19 +57,31 @@ def bounds_summary(trace: Trace, events: list, page_size: int, caps: dict[str, i
         limits = [caps[MAMBA]] if has_mamba else []
         limits += [caps[SWA]] if has_swa else []
         bound = min(bound, state_bound(state_options(events, paths), min(limits)))
-    return {"bound_belady_tokens": belady, "bound_tokens": bound,
-            "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0}
+    return {
+        "bound_belady_tokens": belady,
+        "bound_tokens": bound,
+        "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0,
+    }
 
 
 def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
     """``bounds_summary`` for a finished run: its manager's pools (or ``sizes``) and its request table."""
     num_pages = sum(e.end_page - e.first_page for e in events if not hasattr(e, "key_pages"))
     if num_pages > MAX_BOUND_PAGES:
-        return {"bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
-                                 f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"}
+        return {
+            "bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
+            f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"
+        }
     served = requests[requests["rejected"] == ""]
-    return bounds_summary(trace, events, manager.page_size, capacities(manager, sizes), manager.has_swa,
-                          manager.has_mamba, int(served["cached_tokens"].sum()))
+    return bounds_summary(
+        trace,
+        events,
+        manager.page_size,
+        capacities(manager, sizes),
+        manager.has_swa,
+        manager.has_mamba,
+        int(served["cached_tokens"].sum()),
+    )
 
 
 def served_ids(requests) -> set[str]:

@@ -15,6 +15,7 @@ split in two):
 - blocked, ``full_depth - cached``: FULL KV was there but a SWA window or a MAMBA checkpoint was not,
   which is the policy's own doing (SGLang's retain floor, FreeToken's finish-time trim).
 """
+
 from __future__ import annotations
 
 import weakref

@@ -10,6 +10,7 @@ The file is JSON:
 and "num_folds" (optional, together) are the honest figure: the run's steps cut into `num_folds` contiguous
 blocks, each block's error predicted by coefficients fitted on the other blocks.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,10 +58,16 @@ class Calibration:
 
 def step_features(shape: StepShape) -> tuple[float, float, float, float]:
     """The linear model's regressors for one step, the constant first."""
-    return 1.0, float(shape.num_prefill_tokens), float(shape.num_decode_tokens), float(shape.attended_context())
+    return (
+        1.0,
+        float(shape.num_prefill_tokens),
+        float(shape.num_decode_tokens),
+        float(shape.attended_context()),
+    )
 
 
 # ---- file format ----
+
 
 def _reject(path: str | Path, field: str, message: str) -> None:
     raise ValueError(f"calibration file {str(path)!r}: field {field!r} {message}")
@@ -68,7 +75,12 @@ def _reject(path: str | Path, field: str, message: str) -> None:
 
 # no real step takes a minute of fixed overhead or a second per token: larger is a unit mistake, and 1e300
 # would overflow the predicted times to inf
-_MAXIMUM = {"overhead_s": 60.0, "s_per_prefill_token": 1.0, "s_per_decode_token": 1.0, "s_per_context_token": 1.0}
+_MAXIMUM = {
+    "overhead_s": 60.0,
+    "s_per_prefill_token": 1.0,
+    "s_per_decode_token": 1.0,
+    "s_per_context_token": 1.0,
+}
 
 
 def _number(value: object, field: str, path: str | Path) -> float:
@@ -99,8 +111,12 @@ def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
     if fit is None:
         return None
     if not isinstance(fit, dict) or set(fit) not in (_FIT_KEYS, _FIT_KEYS | _HOLDOUT_KEYS):
-        _reject(path, "fit", f"must be an object with 'mape' and 'num_samples' (and optionally both "
-                             f"'holdout_mape' and 'num_folds'), got {fit!r}")
+        _reject(
+            path,
+            "fit",
+            f"must be an object with 'mape' and 'num_samples' (and optionally both "
+            f"'holdout_mape' and 'num_folds'), got {fit!r}",
+        )
     count = _count(fit["num_samples"], "fit.num_samples", path, 1)
     holdout = folds = None
     if "num_folds" in fit:
@@ -120,7 +136,9 @@ def _read_object(path: str | Path) -> dict:
     except (ValueError, RecursionError) as err:  # JSON, UTF-8, a number too long to read, deep nesting
         raise ValueError(f"calibration file {str(path)!r}: not valid JSON: {str(err)[:200]}") from err
     if not isinstance(data, dict):
-        raise ValueError(f"calibration file {str(path)!r}: must hold a JSON object, got {type(data).__name__}")
+        raise ValueError(
+            f"calibration file {str(path)!r}: must hold a JSON object, got {type(data).__name__}"
+        )
     return data
 
 
@@ -132,8 +150,12 @@ def load_calibration(path: str | Path) -> Calibration:
         if field not in data:
             _reject(path, field, "is missing")
     numbers = {field: _number(data[field], field, path) for field in COEFFICIENTS}
-    return Calibration(model=_text(data["model"], "model", path), gpu=_text(data["gpu"], "gpu", path), **numbers,
-                       fit=_fit(data, path))
+    return Calibration(
+        model=_text(data["model"], "model", path),
+        gpu=_text(data["gpu"], "gpu", path),
+        **numbers,
+        fit=_fit(data, path),
+    )
 
 
 def save_calibration(calibration: Calibration, path: str | Path) -> None:
@@ -146,6 +168,7 @@ def save_calibration(calibration: Calibration, path: str | Path) -> None:
 
 
 # ---- fitting ----
+
 
 def _nnls(features: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Non-negative least squares by trying every column subset: exact, and cheap for four columns."""
@@ -171,9 +194,13 @@ def _check_samples(samples: list[tuple[StepShape, float]]) -> None:
         raise ValueError("fit_calibration needs at least one (StepShape, seconds) sample")
     for index, (shape, seconds) in enumerate(samples):
         if not isinstance(shape, StepShape):
-            raise ValueError(f"fit_calibration: samples[{index}] shape is {type(shape).__name__}, not StepShape")
+            raise ValueError(
+                f"fit_calibration: samples[{index}] shape is {type(shape).__name__}, not StepShape"
+            )
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
-            raise ValueError(f"fit_calibration: samples[{index}] time must be a finite number > 0, got {seconds!r}")
+            raise ValueError(
+                f"fit_calibration: samples[{index}] time must be a finite number > 0, got {seconds!r}"
+            )
 
 
 def _relative_fit(features: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -199,8 +226,13 @@ def holdout_mape(features: np.ndarray, times: np.ndarray, num_folds: int) -> flo
     return float(np.mean(np.concatenate(errors)))
 
 
-def fit_calibration(samples: list[tuple[StepShape, float]], *, model: str = "unknown",
-                    gpu: str = "unknown", num_folds: int = 4) -> Calibration:
+def fit_calibration(
+    samples: list[tuple[StepShape, float]],
+    *,
+    model: str = "unknown",
+    gpu: str = "unknown",
+    num_folds: int = 4,
+) -> Calibration:
     """Relative least-squares coefficients (all >= 0) for measured (step shape, seconds) samples, the in-sample
     error and, given at least two samples per fold, the held-out error."""
     _check_samples(samples)
@@ -211,5 +243,7 @@ def fit_calibration(samples: list[tuple[StepShape, float]], *, model: str = "unk
     coef = _relative_fit(features, times)
     fit = CalibrationFit(mape=_mape(features, times, coef), num_samples=len(samples))
     if len(samples) >= 2 * num_folds:
-        fit = dataclasses.replace(fit, holdout_mape=holdout_mape(features, times, num_folds), num_folds=num_folds)
+        fit = dataclasses.replace(
+            fit, holdout_mape=holdout_mape(features, times, num_folds), num_folds=num_folds
+        )
     return Calibration(model, gpu, *(float(c) for c in coef), fit=fit)

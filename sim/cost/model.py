@@ -4,6 +4,7 @@ Compute is the step's FLOPs at a fraction (mfu) of the GPU's dense bf16 peak; me
 stream (weights once per step, then each request's KV and MAMBA state) at a fraction of the bandwidth. A
 calibration file (sim/cost/calibration.py), when given, replaces both with a fitted linear model.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -74,8 +75,11 @@ class _Coefficients:
         # state is read and written back once per step
         state = 0
         for start, count in shape.token_runs():
-            state += ((start + count) * self.full_bytes + (min(start, self.window) + count) * self.swa_bytes
-                      + self.state_bytes_twice)
+            state += (
+                (start + count) * self.full_bytes
+                + (min(start, self.window) + count) * self.swa_bytes
+                + self.state_bytes_twice
+            )
         return weights + state
 
 
@@ -83,10 +87,14 @@ class CostModel:
     """Predicted seconds per engine step for one model on one GPU (or from a calibration file)."""
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, calibration: Calibration | None = None) -> None:
-        for what, ours, theirs in (("model", model.name, calibration and calibration.model),
-                                   ("gpu", gpu.name, calibration and calibration.gpu)):
+        for what, ours, theirs in (
+            ("model", model.name, calibration and calibration.model),
+            ("gpu", gpu.name, calibration and calibration.gpu),
+        ):
             if theirs and theirs != ours:
-                raise ValueError(f"calibration is for {what} {theirs!r}, but the cost model's {what} is {ours!r}")
+                raise ValueError(
+                    f"calibration is for {what} {theirs!r}, but the cost model's {what} is {ours!r}"
+                )
         self.model = model
         self.gpu = gpu
         self.calibration = calibration
@@ -117,8 +125,10 @@ class CostModel:
         flops_rate, bytes_rate = gpu.peak_flops * gpu.mfu, gpu.mem_bandwidth * gpu.bw_efficiency
         full_att = sum(c + 1 for c in contexts)
         swa_att = sum(min(c + 1, co.window) for c in contexts) if co.swa_flops else 0
-        state = sum((c + 1) * co.full_bytes + (min(c, co.window) + 1) * co.swa_bytes + co.state_bytes_twice
-                    for c in contexts)
+        state = sum(
+            (c + 1) * co.full_bytes + (min(c, co.window) + 1) * co.swa_bytes + co.state_bytes_twice
+            for c in contexts
+        )
         weights = co.model.weight_bytes_read(n)
         step = 0
         while True:
@@ -134,8 +144,10 @@ class CostModel:
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""
         if not is_count(prompt_len, 1) or not is_count(cached_len, 0) or cached_len >= prompt_len:
-            raise ValueError(f"prefill_time needs 0 <= cached_len < prompt_len, got cached_len={cached_len!r}, "
-                             f"prompt_len={prompt_len!r} (the last prompt token is always recomputed)")
+            raise ValueError(
+                f"prefill_time needs 0 <= cached_len < prompt_len, got cached_len={cached_len!r}, "
+                f"prompt_len={prompt_len!r} (the last prompt token is always recomputed)"
+            )
         if chunk_size is not None and not is_count(chunk_size, 1):
             raise ValueError(f"prefill_time: chunk_size must be >= 1, got {chunk_size!r}")
         step = chunk_size or prompt_len

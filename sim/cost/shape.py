@@ -1,4 +1,5 @@
 """One engine step's batch shape and the attended-key sums the cost model prices it by."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,12 +22,18 @@ class StepShape:
         object.__setattr__(self, "decode", tuple(self.decode))
         for index, item in enumerate(self.prefill):
             if len(item) != 2 or not is_count(item[0], 0) or not is_count(item[1], 1):
-                raise ValueError(f"StepShape.prefill[{index}] must be (cached_len >= 0, chunk_len >= 1), got {item}")
+                raise ValueError(
+                    f"StepShape.prefill[{index}] must be (cached_len >= 0, chunk_len >= 1), got {item}"
+                )
         for index, context_len in enumerate(self.decode):
             if not is_count(context_len, 0):
-                raise ValueError(f"StepShape.decode[{index}] must be a context length >= 0, got {context_len!r}")
+                raise ValueError(
+                    f"StepShape.decode[{index}] must be a context length >= 0, got {context_len!r}"
+                )
         if not self.prefill and not self.decode:
-            raise ValueError("StepShape has neither prefill nor decode items: a step needs at least one token")
+            raise ValueError(
+                "StepShape has neither prefill nor decode items: a step needs at least one token"
+            )
 
     @classmethod
     def trusted(cls, prefill: tuple[tuple[int, int], ...], decode: tuple[int, ...]) -> StepShape:

@@ -15,6 +15,7 @@ models no running request: here vLLM+ inserts each block's state as it is taken,
 chain of states is pinned (only leaves are evicted, and its leaf is locked), so a request whose blocks' states
 alone exceed the budget is refused (counted with no hits).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -30,18 +31,29 @@ MODEL = "qwen3-next"  # 3 MAMBA (GatedDeltaNet) : 1 FULL; one state weighs as mu
 
 def chat_sessions(num_sessions: int = 48, num_turns: int = 8, seed: int = 0) -> Trace:
     """Chat sessions with a shared system prompt, each turn the whole history plus a new user message."""
-    return multiturn(num_sessions=num_sessions, num_turns=num_turns, system_len=512, user_len=160,
-                     output_len=240, think_time=5.0, request_rate=0.5, seed=seed)
+    return multiturn(
+        num_sessions=num_sessions,
+        num_turns=num_turns,
+        system_len=512,
+        user_len=160,
+        output_len=240,
+        think_time=5.0,
+        request_rate=0.5,
+        seed=seed,
+    )
 
 
-def marconi_experiment(trace: Trace | None = None, cache_gb=CACHE_GB, model: str = MODEL, mode: str = "timed",
-                       on_point=None) -> pd.DataFrame:
+def marconi_experiment(
+    trace: Trace | None = None, cache_gb=CACHE_GB, model: str = MODEL, mode: str = "timed", on_point=None
+) -> pd.DataFrame:
     trace = chat_sessions() if trace is None else trace
     rows = []
     for size in cache_gb:
         runs: dict[str, SimResult] = {}
         for policy, _ in POLICIES:
-            runs[policy] = simulate(trace, SimConfig(policy=policy, model=model, mode=mode, cache_bytes=size * 1e9))
+            runs[policy] = simulate(
+                trace, SimConfig(policy=policy, model=model, mode=mode, cache_bytes=size * 1e9)
+            )
             if on_point:
                 on_point()
         rows.append(_row(size, runs))

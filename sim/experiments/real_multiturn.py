@@ -11,6 +11,7 @@ cached its answer (a MAMBA model's insert stops at the last checkpoint, so a sho
 FULL KV was evicted (or the previous turn had not finished); or it was there but a SWA window or MAMBA
 checkpoint was not.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,14 @@ class RealMultiturn:
     changed: pd.DataFrame  # per pair, the first follow-ups whose decode-region hit differs
 
 
-def real_multiturn(trace: Trace, pools: dict[str, float] | None = None, pairs=PAIRS, mode: str = "timed",
-                   num_changed: int = 5, on_point=None) -> RealMultiturn:
+def real_multiturn(
+    trace: Trace,
+    pools: dict[str, float] | None = None,
+    pairs=PAIRS,
+    mode: str = "timed",
+    num_changed: int = 5,
+    on_point=None,
+) -> RealMultiturn:
     pools = pool_settings() if pools is None else pools
     pair_rows, miss_rows, changed = [], [], []
     for setting, kv_gb in pools.items():
@@ -53,9 +60,14 @@ def real_multiturn(trace: Trace, pools: dict[str, float] | None = None, pairs=PA
                 if on_point:
                     on_point()
             pair_rows.append(pair_row(label, runs[base], runs[other]))
-            changed.append(changed_requests(runs[base], runs[other], num_changed).assign(
-                pools=label, policies=f"{base} -> {other}"))
-    return RealMultiturn(pd.DataFrame(pair_rows), pd.DataFrame(miss_rows), pd.concat(changed, ignore_index=True))
+            changed.append(
+                changed_requests(runs[base], runs[other], num_changed).assign(
+                    pools=label, policies=f"{base} -> {other}"
+                )
+            )
+    return RealMultiturn(
+        pd.DataFrame(pair_rows), pd.DataFrame(miss_rows), pd.concat(changed, ignore_index=True)
+    )
 
 
 def followups(result: SimResult) -> pd.DataFrame:
@@ -67,7 +79,9 @@ def pair_row(setting: str, base: SimResult, other: SimResult) -> dict:
     before, after = followups(base), followups(other)
     changes = compare(before, after)
     return {
-        "pools": setting, "policies": f"{base.config.policy} -> {other.config.policy}", "model": base.config.model,
+        "pools": setting,
+        "policies": f"{base.config.policy} -> {other.config.policy}",
+        "model": base.config.model,
         "decode-region hits": f"{_hits(before)}/{len(before)} -> {_hits(after)}/{len(after)}",
         "ideal hits": base.summary.ideal_decode_region_hits,
         "reused tokens": f"{int(before['cached_tokens'].sum())} -> {int(after['cached_tokens'].sum())}",
@@ -88,20 +102,27 @@ def misses(result: SimResult) -> dict:
     no_ideal = ~hit & (rows["ideal_cached_tokens"] <= edge)
     never_kept = ~hit & ~no_ideal & (rows["previous_inserted_tokens"].astype(float) <= edge)
     not_cached = ~hit & ~no_ideal & ~never_kept & (rows["full_depth"] <= edge)
-    return {"follow-ups": len(rows), "hits": int(hit.sum()), "miss: trace allows none": int(no_ideal.sum()),
-            "miss: previous answer never cached": int(never_kept.sum()),
-            "miss: evicted or unfinished": int(not_cached.sum()),
-            "miss: blocked by SWA/MAMBA": int((~hit & ~no_ideal & ~never_kept & ~not_cached).sum())}
+    return {
+        "follow-ups": len(rows),
+        "hits": int(hit.sum()),
+        "miss: trace allows none": int(no_ideal.sum()),
+        "miss: previous answer never cached": int(never_kept.sum()),
+        "miss: evicted or unfinished": int(not_cached.sum()),
+        "miss: blocked by SWA/MAMBA": int((~hit & ~no_ideal & ~never_kept & ~not_cached).sum()),
+    }
 
 
 def changed_requests(base: SimResult, other: SimResult, limit: int = 10) -> pd.DataFrame:
     """The follow-ups whose decode-region hit differs between two runs: the requests that explain it."""
     before, after = followups(base).set_index("id"), followups(other).set_index("id")
-    changed = before.index[before["decode_region_hit"].astype(bool) != after["decode_region_hit"].astype(bool)]
+    changed = before.index[
+        before["decode_region_hit"].astype(bool) != after["decode_region_hit"].astype(bool)
+    ]
     columns = ["prompt_tokens", "previous_prompt_tokens", "full_depth", "ideal_cached_tokens"]
     table = before.loc[changed, columns].astype(int)
-    table["cached"] = [f"{int(before.at[i, 'cached_tokens'])} -> {int(after.at[i, 'cached_tokens'])}"
-                       for i in changed]
+    table["cached"] = [
+        f"{int(before.at[i, 'cached_tokens'])} -> {int(after.at[i, 'cached_tokens'])}" for i in changed
+    ]
     return table.head(limit).reset_index()
 
 

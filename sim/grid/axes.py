@@ -3,6 +3,7 @@
 A grid is given as comma lists (``--page-size 64,128``); each axis parses its list here so that bad
 input is rejected before anything runs, with the option and the offending item named.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -38,6 +39,7 @@ def _choice(what: str, choices: Callable[[], list[str]]) -> Callable[[str], str]
         if text not in choices():
             raise ValueError(f"unknown {what} {text!r}; choose from {', '.join(choices())}")
         return text
+
     return parse
 
 

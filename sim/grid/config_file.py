@@ -13,6 +13,7 @@
 Options on the command line add to the file: a setting given there replaces the file's, an axis given in
 both places is an error (which one was meant?). Errors name the file and the key.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -35,7 +36,9 @@ def load_grid_file(path: str | Path) -> tuple[dict, dict[str, str]]:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
     unknown = sorted(set(data) - set(SETTINGS) - {"axes"})
     if unknown:
-        raise ValueError(f"{path}: unknown key {unknown[0]!r}; a grid file has {', '.join(SETTINGS)} and [axes]")
+        raise ValueError(
+            f"{path}: unknown key {unknown[0]!r}; a grid file has {', '.join(SETTINGS)} and [axes]"
+        )
     settings = {name: data[name] for name in SETTINGS if name in data}
     for name in PATH_SETTINGS:
         if name in settings:
@@ -78,7 +81,9 @@ def _item(value: object) -> str:
     return str(value)
 
 
-def merge_grid_file(config_path: str | None, given: dict, axis_texts: dict[str, str | None]) -> tuple[dict, dict]:
+def merge_grid_file(
+    config_path: str | None, given: dict, axis_texts: dict[str, str | None]
+) -> tuple[dict, dict]:
     """The sweep's settings and axis texts from the grid file (if any) and the command line."""
     settings, axes = load_grid_file(config_path) if config_path else ({}, {})
     settings = DEFAULTS | settings | {k: v for k, v in given.items() if v is not None}

@@ -1,6 +1,7 @@
 """``grid --keep-old``: take a point's result computed by other code (an older version, another branch, a
 changed source file) instead of recomputing it, on purpose. ``report`` then warns that the grid's points
 come from different code."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -8,6 +8,7 @@ the same code; a changed trace, knob, preset default or source file gives a new 
 again. ``config_key`` is the same hash without the code: ``grid --keep-old`` finds an older code's result
 of the same point by it (``sim/grid/keep_old.py``).
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -3,6 +3,7 @@
 Each runner yields outcomes as points finish (in completion order; the sweep restores grid order) and
 cancels what has not started when the consumer stops early (an error, Ctrl-C, a test's kill hook).
 """
+
 from __future__ import annotations
 
 import os
@@ -87,8 +88,13 @@ def _ray_init(ray, address: str, num_cpus: int) -> bool:
     if address == LOCAL_RAY:
         # workers start elsewhere than this process: point them at this checkout's ``sim``
         paths = [str(sim_dir.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+        ray.init(
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
+        )
     else:
         ray.init(address=address, runtime_env={"py_modules": [str(sim_dir)]}, log_to_driver=False)
     return True

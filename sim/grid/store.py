@@ -12,6 +12,7 @@ Layout::
 A point's JSON is written last, after both CSVs, so its presence means the point is complete: a sweep
 killed half-way leaves every finished point usable and no half-written one.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,13 @@ class PointStore:
     def write_point(self, record: dict, requests_csv: str, steps_csv: str) -> None:
         key = record["key"]
         # the JSON is renamed last: its presence means the point is complete
-        atomic_write_many({self.point_path(key, ".requests.csv"): requests_csv,
-                           self.point_path(key, ".steps.csv"): steps_csv, self.point_path(key): dump_json(record)})
+        atomic_write_many(
+            {
+                self.point_path(key, ".requests.csv"): requests_csv,
+                self.point_path(key, ".steps.csv"): steps_csv,
+                self.point_path(key): dump_json(record),
+            }
+        )
         self.failure_path(key).unlink(missing_ok=True)  # an earlier failure of this point is now stale
 
     def write_failure(self, record: dict) -> None:
@@ -88,12 +94,15 @@ class PointStore:
         """The per-request table with its types restored (CSV turns '' into NaN and bools into text), checked
         against the point's summary."""
         path = self.point_path(key, ".requests.csv")
-        frame = read_csv(path, keep_default_na=False, na_values=[""], dtype={"id": str, "session": str, "rejected": str})
+        frame = read_csv(
+            path, keep_default_na=False, na_values=[""], dtype={"id": str, "session": str, "rejected": str}
+        )
         check_requests(frame, self.read_point(key), path)
         frame["rejected"] = frame["rejected"].fillna("")
         frame["followup"] = frame["followup"].astype(str) == "True"
-        frame["decode_region_hit"] = frame["decode_region_hit"].map({"True": True, "False": False, True: True,
-                                                                     False: False})
+        frame["decode_region_hit"] = frame["decode_region_hit"].map(
+            {"True": True, "False": False, True: True, False: False}
+        )
         return frame
 
     def read_steps(self, key: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ reader checks the shape it needs (a manifest listing point keys, a point record 
 and summary, tables with their columns and as many rows as the point's summary says) and a ValueError
 names the bad file and what is wrong with it, with the way out: delete the point's files and rerun.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,16 @@ from sim.run.request import REQUEST_COLUMNS
 
 _KEY = re.compile(r"^[0-9a-f]{16}$")  # points.KEY_LEN hex digits
 _RERUN = "delete the point's files and rerun the grid to recompute it"
-_NUMERIC_REQUEST_COLUMNS = ("prompt_tokens", "output_tokens", "cached_tokens", "full_depth", "blocked",
-                            "recomputed_tokens", "reuse_fraction", "retractions")
+_NUMERIC_REQUEST_COLUMNS = (
+    "prompt_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "full_depth",
+    "blocked",
+    "recomputed_tokens",
+    "reuse_fraction",
+    "retractions",
+)
 STEP_COLUMNS = ("step",) + POOL_COLUMNS  # the pool columns of both modes' step tables
 
 
@@ -88,8 +97,11 @@ def _check_table(frame: pd.DataFrame, columns, expected_rows: int, path: Path) -
     if missing:
         raise StoreError(path, f"lacks the column(s) {', '.join(missing)}; {_RERUN}")
     if len(frame) != expected_rows:
-        raise StoreError(path, f"holds {len(frame)} rows where the point's summary counts {expected_rows}: "
-                               f"truncated or replaced; {_RERUN}")
+        raise StoreError(
+            path,
+            f"holds {len(frame)} rows where the point's summary counts {expected_rows}: "
+            f"truncated or replaced; {_RERUN}",
+        )
 
 
 def read_csv(path: Path, **options) -> pd.DataFrame:

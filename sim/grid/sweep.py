@@ -1,4 +1,5 @@
 """A sweep: every grid point simulated once, results stored per point, finished points never rerun."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,8 +20,19 @@ from sim.run.config import SimConfig
 from sim.run.setup import PoolSizeError, build
 from sim.trace import load_trace
 
-CONFIG_COLUMNS = ("policy", "model", "gpu", "mode", "calibration", "pool_tokens", "swa_pool_tokens",
-                  "mamba_states", "kv_memory_gb", "swa_full_tokens_ratio", "mamba_full_memory_ratio")
+CONFIG_COLUMNS = (
+    "policy",
+    "model",
+    "gpu",
+    "mode",
+    "calibration",
+    "pool_tokens",
+    "swa_pool_tokens",
+    "mamba_states",
+    "kv_memory_gb",
+    "swa_full_tokens_ratio",
+    "mamba_full_memory_ratio",
+)
 POOL_COLUMNS = ("full_pages", "swa_pages", "mamba_pool_states")
 
 
@@ -34,9 +46,16 @@ class GridRun:
     table: pd.DataFrame  # what grid.csv holds
 
 
-def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Path, jobs: int | None = None,
-             ray_address: str | None = None, progress: bool = True,
-             on_outcome: Callable[[PointOutcome], None] | None = None, keep_old: bool = False) -> GridRun:
+def run_grid(
+    trace_path: str | Path,
+    configs: list[SimConfig],
+    out_dir: str | Path,
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    progress: bool = True,
+    on_outcome: Callable[[PointOutcome], None] | None = None,
+    keep_old: bool = False,
+) -> GridRun:
     """Run every point of ``configs`` not yet in ``out_dir``: local processes (``jobs``, default one per
     core), or Ray tasks when ``ray_address`` is given (``runners.LOCAL_RAY`` starts a private Ray).
     ``on_outcome`` sees each finished point; an exception there stops the sweep (finished points kept).
@@ -54,16 +73,21 @@ def run_grid(trace_path: str | Path, configs: list[SimConfig], out_dir: str | Pa
     store = PointStore(out_dir, create=True)
     if keep_old:
         points = adopt_old_points(store, trace_sha, points)
-    store.write_manifest({"trace": {"path": str(trace_path), "sha256": trace_sha},
-                          "points": [p.key for p in points]})
+    store.write_manifest(
+        {"trace": {"path": str(trace_path), "sha256": trace_sha}, "points": [p.key for p in points]}
+    )
     skipped = [p.key for p in points if store.is_complete(p.key)]
     done = set(skipped)
-    tasks = [PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
-             for p in points if p.key not in done]
+    tasks = [
+        PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
+        for p in points
+        if p.key not in done
+    ]
     jobs = jobs or default_jobs()
     outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
-    ran, failed = _collect(store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress,
-                           on_outcome)
+    ran, failed = _collect(
+        store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress, on_outcome
+    )
     return _finish(store, points, skipped, ran, failed)
 
 
@@ -79,8 +103,9 @@ def _check_pool_sizes(configs: list[SimConfig]) -> None:
             continue
 
 
-def _finish(store: PointStore, points: list[GridPoint], skipped: list[str], ran: list[str],
-            failed: list[dict]) -> GridRun:
+def _finish(
+    store: PointStore, points: list[GridPoint], skipped: list[str], ran: list[str], failed: list[dict]
+) -> GridRun:
     """grid.csv written; what ran and failed listed in grid order, whatever order the workers finished in."""
     table = grid_table(store, points)
     store.write_table(table)
@@ -90,8 +115,9 @@ def _finish(store: PointStore, points: list[GridPoint], skipped: list[str], ran:
     return GridRun(store.root, points, ran, skipped, failed, table)
 
 
-def _collect(store: PointStore, outcomes, total: int, done: int, slots: int, progress: bool,
-             on_outcome) -> tuple[list[str], list[dict]]:
+def _collect(
+    store: PointStore, outcomes, total: int, done: int, slots: int, progress: bool, on_outcome
+) -> tuple[list[str], list[dict]]:
     """Store each outcome as it arrives; the bar's "running" is the points in flight on the workers."""
     ran, failed = [], []
     left = total - done
@@ -151,14 +177,18 @@ def describe_interrupted(out_dir: str | Path) -> str:
     except (ValueError, OSError, KeyError, TypeError):
         return "no point had finished"
     done = sum(store.is_done(key) for key in keys)
-    return (f"{done} of {len(keys)} points are finished and kept in {store.root}; run the same command again "
-            "to finish the rest")
+    return (
+        f"{done} of {len(keys)} points are finished and kept in {store.root}; run the same command again "
+        "to finish the rest"
+    )
 
 
 def describe_run(run: GridRun) -> str:
     """What the CLI prints at the end: counts, where the table is, and each failed point with its error."""
-    lines = [f"{len(run.points)} points: {len(run.ran)} ran, {len(run.skipped)} already done, "
-             f"{len(run.failed)} failed; table: {run.root / 'grid.csv'}"]
+    lines = [
+        f"{len(run.points)} points: {len(run.ran)} ran, {len(run.skipped)} already done, "
+        f"{len(run.failed)} failed; table: {run.root / 'grid.csv'}"
+    ]
     for failure in run.failed:
         lines.append(f"failed {failure['key']}: {describe(failure['config'])}: {failure['error']}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 Everything a worker returns is plain data (CSV text, dicts), so the driver alone writes the store and a
 Ray cluster's workers need no access to the driver's disk.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,12 +50,23 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
         trace = _trace(task, trace_bytes)
         config = config_from_dict(task.config)
         result = simulate(trace, config)
-        record = {"key": task.key, "config": task.config, "resolved": resolved_knobs(config),
-                  "summary": result.summary.as_dict(), "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
-                  "code": code_identity(), "config_key": config_key(task.trace_sha256, config)}
+        record = {
+            "key": task.key,
+            "config": task.config,
+            "resolved": resolved_knobs(config),
+            "summary": result.summary.as_dict(),
+            "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
+            "code": code_identity(),
+            "config_key": config_key(task.trace_sha256, config),
+        }
         check_finite(record["summary"])
-        return PointOutcome(task.key, task.config, record, result.requests.to_csv(index=False),
-                            result.steps.to_csv(index=False))
+        return PointOutcome(
+            task.key,
+            task.config,
+            record,
+            result.requests.to_csv(index=False),
+            result.steps.to_csv(index=False),
+        )
     except Exception as e:  # a point's failure is data for the sweep, not a crash
         return PointOutcome(task.key, task.config, error=f"{type(e).__name__}: {e}")
 
@@ -62,8 +74,11 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
 def check_finite(summary: dict) -> None:
     """A point whose summary holds inf or NaN fails here, alone, naming the field: stored, it would be
     invalid JSON (and abort the sweep when written)."""
-    bad = [f"{name} = {value}" for name, value in summary.items()
-           if isinstance(value, float) and not math.isfinite(value)]
+    bad = [
+        f"{name} = {value}"
+        for name, value in summary.items()
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
     if bad:
         raise ValueError(f"the summary is not finite ({', '.join(bad)}): check the calibration and the knobs")
 
@@ -78,8 +93,9 @@ def _trace(task: PointTask, trace_bytes: bytes | None) -> Trace:
         data = trace_bytes if trace_bytes is not None else Path(task.trace_path).read_bytes()
         if hashlib.sha256(data).hexdigest() != task.trace_sha256:
             raise ValueError(f"{task.trace_path}: the trace changed while the sweep was running")
-        _TRACES[task.trace_sha256] = _load_bytes(data, task.trace_path) if trace_bytes is not None \
-            else load_trace(task.trace_path)
+        _TRACES[task.trace_sha256] = (
+            _load_bytes(data, task.trace_path) if trace_bytes is not None else load_trace(task.trace_path)
+        )
     return _TRACES[task.trace_sha256]
 
 

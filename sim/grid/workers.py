@@ -7,6 +7,7 @@ the kernel kills them when it exits (Linux's parent-death signal), and each also
 leaves when it is gone. They ignore Ctrl-C: the driver decides what happens (it stops them and keeps every
 finished point).
 """
+
 from __future__ import annotations
 
 import multiprocessing

@@ -5,6 +5,7 @@ spec), so a preset is defined once. ``kinds`` the layer kinds; ``spec`` the ``Mo
 figures; ``validate`` its checks; ``presets`` the named models (add a model there). The names below are the
 package's interface.
 """
+
 from __future__ import annotations
 
 from sim.models.kinds import FULL, LAYER_KINDS, MAMBA, SWA

@@ -1,4 +1,5 @@
 """The layer kinds a model mixes: FULL attention, sliding-window attention (SWA) and MAMBA (SSM) layers."""
+
 from __future__ import annotations
 
 FULL, SWA, MAMBA = "full", "swa", "mamba"

@@ -4,6 +4,7 @@ Weights counted: every matmul a token runs (attention / mixer projections, the M
 experts, the router, the LM head). The embedding table is a gather of a few rows, so it is left out; norms,
 biases and convolution taps are too small to matter. MLPs are gated (three matrices), as in every preset here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -88,7 +89,9 @@ class ModelSpec:
         known = {f.name for f in dataclasses.fields(self)}
         for knob in knobs:
             if knob not in known:
-                raise ValueError(f"model {self.name!r}: unknown knob {knob!r}; known: {', '.join(sorted(known))}")
+                raise ValueError(
+                    f"model {self.name!r}: unknown knob {knob!r}; known: {', '.join(sorted(known))}"
+                )
         return dataclasses.replace(self, **knobs)
 
     # ---- per-token and per-state bytes ----
@@ -137,7 +140,9 @@ class ModelSpec:
         return in_proj + self.mamba_inner_dim() * self.d_model
 
     def _mixer_params(self) -> int:
-        return sum(self._mamba_params() if k == MAMBA else self._attention_params(k) for k in self.layer_kinds)
+        return sum(
+            self._mamba_params() if k == MAMBA else self._attention_params(k) for k in self.layer_kinds
+        )
 
     def _expert_params(self) -> int:
         return _MLP_MATRICES * self.d_model * self.d_ff
@@ -168,7 +173,9 @@ class ModelSpec:
     def weight_bytes_read(self, num_tokens: int) -> int:
         """Weight bytes one step streams from memory: a MoE step reads every expert any of its tokens uses."""
         if num_tokens < 1:
-            raise ValueError(f"model {self.name!r}: weight_bytes_read needs num_tokens >= 1, got {num_tokens}")
+            raise ValueError(
+                f"model {self.name!r}: weight_bytes_read needs num_tokens >= 1, got {num_tokens}"
+            )
         if not self.is_moe:
             return self.param_bytes()
         return round(self._params_with_experts(self.expected_experts_touched(num_tokens)) * self.dtype_bytes)
@@ -192,7 +199,9 @@ class ModelSpec:
     def flops_per_token(self, context_len: int) -> int:
         """FLOPs of one token that attends to context_len tokens (itself included)."""
         if context_len < 1:
-            raise ValueError(f"model {self.name!r}: flops_per_token needs context_len >= 1, got {context_len}")
+            raise ValueError(
+                f"model {self.name!r}: flops_per_token needs context_len >= 1, got {context_len}"
+            )
         full = self.attention_flops_per_attended_token(FULL) * context_len
         swa = self.attention_flops_per_attended_token(SWA) * min(context_len, self.window)
         return 2 * self.active_param_count() + self.state_flops_per_token() + full + swa

@@ -1,4 +1,5 @@
 """A model preset's sanity checks: every layer kind known, sizes positive, components consistent."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -28,18 +29,41 @@ def _validate_layers(spec: ModelSpec) -> None:
 
 
 def _validate_sizes(spec: ModelSpec) -> None:
-    positive = ("d_model", "num_q_heads", "num_kv_heads", "head_dim", "d_ff", "vocab_size", "num_experts",
-                "experts_per_token", "dtype_bytes", "mamba_num_groups", "mamba_ssm_dtype_bytes")
+    positive = (
+        "d_model",
+        "num_q_heads",
+        "num_kv_heads",
+        "head_dim",
+        "d_ff",
+        "vocab_size",
+        "num_experts",
+        "experts_per_token",
+        "dtype_bytes",
+        "mamba_num_groups",
+        "mamba_ssm_dtype_bytes",
+    )
     for knob in positive:
         if getattr(spec, knob) < 1:
             _fail(spec, f"{knob} must be >= 1, got {getattr(spec, knob)}")
-    for knob in ("shared_d_ff", "full_num_kv_heads", "full_head_dim", "window", "mamba_num_heads",
-                 "mamba_head_dim", "mamba_state_dim", "mamba_conv_kernel", "mamba_chunk"):
+    for knob in (
+        "shared_d_ff",
+        "full_num_kv_heads",
+        "full_head_dim",
+        "window",
+        "mamba_num_heads",
+        "mamba_head_dim",
+        "mamba_state_dim",
+        "mamba_conv_kernel",
+        "mamba_chunk",
+    ):
         if getattr(spec, knob) < 0:
             _fail(spec, f"{knob} must be >= 0, got {getattr(spec, knob)}")
     if spec.experts_per_token > spec.num_experts:
         _fail(spec, f"experts_per_token {spec.experts_per_token} exceeds num_experts {spec.num_experts}")
-    for knob, kv_heads in (("num_kv_heads", spec.num_kv_heads), ("full_num_kv_heads", spec.full_kv_geometry()[0])):
+    for knob, kv_heads in (
+        ("num_kv_heads", spec.num_kv_heads),
+        ("full_num_kv_heads", spec.full_kv_geometry()[0]),
+    ):
         if spec.num_q_heads % kv_heads:
             _fail(spec, f"num_q_heads {spec.num_q_heads} is not a multiple of {knob} {kv_heads}")
 

@@ -6,6 +6,7 @@ the synthetic and seed traces; ``*_import`` the public formats (``formats`` list
 sharing and ideal reuse. The names below are the package's interface; modules inside it import each other
 directly.
 """
+
 from __future__ import annotations
 
 from sim.trace.checks import TraceError

@@ -4,6 +4,7 @@ inference (lengths only, here).
 Both stream their input (a file, gzip or zstd, or ``-`` for standard input) and name file:line:field on bad
 input (a TraceError), like the trace loader.
 """
+
 from __future__ import annotations
 
 import csv
@@ -29,8 +30,13 @@ def _positive_int(value: object, path: str, line: int, field: str) -> int:
     return value
 
 
-def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: int = 512, seed: int = 0,
-                 limit: int | None = None) -> Trace:
+def import_azure(
+    path: str | os.PathLike,
+    prefix_groups: int = 8,
+    shared_len: int = 512,
+    seed: int = 0,
+    limit: int | None = None,
+) -> Trace:
     """CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``; arrivals in seconds after the first timestamp.
 
     The CSV has no prefix information, so a structure is synthesised: each request joins one of
@@ -56,8 +62,9 @@ def import_azure(path: str | os.PathLike, prefix_groups: int = 8, shared_len: in
     return Trace(requests, path=name, line_numbers=lines)
 
 
-def _azure_rows(source: str | os.PathLike, path: str,
-                limit: int | None) -> Iterator[tuple[int, datetime, list[str]]]:
+def _azure_rows(
+    source: str | os.PathLike, path: str, limit: int | None
+) -> Iterator[tuple[int, datetime, list[str]]]:
     """(line number, timestamp, row) of each data row, checked to be in time order; ``path`` names it."""
     with open_lines(source) as f:
         rows = csv.reader(f)
@@ -77,8 +84,13 @@ def _timed_rows(rows, path: str, limit: int | None) -> Iterator[tuple[int, datet
             return
         at = _azure_time(row[0], path, rows.line_num)
         if previous_at is not None and (at.tzinfo is None) != (previous_at.tzinfo is None):
-            raise TraceError(path, rows.line_num, "TIMESTAMP", f"{'has' if at.tzinfo else 'lacks'} a time "
-                             f"zone, unlike line {first_line}'s: all timestamps must be local or all zoned")
+            raise TraceError(
+                path,
+                rows.line_num,
+                "TIMESTAMP",
+                f"{'has' if at.tzinfo else 'lacks'} a time "
+                f"zone, unlike line {first_line}'s: all timestamps must be local or all zoned",
+            )
         if previous_at is not None and at < previous_at:
             raise TraceError(path, rows.line_num, "TIMESTAMP", "earlier than the previous row's")
         count, previous_at, first_line = count + 1, at, first_line or rows.line_num
@@ -107,8 +119,9 @@ def _azure_time(text: str, path: str, line: int) -> datetime:
         raise TraceError(path, line, "TIMESTAMP", f"not a date-time: {shown(text)}") from None
 
 
-def _azure_request(row: list[str], arrival: float, group: int, shared_len: int, path: str,
-                   line: int) -> Request:
+def _azure_request(
+    row: list[str], arrival: float, group: int, shared_len: int, path: str, line: int
+) -> Request:
     if len(row) != len(_AZURE_COLUMNS):
         raise TraceError(path, line, "row", f"expected {len(_AZURE_COLUMNS)} columns, got {len(row)}")
     context, generated = (_csv_int(row[i], path, line, _AZURE_COLUMNS[i]) for i in (1, 2))

@@ -3,6 +3,7 @@
 The first broken rule raises a ``TraceError`` naming the file, the line and the field; nothing is
 half-built, because a ``Trace`` only exists once every request has passed.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,9 @@ class TraceError(ValueError):
         super().__init__(f"{where}: {field}: {message}")
 
 
-def check_requests(requests: Sequence[Request], path: str,
-                   lines: Sequence[int]) -> tuple[dict[str, Request], dict[str, int]]:
+def check_requests(
+    requests: Sequence[Request], path: str, lines: Sequence[int]
+) -> tuple[dict[str, Request], dict[str, int]]:
     """Every rule, in file order; returns the requests by id and each prompt's length."""
     checker = _Checker(requests, path, lines)
     checker.check_all()
@@ -66,8 +68,9 @@ class _Checker:
             raise ValueError(f"{len(lines)} line numbers for {len(requests)} requests")
         for request, line in zip(requests, lines, strict=True):
             if type(request.id) is not str or not request.id:  # before it is hashed: a list id is unhashable
-                raise TraceError(path, line, "id", f"must be a non-empty string or an integer, got "
-                                                   f"{shown(request.id)}")
+                raise TraceError(
+                    path, line, "id", f"must be a non-empty string or an integer, got {shown(request.id)}"
+                )
             self.first_line.setdefault(request.id, line)
         self.later = {r.id: r for r in reversed(requests)}
         self.last_open_arrival = -math.inf
@@ -96,30 +99,47 @@ class _Checker:
         for index, seg in enumerate(r.prompt):
             # the common case, a plain ref segment, is checked inline: a call for each of a Mooncake
             # trace's 288k segments was a tenth of its import
-            if seg.output_of is None and type(seg.ref) is str and seg.ref and type(seg.len) is int \
-                    and 0 < seg.len <= MAX_LEN and type(seg.skip) is int and not seg.skip:
+            if (
+                seg.output_of is None
+                and type(seg.ref) is str
+                and seg.ref
+                and type(seg.len) is int
+                and 0 < seg.len <= MAX_LEN
+                and type(seg.skip) is int
+                and not seg.skip
+            ):
                 prompt_len += seg.len
             else:
                 prompt_len += self.check_segment(r.id, index, seg)
         if prompt_len + r.output_len > MAX_LEN:
-            self.fail("prompt", f"{prompt_len} prompt tokens + {r.output_len} output tokens exceed {MAX_LEN} "
-                                "(a request's tokens must fit in 31 bits)")
+            self.fail(
+                "prompt",
+                f"{prompt_len} prompt tokens + {r.output_len} output tokens exceed {MAX_LEN} "
+                "(a request's tokens must fit in 31 bits)",
+            )
         return prompt_len
 
     def check_timing(self, r: Request) -> None:
         if r.arrival is not None and (not is_number(r.arrival) or not 0 <= r.arrival < MAX_TIME_S):
-            self.fail("arrival", f"must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(r.arrival)}")
+            self.fail(
+                "arrival", f"must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(r.arrival)}"
+            )
         if not is_number(r.think_time) or not 0 <= r.think_time < MAX_TIME_S:
-            self.fail("think_time", f"must be a finite number >= 0 and < {MAX_TIME_S:g} s, got "
-                                    f"{shown(r.think_time)}")
+            self.fail(
+                "think_time",
+                f"must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(r.think_time)}",
+            )
         if r.after is None:
             if r.arrival is None:
                 self.fail("arrival", "a request needs an arrival (open loop) or an after (closed loop)")
             if r.think_time:
                 self.fail("think_time", "only a closed-loop request (with after) has a think time")
             if r.arrival < self.last_open_arrival:
-                self.fail("arrival", f"{r.arrival} is before the previous open-loop arrival "
-                                     f"{self.last_open_arrival}; open-loop requests must be in arrival order")
+                self.fail(
+                    "arrival",
+                    f"{r.arrival} is before the previous open-loop arrival "
+                    f"{self.last_open_arrival}; open-loop requests must be in arrival order",
+                )
             self.last_open_arrival = r.arrival
         else:
             self.check_target(r.id, "after", r.after)
@@ -136,8 +156,11 @@ class _Checker:
         cycle = self.after_cycle(own_id, target) if field == "after" else None
         if cycle:
             self.fail(field, "cycle in after: " + " -> ".join(cycle))
-        self.fail(field, f"forward reference to {shown(target)} (line {self.first_line[target]}); "
-                         "a target must appear earlier in the file")
+        self.fail(
+            field,
+            f"forward reference to {shown(target)} (line {self.first_line[target]}); "
+            "a target must appear earlier in the file",
+        )
 
     def after_cycle(self, own_id: str, target: str) -> list[str] | None:
         chain = [own_id, target]
@@ -171,9 +194,14 @@ class _Checker:
     def check_output_segment(self, own_id: str, where: str, s: Segment) -> int:
         target = self.check_target(own_id, f"{where}.output_of", s.output_of)
         if not is_int(s.skip) or not 0 <= s.skip < target.output_len:
-            self.fail(f"{where}.skip", f"must be an integer in [0, {target.output_len}) "
-                                       f"(output_len of {shown(target.id)}), got {shown(s.skip)}")
+            self.fail(
+                f"{where}.skip",
+                f"must be an integer in [0, {target.output_len}) "
+                f"(output_len of {shown(target.id)}), got {shown(s.skip)}",
+            )
         if s.len is not None and s.skip + s.len > target.output_len:
-            self.fail(f"{where}.len", f"skip {s.skip} + len {s.len} exceeds output_len "
-                                      f"{target.output_len} of {shown(target.id)}")
+            self.fail(
+                f"{where}.len",
+                f"skip {s.skip} + len {s.len} exceeds output_len {target.output_len} of {shown(target.id)}",
+            )
         return target.output_len - s.skip if s.len is None else s.len

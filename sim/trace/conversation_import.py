@@ -12,6 +12,7 @@ after the previous one finishes. As in vLLM's multi-turn benchmark and SGLang's 
 history holds the *server's* earlier replies: ``{"output_of": previous turn}``; the dataset's own reply
 only sets the turn's ``output_len``. Bad input raises a TraceError naming the file and the JSON path.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,9 +25,20 @@ from sim.trace.generate import _arrivals
 from sim.trace.records import Request, Segment, Trace
 
 ASSISTANT, USER, SYSTEM = "assistant", "user", "system"
-_ROLES = {"human": USER, "user": USER, "tool": USER, "observation": USER, "function": USER,
-          "gpt": ASSISTANT, "bing": ASSISTANT, "chatgpt": ASSISTANT, "bard": ASSISTANT, "assistant": ASSISTANT,
-          "model": ASSISTANT, "system": SYSTEM}
+_ROLES = {
+    "human": USER,
+    "user": USER,
+    "tool": USER,
+    "observation": USER,
+    "function": USER,
+    "gpt": ASSISTANT,
+    "bing": ASSISTANT,
+    "chatgpt": ASSISTANT,
+    "bard": ASSISTANT,
+    "assistant": ASSISTANT,
+    "model": ASSISTANT,
+    "system": SYSTEM,
+}
 
 
 @dataclass(frozen=True)
@@ -46,8 +58,9 @@ class TextOptions:
         if not self.request_rate > 0:
             raise ValueError(f"request_rate must be > 0 (inf: all at once), got {self.request_rate!r}")
         if not 0 <= self.think_time < MAX_TIME_S:
-            raise ValueError(f"think_time must be a finite number >= 0 and < {MAX_TIME_S:g} s, got "
-                             f"{self.think_time!r}")
+            raise ValueError(
+                f"think_time must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {self.think_time!r}"
+            )
         for name in ("output_len", "max_turns", "limit"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or not 1 <= value <= MAX_LEN):
@@ -68,8 +81,9 @@ def text_segment(message: Message, options: TextOptions) -> Segment:
     return Segment(ref=f"txt-{digest}", len=options.tokens(message.content))
 
 
-def conversation_requests(messages: list[Message], name: str, session: str, options: TextOptions,
-                          replies_known: bool = True) -> list[Request]:
+def conversation_requests(
+    messages: list[Message], name: str, session: str, options: TextOptions, replies_known: bool = True
+) -> list[Request]:
     """One request per user turn: the history (server replies as output_of), the turn's new messages.
     ``replies_known=False`` (agentic traces: only the non-assistant messages of each turn are stored)
     gives every turn ``options.output_len``."""
@@ -81,13 +95,23 @@ def conversation_requests(messages: list[Message], name: str, session: str, opti
         if not any(m.role == USER for m in new):
             break  # trailing text with no question: no turn
         reply = messages[index] if index < len(messages) and messages[index].role == ASSISTANT else None
-        output_len = options.tokens(reply.content) if replies_known and reply is not None else options.output_len
+        output_len = (
+            options.tokens(reply.content) if replies_known and reply is not None else options.output_len
+        )
         history = history + [text_segment(m, options) for m in new]
         request_id = f"{name}-t{len(requests) + 1}"
         previous = requests[-1].id if requests else None
-        requests.append(Request(id=request_id, session=session, after=previous,
-                                think_time=options.think_time if previous else 0.0,
-                                arrival=None if previous else 0.0, prompt=history, output_len=output_len))
+        requests.append(
+            Request(
+                id=request_id,
+                session=session,
+                after=previous,
+                think_time=options.think_time if previous else 0.0,
+                arrival=None if previous else 0.0,
+                prompt=history,
+                output_len=output_len,
+            )
+        )
         history = history + [Segment(output_of=request_id)]
         index += reply is not None
     return requests
@@ -96,7 +120,9 @@ def conversation_requests(messages: list[Message], name: str, session: str, opti
 def _until_reply(messages: list[Message], index: int) -> tuple[list[Message], int]:
     """The messages from ``index`` up to the next assistant reply that follows a user message."""
     new = []
-    while index < len(messages) and not (messages[index].role == ASSISTANT and any(m.role == USER for m in new)):
+    while index < len(messages) and not (
+        messages[index].role == ASSISTANT and any(m.role == USER for m in new)
+    ):
         new.append(messages[index])
         index += 1
     return new, index
@@ -111,8 +137,15 @@ def open_loop(sessions: list[list[Request]], options: TextOptions, path: str) ->
     requests = []
     for start, session in zip(starts, sessions, strict=True):
         first = session[0]
-        requests.append(Request(id=first.id, session=first.session, arrival=start, prompt=first.prompt,
-                                output_len=first.output_len))
+        requests.append(
+            Request(
+                id=first.id,
+                session=first.session,
+                arrival=start,
+                prompt=first.prompt,
+                output_len=first.output_len,
+            )
+        )
         requests.extend(session[1:])
     return Trace(requests, path=path)
 
@@ -124,11 +157,17 @@ def parse_messages(raw: object, where: str, path: str, role_key: str, content_ke
     messages = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict) or role_key not in item or content_key not in item:
-            raise TraceError(path, None, f"{where}[{i}]", f"must be an object with {role_key!r} and {content_key!r}")
+            raise TraceError(
+                path, None, f"{where}[{i}]", f"must be an object with {role_key!r} and {content_key!r}"
+            )
         role = _ROLES.get(str(item[role_key]).lower())
         if role is None:
-            raise TraceError(path, None, f"{where}[{i}].{role_key}",
-                             f"unknown role {item[role_key]!r} (known: {', '.join(sorted(_ROLES))})")
+            raise TraceError(
+                path,
+                None,
+                f"{where}[{i}].{role_key}",
+                f"unknown role {item[role_key]!r} (known: {', '.join(sorted(_ROLES))})",
+            )
         messages.append(Message(role, _content_text(item[content_key], f"{where}[{i}].{content_key}", path)))
     return messages
 
@@ -142,4 +181,3 @@ def _content_text(content: object, where: str, path: str) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     raise TraceError(path, None, where, f"must be a string or a list of parts, got {type(content).__name__}")
-

@@ -13,6 +13,7 @@
   text, not an earlier request's output (the server's replies are discarded), so there is no output_of;
   lines that repeat a history share it as text. Arrivals: Poisson at ``request_rate``.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,7 @@ def import_sharegpt(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -
     if not isinstance(data, list):
         raise TraceError(name, None, "file", "must be a JSON list of conversations")
     sessions = []
-    for index, item in enumerate(data[:options.limit]):
+    for index, item in enumerate(data[: options.limit]):
         messages = _sharegpt_messages(item, f"[{index}]", name)
         session = str(item.get("id", index))
         sessions.append(conversation_requests(messages, f"sg{index}", session, options))
@@ -68,7 +69,7 @@ def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = _AGENT
     if not isinstance(conversations, list):
         raise TraceError(name, None, "conversations", "must be a list of conversations (lists of turns)")
     sessions = []
-    for index, turns in enumerate(conversations[:options.limit]):
+    for index, turns in enumerate(conversations[: options.limit]):
         where = f"conversations[{index}]"
         if not isinstance(turns, list):
             raise TraceError(name, None, where, "must be a list of turns")
@@ -78,7 +79,9 @@ def import_sglang_agentic(path: str | os.PathLike, options: TextOptions = _AGENT
                 raise TraceError(name, None, f"{where}[{t}]", "must be an object with 'messages'")
             messages += parse_messages(turn["messages"], f"{where}[{t}].messages", name, "role", "content")
             messages.append(_REPLY)  # the server's reply closes each turn
-        sessions.append(conversation_requests(messages, f"ag{index}", str(index), options, replies_known=False))
+        sessions.append(
+            conversation_requests(messages, f"ag{index}", str(index), options, replies_known=False)
+        )
     return open_loop(sessions, options, name)
 
 
@@ -96,8 +99,10 @@ def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULT
     if not requests:
         raise TraceError(name, None, "file", "no requests")
     arrivals = _arrivals("import", len(requests), options.request_rate, random.Random(options.seed))
-    timed = [Request(id=r.id, arrival=at, prompt=r.prompt, output_len=r.output_len)
-             for r, at in zip(requests, arrivals, strict=True)]
+    timed = [
+        Request(id=r.id, arrival=at, prompt=r.prompt, output_len=r.output_len)
+        for r, at in zip(requests, arrivals, strict=True)
+    ]
     return Trace(timed, path=name)
 
 
@@ -111,9 +116,15 @@ def _openai_request(text: str, path: str, line: int, options: TextOptions) -> Re
         raise TraceError(path, line, e.field, e.message) from None
     output_len = obj.get("max_tokens", obj.get("max_completion_tokens", options.output_len))
     if not is_int(output_len) or not 1 <= output_len <= MAX_LEN:
-        raise TraceError(path, line, "max_tokens", f"must be a positive integer <= {MAX_LEN}, got {shown(output_len)}")
-    return Request(id=f"oa-{line}", arrival=0.0, prompt=[text_segment(m, options) for m in messages],
-                   output_len=output_len)
+        raise TraceError(
+            path, line, "max_tokens", f"must be a positive integer <= {MAX_LEN}, got {shown(output_len)}"
+        )
+    return Request(
+        id=f"oa-{line}",
+        arrival=0.0,
+        prompt=[text_segment(m, options) for m in messages],
+        output_len=output_len,
+    )
 
 
 def _json_document(path: str | os.PathLike) -> object:

@@ -4,6 +4,7 @@ Compression is recognised by its magic bytes, not by the file name, so ``zcat x.
 ``.jsonl.gz`` renamed to ``.jsonl`` both work. zstd needs the optional ``zstandard`` package
 (``pip install -e ".[zstd]"``); without it a zstd input is refused with that instruction.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -42,10 +43,21 @@ def check_regular_file(path: str | os.PathLike, name: str | None = None) -> None
     if stat.S_ISDIR(mode):
         raise TraceError(name, None, "file", "is a directory, not a file")
     if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
-            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        raise TraceError(name, None, "file", f"is {kind}, not a regular file (to stream an input, pass - and "
-                                             "pipe it to standard input)")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise TraceError(
+            name,
+            None,
+            "file",
+            f"is {kind}, not a regular file (to stream an input, pass - and pipe it to standard input)",
+        )
 
 
 @contextmanager
@@ -80,8 +92,12 @@ def _decoded_lines(binary: BinaryIO, name: str) -> Iterator[str]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise TraceError(name, line_no, "file", f"not UTF-8 text: byte 0x{raw[e.start]:02x} at column "
-                                                    f"{e.start + 1} ({e.reason})") from None
+            raise TraceError(
+                name,
+                line_no,
+                "file",
+                f"not UTF-8 text: byte 0x{raw[e.start]:02x} at column {e.start + 1} ({e.reason})",
+            ) from None
         yield text.removeprefix("\ufeff") if line_no == 1 else text
 
 
@@ -94,8 +110,9 @@ def read_text(path: str | os.PathLike) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - data.rfind(b"\n", 0, e.start)
-        raise TraceError(name, line, "file", f"not UTF-8 text: byte 0x{data[e.start]:02x} at column {column} "
-                                             f"({e.reason})") from None
+        raise TraceError(
+            name, line, "file", f"not UTF-8 text: byte 0x{data[e.start]:02x} at column {column} ({e.reason})"
+        ) from None
 
 
 def parse_json(text: str, name: str, line: int | None) -> object:
@@ -110,8 +127,9 @@ def parse_json(text: str, name: str, line: int | None) -> object:
     except RecursionError:
         line_offset, column = _too_deep_at(text)
         where = line_offset + (line if line is not None else 1)
-        raise TraceError(name, where, "json", f"nested too deeply (over {_MAX_DEPTH} levels at column {column})") \
-            from None
+        raise TraceError(
+            name, where, "json", f"nested too deeply (over {_MAX_DEPTH} levels at column {column})"
+        ) from None
     except ValueError as e:  # an integer longer than Python converts (4300 digits)
         raise TraceError(name, line, "json", f"a number too long to read ({str(e).split(':')[0]})") from None
 
@@ -187,8 +205,13 @@ def _zstd_reader(raw: BinaryIO, name: str) -> BinaryIO:
     try:
         import zstandard
     except ImportError:
-        raise TraceError(name, None, "file", "is zstd-compressed; reading it needs the zstandard package "
-                                             "(pip install -e \".[zstd]\", or decompress it first)") from None
+        raise TraceError(
+            name,
+            None,
+            "file",
+            "is zstd-compressed; reading it needs the zstandard package "
+            '(pip install -e ".[zstd]", or decompress it first)',
+        ) from None
     return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=False))
 
 

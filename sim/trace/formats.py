@@ -3,6 +3,7 @@
 ``load_trace`` asks ``foreign_format`` about the first line it cannot read, so that ``simulate`` on a
 raw Mooncake file says to run ``trace import mooncake`` instead of "unknown field hash_ids".
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ IMPORT_FORMATS = {
     "mooncake": "Mooncake JSONL (timestamp, input_length, output_length, hash_ids)",
     "azure": "Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens)",
     "sharegpt": "ShareGPT / vLLM benchmarks/multi_turn JSON (a list of conversations)",
-    "sglang-agentic": "SGLang bench_serving agentic trace JSON ({\"conversations\": [[turn, ...], ...]})",
-    "openai-jsonl": "SGLang bench_serving openai dataset (one {\"messages\": [...]} chat request a line)",
+    "sglang-agentic": 'SGLang bench_serving agentic trace JSON ({"conversations": [[turn, ...], ...]})',
+    "openai-jsonl": 'SGLang bench_serving openai dataset (one {"messages": [...]} chat request a line)',
 }
 
 
@@ -41,7 +42,11 @@ def import_hint(fmt: str, path: str) -> str:
     """The sentence that tells a user how to convert the file."""
     source = "FILE" if path == "<stdin>" else path
     if fmt == "json-document":
-        return ("this looks like a JSON document, not hybridcache's JSONL trace; if it is a dataset, convert "
-                f"it first: python cli.py trace import sharegpt|sglang-agentic {source} -o trace.jsonl")
-    return (f"this looks like {IMPORT_FORMATS[fmt]}, not hybridcache's trace format; convert it first: "
-            f"python cli.py trace import {fmt} {source} -o trace.jsonl")
+        return (
+            "this looks like a JSON document, not hybridcache's JSONL trace; if it is a dataset, convert "
+            f"it first: python cli.py trace import sharegpt|sglang-agentic {source} -o trace.jsonl"
+        )
+    return (
+        f"this looks like {IMPORT_FORMATS[fmt]}, not hybridcache's trace format; convert it first: "
+        f"python cli.py trace import {fmt} {source} -o trace.jsonl"
+    )

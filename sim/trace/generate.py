@@ -3,6 +3,7 @@
 Every generator is a pure function of its arguments: randomness comes only from ``random.Random(seed)``,
 so the same arguments give byte-identical traces. Bad parameters raise ValueError naming the parameter.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,24 +31,35 @@ def _require(kind: str, condition: bool, message: str) -> None:
 
 def _require_positive(kind: str, **values: int) -> None:
     for name, value in values.items():
-        _require(kind, isinstance(value, int) and 1 <= value <= MAX_LEN,
-                 f"{name} must be a positive integer <= {MAX_LEN}, got {shown(value)}")
+        _require(
+            kind,
+            isinstance(value, int) and 1 <= value <= MAX_LEN,
+            f"{name} must be a positive integer <= {MAX_LEN}, got {shown(value)}",
+        )
 
 
 def _require_count(kind: str, num_requests: int, what: str) -> None:
     """A trace is built in memory: refuse, before building it, one that would not fit."""
-    _require(kind, num_requests <= MAX_GENERATED_REQUESTS,
-             f"{what} = {num_requests} requests; at most {MAX_GENERATED_REQUESTS} are generated")
+    _require(
+        kind,
+        num_requests <= MAX_GENERATED_REQUESTS,
+        f"{what} = {num_requests} requests; at most {MAX_GENERATED_REQUESTS} are generated",
+    )
 
 
 def _require_time(kind: str, name: str, value: float) -> None:
-    _require(kind, isinstance(value, (int, float)) and 0 <= value < MAX_TIME_S,
-             f"{name} must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(value)}")
+    _require(
+        kind,
+        isinstance(value, (int, float)) and 0 <= value < MAX_TIME_S,
+        f"{name} must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(value)}",
+    )
 
 
 def _arrivals(kind: str, count: int, request_rate: float, rng: random.Random) -> list[float]:
     """Poisson arrivals at request_rate per second, the first at 0; all at 0 when the rate is inf."""
-    _require(kind, request_rate > 0, f"request_rate must be > 0 (inf = all at once), got {shown(request_rate)}")
+    _require(
+        kind, request_rate > 0, f"request_rate must be > 0 (inf = all at once), got {shown(request_rate)}"
+    )
     if math.isinf(request_rate):
         return [0.0] * count
     times, now = [], 0.0
@@ -57,49 +69,95 @@ def _arrivals(kind: str, count: int, request_rate: float, rng: random.Random) ->
     return times
 
 
-def _follow_up(request_id: str, previous: Request, prompt: list[Segment], output_len: int,
-               think_time: float = 0.0) -> Request:
-    return Request(id=request_id, session=previous.session, after=previous.id, think_time=think_time,
-                   prompt=prompt, output_len=output_len)
+def _follow_up(
+    request_id: str, previous: Request, prompt: list[Segment], output_len: int, think_time: float = 0.0
+) -> Request:
+    return Request(
+        id=request_id,
+        session=previous.session,
+        after=previous.id,
+        think_time=think_time,
+        prompt=prompt,
+        output_len=output_len,
+    )
 
 
-def fanout(num_groups: int = 64, prompts_per_group: int = 16, system_len: int = 2048,
-           question_len: int = 128, output_len: int = 256, request_rate: float = math.inf,
-           seed: int = 0) -> Trace:
+def fanout(
+    num_groups: int = 64,
+    prompts_per_group: int = 16,
+    system_len: int = 2048,
+    question_len: int = 128,
+    output_len: int = 256,
+    request_rate: float = math.inf,
+    seed: int = 0,
+) -> Trace:
     """Groups of prompts that share a per-group system prompt, each with its own question."""
-    _require_positive("fanout", num_groups=num_groups, prompts_per_group=prompts_per_group,
-                      system_len=system_len, question_len=question_len, output_len=output_len)
+    _require_positive(
+        "fanout",
+        num_groups=num_groups,
+        prompts_per_group=prompts_per_group,
+        system_len=system_len,
+        question_len=question_len,
+        output_len=output_len,
+    )
     _require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
     requests = []
     for group in range(num_groups):
         for prompt in range(prompts_per_group):
             request_id = f"g{group}-p{prompt}"
-            requests.append(Request(
-                id=request_id, arrival=arrivals[len(requests)],
-                prompt=[_ref(f"sys-g{group}", system_len), _ref(f"q-{request_id}", question_len)],
-                output_len=output_len))
+            requests.append(
+                Request(
+                    id=request_id,
+                    arrival=arrivals[len(requests)],
+                    prompt=[_ref(f"sys-g{group}", system_len), _ref(f"q-{request_id}", question_len)],
+                    output_len=output_len,
+                )
+            )
     return Trace(requests, path="<fanout>")
 
 
-def multiturn(num_sessions: int = 16, num_turns: int = 4, system_len: int = 1024, user_len: int = 128,
-              output_len: int = 256, think_time: float = 1.0, drop_reasoning: int = 0,
-              request_rate: float = math.inf, shared_system: bool = True, seed: int = 0) -> Trace:
+def multiturn(
+    num_sessions: int = 16,
+    num_turns: int = 4,
+    system_len: int = 1024,
+    user_len: int = 128,
+    output_len: int = 256,
+    think_time: float = 1.0,
+    drop_reasoning: int = 0,
+    request_rate: float = math.inf,
+    shared_system: bool = True,
+    seed: int = 0,
+) -> Trace:
     """Chat sessions: turn k+1 is sent think_time after turn k finishes, with prompt = turn k's prompt +
     its output (less the first drop_reasoning tokens, which the client drops) + a new user message.
     Sessions start at Poisson arrivals; shared_system gives all sessions one system prompt."""
-    _require_positive("multiturn", num_sessions=num_sessions, num_turns=num_turns, system_len=system_len,
-                      user_len=user_len, output_len=output_len)
-    _require("multiturn", 0 <= drop_reasoning < output_len,
-             f"drop_reasoning must be in [0, output_len={output_len}), got {drop_reasoning!r}")
+    _require_positive(
+        "multiturn",
+        num_sessions=num_sessions,
+        num_turns=num_turns,
+        system_len=system_len,
+        user_len=user_len,
+        output_len=output_len,
+    )
+    _require(
+        "multiturn",
+        0 <= drop_reasoning < output_len,
+        f"drop_reasoning must be in [0, output_len={output_len}), got {drop_reasoning!r}",
+    )
     _require_count("multiturn", num_sessions * num_turns, "num_sessions x num_turns")
     _require_time("multiturn", "think_time", think_time)
     arrivals = _arrivals("multiturn", num_sessions, request_rate, random.Random(seed))
     requests = []
     for session in range(num_sessions):
         system = _ref("sys" if shared_system else f"sys-s{session}", system_len)
-        turn = Request(id=f"s{session}-t0", arrival=arrivals[session], session=f"s{session}",
-                       prompt=[system, _ref(f"u-s{session}-t0", user_len)], output_len=output_len)
+        turn = Request(
+            id=f"s{session}-t0",
+            arrival=arrivals[session],
+            session=f"s{session}",
+            prompt=[system, _ref(f"u-s{session}-t0", user_len)],
+            output_len=output_len,
+        )
         requests.append(turn)
         for k in range(1, num_turns):
             prompt = turn.prompt + [_output(turn.id, drop_reasoning), _ref(f"u-s{session}-t{k}", user_len)]
@@ -108,22 +166,46 @@ def multiturn(num_sessions: int = 16, num_turns: int = 4, system_len: int = 1024
     return Trace(requests, path="<multiturn>")
 
 
-def s1(num_prompts: int = 32, prompt_len: int = 3000, output_len: int = 1024, followup_output_len: int = 1,
-       prompt_len_jitter: int = 0, seed: int = 0) -> Trace:
+def s1(
+    num_prompts: int = 32,
+    prompt_len: int = 3000,
+    output_len: int = 1024,
+    followup_output_len: int = 1,
+    prompt_len_jitter: int = 0,
+    seed: int = 0,
+) -> Trace:
     """SPEC section 7 S1: num_prompts sent at 0; each one's turn 2 (sent when it finishes) is its prompt
     + its output + one new token. Prompt lengths vary uniformly by +-prompt_len_jitter."""
-    _require_positive("s1", num_prompts=num_prompts, prompt_len=prompt_len, output_len=output_len,
-                      followup_output_len=followup_output_len)
+    _require_positive(
+        "s1",
+        num_prompts=num_prompts,
+        prompt_len=prompt_len,
+        output_len=output_len,
+        followup_output_len=followup_output_len,
+    )
     _require_count("s1", 2 * num_prompts, "2 x num_prompts")
-    _require("s1", 0 <= prompt_len_jitter < prompt_len,
-             f"prompt_len_jitter must be in [0, prompt_len={prompt_len}), got {prompt_len_jitter!r}")
+    _require(
+        "s1",
+        0 <= prompt_len_jitter < prompt_len,
+        f"prompt_len_jitter must be in [0, prompt_len={prompt_len}), got {prompt_len_jitter!r}",
+    )
     rng = random.Random(seed)
-    firsts = [Request(id=f"p{i}-t1", arrival=0.0, session=f"p{i}", output_len=output_len,
-                      prompt=[_ref(f"p{i}", prompt_len + rng.randint(-prompt_len_jitter, prompt_len_jitter))])
-              for i in range(num_prompts)]
-    seconds = [_follow_up(f"p{i}-t2", first, first.prompt + [_output(first.id), _ref(f"p{i}-t2", 1)],
-                          followup_output_len)
-               for i, first in enumerate(firsts)]
+    firsts = [
+        Request(
+            id=f"p{i}-t1",
+            arrival=0.0,
+            session=f"p{i}",
+            output_len=output_len,
+            prompt=[_ref(f"p{i}", prompt_len + rng.randint(-prompt_len_jitter, prompt_len_jitter))],
+        )
+        for i in range(num_prompts)
+    ]
+    seconds = [
+        _follow_up(
+            f"p{i}-t2", first, first.prompt + [_output(first.id), _ref(f"p{i}-t2", 1)], followup_output_len
+        )
+        for i, first in enumerate(firsts)
+    ]
     return Trace(firsts + seconds, path="<s1>")
 
 
@@ -133,21 +215,35 @@ def s2(distance: int, prompt_len: int = 1886, output_len: int = 16) -> Trace:
     _require_positive("s2", distance=distance, prompt_len=prompt_len, output_len=output_len)
     _require("s2", distance <= prompt_len, f"distance must be <= prompt_len={prompt_len}, got {distance}")
     shared = [_ref("s2-shared", prompt_len - distance)] if distance < prompt_len else []
-    first = Request(id="r1", arrival=0.0, session="s2", output_len=output_len,
-                    prompt=shared + [_ref("s2-tail-r1", distance)])
+    first = Request(
+        id="r1",
+        arrival=0.0,
+        session="s2",
+        output_len=output_len,
+        prompt=shared + [_ref("s2-tail-r1", distance)],
+    )
     second = _follow_up("r2", first, shared + [_ref("s2-tail-r2", distance)], output_len)
     return Trace([first, second], path="<s2>")
 
 
-def s3(system_len: int = 7700, user_len: int = 80, output_len: int = 16,
-       mode: Literal["fanout", "append"] = "fanout") -> Trace:
+def s3(
+    system_len: int = 7700,
+    user_len: int = 80,
+    output_len: int = 16,
+    mode: Literal["fanout", "append"] = "fanout",
+) -> Trace:
     """SPEC section 7 S3: a long system prompt, then a second request (sent after the first finishes)
     with a different user message (fanout) or the first's history + output + a new message (append)."""
     _require_positive("s3", system_len=system_len, user_len=user_len, output_len=output_len)
     _require("s3", mode in ("fanout", "append"), f"mode must be 'fanout' or 'append', got {mode!r}")
     system = _ref("s3-sys", system_len)
-    first = Request(id="r1", arrival=0.0, session="s3", output_len=output_len,
-                    prompt=[system, _ref("s3-user-r1", user_len)])
+    first = Request(
+        id="r1",
+        arrival=0.0,
+        session="s3",
+        output_len=output_len,
+        prompt=[system, _ref("s3-user-r1", user_len)],
+    )
     history = first.prompt + [_output(first.id)] if mode == "append" else [system]
     second = _follow_up("r2", first, history + [_ref("s3-user-r2", user_len)], output_len)
     return Trace([first, second], path="<s3>")

@@ -4,6 +4,7 @@ A segment is either ``{"ref": R, "len": n}`` (the first n tokens of reference R;
 tokens) or ``{"output_of": X, "len": k, "skip": s}`` (tokens s .. s+k of request X's output; ``len``
 defaults to the rest of it). Loading names the file and line of the first bad request; writing is atomic.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,9 @@ def load_trace(path: str | os.PathLike) -> Trace:
     with open_lines(path) as f:
         for line_no, text in enumerate(f, 1):
             if text.strip():
-                requests.append(_parse_first(text, name, line_no) if not requests
-                                else _parse_request(text, name, line_no))
+                requests.append(
+                    _parse_first(text, name, line_no) if not requests else _parse_request(text, name, line_no)
+                )
                 lines.append(line_no)
     if not requests:
         raise TraceError(name, None, "file", "no requests")
@@ -90,10 +92,18 @@ def _parse_request(text: str, path: str, line: int) -> Request:
             _check_keys(seg, _SEGMENT_KEYS, (), f"prompt[{index}]", path, line)
         if "skip" in seg and "ref" in seg:
             raise TraceError(path, line, f"prompt[{index}].skip", "only an output_of segment has a skip")
-    segments = [Segment(s.get("ref"), s.get("len"), _as_id(s.get("output_of")), s.get("skip", 0)) for s in prompt]
-    return Request(id=_as_id(obj["id"]), arrival=_as_float(obj.get("arrival")), session=obj.get("session"),
-                   after=_as_id(obj.get("after")), think_time=_as_float(obj.get("think_time", 0.0)),
-                   prompt=segments, output_len=obj["output_len"])
+    segments = [
+        Segment(s.get("ref"), s.get("len"), _as_id(s.get("output_of")), s.get("skip", 0)) for s in prompt
+    ]
+    return Request(
+        id=_as_id(obj["id"]),
+        arrival=_as_float(obj.get("arrival")),
+        session=obj.get("session"),
+        after=_as_id(obj.get("after")),
+        think_time=_as_float(obj.get("think_time", 0.0)),
+        prompt=segments,
+        output_len=obj["output_len"],
+    )
 
 
 def _as_id(value: object) -> object:
@@ -108,14 +118,19 @@ def _as_float(value: object) -> object:
     return value
 
 
-def _check_keys(obj: object, allowed: tuple[str, ...], required: tuple[str, ...], what: str,
-                path: str, line: int) -> None:
+def _check_keys(
+    obj: object, allowed: tuple[str, ...], required: tuple[str, ...], what: str, path: str, line: int
+) -> None:
     if not isinstance(obj, dict):
         raise TraceError(path, line, what, "must be a JSON object")
     for key in obj:
         if key not in allowed:
-            raise TraceError(path, line, key if what == "request" else f"{what}.{key}",
-                             f"unknown field (allowed: {', '.join(allowed)})")
+            raise TraceError(
+                path,
+                line,
+                key if what == "request" else f"{what}.{key}",
+                f"unknown field (allowed: {', '.join(allowed)})",
+            )
     for key in required:
         if key not in obj:
             raise TraceError(path, line, key, "missing required field")

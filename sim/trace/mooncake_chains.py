@@ -22,6 +22,7 @@ sibling that happens to share P's full blocks (an edited question over the same 
 is not enough evidence: in Mooncake's conversation trace block 0 is a system prompt that all 12,031
 requests share, so a one-block match would chain nearly every request to some short one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,8 +80,13 @@ class ChainFinder:
     def find_parent(self, hash_ids: list[int], input_len: int) -> tuple[Parent | None, int]:
         """The parent (or None) and the length in blocks of the longest match found at all."""
         for num_blocks in range(min(len(hash_ids), input_len // MOONCAKE_BLOCK_LEN), 0, -1):
-            found = self._latest_two(self._ending_at.get((num_blocks, hash_ids[num_blocks - 1])), hash_ids,
-                                     input_len, num_blocks, self.whole_output_only)
+            found = self._latest_two(
+                self._ending_at.get((num_blocks, hash_ids[num_blocks - 1])),
+                hash_ids,
+                input_len,
+                num_blocks,
+                self.whole_output_only,
+            )
             if found:
                 if num_blocks < self.min_match_blocks:
                     return None, num_blocks
@@ -88,8 +94,9 @@ class ChainFinder:
         return None, 0
 
     @staticmethod
-    def _latest_two(turns: list[Turn] | None, hash_ids: list[int], input_len: int, num_blocks: int,
-                    whole_output: bool) -> list[Turn]:
+    def _latest_two(
+        turns: list[Turn] | None, hash_ids: list[int], input_len: int, num_blocks: int, whole_output: bool
+    ) -> list[Turn]:
         """The latest two earlier requests that the new one extends (two tell a choice from none)."""
         found: list[Turn] = []
         for turn in reversed(turns or ()):

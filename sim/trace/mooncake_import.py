@@ -7,6 +7,7 @@ earlier one's whole prompt becomes its follow-up, with the earlier output in its
 (``sim/trace/mooncake_chains.py`` says how and where the hashes stop telling). Ids are ``mc-<line number>``;
 arrivals are the recorded timestamps. Bad input raises a TraceError naming file:line:field.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,15 +30,24 @@ _MAX_TIMESTAMP_MS = MAX_TIME_S * 1000
 _HASH_LIMIT = 2**64
 
 
-def import_mooncake(path: str | os.PathLike, limit: int | None = None, chains: bool = True,
-                    min_match_blocks: int = MIN_MATCH_BLOCKS, whole_output_only: bool = False) -> Trace:
+def import_mooncake(
+    path: str | os.PathLike,
+    limit: int | None = None,
+    chains: bool = True,
+    min_match_blocks: int = MIN_MATCH_BLOCKS,
+    whole_output_only: bool = False,
+) -> Trace:
     """The trace alone; ``import_mooncake_counted`` also says what the chain inference found."""
     return import_mooncake_counted(path, limit, chains, min_match_blocks, whole_output_only)[0]
 
 
-def import_mooncake_counted(path: str | os.PathLike, limit: int | None = None, chains: bool = True,
-                            min_match_blocks: int = MIN_MATCH_BLOCKS,
-                            whole_output_only: bool = False) -> tuple[Trace, ChainCounts]:
+def import_mooncake_counted(
+    path: str | os.PathLike,
+    limit: int | None = None,
+    chains: bool = True,
+    min_match_blocks: int = MIN_MATCH_BLOCKS,
+    whole_output_only: bool = False,
+) -> tuple[Trace, ChainCounts]:
     """``chains=False``: every block a plain segment, no follow-ups (the importer before chains).
     ``min_match_blocks`` and ``whole_output_only``: see ``sim.trace.mooncake_chains.ChainFinder``."""
     name = display_name(path)
@@ -126,8 +136,12 @@ def _parse(text: str, path: str, line: int, previous_arrival: float) -> tuple[fl
             raise TraceError(path, line, field, "missing required field")
     timestamp = obj["timestamp"]
     if not (is_int(timestamp) or isinstance(timestamp, float)) or not 0 <= timestamp < _MAX_TIMESTAMP_MS:
-        raise TraceError(path, line, "timestamp", f"must be a number of ms >= 0 and < {_MAX_TIMESTAMP_MS:g}, "
-                                                  f"got {shown(timestamp)}")
+        raise TraceError(
+            path,
+            line,
+            "timestamp",
+            f"must be a number of ms >= 0 and < {_MAX_TIMESTAMP_MS:g}, got {shown(timestamp)}",
+        )
     if timestamp / 1000 < previous_arrival:
         raise TraceError(path, line, "timestamp", "earlier than the previous line's")
     input_length = _positive_int(obj["input_length"], path, line, "input_length")
@@ -138,11 +152,18 @@ def _parse(text: str, path: str, line: int, previous_arrival: float) -> tuple[fl
 def _hash_ids(hash_ids: object, input_length: int, path: str, line: int) -> list[int]:
     num_blocks = -(-input_length // MOONCAKE_BLOCK_LEN)
     # bool is not int here; an id beyond 64 bits is no hash a real trace holds
-    if not isinstance(hash_ids, list) or not all(type(h) is int and -_HASH_LIMIT <= h < _HASH_LIMIT for h in hash_ids):
+    if not isinstance(hash_ids, list) or not all(
+        type(h) is int and -_HASH_LIMIT <= h < _HASH_LIMIT for h in hash_ids
+    ):
         raise TraceError(path, line, "hash_ids", "must be a list of integers of at most 64 bits")
     if len(hash_ids) != num_blocks:
-        raise TraceError(path, line, "hash_ids", f"has {len(hash_ids)} ids; input_length {input_length} "
-                                                 f"needs ceil({input_length}/512) = {num_blocks}")
+        raise TraceError(
+            path,
+            line,
+            "hash_ids",
+            f"has {len(hash_ids)} ids; input_length {input_length} "
+            f"needs ceil({input_length}/512) = {num_blocks}",
+        )
     return hash_ids
 
 

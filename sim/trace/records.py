@@ -2,6 +2,7 @@ r"""The trace's records: a ``Request`` is a prompt of ``Segment``\ s and an outp
 the checked, indexed set of them (SPEC section 3). A ``Trace`` is always valid: its constructor checks every
 rule, so a loaded, generated or imported trace can be used without further checks, and a bad one is never
 half-built."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,8 +34,9 @@ class Request:
 class Trace:
     """Requests in file order, looked up by id. Every `after`/`output_of` target comes earlier."""
 
-    def __init__(self, requests: Iterable[Request], *, path: str = "<trace>",
-                 line_numbers: Sequence[int] | None = None):
+    def __init__(
+        self, requests: Iterable[Request], *, path: str = "<trace>", line_numbers: Sequence[int] | None = None
+    ):
         self.requests: tuple[Request, ...] = tuple(requests)
         lines = list(line_numbers) if line_numbers is not None else range(1, len(self.requests) + 1)
         self._by_id, self._prompt_len = check_requests(self.requests, path, lines)

@@ -5,6 +5,7 @@ Each request (in file order) reuses the longest prefix of its prompt, capped at 
 last prompt token is always recomputed), that some earlier request's prompt + output starts with.
 A radix tree over token runs makes that O(runs) per request instead of O(tokens).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -87,9 +88,11 @@ def ideal_cached_tokens(trace: Trace) -> list[int]:
 
 def _fanout_groups(trace: Trace) -> list[int]:
     """Sizes of the groups of >= 2 requests whose prompts start with the same segment."""
+
     def first_key(request: Request) -> tuple:
         first = request.prompt[0]
         return ("ref", first.ref) if first.ref is not None else ("output_of", first.output_of, first.skip)
+
     sizes = Counter(first_key(r) for r in trace)
     return [size for size in sizes.values() if size >= 2]
 
@@ -117,16 +120,23 @@ def ideal_decode_region_hits(trace: Trace, cached: list[int]) -> int:
     """Follow-ups an ideal cache (``cached``, per request in file order) serves past the previous prompt + 1:
     the upper bound of the decode-region hits any policy can reach on this trace."""
     parents = followup_parents(trace)
-    return sum(1 for request, tokens in zip(trace, cached, strict=True)
-               if request.id in parents and tokens > trace.prompt_len(parents[request.id]) + 1)
+    return sum(
+        1
+        for request, tokens in zip(trace, cached, strict=True)
+        if request.id in parents and tokens > trace.prompt_len(parents[request.id]) + 1
+    )
 
 
 def structure(trace: Trace) -> dict:
     """Requests, follow-ups, multi-turn chains and fan-out groups: cheap, no ideal-reuse pass."""
     chains = _multiturn_chains(trace)
-    return {"requests": len(trace), "followup_requests": len(followup_parents(trace)),
-            "multiturn_chains": len(chains), "multiturn_requests": sum(chains),
-            "fanout_groups": len(_fanout_groups(trace))}
+    return {
+        "requests": len(trace),
+        "followup_requests": len(followup_parents(trace)),
+        "multiturn_chains": len(chains),
+        "multiturn_requests": sum(chains),
+        "fanout_groups": len(_fanout_groups(trace)),
+    }
 
 
 def _multiturn_chains(trace: Trace) -> list[int]:

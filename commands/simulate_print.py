@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from reports.simulate_view import Run, render_markdown, render_text
+from reports.simulate_header import Run
+from reports.simulate_view import render_markdown, render_text
 from sim.run.metrics import compare
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, SimResult, simulate

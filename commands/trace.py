@@ -32,7 +32,7 @@ def _wrote(trace_: Trace, output: str) -> str:
 
 def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Command:
     """A `trace gen NAME` command whose options are the generator's parameters."""
-    from commands.options import generator_params
+    from commands.trace_options import generator_params
 
     params = generator_params(generator)
     params.append(
@@ -63,8 +63,8 @@ def import_() -> None:
 
 
 def _import_command(fmt: str, about: str) -> click.Command:
-    from commands.options import import_params
     from commands.trace_import import FORMAT_OPTIONS
+    from commands.trace_options import import_params
 
     params = [
         click.Argument(["src"], type=TRACE_INPUT),

@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from conformance.scenario import EngineConfig, Scenario, trace_lines
+from conformance.generate_pools import SGLANG_MIN_STATES, with_fillers, with_pools, with_vllm_pool
+from conformance.scenario import EngineConfig, Scenario, one_at_a_time, trace_lines
 
 KINDS = ("fanout", "multiturn", "diverge", "repeat", "mixed")
 _COMPONENTS = {
@@ -19,7 +20,6 @@ _COMPONENTS = {
     "freetoken": ("full+swa", "full+mamba"),
     "vllm": ("full+swa", "full+mamba", "full+swa+mamba"),
 }
-_SGLANG_MIN_STATES = 5
 # vLLM: 528 / 576 are what _align_hybrid_block_size derives for Qwen3.5-4B (Triton / FlashInfer GDN)
 _PAGES = {"sglang": (16, 32, 64, 128), "freetoken": (1, 1, 4, 16, 64), "vllm": (16, 32, 64, 528, 576)}
 
@@ -32,13 +32,13 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     config = _config(rng, engine)
     requests = _requests(rng, kind, config)
     if engine == "vllm" and pressure:
-        requests = _with_fillers(rng, config, requests)
-    config = _with_pools(rng, config, requests, pressure, engine)
+        requests = with_fillers(rng, config, requests)
+    config = with_pools(rng, config, requests, pressure, engine)
     if engine == "vllm":
-        config = _with_vllm_pool(rng, config, requests, pressure)
-    if engine == "sglang" and config.has_mamba and config.mamba_states < _SGLANG_MIN_STATES:
+        config = with_vllm_pool(rng, config, requests, pressure)
+    if engine == "sglang" and config.has_mamba and config.mamba_states < SGLANG_MIN_STATES:
         # SGLang refuses to start below 5 states (3 + 2 ping-pong slots per running request)
-        config = replace(config, mamba_states=_SGLANG_MIN_STATES)
+        config = replace(config, mamba_states=SGLANG_MIN_STATES)
     if engine == "freetoken":  # its default scheduler overlaps; the plain loop is a setting
         config = replace(config, overlap=rng.random() < 0.7)
     return Scenario(
@@ -48,7 +48,7 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
         kind,
         pressure,
         config,
-        trace_lines(_chained(requests)),
+        trace_lines(one_at_a_time(requests)),
     )
 
 
@@ -166,121 +166,3 @@ def _repeat(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]:
         }
         for i in range(rng.randint(2, 3))
     ]
-
-
-def _chained(requests: list[dict]) -> list[dict]:
-    """Serve one at a time: the first arrives at 0, each later one follows the one before it."""
-    chained = []
-    for index, request in enumerate(requests):
-        request = dict(request)
-        if index == 0:
-            request["arrival"] = 0.0
-        else:
-            request["after"] = requests[index - 1]["id"]
-        chained.append(request)
-    return chained
-
-
-def _with_pools(
-    rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool, engine: str = ""
-) -> EngineConfig:
-    from dataclasses import replace
-
-    lengths = _lengths(config, requests)
-    page = config.page_size
-    longest = -(-max(lengths) // page) * page
-    total = -(-sum(lengths) // page) * page + page * len(lengths)
-    if pressure:
-        full = longest + page * rng.randint(2, 8) + rng.randint(0, longest)
-        swa = (
-            (config.window + config.chunked_prefill_size + page * rng.randint(2, 6)) if config.has_swa else 0
-        )
-        states = rng.randint(4, 8) if config.has_mamba else 0
-        if engine == "freetoken" and config.has_swa:
-            swa = max(swa, _freetoken_swa_floor(config))
-    else:
-        full = total * 2
-        swa = total * 2 if config.has_swa else 0
-        states = 4 * len(lengths) + 64 if config.has_mamba else 0
-    full = -(-full // page) * page
-    swa = -(-swa // page) * page
-    return replace(config, full_tokens=full, swa_tokens=swa, mamba_states=states)
-
-
-def _freetoken_swa_floor(config: EngineConfig) -> int:
-    """FreeToken's SWA pool floor for one running request (``_swa_per_req_swa_floor``): the window the
-    prefill commit locks (W + 16, page-rounded) plus the request's own decode tail until its first
-    out-of-window free (W + interval + 2 pages). Below it FreeToken's decode exhausts the pool and raises;
-    its own sizing never goes there, so pressure scenarios stay above it and still evict."""
-    page = config.page_size
-    return -(-(config.window + 16) // page) * page + config.window + config.swa_eviction_interval + 2 * page
-
-
-def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
-    """Prompt plus output tokens of every request."""
-    probe = Scenario("probe", "", 0, "", False, config, trace_lines(_chained(requests)))
-    trace = probe.trace()
-    return [trace.prompt_len(r.id) + r.output_len for r in trace]
-
-
-def _with_fillers(rng: random.Random, config: EngineConfig, requests: list[dict]) -> list[dict]:
-    """vLLM's smallest pool still holds one longest request, and a hit is taken out of the free queue before
-    anything is allocated, so serving one request at a time rarely evicts what the next one reuses. Unrelated
-    fillers (a quarter to all of the longest request) between requests make the LRU order decide."""
-    longest = max(_lengths(config, requests))
-    with_fillers = []
-    for index, request in enumerate(requests):
-        with_fillers.append(request)
-        if index < len(requests) - 1 and rng.random() < 0.5:
-            filler = f"{request['id']}-fill"
-            with_fillers.append(
-                {
-                    "id": filler,
-                    "prompt": [{"ref": filler, "len": rng.randint(longest // 4, longest)}],
-                    "output_len": rng.randint(1, 64),
-                }
-            )
-    return with_fillers
-
-
-def _with_vllm_pool(
-    rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool
-) -> EngineConfig:
-    """vLLM's knobs and its one shared pool: under pressure a few blocks above what vLLM's startup check
-    demands for one request of max_model_len (so the pool evicts), else more blocks than the scenario ever
-    allocates (so it never does)."""
-    from dataclasses import replace
-
-    page = config.page_size
-    lengths = _lengths(config, requests)
-    max_model_len = -(-max(lengths) // page) * page + page
-    retention = rng.choice((0, 0, 0, None, page * rng.choice((2, 4, 8))))
-    if not (config.has_swa or config.has_mamba):
-        retention = 0
-    checkpoints = config.has_mamba and page % 64 == 0 and rng.random() < 0.4
-    config = replace(
-        config, retention_interval=retention, prefill_checkpoints=checkpoints, max_model_len=max_model_len
-    )
-    num_groups = 1 + config.has_swa + config.has_mamba
-    if pressure:
-        num_blocks = vllm_min_blocks(config) + rng.randint(0, 3)
-    else:
-        num_blocks = max(
-            vllm_min_blocks(config), 1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths)
-        )
-    return replace(config, num_blocks=num_blocks)
-
-
-def vllm_min_blocks(config: EngineConfig) -> int:
-    """The fewest blocks vLLM 0.33.0 starts with (v1/core/kv_cache_planning.py:get_kv_cache_configs): the null
-    block plus, per group, its max_memory_usage_bytes for one request of max_model_len, where a sliding
-    window holds at most W-1 tokens plus the in-flight tokens of the two batches async scheduling overlaps
-    (SlidingWindowSpec.max_admission_blocks_per_request) and align-mode Mamba two states plus the internal
-    checkpoint (MambaSpec.max_memory_usage_bytes)."""
-    page, max_len = config.page_size, config.max_model_len
-    blocks = 1 + -(-max_len // page)
-    if config.has_swa:
-        blocks += -(-min(config.window - 1 + 2 * config.chunked_prefill_size, max_len) // page) + 1
-    if config.has_mamba:
-        blocks += 2 + config.prefill_checkpoints
-    return blocks

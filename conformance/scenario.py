@@ -117,3 +117,16 @@ def trace_lines(requests: list[dict]) -> tuple[str, ...]:
         json.dumps(request_to_dict(_request_from_json(json.dumps(r))), separators=(", ", ": "))
         for r in requests
     )
+
+
+def one_at_a_time(requests: list[dict]) -> list[dict]:
+    """Serve one at a time: the first arrives at 0, each later one follows the one before it."""
+    chained = []
+    for index, request in enumerate(requests):
+        request = dict(request)
+        if index == 0:
+            request["arrival"] = 0.0
+        else:
+            request["after"] = requests[index - 1]["id"]
+        chained.append(request)
+    return chained

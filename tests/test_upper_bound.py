@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from reports.simulate_view import Run, rows
+from reports.simulate_header import Run
+from reports.simulate_view import rows
 from sim.experiments.real_multiturn import PAIRS, changed_requests, misses, real_multiturn
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, simulate

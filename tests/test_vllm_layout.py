@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.compare import model_for
-from conformance.generate import generate, vllm_min_blocks
+from conformance.generate import generate
+from conformance.generate_pools import vllm_min_blocks
 from sim.cache.blocks.defaults import settle_for_gpu
 from sim.cache.blocks.layout import group_kinds, hybrid_block_size, layout_for, mamba_layer_bytes
 from sim.cache.blocks.sizing import shared_pool_sizes

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.compare import MODES, model_for, simulated
-from conformance.generate import vllm_min_blocks
+from conformance.generate_pools import vllm_min_blocks
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.interface import CacheModel, make_manager

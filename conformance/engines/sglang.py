@@ -6,7 +6,7 @@ See docs/conformance-sglang.md for the install, the call order, every stub and t
 
 from __future__ import annotations
 
-from conformance.engines import sglang_runtime
+from conformance.engines import sglang_import, sglang_runtime
 from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_requests
 
 ENGINE = "sglang"
@@ -25,7 +25,7 @@ def accepts(config: EngineConfig) -> str | None:
 def available() -> str | None:
     """None when SGLang's scheduler imports here, else why not."""
     try:
-        sglang_runtime.import_sglang()
+        sglang_import.import_sglang()
     except Exception as error:  # ImportError, or a missing non-cache dependency
         return f"sglang is not importable: {type(error).__name__}: {error}"
     return None
@@ -39,8 +39,9 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
     reason = accepts(scenario.config)
     if reason is not None:
         return {r.request_id: EngineOutcome(0, served=False, note=reason) for r in requests}
-    sglang_runtime.import_sglang()
-    from conformance.engines.sglang_scheduler import make_scheduler, serve
+    sglang_import.import_sglang()
+    from conformance.engines.sglang_scheduler import serve
+    from conformance.engines.sglang_scheduler_build import make_scheduler
 
     longest = max(len(r.prompt) + len(r.output) for r in requests)
     pools = sglang_runtime.build_pools(scenario.config, longest + 2 * scenario.config.page_size)

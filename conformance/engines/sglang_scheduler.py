@@ -1,60 +1,19 @@
 """SGLang's own ``Scheduler`` on CPU, without a model: its real event loop, batch building and result
 processing, with only the model forward, the request socket and the metrics/IPC sinks stood in.
 
-``Scheduler.__new__`` skips ``__init__`` (which loads a model, opens sockets and joins process groups);
-the attributes it would set are set here to the values that ``__init__`` gives for a single-GPU, non-PD,
-non-speculative, text-only server, and the state-only ``init_*`` methods are called for real.
+The scheduler is built in ``sglang_scheduler_build.py``; here the client that submits the requests and the
+teacher-forced forward that answers each batch.
 """
 
 from __future__ import annotations
 
 import time
 from array import array
-from collections import deque
-from types import SimpleNamespace
 
-from conformance.engines.sglang_runtime import CONTEXT_LEN, VOCAB_SIZE, Pools
-from conformance.scenario import EngineConfig, ServedRequest
+from conformance.engines.sglang_runtime import VOCAB_SIZE
+from conformance.scenario import ServedRequest
 
 STALL_POLLS = 64  # idle scheduler iterations with the request still waiting: SGLang will never admit it
-
-
-class NoMetrics:
-    """metrics_reporter / metrics_collector / load_publisher: counters and log sinks only."""
-
-    def __init__(self) -> None:
-        self.enable_metrics = False
-        self.num_generated_tokens = 0
-        self.num_retracted_reqs = 0
-        self.forward_ct_decode = 0
-
-    def _ignore(self, *args, **kwargs) -> None:
-        return None
-
-    log_batch_result_stats = report_prefill_stats = report_decode_stats = update_device_timer = _ignore
-    record_scheduler_active = record_scheduler_idle = _maybe_log_idle_metrics = publish_load_stat = _ignore
-    increment_retracted_reqs = _ignore
-
-
-class OutputSink:
-    """output_streamer: where finished requests would be sent to the detokenizer; records who finished."""
-
-    def __init__(self) -> None:
-        self.finished: set[str] = set()
-
-    def stream_output(self, reqs, return_logprob=False, skip_req=None) -> None:
-        self.finished.update(req.rid for req in reqs if req.finished() and req is not skip_req)
-
-
-class TokenizerSocket:
-    """ipc_channels.send_to_tokenizer: where an abort (a request SGLang gives up on) is sent; records it."""
-
-    def __init__(self, sink: OutputSink) -> None:
-        self.sink = sink
-
-    def send_output(self, output, req=None) -> None:
-        if req is not None:
-            self.sink.finished.add(req.rid)
 
 
 class Client:
@@ -153,160 +112,6 @@ def teacher_forced_forward(scheduler, client: Client):
 def _next_token(output: list[int], index: int) -> int:
     """Output token ``index``; a middle prefill chunk (index < 0) samples a token SGLang discards."""
     return output[min(max(index, 0), len(output) - 1)]
-
-
-def make_scheduler(config: EngineConfig, pools: Pools):
-    from sglang.srt.disaggregation.utils import DisaggregationMode
-    from sglang.srt.managers.scheduler import Scheduler
-    from sglang.srt.observability.scheduler_stage_metrics import SchedulerStageMetricsRecorder
-    from sglang.srt.runtime_context import get_context, get_schedule
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    s = Scheduler.__new__(Scheduler)
-    s.__dict__.update(_flags(), **_sizes(config, pools))
-    s.__dict__.update(
-        tree_cache=pools.tree_cache,
-        token_to_kv_pool_allocator=pools.allocator,
-        req_to_token_pool=pools.req_to_token_pool,
-        model_config=_model_config(config),
-        spec_algorithm=SpeculativeAlgorithm.from_string(None),
-        disaggregation_mode=DisaggregationMode.NULL,
-        page_size=config.page_size,
-        is_hybrid_swa=config.has_swa,
-        is_hybrid_ssm=config.has_mamba,
-        sliding_window_size=config.window if config.has_swa else None,
-        scheduler_stage_metrics=SchedulerStageMetricsRecorder(enabled=False),
-    )
-    _chunked_prefill(s, get_schedule())
-    s.init_running_status()
-    s.init_schedule_policy()
-    s.init_mamba_truncation_align()
-    get_context().override(
-        "scheduler.pp_max_micro_batch_size_default",
-        pp_max_micro_batch_size=max(pools.max_running_requests, 1),
-    )
-    _stand_ins(s)
-    s.init_batch_result_processor()
-    s.init_dp_attn_adapter()
-    s.init_pool_stats_observer()
-    s.init_invariant_checker()
-    return s
-
-
-def _flags() -> dict:
-    """What Scheduler.__init__ reads off the server arguments for this server (all features off)."""
-    return dict(
-        forward_ct=0,
-        processed_tokens_counter=0,
-        cur_batch_for_debug=None,
-        schedule_policy="fcfs",
-        enable_hierarchical_cache=False,
-        enable_priority_scheduling=False,
-        schedule_low_priority_values_first=False,
-        priority_scheduling_preemption_threshold=10,
-        enable_lora=False,
-        enable_overlap=True,
-        enable_overlap_mlx=False,
-        enable_pdmux=False,
-        enable_lmcache=False,
-        enable_session_radix_cache=False,
-        enable_hicache_storage=False,
-        enable_unified_cache_external_linker=False,
-        enable_decode_hicache=False,
-        enable_hisparse=False,
-        attn_dp_enabled=False,
-        enable_unified_memory=False,
-        is_generation=True,
-        dllm_config=None,
-        hisparse_coordinator=None,
-        decode_offload_manager=None,
-        draft_worker=None,
-        require_mlp_sync=False,
-        min_free_slots_delayer=None,
-        truncation_align_size=None,
-        dynamic_chunk_sizer=None,
-        max_new_tokens_limit=None,
-        max_queued_requests=None,
-        kv_shard_widening=1,
-        future_map=None,
-        load_snapshot_writer=None,
-        enable_fpm=False,
-        rust_server=None,
-        idle_sleeper=None,
-        _war_barrier_enabled=False,
-        total_prefill_uncached_tokens=0,
-        total_prefill_busy_us=0,
-        decode_moment_totals=[0.0] * 6,
-        _prev_step=None,
-        _prev_prefill_end_ts=None,
-        _sched_idled=False,
-        _pause_intervals=deque(maxlen=1024),
-        _pause_started_at=None,
-    )
-
-
-def _sizes(config: EngineConfig, pools: Pools) -> dict:
-    """TpModelWorker.get_worker_info for these pools."""
-    max_req_len = min(CONTEXT_LEN - 1, config.full_tokens - 1)
-    return dict(
-        max_total_num_tokens=config.full_tokens,
-        max_prefill_tokens=16384,
-        max_running_requests=pools.max_running_requests,
-        max_req_len=max_req_len,
-        max_req_input_len=max_req_len - 5,
-        full_tokens_per_layer=config.full_tokens,
-        swa_tokens_per_layer=config.swa_tokens if config.has_swa else None,
-    )
-
-
-def _model_config(config: EngineConfig) -> SimpleNamespace:
-    """The facts about the model that the batch code reads (no HF config is loaded)."""
-    return SimpleNamespace(
-        vocab_size=VOCAB_SIZE,
-        is_encoder_decoder=False,
-        is_multimodal=False,
-        context_len=CONTEXT_LEN,
-        hf_eos_token_id=None,
-        think_end_ids=None,
-        self_opened_think_start_ids=None,
-        hf_text_config=SimpleNamespace(mamba_chunk_size=config.mamba_chunk),
-    )
-
-
-def _chunked_prefill(s, schedule) -> None:
-    """Scheduler.init_chunked_prefill for a text-only model (its model-architecture lookup needs an HF config)."""
-    size = schedule.chunked_prefill_size
-    s.__dict__.update(
-        chunked_prefill_size=size if size and size > 0 else None,
-        chunked_req=None,
-        prefill_decode_interval=schedule.prefill_decode_interval or 0,
-        _prefill_decode_interval_remaining=0,
-        prefill_decode_interval_min_bs=schedule.prefill_decode_interval_min_bs,
-        _pending_chunked_abort_req=None,
-        is_mixed_chunk=False,
-    )
-
-
-def _stand_ins(s) -> None:
-    """The non-policy collaborators: model worker, metrics and IPC sinks, grammar, dLLM, n-gram, KV events."""
-    metrics, sink = NoMetrics(), OutputSink()
-    s.__dict__.update(
-        metrics_reporter=metrics,
-        metrics_collector=metrics,
-        load_publisher=metrics,
-        output_streamer=sink,
-        ipc_channels=SimpleNamespace(send_to_tokenizer=TokenizerSocket(sink)),
-        model_worker=None,
-        weight_updater=SimpleNamespace(offload_tags=set()),
-        tp_worker=SimpleNamespace(model_runner=SimpleNamespace(attn_backend=None, prefill_aware_swa=False)),
-        load_inquirer=SimpleNamespace(
-            _get_num_pending_tokens=lambda chunk_deduct=0: 0, get_loads=lambda: None
-        ),
-        grammar_manager=SimpleNamespace(grammar_queue=[], has_waiting_grammars=lambda: False),
-        dllm_manager=SimpleNamespace(any_staging_reqs=lambda: False),
-        ngram_embedding_manager=SimpleNamespace(prepare_for_forward=lambda batch, chunked_req=None: batch),
-        kv_events_publisher=SimpleNamespace(publish_kv_events=lambda: None),
-    )
 
 
 def serve(scheduler, requests: list[ServedRequest]) -> Client:

@@ -10,10 +10,9 @@ import math
 import random
 from typing import Literal
 
-from sim.trace.checks import MAX_LEN, MAX_TIME_S, shown
+from sim.trace.checks import shown
+from sim.trace.generate_checks import require, require_count, require_positive, require_time
 from sim.trace.records import Request, Segment, Trace
-
-MAX_GENERATED_REQUESTS = 1_000_000  # about 1 GB of requests in memory
 
 
 def _ref(ref: str, length: int) -> Segment:
@@ -24,40 +23,9 @@ def _output(request_id: str, skip: int = 0) -> Segment:
     return Segment(output_of=request_id, skip=skip)
 
 
-def _require(kind: str, condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(f"{kind}: {message}")
-
-
-def _require_positive(kind: str, **values: int) -> None:
-    for name, value in values.items():
-        _require(
-            kind,
-            isinstance(value, int) and 1 <= value <= MAX_LEN,
-            f"{name} must be a positive integer <= {MAX_LEN}, got {shown(value)}",
-        )
-
-
-def _require_count(kind: str, num_requests: int, what: str) -> None:
-    """A trace is built in memory: refuse, before building it, one that would not fit."""
-    _require(
-        kind,
-        num_requests <= MAX_GENERATED_REQUESTS,
-        f"{what} = {num_requests} requests; at most {MAX_GENERATED_REQUESTS} are generated",
-    )
-
-
-def _require_time(kind: str, name: str, value: float) -> None:
-    _require(
-        kind,
-        isinstance(value, (int, float)) and 0 <= value < MAX_TIME_S,
-        f"{name} must be a finite number >= 0 and < {MAX_TIME_S:g} s, got {shown(value)}",
-    )
-
-
 def _arrivals(kind: str, count: int, request_rate: float, rng: random.Random) -> list[float]:
     """Poisson arrivals at request_rate per second, the first at 0; all at 0 when the rate is inf."""
-    _require(
+    require(
         kind, request_rate > 0, f"request_rate must be > 0 (inf = all at once), got {shown(request_rate)}"
     )
     if math.isinf(request_rate):
@@ -92,7 +60,7 @@ def fanout(
     seed: int = 0,
 ) -> Trace:
     """Groups of prompts that share a per-group system prompt, each with its own question."""
-    _require_positive(
+    require_positive(
         "fanout",
         num_groups=num_groups,
         prompts_per_group=prompts_per_group,
@@ -100,7 +68,7 @@ def fanout(
         question_len=question_len,
         output_len=output_len,
     )
-    _require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
+    require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
     requests = []
     for group in range(num_groups):
@@ -132,7 +100,7 @@ def multiturn(
     """Chat sessions: turn k+1 is sent think_time after turn k finishes, with prompt = turn k's prompt +
     its output (less the first drop_reasoning tokens, which the client drops) + a new user message.
     Sessions start at Poisson arrivals; shared_system gives all sessions one system prompt."""
-    _require_positive(
+    require_positive(
         "multiturn",
         num_sessions=num_sessions,
         num_turns=num_turns,
@@ -140,13 +108,13 @@ def multiturn(
         user_len=user_len,
         output_len=output_len,
     )
-    _require(
+    require(
         "multiturn",
         0 <= drop_reasoning < output_len,
         f"drop_reasoning must be in [0, output_len={output_len}), got {drop_reasoning!r}",
     )
-    _require_count("multiturn", num_sessions * num_turns, "num_sessions x num_turns")
-    _require_time("multiturn", "think_time", think_time)
+    require_count("multiturn", num_sessions * num_turns, "num_sessions x num_turns")
+    require_time("multiturn", "think_time", think_time)
     arrivals = _arrivals("multiturn", num_sessions, request_rate, random.Random(seed))
     requests = []
     for session in range(num_sessions):
@@ -176,15 +144,15 @@ def s1(
 ) -> Trace:
     """SPEC section 7 S1: num_prompts sent at 0; each one's turn 2 (sent when it finishes) is its prompt
     + its output + one new token. Prompt lengths vary uniformly by +-prompt_len_jitter."""
-    _require_positive(
+    require_positive(
         "s1",
         num_prompts=num_prompts,
         prompt_len=prompt_len,
         output_len=output_len,
         followup_output_len=followup_output_len,
     )
-    _require_count("s1", 2 * num_prompts, "2 x num_prompts")
-    _require(
+    require_count("s1", 2 * num_prompts, "2 x num_prompts")
+    require(
         "s1",
         0 <= prompt_len_jitter < prompt_len,
         f"prompt_len_jitter must be in [0, prompt_len={prompt_len}), got {prompt_len_jitter!r}",
@@ -212,8 +180,8 @@ def s1(
 def s2(distance: int, prompt_len: int = 1886, output_len: int = 16) -> Trace:
     """SPEC section 7 S2: prompt 2 (sent after prompt 1 finishes) equals prompt 1 up to position
     prompt_len - distance, then diverges; both have prompt_len tokens."""
-    _require_positive("s2", distance=distance, prompt_len=prompt_len, output_len=output_len)
-    _require("s2", distance <= prompt_len, f"distance must be <= prompt_len={prompt_len}, got {distance}")
+    require_positive("s2", distance=distance, prompt_len=prompt_len, output_len=output_len)
+    require("s2", distance <= prompt_len, f"distance must be <= prompt_len={prompt_len}, got {distance}")
     shared = [_ref("s2-shared", prompt_len - distance)] if distance < prompt_len else []
     first = Request(
         id="r1",
@@ -234,8 +202,8 @@ def s3(
 ) -> Trace:
     """SPEC section 7 S3: a long system prompt, then a second request (sent after the first finishes)
     with a different user message (fanout) or the first's history + output + a new message (append)."""
-    _require_positive("s3", system_len=system_len, user_len=user_len, output_len=output_len)
-    _require("s3", mode in ("fanout", "append"), f"mode must be 'fanout' or 'append', got {mode!r}")
+    require_positive("s3", system_len=system_len, user_len=user_len, output_len=output_len)
+    require("s3", mode in ("fanout", "append"), f"mode must be 'fanout' or 'append', got {mode!r}")
     system = _ref("s3-sys", system_len)
     first = Request(
         id="r1",

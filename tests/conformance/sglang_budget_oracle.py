@@ -25,9 +25,9 @@ def _budget(case: dict):
 
 def answers(cases: list[dict]) -> list[tuple]:
     """Per case: ``check_prefill``'s (admit, chunk cap) and ``available_chunk_tokens``."""
-    from conformance.engines import sglang_runtime
+    from conformance.engines import sglang_import
 
-    sglang_runtime.import_sglang()
+    sglang_import.import_sglang()
     out = []
     for case in cases:
         budget = _budget(case)

@@ -7,7 +7,8 @@ from importlib.util import find_spec
 import pytest
 
 from conformance.engines import vllm as engine  # imports vLLM only when a test calls it
-from conformance.generate import generate, vllm_min_blocks
+from conformance.generate import generate
+from conformance.generate_pools import vllm_min_blocks
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 
 # Found, not imported: importing vLLM imports Triton, and the executor tests need Triton imported after their

@@ -62,15 +62,6 @@ class Policy:
     iteration_phase: int = knob(
         0, "global iteration index of the first engine step (iterations trigger)", minimum=0, maximum=MAX_INT
     )
-    finish_trim_gap: int | None = knob(
-        None,
-        "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
-        unit="tokens",
-        minimum=0,
-        maximum=MAX_INT,
-        none_means="no trim (#488)",
-        engines=("freetoken",),
-    )
     swa_pool_floor: str = knob(
         "window", "per-request SWA pool floor when pools are sized", choices=("window", "window+interval")
     )
@@ -79,6 +70,15 @@ class Policy:
         "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
         choices=(None, "request", "tree"),
         engines=("sglang",),
+    )
+    finish_trim_gap: int | None = knob(
+        None,
+        "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
+        unit="tokens",
+        minimum=0,
+        maximum=MAX_INT,
+        none_means="no trim (#488)",
+        engines=("freetoken",),
     )
     overlap: bool = knob(
         True,

@@ -12,9 +12,9 @@ from sim.cost import CostModel, get_gpu
 from sim.run.backend import PredictBackend
 from sim.run.engine import Engine
 from sim.run.replay import replay_trace
-from sim.run.scheduler import Scheduler
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, _fits_check, max_running, simulate
+from sim.sched.default import DefaultScheduler as Scheduler
 from sim.trace import Trace, load_trace
 
 PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]

@@ -21,6 +21,7 @@ LAYERS = [
     ("trace", ("sim.trace",)),
     ("cost", ("sim.cost",)),
     ("cache", ("sim.cache",)),
+    ("sched", ("sim.sched",)),
     ("bounds", ("sim.bounds",)),
     ("run", ("sim.run",)),
     ("studies", ("sim.grid", "sim.experiments")),

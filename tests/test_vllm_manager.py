@@ -15,8 +15,8 @@ from sim.cache.interface import CacheModel, make_manager
 from sim.cache.manager import CacheManager
 from sim.cache.policies import make_policy
 from sim.cache.sizing import PoolSizes
-from sim.run.request import RequestState
-from sim.run.scheduler import Scheduler
+from sim.sched.default import DefaultScheduler as Scheduler
+from sim.sched.request import RequestState
 from sim.tokens import TokenSeq
 
 

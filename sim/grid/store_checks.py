@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.run.metrics import POOL_COLUMNS
-from sim.run.request import REQUEST_COLUMNS
+from sim.sched.request import REQUEST_COLUMNS
 
 _KEY = re.compile(r"^[0-9a-f]{16}$")  # points.KEY_LEN hex digits
 _RERUN = "delete the point's files and rerun the grid to recompute it"

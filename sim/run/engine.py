@@ -13,9 +13,9 @@ import simpy
 
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
-from sim.run.request import RequestState, states_of
-from sim.run.scheduler import Scheduler
 from sim.run.step_log import StepLog
+from sim.sched.interface import Scheduler
+from sim.sched.request import RequestState, states_of
 from sim.trace import Trace
 
 

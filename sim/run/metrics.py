@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.sched.request import REQUEST_COLUMNS, RequestState
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -16,6 +18,11 @@ def pool_values(usage: dict) -> tuple[int, ...]:
     """A step row's pool columns (POOL_COLUMNS order) from ``CacheManager.usage()``: each PoolUsage is a
     (free, running, tree) tuple already."""
     return usage[FULL] + usage[SWA] + usage[MAMBA]
+
+
+def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
+    """The request table: one row per request, in the order given (the trace's)."""
+    return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:

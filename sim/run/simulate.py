@@ -23,14 +23,14 @@ from sim.run.backend import Backend, PredictBackend
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
-from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
+from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, request_table, summarize
 from sim.run.miss_tracker import MissTracker
 from sim.run.replay import replay_trace
-from sim.run.request import request_table, states_of
-from sim.run.scheduler import Scheduler
 from sim.run.setup import build
 from sim.run.summary import Summary
 from sim.run.why import why_summary, with_why
+from sim.sched.default import DefaultScheduler
+from sim.sched.request import states_of
 from sim.trace import Trace
 
 
@@ -83,7 +83,7 @@ def run_timed(
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
-    scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
+    scheduler = DefaultScheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
     env = simpy.Environment()
     recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
     fits = _fits_check(trace, manager)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.options import pools_as_config, spec_options
-from sim.cache.policy import CLI_KNOBS
+from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 
 POLICY_HELP = "the cache policy preset (`cli.py policies` lists them and what each models)"

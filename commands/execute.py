@@ -12,8 +12,8 @@ from commands.options import (
     option,
     pool_options,
 )
-from sim.cache.policies import policy_names
 from sim.cost import GPUS
+from sim.engines.registry import policy_names
 from sim.trace import load_trace
 
 # the executor's own pool defaults: small enough for the tiny model's tensors on a CPU

@@ -22,8 +22,8 @@ from commands.options import (
     option,
     pool_options,
 )
-from sim.cache.policies import policy_names
 from sim.cost import GPUS
+from sim.engines.registry import policy_names
 from sim.models import MODELS
 from sim.trace import load_trace
 

@@ -20,7 +20,7 @@ from executor.backend import ExecutorBackend
 from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
 from executor.replay import replay_outputs
-from sim.cache.interface import manager_class
+from sim.engines.registry import engine_of
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, SimResult, cost_model, simulate
 from sim.trace import Trace
@@ -53,12 +53,9 @@ def execute(
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu"
         )
     model_spec, policy, _ = build(config)
-    if manager_class(policy) is not None:
-        raise ValueError(
-            f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
-            f"runs {policy.engine}'s own cache (one shared block pool, sim/cache/blocks), whose block "
-            "tables the executor's pools do not model: use `simulate` for it"
-        )
+    refusal = engine_of(policy).executes
+    if refusal is not None:
+        raise ValueError(refusal.format(policy=policy.name))
     model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
     cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
     predicted = simulate(trace, config)

@@ -13,11 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
+from sim.cache.reasons import REASONS
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
-from sim.run.why import REASONS, why_tokens
+from sim.run.why import why_tokens
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = (

@@ -22,6 +22,7 @@ LAYERS = [
     ("cost", ("sim.cost",)),
     ("cache", ("sim.cache",)),
     ("sched", ("sim.sched",)),
+    ("engines", ("sim.engines",)),
     ("bounds", ("sim.bounds",)),
     ("run", ("sim.run",)),
     ("studies", ("sim.grid", "sim.experiments")),

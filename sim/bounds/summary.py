@@ -22,24 +22,6 @@ from sim.trace import Trace
 MAX_BOUND_PAGES = 16_000_000
 
 
-def capacities(manager, sizes) -> dict[str, int]:
-    """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
-    the whole budget), 0 for a component the cache does not keep; with one pool every component shares
-    (vLLM's blocks), the whole pool for each."""
-    pools = getattr(manager, "pools", None)
-    if not isinstance(pools, dict) or FULL not in pools:
-        return {
-            FULL: sizes.blocks,
-            SWA: sizes.blocks if manager.has_swa else 0,
-            MAMBA: sizes.blocks if manager.has_mamba else 0,
-        }
-    return {
-        FULL: pools[FULL].size,
-        SWA: pools[SWA].size if manager.has_swa else 0,
-        MAMBA: pools[MAMBA].size if manager.has_mamba else 0,
-    }
-
-
 def bounds_summary(
     trace: Trace,
     events: list,
@@ -77,7 +59,7 @@ def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
         trace,
         events,
         manager.page_size,
-        capacities(manager, sizes),
+        manager.capacities(),
         manager.has_swa,
         manager.has_mamba,
         int(served["cached_tokens"].sum()),

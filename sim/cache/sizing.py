@@ -3,8 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from sim.models import ModelSpec
+
+
+class PoolOptions(Protocol):
+    """What a run says about its pools (``SimConfig``'s pool options): sizes in tokens or states, or a memory
+    budget split by SGLang's ratios, or one byte budget (``cache_bytes``); None: derived."""
+
+    @property
+    def pool_tokens(self) -> int | None: ...
+    @property
+    def swa_pool_tokens(self) -> int | None: ...
+    @property
+    def mamba_states(self) -> int | None: ...
+    @property
+    def kv_memory_gb(self) -> float: ...
+    @property
+    def swa_full_tokens_ratio(self) -> float: ...
+    @property
+    def mamba_full_memory_ratio(self) -> float: ...
+    @property
+    def cache_bytes(self) -> float | None: ...
 
 
 @dataclass(frozen=True)

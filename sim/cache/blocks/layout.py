@@ -19,6 +19,9 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from sim.cache.blocks.knobs import VllmKnobs
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.resolve import resolve
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
 KERNEL_BLOCK = 16  # FlashAttention: get_supported_kernel_block_sizes() == [MultipleOf(16)]
@@ -147,3 +150,9 @@ def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoin
     return Layout(
         B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds)
     )
+
+
+def policy_layout(model: ModelSpec, policy: Policy) -> Layout:
+    """The layout vLLM settles for ``policy`` on ``model`` (its window, block size and prefill checkpoints)."""
+    prefill_checkpoints = bool(own_knobs(policy, VllmKnobs).prefill_checkpoints)
+    return layout_for(model, policy.page_size, resolve(policy, model).window, prefill_checkpoints)

@@ -23,7 +23,8 @@ from sim.trace.mooncake_chains import (
     Turn,
 )
 from sim.trace.mooncake_chains import output_len_reached as _output_len_reached
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 _FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _MAX_TIMESTAMP_MS = MAX_TIME_S * 1000

@@ -7,13 +7,13 @@ import click
 from commands.common import CALIBRATION_HELP, POLICY_HELP, config_from_options, knob_options
 from commands.options import (
     TRACE_INPUT,
+    PolicyChoice,
     call_library,
     format_option,
     option,
     pool_options,
 )
 from sim.cost import GPUS
-from sim.engines.registry import policy_names
 from sim.trace import load_trace
 
 # the executor's own pool defaults: small enough for the tiny model's tensors on a CPU
@@ -33,7 +33,7 @@ def _executor_options(fn):
             "--policy",
             default="sglang-retain",
             show_default=True,
-            type=click.Choice(policy_names()),
+            type=PolicyChoice(),
             help=POLICY_HELP,
         ),
         option(

@@ -1,13 +1,17 @@
 """The engine registry: every engine's entry by name, the presets they bring, and the knob schema over all of
 them (the CLI options, grid axes, validation and ``cli.py policies`` are generated from it).
 
-``register(engine)`` adds an engine (its module and this one call are all an engine needs); the built-in
-ones are registered on import. A preset is an engine and knob values: ``make_policy(name, **knobs)``.
+``register(engine)`` adds an engine: its module and that one call are all an engine needs. The built-in ones
+are registered on import, and so is the ``ENGINE`` of every module named in ``$HYBRIDCACHE_ENGINES``
+(comma-separated dotted names): an engine kept outside this package, seen by every process of a command
+(a grid's workers too). A preset is an engine and knob values: ``make_policy(name, **knobs)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
 from typing import Any
 
 from sim.cache.events import EventBus
@@ -43,6 +47,18 @@ def register(engine: Engine) -> None:
     controls = {name: PRESETS.pop(name) for name in _CONTROLS}
     PRESETS.update({preset.name: preset for preset in engine.presets})
     PRESETS.update(controls)
+    _set_schema(schema)
+
+
+def unregister(name: str) -> None:
+    """Remove an engine and its presets (a test's toy engine, once the test is done)."""
+    engine = ENGINES.pop(name)
+    for preset in engine.presets:
+        del PRESETS[preset.name]
+    _set_schema(_schema(list(ENGINES.values())))
+
+
+def _set_schema(schema: dict[str, KnobSpec]) -> None:
     KNOBS.clear()
     KNOBS.update(schema)
     CLI_KNOBS.clear()
@@ -133,3 +149,5 @@ for _engine in (nocache.ENGINE, sglang.ENGINE, freetoken.ENGINE, marconi.ENGINE,
 for _control in negative.negative_controls(PRESETS):
     PRESETS[_control.name] = _control
     _CONTROLS.append(_control.name)
+for _module in filter(None, (name.strip() for name in os.environ.get("HYBRIDCACHE_ENGINES", "").split(","))):
+    register(importlib.import_module(_module).ENGINE)

@@ -24,6 +24,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from sim.align import ceil_div  # noqa: E402
 from sim.cache.interface import CacheModel  # noqa: E402
 from sim.cache.results import Refusal  # noqa: E402
 from sim.cache.sizing import PoolSizes  # noqa: E402
@@ -155,7 +156,7 @@ def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel,
     policy = make_policy(preset)
     block = policy_layout(model, policy).block_size
     # a request's blocks, its MAMBA live and checkpoint blocks and the null block: what vLLM starts with
-    least = 8 + -(-256 // block)
+    least = 8 + ceil_div(256, block)
     sizes = PoolSizes(0, 0, 0, blocks=rng.randint(least, 2 * least))
     return make_manager(model, policy, sizes), block * rng.randint(1, 4)
 

@@ -21,6 +21,8 @@ def knob_options(fn):
 def config_from_options(options: dict) -> dict:
     """The SimConfig fields the knob and pool options give: ``knobs`` and the pools' sizes."""
     return {
-        "knobs": {k: options.get(k) for k in CLI_KNOBS},  # a knob registered after the options were made: none
+        "knobs": {
+            k: options.get(k) for k in CLI_KNOBS
+        },  # a knob registered after the options were made: none
         **pools_as_config({k: options[k] for k in POOL_KNOBS}),
     }

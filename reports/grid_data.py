@@ -19,6 +19,7 @@ from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
 from sim.run.why import why_tokens
+from sim.sched.request import served as served_rows
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = (
@@ -54,7 +55,7 @@ class Reuse:
 
 
 def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     return served[served["followup"]] if scope == FOLLOWUP else served
 
 

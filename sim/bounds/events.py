@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.align import ceil_div
 from sim.cache.events import EventBus, StepStarted
 from sim.trace import Trace
 
@@ -77,7 +78,7 @@ class EventRecorder:
         for item in batch.items:
             plan = item.plan
             last = computed_pages(self._trace, plan.request_id, page)
-            first, end = plan.start // page, min(-(-plan.end // page), last)
+            first, end = plan.start // page, min(ceil_div(plan.end, page), last)
             if first < end:
                 self._events.append(Produce(plan.request_id, first, end))
 

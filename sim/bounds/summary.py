@@ -17,6 +17,8 @@ from sim.bounds.belady import belady_hits
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.components import FULL, MAMBA, SWA
+from sim.sched.request import served as served_rows
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 MAX_BOUND_PAGES = 16_000_000
@@ -54,7 +56,7 @@ def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
             "bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
             f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"
         }
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     return bounds_summary(
         trace,
         events,
@@ -67,4 +69,4 @@ def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
 
 
 def served_ids(requests) -> set[str]:
-    return set(requests["id"][requests["rejected"] == ""])
+    return set(requests["id"][served_mask(requests)])

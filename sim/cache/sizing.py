@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from sim.align import ceil_div
 from sim.models import ModelSpec
 
 
@@ -87,7 +88,7 @@ def sequence_refusal(total_len: int, page_size: int, states_needed: int, sizes: 
     """Why a request of ``total_len`` tokens (prompt + output) can never run in pools of ``sizes``: what
     admission asks of them, its whole sequence in FULL pages and the engine's MAMBA states per admitted
     request, or None."""
-    pages = -(-total_len // page_size)
+    pages = ceil_div(total_len, page_size)
     if pages > sizes.full_pages:
         return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
     if states_needed > sizes.states:

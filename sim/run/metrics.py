@@ -10,6 +10,7 @@ import pandas as pd
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.sched.request import REQUEST_COLUMNS, RequestState
+from sim.sched.request import served as served_rows
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -26,7 +27,7 @@ def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     followups = served[served["followup"]]
     makespan = float(requests["finished_at"].max()) if len(requests) else 0.0
     summary = {

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.misses import MatchMiss, MissWatcher
 from sim.cache.reasons import (
     BLOCKED_OTHER,
@@ -40,6 +40,7 @@ from sim.cache.reasons import (
     REASONS,
     Range,
 )
+from sim.sched.request import served as served_rows
 
 
 def request_ranges(row, miss: MatchMiss | None, page_size: int) -> list[Range]:
@@ -90,7 +91,7 @@ def with_why(requests: pd.DataFrame, tracker: MissWatcher | None, page_size: int
 def why_tokens(requests: pd.DataFrame) -> dict[str, int]:
     """Recomputed tokens per reason over the served requests of a table with a ``why`` column."""
     totals = dict.fromkeys(REASONS, 0)
-    served = requests[requests["rejected"] == ""] if "rejected" in requests else requests
+    served = served_rows(requests) if "rejected" in requests else requests
     for text in served["why"].fillna(""):
         for start, end, reason in parse_ranges(text):
             totals[reason] = totals.get(reason, 0) + end - start

@@ -10,13 +10,14 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 
 from __future__ import annotations
 
+from sim.align import ceil_div
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import admission_need, hit_tables
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
 from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
-from sim.cache.blocks.layout import cdiv, policy_layout
+from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
@@ -68,7 +69,8 @@ class BlockCacheManager(PlainBlockDecodes):
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
         swa_cap = (
-            cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
+            ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
+            + 1
         )
         needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
         if needed > self.pool.num_free:

@@ -9,7 +9,7 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 
 from __future__ import annotations
 
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.cache.align import floor_to
+from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
@@ -94,7 +94,7 @@ class FreeTokenCommon(EngineRules):
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
         page = self.page_size
-        need = (-(-(req.prompt_len + req.output_len) // page) - -(-req.kv_len // page)) * page
+        need = (ceil_div(req.prompt_len + req.output_len, page) - ceil_div(req.kv_len, page)) * page
         free = manager.pools[FULL].num_free * page
         if free >= need:
             return None

@@ -9,7 +9,7 @@ the whole sequence, then (before issue #200's fix) tombstones the prompt head be
 
 from __future__ import annotations
 
-from sim.cache.align import ceil_to, floor_to
+from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
@@ -42,9 +42,9 @@ class SwaRules(FreeTokenCommon):
         reclaim = max(
             0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len)
         )
-        cost = -(-(req.kv_len + chunk_len) // page) * page - -(-req.kv_len // page) * page
+        cost = ceil_to(req.kv_len + chunk_len, page) - ceil_to(req.kv_len, page)
         budget = self.swa_available(manager, cost - reclaim) + reclaim
-        max_end = (-(-req.kv_len // page) + max(budget, 0) // page) * page
+        max_end = (ceil_div(req.kv_len, page) + max(budget, 0) // page) * page
         capped = min(chunk_len, max(max_end - req.kv_len, 0))
         if 0 < capped < req.prompt_len - req.kv_len:
             capped = floor_to(req.kv_len + capped, page) - req.kv_len

@@ -15,7 +15,7 @@ with the same eviction over leaves: the paper's pure-Transformer point. Eviction
 
 from __future__ import annotations
 
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.byte_budget import ByteBudget
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.marconi_evict import MarconiEvictor, Recency

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.cache.align import ceil_to, floor_to
+from sim.align import ceil_to, floor_to
 from sim.cache.components import MAMBA
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger

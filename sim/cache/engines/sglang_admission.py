@@ -10,7 +10,7 @@ alone do not already settle the answer.
 from __future__ import annotations
 
 import sim.cache.engines.sglang_budget as budget
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.ops import RadixOps

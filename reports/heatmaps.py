@@ -20,9 +20,10 @@ from matplotlib.figure import Figure
 from reports.cell_fit import CELL_FONT, SHORT_FORMS, fit_cell_texts
 from reports.figures import DPI, WIDTH_IN, RenderedFigure, new_figure, render
 from reports.formatting import abbreviated, count
-from reports.grid_data import FOLLOWUP, GridData
+from reports.grid_data import FOLLOWUP, SCOPED, GridData
 from sim.align import ceil_div
 
+HITS, REQUESTS = SCOPED + "hits", SCOPED + "requests"
 AXIS_SETTINGS = ("page_size", "track_interval")
 PANELS_PER_ROW = 3
 MIN_CELL_PX = 48  # a cell narrower than this cannot hold "1,489/" at a readable size
@@ -32,28 +33,33 @@ FLAT = ListedColormap(["#eeeeee"])
 @dataclass(frozen=True)
 class Metric:
     name: str  # file-name stem
+    column: str  # the points' column it draws (grid_data's scoped figures)
     label: str  # the figure's title, with its unit
     short: str  # colour-bar label
     fraction: bool  # coloured on the fixed 0..1 scale
 
+    @property
+    def is_hits(self) -> bool:
+        return self.column == HITS
+
     def value(self, row: pd.Series) -> float:
-        if self.name == "hits":
-            return row["hits"] / row["num_requests"] if row["num_requests"] else math.nan
-        return float(row[self.name])
+        if self.is_hits:
+            return row[HITS] / row[REQUESTS] if row[REQUESTS] else math.nan
+        return float(row[self.column])
 
     def count(self, row: pd.Series) -> float:
         """What a difference panel writes in a cell: hit counts (+16), not fractions of them."""
-        return float(row["hits"]) if self.name == "hits" else self.value(row)
+        return float(row[HITS]) if self.is_hits else self.value(row)
 
     def cell(self, row: pd.Series) -> str:
-        if self.name == "hits":
-            return f"{count(row['hits'])}/{count(row['num_requests'])}"
-        return f"{100 * row[self.name]:.1f}%" if self.fraction else count(row[self.name])
+        if self.is_hits:
+            return f"{count(row[HITS])}/{count(row[REQUESTS])}"
+        return f"{100 * row[self.column]:.1f}%" if self.fraction else count(row[self.column])
 
     def short_cell(self, row: pd.Series) -> str:
         """The cell when the full number does not fit: ``94k``, ``1489/\n1500``."""
-        if self.name == "reused_tokens":
-            return abbreviated(row[self.name], 3)
+        if not self.fraction:
+            return abbreviated(row[self.column], 3)
         return self.cell(row).replace("/", "/\n", 1)
 
     def difference(self, value: float, short: bool = False) -> str:
@@ -62,7 +68,7 @@ class Metric:
         if value == 0:
             return "0"
         sign = "+" if value > 0 else "-"
-        if self.name == "mean_reuse":
+        if self.fraction and not self.is_hits:
             return f"{sign}{100 * abs(value):.1f}" + ("" if short else " pp")
         return sign + (abbreviated(abs(value), 3) if short else count(abs(value)))
 
@@ -79,9 +85,15 @@ class Metric:
 def metrics(scope: str) -> list[Metric]:
     hits = "decode-region hits" if scope == FOLLOWUP else "requests with a hit"
     return [
-        Metric("hits", f"{hits} (n/N)", f"{hits} (share)", True),
-        Metric("reused_tokens", "reused (cached) tokens", "reused tokens", False),
-        Metric("mean_reuse", "mean reuse fraction (cached / prompt tokens)", "mean reuse", True),
+        Metric("hits", HITS, f"{hits} (n/N)", f"{hits} (share)", True),
+        Metric("reused_tokens", SCOPED + "cached_tokens", "reused (cached) tokens", "reused tokens", False),
+        Metric(
+            "mean_reuse",
+            SCOPED + "mean_reuse_fraction",
+            "mean reuse fraction (cached / prompt tokens)",
+            "mean reuse",
+            True,
+        ),
     ]
 
 

@@ -8,9 +8,8 @@ import pandas as pd
 import simpy
 
 from sim.bounds.events import EventRecorder, replay_events
-from sim.bounds.summary import run_bounds, served_ids
+from sim.bounds.summary import BoundFigures, run_bounds, served_ids
 from sim.bounds.upper_bound import upper_bound, with_ideal
-from sim.cache.components import Component
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
 from sim.cache.misses import MissWatcher
@@ -24,11 +23,18 @@ from sim.run.backend import Backend, PredictBackend
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
-from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, request_table, summarize
+from sim.run.metrics import (
+    POOL_COLUMNS,
+    pool_figures,
+    pool_values,
+    request_table,
+    reuse_figures,
+    time_figures,
+)
 from sim.run.replay import replay_trace
 from sim.run.setup import build
 from sim.run.summary import Summary
-from sim.run.why import why_summary, with_why
+from sim.run.why import why_ranges, why_summary, with_why
 from sim.sched.request import states_of
 from sim.trace import Trace
 
@@ -103,34 +109,25 @@ def _result(
     policy: Policy,
     sizes: PoolSizes,
     manager: CacheModel,
-    tracker: MissWatcher | None,
+    watcher: MissWatcher | None,
     requests: pd.DataFrame,
     steps: pd.DataFrame,
     bound_events: tuple[Trace, list | None],
 ) -> SimResult:
-    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, why
-    each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
-    page_size = manager.page_size
-    requests = with_why(requests, tracker, page_size)
-    figures = (
-        summarize(requests, steps, page_size)
-        | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
-        | eviction_counts(manager)
-        | upper_bound(requests)
-        | why_summary(requests)
-    )
+    """The tables and the summary's typed sections: reuse, time, occupancy against capacity and evictions, the
+    upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
+    ranges = why_ranges(requests, watcher, manager.page_size)
+    requests = with_why(requests, ranges)
+    reuse = reuse_figures(requests)
     if config.bounds:
         trace, events = bound_events
         assert events is not None, "the run recorded its events for the bounds"
-        figures |= run_bounds(trace, events, manager, sizes, requests)
+        bounds = run_bounds(trace, events, manager, reuse.cached_tokens)
     else:
-        figures["bound_skipped"] = "not asked for (--no-bounds)"
-    return SimResult(config, policy, requests, steps, Summary(**figures))
-
-
-def eviction_counts(manager: CacheModel) -> dict:
-    counts = manager.num_evictions()
-    return {f"evictions_{comp.layer_kind}": counts[comp] for comp in Component}
+        bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
+    sections = (time_figures(requests, steps), pool_figures(steps, sizes, manager), upper_bound(requests))
+    summary = Summary.of(reuse, *sections, why_summary(ranges), bounds)
+    return SimResult(config, policy, requests, steps, summary)
 
 
 def _fits_check(trace: Trace, manager: CacheModel):

@@ -45,7 +45,7 @@ def run_simulate(
     )
     if fmt == "json":
         return json.dumps(payload(results, trace_name))
-    runs = [Run(r.config.policy, r.summary, resolved_config(r.config)) for r in results]
+    runs = [Run(r.config.policy, r.summary, resolved_config(r.setup)) for r in results]
     title = (
         " vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
         f"{config.model}, GPU {config.gpu}, {config.mode} mode"
@@ -68,7 +68,7 @@ def payload(results: list[SimResult], trace_name: str) -> dict:
     under ``compare`` with the improved / regressed counts."""
 
     def one(result: SimResult) -> dict:
-        resolved = resolved_config(result.config)
+        resolved = resolved_config(result.setup)
         return {
             "policy": result.config.policy,
             "config": dataclasses.asdict(result.config),

@@ -20,7 +20,6 @@ from executor.backend import ExecutorBackend
 from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
 from executor.replay import replay_outputs
-from sim.engines.registry import engine_of
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, SimResult, cost_model, simulate
 from sim.sched.request import served_mask
@@ -53,15 +52,15 @@ def execute(
             "--device cuda: this machine has no CUDA device that torch can use "
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu"
         )
-    model_spec, policy, _ = build(config)
-    refusal = engine_of(policy).executes
+    setup = build(config)
+    refusal = setup.engine.executes
     if refusal is not None:
-        raise ValueError(refusal.format(policy=policy.name))
-    model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
-    cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
-    predicted = simulate(trace, config)
+        raise ValueError(refusal.format(policy=setup.policy.name))
+    model = HybridModel(setup.model, seed=seed, device=device, dtype=dtype)
+    cost = cost_model(config, setup.model)  # the prediction's own, so both runs schedule alike
+    predicted = simulate(trace, config, setup=setup)
     backend = ExecutorBackend(model, cost, kernels)
-    measured = simulate(trace, config, backend=backend)
+    measured = simulate(trace, config, backend=backend, setup=setup)
     _check_same_schedule(predicted, measured)
     # a request the pools refused never completed: its outputs (if it ran before it was given up) are not
     # a finished sequence, and comparing them with a whole replay would raise a false alarm

@@ -79,7 +79,8 @@ def test_every_engine_publishes_on_the_bus_it_is_given():
     from sim.run.setup import build
 
     for name in ("sglang", "freetoken", "vllm", "no-cache"):
-        model, policy, sizes = build(Config(policy=name, pool_tokens=100_000))
+        _setup = build(Config(policy=name, pool_tokens=100_000))
+        model, policy, sizes = _setup.model, _setup.policy, _setup.sizes
         bus = EventBus()
         manager = make_manager(model, policy, sizes, bus)
         assert manager.events is bus

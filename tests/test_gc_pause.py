@@ -42,7 +42,8 @@ def _cyclic_garbage_of(run) -> int:
 @pytest.mark.parametrize("policy", PRESETS)
 def test_replay_makes_no_cyclic_garbage(policy):
     trace, config = _pressured(policy)
-    model, preset, sizes = build(config)
+    _setup = build(config)
+    model, preset, sizes = _setup.model, _setup.policy, _setup.sizes
     manager = make_manager(model, preset, sizes)  # alive through the count: its own cycles are not garbage
 
     def run():
@@ -57,7 +58,8 @@ def test_replay_makes_no_cyclic_garbage(policy):
 @pytest.mark.parametrize("policy", ["radix", "sglang-retain", "freetoken"])
 def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
     trace, config = _pressured(policy)
-    model, preset, sizes = build(config)
+    _setup = build(config)
+    model, preset, sizes = _setup.model, _setup.policy, _setup.sizes
     manager = make_manager(model, preset, sizes)
     env = simpy.Environment()
     engine = Engine(env, trace, make_scheduler(manager, preset, sizes),

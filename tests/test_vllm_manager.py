@@ -168,7 +168,8 @@ def test_replay_and_timed_make_no_cyclic_garbage():
 
     trace = Trace(list(load_trace("traces/mooncake_conversation_500.jsonl"))[:60])
     config = SimConfig(policy="vllm", model="gemma-4-26b-a4b", pool_tokens=60_000, knobs={"retention_interval": "none"})
-    model, policy, sizes = build(config)
+    _setup = build(config)
+    model, policy, sizes = _setup.model, _setup.policy, _setup.sizes
     replayed, timed = make_manager(model, policy, sizes), make_manager(model, policy, sizes)
     env = simpy.Environment()
     engine = Engine(env, trace, Scheduler(timed, policy.chunked_prefill_size, policy.max_running_requests),

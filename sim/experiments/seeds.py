@@ -6,7 +6,6 @@ import pandas as pd
 
 from sim.cost import CostModel, get_gpu
 from sim.run.metrics import compare
-from sim.run.setup import build
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import s1 as s1_trace
 from sim.trace.generate import s2 as s2_trace
@@ -101,7 +100,7 @@ def s3(
                 s3_trace(mode=mode), SimConfig(policy=policy, model=model, gpu=gpu, knobs={"page_size": 1})
             )
             second = result.requests.iloc[1]
-            cost = CostModel(build(result.config)[0], get_gpu(gpu))
+            cost = CostModel(result.setup.model, get_gpu(gpu))
             prompt, cached = int(second["prompt_tokens"]), int(second["cached_tokens"])
             rows.append(
                 {

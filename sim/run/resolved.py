@@ -1,20 +1,19 @@
-"""A configuration as it really runs: every knob with the preset's and the model's values filled in, the
-checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and JSON; a grid point's key
-hashes it, so a changed preset default or model is a new point."""
+"""A configuration as it really runs (a ``RunSetup``, described): every knob with the preset's and the model's
+values filled in, the checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and JSON; a
+grid point's key hashes it, so a changed preset default or model is a new point."""
 
 from __future__ import annotations
 
 from sim.cache.blocks.layout import policy_layout
 from sim.cache.resolve import resolve
 from sim.engines.registry import knob_values
-from sim.run.config import SimConfig
-from sim.run.setup import build
+from sim.run.setup import RunSetup
 
 
-def resolved_config(config: SimConfig) -> dict:
+def resolved_config(setup: RunSetup) -> dict:
     """``{"rules", "cache", "knobs", "grids", "pools"}``; ``knobs`` has every knob, hidden ones included
     (they change results too), ``window`` and ``mamba_chunk`` as the model settles them."""
-    model, policy, sizes = build(config)
+    model, policy, sizes = setup.model, setup.policy, setup.sizes
     resolved = resolve(policy, model)
     knobs = knob_values(policy)
     knobs.update(window=resolved.window, mamba_chunk=resolved.mamba_chunk)
@@ -49,9 +48,9 @@ def shared_blocks(model, policy, num_blocks: int) -> dict:
     }
 
 
-def flat_resolved(config: SimConfig, knob_names: tuple[str, ...]) -> dict:
+def flat_resolved(setup: RunSetup, knob_names: tuple[str, ...]) -> dict:
     """A grid point's ``resolved`` record: the named knobs as run and the pool sizes, one level deep."""
-    full = resolved_config(config)
+    full = resolved_config(setup)
     flat = {name: full["knobs"][name] for name in knob_names}
     pools = full["pools"]
     flat.update(

@@ -14,7 +14,6 @@ from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
 from sim.cache.misses import MissWatcher
 from sim.cache.policy import Policy
-from sim.cache.sizing import PoolSizes
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
 from sim.engines.registry import make_manager, make_scheduler
@@ -32,7 +31,7 @@ from sim.run.metrics import (
     time_figures,
 )
 from sim.run.replay import replay_trace
-from sim.run.setup import build
+from sim.run.setup import RunSetup, build
 from sim.run.summary import Summary
 from sim.run.why import why_ranges, why_summary, with_why
 from sim.sched.request import states_of
@@ -41,11 +40,18 @@ from sim.trace import Trace
 
 @dataclass
 class SimResult:
-    config: SimConfig
-    policy: Policy
+    setup: RunSetup  # the configuration as it ran
     requests: pd.DataFrame
     steps: pd.DataFrame
     summary: Summary
+
+    @property
+    def config(self) -> SimConfig:
+        return self.setup.config
+
+    @property
+    def policy(self) -> Policy:
+        return self.setup.policy
 
 
 def simulate(
@@ -54,15 +60,17 @@ def simulate(
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
+    setup: RunSetup | None = None,
 ) -> SimResult:
     """``on_step(done)`` is called after every engine step (replay: every request) with the number of
     requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
     advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
-    tests compare the two)."""
+    tests compare the two). ``setup``: ``build(config)`` where the caller made it already."""
+    setup = setup if setup is not None else build(config)
     with collector_paused():
         if config.mode == "replay":
-            return run_replay(trace, config, *build(config), on_step=on_step)
-        return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
+            return run_replay(trace, setup, on_step=on_step)
+        return run_timed(trace, setup, backend=backend, on_step=on_step, fast_path=fast_path)
 
 
 def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
@@ -73,16 +81,14 @@ def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
 
 def run_timed(
     trace: Trace,
-    config: SimConfig,
-    model: ModelSpec,
-    policy: Policy,
-    sizes: PoolSizes,
+    setup: RunSetup,
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
 ) -> SimResult:
-    """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
-    ``config``; the conformance suite gives the engine's exact ones)."""
+    """The timed engine on a setup (``simulate`` builds it from its configuration; the conformance suite
+    gives the engine's exact model, policy and pools)."""
+    config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus())
     tracker = manager.watch_misses()
     if backend is None:
@@ -101,13 +107,11 @@ def run_timed(
     env.run()
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
-    return _result(config, policy, sizes, manager, tracker, requests, engine.steps.frame(), (trace, events))
+    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events))
 
 
 def _result(
-    config: SimConfig,
-    policy: Policy,
-    sizes: PoolSizes,
+    setup: RunSetup,
     manager: CacheModel,
     watcher: MissWatcher | None,
     requests: pd.DataFrame,
@@ -119,15 +123,19 @@ def _result(
     ranges = why_ranges(requests, watcher, manager.page_size)
     requests = with_why(requests, ranges)
     reuse = reuse_figures(requests)
-    if config.bounds:
+    if setup.config.bounds:
         trace, events = bound_events
         assert events is not None, "the run recorded its events for the bounds"
         bounds = run_bounds(trace, events, manager, reuse.cached_tokens)
     else:
         bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
-    sections = (time_figures(requests, steps), pool_figures(steps, sizes, manager), upper_bound(requests))
+    sections = (
+        time_figures(requests, steps),
+        pool_figures(steps, setup.sizes, manager),
+        upper_bound(requests),
+    )
     summary = Summary.of(reuse, *sections, why_summary(ranges), bounds)
-    return SimResult(config, policy, requests, steps, summary)
+    return SimResult(setup, requests, steps, summary)
 
 
 def _fits_check(trace: Trace, manager: CacheModel):
@@ -137,9 +145,8 @@ def _fits_check(trace: Trace, manager: CacheModel):
     )
 
 
-def run_replay(
-    trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_step=None
-) -> SimResult:
+def run_replay(trace: Trace, setup: RunSetup, on_step=None) -> SimResult:
+    config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus())
     tracker = manager.watch_misses()
     states = states_of(trace)
@@ -164,4 +171,4 @@ def run_replay(
         if config.bounds
         else None
     )
-    return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))
+    return _result(setup, manager, tracker, requests, steps_frame, (trace, events))

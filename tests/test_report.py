@@ -11,7 +11,8 @@ from reports.cost import cost_table, pareto_mask
 from reports.formatting import count
 from reports.grid_data import ALL, FOLLOWUP, load_grid
 from reports.grid_tables import comparison_table, points_table
-from reports.heatmaps import _grid, metrics
+from reports.heatmap_metrics import metrics
+from reports.heatmaps import _grid
 from reports.occupancy import choose_points
 from reports.report import build_sections, write_report
 from reports.report_formats import to_html, to_markdown

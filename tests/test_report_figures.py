@@ -9,7 +9,8 @@ import reports.occupancy as occupancy
 from reports.cell_fit import cell_texts, cell_width_px
 from reports.cost import cost_plot, point_labels
 from reports.grid_data import load_grid
-from reports.heatmaps import heatmap_figure, metrics
+from reports.heatmap_metrics import metrics
+from reports.heatmaps import heatmap_figure
 from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid

@@ -60,6 +60,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         full, swa, mamba = (self.pools[comp] for comp in Component)
         self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction(), self.events)
         self.tree.on_split = self._follow_split
+        self.tree.split_stamps_halves = self.rules.split_stamps_halves
         self.requests: dict[str, RequestCache] = {}
         self._matched, self._admitted = self.events.channel(Matched), self.events.channel(Admitted)
         self._inserted, self._swa_freed = self.events.channel(Inserted), self.events.channel(SwaFreed)
@@ -177,7 +178,8 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
-        self.relock(req, insert(self.tree, req, end, self.window, self.has_swa))
+        touch = self.rules.insert_touches_path
+        self.relock(req, insert(self.tree, req, end, self.window, self.has_swa, touch_path=touch))
         if self._inserted:
             emit(self._inserted, Inserted(req.request_id, end))
 

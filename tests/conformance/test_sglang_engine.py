@@ -15,6 +15,7 @@ from conformance.engines import sglang as driver
 from conformance.generate import generate
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from tests import sglang_budget_scenarios as hand
+from tests import sglang_recency_scenarios as recency
 
 # find_spec, not an import: importing SGLang here would set Triton up before the executor tests can ask for its
 # interpreter (the driver runs SGLang in a process of its own, tests/conformance/conftest.py)
@@ -108,6 +109,16 @@ def _served(result) -> list[tuple[int, bool]]:
 def test_the_budget_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
     # PrefillAdder's SWA estimate against the window the match locks, check_decode_mem before the decode free,
     # the budget before any MAMBA slot (tests/sglang_budget_scenarios.py derives each answer)
+    result = driver.run(scenario, "sglang")
+    assert _served(result) == expected
+    assert disagreements(scenario, "sglang", result) == []
+
+
+@pytest.mark.parametrize("scenario, expected", [
+    (recency.split_recency(), recency.SPLIT_RECENCY), (recency.insert_recency(), recency.INSERT_RECENCY),
+], ids=["split-recency", "insert-recency"])
+def test_the_recency_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
+    # _split_node stamps both halves, _insert_walk_step every node it walks (tests/sglang_recency_scenarios.py)
     result = driver.run(scenario, "sglang")
     assert _served(result) == expected
     assert disagreements(scenario, "sglang", result) == []

@@ -29,6 +29,8 @@ class EngineRules:
     budget_before_states = False  # True: admission_refusal is asked before the admission states are reserved
     alloc_slack_pages = 0  # pages each KV pool is evicted to keep free beyond a step's need (best effort)
     requeues_lone_request = True  # False: a request retracted while running alone is given up on at once
+    split_stamps_halves = False  # True: a split gives both halves a fresh FULL stamp (SGLang's _split_node)
+    insert_touches_path = False  # True: an insert FULL-stamps every node it walks, root first (SGLang)
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:

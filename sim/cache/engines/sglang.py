@@ -35,6 +35,8 @@ class SGLangKnobs(EngineKnobs):
 
 class SGLangRules(SGLangAdmission):
     name = "sglang"
+    split_stamps_halves = True  # UnifiedTreeCore._split_node: child.last_access_time = the current time
+    insert_touches_path = True  # UnifiedTreeCore._insert_walk_step: _touch_node on every node walked
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:

@@ -113,6 +113,20 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
             chunk = (req.kv_len + chunk) // self.page_size * self.page_size - req.kv_len
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
+    def begin_pass(self) -> None:
+        """A scheduling pass starts: what the engine's admission counts as promised this pass resets
+        (FreeToken's ``PrefillAdder`` reservations start from the running requests' decode)."""
+        self.rules.begin_pass(self)
+
+    def settle_prefill(self, request_id: str, in_flight: int) -> None:
+        """An overlap loop processed the step that ended this request's prompt after it launched the next
+        one: commit what the rules held back until then (``in_flight``: the request's tokens that next step
+        computes)."""
+        req = self.requests[request_id]
+        if req.commit_pending:
+            req.commit_pending = False
+            self.rules.settle(self, req, in_flight)
+
     # ---- prefill ------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
@@ -140,10 +154,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         if target is not None:
             self.free_swa_below(req, target)
         self.rules.evict_ahead(self, 0)
-        plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
-        if not isinstance(plan, Refusal):
-            self.rules.after_decode_planned(self, req)
-        return plan
+        return self._plan(req, 1, self.rules.decode_checkpoint(req))
 
     def complete_decode(self, request_id: str) -> None:
         req = self.requests[request_id]

@@ -167,6 +167,12 @@ class BlockCacheManager(PlainBlockDecodes):
         self.events.publish(Finished(request_id, result.inserted_len))
         return result
 
+    def begin_pass(self) -> None:
+        """vLLM's admission keeps no state across a pass: the pool itself is its account."""
+
+    def settle_prefill(self, request_id: str, in_flight: int) -> None:
+        """Nothing waits for a processed step: the async lag is the manager's own (``request.py``)."""
+
     def abort(self, request_id: str) -> None:
         """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
         is admitted again, it still reports its first admission's hit."""

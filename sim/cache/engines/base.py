@@ -75,6 +75,9 @@ class EngineRules:
         lays them out otherwise."""
         return SeparatePools(sizes, has_swa, has_mamba)
 
+    def begin_pass(self, manager: RadixOps) -> None:
+        """A scheduling pass starts (an engine whose admission reserves per pass resets it here)."""
+
     def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""
 
@@ -131,8 +134,9 @@ class EngineRules:
         """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
         return None
 
-    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
-        """Runs once a decode step's pages are reserved, before its token is computed."""
+    def settle(self, manager: RadixOps, req: RequestCache, in_flight: int) -> None:
+        """The loop processed the step that ended ``req``'s prompt, whose commit the rules held back
+        (``req.commit_pending``), after launching the next step (``in_flight``: its tokens of that step)."""
 
     def decode_checkpoint(self, req: RequestCache) -> int | None:
         position = req.kv_len + 1

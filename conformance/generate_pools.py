@@ -46,6 +46,19 @@ def _freetoken_swa_floor(config: EngineConfig) -> int:
     return ceil_to(config.window + 16, page) + config.window + config.swa_eviction_interval + 2 * page
 
 
+def with_freetoken_floors(config: EngineConfig, max_running: int = 4) -> EngineConfig:
+    """FreeToken's own floors for ``max_running`` requests decoding at once, below which its loop raises
+    (nothing retracts): the SWA pool holds each request's non-evictable footprint (``_swa_pool_floor``), the
+    GDN pool four slots per request (``_linear_pool_min_slots``: live, two ping-pong, the committed snapshot)."""
+    if config.has_swa:
+        config = replace(
+            config, swa_tokens=max(config.swa_tokens, max_running * _freetoken_swa_floor(config))
+        )
+    if config.has_mamba:
+        config = replace(config, mamba_states=max(config.mamba_states, 4 * max_running))
+    return config
+
+
 def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
     """Prompt plus output tokens of every request."""
     probe = Scenario("probe", "", 0, "", False, config, trace_lines(one_at_a_time(requests)))

@@ -105,6 +105,17 @@ def served_requests(scenario: Scenario) -> list[ServedRequest]:
     return served
 
 
+def arrival_steps(scenario: Scenario) -> list[int]:
+    """Each request's arrival on the step clock (a concurrent scenario's trace arrives open loop, at whole
+    steps), in trace order."""
+    steps = []
+    for request in scenario.trace():
+        if request.arrival is None or request.arrival != int(request.arrival):
+            raise ValueError(f"{scenario.name}: request {request.id} does not arrive at a whole step")
+        steps.append(int(request.arrival))
+    return steps
+
+
 def _request_from_json(line: str):
     from sim.trace.jsonl import _parse_request  # one parser for every trace line
 

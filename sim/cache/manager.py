@@ -109,8 +109,8 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         req = self.requests[request_id]
         remaining = req.prompt_len - req.kv_len
         chunk = min(budget, remaining)
-        if chunk < remaining:  # a non-final chunk ends on a page boundary
-            chunk = (req.kv_len + chunk) // self.page_size * self.page_size - req.kv_len
+        if chunk < remaining:  # a non-final chunk ends on a page boundary (as the engine aligns it)
+            chunk = self.rules.align_chunk(req, chunk)
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
     def begin_pass(self) -> None:

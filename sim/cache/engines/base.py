@@ -102,6 +102,10 @@ class EngineRules:
         if manager.has_swa and manager.pools[SWA].num_free < target:
             self.reserve(manager, 0, target, 0)
 
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """A non-final chunk's length: its end floored to a page (0: no whole page fits)."""
+        return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len
+
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""
         return chunk_len

@@ -103,7 +103,7 @@ class _StepLoop:
         if twice:
             raise EngineCorrupt(
                 f"FreeToken freed {twice} KV page(s) twice by step {clock}: its free list would hand "
-                "them out twice (docs/notes/conformance-freetoken-findings.md)"
+                "them out twice (docs/notes/conformance-concurrent-findings.md)"
             )
 
     def _process(self, data) -> None:

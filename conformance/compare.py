@@ -34,7 +34,9 @@ _VLLM_SHAPES = dict(num_kv_heads=1, head_dim=8, mamba_num_heads=2, mamba_head_di
 def model_for(scenario: Scenario) -> ModelSpec:
     config = scenario.config
     kinds = [FULL] + ([SWA] if config.has_swa else []) + ([MAMBA] if config.has_mamba else [])
-    shapes = _VLLM_SHAPES if scenario.engine == "vllm" else {}
+    shapes = {}
+    if scenario.engine == "vllm":
+        shapes = dict(_VLLM_SHAPES, num_kv_heads=config.swa_kv_heads, full_num_kv_heads=config.full_kv_heads)
     return get_model("tiny").replace(
         name=f"conformance-{config.components}",
         layer_kinds=tuple(kinds),

@@ -41,6 +41,10 @@ class EngineConfig:
     )
     prefill_checkpoints: bool = False  # Mamba writes checkpoints inside prefill chunks (GDN with FlashInfer)
     max_model_len: int = 0  # the startup check: one request this long must fit in the pool
+    # vLLM only: KV heads of the FULL and SWA layers (bytes per token by layer type; gemma-4's SWA layers
+    # store twice what its FULL layers do, so vLLM gives the groups different block sizes)
+    full_kv_heads: int = 1
+    swa_kv_heads: int = 1
 
     @property
     def has_swa(self) -> bool:

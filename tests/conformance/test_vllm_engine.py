@@ -128,3 +128,14 @@ def test_generated_scenarios_run_and_repeat_exactly(seed, pressure):
     assert all(outcome.served and outcome.cached_tokens % scenario.config.page_size == 0
                for outcome in first.values())
     assert engine.run(scenario) == first
+
+
+def test_unequal_pages_give_the_groups_their_own_block_sizes_and_simulate_agrees():
+    # tests/vllm_geometry_scenarios.py: FULL blocks of 32 beside SWA blocks of 16, hits on the lcm
+    from conformance.compare import disagreements
+    from tests import vllm_geometry_scenarios as hand
+
+    scenario = hand.unequal_pages()
+    result = engine.run(scenario)
+    assert [outcome.cached_tokens for outcome in result.values()] == hand.UNEQUAL_PAGES
+    assert disagreements(scenario, "vllm", result) == []

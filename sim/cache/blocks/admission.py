@@ -14,10 +14,10 @@ from sim.models import FULL, SWA
 def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit."""
-    B = layout.block_size
     tables: list[list[int | None]] = []
-    num_blocks = hit // B
     for group, kind in enumerate(layout.group_kinds):
+        B = layout.block_of(kind)
+        num_blocks = hit // B
         if kind == FULL:
             first = 0
         elif kind == SWA:
@@ -25,18 +25,21 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) ->
         else:
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
-        tables.append(unread + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
+        keys = (chain[layout.key_index(kind, i)] for i in range(first, num_blocks))
+        tables.append(unread + [pool.cached((key, group)) for key in keys])
     return tables
 
 
 def admission_need(
-    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_blocks: int
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_tokens: int
 ) -> int:
     """Blocks the whole prompt needs from the free queue (``get_num_blocks_to_allocate`` with the admission
-    cap): new blocks per group plus the hit blocks that are eviction candidates now."""
-    needed = ceil_div(prompt_len, layout.block_size)
+    cap, ``swa_cap_tokens``: what a SWA group holds at most, less a block's worth of slack): new blocks per
+    group plus the hit blocks that are eviction candidates now."""
     total = 0
     for kind, table in zip(layout.group_kinds, tables, strict=True):
+        needed = ceil_div(prompt_len, layout.block_of(kind))
+        swa_cap_blocks = ceil_div(swa_cap_tokens, layout.block_of(kind)) + 1
         evictable = sum(1 for block in table if pool.is_evictable(block))
         if kind == FULL:
             new = needed - len(table)

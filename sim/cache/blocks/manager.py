@@ -10,7 +10,6 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 
 from __future__ import annotations
 
-from sim.align import ceil_div
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import admission_need, hit_tables
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
@@ -29,7 +28,7 @@ from sim.cache.pools import PoolUsage
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.models import MAMBA, SWA, ModelSpec
+from sim.models import FULL, MAMBA, SWA, ModelSpec
 from sim.tokens import TokenSeq
 
 POOL = "vLLM block"  # the pool a Refusal names
@@ -44,6 +43,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.resolved = resolve(policy, model)
         self.knobs = knobs = own_knobs(policy, VllmKnobs)
         self.layout = policy_layout(model, policy)
+        # the unit of the pool columns and of a hit: the scheduler block (every group's block size divides it)
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
@@ -51,7 +51,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
-        self.keys = BlockKeys(self.page_size)
+        self.keys = BlockKeys(self.layout.hash_block)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[bytes]] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
@@ -62,16 +62,13 @@ class BlockCacheManager(PlainBlockDecodes):
             raise ValueError(f"request {request_id!r} is already admitted")
         # a request refused admission is asked again every step: its keys are kept until it is admitted
         chain = self.keys.chain(
-            tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
+            tokens, (prompt_len - 1) // self.layout.hash_block, self._waiting_chains.get(request_id)
         )
         hit = longest_hit(self.layout, self.pool, chain, prompt_len)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
-        swa_cap = (
-            ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
-            + 1
-        )
+        swa_cap = min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len)
         needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
         if needed > self.pool.num_free:
             self._waiting_chains[request_id] = chain
@@ -111,7 +108,7 @@ class BlockCacheManager(PlainBlockDecodes):
         end = start + min(req.prompt_len - start, budget)
         if self.has_mamba:
             end = aligned_end(
-                self.page_size,
+                self.layout.block_of(MAMBA),
                 start,
                 end,
                 req.prompt_len,
@@ -129,7 +126,7 @@ class BlockCacheManager(PlainBlockDecodes):
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {start}/{req.prompt_len}")
         every_chunk = self.knobs.retention_interval != 0
         checkpoint = bool(self.layout.checkpoint_blocks) and exports_checkpoint(
-            self.page_size, start, end, req.prompt_len, every_chunk
+            self.layout.block_of(MAMBA), start, end, req.prompt_len, every_chunk
         )
         return self._step(req, end, checkpoint, iteration)
 
@@ -163,7 +160,8 @@ class BlockCacheManager(PlainBlockDecodes):
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests.pop(request_id)
         steps.free_request(self.pool, req)
-        result = FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
+        full_block = self.layout.block_of(FULL)
+        result = FinishResult(inserted_len=req.kv_len // full_block * full_block)
         self.events.publish(Finished(request_id, result.inserted_len))
         return result
 

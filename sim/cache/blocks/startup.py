@@ -42,6 +42,13 @@ def check_config(layout: Layout, policy: Policy) -> None:
             f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
             f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)"
         )
+    if MAMBA in layout.kinds and layout.kind_blocks:
+        raise ValueError(
+            "the simulator does not model vLLM with Mamba layers beside attention layers of unequal page sizes "
+            f"(blocks {dict(layout.kind_blocks)}, scheduler block {layout.block_size}): align mode then cuts "
+            "prefill chunks on the Mamba block but checks checkpoints on the scheduler block "
+            "(Scheduler._mamba_block_aligned_split), which is not modelled"
+        )
     retention = own_knobs(policy, VllmKnobs).retention_interval
     if retention and not (SWA in layout.kinds or MAMBA in layout.kinds):
         raise ValueError(

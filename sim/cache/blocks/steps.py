@@ -28,7 +28,7 @@ def _release_window(
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
     freed = []
-    below = max(0, (processed - layout.window + 1) // layout.block_size)
+    below = max(0, (processed - layout.window + 1) // layout.block_of(SWA))
     for index in range(min(len(table), below) - 1, -1, -1):
         if table[index] is None:
             break
@@ -40,7 +40,7 @@ def _release_window(
 def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
-    last = min((processed - 1) // layout.block_size, len(table))
+    last = min((processed - 1) // layout.block_of(MAMBA), len(table))
     freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
     for index in range(retired, last):
         table[index] = None
@@ -52,9 +52,9 @@ def blocks_to_allocate(
     layout: Layout, req: BlockRequest, end: int, checkpoint: bool
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
-    needed = ceil_div(end, layout.block_size)
     plan = []
     for group, kind in enumerate(layout.group_kinds):
+        needed = ceil_div(end, layout.block_of(kind))
         have = len(req.tables[group])
         if kind != MAMBA:
             plan.append((0, max(0, needed - have)))
@@ -84,27 +84,32 @@ def cache_blocks(
 ) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
-    B = layout.block_size
-    full_blocks = end // B
-    keys.chain(req.tokens, full_blocks, req.chain)
+    keys.chain(req.tokens, end // layout.hash_block, req.chain)
     boundaries = (req.prompt_len - 1, req.junction)
-    kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
-    exported = (
-        ceil_div(end, B) - 2
-        if checkpoint and ceil_div(end, B) - 1 in {k // B for k in kept_checkpoints}
-        else -1
-    )
+    exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     for group, kind in enumerate(layout.group_kinds):
+        B = layout.block_of(kind)
+        full_blocks = end // B
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
-        indices = reachable_indices(kind, first, stop, retention, B, layout.swa_need, boundaries)
+        indices = reachable_indices(
+            kind, first, stop, retention, B, layout.swa_need, boundaries, layout.block_size
+        )
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         for index in indices:
             block = table[index]
             if block is not None:
-                pool.cache(block, (req.chain[index], group))
+                pool.cache(block, (req.chain[layout.key_index(kind, index)], group))
         req.num_cached[group] = max(first, full_blocks)
+
+
+def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
+    """The Mamba block an internal checkpoint filled, where it is kept (the prompt's last boundary or the
+    junction), else -1."""
+    B = layout.block_of(MAMBA)
+    kept = {(req.prompt_len - 1) // B * B, req.junction}
+    return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

@@ -60,6 +60,9 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
         knobs["overlap"] = config.overlap
     if PRESETS[preset].engine == "vllm":
         knobs.update(
+            max_running_requests=min(1024, config.chunked_prefill_size),  # the driver's max_num_seqs
+            async_scheduling=config.overlap,
+            long_prefill_token_threshold=config.long_prefill_threshold,
             retention_interval="none" if config.retention_interval is None else config.retention_interval,
             prefill_checkpoints=config.prefill_checkpoints,
             max_model_len=config.max_model_len,

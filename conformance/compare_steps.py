@@ -47,7 +47,8 @@ class StepRecorder:
         at = event.step[1]
         assert at == int(at), "a step clock run starts every step on a whole unit"
         self.steps.append(
-            Step(int(at), self._batch, pools_of(usage, self.components), tuple(self._retracted))
+            # sorted: an engine may report them as a set (vLLM's preempted_req_ids)
+            Step(int(at), self._batch, pools_of(usage, self.components), tuple(sorted(self._retracted)))
         )
         self._retracted = []
 

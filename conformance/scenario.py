@@ -31,7 +31,7 @@ class EngineConfig:
     full_tokens: int  # FULL pool, tokens
     swa_tokens: int  # SWA pool, tokens (0 without SWA)
     mamba_states: int  # MAMBA pool, states (0 without MAMBA)
-    overlap: bool = True  # FreeToken: the overlap scheduler (its default); SGLang ignores it
+    overlap: bool = True  # FreeToken: the overlap scheduler; vLLM: async scheduling (both their defaults)
     # vLLM only (the others ignore these): page_size is its block size for every group, chunked_prefill_size
     # its max_num_batched_tokens, and all groups draw from one pool of num_blocks blocks (the null block included,
     # as --num-gpu-blocks-override counts it); the *_tokens / mamba_states pools above do not apply.
@@ -45,6 +45,7 @@ class EngineConfig:
     # store twice what its FULL layers do, so vLLM gives the groups different block sizes)
     full_kv_heads: int = 1
     swa_kv_heads: int = 1
+    long_prefill_threshold: int = 0  # vLLM: long_prefill_token_threshold (0: none, its default)
 
     @property
     def has_swa(self) -> bool:

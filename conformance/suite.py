@@ -17,7 +17,7 @@ from conformance.generate import generate
 from conformance.scenario import Scenario
 
 ENGINES = ("sglang", "freetoken", "vllm")
-CONCURRENT = ("freetoken",)  # the drivers with run_steps: their scheduler with many requests in flight
+CONCURRENT = ("freetoken", "vllm")  # the drivers with run_steps: their scheduler with many requests in flight
 
 
 class EngineMissing(RuntimeError):

@@ -58,6 +58,7 @@ def vllm_config(config: EngineConfig, async_scheduling: bool = True):
         max_num_batched_tokens=config.chunked_prefill_size,
         max_num_seqs=min(MAX_NUM_SEQS, config.chunked_prefill_size),
         async_scheduling=async_scheduling,
+        long_prefill_token_threshold=config.long_prefill_threshold,
     )
     vllm = cfg.VllmConfig(
         cache_config=cache, scheduler_config=scheduler, device_config=cfg.DeviceConfig(device="cpu")

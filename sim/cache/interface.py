@@ -41,10 +41,17 @@ class CacheModel(Protocol):
     def begin_pass(self) -> None:
         """A scheduling pass starts (its admissions and chunks share what the engine reserves per pass)."""
 
-    def settle_prefill(self, request_id: str, in_flight: int) -> None:
-        """An overlap loop processed the step that ended this request's prompt after launching the next one."""
+    def settle(self, request_id: str, in_flight: int) -> None:
+        """An overlap loop processed a step of this request after launching the next one (``in_flight``: the
+        request's tokens in that next step): a radix engine commits a prompt it held back (FreeToken), vLLM
+        hashes the blocks the processed token completed."""
 
-    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal: ...
+    def admit(
+        self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
+    ) -> AdmitResult | Refusal:
+        """Match, lock and admit a request (``budget``: the tokens its first chunk may take this step, where
+        the engine sizes that chunk before it admits)."""
+
     def next_chunk_len(self, request_id: str, budget: int) -> int: ...
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal: ...
     def complete_prefill(self, request_id: str, chunk_len: int) -> None: ...

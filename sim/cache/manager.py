@@ -78,7 +78,11 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
             emit(self._matched, Matched(tokens, prompt_len, match.cached_len, match.full_depth))
         return match
 
-    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
+    def admit(
+        self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
+    ) -> AdmitResult | Refusal:
+        """``budget`` is for an engine that sizes the first chunk before it admits (vLLM); a radix engine's
+        rules size it after (``next_chunk_len``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
         match = self.match(tokens, prompt_len)
@@ -118,7 +122,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         (FreeToken's ``PrefillAdder`` reservations start from the running requests' decode)."""
         self.rules.begin_pass(self)
 
-    def settle_prefill(self, request_id: str, in_flight: int) -> None:
+    def settle(self, request_id: str, in_flight: int) -> None:
         """An overlap loop processed the step that ended this request's prompt after it launched the next
         one: commit what the rules held back until then (``in_flight``: the request's tokens that next step
         computes)."""

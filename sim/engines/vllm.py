@@ -11,13 +11,13 @@ from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.blocks.sizing import shared_pool_sizes
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
-from sim.cache.policy import Policy
+from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import describe_resolved, resolve
 from sim.cache.sizing import PoolOptions, PoolSizes
 from sim.engines.entry import Engine
 from sim.models import ModelSpec
-from sim.sched.default import DefaultScheduler
 from sim.sched.interface import Scheduler
+from sim.sched.vllm import VllmScheduler
 
 
 def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
@@ -25,8 +25,15 @@ def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBu
 
 
 def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
-    """The default loop under ``max_num_seqs`` alone (vLLM has no MAMBA pool to cap by)."""
-    return DefaultScheduler(manager, policy.chunked_prefill_size, policy.max_running_requests)
+    """vLLM's own: ``max_num_batched_tokens`` a step, ``max_num_seqs`` running, async scheduling unless off."""
+    knobs = own_knobs(policy, VllmKnobs)
+    return VllmScheduler(
+        manager,
+        policy.chunked_prefill_size,
+        policy.max_running_requests,
+        knobs.async_scheduling,
+        knobs.long_prefill_token_threshold,
+    )
 
 
 def _pool_sizes(config: PoolOptions, model: ModelSpec, policy: Policy) -> PoolSizes:

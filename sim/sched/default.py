@@ -130,7 +130,7 @@ class DefaultScheduler:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             if not isinstance(plan, Refusal):
-                self.manager.settle_prefill(run.request_id, 1)
+                self.manager.settle(run.request_id, 1)
                 batch.items.append(BatchItem(plan, False))
                 budget -= 1
         return budget

@@ -182,7 +182,7 @@ class FreeTokenScheduler:
                 run.inserted_len = self.manager.finish(request_id).inserted_len
                 changed = True
             elif item.is_prefill and request_id in self.running:
-                self.manager.settle_prefill(request_id, int(request_id in computing))
+                self.manager.settle(request_id, int(request_id in computing))
                 changed = True
         self._done = [run for run in self._done if run.request_id in self.running]
         return changed

@@ -8,7 +8,8 @@ from __future__ import annotations
 from sim.align import ceil_div
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
-from sim.models import FULL, SWA
+from sim.cache.blocks.steps import blocks_to_allocate
+from sim.models import FULL, MAMBA, SWA
 
 
 def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
@@ -49,3 +50,23 @@ def admission_need(
             new = min(needed - len(table), 1 + layout.checkpoint_blocks)
         total += max(new, 0) + evictable
     return total
+
+
+def first_chunk_need(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], end: int, checkpoint: bool
+) -> int:
+    """``allocate_slots``' second check, for the first chunk ``[hit, end)``: its new blocks plus the hit blocks
+    it takes out of the free queue (a prompt that fits whole can still find its first chunk refused)."""
+    new = sum(count for _, count in blocks_to_allocate(layout, tables, end, checkpoint))
+    return new + sum(1 for table in tables for block in table if pool.is_evictable(block))
+
+
+def state_cached_this_step(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], keys: set
+) -> bool:
+    """``MambaManager.get_num_blocks_to_allocate``: a hit whose state another request hashed in this step is not
+    admitted now (it asks for more blocks than the pool has)."""
+    return any(
+        kind == MAMBA and table and pool.key_of.get(table[-1]) in keys
+        for kind, table in zip(layout.group_kinds, tables, strict=True)
+    )

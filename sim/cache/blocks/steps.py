@@ -49,13 +49,13 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
 
 
 def blocks_to_allocate(
-    layout: Layout, req: BlockRequest, end: int, checkpoint: bool
+    layout: Layout, tables: list[list[int | None]], end: int, checkpoint: bool
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
     plan = []
     for group, kind in enumerate(layout.group_kinds):
         needed = ceil_div(end, layout.block_of(kind))
-        have = len(req.tables[group])
+        have = len(tables[group])
         if kind != MAMBA:
             plan.append((0, max(0, needed - have)))
         elif needed <= have and not checkpoint:
@@ -81,11 +81,13 @@ def cache_blocks(
     end: int,
     checkpoint: bool,
     retention: int | None,
+    mamba_keys: set | None = None,
 ) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
-    An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
+    An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
+    groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``)."""
     keys.chain(req.tokens, end // layout.hash_block, req.chain)
-    boundaries = (req.prompt_len - 1, req.junction)
+    boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     for group, kind in enumerate(layout.group_kinds):
         B = layout.block_of(kind)
@@ -100,7 +102,10 @@ def cache_blocks(
         for index in indices:
             block = table[index]
             if block is not None:
-                pool.cache(block, (req.chain[layout.key_index(kind, index)], group))
+                key = (req.chain[layout.key_index(kind, index)], group)
+                pool.cache(block, key)
+                if kind == MAMBA and mamba_keys is not None:
+                    mamba_keys.add(key)
         req.num_cached[group] = max(first, full_blocks)
 
 
@@ -108,7 +113,7 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
     """The Mamba block an internal checkpoint filled, where it is kept (the prompt's last boundary or the
     junction), else -1."""
     B = layout.block_of(MAMBA)
-    kept = {(req.prompt_len - 1) // B * B, req.junction}
+    kept = {req.replay_boundary // B * B, req.junction}
     return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
 
 

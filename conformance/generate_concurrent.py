@@ -44,6 +44,7 @@ def generate_concurrent(engine: str, seed: int, pressure: bool = False) -> Scena
         config = with_freetoken_floors(replace(config, overlap=rng.random() < 0.7))
     if engine == "vllm":  # async scheduling off in 30%, a long-prefill cap in 20%
         threshold = config.page_size * rng.choice((1, 2, 4, 8)) if rng.random() < 0.2 else 0
+        threshold = min(threshold, config.max_model_len)  # vLLM refuses one above max_model_len
         config = replace(config, overlap=rng.random() < 0.7, long_prefill_threshold=threshold)
     name = f"{engine}-concurrent-{seed}{'-pressure' if pressure else ''}-{shape}"
     return Scenario(name, engine, seed, f"concurrent-{shape}", pressure, config, trace_lines(requests))

@@ -6,8 +6,10 @@ See docs/conformance-sglang.md for the install, the call order, every stub and t
 
 from __future__ import annotations
 
+from conformance.compare_steps import components_of
 from conformance.engines import sglang_import, sglang_runtime
-from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_requests
+from conformance.scenario import EngineConfig, EngineOutcome, Scenario, arrival_steps, served_requests
+from conformance.trajectory import Trajectory
 
 ENGINE = "sglang"
 PRESETS: dict[str, str] = {
@@ -58,6 +60,37 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
         if outcomes[r.request_id].served and (not req.finished() or list(req.output_ids) != list(r.output)):
             raise RuntimeError(f"{r.request_id}: SGLang did not commit the teacher-forced output")
     return outcomes
+
+
+def run_steps(scenario: Scenario, preset: str) -> Trajectory:
+    """The scenario's requests arriving at their steps (the trace's ``arrival``), many in flight: SGLang's steps
+    and outcomes on a step clock (``sglang_steps``)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown SGLang preset {preset!r}; choose from {', '.join(PRESETS)}")
+    reason = accepts(scenario.config)
+    if reason is not None:
+        raise ValueError(f"{scenario.name}: SGLang does not run this configuration: {reason}")
+    sglang_import.import_sglang()
+    from sglang.srt.environ import envs
+
+    from conformance.engines.sglang_scheduler_build import make_scheduler
+    from conformance.engines.sglang_steps import serve_steps
+
+    requests = served_requests(scenario)
+    longest = max(len(r.prompt) + len(r.output) for r in requests)
+    config = scenario.config
+    pools = sglang_runtime.build_pools(config, longest + 2 * config.page_size, len(requests))
+    if preset == "sglang":
+        pools.tree_cache.swa_retain_floor = lambda req: None
+    with envs.SGLANG_SWA_EVICTION_INTERVAL.override(config.swa_eviction_interval):
+        client = serve_steps(
+            make_scheduler(config, pools),
+            requests,
+            arrival_steps(scenario),
+            components_of(scenario),
+            config.page_size,
+        )
+    return client.trajectory()
 
 
 def _abort_reason(req):

@@ -4,8 +4,9 @@
 (``Scheduler.add_request``) before the call at step ``k_i``; every call that schedules tokens is one step; an
 idle engine jumps to the next arrival. After each scheduling call the step is recorded: the batch as
 scheduled (``SchedulerOutput.num_scheduled_tokens``, in its order; prefill while the request's computed tokens
-were below its prompt), the requests preempted in it, and the pool once the call processed its step (async
-scheduling: the step before): empty free blocks, and per group kind the hashed blocks in the free queue.
+were below its prompt), the requests preempted in it or in a call since that scheduled nothing, and the pool
+once the call processed its step (async scheduling: the step before): empty free blocks, and per group kind the
+hashed blocks in the free queue.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class StepLoop(EngineLoop):
         self.launched_at: dict[int, int] = {}  # id(scheduler output) -> its step clock
         self.finished_at: dict[str, int] = {}
         self.clock = 0
+        self.preempted: set[str] = set()  # since the last step (a call that schedules nothing may preempt)
 
     def call(self) -> bool:
         """One engine-core call; True if it scheduled tokens (a step)."""
@@ -41,12 +43,14 @@ class StepLoop(EngineLoop):
         """``Scheduler.schedule`` and what the step clock records of it."""
         requests = self.scheduler.requests
         output = self.scheduler.schedule()
+        self.preempted.update(output.preempted_req_ids or ())
         if output.total_num_scheduled_tokens > 0:
             batch = tuple(
                 (rid, n, n > 1 or requests[rid].num_computed_tokens - n < requests[rid].num_prompt_tokens)
                 for rid, n in output.num_scheduled_tokens.items()
             )
-            preempted = tuple(sorted(output.preempted_req_ids or ()))
+            preempted = tuple(sorted(self.preempted))
+            self.preempted = set()
             self.launched_at[id(output)] = self.clock
             self.steps.append(Step(self.clock, batch, (), preempted))
         return output

@@ -21,6 +21,12 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
     in_flight = in_flight_tokens(policy)
     longest = layout.longest_model_len(num_blocks, in_flight)
     wanted = own_knobs(policy, VllmKnobs).max_model_len
+    threshold = own_knobs(policy, VllmKnobs).long_prefill_token_threshold
+    if wanted is not None and threshold > wanted:
+        raise ValueError(
+            f"vLLM refuses long_prefill_token_threshold {threshold}: it cannot be greater than the max_model_len "
+            f"({wanted}) (SchedulerConfig)"
+        )
     if wanted is None and longest >= 1:
         return longest
     if wanted is not None and layout.min_blocks(wanted, in_flight) <= num_blocks:

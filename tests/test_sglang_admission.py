@@ -89,6 +89,7 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
     assert mgr.tree.num_states == 2 and mgr.tree.num_swa_pages == 8
     states = mgr.pools[Component.MAMBA]
     held = states.alloc(states.num_free)  # as if running requests held every free slot
+    mgr.begin_pass()  # a new PrefillAdder
     refusal = mgr.admit("b", seq(("r2", 70), ("v", 100)) + out("b", 8), 170)
     # 106 tokens to extend, 112 paged, chunks of 128: (112 - 64) + min(112 + 8, 64) + 16 = 128 SWA tokens; the
     # pool's 160 less r2's locked window (64) leaves 96: SGLang waits

@@ -42,7 +42,7 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
     if reason is not None:
         return {r.request_id: EngineOutcome(0, served=False, note=reason) for r in requests}
     sglang_import.import_sglang()
-    from conformance.engines.sglang_scheduler import serve
+    from conformance.engines.sglang_scheduler import outcome, serve
     from conformance.engines.sglang_scheduler_build import make_scheduler
 
     longest = max(len(r.prompt) + len(r.output) for r in requests)
@@ -56,7 +56,7 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
     outcomes = {}
     for r in requests:
         req, stalled = client.reqs[r.request_id], client.never_admitted.get(r.request_id)
-        outcomes[r.request_id] = _outcome(req, stalled)
+        outcomes[r.request_id] = outcome(req, stalled)
         if outcomes[r.request_id].served and (not req.finished() or list(req.output_ids) != list(r.output)):
             raise RuntimeError(f"{r.request_id}: SGLang did not commit the teacher-forced output")
     return outcomes
@@ -91,30 +91,3 @@ def run_steps(scenario: Scenario, preset: str) -> Trajectory:
             config.page_size,
         )
     return client.trajectory()
-
-
-def _abort_reason(req):
-    """SGLang's abort of a request: its finish reason, or the one ``retract_decode`` (a lone request that
-    cannot be retracted) or ``init_req_max_new_tokens`` left in ``to_finish``."""
-    from sglang.srt.managers.schedule_batch import FINISH_ABORT
-
-    for reason in (req.finished_reason, req.to_finish):
-        if isinstance(reason, FINISH_ABORT):
-            return reason
-    return None
-
-
-STALLED = {
-    "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
-    "forever)",
-    "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
-}
-
-
-def _outcome(req, stalled: str | None) -> EngineOutcome:
-    if stalled is not None:
-        return EngineOutcome(0, served=False, note=STALLED[stalled])
-    abort = _abort_reason(req)
-    if abort is not None:
-        return EngineOutcome(0, served=False, note=f"aborted: {abort.message}")
-    return EngineOutcome(int(req.cached_tokens))

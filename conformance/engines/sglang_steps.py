@@ -12,6 +12,7 @@ scheduled. A waiting head that an idle loop never admits is given up on, as the 
 from __future__ import annotations
 
 from conformance.engines.sglang_scheduler import STALL_POLLS, Client, teacher_forced_forward
+from conformance.engines.sglang_scheduler import outcome as served_outcome
 from conformance.scenario import ServedRequest
 from conformance.trajectory import Served, Step, Trajectory, pools_of
 
@@ -100,12 +101,12 @@ class StepClient(Client):
         return pools_of(usage, self.components)
 
     def trajectory(self) -> Trajectory:
-        from conformance.engines.sglang import _outcome
-
         outcomes = {}
         for request in self.requests:
             rid = request.request_id
-            outcome = _outcome(self.reqs[rid], self.never_admitted.get(rid)) if rid in self.reqs else None
+            outcome = (
+                served_outcome(self.reqs[rid], self.never_admitted.get(rid)) if rid in self.reqs else None
+            )
             if outcome is None or not outcome.served or rid not in self.finished_at:
                 note = outcome.note if outcome is not None else "never submitted"
                 outcomes[rid] = Served(0, False, None, note or "never finished")

@@ -9,6 +9,7 @@ FreeToken, Marconi, no cache; separate pools or one byte budget) and ``BlockCach
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from sim.cache.components import Component
@@ -38,8 +39,9 @@ class CacheModel(Protocol):
     @property
     def requests(self) -> Mapping[str, RequestView]: ...
 
-    def begin_pass(self) -> None:
-        """A scheduling pass starts (its admissions and chunks share what the engine reserves per pass)."""
+    def begin_pass(self, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """A scheduling pass starts (its admissions and chunks share what the engine reserves per pass;
+        ``in_flight``: requests whose last step is launched, not yet processed)."""
 
     def settle(self, request_id: str, in_flight: int) -> None:
         """An overlap loop processed a step of this request after launching the next one (``in_flight``: the

@@ -27,6 +27,7 @@ from sim.cache.events import (
 )
 from sim.cache.insert import insert
 from sim.cache.manager_views import ManagerViews
+from sim.cache.passes import SchedulingPasses
 from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.policy import Policy
 from sim.cache.request import RequestCache
@@ -39,7 +40,7 @@ from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager(PlainDecodes, StepPlans, ManagerViews):
+class CacheManager(SchedulingPasses, PlainDecodes, StepPlans, ManagerViews):
     def __init__(
         self,
         model: ModelSpec,
@@ -85,6 +86,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         rules size it after (``next_chunk_len``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
+        self._ensure_pass()
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.tree_node)
         cached = match.cached_len
@@ -111,25 +113,12 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         """The request's next prefill chunk under a token budget: the rest of its prompt, or a
         page-aligned part of it, as the engine sizes it (0: none this step)."""
         req = self.requests[request_id]
+        self._ensure_pass()
         remaining = req.prompt_len - req.kv_len
         chunk = min(budget, remaining)
         if chunk < remaining:  # a non-final chunk ends on a page boundary (as the engine aligns it)
             chunk = self.rules.align_chunk(req, chunk)
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
-
-    def begin_pass(self) -> None:
-        """A scheduling pass starts: what the engine's admission counts as promised this pass resets
-        (FreeToken's ``PrefillAdder`` reservations start from the running requests' decode)."""
-        self.rules.begin_pass(self)
-
-    def settle(self, request_id: str, in_flight: int) -> None:
-        """An overlap loop processed the step that ended this request's prompt after it launched the next
-        one: commit what the rules held back until then (``in_flight``: the request's tokens that next step
-        computes)."""
-        req = self.requests[request_id]
-        if req.commit_pending:
-            req.commit_pending = False
-            self.rules.settle(self, req, in_flight)
 
     # ---- prefill ------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
@@ -143,6 +132,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
+        self._pass_open = False
         req = self.requests[request_id]
         req.kv_len += chunk_len
         self._take_planned_checkpoint(req)
@@ -161,6 +151,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         return self._plan(req, 1, self.rules.decode_checkpoint(req))
 
     def complete_decode(self, request_id: str) -> None:
+        self._pass_open = False
         req = self.requests[request_id]
         req.kv_len += 1
         req.decode_steps += 1

@@ -10,6 +10,8 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import (
     admission_need,
@@ -216,7 +218,7 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         self.events.publish(Finished(request_id, result.inserted_len))
         return result
 
-    def begin_pass(self) -> None:
+    def begin_pass(self, in_flight: AbstractSet[str] = frozenset()) -> None:
         """``KVCacheManager.new_step_starts``: a step's Mamba hashes are usable from the next step on."""
         self._mamba_keys_this_step.clear()
 

@@ -9,6 +9,8 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.eviction import LRUEviction
@@ -75,8 +77,9 @@ class EngineRules:
         lays them out otherwise."""
         return SeparatePools(sizes, has_swa, has_mamba)
 
-    def begin_pass(self, manager: RadixOps) -> None:
-        """A scheduling pass starts (an engine whose admission reserves per pass resets it here)."""
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """A scheduling pass starts (an engine whose admission reserves per pass resets it here;
+        ``in_flight``: the requests whose last step is launched but not yet processed)."""
 
     def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""

@@ -6,6 +6,7 @@ states: in rounds until enough are free). The engine's entry, which picks a cach
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from sim.align import ceil_div, floor_to
@@ -93,7 +94,7 @@ class FreeTokenCommon(EngineRules):
         raise NotImplementedError
 
     # ---- admission (``PrefillAdder``) ----------------------------------------------------------------
-    def begin_pass(self, manager: RadixOps) -> None:
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """``PrefillAdder(reserved_size=DecodeManager.inflight_tokens)``: what each decoding request may still
         write, plus a page less one token each."""
         page, reserved = self.page_size, 0

@@ -37,6 +37,8 @@ class SGLangAdmission(EngineRules):
         # unpaged allocator (page 1) evicts for exactly what it allocates
         self.alloc_slack_pages = 1 if self.page_size > 1 else 0
         self.pass_budget = PassBudget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
+        # the pass's requests with a step launched, not yet processed
+        self.in_flight: AbstractSet[str] = frozenset()
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
@@ -47,6 +49,7 @@ class SGLangAdmission(EngineRules):
             for r in manager.requests.values()
             if r.kv_len >= r.prompt_len
         ]
+        self.in_flight = in_flight
         chunk = self.policy.chunked_prefill_size
         self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
 
@@ -58,7 +61,8 @@ class SGLangAdmission(EngineRules):
         evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.resolved.has_swa:
-            room = self._remaining_swa(manager, None, 0) > 0
+            remaining = self._remaining_swa(manager, None, 0)
+            room = remaining is not None and remaining > 0
         if not room:
             return "no_token"
         return "other" if b.input <= 0 or b.chunk <= 0 else "continue"

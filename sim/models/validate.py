@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from sim.models.kinds import LAYER_KINDS, MAMBA
 
+MAMBA_VARIANTS = ("mamba2", "gdn")
+
 if TYPE_CHECKING:
     from sim.models.spec import ModelSpec
 
@@ -77,5 +79,9 @@ def _validate_components(spec: ModelSpec) -> None:
         _fail(spec, "mamba_chunk and mamba_conv_kernel must be >= 1 when the model has MAMBA state")
     if spec.num_layers(MAMBA) and min(spec.mamba_num_heads, spec.mamba_head_dim, spec.mamba_state_dim) < 1:
         _fail(spec, "mamba_num_heads, mamba_head_dim and mamba_state_dim must be >= 1 with MAMBA layers")
+    if spec.mamba_variant not in MAMBA_VARIANTS:
+        _fail(spec, f"mamba_variant must be one of {', '.join(MAMBA_VARIANTS)}, got {spec.mamba_variant!r}")
+    if spec.mamba_num_heads % spec.mamba_num_groups:
+        _fail(spec, f"mamba_num_heads {spec.mamba_num_heads} is not a multiple of mamba_num_groups")
     if any(dim < 1 for dim in spec.sconv_dims):
         _fail(spec, f"sconv_dims must all be >= 1, got {spec.sconv_dims}")

@@ -39,6 +39,8 @@ class ExecutorBackend:
         self.outputs: dict[str, dict[int, tuple[float, int]]] = {}
         self.timings: list[StepTiming] = []
         self.timed = True  # False during a warm-up pass: nothing is recorded
+        # requests resuming from a state computed in the same step (run after the rest of it, see mirrors.py)
+        self.same_step_state_hits = 0
 
     @property
     def pools(self):
@@ -56,16 +58,32 @@ class ExecutorBackend:
             ids = manager.requests[plan.request_id].tokens.token_ids(plan.start, plan.end)
             return self.model.map_token_ids(ids).numpy()
 
-        items = self.mirror.items(batch.items, manager, tokens_of)
+        items, deferred = self.mirror.items(batch.items, manager, tokens_of)
         shape = batch_shape(batch)
         predicted = self.cost.step_time(shape)
         with _Stopwatch(self.model.device) as watch:
-            logits = self.model.forward(items, self.pools, self.kernels)
+            logits = self._forward(items, deferred)
         if self.timed:
             ends = tuple((entry.plan.request_id, entry.plan.end) for entry in batch.items)
             self.timings.append(StepTiming(shape, predicted, watch.seconds, ends))
             self._record_outputs(batch.items, logits, manager)
         return predicted
+
+    def _forward(self, items: list, deferred: dict[int, list]) -> list[torch.Tensor]:
+        """One forward, or two where an item resumes from a state another item computes in this step: the
+        others first, then the copies, then those items (each row's bits do not depend on its batch)."""
+        logits: list = [None] * len(items)
+        phases = [[i for i in range(len(items)) if i not in deferred], sorted(deferred)]
+        for phase, indices in enumerate(phases):
+            if not indices:
+                continue
+            for src, dst, group in (copy for i in indices if phase for copy in deferred[i]):
+                self.pools.copy_state(src, dst, group)
+            outs = self.model.forward([items[i] for i in indices], self.pools, self.kernels)
+            for i, out in zip(indices, outs, strict=True):
+                logits[i] = out
+        self.same_step_state_hits += len(deferred) if self.timed else 0
+        return logits
 
     def decode_times(self, contexts: tuple[int, ...]):
         raise NotImplementedError("the executor runs every step on the model: run it with fast_path=False")

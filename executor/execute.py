@@ -122,6 +122,7 @@ def _result(trace, model, kernels, predicted, measured, backend, warmup_s, timed
     summary = bitwise_summary(requests, timings)
     run = run_summary(measured, request_times, model.spec, warmup_s, timed_compiles)
     summary |= {name: value for name, value in run.items() if name not in summary}
+    summary["same_step_state_hits"] = backend.same_step_state_hits
     return ExecuteResult(
         predicted, measured, requests, timings, summary, backend.timings, request_times, step_times
     )

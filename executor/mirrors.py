@@ -9,7 +9,9 @@ discards, and each scheduled item's forward inputs read from the manager's own p
   request's table; when a step moves it to a new block, the state is copied there first (vLLM's align
   mode), so the block it leaves keeps the state at its boundary, the one vLLM hashes. A step that exports
   an internal prefill checkpoint has a block at index ``(end - 1) // B - 1`` newly in its table: the state
-  at that boundary is written there.
+  at that boundary is written there. A request admitted with a hit on a state that another request of the
+  same step computes (vLLM guards against such a hit; the simulator does not model the guard) is run after
+  the rest of the step, its copy deferred until that state exists: ``items`` returns those copies by item.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ class RadixMirror:
         manager.pools[SWA].set_on_free(self.pools.poison_swa_pages)
         manager.pools[MAMBA].set_on_free(self.pools.poison_states)
 
-    def items(self, entries, manager, tokens_of) -> list[ForwardItem]:
-        return [self._item(entry, manager, tokens_of(entry.plan)) for entry in entries]
+    def items(self, entries, manager, tokens_of) -> tuple[list[ForwardItem], dict]:
+        return [self._item(entry, manager, tokens_of(entry.plan)) for entry in entries], {}
 
     def _item(self, entry, manager, tokens: np.ndarray) -> ForwardItem:
         plan = entry.plan
@@ -66,10 +68,17 @@ class BlockMirror:
         self.pools = Pools(model.spec, layout, device=model.device, dtype=model.dtype)
         manager.pool.set_on_discard(lambda blocks, group: self.pools.poison(group, blocks))
 
-    def items(self, entries, manager, tokens_of) -> list[ForwardItem]:
+    def items(self, entries, manager, tokens_of) -> tuple[list[ForwardItem], dict[int, list]]:
+        """The step's items, and per item index the state copies to make only after the other items ran."""
         plans = [entry.plan for entry in entries]
         written = {(g, block) for plan in plans for g, block in self._state_writes(manager, plan)}
-        return [self._item(plan, manager, tokens_of(plan), written) for plan in plans]
+        items, deferred = [], {}
+        for index, plan in enumerate(plans):
+            copies: list[tuple[int, int, int]] = []
+            items.append(self._item(plan, manager, tokens_of(plan), written, copies))
+            if copies:
+                deferred[index] = copies
+        return items, deferred
 
     def _state_writes(self, manager, plan):
         """(group, block) of every state block the step writes: the running one and a checkpoint."""
@@ -85,14 +94,14 @@ class BlockMirror:
         index = (end - 1) // B - 1
         return index if index > (start - 1) // B and table[index] is not None else None
 
-    def _item(self, plan, manager, tokens: np.ndarray, written: set) -> ForwardItem:
+    def _item(self, plan, manager, tokens: np.ndarray, written: set, copies: list) -> ForwardItem:
         B, req = manager.page_size, manager.requests[plan.request_id]
         layout = self.pools.layout
         slots = {g: page_slots(req.tables[g], B, plan.end) for g in layout.attention_groups}
         states, checkpoints = {}, {}
         for g in layout.state_groups:
             table = req.tables[g]
-            states[g] = self._running_state(g, table, plan, B, written)
+            states[g] = self._running_state(g, table, plan, B, written, copies)
             index = self._checkpoint_index(table, plan.start, plan.end, B)
             if index is not None:
                 checkpoints.setdefault((index + 1) * B, {})[g] = table[index]
@@ -100,7 +109,7 @@ class BlockMirror:
             tokens, plan.start, slots, states, tuple(sorted(checkpoints.items())), plan.end - 1
         )
 
-    def _running_state(self, g: int, table: list, plan, B: int, written: set) -> int:
+    def _running_state(self, g: int, table: list, plan, B: int, written: set, copies: list) -> int:
         dst = table[(plan.end - 1) // B]
         if dst is None:
             raise RuntimeError(
@@ -111,9 +120,7 @@ class BlockMirror:
             self.pools.poison(g, [dst])
         elif src is not None and src != dst:
             if (g, src) in written:
-                raise RuntimeError(
-                    f"{plan.request_id}: resumes from state block {src} that this same step computes (vLLM "
-                    "guards against such a hit; the simulator does not model the guard)"
-                )
-            self.pools.copy_state(src, dst, g)
+                copies.append((src, dst, g))
+            else:
+                self.pools.copy_state(src, dst, g)
         return dst

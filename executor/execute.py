@@ -97,7 +97,7 @@ def _result(trace, model, kernels, predicted, measured, backend, warmup_s, timed
     # a finished sequence, and comparing them with a whole replay would raise a false alarm
     rejected = set(measured.requests.loc[measured.requests["rejected"] != "", "id"])
     served = [rid for rid in measured.requests["id"] if rid in backend.outputs and rid not in rejected]
-    replayed = replay_outputs(model, trace, served, kernels)
+    replayed = replay_outputs(model, trace, served, kernels, window_offset=backend.pools.layout.window_offset)
     checks = {
         rid: check_request(gather_outputs(backend.outputs[rid], len(ref.logprobs)), ref)
         for rid, ref in replayed.items()

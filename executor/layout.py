@@ -40,6 +40,9 @@ class Group:
 class MemoryLayout:
     page_size: int  # tokens per page (vLLM: per block)
     groups: tuple[Group, ...]
+    # keys a SWA query sees before itself, relative to the window W: SGLang's window is W keys before the query
+    # (0), vLLM's W tokens with the query itself (-1, FlashAttention's window_size=(W - 1, 0))
+    window_offset: int = 0
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -71,7 +74,12 @@ def state_layers(spec: ModelSpec) -> tuple[int, ...]:
 
 
 def by_kind(
-    spec: ModelSpec, page_size: int, num_full_pages: int, num_swa_pages: int, num_states: int
+    spec: ModelSpec,
+    page_size: int,
+    num_full_pages: int,
+    num_swa_pages: int,
+    num_states: int,
+    window_offset: int = 0,
 ) -> MemoryLayout:
     """The radix manager's pools: FULL, SWA and MAMBA groups (a kind the model lacks has no layers)."""
     layers = {kind: tuple(i for i, k in enumerate(spec.layer_kinds) if k == kind) for kind in (FULL, SWA)}
@@ -82,6 +90,7 @@ def by_kind(
             Group(SWA, layers[SWA], num_swa_pages),
             Group(MAMBA, state_layers(spec), num_states),
         ),
+        window_offset,
     )
 
 
@@ -116,4 +125,4 @@ def by_blocks(
             f"model {spec.name!r}: its layers make vLLM groups {' '.join(mine)}, the cache manager's are "
             f"{' '.join(group_kinds)} (a shrunk model must keep the layer pattern whole)"
         )
-    return MemoryLayout(block_size, tuple(groups))
+    return MemoryLayout(block_size, tuple(groups), window_offset=-1)

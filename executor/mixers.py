@@ -61,7 +61,7 @@ def attention(
     if not k_is_v(spec, kind):  # else the pool's V tensor is its K tensor
         v = sconv(spec, w, layer, kind, "v", qkv[:, q_dim + kv_dim :], step, pools, ops)
         pools.v[layer][step.new_slots[group]] = v.reshape(T, kv_heads, head_dim)
-    window = spec.window if kind == SWA else 0
+    window = spec.window + pools.layout.window_offset if kind == SWA else 0
     o = ops.attention(q, pools.k[layer], pools.v[layer], step.rag, step.slots[group], window, head_dim**-0.5)
     out = ops.matmul(o.reshape(T, q_dim), w[f"{layer}.o"])
     return sconv(spec, w, layer, kind, "attn_out", out, step, pools, ops)

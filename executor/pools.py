@@ -55,6 +55,7 @@ class Pools:
         num_states: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
+        window_offset: int = 0,
     ) -> "Pools":
         """Pools like the radix manager's: groups 0, 1, 2 are FULL, SWA and MAMBA."""
         for name, value in (
@@ -65,7 +66,7 @@ class Pools:
         ):
             if not isinstance(value, (int, np.integer)) or value < (1 if name == "page_size" else 0):
                 raise ValueError(f"Pools: {name} must be a non-negative int (page_size >= 1), got {value!r}")
-        layout = by_kind(model_spec, int(page_size), num_full_pages, num_swa_pages, num_states)
+        layout = by_kind(model_spec, int(page_size), num_full_pages, num_swa_pages, num_states, window_offset)
         return cls(model_spec, layout, device, dtype)
 
     def _allocate(self, kind: str, layer: int, num_ids: int) -> None:

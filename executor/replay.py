@@ -13,12 +13,18 @@ from sim.trace import Trace
 
 
 def replay_outputs(
-    model: HybridModel, trace: Trace, request_ids: list[str], kernels: str, page_size: int = 16
+    model: HybridModel,
+    trace: Trace,
+    request_ids: list[str],
+    kernels: str,
+    page_size: int = 16,
+    window_offset: int = 0,
 ) -> dict[str, Outputs]:
-    """Every output position's log-prob and logits fingerprint, the whole sequence in one pass from 0."""
+    """Every output position's log-prob and logits fingerprint, the whole sequence in one pass from 0, with
+    the run's SWA window convention (``MemoryLayout.window_offset``)."""
     lengths = {rid: trace.prompt_len(rid) + trace.request(rid).output_len - 1 for rid in request_ids}
     pages = -(-max(lengths.values(), default=1) // page_size)
-    pools = Pools.by_kind(model.spec, page_size, pages, pages, 1, device=model.device, dtype=model.dtype)
+    pools = Pools.by_kind(model.spec, page_size, pages, pages, 1, model.device, model.dtype, window_offset)
     out = {}
     for rid in request_ids:
         prompt_len, length = trace.prompt_len(rid), lengths[rid]

@@ -31,9 +31,9 @@ from sim.models import MODELS  # noqa: E402
 from sim.run.simulate import SimConfig  # noqa: E402
 from sim.trace.generate import multiturn  # noqa: E402
 
-# second and third turns extend the first: with a 700-token system prompt every preset's vLLM block
-# (528 or 576 tokens for the GatedDeltaNet models, 16 for the others) fits under the first prompt
-TRACE = dict(num_sessions=2, num_turns=3, system_len=700, user_len=24, output_len=12, request_rate=20.0)
+# second and third turns extend the first: with a 1100-token system prompt every preset's vLLM block
+# (528 to 1056 tokens for the GatedDeltaNet models, 16 to 272 for the others) fits under the first prompt
+TRACE = dict(num_sessions=2, num_turns=3, system_len=1100, user_len=24, output_len=12, request_rate=20.0)
 
 
 def sound_policies() -> list[str]:

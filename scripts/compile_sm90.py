@@ -40,6 +40,7 @@ from executor.kernels.silu_mul import silu_mul_kernel  # noqa: E402
 from sim.models import ModelSpec, get_model  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
+_pow2 = triton.next_power_of_2
 I32, F32 = "i32", "fp32"
 
 
@@ -129,12 +130,7 @@ def variants(spec: ModelSpec, act: str) -> list[tuple[str, object, dict, dict]]:
                 ],
                 I32,
             ),
-            dict(
-                BLOCK_H=1,
-                BLOCK_P=triton.next_power_of_2(spec.mamba_head_dim),
-                BLOCK_N=triton.next_power_of_2(spec.mamba_state_dim),
-                GDN=gdn,
-            ),
+            dict(BLOCK_H=1, BLOCK_P=_pow2(spec.mamba_head_dim), BLOCK_N=_pow2(spec.mamba_state_dim), GDN=gdn),
         )
     group = spec.num_q_heads // spec.num_kv_heads
     attn_ptrs = {

@@ -11,8 +11,8 @@ from executor_helpers import SPEC, PageAlloc, make_pools, make_seq  # noqa: E402
 
 from executor.batch import ForwardBatch, kind_item  # noqa: E402
 from executor.model import HybridModel  # noqa: E402
-from executor.weights import init_weights  # noqa: E402
 from executor.pools import Pools  # noqa: E402
+from executor.weights import init_weights  # noqa: E402
 from sim.models import get_model  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")

@@ -63,16 +63,19 @@ def execute(
 @executor_options
 @option(
     "--holdout-trace",
+    show_default="none: no held-out figure",
     type=click.Path(exists=True, dir_okay=False),
     help="a different trace, executed the same way: the fit's error on its steps is the held-out figure",
 )
 @option(
     "--from-run",
+    show_default="execute --trace",
     type=click.Path(exists=True, file_okay=False),
     help="fit the steps an `execute --out` folder recorded instead of executing --trace",
 )
 @option(
     "--holdout-run",
+    show_default="none",
     type=click.Path(exists=True, file_okay=False),
     help="the held-out steps from an `execute --out` folder of a different trace",
 )

@@ -21,6 +21,7 @@ def executor_options(fn):
             "--trace",
             "trace_path",
             type=TRACE_INPUT,
+            show_default="required (calibrate: unless --from-run)",
             help="the JSONL trace (plain, gzip or zstd; - for standard input)",
         ),
         option(

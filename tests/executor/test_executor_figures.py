@@ -115,3 +115,25 @@ def test_calibrate_says_what_it_needs(tmp_path):
     assert result.exit_code == 2 and "--trace (to execute) or --from-run" in result.output
     result = CliRunner().invoke(cli, ["calibrate", "--from-run", str(tmp_path), "-o", str(tmp_path / "c.json")])
     assert result.exit_code == 2 and "not an `execute --out` timings table" in result.output
+
+
+def test_compiled_variants_are_counted_where_triton_compiles():
+    """Under the interpreter nothing compiles (None); with compiled kernels the count starts at 0 and grows
+    with each variant a launch compiles: what `jit_compiles_timed` reports on a GPU."""
+    import os
+    import subprocess
+    import sys
+
+    from executor.jit_variants import compiled_variants
+
+    assert compiled_variants() is None or not torch_on_cpu()
+    code = "from executor.jit_variants import compiled_variants; print(compiled_variants())"
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
+
+
+def torch_on_cpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from commands.common import CALIBRATION_HELP
-from commands.execute_options import executor_config, executor_options, run_options
+from commands.execute_options import executor_config, executor_module, executor_options, run_options
 from commands.options import InputError, call_library, format_option, option
 from sim.trace import load_trace
 
@@ -53,7 +53,7 @@ def execute(
         raise InputError("execute needs --trace")
     config = call_library(executor_config, policy, model, device, gpu, calibration, options)
     loaded = call_library(load_trace, trace_path)
-    from executor.report import execute_report
+    execute_report = executor_module("report").execute_report
 
     run = run_options(device, kernels, seed, shrink, warmup)
     click.echo(call_library(execute_report, loaded, config, run, out_dir, fmt == "json", table_format))
@@ -100,8 +100,8 @@ def calibrate(
 ):
     """Fit the cost model's coefficients to the executor's measured step times, and report their error on a
     different trace's run; `simulate --calibration` and `execute --calibration` read the file."""
-    from executor.calibrate import calibrate as fit
-    from executor.calibrate import executed_samples, run_samples
+    module = executor_module("calibrate")
+    fit, executed_samples, run_samples = module.calibrate, module.executed_samples, module.run_samples
 
     config = call_library(executor_config, policy, model, device, gpu, None, options)
     run = run_options(device, kernels, seed, shrink, warmup)

@@ -109,3 +109,20 @@ def executor_config(policy, model, device, gpu, calibration, options):
 
 def run_options(device, kernels, seed, shrink, warmup) -> dict:
     return dict(device=device, kernels=kernels, seed=seed, shrink=shrink, warmup=warmup)
+
+
+def executor_module(name: str):
+    """``executor.<name>``, or a clear error where the executor's stack (torch, triton) is not installed."""
+    import importlib
+
+    from commands.options import InputError
+
+    try:
+        return importlib.import_module(f"executor.{name}")
+    except ModuleNotFoundError as err:
+        if err.name not in ("torch", "triton"):
+            raise
+        raise InputError(
+            f"the executor needs {err.name}, which is not installed: pip install -c constraints-cpu.txt "
+            "-e '.[executor]' (a GPU machine brings its own torch)"
+        ) from None

@@ -28,7 +28,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("mode", choices=["plan", "run", "dry-run"])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check-out"), help="results [$OUT]")
     parser.add_argument(
-        "--budget-scale", type=float, help="multiply every budget [the profile's: 1 on the GPU, 4 dry]"
+        "--budget-scale", type=float, help="multiply every budget [the profile's: 1 on the GPU, 6 dry]"
     )
     parser.add_argument("--only", help="comma-separated stage names to run")
     return parser.parse_args()

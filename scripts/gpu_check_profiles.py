@@ -94,5 +94,5 @@ DRY = Profile(
     2,
     ("--model", "tiny", "--device", "cpu", "--prefill", "32", "--batch", "2", "--context", "40"),
     "build",
-    4.0,
+    6.0,
 )

@@ -130,7 +130,7 @@ def test_dry_run_passes_every_stage_on_cpu(tmp_path):
     assert figures["vllm"]["requests_not_bit_exact"] == 0 and figures["vllm"]["requests_reusing"] > 0
     assert figures["retain"]["executed_model"] == "small (shrunk)" and figures["retain"]["warmup_s"] > 0
     assert figures["calibrate"]["fit"]["trace_holdout_samples"] > 0
-    assert figures["tests"]["result"].endswith(("passed", "s")) and "failed" not in figures["tests"]["result"]
+    assert " passed" in figures["tests"]["result"] and "failed" not in figures["tests"]["result"]
     assert {r["kernel"] for r in figures["throughput"]["rows"]} >= {"matmul qkv", "attention SWA decode"}
     returned = sorted(p.name for p in tmp_path.iterdir())
     assert len(returned) <= 8  # what the device tool brings back from $OUT

@@ -19,6 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def step_features(shape: StepShape) -> tuple[float, float, float, float]:
 # ---- file format ----
 
 
-def _reject(path: str | Path, field: str, message: str) -> None:
+def _reject(path: str | Path, field: str, message: str) -> NoReturn:
     raise ValueError(f"calibration file {str(path)!r}: field {field!r} {message}")
 
 
@@ -246,4 +247,5 @@ def fit_calibration(
         fit = dataclasses.replace(
             fit, holdout_mape=holdout_mape(features, times, num_folds), num_folds=num_folds
         )
-    return Calibration(model, gpu, *(float(c) for c in coef), fit=fit)
+    overhead, prefill, decode, context = (float(c) for c in coef)
+    return Calibration(model, gpu, overhead, prefill, decode, context, fit=fit)

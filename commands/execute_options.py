@@ -6,8 +6,7 @@ from __future__ import annotations
 import click
 
 from commands.common import POLICY_HELP, config_from_options, knob_options
-from commands.options import TRACE_INPUT, option, pool_options
-from sim.cache.policies import policy_names
+from commands.options import TRACE_INPUT, PolicyChoice, option, pool_options
 from sim.cost import GPUS
 from sim.models import MODELS
 
@@ -28,7 +27,7 @@ def executor_options(fn):
             "--policy",
             default="sglang-retain",
             show_default=True,
-            type=click.Choice(policy_names()),
+            type=PolicyChoice(),
             help=POLICY_HELP,
         ),
         option(
@@ -101,7 +100,7 @@ def executor_config(policy, model, device, gpu, calibration, options):
         calibration=calibration,
         **config_from_options(options),
     )
-    refusal = execute_refusal(build(config)[1])  # refused here, before anything runs
+    refusal = execute_refusal(build(config).policy)  # refused here, before anything runs
     if refusal is not None:
         raise ValueError(f"--policy {policy}: {refusal}")
     return config

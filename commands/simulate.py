@@ -17,12 +17,12 @@ from commands.common import (
 )
 from commands.options import (
     TRACE_INPUT,
+    PolicyChoice,
     call_library,
     format_option,
     option,
     pool_options,
 )
-from sim.cache.policies import policy_names
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -40,7 +40,7 @@ from sim.trace import load_trace
     "--policy",
     default="sglang-retain",
     show_default=True,
-    type=click.Choice(policy_names()),
+    type=PolicyChoice(),
     help=POLICY_HELP,
 )
 @option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)), help=MODEL_HELP)
@@ -53,7 +53,7 @@ from sim.trace import load_trace
 @option(
     "--compare",
     "compare_policy",
-    type=click.Choice(policy_names()),
+    type=PolicyChoice(),
     show_default="none",
     help="a second policy on the same trace, side by side with the change",
 )

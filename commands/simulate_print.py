@@ -12,6 +12,7 @@ from sim.run.metrics import compare
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, SimResult, simulate
 from sim.run.tables_io import write_tables
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 FORMATS = ("text", "md", "json")
@@ -44,7 +45,7 @@ def run_simulate(
     )
     if fmt == "json":
         return json.dumps(payload(results, trace_name))
-    runs = [Run(r.config.policy, r.summary, resolved_config(r.config)) for r in results]
+    runs = [Run(r.config.policy, r.summary, resolved_config(r.setup)) for r in results]
     title = (
         " vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
         f"{config.model}, GPU {config.gpu}, {config.mode} mode"
@@ -67,7 +68,7 @@ def payload(results: list[SimResult], trace_name: str) -> dict:
     under ``compare`` with the improved / regressed counts."""
 
     def one(result: SimResult) -> dict:
-        resolved = resolved_config(result.config)
+        resolved = resolved_config(result.setup)
         return {
             "policy": result.config.policy,
             "config": dataclasses.asdict(result.config),
@@ -84,7 +85,7 @@ def payload(results: list[SimResult], trace_name: str) -> dict:
 
 def rejection_note(result: SimResult, fmt: str = "text") -> str:
     """Name the requests the pools could never hold (the first few, with why)."""
-    rejected = result.requests[result.requests["rejected"] != ""]
+    rejected = result.requests[~served_mask(result.requests)]
     if rejected.empty:
         return ""
     shown = "; ".join(f"{row.id}: {row.rejected}" for row in rejected.head(3).itertuples())

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from conformance.scenario import EngineOutcome, Scenario
-from sim.cache.policies import PRESETS, make_policy
 from sim.cache.sizing import PoolSizes
+from sim.engines.registry import PRESETS, make_policy
 from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
 from sim.run.gc_pause import collector_paused
+from sim.run.setup import RunSetup
 from sim.run.simulate import SimConfig, run_replay, run_timed
 
 MODES = ("replay", "timed")
@@ -85,7 +86,7 @@ def simulated(scenario: Scenario, preset: str, mode: str) -> dict[str, EngineOut
     sim_config = SimConfig(policy=preset, model="tiny", gpu="h200", mode=mode, bounds=False)
     with collector_paused():
         run = run_replay if mode == "replay" else run_timed
-        result = run(scenario.trace(), sim_config, model, policy, sizes)
+        result = run(scenario.trace(), RunSetup(sim_config, model, policy, sizes))
     outcomes = {}
     for row in result.requests.itertuples():
         refused = bool(row.rejected)

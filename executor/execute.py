@@ -30,6 +30,7 @@ from executor.support import execute_refusal
 from executor.timeline import measured_request_times, request_table, shape_columns, step_table
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, SimResult, cost_model, simulate
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 TIMING_COLUMNS = (
@@ -69,24 +70,25 @@ def execute(
     ``none``."""
     config = replace(config, mode="timed")
     _check_device(device)
-    preset, policy, _ = build(config)
-    refusal = execute_refusal(policy)
+    setup = build(config)
+    preset = setup.model
+    refusal = execute_refusal(setup.policy)
     if refusal is not None:
         raise ValueError(refusal)
     if warmup not in ("auto", "full", "none"):
         raise ValueError(f"warmup must be auto, full or none, got {warmup!r}")
     model = HybridModel(executed_model(preset, shrink, device), seed=seed, device=device, dtype=dtype)
     cost = cost_model(config, preset)  # the prediction's own, so both runs schedule alike
-    predicted = simulate(trace, config)
+    predicted = simulate(trace, config, setup=setup)
     warmup_s = None
     if warmup == "full" or (warmup == "auto" and device == "cuda"):
         warm = ExecutorBackend(model, cost, kernels)
         warm.timed, started = False, time.perf_counter()
-        simulate(trace, config, backend=warm)
+        simulate(trace, config, backend=warm, setup=setup)
         warmup_s = time.perf_counter() - started
     before = compiled_variants()
     backend = ExecutorBackend(model, cost, kernels)
-    measured = simulate(trace, config, backend=backend)
+    measured = simulate(trace, config, backend=backend, setup=setup)
     after = compiled_variants()
     _check_same_schedule(predicted, measured)
     return _result(trace, model, kernels, predicted, measured, backend, warmup_s, _delta(before, after))
@@ -95,7 +97,7 @@ def execute(
 def _result(trace, model, kernels, predicted, measured, backend, warmup_s, timed_compiles) -> ExecuteResult:
     # a request the pools refused never completed: its outputs (if it ran before it was given up) are not
     # a finished sequence, and comparing them with a whole replay would raise a false alarm
-    rejected = set(measured.requests.loc[measured.requests["rejected"] != "", "id"])
+    rejected = set(measured.requests.loc[~served_mask(measured.requests), "id"])
     served = [rid for rid in measured.requests["id"] if rid in backend.outputs and rid not in rejected]
     replayed = replay_outputs(model, trace, served, kernels, window_offset=backend.pools.layout.window_offset)
     checks = {

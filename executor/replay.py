@@ -9,6 +9,7 @@ from executor.batch import kind_item
 from executor.bitwise import Outputs, row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
+from sim.align import ceil_div
 from sim.trace import Trace
 
 
@@ -23,7 +24,7 @@ def replay_outputs(
     """Every output position's log-prob and logits fingerprint, the whole sequence in one pass from 0, with
     the run's SWA window convention (``MemoryLayout.window_offset``)."""
     lengths = {rid: trace.prompt_len(rid) + trace.request(rid).output_len - 1 for rid in request_ids}
-    pages = -(-max(lengths.values(), default=1) // page_size)
+    pages = ceil_div(max(lengths.values(), default=1), page_size)
     pools = Pools.by_kind(model.spec, page_size, pages, pages, 1, model.device, model.dtype, window_offset)
     out = {}
     for rid in request_ids:

@@ -10,6 +10,7 @@ from executor.bitwise import RequestCheck
 from executor.timeline import SUMMARY_TIMES, summary_times
 from sim.models import ModelSpec
 from sim.run.simulate import SimResult
+from sim.sched.request import served_mask
 
 
 def request_checks(measured: SimResult, checks: dict[str, RequestCheck]) -> pd.DataFrame:
@@ -35,8 +36,8 @@ def bitwise_summary(requests: pd.DataFrame, timings: pd.DataFrame) -> dict:
     return {
         "requests": int(len(requests)),
         "requests_checked": int(len(checked)),
-        "requests_rejected": int((requests["rejected"] != "").sum()),
-        "rejected_ids": _ids(requests, requests["rejected"] != ""),
+        "requests_rejected": int((~served_mask(requests)).sum()),
+        "rejected_ids": _ids(requests, ~served_mask(requests)),
         "requests_reusing": int((checked["cached_tokens"] > 0).sum()),
         "cached_tokens": int(checked["cached_tokens"].sum()),
         "outputs_checked": int(checked["outputs"].sum()),

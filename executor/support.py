@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 
 def execute_refusal(policy: "Policy") -> str | None:
-    """Why ``execute`` cannot run ``policy`` (None: it runs it and checks every reuse bit for bit)."""
+    """Why ``execute`` cannot run ``policy`` (None: it runs it and checks every reuse bit for bit): the
+    policy's engine entry may refuse every preset of it (``Engine.executes``); a FULL-only preset is refused."""
+    from sim.engines.registry import engine_of
+
+    refusal = engine_of(policy).executes
+    if refusal is not None:
+        return refusal.format(policy=policy.name)
     if policy.full_only:
         return (
             f"policy {policy.name!r} reuses FULL KV alone and keeps no SWA or MAMBA state: it is the upper "

@@ -17,7 +17,7 @@ COSTS = (
     ("peak_mamba_states", "peak MAMBA held (states)"),
     ("mean_mamba_states", "mean MAMBA held (states)"),
 )
-GAIN = "reused_tokens"
+GAIN = "scoped_cached_tokens"
 
 
 def pareto_mask(costs: list[float], gains: list[float]) -> list[bool]:

@@ -13,25 +13,16 @@ from pathlib import Path
 import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
+from sim.cache.reasons import REASONS
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
-from sim.run.why import REASONS, why_tokens
+from sim.run.why import why_key, why_tokens
+from sim.sched.request import served as served_rows
 
 FOLLOWUP, ALL = "follow-up", "all"
-REUSE_COLUMNS = (
-    "hits",
-    "num_requests",
-    "reused_tokens",
-    "recomputed_tokens",
-    "mean_reuse",
-    "ideal_hits",
-    "ideal_reused_tokens",
-    "evicted_tokens",
-    "never_kept_tokens",
-    "blocked_scope_tokens",
-)
+SCOPED = "scoped_"  # the points' columns of reuse over the requests in scope: the summary's names, prefixed
 
 
 @dataclass(frozen=True)
@@ -39,21 +30,21 @@ class Reuse:
     """Reuse over the requests in scope: hits are decode-region hits (follow-ups) or requests with any hit."""
 
     hits: int
-    num_requests: int
-    reused_tokens: int
+    requests: int
+    cached_tokens: int
     recomputed_tokens: int
-    mean_reuse: float
+    mean_reuse_fraction: float
     # the upper bound (an infinite FULL cache, page 1) and the gap's split; None for a store written before
     # request tables had ideal_cached_tokens
     ideal_hits: int | None = None
-    ideal_reused_tokens: int | None = None
-    evicted_tokens: int | None = None
-    never_kept_tokens: int | None = None
-    blocked_scope_tokens: int = 0
+    ideal_cached_tokens: int | None = None
+    gap_evicted_tokens: int | None = None
+    gap_never_kept_tokens: int | None = None
+    blocked_tokens: int = 0
 
 
 def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     return served[served["followup"]] if scope == FOLLOWUP else served
 
 
@@ -67,7 +58,7 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
         int(chosen["cached_tokens"].sum()),
         int(chosen["recomputed_tokens"].sum()),
         mean,
-        blocked_scope_tokens=int(chosen["blocked"].sum()),
+        blocked_tokens=int(chosen["blocked"].sum()),
     )
     if "ideal_cached_tokens" not in chosen:
         return reuse
@@ -77,9 +68,9 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
     return dataclasses.replace(
         reuse,
         ideal_hits=int(ideal_hit.sum()),
-        ideal_reused_tokens=int(ideal.sum()),
-        evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
-        never_kept_tokens=never_kept,
+        ideal_cached_tokens=int(ideal.sum()),
+        gap_evicted_tokens=int((ideal - chosen["full_depth"]).sum()) - never_kept,
+        gap_never_kept_tokens=never_kept,
     )
 
 
@@ -87,7 +78,7 @@ def reuse_of(requests: pd.DataFrame, scope: str) -> Reuse:
 class GridData:
     store: PointStore
     trace: dict  # path and sha256 of the swept trace
-    points: pd.DataFrame  # finished points in grid order: grid.csv's columns + REUSE_COLUMNS + "setting"
+    points: pd.DataFrame  # finished points in grid order: grid.csv's columns, the scoped_* reuse, "setting"
     settings: list[str]  # the configured knobs, besides the policy, that take more than one value
     failed: list[str]  # keys of points that failed
     missing: list[str]  # keys never finished (a sweep stopped early)
@@ -185,9 +176,9 @@ def _setting(config, settings: list[str]) -> tuple:
 
 def _add_reuse(data: GridData) -> None:
     reuse = [reuse_of(data.requests(key), data.scope) for key in data.points["key"]]
-    for column in REUSE_COLUMNS:
-        data.points[column] = [getattr(r, column) for r in reuse]
+    for figure in dataclasses.fields(Reuse):
+        data.points[SCOPED + figure.name] = [getattr(r, figure.name) for r in reuse]
     if len(data.points) and "why" in data.requests(data.points["key"].iloc[0]):
         totals = [why_tokens(in_scope(data.requests(key), data.scope)) for key in data.points["key"]]
         for reason in REASONS:
-            data.points[f"why_{reason}"] = [total[reason] for total in totals]
+            data.points[SCOPED + why_key(reason)] = [total[reason] for total in totals]

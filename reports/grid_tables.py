@@ -5,10 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from reports.formatting import count
-from reports.grid_data import FOLLOWUP, GridData, in_scope
+from reports.grid_data import FOLLOWUP, SCOPED, GridData, in_scope
 from sim.cache.components import Component
-from sim.run.metrics import compare
-from sim.run.why import (
+from sim.cache.reasons import (
     BLOCKED_OTHER,
     FULL_EVICTED,
     MAMBA_EVICTED,
@@ -20,8 +19,15 @@ from sim.run.why import (
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
 )
+from sim.run.metrics import compare
+from sim.run.why import why_key
 
 SHORT = {"page_size": "page", "track_interval": "interval"}
+
+
+def scoped_why(reason: str) -> str:
+    """A point's column of tokens recomputed for ``reason`` over the requests in scope."""
+    return SCOPED + why_key(reason)
 
 
 def hits_label(scope: str) -> str:
@@ -52,10 +58,10 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
     )
     return {
         hits_label(data.scope): f"{_hits(base)} -> {_hits(other)}",
-        "reused tokens": f"{count(base['reused_tokens'])} -> {count(other['reused_tokens'])}",
-        "recomputed tokens": f"{count(base['recomputed_tokens'])} -> {count(other['recomputed_tokens'])}"
-        + _percent(base["recomputed_tokens"], other["recomputed_tokens"]),
-        "mean reuse": f"{base['mean_reuse']:.3f} -> {other['mean_reuse']:.3f}",
+        "reused tokens": f"{count(base['scoped_cached_tokens'])} -> {count(other['scoped_cached_tokens'])}",
+        "recomputed tokens": f"{count(base['scoped_recomputed_tokens'])} -> {count(other['scoped_recomputed_tokens'])}"
+        + _percent(base["scoped_recomputed_tokens"], other["scoped_recomputed_tokens"]),
+        "mean reuse": f"{base['scoped_mean_reuse_fraction']:.3f} -> {other['scoped_mean_reuse_fraction']:.3f}",
         "upper bound": upper_bound_text(base),
         "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
         GAP_LABEL: f"{gap_text(base)} -> {gap_text(other)}",
@@ -66,9 +72,9 @@ def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
 
 def upper_bound_text(point: pd.Series) -> str:
     """The ideal (infinite FULL cache, page 1) hits and reused tokens over the requests in scope."""
-    if pd.isna(point["ideal_hits"]):
+    if pd.isna(point["scoped_ideal_hits"]):
         return "-"
-    return f"{count(point['ideal_hits'])}/{count(point['num_requests'])}, {count(point['ideal_reused_tokens'])} tokens"
+    return f"{count(point['scoped_ideal_hits'])}/{count(point['scoped_requests'])}, {count(point['scoped_ideal_cached_tokens'])} tokens"
 
 
 GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
@@ -93,24 +99,24 @@ def gap_text(point: pd.Series) -> str:
     (evicted, or not cached yet) / never kept past the previous turn's insert / blocked by a missing SWA window
     or MAMBA state / page rounding. A store without ``why`` gives the upper bound's three-way split with
     page rounding inside the first two."""
-    if f"why_{NEVER_KEPT}" in point and not pd.isna(point[f"why_{NEVER_KEPT}"]):
+    if scoped_why(NEVER_KEPT) in point and not pd.isna(point[scoped_why(NEVER_KEPT)]):
         parts = [
-            sum(point[f"why_{r}"] for r in FULL_MISSING),
-            point[f"why_{NEVER_KEPT}"],
-            sum(point[f"why_{r}"] for r in BLOCKED),
-            point[f"why_{PAGE_ROUNDING}"],
+            sum(point[scoped_why(r)] for r in FULL_MISSING),
+            point[scoped_why(NEVER_KEPT)],
+            sum(point[scoped_why(r)] for r in BLOCKED),
+            point[scoped_why(PAGE_ROUNDING)],
         ]
         return " / ".join(count(part) for part in parts)
-    if pd.isna(point["evicted_tokens"]):
-        return f"- / - / {count(point['blocked_scope_tokens'])}"
+    if pd.isna(point["scoped_gap_evicted_tokens"]):
+        return f"- / - / {count(point['scoped_blocked_tokens'])}"
     return (
-        f"{count(point['evicted_tokens'])} / {count(point['never_kept_tokens'])} / "
-        f"{count(point['blocked_scope_tokens'])}"
+        f"{count(point['scoped_gap_evicted_tokens'])} / {count(point['scoped_gap_never_kept_tokens'])} / "
+        f"{count(point['scoped_blocked_tokens'])}"
     )
 
 
 def _hits(point: pd.Series) -> str:
-    return f"{count(point['hits'])}/{count(point['num_requests'])}"
+    return f"{count(point['scoped_hits'])}/{count(point['scoped_requests'])}"
 
 
 def _percent(before: int, after: int) -> str:
@@ -132,9 +138,9 @@ def points_table(data: GridData) -> pd.DataFrame:
     for name, values in setting_columns(data).items():
         table[name] = values
     table[hits_label(data.scope)] = [_hits(row) for _, row in points.iterrows()]
-    table["reused tokens"] = points["reused_tokens"].values
-    table["recomputed tokens"] = points["recomputed_tokens"].values
-    table["mean reuse"] = [f"{v:.3f}" for v in points["mean_reuse"]]
+    table["reused tokens"] = points["scoped_cached_tokens"].values
+    table["recomputed tokens"] = points["scoped_recomputed_tokens"].values
+    table["mean reuse"] = [f"{v:.3f}" for v in points["scoped_mean_reuse_fraction"]]
     table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
     table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
     table[GAP_LABEL] = [gap_text(row) for _, row in points.iterrows()]

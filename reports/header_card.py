@@ -88,13 +88,13 @@ def peaks_text(points: pd.DataFrame) -> str:
 def ideal_text(data: GridData) -> str:
     """The trace's upper bound over the requests in scope (the same for every point)."""
     point = data.points.iloc[0]
-    if pd.isna(point["ideal_hits"]):
+    if pd.isna(point["scoped_ideal_hits"]):
         return "not recorded (a store written before the upper bound was)"
     hits = "decode-region hits" if data.scope == FOLLOWUP else "hits"
     where = "the follow-up requests" if data.scope == FOLLOWUP else "all requests"
     return (
-        f"{count(point['ideal_hits'])}/{count(point['num_requests'])} {hits}, "
-        f"{count(point['ideal_reused_tokens'])} reused tokens over {where} (an infinite FULL cache at page 1)"
+        f"{count(point['scoped_ideal_hits'])}/{count(point['scoped_requests'])} {hits}, "
+        f"{count(point['scoped_ideal_cached_tokens'])} reused tokens over {where} (an infinite FULL cache at page 1)"
     )
 
 

@@ -10,7 +10,6 @@ font shrunk, then wrapped, until each fits its cell.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,69 +18,14 @@ from matplotlib.figure import Figure
 
 from reports.cell_fit import CELL_FONT, SHORT_FORMS, fit_cell_texts
 from reports.figures import DPI, WIDTH_IN, RenderedFigure, new_figure, render
-from reports.formatting import abbreviated, count
 from reports.grid_data import FOLLOWUP, GridData
+from reports.heatmap_metrics import Metric, metrics
+from sim.align import ceil_div
 
 AXIS_SETTINGS = ("page_size", "track_interval")
 PANELS_PER_ROW = 3
 MIN_CELL_PX = 48  # a cell narrower than this cannot hold "1,489/" at a readable size
 FLAT = ListedColormap(["#eeeeee"])
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str  # file-name stem
-    label: str  # the figure's title, with its unit
-    short: str  # colour-bar label
-    fraction: bool  # coloured on the fixed 0..1 scale
-
-    def value(self, row: pd.Series) -> float:
-        if self.name == "hits":
-            return row["hits"] / row["num_requests"] if row["num_requests"] else math.nan
-        return float(row[self.name])
-
-    def count(self, row: pd.Series) -> float:
-        """What a difference panel writes in a cell: hit counts (+16), not fractions of them."""
-        return float(row["hits"]) if self.name == "hits" else self.value(row)
-
-    def cell(self, row: pd.Series) -> str:
-        if self.name == "hits":
-            return f"{count(row['hits'])}/{count(row['num_requests'])}"
-        return f"{100 * row[self.name]:.1f}%" if self.fraction else count(row[self.name])
-
-    def short_cell(self, row: pd.Series) -> str:
-        """The cell when the full number does not fit: ``94k``, ``1489/\n1500``."""
-        if self.name == "reused_tokens":
-            return abbreviated(row[self.name], 3)
-        return self.cell(row).replace("/", "/\n", 1)
-
-    def difference(self, value: float, short: bool = False) -> str:
-        if math.isnan(value):
-            return "n/a"
-        if value == 0:
-            return "0"
-        sign = "+" if value > 0 else "-"
-        if self.name == "mean_reuse":
-            return f"{sign}{100 * abs(value):.1f}" + ("" if short else " pp")
-        return sign + (abbreviated(abs(value), 3) if short else count(abs(value)))
-
-    def tick(self, value: float, difference: bool = False, span: float = 1.0) -> str:
-        """Colour-bar ticks: percentages (points, for differences) with as many decimals as the span needs."""
-        if self.fraction:
-            digits = 0 if span >= 0.1 else 1 if span >= 0.01 else 2
-            if difference:
-                return "0" if value == 0 else f"{100 * value:+.{digits}f} pp"
-            return f"{100 * value:.{digits}f}%"
-        return ("+" if difference and value > 0 else "") + abbreviated(value, 3)
-
-
-def metrics(scope: str) -> list[Metric]:
-    hits = "decode-region hits" if scope == FOLLOWUP else "requests with a hit"
-    return [
-        Metric("hits", f"{hits} (n/N)", f"{hits} (share)", True),
-        Metric("reused_tokens", "reused (cached) tokens", "reused tokens", False),
-        Metric("mean_reuse", "mean reuse fraction (cached / prompt tokens)", "mean reuse", True),
-    ]
 
 
 def heatmap_figures(data: GridData, baseline: str) -> list[RenderedFigure]:
@@ -118,7 +62,7 @@ def heatmap_figure(
     intervals = sorted(points["track_interval"].unique())
     panels = [(p, None) for p in policies] + [(p, baseline) for p in policies if p != baseline]
     ncols = min(panels_per_row(len(intervals)), len(panels))
-    nrows = math.ceil(len(panels) / ncols)
+    nrows = ceil_div(len(panels), ncols)
     figure, axes = new_figure(0.9 + 2.4 * nrows, nrows, ncols, constrained_layout=True)
     values = {p: _grid(points, p, pages, intervals, metric) for p in policies}
     span = _span(metric, [values[p][0] for p in policies])

@@ -92,7 +92,7 @@ def _scope_words(data: GridData) -> str:
 
 
 def _scope_text(data: GridData) -> str:
-    counts = sorted(set(data.points["num_requests"]))
+    counts = sorted(set(data.points["scoped_requests"]))
     return (
         f"Over {_scope_words(data)} ({'/'.join(f'{c:,}' for c in counts)} per point), as `baseline -> other`; "
         "improved / regressed counts requests whose cached tokens rose / fell. The upper bound is the "

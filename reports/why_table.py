@@ -7,7 +7,8 @@ import pandas as pd
 
 from reports.grid_data import GridData, in_scope
 from reports.grid_tables import setting_columns
-from sim.run.why import REASONS, why_tokens
+from sim.cache.reasons import REASONS
+from sim.run.why import why_tokens
 
 
 def why_table(data: GridData) -> pd.DataFrame | None:
@@ -19,7 +20,7 @@ def why_table(data: GridData) -> pd.DataFrame | None:
     table = pd.DataFrame({"point": keys, "policy": list(data.points["policy"])})
     for name, values in setting_columns(data).items():
         table[name] = values
-    table["recomputed tokens"] = list(data.points["recomputed_tokens"])
+    table["recomputed tokens"] = list(data.points["scoped_recomputed_tokens"])
     for reason, label in REASONS.items():
         if any(total[reason] for total in totals):
             table[label] = [total[reason] for total in totals]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.execute import execute  # noqa: E402
 from executor.support import execute_refusal  # noqa: E402
-from sim.cache.policies import make_policy, policy_names  # noqa: E402
+from sim.engines.registry import make_policy, policy_names  # noqa: E402
 from sim.models import MODELS  # noqa: E402
 from sim.run.simulate import SimConfig  # noqa: E402
 from sim.trace.generate import multiturn  # noqa: E402

@@ -80,8 +80,8 @@ def progress(
         yield lambda done, note="": None
         return
     if stream.isatty():
-        with _live_bar(total, label, unit, stream) as update:
-            yield update
+        with _live_bar(total, label, unit, stream) as live:
+            yield live
         return
     log = LogProgress(total, label, unit, stream, interval_s)
     last = [-1, ""]

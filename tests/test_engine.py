@@ -139,14 +139,15 @@ def test_a_request_that_can_never_fit_alone_is_rejected_not_retried_forever():
     config = SimConfig(policy="sglang-retain", model="inkling", mode="timed",
                        knobs=dict(page_size=16, track_interval=128, chunked_prefill_size=16),
                        pool_tokens=200_000, swa_pool_tokens=1600, mamba_states=16)
-    from sim.cache.policies import make_policy
     from sim.cache.sizing import PoolSizes
+    from sim.engines.registry import make_policy
     from sim.models import get_model
+    from sim.run.setup import RunSetup
     from sim.run.simulate import run_timed
 
     model = get_model("inkling")
-    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0), req("short", 100, 4, arrival=0.0)), config,
-                       model, make_policy("sglang-retain", **config.knobs), PoolSizes(12500, 100, 16),
+    setup = RunSetup(config, model, make_policy("sglang-retain", **config.knobs), PoolSizes(12500, 100, 16))
+    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0), req("short", 100, 4, arrival=0.0)), setup,
                        backend=FixedStepBackend(0.01, 0.0))
     rows = result.requests.set_index("id")
     # SGLang's available_chunk_tokens gives the next chunk nothing once the SWA pool is spent, and a lone

@@ -147,8 +147,8 @@ def test_a_point_with_a_non_finite_result_fails_alone(trace_path, tmp_path, monk
 
     real = worker.simulate
 
-    def infinite_for_page_128(trace, config):
-        result = real(trace, config)
+    def infinite_for_page_128(trace, config, **given):
+        result = real(trace, config, **given)
         if config.knobs.get("page_size") == 128:
             result.summary = dataclasses.replace(result.summary, makespan_s=float("inf"))
         return result

@@ -11,7 +11,8 @@ from reports.cost import cost_table, pareto_mask
 from reports.formatting import count
 from reports.grid_data import ALL, FOLLOWUP, load_grid
 from reports.grid_tables import comparison_table, points_table
-from reports.heatmaps import _grid, metrics
+from reports.heatmap_metrics import metrics
+from reports.heatmaps import _grid
 from reports.occupancy import choose_points
 from reports.report import build_sections, write_report
 from reports.report_formats import to_html, to_markdown
@@ -48,11 +49,12 @@ def test_reuse_columns_equal_each_points_summary_and_requests(grid_dir):
     for _, point in data.points.iterrows():
         summary = store.read_point(point["key"])["summary"]
         followups = store.read_requests(point["key"]).query("followup")
-        assert point["hits"] == summary["decode_region_hits"]
-        assert point["num_requests"] == summary["followup_requests"] == 4
-        assert point["reused_tokens"] == followups["cached_tokens"].sum()
-        assert point["recomputed_tokens"] == followups["recomputed_tokens"].sum()
-        assert point["mean_reuse"] == pytest.approx(followups["reuse_fraction"].mean())
+        assert point["scoped_hits"] == summary["decode_region_hits"]
+        assert point["scoped_requests"] == summary["followup_requests"] == 4
+        assert point["scoped_cached_tokens"] == followups["cached_tokens"].sum()
+        assert point["scoped_recomputed_tokens"] == followups["recomputed_tokens"].sum()
+        assert point["recomputed_tokens"] == summary["recomputed_tokens"]  # one name, one figure: the summary's
+        assert point["scoped_mean_reuse_fraction"] == pytest.approx(followups["reuse_fraction"].mean())
         assert point["peak_swa_slots"] == summary["peak_swa_slots"]
         assert points_table(data).set_index("point").loc[point["key"], "reused / bound (all requests)"] == (
             f"{count(summary['cached_tokens'])}/{count(summary['bound_tokens'])} ({summary['cached_of_bound']:.1%}), "
@@ -79,11 +81,11 @@ def test_heatmap_cells_are_the_points_values(grid_dir):
     values, (texts, _), counts = _grid(data.points, "sglang", list(PAGES), list(INTERVALS), hits)
     for _, point in data.points[data.points["policy"] == "sglang"].iterrows():
         i, j = PAGES.index(point["page_size"]), INTERVALS.index(point["track_interval"])
-        assert texts[i, j] == f"{point['hits']}/4" and counts[i, j] == point["hits"]
-        assert values[i, j] == point["hits"] / 4
+        assert texts[i, j] == f"{point['scoped_hits']}/4" and counts[i, j] == point["scoped_hits"]
+        assert values[i, j] == point["scoped_hits"] / 4
     values, _, _ = _grid(data.points, "sglang-retain", list(PAGES), list(INTERVALS), reused)
     assert values.tolist() == [[float(v) for v in data.points.query(f"policy == 'sglang-retain' and page_size == {p}")
-                                ["reused_tokens"]] for p in PAGES]
+                                ["scoped_cached_tokens"]] for p in PAGES]
 
 
 def test_pareto_mask_keeps_points_nothing_beats():
@@ -157,7 +159,7 @@ def test_a_trace_without_follow_ups_is_measured_over_all_requests(tmp_path):
                                  "mamba_states": "64"}))
     run_grid(first_turns, configs, tmp_path / "out", jobs=1, progress=False)
     data = load_grid(tmp_path / "out")
-    assert data.scope == ALL and data.points.iloc[0]["num_requests"] == 3
+    assert data.scope == ALL and data.points.iloc[0]["scoped_requests"] == 3
     assert write_report(tmp_path / "out", fmt="png").paths == [tmp_path / "out" / "figures" / f"{name}.png" for name in
                                                          ("heatmap-hits", "heatmap-reused_tokens",
                                                           "heatmap-mean_reuse", "cost", "occupancy")]

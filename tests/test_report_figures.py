@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 import reports.occupancy as occupancy
+from reports.cell_fit import cell_texts, cell_width_px
 from reports.cost import cost_plot, point_labels
 from reports.grid_data import load_grid
-from reports.cell_fit import cell_texts, cell_width_px
-from reports.heatmaps import heatmap_figure, metrics
+from reports.heatmap_metrics import metrics
+from reports.heatmaps import heatmap_figure
 from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore
 from sim.grid.sweep import run_grid
@@ -46,7 +47,7 @@ def test_fractions_are_coloured_on_0_to_1_and_cells_are_the_points(grid_dir):
         assert colour_limits(drawn[policy]) == (0.0, 1.0)
         texts = sorted(t.get_text() for t in cell_texts(drawn[policy]))
         points = data.points[data.points["policy"] == policy]
-        assert texts == sorted(f"{h}/{n}" for h, n in zip(points["hits"], points["num_requests"], strict=True))
+        assert texts == sorted(f"{h}/{n}" for h, n in zip(points["scoped_hits"], points["scoped_requests"], strict=True))
     difference = drawn["sglang-retain − sglang"]
     low, high = colour_limits(difference)
     assert low == -high and high == pytest.approx(1.0)  # centred at 0; 0/4 -> 4/4 is the largest change
@@ -70,8 +71,9 @@ def test_a_panel_with_no_difference_says_so_and_has_no_scale(grid_dir):
 
 def test_long_cell_labels_fit_their_cells():
     """1,489/1,500 in a grid of eight intervals: the labels shrink, then wrap, and never spill."""
-    rows = [{"policy": policy, "page_size": page, "track_interval": interval, "hits": 1489, "num_requests": 1500,
-             "reused_tokens": 12_345_678 + interval, "mean_reuse": 0.95}
+    rows = [{"policy": policy, "page_size": page, "track_interval": interval, "scoped_hits": 1489,
+             "scoped_requests": 1500, "scoped_cached_tokens": 12_345_678 + interval,
+             "scoped_mean_reuse_fraction": 0.95}
             for policy in ("a", "b") for page in (64, 128) for interval in (128, 256, 384, 512, 640, 768, 896, 1024)]
     points = pd.DataFrame(rows)
     for metric in metrics("follow-up"):

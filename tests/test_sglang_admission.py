@@ -104,16 +104,16 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
 @pytest.mark.parametrize("requeues, expected", [(False, "given up while running alone"),
                                                 (True, "retracted twice while running alone")])
 def test_a_lone_request_is_requeued_only_where_the_engine_does(monkeypatch, requeues, expected):
-    from sim.cache.policies import make_policy
+    from sim.engines.registry import make_policy
     from sim.models import get_model
     from sim.run.backend import FixedStepBackend
+    from sim.run.setup import RunSetup
     from sim.run.simulate import SimConfig, run_timed
     from tests.test_engine import req, trace_of
 
     monkeypatch.setattr(SGLangRules, "requeues_lone_request", requeues)
     knobs = dict(page_size=16, track_interval=128, chunked_prefill_size=16)
     config = SimConfig(policy="sglang-retain", model="inkling", mode="timed", knobs=knobs)
-    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0)), config, get_model("inkling"),
-                       make_policy("sglang-retain", **knobs), PoolSizes(12500, 100, 16),
-                       backend=FixedStepBackend(0.01, 0.0))
+    setup = RunSetup(config, get_model("inkling"), make_policy("sglang-retain", **knobs), PoolSizes(12500, 100, 16))
+    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0)), setup, backend=FixedStepBackend(0.01, 0.0))
     assert result.requests.set_index("id").loc["long", "rejected"].startswith(expected)

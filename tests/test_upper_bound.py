@@ -60,8 +60,8 @@ def test_tables_name_the_upper_bound(slice_250):
     config = SimConfig(policy="sglang", mode="replay", pool_tokens=4_000_000, mamba_states=20_000)
     base = simulate(slice_250, config)
     other = simulate(slice_250, SimConfig(**{**config.__dict__, "policy": "sglang-retain"}))
-    runs = [Run("sglang", base.summary, resolved_config(base.config)),
-            Run("sglang-retain", other.summary, resolved_config(other.config))]
+    runs = [Run("sglang", base.summary, resolved_config(base.setup)),
+            Run("sglang-retain", other.summary, resolved_config(other.setup))]
     table = {row[0].strip(): row[1:] for row in rows(runs, timed=False)}
     s = base.summary
     assert table["decode-region hits (follow-ups)"][0] == (f"{s['decode_region_hits']:,} / {s['followup_requests']:,} "

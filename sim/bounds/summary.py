@@ -13,42 +13,39 @@ at page 1) gets ``bound_skipped`` instead, naming why: the trie would take many 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sim.bounds.belady import belady_hits
+from sim.bounds.events import Produce
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
-from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.interface import CacheModel
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 MAX_BOUND_PAGES = 16_000_000
 
 
-def capacities(manager, sizes) -> dict[str, int]:
-    """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
-    the whole budget), 0 for a component the cache does not keep; with one pool every component shares
-    (vLLM's blocks), the whole pool for each."""
-    pools = getattr(manager, "pools", None)
-    if not isinstance(pools, dict) or FULL not in pools:
-        return {
-            FULL: sizes.blocks,
-            SWA: sizes.blocks if manager.has_swa else 0,
-            MAMBA: sizes.blocks if manager.has_mamba else 0,
-        }
-    return {
-        FULL: pools[FULL].size,
-        SWA: pools[SWA].size if manager.has_swa else 0,
-        MAMBA: pools[MAMBA].size if manager.has_mamba else 0,
-    }
+@dataclass(frozen=True, kw_only=True)
+class BoundFigures:
+    """The summary's bounds section, or why it was skipped (every figure None then)."""
+
+    bound_belady_tokens: int | None = None
+    bound_tokens: int | None = None
+    cached_of_bound: float | None = None
+    bound_skipped: str | None = None
 
 
 def bounds_summary(
     trace: Trace,
     events: list,
     page_size: int,
-    caps: dict[str, int],
+    caps: dict[Component, int],
     has_swa: bool,
     has_mamba: bool,
     cached_tokens: int,
-) -> dict:
+) -> BoundFigures:
     paths = PagePaths(trace, page_size)
     paths.prefetch(events)
     belady = sum(belady_hits(events, paths, caps[FULL]).values())
@@ -57,32 +54,26 @@ def bounds_summary(
         limits = [caps[MAMBA]] if has_mamba else []
         limits += [caps[SWA]] if has_swa else []
         bound = min(bound, state_bound(state_options(events, paths), min(limits)))
-    return {
-        "bound_belady_tokens": belady,
-        "bound_tokens": bound,
-        "cached_of_bound": round(cached_tokens / bound, 6) if bound else 0.0,
-    }
+    return BoundFigures(
+        bound_belady_tokens=belady,
+        bound_tokens=bound,
+        cached_of_bound=round(cached_tokens / bound, 6) if bound else 0.0,
+    )
 
 
-def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
-    """``bounds_summary`` for a finished run: its manager's pools (or ``sizes``) and its request table."""
-    num_pages = sum(e.end_page - e.first_page for e in events if not hasattr(e, "key_pages"))
+def run_bounds(trace: Trace, events: list, manager: CacheModel, cached_tokens: int) -> BoundFigures:
+    """``bounds_summary`` for a finished run: its manager's capacities, and the tokens it reused."""
+    num_pages = sum(e.end_page - e.first_page for e in events if isinstance(e, Produce))
     if num_pages > MAX_BOUND_PAGES:
-        return {
-            "bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
+        return BoundFigures(
+            bound_skipped=f"{num_pages} computed pages at page {manager.page_size} exceed "
             f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"
-        }
-    served = requests[requests["rejected"] == ""]
+        )
+    caps = manager.capacities()
     return bounds_summary(
-        trace,
-        events,
-        manager.page_size,
-        capacities(manager, sizes),
-        manager.has_swa,
-        manager.has_mamba,
-        int(served["cached_tokens"].sum()),
+        trace, events, manager.page_size, caps, manager.has_swa, manager.has_mamba, cached_tokens
     )
 
 
 def served_ids(requests) -> set[str]:
-    return set(requests["id"][requests["rejected"] == ""])
+    return set(requests["id"][served_mask(requests)])

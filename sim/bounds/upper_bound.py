@@ -19,9 +19,11 @@ split in two):
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import pandas as pd
 
+from sim.sched.request import served as served_rows
 from sim.trace import Trace
 from sim.trace.stats import followup_parents, ideal_cached_tokens
 
@@ -48,20 +50,31 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
     return requests.assign(previous_inserted_tokens=pd.array(previous, dtype="Int64"))
 
 
-def upper_bound(requests: pd.DataFrame) -> dict:
-    """Summary keys over the served requests (a table from ``with_ideal``): the bound and the gap's split."""
-    served = requests[requests["rejected"] == ""]
+@dataclass(frozen=True, kw_only=True)
+class GapFigures:
+    """The summary's gap section: the ideal beside the run, and where the gap to it goes."""
+
+    ideal_cached_tokens: int
+    ideal_decode_region_hits: int
+    gap_evicted_tokens: int
+    gap_never_kept_tokens: int
+    gap_blocked_tokens: int
+
+
+def upper_bound(requests: pd.DataFrame) -> GapFigures:
+    """Over the served requests (a table from ``with_ideal``): the bound and the gap's split."""
+    served = served_rows(requests)
     followups = served[served["followup"]]
     ideal_hits = followups["ideal_cached_tokens"] > followups["previous_prompt_tokens"].astype(float) + 1
     not_in_cache = served["ideal_cached_tokens"] - served["full_depth"]
     never_kept = never_kept_tokens(served)
-    return {
-        "ideal_cached_tokens": int(served["ideal_cached_tokens"].sum()),
-        "ideal_decode_region_hits": int(ideal_hits.sum()),
-        "gap_evicted_tokens": int(not_in_cache.sum() - never_kept.sum()),
-        "gap_never_kept_tokens": int(never_kept.sum()),
-        "gap_blocked_tokens": int(served["blocked"].sum()),
-    }
+    return GapFigures(
+        ideal_cached_tokens=int(served["ideal_cached_tokens"].sum()),
+        ideal_decode_region_hits=int(ideal_hits.sum()),
+        gap_evicted_tokens=int(not_in_cache.sum() - never_kept.sum()),
+        gap_never_kept_tokens=int(never_kept.sum()),
+        gap_blocked_tokens=int(served["blocked"].sum()),
+    )
 
 
 def never_kept_tokens(served: pd.DataFrame) -> pd.Series:

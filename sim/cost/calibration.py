@@ -20,6 +20,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def step_features(shape: StepShape) -> tuple[float, float, float, float]:
 # ---- file format ----
 
 
-def _reject(path: str | Path, field: str, message: str) -> None:
+def _reject(path: str | Path, field: str, message: str) -> NoReturn:
     raise ValueError(f"calibration file {str(path)!r}: field {field!r} {message}")
 
 

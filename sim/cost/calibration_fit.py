@@ -103,4 +103,5 @@ def fit_calibration(
             trace_holdout_samples=len(held_out),
             trace_holdout_name=held_out_name or "another trace",
         )
-    return Calibration(model, gpu, *(float(c) for c in coef), fit=fit)
+    overhead, prefill, decode, context = (float(c) for c in coef)
+    return Calibration(model, gpu, overhead, prefill, decode, context, fit=fit)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from sim.cost import CostModel, get_gpu
 from sim.run.metrics import compare
-from sim.run.setup import build
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import s1 as s1_trace
 from sim.trace.generate import s2 as s2_trace
 from sim.trace.generate import s3 as s3_trace
 
-S1_POOLS = dict(pool_tokens=4_000_000, mamba_states=4096)
+S1_POOLS: dict[str, Any] = dict(pool_tokens=4_000_000, mamba_states=4096)
 
 
 def s1(
@@ -56,7 +57,7 @@ def s1(
 
 
 def _s1_row(page: int, interval: int, results: dict, policies) -> dict:
-    row = {"page_size": page, "track_interval": interval}
+    row: dict[str, Any] = {"page_size": page, "track_interval": interval}
     turn2 = {p: r.requests[r.requests["followup"]] for p, r in results.items()}
     for policy in policies:
         t = turn2[policy]
@@ -101,7 +102,7 @@ def s3(
                 s3_trace(mode=mode), SimConfig(policy=policy, model=model, gpu=gpu, knobs={"page_size": 1})
             )
             second = result.requests.iloc[1]
-            cost = CostModel(build(result.config)[0], get_gpu(gpu))
+            cost = CostModel(result.setup.model, get_gpu(gpu))
             prompt, cached = int(second["prompt_tokens"]), int(second["cached_tokens"])
             rows.append(
                 {

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.code_version import key_part
+from sim.engines.pool_sizing import PoolSizeError
 from sim.run.resolved import resolved_config
+from sim.run.setup import build
 from sim.run.simulate import SimConfig
 
 KEY_LEN = 16  # hex digits of the sha256 kept in file names: 64 bits, no collision in any real sweep
@@ -81,9 +83,13 @@ def _inputs(trace_sha256: str, config: SimConfig) -> dict:
 
 
 def _resolved(config: SimConfig) -> dict:
-    """The resolved configuration, or the error that keeps it from resolving (the point will fail)."""
+    """The resolved configuration, or the error that keeps it from resolving (an engine refusing this
+    combination: the point will fail alone when it runs). A pool size past the limits fails the whole grid up
+    front: it is the option's value that is wrong, not one point's combination."""
     try:
-        return resolved_config(config)
+        return resolved_config(build(config))
+    except PoolSizeError as e:
+        raise PoolSizeError(f"grid point {describe(config)}: {e}") from None
     except ValueError as e:
         return {"error": str(e)}
 

@@ -17,7 +17,6 @@ from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore
 from sim.grid.worker import PointOutcome, PointTask
 from sim.run.config import SimConfig
-from sim.run.setup import PoolSizeError, build
 from sim.trace import load_trace
 
 CONFIG_COLUMNS = (
@@ -65,7 +64,6 @@ def run_grid(
     load_trace(trace_path)  # reject a bad trace (or calibration) here, whole, before any worker starts
     for calibration in sorted({c.calibration for c in configs if c.calibration is not None}):
         load_calibration(calibration)
-    _check_pool_sizes(configs)
     if ray_address:
         require_ray()
     trace_sha = file_sha256(trace_path)
@@ -89,18 +87,6 @@ def run_grid(
         store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress, on_outcome
     )
     return _finish(store, points, skipped, ran, failed)
-
-
-def _check_pool_sizes(configs: list[SimConfig]) -> None:
-    """A pool size past the limits fails the whole grid up front (it is the option's value that is wrong,
-    not one point's combination), naming the point."""
-    for config in configs:
-        try:
-            build(config)
-        except PoolSizeError as e:
-            raise PoolSizeError(f"grid point {describe(config)}: {e}") from None
-        except ValueError:  # an engine refusing this combination: that point fails alone, when it runs
-            continue
 
 
 def _finish(

@@ -16,6 +16,7 @@ from sim.code_version import code_identity
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.points import config_from_dict, config_key
 from sim.run.resolved import flat_resolved
+from sim.run.setup import build
 from sim.run.simulate import simulate
 from sim.trace import Trace, load_trace
 
@@ -49,11 +50,12 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
     try:
         trace = _trace(task, trace_bytes)
         config = config_from_dict(task.config)
-        result = simulate(trace, config)
+        setup = build(config)  # once: the run, its resolved record and its key read the same one
+        result = simulate(trace, config, setup=setup)
         record = {
             "key": task.key,
             "config": task.config,
-            "resolved": resolved_knobs(config),
+            "resolved": flat_resolved(setup, KNOB_NAMES),
             "summary": result.summary.as_dict(),
             "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
             "code": code_identity(),
@@ -81,11 +83,6 @@ def check_finite(summary: dict) -> None:
     ]
     if bad:
         raise ValueError(f"the summary is not finite ({', '.join(bad)}): check the calibration and the knobs")
-
-
-def resolved_knobs(config) -> dict:
-    """The knobs and pool sizes the point really ran with (preset defaults and the model's window filled in)."""
-    return flat_resolved(config, KNOB_NAMES)
 
 
 def _trace(task: PointTask, trace_bytes: bytes | None) -> Trace:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sim.models.kinds import FULL, MAMBA, SWA
 from sim.models.spec import ModelSpec
 
@@ -11,7 +13,9 @@ def _mix(pattern: str, repeat: int) -> tuple[str, ...]:
     return tuple(names[c] for c in pattern) * repeat
 
 
-_NO_MAMBA = dict(mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0, mamba_chunk=0)
+_NO_MAMBA: dict[str, Any] = dict(
+    mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0, mamba_chunk=0
+)
 
 MODELS: dict[str, ModelSpec] = {
     # the executor's CPU test model: every component, tiny sizes

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from sim.models.kinds import FULL, MAMBA, SWA
 from sim.models.validate import validate
@@ -87,7 +88,7 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
-    def replace(self, **knobs: object) -> ModelSpec:
+    def replace(self, **knobs: Any) -> ModelSpec:
         """A copy with knobs (e.g. `window`) overridden, validated like a preset."""
         known = {f.name for f in dataclasses.fields(self)}
         for knob in knobs:

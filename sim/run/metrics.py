@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.interface import CacheModel
+from sim.cache.sizing import PoolSizes
 from sim.sched.request import REQUEST_COLUMNS, RequestState
+from sim.sched.request import served as served_rows
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -25,30 +29,101 @@ def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
     return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
 
 
-def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:
-    served = requests[requests["rejected"] == ""]
+@dataclass(frozen=True, kw_only=True)
+class ReuseFigures:
+    """The summary's reuse section, over the served requests."""
+
+    requests: int
+    rejected_requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    recomputed_tokens: int
+    blocked_tokens: int
+    mean_reuse_fraction: float
+    hits: int
+    followup_requests: int
+    decode_region_hits: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeFigures:
+    """The summary's time section (0 in replay mode)."""
+
+    makespan_s: float
+    output_tokens_per_s: float
+    mean_ttft_s: float
+    retractions: int
+    num_steps: int
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    e2e_p50_s: float
+    e2e_p90_s: float
+    e2e_p99_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolFigures:
+    """The summary's pools section: held (KV in token slots, MAMBA in states), capacity, evictions."""
+
+    peak_full_slots: int
+    mean_full_slots: float
+    peak_swa_slots: int
+    mean_swa_slots: float
+    peak_mamba_states: int
+    mean_mamba_states: float
+    capacity_full_slots: int
+    capacity_swa_slots: int
+    capacity_mamba_states: int
+    capacity_blocks: int | None = None  # one shared block pool (vLLM)
+    evictions_full: int
+    evictions_swa: int
+    evictions_mamba: int
+
+
+def reuse_figures(requests: pd.DataFrame) -> ReuseFigures:
+    served = served_rows(requests)
     followups = served[served["followup"]]
+    return ReuseFigures(
+        requests=int(len(requests)),
+        rejected_requests=int(len(requests) - len(served)),
+        prompt_tokens=int(served["prompt_tokens"].sum()),
+        cached_tokens=int(served["cached_tokens"].sum()),
+        recomputed_tokens=int(served["recomputed_tokens"].sum()),
+        blocked_tokens=int(served["blocked"].sum()),
+        mean_reuse_fraction=_round(served["reuse_fraction"].mean()),
+        hits=int((served["cached_tokens"] > 0).sum()),
+        followup_requests=int(len(followups)),
+        decode_region_hits=int(followups["decode_region_hit"].astype(bool).sum()),
+    )
+
+
+def time_figures(requests: pd.DataFrame, steps: pd.DataFrame) -> TimeFigures:
+    served = served_rows(requests)
     makespan = float(requests["finished_at"].max()) if len(requests) else 0.0
-    summary = {
-        "requests": int(len(requests)),
-        "rejected_requests": int(len(requests) - len(served)),
-        "prompt_tokens": int(served["prompt_tokens"].sum()),
-        "cached_tokens": int(served["cached_tokens"].sum()),
-        "recomputed_tokens": int(served["recomputed_tokens"].sum()),
-        "blocked_tokens": int(served["blocked"].sum()),
-        "mean_reuse_fraction": _round(served["reuse_fraction"].mean()),
-        "hits": int((served["cached_tokens"] > 0).sum()),
-        "followup_requests": int(len(followups)),
-        "decode_region_hits": int(followups["decode_region_hit"].astype(bool).sum()),
-        "makespan_s": _round(makespan),
-        "output_tokens_per_s": _round(served["output_tokens"].sum() / makespan) if makespan > 0 else 0.0,
-        "mean_ttft_s": _round(served["ttft_s"].mean()),
-        "retractions": int(requests["retractions"].sum()),
-        "num_steps": int(len(steps)),
-    }
-    summary.update(latency_percentiles(served))
-    summary.update(occupancy(steps, page_size))
-    return summary
+    return TimeFigures(
+        makespan_s=_round(makespan),
+        output_tokens_per_s=_round(served["output_tokens"].sum() / makespan) if makespan > 0 else 0.0,
+        mean_ttft_s=_round(served["ttft_s"].mean()),
+        retractions=int(requests["retractions"].sum()),
+        num_steps=int(len(steps)),
+        **latency_percentiles(served),
+    )
+
+
+def pool_figures(steps: pd.DataFrame, sizes: PoolSizes, manager: CacheModel) -> PoolFigures:
+    page, evictions = manager.page_size, manager.num_evictions()
+    counts = {eviction_key(comp): evictions[comp] for comp in Component}
+    capacity = pool_capacity(sizes, page, manager.has_swa, manager.has_mamba)
+    return PoolFigures(**occupancy(steps, page), **capacity, **counts)
+
+
+def eviction_key(comp: Component) -> str:
+    """The summary's figure for a component's evictions (``evictions_swa``)."""
+    return f"evictions_{comp.layer_kind}"
 
 
 LATENCIES = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s"))
@@ -66,16 +141,15 @@ def latency_percentiles(served: pd.DataFrame) -> dict:
     return out
 
 
-def pool_capacity(sizes, page_size: int, has_swa: bool = True, has_mamba: bool = True) -> dict:
+def pool_capacity(sizes: PoolSizes, page_size: int, has_swa: bool, has_mamba: bool) -> dict:
     """Each pool's size, in the units occupancy is counted in (KV in token slots, MAMBA in states). With one
     shared block pool (vLLM) every component's capacity is the whole pool (a MAMBA state takes a block)."""
-    if getattr(sizes, "blocks", 0):
-        blocks = int(sizes.blocks)
+    if sizes.blocks:
         return {
-            "capacity_full_slots": blocks * page_size,
-            "capacity_swa_slots": blocks * page_size if has_swa else 0,
-            "capacity_mamba_states": blocks if has_mamba else 0,
-            "capacity_blocks": blocks,
+            "capacity_full_slots": sizes.blocks * page_size,
+            "capacity_swa_slots": sizes.blocks * page_size if has_swa else 0,
+            "capacity_mamba_states": sizes.blocks if has_mamba else 0,
+            "capacity_blocks": sizes.blocks,
         }
     return {
         "capacity_full_slots": int(sizes.full_pages * page_size),

@@ -1,22 +1,21 @@
-"""A configuration as it really runs: every knob with the preset's and the model's values filled in, the
-checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and JSON; a grid point's key
-hashes it, so a changed preset default or model is a new point."""
+"""A configuration as it really runs (a ``RunSetup``, described): every knob with the preset's and the model's
+values filled in, the checkpoint grids, and the pools' sizes. ``simulate`` prints it in its header and JSON; a
+grid point's key hashes it, so a changed preset default or model is a new point."""
 
 from __future__ import annotations
 
-from sim.cache.policy import KNOBS
+from sim.cache.blocks.layout import policy_layout
 from sim.cache.resolve import resolve
-from sim.run.config import SimConfig
+from sim.engines.registry import knob_values
+from sim.run.setup import RunSetup
 
 
-def resolved_config(config: SimConfig) -> dict:
+def resolved_config(setup: RunSetup) -> dict:
     """``{"rules", "cache", "knobs", "grids", "pools"}``; ``knobs`` has every knob, hidden ones included
     (they change results too), ``window`` and ``mamba_chunk`` as the model settles them."""
-    from sim.run.setup import build  # here: the CLI imports this module without pandas or SimPy
-
-    model, policy, sizes = build(config)
+    model, policy, sizes = setup.model, setup.policy, setup.sizes
     resolved = resolve(policy, model)
-    knobs = {name: getattr(policy, name) for name in KNOBS}
+    knobs = knob_values(policy)
     knobs.update(window=resolved.window, mamba_chunk=resolved.mamba_chunk)
     cache = [c for c, on in (("FULL", True), ("SWA", resolved.has_swa), ("MAMBA", resolved.has_mamba)) if on]
     page = policy.page_size
@@ -28,7 +27,7 @@ def resolved_config(config: SimConfig) -> dict:
         "swa_slots": sizes.swa_pages * page,
     }
     if sizes.blocks:
-        pools.update(shared_blocks(model, policy, resolved.window, sizes.blocks))
+        pools.update(shared_blocks(model, policy, sizes.blocks))
     return {
         "rules": policy.engine,
         "cache": "+".join(cache),
@@ -38,11 +37,9 @@ def resolved_config(config: SimConfig) -> dict:
     }
 
 
-def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
+def shared_blocks(model, policy, num_blocks: int) -> dict:
     """vLLM's one block pool: its block size (derived from the model), groups and size in blocks."""
-    from sim.cache.blocks.layout import layout_for
-
-    layout = layout_for(model, policy.page_size, window, bool(policy.prefill_checkpoints))
+    layout = policy_layout(model, policy)
     return {
         "blocks": num_blocks,
         "block_size": layout.block_size,
@@ -51,9 +48,9 @@ def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
     }
 
 
-def flat_resolved(config: SimConfig, knob_names: tuple[str, ...]) -> dict:
+def flat_resolved(setup: RunSetup, knob_names: tuple[str, ...]) -> dict:
     """A grid point's ``resolved`` record: the named knobs as run and the pool sizes, one level deep."""
-    full = resolved_config(config)
+    full = resolved_config(setup)
     flat = {name: full["knobs"][name] for name in knob_names}
     pools = full["pools"]
     flat.update(

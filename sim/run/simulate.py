@@ -8,39 +8,50 @@ import pandas as pd
 import simpy
 
 from sim.bounds.events import EventRecorder, replay_events
-from sim.bounds.summary import run_bounds, served_ids
+from sim.bounds.summary import BoundFigures, run_bounds, served_ids
 from sim.bounds.upper_bound import upper_bound, with_ideal
-from sim.cache.components import Component
-from sim.cache.interface import CacheModel, make_manager
-from sim.cache.interface import eviction_counts as _evictions
-from sim.cache.manager import CacheManager
-from sim.cache.policies import Policy
-from sim.cache.sizing import PoolSizes
+from sim.cache.events import EventBus
+from sim.cache.interface import CacheModel
+from sim.cache.misses import MissWatcher
+from sim.cache.policy import Policy
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
+from sim.engines.registry import make_manager, make_scheduler
 from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
-from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, request_table, summarize
-from sim.run.miss_tracker import MissTracker
+from sim.run.metrics import (
+    POOL_COLUMNS,
+    pool_figures,
+    pool_values,
+    request_table,
+    reuse_figures,
+    time_figures,
+)
 from sim.run.replay import replay_trace
-from sim.run.setup import build
+from sim.run.setup import RunSetup, build
 from sim.run.summary import Summary
-from sim.run.why import why_summary, with_why
-from sim.sched.default import DefaultScheduler
+from sim.run.why import why_ranges, why_summary, with_why
 from sim.sched.request import states_of
 from sim.trace import Trace
 
 
 @dataclass
 class SimResult:
-    config: SimConfig
-    policy: Policy
+    setup: RunSetup  # the configuration as it ran
     requests: pd.DataFrame
     steps: pd.DataFrame
     summary: Summary
+
+    @property
+    def config(self) -> SimConfig:
+        return self.setup.config
+
+    @property
+    def policy(self) -> Policy:
+        return self.setup.policy
 
 
 def simulate(
@@ -49,15 +60,17 @@ def simulate(
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
+    setup: RunSetup | None = None,
 ) -> SimResult:
     """``on_step(done)`` is called after every engine step (replay: every request) with the number of
     requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
     advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
-    tests compare the two)."""
+    tests compare the two). ``setup``: ``build(config)`` where the caller made it already."""
+    setup = setup if setup is not None else build(config)
     with collector_paused():
         if config.mode == "replay":
-            return run_replay(trace, config, *build(config), on_step=on_step)
-        return run_timed(trace, config, *build(config), backend=backend, on_step=on_step, fast_path=fast_path)
+            return run_replay(trace, setup, on_step=on_step)
+        return run_timed(trace, setup, backend=backend, on_step=on_step, fast_path=fast_path)
 
 
 def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
@@ -68,84 +81,61 @@ def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
 
 def run_timed(
     trace: Trace,
-    config: SimConfig,
-    model: ModelSpec,
-    policy: Policy,
-    sizes: PoolSizes,
+    setup: RunSetup,
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
 ) -> SimResult:
-    """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
-    ``config``; the conformance suite gives the engine's exact ones)."""
-    manager = make_manager(model, policy, sizes)
-    tracker = _miss_tracker(manager)
+    """The timed engine on a setup (``simulate`` builds it from its configuration; the conformance suite
+    gives the engine's exact model, policy and pools)."""
+    config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
+    manager = make_manager(model, policy, sizes, EventBus())
+    tracker = manager.watch_misses()
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
-    scheduler = DefaultScheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
+    scheduler = make_scheduler(manager, policy, sizes)
     env = simpy.Environment()
-    recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
+    recorder = (
+        EventRecorder(manager.events, trace, manager.page_size) if config.bounds else None
+    )  # the bounds'
     fits = _fits_check(trace, manager)
-    engine = Engine(env, trace, scheduler, recorder or backend, fits=fits, fast_path=fast_path)
+    engine = Engine(env, trace, scheduler, backend, fits=fits, fast_path=fast_path)
     if on_step:
         engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
     env.run()
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
-    return _result(config, policy, sizes, manager, tracker, requests, engine.steps.frame(), (trace, events))
-
-
-def _miss_tracker(manager) -> MissTracker | None:
-    """The why column's watcher, on a radix-tree manager (vLLM's block cache gives the coarse reasons)."""
-    return MissTracker(manager) if isinstance(manager, CacheManager) else None
+    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events))
 
 
 def _result(
-    config: SimConfig,
-    policy: Policy,
-    sizes: PoolSizes,
+    setup: RunSetup,
     manager: CacheModel,
-    tracker: MissTracker | None,
+    watcher: MissWatcher | None,
     requests: pd.DataFrame,
     steps: pd.DataFrame,
     bound_events: tuple[Trace, list | None],
 ) -> SimResult:
-    """The tables and the summary: reuse, occupancy against capacity, evictions, the upper bound, why
-    each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
-    page_size = manager.page_size
-    requests = with_why(requests, tracker, page_size)
-    figures = (
-        summarize(requests, steps, page_size)
-        | pool_capacity(sizes, page_size, manager.has_swa, manager.has_mamba)
-        | eviction_counts(manager)
-        | upper_bound(requests)
-        | why_summary(requests)
-    )
-    if config.bounds:
+    """The tables and the summary's typed sections: reuse, time, occupancy against capacity and evictions, the
+    upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
+    ranges = why_ranges(requests, watcher, manager.page_size)
+    requests = with_why(requests, ranges)
+    reuse = reuse_figures(requests)
+    if setup.config.bounds:
         trace, events = bound_events
         assert events is not None, "the run recorded its events for the bounds"
-        figures |= run_bounds(trace, events, manager, sizes, requests)
+        bounds = run_bounds(trace, events, manager, reuse.cached_tokens)
     else:
-        figures["bound_skipped"] = "not asked for (--no-bounds)"
-    return SimResult(config, policy, requests, steps, Summary(**figures))
-
-
-def eviction_counts(manager: CacheModel) -> dict:
-    counts = _evictions(manager)
-    return {f"evictions_{comp.layer_kind}": counts[comp] for comp in Component}
-
-
-# SGLang caps running requests at a third of the MAMBA pool (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO):
-# a running state plus two ping-pong checkpoint slots each, so admission never starves the pool
-MAMBA_STATES_PER_REQUEST = 3
-
-
-def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
-    if not manager.has_mamba or manager.topology.name != "separate":  # vLLM: max_num_seqs alone
-        return policy.max_running_requests
-    return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
+        bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
+    sections = (
+        time_figures(requests, steps),
+        pool_figures(steps, setup.sizes, manager),
+        upper_bound(requests),
+    )
+    summary = Summary.of(reuse, *sections, why_summary(ranges), bounds)
+    return SimResult(setup, requests, steps, summary)
 
 
 def _fits_check(trace: Trace, manager: CacheModel):
@@ -155,11 +145,10 @@ def _fits_check(trace: Trace, manager: CacheModel):
     )
 
 
-def run_replay(
-    trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_step=None
-) -> SimResult:
-    manager = make_manager(model, policy, sizes)
-    tracker = _miss_tracker(manager)
+def run_replay(trace: Trace, setup: RunSetup, on_step=None) -> SimResult:
+    config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
+    manager = make_manager(model, policy, sizes, EventBus())
+    tracker = manager.watch_misses()
     states = states_of(trace)
     steps, order = [], []
     fits = _fits_check(trace, manager)
@@ -182,4 +171,4 @@ def run_replay(
         if config.bounds
         else None
     )
-    return _result(config, policy, sizes, manager, tracker, requests, steps_frame, (trace, events))
+    return _result(setup, manager, tracker, requests, steps_frame, (trace, events))

@@ -13,73 +13,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from sim.bounds.summary import BoundFigures
+from sim.bounds.upper_bound import GapFigures
+from sim.run.metrics import PoolFigures, ReuseFigures, TimeFigures
+from sim.run.why import WhyFigures
 
 
 @dataclass(frozen=True, kw_only=True)
-class Summary(Mapping[str, object]):
-    # reuse over the served requests
-    requests: int
-    rejected_requests: int
-    prompt_tokens: int
-    cached_tokens: int
-    recomputed_tokens: int
-    blocked_tokens: int
-    mean_reuse_fraction: float
-    hits: int
-    followup_requests: int
-    decode_region_hits: int
-    # time (0 in replay mode)
-    makespan_s: float
-    output_tokens_per_s: float
-    mean_ttft_s: float
-    retractions: int
-    num_steps: int
-    ttft_p50_s: float
-    ttft_p90_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p90_s: float
-    tpot_p99_s: float
-    e2e_p50_s: float
-    e2e_p90_s: float
-    e2e_p99_s: float
-    # pools: held (KV in token slots, MAMBA in states), capacity, evictions
-    peak_full_slots: int
-    mean_full_slots: float
-    peak_swa_slots: int
-    mean_swa_slots: float
-    peak_mamba_states: int
-    mean_mamba_states: float
-    capacity_full_slots: int
-    capacity_swa_slots: int
-    capacity_mamba_states: int
-    capacity_blocks: int | None = None  # one shared block pool (vLLM)
-    evictions_full: int
-    evictions_swa: int
-    evictions_mamba: int
-    # the gap to an infinite FULL cache at page 1 (sim/bounds/upper_bound.py)
-    ideal_cached_tokens: int
-    ideal_decode_region_hits: int
-    gap_evicted_tokens: int
-    gap_never_kept_tokens: int
-    gap_blocked_tokens: int
-    # recomputed tokens by reason (sim/run/why.py REASONS); they add up to recomputed_tokens
-    why_mamba_state_tokens: int
-    why_mamba_evicted_tokens: int
-    why_swa_trigger_tokens: int
-    why_swa_finish_trim_tokens: int
-    why_swa_eviction_tokens: int
-    why_blocked_other_tokens: int
-    why_never_kept_tokens: int
-    why_full_evicted_tokens: int
-    why_not_cached_tokens: int
-    why_page_rounding_tokens: int
-    why_new_tokens: int
-    # the offline bounds (sim/bounds/), or why they were skipped
-    bound_belady_tokens: int | None = None
-    bound_tokens: int | None = None
-    cached_of_bound: float | None = None
-    bound_skipped: str | None = None
+class Summary(
+    BoundFigures, WhyFigures, GapFigures, PoolFigures, TimeFigures, ReuseFigures, Mapping[str, object]
+):
+    """Every figure of a run, flat (the JSON object's fields, in the sections' order: reuse, time, pools, gap,
+    why, bounds). Made from the typed sections by ``of``."""
+
+    @classmethod
+    def of(cls, *sections: object) -> Summary:
+        """The summary of a run's sections (each a dataclass whose fields are some of the summary's)."""
+        figures: dict[str, Any] = {}
+        for section in sections:
+            figures.update((f.name, getattr(section, f.name)) for f in dataclasses.fields(section))  # type: ignore[arg-type]
+        return cls(**figures)
 
     def as_dict(self) -> dict[str, object]:
         """The flat JSON object, in field order, without the figures this run does not have."""

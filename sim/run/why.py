@@ -26,36 +26,23 @@ is the request's own out-of-window free), whose MAMBA state was evicted, which F
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.cache.align import floor_to
-
-MAMBA_STATE, MAMBA_EVICTED = "mamba_state", "mamba_evicted"
-SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION = "swa_trigger", "swa_finish_trim", "swa_eviction"
-NEVER_KEPT, FULL_EVICTED, NOT_CACHED = "never_kept", "full_evicted", "not_cached"
-PAGE_ROUNDING, NEW = "page_rounding", "new"
-BLOCKED_OTHER = (
-    "blocked_other"  # a blocked range the watched events do not explain (an engine rule not mirrored)
+from sim.align import floor_to
+from sim.cache.misses import MatchMiss, MissWatcher
+from sim.cache.reasons import (
+    BLOCKED_OTHER,
+    FULL_EVICTED,
+    NEVER_KEPT,
+    NEW,
+    NOT_CACHED,
+    PAGE_ROUNDING,
+    REASONS,
+    Range,
 )
-REASONS = {
-    MAMBA_STATE: "no MAMBA state at the match point",
-    MAMBA_EVICTED: "MAMBA state evicted",
-    SWA_TRIGGER: "SWA freed by the trigger",
-    SWA_FINISH_TRIM: "SWA freed by the finish-time trim",
-    SWA_EVICTION: "SWA evicted (pool space)",
-    BLOCKED_OTHER: "blocked, other",
-    NEVER_KEPT: "never kept by the previous turn",
-    FULL_EVICTED: "FULL evicted",
-    NOT_CACHED: "not cached yet",
-    PAGE_ROUNDING: "page rounding",
-    NEW: "new tokens",
-}
-Range = tuple[int, int, str]  # [start, end) and its reason
-
-if TYPE_CHECKING:
-    from sim.run.miss_tracker import MatchMiss, MissTracker
+from sim.sched.request import served as served_rows
 
 
 def request_ranges(row, miss: MatchMiss | None, page_size: int) -> list[Range]:
@@ -92,27 +79,62 @@ def parse_ranges(text: str) -> list[Range]:
     return ranges
 
 
-def with_why(requests: pd.DataFrame, tracker: MissTracker | None, page_size: int) -> pd.DataFrame:
-    """The request table with its ``why`` column (empty for a request that never ran). Without a tracker
-    (a cache that is not a radix tree) blocked ranges are ``blocked_other``."""
-    misses = tracker.misses if tracker is not None else {}
-    texts = [
-        format_ranges(request_ranges(row, misses.get(row.id), page_size)) if row.rejected == "" else ""
+def why_ranges(requests: pd.DataFrame, watcher: MissWatcher | None, page_size: int) -> dict[str, list[Range]]:
+    """Every served request's recomputed ranges, by id. Without a watcher (a cache that has none) blocked
+    ranges are ``blocked_other``."""
+    misses = watcher.misses if watcher is not None else {}
+    return {
+        row.id: request_ranges(row, misses.get(row.id), page_size)
         for row in requests.itertuples(index=False)
-    ]
-    return requests.assign(why=texts)
+        if row.rejected == ""
+    }
+
+
+def with_why(requests: pd.DataFrame, ranges: dict[str, list[Range]]) -> pd.DataFrame:
+    """The request table with its ``why`` column (empty for a request that never ran)."""
+    return requests.assign(why=[format_ranges(ranges[i]) if i in ranges else "" for i in requests["id"]])
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhyFigures:
+    """The summary's why section: recomputed tokens by reason; they add up to ``recomputed_tokens``."""
+
+    why_mamba_state_tokens: int
+    why_mamba_evicted_tokens: int
+    why_swa_trigger_tokens: int
+    why_swa_finish_trim_tokens: int
+    why_swa_eviction_tokens: int
+    why_blocked_other_tokens: int
+    why_never_kept_tokens: int
+    why_full_evicted_tokens: int
+    why_not_cached_tokens: int
+    why_page_rounding_tokens: int
+    why_new_tokens: int
+
+    @classmethod
+    def of(cls, totals: dict[str, int]) -> WhyFigures:
+        return cls(**{why_key(reason): count for reason, count in totals.items()})
+
+
+def why_key(reason: str) -> str:
+    """The summary's figure for a reason (``why_swa_trigger_tokens``)."""
+    return f"why_{reason}_tokens"
+
+
+def why_summary(ranges: dict[str, list[Range]]) -> WhyFigures:
+    """Recomputed tokens per reason over a run's typed ranges."""
+    totals = dict.fromkeys(REASONS, 0)
+    for request_ranges_ in ranges.values():
+        for start, end, reason in request_ranges_:
+            totals[reason] += end - start
+    return WhyFigures.of(totals)
 
 
 def why_tokens(requests: pd.DataFrame) -> dict[str, int]:
-    """Recomputed tokens per reason over the served requests of a table with a ``why`` column."""
+    """Recomputed tokens per reason over the served requests of a stored table's ``why`` column."""
     totals = dict.fromkeys(REASONS, 0)
-    served = requests[requests["rejected"] == ""] if "rejected" in requests else requests
+    served = served_rows(requests) if "rejected" in requests else requests
     for text in served["why"].fillna(""):
         for start, end, reason in parse_ranges(text):
             totals[reason] = totals.get(reason, 0) + end - start
     return totals
-
-
-def why_summary(requests: pd.DataFrame) -> dict[str, int]:
-    """Summary keys ``why_<reason>_tokens``: they add up to ``recomputed_tokens``."""
-    return {f"why_{reason}_tokens": count for reason, count in why_tokens(requests).items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
+from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
@@ -166,6 +167,7 @@ class DefaultScheduler:
         reached = self.manager.requests[request_id].kv_len
         alone = len(self.running) == 1
         self.manager.abort(request_id)
+        self.manager.events.publish(Retracted(request_id, reached, why))
         del self.running[request_id]
         victim.num_retractions += 1
         if alone and not self.manager.requeues_lone_request:

@@ -8,7 +8,7 @@ typed ``RequestRow`` of the request table. Nothing about a request lives in a si
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
@@ -44,6 +44,17 @@ class RequestRow(NamedTuple):
 
 
 REQUEST_COLUMNS = list(RequestRow._fields)
+
+
+def served_mask(table: Any) -> Any:
+    """Which rows of a request table (a DataFrame) were served: a request never run has its refusal in
+    ``rejected``, a served one the empty string."""
+    return table["rejected"] == ""
+
+
+def served(table: Any) -> Any:
+    """The served rows of a request table."""
+    return table[served_mask(table)]
 
 
 @dataclass(eq=False)

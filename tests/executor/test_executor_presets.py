@@ -15,7 +15,7 @@ from executor.layout import by_blocks  # noqa: E402
 from executor.shrink import executed_model, layer_period, shrink_model  # noqa: E402
 from executor.support import execute_refusal  # noqa: E402
 from sim.cache.blocks.layout import group_kinds  # noqa: E402
-from sim.cache.policies import make_policy, policy_names  # noqa: E402
+from sim.engines.registry import make_policy, policy_names  # noqa: E402
 from sim.models import MODELS, get_model  # noqa: E402
 from sim.run.simulate import SimConfig  # noqa: E402
 from sim.trace.generate import multiturn  # noqa: E402

@@ -17,6 +17,7 @@ import torch
 from executor.bitwise import row_outputs
 from executor.mirrors import BlockMirror, RadixMirror
 from executor.model import HybridModel
+from sim.cache.blocks.manager import BlockCacheManager
 from sim.cost import CostModel, StepShape
 from sim.run.backend import batch_shape
 
@@ -48,7 +49,7 @@ class ExecutorBackend:
 
     def attach(self, manager) -> None:
         """Build real pools the size of the manager's and poison whatever it discards."""
-        shared = manager.topology.name == "shared-blocks"
+        shared = isinstance(manager, BlockCacheManager)  # vLLM's one block pool, else the radix pools
         self.mirror = (BlockMirror if shared else RadixMirror)(manager, self.model)
 
     def run(self, batch, manager) -> float:

@@ -129,14 +129,15 @@ def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
     if "num_folds" in fit:
         holdout = _number(fit["holdout_mape"], "fit.holdout_mape", path)
         folds = _count(fit["num_folds"], "fit.num_folds", path, 2)
-    trace = {}
-    if "trace_holdout_mape" in fit:
-        trace = dict(
-            trace_holdout_mape=_number(fit["trace_holdout_mape"], "fit.trace_holdout_mape", path),
-            trace_holdout_samples=_count(fit["trace_holdout_samples"], "fit.trace_holdout_samples", path, 1),
-            trace_holdout_name=_text(fit["trace_holdout_name"], "fit.trace_holdout_name", path),
-        )
-    return CalibrationFit(_number(fit["mape"], "fit.mape", path), count, holdout, folds, **trace)
+    read = CalibrationFit(_number(fit["mape"], "fit.mape", path), count, holdout, folds)
+    if "trace_holdout_mape" not in fit:
+        return read
+    return dataclasses.replace(
+        read,
+        trace_holdout_mape=_number(fit["trace_holdout_mape"], "fit.trace_holdout_mape", path),
+        trace_holdout_samples=_count(fit["trace_holdout_samples"], "fit.trace_holdout_samples", path, 1),
+        trace_holdout_name=_text(fit["trace_holdout_name"], "fit.trace_holdout_name", path),
+    )
 
 
 def _read_object(path: str | Path) -> dict:

@@ -8,6 +8,7 @@ from sim.models.kinds import LAYER_KINDS, MAMBA
 
 MAMBA_VARIANTS = ("mamba2", "gdn")
 
+
 class ModelSpec(Protocol):
     """What the checks read of a model beyond its sizes (those are read by name): ``sim.models.ModelSpec``."""
 

@@ -68,7 +68,4 @@ ENGINE = Engine(
     pool_sizes=_pool_sizes,
     settle_for_gpu=settle_for_gpu,
     describe=_describe,
-    executes="execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy!r} runs vllm's "
-    "own cache (one shared block pool, sim/cache/blocks), whose block tables the executor's pools do not model: "
-    "use `simulate` for it",
 )

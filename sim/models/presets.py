@@ -132,6 +132,7 @@ MODELS: dict[str, ModelSpec] = {
         experts_per_token=10,
         shared_d_ff=512,
         mamba_num_groups=16,
+        mamba_variant="gdn",
     ),
     # Qwen/Qwen3.5-4B (Qwen3_5ForConditionalGeneration, text config): 32 layers, full_attention_interval 4 (3
     # GatedDeltaNet : 1 full, the first layer GDN), 16 q / 4 kv heads of 256; GDN: 32 value heads of 128, 16 key
@@ -154,6 +155,7 @@ MODELS: dict[str, ModelSpec] = {
         d_ff=9216,
         vocab_size=248320,
         mamba_num_groups=16,
+        mamba_variant="gdn",
     ),
     # openai/gpt-oss-20b config.json: 24 layers alternating sliding (even) / full (odd), sliding_window 128,
     # hidden 2880, 64 q / 8 kv heads of 64, 32 local experts (experts_per_token 4) of 2880, vocab 201088.

@@ -65,6 +65,9 @@ class ModelSpec:
     # short-conv streams that every layer carries (Inkling's sconv); their (kernel-1)-token windows make up
     # the MAMBA component's state for a model that has no MAMBA layer of its own
     sconv_dims: tuple[int, ...] = ()
+    # the MAMBA layers' recurrence: "mamba2" (SSD: a decayed outer-product update) or "gdn" (GatedDeltaNet: a
+    # decayed delta-rule update on L2-normalised keys); the state's shape and bytes are the same formula
+    mamba_variant: str = "mamba2"
 
     def __post_init__(self) -> None:
         validate(self)

@@ -54,7 +54,7 @@ def test_execute_cli_json(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert {"requests_checked", "requests_not_bit_exact", "not_bit_exact_ids", "logprob_max_abs_diff", "kl_max",
-            "step_time_mape", "tokens_per_s"} <= set(payload)
+            "step_time_mape", "measured_tokens_per_s"} <= set(payload)
     assert payload["requests_not_bit_exact"] == 0 and payload["logprob_max_abs_diff"] == 0.0
     assert (tmp_path / "out" / "bitwise.csv").exists()
 
@@ -111,7 +111,7 @@ def test_every_request_rejected_is_a_report_not_a_crash(tmp_path):
     assert result.exit_code == 0, result.output
     assert "rejected (never served, not checked) 1: b" in result.output and "steps                           0" in \
         result.output
-    assert (tmp_path / "out" / "timings.csv").read_text() == "tokens,prefill_tokens,predicted_s,measured_s\n"
+    assert (tmp_path / "out" / "timings.csv").read_text() == "tokens,prefill_tokens,predicted_s,measured_s,prefill_chunks,decode_contexts\n"
     calibrated = CliRunner().invoke(cli, ["calibrate", "--trace", str(trace), "--kernels", "torch", "--pool-tokens",
                                           "256", "-o", str(tmp_path / "cal.json")])
     assert calibrated.exit_code == 2 and "no step ran" in calibrated.output

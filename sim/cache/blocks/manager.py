@@ -64,10 +64,11 @@ class BlockCacheManager(PlainBlockDecodes):
         chain = self.keys.chain(
             tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
         )
-        hit = longest_hit(self.layout, self.pool, chain, prompt_len)
+        past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
+        hit = longest_hit(self.layout, self.pool, chain, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
+        tables = hit_tables(self.layout, self.pool, chain, hit.tokens, past_state)
         swa_cap = (
             ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
             + 1
@@ -147,7 +148,10 @@ class BlockCacheManager(PlainBlockDecodes):
 
     def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
         """``allocate_slots`` for the step ``[kv_len, end)``."""
-        steps.release_skipped(self.layout, self.pool, req, req.processed(iteration, self.async_scheduling))
+        early = self.policy.fault == "vllm-early-free"  # a negative control
+        steps.release_skipped(
+            self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
+        )
         plan = steps.blocks_to_allocate(self.layout, req, end, checkpoint)
         needed = sum(count for _, count in plan)
         if needed > self.pool.num_free:

@@ -37,6 +37,12 @@ class BlockPool:
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
+        self._on_discard = None  # the executor poisons a block whose contents are gone (set_on_discard)
+
+    def set_on_discard(self, hook) -> None:
+        """``hook(blocks, group)`` is called when blocks' contents die: freed without a hash (no one can hit
+        them), or evicted (popped from the queue while cached). A cached free block is still alive."""
+        self._on_discard = hook
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -67,6 +73,8 @@ class BlockPool:
         key = self.key_of.pop(block, None)
         if key is None:
             return
+        if self._on_discard is not None:
+            self._on_discard([block], key[1])
         kind = self.group_kinds[key[1]]
         self.cached_free[kind] -= 1
         self.num_evictions[kind] += 1
@@ -103,12 +111,12 @@ class BlockPool:
         self.held[kind] -= len(released)
         hashed = [block for block in released if block in key_of]
         if len(hashed) < len(released):
-            head = self._head
-            for block in reversed(
-                [block for block in released if block not in key_of]
-            ):  # first given, first out
+            head, unhashed = self._head, [block for block in released if block not in key_of]
+            for block in reversed(unhashed):  # first given, first out
                 head[block] = None
                 head.move_to_end(block, last=False)
+            if self._on_discard is not None:
+                self._on_discard(unhashed, group)
         self._tail.update(dict.fromkeys(hashed))
         self.cached_free[kind] += len(hashed)
 

@@ -15,20 +15,23 @@ from sim.cache.blocks.retention import reachable_indices
 from sim.models import MAMBA, SWA
 
 
-def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processed: int) -> None:
+def release_skipped(
+    layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool = False
+) -> None:
+    """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], group, processed)
+            _release_window(layout, pool, req.tables[group], group, processed, int(early))
         elif kind == MAMBA and processed > 1:
             _release_states(layout, pool, req, group, processed)
 
 
 def _release_window(
-    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int
+    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
     freed = []
-    below = max(0, (processed - layout.window + 1) // layout.block_size)
+    below = max(0, (processed - layout.window + 1) // layout.block_size + extra)
     for index in range(min(len(table), below) - 1, -1, -1):
         if table[index] is None:
             break

@@ -22,6 +22,7 @@ from executor.batch import ForwardItem, kind_item
 from executor.layout import by_blocks
 from executor.pools import Pools
 from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.events import BlocksDiscarded, SlotsFreed
 
 
 def page_slots(pages: list[int | None], page_size: int, end: int) -> np.ndarray:
@@ -44,9 +45,12 @@ class RadixMirror:
             device=model.device,
             dtype=model.dtype,
         )
-        manager.pools[FULL].set_on_free(self.pools.poison_full_pages)
-        manager.pools[SWA].set_on_free(self.pools.poison_swa_pages)
-        manager.pools[MAMBA].set_on_free(self.pools.poison_states)
+        poison = {
+            FULL: self.pools.poison_full_pages,
+            SWA: self.pools.poison_swa_pages,
+            MAMBA: self.pools.poison_states,
+        }
+        manager.events.subscribe(SlotsFreed, lambda event: poison[event.component](event.ids))
 
     def items(self, entries, manager, tokens_of) -> tuple[list[ForwardItem], dict]:
         return [self._item(entry, manager, tokens_of(entry.plan)) for entry in entries], {}
@@ -66,7 +70,7 @@ class BlockMirror:
     def __init__(self, manager, model):
         layout = by_blocks(model.spec, manager.page_size, manager.layout.group_kinds, manager.pool.num_blocks)
         self.pools = Pools(model.spec, layout, device=model.device, dtype=model.dtype)
-        manager.pool.set_on_discard(lambda blocks, group: self.pools.poison(group, blocks))
+        manager.events.subscribe(BlocksDiscarded, lambda event: self.pools.poison(event.group, event.blocks))
 
     def items(self, entries, manager, tokens_of) -> tuple[list[ForwardItem], dict[int, list]]:
         """The step's items, and per item index the state copies to make only after the other items ran."""

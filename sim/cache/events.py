@@ -103,6 +103,15 @@ class SlotsFreed:
     ids: list[int]
 
 
+@dataclass(frozen=True, slots=True)
+class BlocksDiscarded:
+    """vLLM blocks whose contents died: freed without a hash (no one can hit them), or evicted while cached.
+    A cached free block is still alive."""
+
+    group: int
+    blocks: list[int]
+
+
 # ---- the radix tree: each published before the tree changes -----------------------------------------
 @dataclass(frozen=True, slots=True)
 class Evicting:

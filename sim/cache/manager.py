@@ -55,7 +55,7 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         self.rules = rules.build(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
-        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
+        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, self.events)
         self.pools = self.topology.pools
         full, swa, mamba = (self.pools[comp] for comp in Component)
         self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction(), self.events)

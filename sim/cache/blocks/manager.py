@@ -50,7 +50,7 @@ class BlockCacheManager(PlainBlockDecodes):
         check_config(self.layout, policy)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
-        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
+        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[bytes]] = {}

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from sim.cache.events import BlocksDiscarded, EventBus, emit
+
 Key = tuple[bytes, int]  # (block key, group index)
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...]):
+    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...], events: EventBus | None = None):
         if num_blocks < 2:
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
@@ -37,12 +39,8 @@ class BlockPool:
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
-        self._on_discard = None  # the executor poisons a block whose contents are gone (set_on_discard)
-
-    def set_on_discard(self, hook) -> None:
-        """``hook(blocks, group)`` is called when blocks' contents die: freed without a hash (no one can hit
-        them), or evicted (popped from the queue while cached). A cached free block is still alive."""
-        self._on_discard = hook
+        # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
+        self._discarded = (events or EventBus()).channel(BlocksDiscarded)
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -73,8 +71,8 @@ class BlockPool:
         key = self.key_of.pop(block, None)
         if key is None:
             return
-        if self._on_discard is not None:
-            self._on_discard([block], key[1])
+        if self._discarded:
+            emit(self._discarded, BlocksDiscarded(key[1], [block]))
         kind = self.group_kinds[key[1]]
         self.cached_free[kind] -= 1
         self.num_evictions[kind] += 1
@@ -115,8 +113,8 @@ class BlockPool:
             for block in reversed(unhashed):  # first given, first out
                 head[block] = None
                 head.move_to_end(block, last=False)
-            if self._on_discard is not None:
-                self._on_discard(unhashed, group)
+            if self._discarded:
+                emit(self._discarded, BlocksDiscarded(group, unhashed))
         self._tail.update(dict.fromkeys(hashed))
         self.cached_free[kind] += len(hashed)
 

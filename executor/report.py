@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
-from sim.atomic import atomic_write_many
-from sim.cost.calibration import fit_calibration, save_calibration
+from sim.atomic import atomic_write_many, check_output_dir
+from sim.cost.calibration import save_calibration
+from sim.cost.calibration_fit import fit_calibration
 from sim.run.simulate import SimConfig
-from sim.run.tables_io import write_tables
+from sim.run.tables_io import csv_text, table_names, write_tables
 from sim.trace import Trace
+
+EXTRA_TABLES = ("bitwise.csv", "timings.csv")  # beside the simulator's tables
 
 
 def execute_report(
@@ -23,13 +26,15 @@ def execute_report(
     as_json: bool,
     table_format: str = "csv",
 ) -> str:
+    if out_dir:  # the output rule, before the run: every file it will write
+        check_output_dir(out_dir, (*table_names([config.policy], table_format)[0], *EXTRA_TABLES))
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
         write_tables(result.measured, out_dir, table_format=table_format)
         atomic_write_many(
             {
-                Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
-                Path(out_dir) / "timings.csv": result.timings.to_csv(index=False),
+                Path(out_dir) / EXTRA_TABLES[0]: csv_text(result.requests),
+                Path(out_dir) / EXTRA_TABLES[1]: csv_text(result.timings),
             }
         )
     if as_json:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import click
 
-from commands.common import CALIBRATION_HELP, POLICY_HELP, config_from_options, knob_options
+from commands.common import (
+    CALIBRATION_HELP,
+    KNOB_OPTION_NAMES,
+    POLICY_HELP,
+    config_from_options,
+    knob_options,
+)
 from commands.options import (
     TRACE_INPUT,
     call_library,
+    call_with_options,
     format_option,
     option,
     pool_options,
 )
+from commands.param_types import Integer, OutputDir, OutputFile
 from sim.cache.policies import policy_names
 from sim.cost import GPUS
 from sim.trace import load_trace
@@ -67,7 +75,7 @@ def _executor_options(fn):
             "--seed",
             default=0,
             show_default=True,
-            type=click.IntRange(0, 2**63 - 1),
+            type=Integer(0, 2**63 - 1),
             help="seed of the model's random weights",
         ),
     ]
@@ -100,7 +108,7 @@ def _executor_config(policy, model, device, gpu, calibration, options):
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="nothing written",
     help="write requests, steps, bitwise.csv and timings.csv here",
 )
@@ -118,27 +126,40 @@ def execute(
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput."""
-    config = call_library(_executor_config, policy, model, device, gpu, calibration, options)
+    config = call_with_options(
+        KNOB_OPTION_NAMES, _executor_config, policy, model, device, gpu, calibration, options
+    )
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
     click.echo(
-        call_library(
-            execute_report, loaded, config, device, kernels, seed, out_dir, fmt == "json", table_format
+        call_with_options(
+            KNOB_OPTION_NAMES,
+            execute_report,
+            loaded,
+            config,
+            device,
+            kernels,
+            seed,
+            out_dir,
+            fmt == "json",
+            table_format,
         )
     )
 
 
 @click.command()
 @_executor_options
-@option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON to write"
-)
+@option("-o", "--output", required=True, type=OutputFile(), help="the calibration JSON to write")
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, output, **options):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""
-    config = call_library(_executor_config, policy, model, device, gpu, None, options)
+    config = call_with_options(KNOB_OPTION_NAMES, _executor_config, policy, model, device, gpu, None, options)
     loaded = call_library(load_trace, trace_path)
     from executor.report import calibrate_from_run
 
-    click.echo(call_library(calibrate_from_run, loaded, config, device, kernels, seed, output))
+    click.echo(
+        call_with_options(
+            KNOB_OPTION_NAMES, calibrate_from_run, loaded, config, device, kernels, seed, output
+        )
+    )

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import click
 
 from commands.options import TRACE_INPUT, DescribedOption, call_library, call_with_options, format_option
+from commands.param_types import Integer, OutputFile
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace.formats import IMPORT_FORMATS
 from sim.trace.generate import GENERATORS
@@ -39,7 +40,7 @@ def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Comm
         DescribedOption(
             ["-o", "--output"],
             required=True,
-            type=click.Path(dir_okay=False),
+            type=OutputFile(),
             help="the JSONL trace to write",
         )
     )
@@ -71,12 +72,12 @@ def _import_command(fmt: str, about: str) -> click.Command:
         DescribedOption(
             ["-o", "--output"],
             required=True,
-            type=click.Path(dir_okay=False),
+            type=OutputFile(),
             help="the JSONL trace to write",
         ),
         DescribedOption(
             ["--limit"],
-            type=click.IntRange(min=1),
+            type=Integer(min=1),
             show_default="all",
             help="import only the first N requests (conversations)",
         ),

@@ -16,7 +16,7 @@ from reports.heatmaps import heatmap_figures
 from reports.occupancy import choose_points, occupancy_figure
 from reports.report_formats import FIGURES_DIR, Section, to_html, to_markdown
 from reports.why_table import why_table
-from sim.atomic import atomic_write
+from sim.atomic import atomic_write, check_output_dir
 
 FORMATS = ("md", "html", "png")
 
@@ -34,6 +34,7 @@ def write_report(
     prefixes) chooses the points whose pool occupancy is drawn."""
     if fmt not in FORMATS:
         raise ValueError(f"report format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    _check_outputs(Path(root))
     data = load_grid(root)
     baseline = _baseline(data, baseline)
     sections = build_sections(data, baseline, points)
@@ -47,6 +48,13 @@ def write_report(
     elif fmt == "html":
         written.append(_write_text(root / "report.html", to_html(title, card, sections)))
     return Written(written, data.skipped + code_warnings(data))
+
+
+def _check_outputs(root: Path) -> None:
+    """The output rule before any work: the report's files, and what figures/ holds (each is rewritten)."""
+    check_output_dir(root, ("report.md", "report.html"))
+    figures = root / FIGURES_DIR
+    check_output_dir(figures, tuple(p.name for p in figures.iterdir()) if figures.is_dir() else ())
 
 
 def _baseline(data: GridData, baseline: str | None) -> str:

@@ -3,8 +3,8 @@
 Every CSV hybridcache writes goes through ``csv_text``: a text cell that a spreadsheet would run as a
 formula (one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return: a request id from a
 trace is the user's) gets a leading ``'``, as OWASP advises; so does a cell that starts with ``'`` itself,
-so that ``csv_read_back`` (drop one leading ``'``) gives the text back exactly. A number (``-5``) is left
-as it is.
+so that ``csv_read_back`` (drop one leading ``'``) gives the text back exactly. A negative number (``-5``,
+an integer id written as text) is left as it is.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sim.atomic import atomic_write, atomic_write_many, check_output_dir
 from sim.run.simulate import SimResult
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_NEGATIVE_NUMBER = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
 def write_tables(
@@ -84,7 +84,7 @@ def _is_text(column: pd.Series) -> bool:
 
 
 def _neutralised(value: object) -> object:
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.match(value):
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NEGATIVE_NUMBER.match(value):
         return "'" + value
     return value
 

@@ -24,10 +24,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from sim.cache.interface import CacheModel, make_manager, manager_class  # noqa: E402
-from sim.cache.policies import PRESETS, make_policy  # noqa: E402
+from sim.align import ceil_div  # noqa: E402
+from sim.cache.interface import CacheModel  # noqa: E402
 from sim.cache.results import Refusal  # noqa: E402
 from sim.cache.sizing import PoolSizes  # noqa: E402
+from sim.engines.registry import PRESETS, engine_of, make_manager, make_policy  # noqa: E402
 from sim.models import get_model  # noqa: E402
 from sim.tokens import TokenSeq  # noqa: E402
 
@@ -126,7 +127,7 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
     model = replace(
         get_model("tiny"), layer_kinds=kinds, window=window, mamba_chunk=rng.choice([2, 4, 8, 16])
     )
-    if manager_class(make_policy(preset)) is not None:  # vLLM: one shared block pool, its own defaults
+    if engine_of(make_policy(preset)).rules is None:  # vLLM: one shared block pool, its own defaults
         return _block_scenario(preset, model, rng)
     knobs = dict(
         page_size=page,
@@ -150,15 +151,12 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
 
 def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel, int]:
     """vLLM's manager on a pool of one to four requests' worth of blocks (a request is at most 256 tokens)."""
-    from sim.cache.blocks.layout import layout_for
-    from sim.cache.resolve import resolve
+    from sim.cache.blocks.layout import policy_layout
 
     policy = make_policy(preset)
-    block = layout_for(
-        model, policy.page_size, resolve(policy, model).window, bool(policy.prefill_checkpoints)
-    ).block_size
+    block = policy_layout(model, policy).block_size
     # a request's blocks, its MAMBA live and checkpoint blocks and the null block: what vLLM starts with
-    least = 8 + -(-256 // block)
+    least = 8 + ceil_div(256, block)
     sizes = PoolSizes(0, 0, 0, blocks=rng.randint(least, 2 * least))
     return make_manager(model, policy, sizes), block * rng.randint(1, 4)
 

@@ -20,10 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
-from sim.cache.manager import CacheManager  # noqa: E402
-from sim.cache.policies import make_policy, policy_names  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
 from sim.cache.solo_run import run_alone  # noqa: E402
+from sim.engines.registry import make_manager, make_policy, policy_names  # noqa: E402
 from sim.models import get_model  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
@@ -51,7 +50,7 @@ def main() -> None:
     model = get_model(args.model)
     policy = make_policy(args.policy, page_size=args.page_size, chunked_prefill_size=1 << 30)
     sizes = sizes_from_tokens(args.page_size, args.pool_tokens, states=200_000)
-    manager = CacheManager(model, policy, sizes)
+    manager = make_manager(model, policy, sizes)
     cached = prompt_tokens = iteration = 0
     for request in sorted(trace, key=lambda r: r.arrival):
         tokens = trace.request_seq(request.id)

@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.real_traces import _rss_mib, existing_trace, mooncake_trace  # noqa: E402
-from sim.cache.policies import policy_names  # noqa: E402
+from sim.engines.registry import policy_names  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 

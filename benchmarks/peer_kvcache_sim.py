@@ -36,6 +36,7 @@ from benchmarks.peer_kvcache_side import (  # noqa: E402
 )
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
+from sim.sched.request import served_mask  # noqa: E402
 from sim.trace import Trace  # noqa: E402
 from sim.trace.mooncake_import import import_mooncake  # noqa: E402
 
@@ -59,7 +60,7 @@ def adapt(trace: Trace, path: Path, drop_outputs: bool, file_order: bool) -> Tra
 def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
     """(hit tokens in whole blocks, prompt tokens) over the last 50% of the rows (file order)."""
     measured = requests.iloc[len(requests) // 2 :]
-    hits = measured["cached_tokens"].where(measured["rejected"] == "", 0) // BLOCK_LEN * BLOCK_LEN
+    hits = measured["cached_tokens"].where(served_mask(measured), 0) // BLOCK_LEN * BLOCK_LEN
     return int(hits.sum()), int(measured["prompt_tokens"].sum())
 
 
@@ -80,7 +81,7 @@ def run_ours(
     )
     result, sim_s = _timed(simulate, trace, config)
     hits, total = measured_hits(result.requests)
-    rejected = int((result.requests["rejected"] != "").sum())
+    rejected = int((~served_mask(result.requests)).sum())
     label = "hybridcache replay, " + ("prompts only" if drop_outputs else "with outputs")
     return SideRun(
         label, load_s, sim_s, hits, total, f"rejected: {rejected} (larger than the pool)" if rejected else ""

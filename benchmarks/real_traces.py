@@ -26,7 +26,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from sim.cache.policies import policy_names  # noqa: E402
+from sim.engines.registry import policy_names  # noqa: E402
 from sim.models import MODELS  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402

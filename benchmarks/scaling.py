@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from benchmarks.real_traces import MODES, Case, existing_trace, mooncake_trace, run_isolated  # noqa: E402
-from sim.cache.policies import policy_names  # noqa: E402
+from sim.engines.registry import policy_names  # noqa: E402
 
 DEFAULT_SIZES = (1000, 2000, 4000, 8000, 12000)
 

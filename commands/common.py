@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.options import pools_as_config, spec_options
-from sim.cache.policy import CLI_KNOBS
+from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 
 POLICY_HELP = "the cache policy preset (`cli.py policies` lists them and what each models)"
@@ -13,8 +13,10 @@ MODE_HELP = "timed: the SimPy engine with batching and time; replay: requests on
 CALIBRATION_HELP = "fitted cost coefficients (`cli.py calibrate`) instead of the GPU preset's roofline"
 
 
-# the knob and pool options, by parameter name: a library message naming one is shown with the option
-KNOB_OPTION_NAMES = (*CLI_KNOBS, *POOL_KNOBS)
+def knob_option_names() -> tuple[str, ...]:
+    """The knob and pool options by parameter name (a library message naming one is shown with the option);
+    read when called: an engine registered later adds its knobs."""
+    return (*CLI_KNOBS, *POOL_KNOBS)
 
 
 def knob_options(fn):
@@ -25,6 +27,8 @@ def knob_options(fn):
 def config_from_options(options: dict) -> dict:
     """The SimConfig fields the knob and pool options give: ``knobs`` and the pools' sizes."""
     return {
-        "knobs": {k: options[k] for k in CLI_KNOBS},
+        "knobs": {
+            k: options.get(k) for k in CLI_KNOBS
+        },  # a knob registered after the options were made: none
         **pools_as_config({k: options[k] for k in POOL_KNOBS}),
     }

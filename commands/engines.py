@@ -22,18 +22,12 @@ from sim.models import MODELS
 )
 def policies(model):
     """The policy presets: the engine or PR each one models, its rules module and every knob's value."""
-    from sim.cache.engines import ENGINES
-    from sim.cache.policies import PRESETS
-    from sim.cache.policy import describe_resolved
-    from sim.cache.resolve import resolve
+    from sim.engines.registry import PRESETS, engine_of
     from sim.run.config import SimConfig
 
     for name, preset in PRESETS.items():
         click.echo(f"{name:<20} {preset.about}")
-        line = describe_resolved(resolve(preset, MODELS[model]))
-        engine_line = getattr(ENGINES[preset.engine], "describe_resolved", None)
-        if engine_line is not None:  # vLLM: not a radix tree; its block size and groups come from the GPU
-            line = line.split("; resolved:")[0] + "; " + engine_line(preset, MODELS[model], SimConfig.gpu)
+        line = engine_of(preset).describe(preset, MODELS[model], SimConfig.gpu)
         click.echo(f"{'':<20} {line}")
 
 

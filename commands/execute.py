@@ -6,13 +6,14 @@ import click
 
 from commands.common import (
     CALIBRATION_HELP,
-    KNOB_OPTION_NAMES,
     POLICY_HELP,
     config_from_options,
+    knob_option_names,
     knob_options,
 )
 from commands.options import (
     TRACE_INPUT,
+    PolicyChoice,
     call_library,
     call_with_options,
     format_option,
@@ -20,7 +21,6 @@ from commands.options import (
     pool_options,
 )
 from commands.param_types import Integer, OutputDir, OutputFile
-from sim.cache.policies import policy_names
 from sim.cost import GPUS
 from sim.trace import load_trace
 
@@ -41,7 +41,7 @@ def _executor_options(fn):
             "--policy",
             default="sglang-retain",
             show_default=True,
-            type=click.Choice(policy_names()),
+            type=PolicyChoice(),
             help=POLICY_HELP,
         ),
         option(
@@ -127,14 +127,14 @@ def execute(
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput."""
     config = call_with_options(
-        KNOB_OPTION_NAMES, _executor_config, policy, model, device, gpu, calibration, options
+        knob_option_names(), _executor_config, policy, model, device, gpu, calibration, options
     )
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
     click.echo(
         call_with_options(
-            KNOB_OPTION_NAMES,
+            knob_option_names(),
             execute_report,
             loaded,
             config,
@@ -154,12 +154,14 @@ def execute(
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, output, **options):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""
-    config = call_with_options(KNOB_OPTION_NAMES, _executor_config, policy, model, device, gpu, None, options)
+    config = call_with_options(
+        knob_option_names(), _executor_config, policy, model, device, gpu, None, options
+    )
     loaded = call_library(load_trace, trace_path)
     from executor.report import calibrate_from_run
 
     click.echo(
         call_with_options(
-            KNOB_OPTION_NAMES, calibrate_from_run, loaded, config, device, kernels, seed, output
+            knob_option_names(), calibrate_from_run, loaded, config, device, kernels, seed, output
         )
     )

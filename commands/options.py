@@ -12,6 +12,7 @@ import click
 
 from sim.atomic import describe_os_error
 from sim.cache.knobs import NONE, KnobSpec
+from sim.engines.registry import policy_names
 from sim.run.config import POOL_KNOBS, SimConfig
 
 PRESET_DEFAULT = "the preset's, see cli.py policies"
@@ -94,6 +95,22 @@ class KnobType(click.ParamType):
             return self.spec.parse(value)
         except ValueError as e:
             self.fail(str(e), param, ctx)
+
+
+class PolicyChoice(click.Choice):
+    """The registered presets, read when an option is parsed: an engine registered after the command line was
+    built (a plugin, a test's toy engine) is a valid choice too."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return tuple(policy_names())
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass
 
 
 class DescribedOption(click.Option):

@@ -9,15 +9,16 @@ import click
 from commands.common import (
     CALIBRATION_HELP,
     GPU_HELP,
-    KNOB_OPTION_NAMES,
     MODE_HELP,
     MODEL_HELP,
     POLICY_HELP,
     config_from_options,
+    knob_option_names,
     knob_options,
 )
 from commands.options import (
     TRACE_INPUT,
+    PolicyChoice,
     call_library,
     call_with_options,
     format_option,
@@ -25,7 +26,6 @@ from commands.options import (
     pool_options,
 )
 from commands.param_types import Integer, Number, OutputDir
-from sim.cache.policies import policy_names
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -43,7 +43,7 @@ from sim.trace import load_trace
     "--policy",
     default="sglang-retain",
     show_default=True,
-    type=click.Choice(policy_names()),
+    type=PolicyChoice(),
     help=POLICY_HELP,
 )
 @option("--model", default="inkling", show_default=True, type=click.Choice(sorted(MODELS)), help=MODEL_HELP)
@@ -56,7 +56,7 @@ from sim.trace import load_trace
 @option(
     "--compare",
     "compare_policy",
-    type=click.Choice(policy_names()),
+    type=PolicyChoice(),
     show_default="none",
     help="a second policy on the same trace, side by side with the change",
 )
@@ -106,7 +106,7 @@ def simulate(
 
     loaded = call_library(load_trace, trace_path)
     config = call_with_options(
-        KNOB_OPTION_NAMES,
+        knob_option_names(),
         SimConfig,
         policy=policy,
         model=model,
@@ -118,7 +118,7 @@ def simulate(
     )
     click.echo(
         call_with_options(
-            KNOB_OPTION_NAMES,
+            knob_option_names(),
             run_simulate,
             loaded,
             config,

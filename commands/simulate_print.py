@@ -13,6 +13,7 @@ from sim.run.metrics import compare
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, SimResult, simulate
 from sim.run.tables_io import table_names, write_tables
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 FORMATS = ("text", "md", "json")
@@ -88,7 +89,7 @@ def payload(results: list[SimResult], trace_name: str) -> dict:
 
 def rejection_note(result: SimResult, fmt: str = "text") -> str:
     """Name the requests the pools could never hold (the first few, with why)."""
-    rejected = result.requests[result.requests["rejected"] != ""]
+    rejected = result.requests[~served_mask(result.requests)]
     if rejected.empty:
         return ""
     shown = "; ".join(f"{row.id}: {row.rejected}" for row in rejected.head(3).itertuples())

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from conformance.scenario import EngineOutcome, Scenario
-from sim.cache.policies import PRESETS, make_policy
 from sim.cache.sizing import PoolSizes
+from sim.engines.registry import PRESETS, make_policy
 from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
 from sim.run.gc_pause import collector_paused
 from sim.run.simulate import SimConfig, run_replay, run_timed

@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 
 from conformance.scenario import EngineConfig, Scenario, one_at_a_time, trace_lines
+from sim.align import ceil_div, ceil_to
 
 SGLANG_MIN_STATES = 5
 
@@ -17,8 +18,8 @@ def with_pools(
 
     lengths = _lengths(config, requests)
     page = config.page_size
-    longest = -(-max(lengths) // page) * page
-    total = -(-sum(lengths) // page) * page + page * len(lengths)
+    longest = ceil_to(max(lengths), page)
+    total = ceil_to(sum(lengths), page) + page * len(lengths)
     if pressure:
         full = longest + page * rng.randint(2, 8) + rng.randint(0, longest)
         swa = (
@@ -31,8 +32,8 @@ def with_pools(
         full = total * 2
         swa = total * 2 if config.has_swa else 0
         states = 4 * len(lengths) + 64 if config.has_mamba else 0
-    full = -(-full // page) * page
-    swa = -(-swa // page) * page
+    full = ceil_to(full, page)
+    swa = ceil_to(swa, page)
     return replace(config, full_tokens=full, swa_tokens=swa, mamba_states=states)
 
 
@@ -42,7 +43,7 @@ def _freetoken_swa_floor(config: EngineConfig) -> int:
     out-of-window free (W + interval + 2 pages). Below it FreeToken's decode exhausts the pool and raises;
     its own sizing never goes there, so pressure scenarios stay above it and still evict."""
     page = config.page_size
-    return -(-(config.window + 16) // page) * page + config.window + config.swa_eviction_interval + 2 * page
+    return ceil_to(config.window + 16, page) + config.window + config.swa_eviction_interval + 2 * page
 
 
 def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
@@ -81,7 +82,7 @@ def with_vllm_pool(
 
     page = config.page_size
     lengths = _lengths(config, requests)
-    max_model_len = -(-max(lengths) // page) * page + page
+    max_model_len = ceil_to(max(lengths), page) + page
     retention = rng.choice((0, 0, 0, None, page * rng.choice((2, 4, 8))))
     if not (config.has_swa or config.has_mamba):
         retention = 0
@@ -94,7 +95,8 @@ def with_vllm_pool(
         num_blocks = vllm_min_blocks(config) + rng.randint(0, 3)
     else:
         num_blocks = max(
-            vllm_min_blocks(config), 1 + 2 * num_groups * sum(-(-length // page) + 3 for length in lengths)
+            vllm_min_blocks(config),
+            1 + 2 * num_groups * sum(ceil_div(length, page) + 3 for length in lengths),
         )
     return replace(config, num_blocks=num_blocks)
 
@@ -106,9 +108,9 @@ def vllm_min_blocks(config: EngineConfig) -> int:
     (SlidingWindowSpec.max_admission_blocks_per_request) and align-mode Mamba two states plus the internal
     checkpoint (MambaSpec.max_memory_usage_bytes)."""
     page, max_len = config.page_size, config.max_model_len
-    blocks = 1 + -(-max_len // page)
+    blocks = 1 + ceil_div(max_len, page)
     if config.has_swa:
-        blocks += -(-min(config.window - 1 + 2 * config.chunked_prefill_size, max_len) // page) + 1
+        blocks += ceil_div(min(config.window - 1 + 2 * config.chunked_prefill_size, max_len), page) + 1
     if config.has_mamba:
         blocks += 2 + config.prefill_checkpoints
     return blocks

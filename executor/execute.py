@@ -20,9 +20,10 @@ from executor.backend import ExecutorBackend
 from executor.bitwise import RequestCheck, check_request, gather_outputs
 from executor.model import HybridModel
 from executor.replay import replay_outputs
-from sim.cache.interface import manager_class
+from sim.engines.registry import engine_of
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, SimResult, cost_model, simulate
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 TIMING_COLUMNS = ("tokens", "prefill_tokens", "predicted_s", "measured_s")
@@ -53,12 +54,9 @@ def execute(
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use --device cpu"
         )
     model_spec, policy, _ = build(config)
-    if manager_class(policy) is not None:
-        raise ValueError(
-            f"execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy.name!r} "
-            f"runs {policy.engine}'s own cache (one shared block pool, sim/cache/blocks), whose block "
-            "tables the executor's pools do not model: use `simulate` for it"
-        )
+    refusal = engine_of(policy).executes
+    if refusal is not None:
+        raise ValueError(refusal.format(policy=policy.name))
     model = HybridModel(model_spec, seed=seed, device=device, dtype=dtype)
     cost = cost_model(config, model_spec)  # the prediction's own, so both runs schedule alike
     predicted = simulate(trace, config)
@@ -67,7 +65,7 @@ def execute(
     _check_same_schedule(predicted, measured)
     # a request the pools refused never completed: its outputs (if it ran before it was given up) are not
     # a finished sequence, and comparing them with a whole replay would raise a false alarm
-    rejected = set(measured.requests.loc[measured.requests["rejected"] != "", "id"])
+    rejected = set(measured.requests.loc[~served_mask(measured.requests), "id"])
     served = [rid for rid in measured.requests["id"] if rid in backend.outputs and rid not in rejected]
     replayed = replay_outputs(model, trace, served, kernels)
     checks = {
@@ -119,8 +117,8 @@ def _summary(requests: pd.DataFrame, timings: pd.DataFrame) -> dict:
     return {
         "requests": int(len(requests)),
         "requests_checked": int(len(checked)),
-        "requests_rejected": int((requests["rejected"] != "").sum()),
-        "rejected_ids": _ids(requests, requests["rejected"] != ""),
+        "requests_rejected": int((~served_mask(requests)).sum()),
+        "rejected_ids": _ids(requests, ~served_mask(requests)),
         "requests_reusing": int((checked["cached_tokens"] > 0).sum()),
         "cached_tokens": int(checked["cached_tokens"].sum()),
         "outputs_checked": int(checked["outputs"].sum()),

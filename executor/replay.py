@@ -9,6 +9,7 @@ from executor.batch import ForwardItem
 from executor.bitwise import Outputs, row_outputs
 from executor.model import HybridModel
 from executor.pools import Pools
+from sim.align import ceil_div
 from sim.trace import Trace
 
 
@@ -17,7 +18,7 @@ def replay_outputs(
 ) -> dict[str, Outputs]:
     """Every output position's log-prob and logits fingerprint, the whole sequence in one pass from 0."""
     lengths = {rid: trace.prompt_len(rid) + trace.request(rid).output_len - 1 for rid in request_ids}
-    pages = -(-max(lengths.values(), default=1) // page_size)
+    pages = ceil_div(max(lengths.values(), default=1), page_size)
     pools = Pools(model.spec, page_size, pages, pages, 1, device=model.device, dtype=model.dtype)
     out = {}
     for rid in request_ids:

@@ -15,11 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
+from sim.cache.reasons import REASONS
 from sim.grid.points import GridPoint, config_from_dict, key_problem
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
-from sim.run.why import REASONS, why_tokens
+from sim.run.why import why_tokens
+from sim.sched.request import served as served_rows
 
 FOLLOWUP, ALL = "follow-up", "all"
 REUSE_COLUMNS = (
@@ -55,7 +57,7 @@ class Reuse:
 
 
 def in_scope(requests: pd.DataFrame, scope: str) -> pd.DataFrame:
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     return served[served["followup"]] if scope == FOLLOWUP else served
 
 

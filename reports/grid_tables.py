@@ -7,8 +7,7 @@ import pandas as pd
 from reports.formatting import count
 from reports.grid_data import FOLLOWUP, GridData, in_scope
 from sim.cache.components import Component
-from sim.run.metrics import compare
-from sim.run.why import (
+from sim.cache.reasons import (
     BLOCKED_OTHER,
     FULL_EVICTED,
     MAMBA_EVICTED,
@@ -20,6 +19,7 @@ from sim.run.why import (
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
 )
+from sim.run.metrics import compare
 
 SHORT = {"page_size": "page", "track_interval": "interval"}
 

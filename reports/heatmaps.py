@@ -21,6 +21,7 @@ from reports.cell_fit import CELL_FONT, SHORT_FORMS, fit_cell_texts
 from reports.figures import DPI, WIDTH_IN, RenderedFigure, new_figure, render
 from reports.formatting import abbreviated, count
 from reports.grid_data import FOLLOWUP, GridData
+from sim.align import ceil_div
 
 AXIS_SETTINGS = ("page_size", "track_interval")
 PANELS_PER_ROW = 3
@@ -118,7 +119,7 @@ def heatmap_figure(
     intervals = sorted(points["track_interval"].unique())
     panels = [(p, None) for p in policies] + [(p, baseline) for p in policies if p != baseline]
     ncols = min(panels_per_row(len(intervals)), len(panels))
-    nrows = math.ceil(len(panels) / ncols)
+    nrows = ceil_div(len(panels), ncols)
     figure, axes = new_figure(0.9 + 2.4 * nrows, nrows, ncols, constrained_layout=True)
     values = {p: _grid(points, p, pages, intervals, metric) for p in policies}
     span = _span(metric, [values[p][0] for p in policies])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports.formatting import count
-from sim.cache.policy import KNOBS
+from sim.engines.registry import KNOBS
 from sim.run.summary import Summary
 
 

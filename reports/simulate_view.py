@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from reports.formatting import change, count, delta, fraction, seconds, share, used_of
 from reports.simulate_header import Run, header_lines
 from sim.cache.components import Component
+from sim.cache.reasons import REASONS
 from sim.run.summary import Summary  # the rows read it by figure name
-from sim.run.why import REASONS
 
 TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
 

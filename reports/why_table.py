@@ -7,7 +7,8 @@ import pandas as pd
 
 from reports.grid_data import GridData, in_scope
 from reports.grid_tables import setting_columns
-from sim.run.why import REASONS, why_tokens
+from sim.cache.reasons import REASONS
+from sim.run.why import why_tokens
 
 
 def why_table(data: GridData) -> pd.DataFrame | None:

@@ -165,7 +165,7 @@ def captured_variants(output_len: int | None) -> list[tuple[str, ASTSource, dict
     """The variants scripts/gpu_check.sh's `execute` launches, from the same run on this CPU (pools cut
     down to fit here: their sizes change no launch's specialisation)."""
     from capture_variants import intercepted_launches
-    from gpu_check_stages import GPU
+    from gpu_check_profiles import GPU
 
     from cli import cli
 

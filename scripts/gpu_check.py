@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_check_profiles import DRY, GPU  # noqa: E402
 from gpu_check_runner import REPO, Context, plan_text, run_stages  # noqa: E402
-from gpu_check_stages import DRY, GPU, STAGES  # noqa: E402
+from gpu_check_stages import STAGES  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:

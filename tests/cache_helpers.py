@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sim.cache.manager import CacheManager
-from sim.cache.policies import make_policy
 from sim.cache.sizing import PoolSizes
+from sim.engines.registry import make_manager, make_policy
 from sim.models import get_model
 from sim.tokens import TokenSeq
 
@@ -18,7 +18,7 @@ def hybrid_model(swa: bool = True, mamba: bool = True, window: int = 512, mamba_
 
 
 def manager(policy: str, model=None, sizes: PoolSizes = BIG, **knobs) -> CacheManager:
-    return CacheManager(model or hybrid_model(), make_policy(policy, **knobs), sizes)
+    return make_manager(model or hybrid_model(), make_policy(policy, **knobs), sizes)
 
 
 def seq(*parts: tuple[str, int]) -> TokenSeq:

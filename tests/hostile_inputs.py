@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from cli import cli
 from sim.atomic import temp_files
-from sim.cache.policy import CLI_KNOBS
+from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 from tests import test_bad_inputs as regression
 from tests.bad_input_helpers import GOOD_LINES, Hang, lines_text, time_limit

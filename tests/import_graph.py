@@ -19,18 +19,10 @@ def module_files(root: Path, roots: tuple[str, ...]) -> dict[str, Path]:
     return files
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.AST):
-    """Every import statement that can run: ``if TYPE_CHECKING:`` bodies are skipped."""
+    """Every import statement, wherever it is: inside functions (lazy) and under ``if TYPE_CHECKING:`` too
+    (a type-only import still ties two modules together)."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            yield from (n for branch in node.orelse for n in _imports_in(branch))
-            continue
         yield from _imports_in(node)
 
 

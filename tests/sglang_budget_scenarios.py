@@ -61,7 +61,7 @@ def budget_before_states() -> Scenario:
 BUDGET_BEFORE_STATES = [(0, True), (0, True), (0, True), (0, False), (64, True), (0, True)]
 
 # SGLang's answers on the pressure seeds whose disagreements this budget resolved (classes E and F of
-# docs/conformance-sglang-findings.md): seed -> (preset "sglang", preset "sglang-retain")
+# docs/notes/conformance-sglang-findings.md): seed -> (preset "sglang", preset "sglang-retain")
 _NO, _OK = False, True
 RESOLVED_SEEDS = {
     8: [[(0, _OK), (0, _OK), (0, _NO), (0, _NO), (0, _OK), (256, _OK), (384, _OK)]] * 2,

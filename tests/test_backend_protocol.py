@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from sim.bounds.events import EventRecorder
 from sim.cost import CostModel, get_gpu
 from sim.models import get_model
 from sim.run.backend import Backend, FixedStepBackend, PredictBackend
@@ -16,7 +15,7 @@ MEMBERS = ("predicts_only", "attach", "run", "decode_times")
 
 def _backends():
     predict = PredictBackend(CostModel(get_model("inkling"), get_gpu("h200")))
-    found = [predict, FixedStepBackend(0.01), EventRecorder(predict, None, 64)]
+    found = [predict, FixedStepBackend(0.01)]
     try:
         from executor.backend import ExecutorBackend
     except ImportError:  # the executor's extra (torch) is not installed

@@ -13,7 +13,7 @@ from sim.bounds.belady import belady_hits
 from sim.bounds.events import Lookup, Produce, replay_events
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
-from sim.cache.policies import PRESETS
+from sim.engines.registry import PRESETS
 from sim.run.replay import replay_order
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace, load_trace

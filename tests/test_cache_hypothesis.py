@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.cache.manager import CacheManager
-from sim.cache.policies import PRESETS, make_policy
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
+from sim.engines.registry import PRESETS, make_manager, make_policy
 from sim.models import get_model
 from sim.tokens import TokenSeq
 from tests.cache_reference import reference_match
@@ -97,7 +97,7 @@ SOUND_PRESETS = [name for name in PRESETS if not name.startswith("broken-") and 
 @given(scenario=scenarios())
 def test_match_equals_reference_with_integrity(preset, scenario):
     model, knobs, sizes, requests, ops, chunk = scenario
-    manager = CacheManager(model, make_policy(preset, **knobs), sizes)
+    manager = make_manager(model, make_policy(preset, **knobs), sizes)
     driver = Driver(manager, chunk)
     pending = list(enumerate(requests))
     for op in ops:

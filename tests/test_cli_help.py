@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cli
-from sim.cache.policy import CLI_KNOBS
 from sim.code_version import package_version, source_sha256
+from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 
 

@@ -14,10 +14,11 @@ from cache_helpers import hybrid_model, seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
-from sim.cache.policies import PRESETS, make_policy
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
+from sim.engines.registry import PRESETS, make_manager, make_policy
 from sim.tokens import TokenSeq
 
 # every preset the radix manager runs (vLLM's block manager has its own fast-path tests: test_vllm_manager.py)
@@ -66,7 +67,7 @@ def snapshot(manager: CacheManager) -> tuple:
     return requests, nodes, pools, tuple(manager.usage().items()), tuple(manager.tree.num_evictions.items())
 
 
-def decode_step_by_step(manager: CacheManager, request_id: str, num_steps: int, iteration: int) -> int:
+def decode_step_by_step(manager: CacheModel, request_id: str, num_steps: int, iteration: int) -> int:
     """``advance_decode``'s contract, one ``prepare_decode`` + ``complete_decode`` per step."""
     for done in range(num_steps):
         if isinstance(manager.prepare_decode(request_id, iteration + done), Refusal):
@@ -79,7 +80,7 @@ class Run:
     """One manager driven through admission, chunked prefill and segmented decoding."""
 
     def __init__(self, preset: str, model, knobs: dict, fast: bool):
-        self.manager = CacheManager(model, make_policy(preset, **knobs), PoolSizes(20_000, 20_000, 200))
+        self.manager = make_manager(model, make_policy(preset, **knobs), PoolSizes(20_000, 20_000, 200))
         self.chunk = knobs["chunked_prefill_size"]
         self.fast = fast
         self.iteration = 0

@@ -139,8 +139,8 @@ def test_a_request_that_can_never_fit_alone_is_rejected_not_retried_forever():
     config = SimConfig(policy="sglang-retain", model="inkling", mode="timed",
                        knobs=dict(page_size=16, track_interval=128, chunked_prefill_size=16),
                        pool_tokens=200_000, swa_pool_tokens=1600, mamba_states=16)
-    from sim.cache.policies import make_policy
     from sim.cache.sizing import PoolSizes
+    from sim.engines.registry import make_policy
     from sim.models import get_model
     from sim.run.simulate import run_timed
 

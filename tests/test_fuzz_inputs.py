@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.cache.policy import CLI_KNOBS
+from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 from tests.bad_input_helpers import GOOD_LINES, invoke
 

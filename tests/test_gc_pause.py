@@ -7,14 +7,13 @@ import gc
 import pytest
 import simpy
 
-from sim.cache.manager import CacheManager
 from sim.cost import CostModel, get_gpu
+from sim.engines.registry import make_manager, make_scheduler
 from sim.run.backend import PredictBackend
 from sim.run.engine import Engine
 from sim.run.replay import replay_trace
-from sim.run.scheduler import Scheduler
 from sim.run.setup import build
-from sim.run.simulate import SimConfig, _fits_check, max_running, simulate
+from sim.run.simulate import SimConfig, _fits_check, simulate
 from sim.trace import Trace, load_trace
 
 PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]
@@ -44,7 +43,7 @@ def _cyclic_garbage_of(run) -> int:
 def test_replay_makes_no_cyclic_garbage(policy):
     trace, config = _pressured(policy)
     model, preset, sizes = build(config)
-    manager = CacheManager(model, preset, sizes)  # alive through the count: its own cycles are not garbage
+    manager = make_manager(model, preset, sizes)  # alive through the count: its own cycles are not garbage
 
     def run():
         for _ in replay_trace(trace, manager, preset.chunked_prefill_size):
@@ -59,9 +58,9 @@ def test_replay_makes_no_cyclic_garbage(policy):
 def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
     trace, config = _pressured(policy)
     model, preset, sizes = build(config)
-    manager = CacheManager(model, preset, sizes)
+    manager = make_manager(model, preset, sizes)
     env = simpy.Environment()
-    engine = Engine(env, trace, Scheduler(manager, preset.chunked_prefill_size, max_running(preset, manager, sizes)),
+    engine = Engine(env, trace, make_scheduler(manager, preset, sizes),
                     PredictBackend(CostModel(model, get_gpu("h200"))), fits=_fits_check(trace, manager),
                     fast_path=fast_path)
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-import sim.cache.policies as policies
 import sim.code_version as code_version
+import sim.engines.registry as policies
 from cli import cli
 from reports.report import write_report
 from sim.grid.axes import expand, parse_axes

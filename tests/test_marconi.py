@@ -6,7 +6,7 @@ import pytest
 
 from sim.cache.byte_budget import unit_bytes
 from sim.cache.engines.marconi_tuner import AlphaTuner
-from sim.cache.policies import PRESETS
+from sim.engines.registry import PRESETS
 from sim.models import get_model
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace

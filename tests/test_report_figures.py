@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import reports.occupancy as occupancy
+from reports.cell_fit import cell_texts, cell_width_px
 from reports.cost import cost_plot, point_labels
 from reports.grid_data import load_grid
-from reports.cell_fit import cell_texts, cell_width_px
 from reports.heatmaps import heatmap_figure, metrics
 from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore

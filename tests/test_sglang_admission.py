@@ -104,7 +104,7 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
 @pytest.mark.parametrize("requeues, expected", [(False, "given up while running alone"),
                                                 (True, "retracted twice while running alone")])
 def test_a_lone_request_is_requeued_only_where_the_engine_does(monkeypatch, requeues, expected):
-    from sim.cache.policies import make_policy
+    from sim.engines.registry import make_policy
     from sim.models import get_model
     from sim.run.backend import FixedStepBackend
     from sim.run.simulate import SimConfig, run_timed

@@ -156,7 +156,7 @@ def test_experiment_command_prints_markdown():
 
 def test_every_preset_says_what_it_models():
     result = invoke("policies")
-    from sim.cache.policies import PRESETS
+    from sim.engines.registry import PRESETS
 
     for name, preset in PRESETS.items():
         assert len(preset.about) > 20 and f"{name} " in result.output

@@ -11,7 +11,7 @@ from sim.cache.blocks.defaults import settle_for_gpu
 from sim.cache.blocks.layout import group_kinds, hybrid_block_size, layout_for, mamba_layer_bytes
 from sim.cache.blocks.sizing import shared_pool_sizes
 from sim.cache.blocks.startup import check_config, settle_max_model_len
-from sim.cache.policies import make_policy
+from sim.engines.registry import make_policy
 from sim.models import get_model
 
 QWEN = get_model("qwen3.5-4b")
@@ -83,8 +83,8 @@ def test_pool_from_tokens_and_from_memory():
 def test_gpu_defaults_follow_vllm_serve_and_keep_what_the_user_gave():
     policy = make_policy("vllm")
     h200 = settle_for_gpu(policy, "h200", set())
-    assert (h200.chunked_prefill_size, h200.max_running_requests, h200.prefill_checkpoints) == (8192, 1024, True)
+    assert (h200.chunked_prefill_size, h200.max_running_requests, h200.own.prefill_checkpoints) == (8192, 1024, True)
     small = settle_for_gpu(policy, "rtx4090", set())
-    assert (small.chunked_prefill_size, small.max_running_requests, small.prefill_checkpoints) == (2048, 256, False)
+    assert (small.chunked_prefill_size, small.max_running_requests, small.own.prefill_checkpoints) == (2048, 256, False)
     given = settle_for_gpu(make_policy("vllm", chunked_prefill_size=4096), "rtx4090", {"chunked_prefill_size"})
     assert given.chunked_prefill_size == 4096

@@ -11,12 +11,11 @@ from conformance.compare import MODES, model_for, simulated
 from conformance.generate_pools import vllm_min_blocks
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from sim.cache.blocks.manager import BlockCacheManager
-from sim.cache.interface import CacheModel, make_manager
-from sim.cache.manager import CacheManager
-from sim.cache.policies import make_policy
+from sim.cache.interface import CacheModel
 from sim.cache.sizing import PoolSizes
-from sim.run.request import RequestState
-from sim.run.scheduler import Scheduler
+from sim.engines.registry import make_manager, make_policy
+from sim.sched.default import DefaultScheduler as Scheduler
+from sim.sched.request import RequestState
 from sim.tokens import TokenSeq
 
 
@@ -73,7 +72,7 @@ def test_both_managers_offer_the_cache_interface():
     scenario = Scenario("probe", "vllm", 0, "", False, config("full+swa+mamba", 16, window=64), ())
     policy = make_policy("vllm", prefill_checkpoints=False)
     for manager in (make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=500)),
-                    CacheManager(model_for(scenario), make_policy("sglang"), PoolSizes(1000, 1000, 100))):
+                    make_manager(model_for(scenario), make_policy("sglang"), PoolSizes(1000, 1000, 100))):
         missing = [name for name in CacheModel.__annotations__ if not hasattr(manager, name)]
         missing += [name for name in vars(CacheModel) if not name.startswith("_") and not hasattr(manager, name)]
         assert not missing, (type(manager).__name__, missing)
@@ -187,7 +186,3 @@ def test_replay_and_timed_make_no_cyclic_garbage():
     assert replayed.num_evictions()["swa"] > 0 and timed.num_evictions()["swa"] > 0  # under pressure
 
 
-def test_the_radix_manager_refuses_the_vllm_policy():
-    with pytest.raises(ValueError, match="BlockCacheManager"):
-        CacheManager(model_for(Scenario("p", "vllm", 0, "", False, config("full+mamba", 16), ())),
-                     make_policy("vllm"), PoolSizes(100, 0, 10))

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.run.simulate import SimConfig, simulate
-from sim.run.why import (
+from sim.cache.reasons import (
     FULL_EVICTED,
     MAMBA_EVICTED,
     MAMBA_STATE,
@@ -14,10 +13,9 @@ from sim.run.why import (
     SWA_EVICTION,
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
-    format_ranges,
-    parse_ranges,
-    why_tokens,
 )
+from sim.run.simulate import SimConfig, simulate
+from sim.run.why import format_ranges, parse_ranges, why_tokens
 from sim.trace import load_trace
 from sim.trace.generate import s1, s3
 

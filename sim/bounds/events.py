@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.align import ceil_div
+from sim.cache.events import EventBus, StepStarted
 from sim.trace import Trace
 
 
@@ -56,25 +58,16 @@ def replay_events(
 
 
 class EventRecorder:
-    """Wraps a backend: records the lookups and page allocations of every step it runs (steps it skips,
-    runs of plain decode steps, allocate nothing) and otherwise behaves as the backend."""
+    """Subscribed to a timed run's ``StepStarted`` events: records the lookups and page allocations of every
+    step that runs (runs of plain decode steps allocate nothing)."""
 
-    def __init__(self, backend, trace: Trace, page_size: int):
-        self._backend, self._trace, self._page = backend, trace, page_size
+    def __init__(self, events: EventBus, trace: Trace, page_size: int):
+        self._trace, self._page = trace, page_size
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
         self._events: list = []
+        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager))
 
-    @property
-    def predicts_only(self) -> bool:
-        return self._backend.predicts_only
-
-    def attach(self, manager) -> None:
-        self._backend.attach(manager)
-
-    def decode_times(self, contexts: tuple[int, ...]):
-        return self._backend.decode_times(contexts)
-
-    def run(self, batch, manager) -> float:
+    def record(self, batch, manager) -> None:
         page = self._page
         for item in batch.items:
             request_id = item.plan.request_id
@@ -85,10 +78,9 @@ class EventRecorder:
         for item in batch.items:
             plan = item.plan
             last = computed_pages(self._trace, plan.request_id, page)
-            first, end = plan.start // page, min(-(-plan.end // page), last)
+            first, end = plan.start // page, min(ceil_div(plan.end, page), last)
             if first < end:
                 self._events.append(Produce(plan.request_id, first, end))
-        return self._backend.run(batch, manager)
 
     def events(self, served: set[str]) -> list:
         """The log, each served request's last lookup marked as the counted one."""

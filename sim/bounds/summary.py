@@ -17,27 +17,11 @@ from sim.bounds.belady import belady_hits
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.components import FULL, MAMBA, SWA
+from sim.sched.request import served as served_rows
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 MAX_BOUND_PAGES = 16_000_000
-
-
-def capacities(manager, sizes) -> dict[str, int]:
-    """What each component could hold at most: its pool's size (with one byte budget, each pool is sized to
-    the whole budget), 0 for a component the cache does not keep; with one pool every component shares
-    (vLLM's blocks), the whole pool for each."""
-    pools = getattr(manager, "pools", None)
-    if not isinstance(pools, dict) or FULL not in pools:
-        return {
-            FULL: sizes.blocks,
-            SWA: sizes.blocks if manager.has_swa else 0,
-            MAMBA: sizes.blocks if manager.has_mamba else 0,
-        }
-    return {
-        FULL: pools[FULL].size,
-        SWA: pools[SWA].size if manager.has_swa else 0,
-        MAMBA: pools[MAMBA].size if manager.has_mamba else 0,
-    }
 
 
 def bounds_summary(
@@ -72,12 +56,12 @@ def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
             "bound_skipped": f"{num_pages} computed pages at page {manager.page_size} exceed "
             f"{MAX_BOUND_PAGES} (sim/bounds/summary.py): no bounds"
         }
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     return bounds_summary(
         trace,
         events,
         manager.page_size,
-        capacities(manager, sizes),
+        manager.capacities(),
         manager.has_swa,
         manager.has_mamba,
         int(served["cached_tokens"].sum()),
@@ -85,4 +69,4 @@ def run_bounds(trace: Trace, events: list, manager, sizes, requests) -> dict:
 
 
 def served_ids(requests) -> set[str]:
-    return set(requests["id"][requests["rejected"] == ""])
+    return set(requests["id"][served_mask(requests)])

@@ -22,6 +22,7 @@ import weakref
 
 import pandas as pd
 
+from sim.sched.request import served as served_rows
 from sim.trace import Trace
 from sim.trace.stats import followup_parents, ideal_cached_tokens
 
@@ -50,7 +51,7 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
 
 def upper_bound(requests: pd.DataFrame) -> dict:
     """Summary keys over the served requests (a table from ``with_ideal``): the bound and the gap's split."""
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     followups = served[served["followup"]]
     ideal_hits = followups["ideal_cached_tokens"] > followups["previous_prompt_tokens"].astype(float) + 1
     not_in_cache = served["ideal_cached_tokens"] - served["full_depth"]

@@ -33,7 +33,7 @@ def evict_one(tree: RadixTree, comp: Component) -> bool:
     node = tree.pop_lru(comp, _ELIGIBLE[comp])
     if node is None:
         return False
-    tree.num_evictions[comp] += 1
+    tree.count_eviction(comp, node)
     if _full_ok(node):
         tree.delete_leaf(node)
     elif comp == SWA:

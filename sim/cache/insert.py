@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from sim.cache.align import ceil_to
+from sim.align import ceil_to
 from sim.cache.components import MAMBA
 from sim.cache.node import Node
 from sim.cache.request import RequestCache

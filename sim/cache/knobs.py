@@ -67,6 +67,7 @@ class KnobSpec:
     none_means: str = ""  # what None stands for, in the help text
     engines: tuple[str, ...] | None = None  # the engines whose rules read it; None: every engine
     hidden: bool = False  # a deliberately wrong knob for negative controls: no CLI option
+    default: object = None  # the declaring dataclass's default
 
     @property
     def flag(self) -> str:
@@ -164,7 +165,7 @@ def knob_specs(cls: type) -> dict[str, KnobSpec]:
         kind, nullable = _kind(hints[f.name])
         spec = dict(f.metadata["knob"])
         spec.setdefault("nullable", nullable)
-        specs[f.name] = KnobSpec(name=f.name, kind=kind, **spec)
+        specs[f.name] = KnobSpec(name=f.name, kind=kind, default=f.default, **spec)
     return specs
 
 

@@ -11,43 +11,71 @@ tree, the pools (``self.topology``) and each running request's pages, and offers
 from __future__ import annotations
 
 from sim.cache import locks
-from sim.cache.components import FULL, MAMBA, SWA, Component
-from sim.cache.engines import rules_for
+from sim.cache.components import MAMBA, SWA, Component
+from sim.cache.engines.base import EngineRules
+from sim.cache.events import (
+    Aborted,
+    Admitted,
+    CheckpointSaved,
+    EventBus,
+    Finished,
+    FinishStarted,
+    Inserted,
+    Matched,
+    SwaFreed,
+    emit,
+)
 from sim.cache.insert import insert
+from sim.cache.manager_views import ManagerViews
 from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.policy import Policy
-from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
-from sim.cache.sizing import PoolSizes, sequence_refusal
+from sim.cache.sizing import PoolSizes
+from sim.cache.step_plans import StepPlans
 from sim.cache.tree import RadixTree
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager(PlainDecodes):
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
-        self.policy, self.model, self.sizes = policy, model, sizes
+class CacheManager(PlainDecodes, StepPlans, ManagerViews):
+    def __init__(
+        self,
+        model: ModelSpec,
+        policy: Policy,
+        sizes: PoolSizes,
+        rules: type[EngineRules],
+        events: EventBus | None = None,
+    ):
+        self.policy, self.model, self.sizes, self.rules_type = policy, model, sizes, rules
+        self.events = events if events is not None else EventBus()
         self.resolved = resolve(policy, model)
-        self.rules = rules_for(self.resolved)
+        rules.check(self.resolved)
+        self.rules = rules.build(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
         self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
         self.pools = self.topology.pools
         full, swa, mamba = (self.pools[comp] for comp in Component)
-        self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction())
+        self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction(), self.events)
         self.tree.on_split = self._follow_split
         self.requests: dict[str, RequestCache] = {}
+        self._matched, self._admitted = self.events.channel(Matched), self.events.channel(Admitted)
+        self._inserted, self._swa_freed = self.events.channel(Inserted), self.events.channel(SwaFreed)
+        self._checkpoint_saved = self.events.channel(CheckpointSaved)
 
     def empty_like(self, policy: Policy) -> CacheManager:
         """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
-        return type(self)(self.model, policy, self.sizes)
+        return type(self)(self.model, policy, self.sizes, self.rules_type)
 
     # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:
         """The reusable prefix of a prompt; the last prompt token is always recomputed."""
-        return self.rules.match(self.tree, tokens, prompt_len)
+        match = self.rules.match(self.tree, tokens, prompt_len)
+        if self._matched:
+            emit(self._matched, Matched(tokens, prompt_len, match.cached_len, match.full_depth))
+        return match
 
     def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
         if request_id in self.requests:
@@ -70,6 +98,8 @@ class CacheManager(PlainDecodes):
             copy_from = self._resume_state(match)
         self.requests[request_id] = req
         self.rules.after_admit(self, req)
+        if self._admitted:
+            emit(self._admitted, Admitted(request_id, cached))
         return AdmitResult(match, copy_from)
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:
@@ -123,25 +153,33 @@ class CacheManager(PlainDecodes):
     # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests[request_id]
+        self.events.publish(FinishStarted(request_id))
         self.rules.finish(self, req)
         result = FinishResult(inserted_len=req.prefix_len if self.rules.keeps_cache else 0)
         self._release(req)
         del self.requests[request_id]
         self.rules.after_release(self, req)
+        self.events.publish(Finished(request_id, result.inserted_len))
         return result
 
     def abort(self, request_id: str) -> None:
         """Drop a request without caching anything it computed."""
         self._release(self.requests.pop(request_id))
+        self.events.publish(Aborted(request_id))
 
     # ---- primitives the rules call ------------------------------------------------------------------
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
-        self.pools[SWA].free(req.drop_own_swa_below(frontier))
+        freed = req.drop_own_swa_below(frontier)
+        self.pools[SWA].free(freed)
+        if self._swa_freed:
+            emit(self._swa_freed, SwaFreed(req.request_id, frontier, len(freed)))
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
         self.relock(req, insert(self.tree, req, end, self.window, self.has_swa))
+        if self._inserted:
+            emit(self._inserted, Inserted(req.request_id, end))
 
     def relock(self, req: RequestCache, node) -> None:
         """Move the request's locks to ``node``, the end of its newly committed path."""
@@ -153,52 +191,7 @@ class CacheManager(PlainDecodes):
             self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba, locked_above=old.node
         )
 
-    # ---- views --------------------------------------------------------------------------------------
-    def usage(self) -> dict[Component, PoolUsage]:
-        return self.topology.usage(self.tree)
-
-    def page_tables(self, request_id: str) -> tuple[list[int], list[int | None]]:
-        """FULL and SWA page ids of the request's positions (None where SWA is freed)."""
-        return self.requests[request_id].page_tables()
-
-    def num_evictions(self) -> dict[Component, int]:
-        """Nodes each component's eviction took."""
-        return dict(self.tree.num_evictions)
-
-    @property
-    def requeues_lone_request(self) -> bool:
-        return self.rules.requeues_lone_request
-
-    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
-        states = self.rules.admission_states if self.has_mamba else 0
-        return sequence_refusal(prompt_len + output_len, self.page_size, states, self.sizes)
-
-    def check_integrity(self) -> None:
-        from sim.cache.integrity import check_integrity
-
-        check_integrity(self)
-
     # ---- internals ----------------------------------------------------------------------------------
-    def _plan(self, req: RequestCache, num_tokens: int, checkpoint: int | None) -> ChunkPlan | Refusal:
-        num_pages = req.pages_needed(req.kv_len + num_tokens)
-        if not num_pages and not checkpoint:  # nothing to allocate (most decode steps)
-            req.planned = ()
-            return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
-        new_state = 1 if checkpoint and not req.spare_states else 0
-        refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
-        if refusal is not None:
-            return refusal
-        req.own_full += self.pools[FULL].alloc(num_pages)
-        req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
-        planned: tuple[tuple[int, int], ...] = ()
-        if checkpoint:
-            slot = self.pools[MAMBA].alloc_one() if new_state else req.spare_states.pop()
-            planned = ((checkpoint, slot),)
-        req.planned = planned
-        if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
-            planned = ((planned[0][0] - 1, planned[0][1]),)  # the tree still records the checkpoint
-        return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
-
     def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
         """The engine's admission check and the admission states' reservation, in the engine's order."""
 
@@ -217,20 +210,6 @@ class CacheManager(PlainDecodes):
             earlier = reversed(match.tree_node.path_from_root()[:-1])
             return next((node.state for node in earlier if node.state is not None), None)
         return match.tree_node.state
-
-    def _take_planned_checkpoint(self, req: RequestCache) -> None:
-        for position, state_id in req.planned:
-            if req.checkpoint is not None:  # superseded before it reached the tree
-                self.give_back_slot(req, req.checkpoint[1])
-            req.checkpoint = (position, state_id)
-        req.planned = ()
-
-    def give_back_slot(self, req: RequestCache, state_id: int) -> None:
-        """A checkpoint slot the request no longer needs: back to its ping-pong pair, or to the pool."""
-        if self.rules.admission_states > 1 and len(req.spare_states) < self.rules.admission_states - 1:
-            req.spare_states.append(state_id)
-        else:
-            self.pools[MAMBA].free([state_id])
 
     def _lock(self, holder: str, node) -> locks.LockSet:
         return locks.lock(self.tree, holder, node, self.window, self.has_swa, self.has_mamba)

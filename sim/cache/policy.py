@@ -1,18 +1,44 @@
-"""A policy: which engine's rules run, and the value of every knob (each declared once, here).
+"""A policy: which engine runs, the value of every knob the engines share, and the engine's own knobs.
 
-``Policy`` is model-independent (a preset plus overrides, as a grid point stores it); ``resolve`` settles
-it against a model once: the effective window and scan chunk, the checkpoint grids, which components the
-cache keeps. Everything downstream (manager, rules, pool sizing, reports) reads the ``Resolved`` values
-(``sim/cache/resolve.py``).
+The shared knobs are declared here, once; an engine's own knobs are a dataclass of ``knob()`` fields beside its
+rules (``EngineKnobs``: SGLang's ``retain_floor``, FreeToken's trim and overlap, Marconi's, vLLM's), carried as
+``Policy.own``. ``Policy`` is model-independent (a preset plus overrides, as a grid point stores it);
+``resolve`` settles it against a model once (``sim/cache/resolve.py``). The schema over every engine (CLI
+options, grid axes, ``cli.py policies``) is assembled by the engine registry (``sim/engines/``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from sim.cache.components import Component
-from sim.cache.knobs import MAX_INT, knob, knob_specs
-from sim.cache.resolve import Resolved
+from sim.cache.knobs import MAX_INT, KnobSpec, knob, knob_specs
+
+
+@dataclass(frozen=True)
+class EngineKnobs:
+    """An engine's own knobs: subclassed by each engine as a frozen dataclass of ``knob()`` fields. The
+    base, without fields, is the knobs of an engine that has none of its own."""
+
+    @classmethod
+    def specs(cls) -> dict[str, KnobSpec]:
+        return _specs_of(cls)
+
+    def values(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.specs()}
+
+
+_SPECS: dict[type, dict[str, KnobSpec]] = {}
+
+
+def _specs_of(cls: type) -> dict[str, KnobSpec]:
+    if cls not in _SPECS:
+        _SPECS[cls] = knob_specs(cls)
+    return _SPECS[cls]
+
+
+K = TypeVar("K", bound=EngineKnobs)
 
 
 @dataclass(frozen=True)
@@ -62,112 +88,8 @@ class Policy:
     iteration_phase: int = knob(
         0, "global iteration index of the first engine step (iterations trigger)", minimum=0, maximum=MAX_INT
     )
-    finish_trim_gap: int | None = knob(
-        None,
-        "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
-        unit="tokens",
-        minimum=0,
-        maximum=MAX_INT,
-        none_means="no trim (#488)",
-        engines=("freetoken",),
-    )
     swa_pool_floor: str = knob(
         "window", "per-request SWA pool floor when pools are sized", choices=("window", "window+interval")
-    )
-    retain_floor: str | None = knob(
-        None,
-        "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
-        choices=(None, "request", "tree"),
-        engines=("sglang",),
-    )
-    overlap: bool = knob(
-        True,
-        "the overlap scheduler: a prompt's commit waits for its first decode step, "
-        "so it covers that step's position too",
-        engines=("freetoken",),
-    )
-    marconi_checkpoints: str = knob(
-        "branch+last",
-        "which MAMBA states a request leaves: at the branch-off "
-        "point its speculative insertion finds and its last decoded token "
-        "(Marconi), or one at every page (vLLM+: page 32 = its 32-token block)",
-        choices=("branch+last", "every-page"),
-        engines=("marconi",),
-    )
-    marconi_eviction: str = knob(
-        "flop-aware",
-        "flop-aware: Marconi's recency + alpha x FLOP efficiency over "
-        "leaves and single-child nodes, a hit refreshing its deepest node only; lru: "
-        "least recent leaf first, a hit or insert refreshing its whole path (SGLang+, "
-        "vLLM+)",
-        choices=("flop-aware", "lru"),
-        engines=("marconi",),
-    )
-    marconi_alpha: float | None = knob(
-        None,
-        "weight of FLOP efficiency in the eviction score",
-        minimum=0,
-        maximum=1e6,
-        none_means="0 until the first eviction, then tuned once "
-        "by replaying the bootstrap window over 0, 0.1, .., 2",
-        engines=("marconi",),
-    )
-    marconi_bootstrap: int = knob(
-        5,
-        "alpha tuning window: this many times the requests seen before the first "
-        "eviction (Marconi: 5; 15 for LMSys)",
-        minimum=1,
-        maximum=MAX_INT,
-        engines=("marconi",),
-    )
-    marconi_follows: str = knob(
-        "paper",
-        "paper: the paper's FLOP efficiency (savings and bytes of the node "
-        "relative to its parent) and alpha tuned for hit rate; code: the reference "
-        "code's (KV of the whole prefix, the MLP term less the parent's attention "
-        "FLOPs, the stale node's bytes counted, alpha tuned for FLOPs saved)",
-        choices=("paper", "code"),
-        engines=("marconi",),
-    )
-    retention_interval: int | None = knob(
-        0,
-        "prefix_cache_retention_interval: SWA tails and Mamba states kept at "
-        "the prompt's last block boundary and the junction, and every this many "
-        "tokens",
-        unit="tokens",
-        minimum=0,
-        maximum=MAX_INT,
-        none_means="dense, every block (before vLLM #52216)",
-        engines=("vllm",),
-    )
-    junction: bool = knob(
-        True,
-        "the shared-prefix junction (vLLM #37898): a FULL hit beyond the reconciled hit "
-        "ends a prefill chunk there and keeps its state",
-        engines=("vllm",),
-    )
-    async_scheduling: bool = knob(
-        True,
-        "async scheduling, two batches in flight: blocks leave the window and old "
-        "Mamba states go back one step later",
-        engines=("vllm",),
-    )
-    prefill_checkpoints: bool | None = knob(
-        None,
-        "GDN prefill on FlashInfer: Mamba states written inside prefill "
-        "chunks, blocks aligned to 64 (no effect without GDN layers)",
-        none_means="as vLLM picks for --gpu: on Hopper (h100, h200), else off",
-        engines=("vllm",),
-    )
-    max_model_len: int | None = knob(
-        None,
-        "vLLM's max_model_len: the start-up check fits one request this long "
-        "in the pool; longer requests are refused",
-        unit="tokens",
-        minimum=1,
-        maximum=MAX_INT,
-        none_means="the longest the pool can serve",
-        engines=("vllm",),
     )
     # deliberately wrong, to prove the executor catches it: the retain floor keeps this many tokens less and
     # the match accepts a window this much short (-1: one page)
@@ -181,47 +103,43 @@ class Policy:
         hidden=True,
     )
 
-    def knob_values(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in KNOBS}
+    own: EngineKnobs = field(default_factory=EngineKnobs)  # the engine's own knobs
+
+    def knob_items(self, hidden: bool = False) -> dict[str, object]:
+        """Every knob this policy's engine reads, as set: the shared ones, then the engine's own, then (with
+        ``hidden``) the deliberately wrong ones of the negative controls."""
+        shared = {name: getattr(self, name) for name, spec in SHARED_KNOBS.items() if not spec.hidden}
+        wrong = {name: getattr(self, name) for name, spec in SHARED_KNOBS.items() if spec.hidden and hidden}
+        return shared | self.own.values() | wrong
+
+    def knob_specs(self) -> dict[str, KnobSpec]:
+        """The schema of every knob this policy's engine reads (the hidden ones included)."""
+        return SHARED_KNOBS | self.own.specs()
+
+    def with_knobs(self, **values: Any) -> Policy:
+        """This policy with knobs set (shared or the engine's own); ValueError for a knob it does not have."""
+        own = {name: value for name, value in values.items() if name in self.own.specs()}
+        shared = {name: value for name, value in values.items() if name in SHARED_KNOBS}
+        unknown = sorted(set(values) - set(own) - set(shared))
+        if unknown:
+            raise ValueError(f"{self.engine} has no knob(s) {unknown}")
+        return dataclasses.replace(self, own=dataclasses.replace(self.own, **own), **shared)
 
 
-KNOBS = knob_specs(Policy)
-CLI_KNOBS = {name: spec for name, spec in KNOBS.items() if not spec.hidden}
+SHARED_KNOBS = knob_specs(Policy)
+
+
+def own_knobs(policy: Policy, kind: type[K]) -> K:
+    """The policy's own knobs as the rules of ``kind``'s engine read them: the policy's where they are of that
+    kind, else that kind's defaults (an engine whose rules derive from another's: no-cache from SGLang)."""
+    return policy.own if isinstance(policy.own, kind) else kind()
 
 
 def validate(policy: Policy) -> None:
-    """ValueError naming the knob when a value or a combination is not allowed."""
-    for name, spec in KNOBS.items():
+    """ValueError naming the knob when a value is not allowed (the engine checks combinations itself)."""
+    for name, spec in policy.knob_specs().items():
+        value = getattr(policy, name) if name in SHARED_KNOBS else getattr(policy.own, name)
         try:
-            spec.check(getattr(policy, name))
+            spec.check(value)
         except ValueError as e:
             raise ValueError(f"policy knob {name} {e}") from None
-    if policy.engine != "vllm" and policy.track_interval % policy.page_size:  # vLLM has no decode interval
-        raise ValueError(
-            f"track_interval {policy.track_interval} must be a multiple of page_size {policy.page_size}"
-        )
-
-
-def describe_resolved(resolved: Resolved) -> str:
-    """One line: the rules, every knob as run, and what the model settles (window, chunk, grids)."""
-    policy = resolved.policy
-    held = (True, resolved.has_swa, resolved.has_mamba)
-    components = "+".join(comp.pool_name for comp, on in zip(Component, held, strict=True) if on)
-    knobs = ", ".join(
-        f"{name} {_shown(getattr(policy, name))}"
-        for name, spec in KNOBS.items()
-        if not spec.hidden and _applies(spec, policy.engine)
-    )
-    return (
-        f"rules {policy.engine}, cache {components}; {knobs}; resolved: window {resolved.window}, "
-        f"mamba_chunk {resolved.mamba_chunk}, checkpoint grid {resolved.checkpoint_grid}, "
-        f"track grid {resolved.track_grid}"
-    )
-
-
-def _shown(value: object) -> str:
-    return "none" if value is None else str(value)
-
-
-def _applies(spec, engine: str) -> bool:
-    return spec.engines is None or engine in spec.engines

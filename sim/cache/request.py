@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
@@ -52,7 +53,7 @@ class RequestCache:
     def pages_needed(self, new_kv_len: int) -> int:
         """Pages to add so that positions up to ``new_kv_len`` have a slot."""
         have = self.prefix_len // self.page_size + len(self.own_full)
-        return max(0, -(-new_kv_len // self.page_size) - have)
+        return max(0, ceil_div(new_kv_len, self.page_size) - have)
 
     def drop_own_swa_below(self, frontier: int) -> list[int]:
         """Forget the request's own SWA pages below ``frontier`` (positions the tree owns are not its own) and

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from sim.cache.components import Component
+from sim.cache.policy import Policy
 from sim.models import ModelSpec
-
-if TYPE_CHECKING:
-    from sim.cache.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -44,3 +42,20 @@ def resolve(policy: Policy, model: ModelSpec) -> Resolved:
         model.has_mamba and not policy.full_only,
         page if policy.window_slack == -1 else policy.window_slack,
     )
+
+
+def describe_resolved(resolved: Resolved) -> str:
+    """One line: the rules, every knob as run, and what the model settles (window, chunk, grids)."""
+    policy = resolved.policy
+    held = (True, resolved.has_swa, resolved.has_mamba)
+    components = "+".join(comp.pool_name for comp, on in zip(Component, held, strict=True) if on)
+    knobs = ", ".join(f"{name} {_shown(value)}" for name, value in policy.knob_items().items())
+    return (
+        f"rules {policy.engine}, cache {components}; {knobs}; resolved: window {resolved.window}, "
+        f"mamba_chunk {resolved.mamba_chunk}, checkpoint grid {resolved.checkpoint_grid}, "
+        f"track grid {resolved.track_grid}"
+    )
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else str(value)

@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
+from sim.align import ceil_div
 from sim.models import ModelSpec
+
+
+class PoolOptions(Protocol):
+    """What a run says about its pools (``SimConfig``'s pool options): sizes in tokens or states, or a memory
+    budget split by SGLang's ratios, or one byte budget (``cache_bytes``); None: derived."""
+
+    @property
+    def pool_tokens(self) -> int | None: ...
+    @property
+    def swa_pool_tokens(self) -> int | None: ...
+    @property
+    def mamba_states(self) -> int | None: ...
+    @property
+    def kv_memory_gb(self) -> float: ...
+    @property
+    def swa_full_tokens_ratio(self) -> float: ...
+    @property
+    def mamba_full_memory_ratio(self) -> float: ...
+    @property
+    def cache_bytes(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +88,7 @@ def sequence_refusal(total_len: int, page_size: int, states_needed: int, sizes: 
     """Why a request of ``total_len`` tokens (prompt + output) can never run in pools of ``sizes``: what
     admission asks of them, its whole sequence in FULL pages and the engine's MAMBA states per admitted
     request, or None."""
-    pages = -(-total_len // page_size)
+    pages = ceil_div(total_len, page_size)
     if pages > sizes.full_pages:
         return f"needs {pages} FULL pages, the pool has {sizes.full_pages}"
     if states_needed > sizes.states:

@@ -45,9 +45,6 @@ def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Co
     return {comp: Pool(comp.pool_name, count) for comp, count in counts.items()}
 
 
-TOPOLOGIES = {SeparatePools.name: SeparatePools}
-
-
 def pool_usage(pools, tree) -> dict[Component, PoolUsage]:
     """Each pool's free, running-held and tree-held units: what the tree holds is counted by the tree."""
     tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, MAMBA: tree.num_states}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropping, Tombstoning, emit
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.pools import Pool
@@ -18,7 +19,15 @@ __all__ = ["RadixTree"]
 
 
 class RadixTree:
-    def __init__(self, page_size: int, full_pool: Pool, swa_pool: Pool, state_pool: Pool, eviction=None):
+    def __init__(
+        self,
+        page_size: int,
+        full_pool: Pool,
+        swa_pool: Pool,
+        state_pool: Pool,
+        eviction=None,
+        events: EventBus | None = None,
+    ):
         self.page_size = page_size
         self.full_pool, self.swa_pool, self.state_pool = full_pool, swa_pool, state_pool
         self.root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]  # the one parentless node
@@ -27,6 +36,10 @@ class RadixTree:
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
+        events = events if events is not None else EventBus()
+        self._evicting, self._split = events.channel(Evicting), events.channel(Split)
+        self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
+        self._leaf_deleting = events.channel(LeafDeleting)
 
     # ---- structure -------------------------------------------------------------------------------
     def walk(
@@ -75,6 +88,8 @@ class RadixTree:
         self._push(SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
+        if self._split:
+            emit(self._split, Split(upper, node))
         return upper
 
     def add_leaf(
@@ -100,6 +115,8 @@ class RadixTree:
 
     def delete_leaf(self, node: Node) -> None:
         assert node.is_leaf and not node.is_locked and node.parent is not None
+        if self._leaf_deleting:
+            emit(self._leaf_deleting, LeafDeleting(node))
         del node.parent.children[node.edge]
         self.full_pool.free(node.full_pages)
         self.num_full_pages -= len(node.full_pages)
@@ -111,6 +128,8 @@ class RadixTree:
     # ---- component changes -------------------------------------------------------------------------
     def tombstone(self, node: Node) -> int:
         """Free the node's SWA pages; returns how many."""
+        if self._tombstoning:
+            emit(self._tombstoning, Tombstoning(node))
         if node.swa_pages is None:
             return 0
         freed = len(node.swa_pages)
@@ -119,6 +138,12 @@ class RadixTree:
         node.swa_pages = None
         return freed
 
+    def count_eviction(self, comp: Component, node: Node) -> None:
+        """An eviction of ``comp`` takes ``node`` (counted, and announced before it happens)."""
+        self.num_evictions[comp] += 1
+        if self._evicting:
+            emit(self._evicting, Evicting(comp, node))
+
     def revive(self, node: Node, swa_pages: list[int]) -> None:
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages
@@ -126,6 +151,8 @@ class RadixTree:
         self.touch(node, SWA)
 
     def drop_state(self, node: Node) -> int:
+        if self._state_dropping:
+            emit(self._state_dropping, StateDropping(node))
         if node.state is None:
             return 0
         self.state_pool.free([node.state])

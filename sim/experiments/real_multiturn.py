@@ -20,6 +20,7 @@ import pandas as pd
 
 from sim.run.metrics import compare
 from sim.run.simulate import SimConfig, SimResult, simulate
+from sim.sched.request import served_mask
 from sim.trace import Trace
 
 PAIRS = (("sglang", "sglang-retain", "inkling"), ("freetoken", "freetoken-lazy", "gemma-4-26b-a4b"))
@@ -72,7 +73,7 @@ def real_multiturn(
 
 def followups(result: SimResult) -> pd.DataFrame:
     requests = result.requests
-    return requests[requests["followup"] & (requests["rejected"] == "")]
+    return requests[requests["followup"] & served_mask(requests)]
 
 
 def pair_row(setting: str, base: SimResult, other: SimResult) -> dict:

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim.cache.knobs import NONE, KnobSpec
-from sim.cache.policies import policy_names
-from sim.cache.policy import CLI_KNOBS
 from sim.cost import GPUS
+from sim.engines.registry import CLI_KNOBS, policy_names
 from sim.models import MODELS
 from sim.run.config import POOL_KNOBS, SimConfig
 

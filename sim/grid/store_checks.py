@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from sim.run.metrics import POOL_COLUMNS
-from sim.run.request import REQUEST_COLUMNS
 from sim.run.summary import Summary
+from sim.sched.request import REQUEST_COLUMNS
 from sim.trace.checks import is_int
 from sim.trace.files import check_regular_file
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.cost.calibration import load_calibration
+from sim.engines.pool_sizing import PoolSizeError
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
@@ -17,7 +18,7 @@ from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
 from sim.grid.store import PointStore, check_store_dir
 from sim.grid.worker import PointOutcome, PointTask
 from sim.run.config import SimConfig
-from sim.run.setup import PoolSizeError, build
+from sim.run.setup import build
 from sim.trace import load_trace
 
 CONFIG_COLUMNS = (

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from sim.cache.interface import CacheModel
 from sim.cost import CostModel, StepShape
-from sim.run.scheduler import Batch
+from sim.sched.batch import Batch
 
 
 class Backend(Protocol):

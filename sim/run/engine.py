@@ -11,11 +11,12 @@ import math
 
 import simpy
 
+from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
-from sim.run.request import RequestState, states_of
-from sim.run.scheduler import Scheduler
 from sim.run.step_log import StepLog
+from sim.sched.interface import Scheduler
+from sim.sched.request import RequestState, states_of
 from sim.trace import Trace
 
 
@@ -32,9 +33,12 @@ class Engine:
     ):
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.manager = scheduler.manager
+        self.events = (
+            self.manager.events
+        )  # the run's bus: the cache's, the scheduler's and this loop's events
         # every request's record, in trace order, from before it arrives to its row
         self.states = states_of(trace)
-        self.steps = StepLog()
+        self.steps = StepLog(self.events)
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step or (lambda: None)
@@ -71,6 +75,7 @@ class Engine:
                 self._unblock()
                 continue
             started_at = self.env.now
+            self.events.publish(StepStarted(batch, self.manager))
             duration = self.backend.run(batch, self.manager)
             yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
@@ -99,7 +104,7 @@ class Engine:
             return
         for delay in _event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
-        self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
+        self.events.publish(PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
@@ -167,17 +172,15 @@ class Engine:
     def _record_step(self, batch, started_at: float, duration: float) -> None:
         shape = batch_shape(batch)
         pools = pool_values(self.manager.usage())
-        self.steps.append(
-            (
-                self.iteration,
-                started_at,
-                duration,
-                len(shape.prefill),
-                shape.num_prefill_tokens,
-                shape.num_decode_tokens,
-            ),
-            pools,
+        step = (
+            self.iteration,
+            started_at,
+            duration,
+            len(shape.prefill),
+            shape.num_prefill_tokens,
+            shape.num_decode_tokens,
         )
+        self.events.publish(StepEnded(step, pools))
 
 
 def _event_delays(now: float, durations: list[float]) -> list[float]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.sched.request import REQUEST_COLUMNS, RequestState
+from sim.sched.request import served as served_rows
 
 POOL_COLUMNS = tuple(f"{comp}_{held}" for comp in Component for held in ("free", "running", "tree"))
 
@@ -18,8 +21,13 @@ def pool_values(usage: dict) -> tuple[int, ...]:
     return usage[FULL] + usage[SWA] + usage[MAMBA]
 
 
+def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
+    """The request table: one row per request, in the order given (the trace's)."""
+    return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
+
+
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, page_size: int) -> dict:
-    served = requests[requests["rejected"] == ""]
+    served = served_rows(requests)
     followups = served[served["followup"]]
     makespan = float(requests["finished_at"].max()) if len(requests) else 0.0
     summary = {

@@ -4,19 +4,19 @@ hashes it, so a changed preset default or model is a new point."""
 
 from __future__ import annotations
 
-from sim.cache.policy import KNOBS
+from sim.cache.blocks.layout import policy_layout
 from sim.cache.resolve import resolve
+from sim.engines.registry import knob_values
 from sim.run.config import SimConfig
+from sim.run.setup import build
 
 
 def resolved_config(config: SimConfig) -> dict:
     """``{"rules", "cache", "knobs", "grids", "pools"}``; ``knobs`` has every knob, hidden ones included
     (they change results too), ``window`` and ``mamba_chunk`` as the model settles them."""
-    from sim.run.setup import build  # here: the CLI imports this module without pandas or SimPy
-
     model, policy, sizes = build(config)
     resolved = resolve(policy, model)
-    knobs = {name: getattr(policy, name) for name in KNOBS}
+    knobs = knob_values(policy)
     knobs.update(window=resolved.window, mamba_chunk=resolved.mamba_chunk)
     cache = [c for c, on in (("FULL", True), ("SWA", resolved.has_swa), ("MAMBA", resolved.has_mamba)) if on]
     page = policy.page_size
@@ -28,7 +28,7 @@ def resolved_config(config: SimConfig) -> dict:
         "swa_slots": sizes.swa_pages * page,
     }
     if sizes.blocks:
-        pools.update(shared_blocks(model, policy, resolved.window, sizes.blocks))
+        pools.update(shared_blocks(model, policy, sizes.blocks))
     return {
         "rules": policy.engine,
         "cache": "+".join(cache),
@@ -38,11 +38,9 @@ def resolved_config(config: SimConfig) -> dict:
     }
 
 
-def shared_blocks(model, policy, window: int, num_blocks: int) -> dict:
+def shared_blocks(model, policy, num_blocks: int) -> dict:
     """vLLM's one block pool: its block size (derived from the model), groups and size in blocks."""
-    from sim.cache.blocks.layout import layout_for
-
-    layout = layout_for(model, policy.page_size, window, bool(policy.prefill_checkpoints))
+    layout = policy_layout(model, policy)
     return {
         "blocks": num_blocks,
         "block_size": layout.block_size,

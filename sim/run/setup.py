@@ -1,23 +1,14 @@
 """A configuration made concrete: the model (with the window asked for), the policy (its preset with the knobs
-given, settled for the GPU) and the pools' sizes (from tokens, a memory budget or one byte budget), each size
-checked and, when refused, named by the option it came from."""
+given, settled for the GPU by its engine) and the pools' sizes (the engine's sizing of the pool options)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from sim.cache.interface import budget_sizes_for, settle_for_gpu, shared_pool_sizes
-from sim.cache.knobs import MAX_INT, NONE
-from sim.cache.policies import Policy, make_policy
-from sim.cache.resolve import resolve
-from sim.cache.sizing import PoolSizes, sizes_from_memory, sizes_from_tokens
+from sim.cache.knobs import NONE
+from sim.cache.policy import Policy
+from sim.cache.sizing import PoolSizes
+from sim.engines.registry import engine_of, make_policy, pool_sizes
 from sim.models import ModelSpec, get_model
 from sim.run.config import SimConfig
-
-
-class PoolSizeError(ValueError):
-    """A pool size no run could use (past the 31-bit limit, or one the sizing refuses), named by its option:
-    a sweep refuses its grid up front for one, where an engine's refusal of a combination fails one point."""
 
 
 def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
@@ -26,94 +17,6 @@ def build(config: SimConfig) -> tuple[ModelSpec, Policy, PoolSizes]:
     if knobs.get("window") not in (None, NONE):  # none: the model's own window
         model = model.replace(window=knobs["window"])
     policy = make_policy(config.policy, **knobs)
-    policy = settle_for_gpu(policy, config.gpu, {name for name, value in knobs.items() if value is not None})
+    given = frozenset(name for name, value in knobs.items() if value is not None)
+    policy = engine_of(policy).settle_for_gpu(policy, config.gpu, given)
     return model, policy, pool_sizes(config, model, policy)
-
-
-def pool_sizes(config: SimConfig, model: ModelSpec, policy: Policy) -> PoolSizes:
-    """FULL and SWA from ``pool_tokens`` (or the memory budget); MAMBA states from ``mamba_states`` or,
-    when it is not given, from the memory budget's MAMBA share, whichever way the KV pools were sized."""
-    if config.cache_bytes is not None:  # one byte budget (Marconi); refused for the other engines
-        return budget_sizes_for(model, policy, int(config.cache_bytes))
-    shared = shared_pool_sizes(model, policy, int(config.kv_memory_gb * 2**30), config.pool_tokens)
-    if shared is not None:  # one pool every component shares (vLLM): its own sizing
-        return shared
-    page = policy.page_size
-    memory = (
-        f"--kv-memory-gb {config.kv_memory_gb:g} (split by --swa-full-tokens-ratio "
-        f"{config.swa_full_tokens_ratio:g} and --mamba-full-memory-ratio {config.mamba_full_memory_ratio:g})"
-    )
-    sizes, states = _kv_and_states(config, model, page, memory)
-    floor = swa_floor_pages(model, policy) if model.has_swa else 0
-    kv_source = memory if config.pool_tokens is None else f"--pool-tokens {config.pool_tokens}"
-    _within_limit("FULL", sizes.full_pages * page, "tokens", kv_source)
-    _within_limit(
-        "SWA",
-        sizes.swa_pages * page,
-        "tokens",
-        kv_source if config.swa_pool_tokens is None else f"--swa-pool-tokens {config.swa_pool_tokens}",
-    )
-    _within_limit("SWA", floor * page, "tokens", describe_swa_floor(model, policy))
-    _within_limit("MAMBA", states, "states", memory if config.mamba_states is None else "--mamba-states")
-    return PoolSizes(sizes.full_pages, max(sizes.swa_pages, floor) if model.has_swa else 0, states)
-
-
-def _kv_and_states(config: SimConfig, model: ModelSpec, page: int, memory: str) -> tuple[PoolSizes, int]:
-    """The KV pools from ``pool_tokens`` or the memory budget, the MAMBA states from ``mamba_states`` or the
-    budget's share; an explicit size is not checked against the budget."""
-    by_memory = None
-    if config.pool_tokens is None or config.mamba_states is None:
-        with _named_by(memory):
-            by_memory = sizes_from_memory(
-                model,
-                page,
-                int(config.kv_memory_gb * 2**30),
-                config.swa_full_tokens_ratio,
-                config.mamba_full_memory_ratio,
-            )
-    kv, states = by_memory, config.mamba_states
-    if config.pool_tokens is not None:
-        with _named_by(f"--pool-tokens {config.pool_tokens}"):
-            kv = sizes_from_tokens(
-                page, config.pool_tokens, config.swa_pool_tokens, 0, config.swa_full_tokens_ratio
-            )
-    if states is None and by_memory is not None:
-        states = by_memory.states
-    assert kv is not None and states is not None, "the memory budget sizes whatever was not given"
-    return kv, states
-
-
-@contextmanager
-def _named_by(option: str):
-    """A pool size the sizing refuses, named by the option it came from."""
-    try:
-        yield
-    except ValueError as e:
-        raise PoolSizeError(f"{option}: {e}") from None
-
-
-def _within_limit(pool: str, count: int, unit: str, source: str) -> None:
-    """Every pool's token slots (and states) fit in 31 bits, as the executor's tables and the knobs need."""
-    if count > MAX_INT:
-        raise PoolSizeError(f"{source} gives a {pool} pool of {count} {unit}, more than {MAX_INT}")
-
-
-def swa_floor_pages(model: ModelSpec, policy: Policy) -> int:
-    """Enough SWA for every running request's window and one step's chunk (FreeToken's pool floor);
-    ``window+interval`` also covers the retain floor's extra retention (PR #34729's second TODO)."""
-    window = resolve(policy, model).window
-    extra = policy.track_interval if policy.swa_pool_floor == "window+interval" else 0
-    per_request = window + extra + policy.swa_eviction_interval + 2 * policy.page_size
-    return (policy.max_running_requests * per_request + policy.chunked_prefill_size) // policy.page_size + 1
-
-
-def describe_swa_floor(model: ModelSpec, policy: Policy) -> str:
-    """The SWA pool floor's terms, named by their options (for a message about its size)."""
-    extra = (
-        f" + --track-interval {policy.track_interval}" if policy.swa_pool_floor == "window+interval" else ""
-    )
-    return (
-        f"the SWA pool's floor, --max-running-requests {policy.max_running_requests} x (--window "
-        f"{resolve(policy, model).window}{extra} + --swa-eviction-interval {policy.swa_eviction_interval} + 2 x "
-        f"--page-size {policy.page_size}) + --chunked-prefill-size {policy.chunked_prefill_size},"
-    )

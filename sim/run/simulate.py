@@ -11,26 +11,25 @@ from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import run_bounds, served_ids
 from sim.bounds.upper_bound import upper_bound, with_ideal
 from sim.cache.components import Component
-from sim.cache.interface import CacheModel, make_manager
-from sim.cache.interface import eviction_counts as _evictions
-from sim.cache.manager import CacheManager
-from sim.cache.policies import Policy
+from sim.cache.events import EventBus
+from sim.cache.interface import CacheModel
+from sim.cache.misses import MissWatcher
+from sim.cache.policy import Policy
 from sim.cache.sizing import PoolSizes
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
+from sim.engines.registry import make_manager, make_scheduler
 from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
-from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, summarize
-from sim.run.miss_tracker import MissTracker
+from sim.run.metrics import POOL_COLUMNS, pool_capacity, pool_values, request_table, summarize
 from sim.run.replay import replay_trace
-from sim.run.request import request_table, states_of
-from sim.run.scheduler import Scheduler
 from sim.run.setup import build
 from sim.run.summary import Summary
 from sim.run.why import why_summary, with_why
+from sim.sched.request import states_of
 from sim.trace import Trace
 
 
@@ -78,16 +77,18 @@ def run_timed(
 ) -> SimResult:
     """The timed engine on an explicit model, policy and pool sizes (``simulate`` derives them from
     ``config``; the conformance suite gives the engine's exact ones)."""
-    manager = make_manager(model, policy, sizes)
-    tracker = _miss_tracker(manager)
+    manager = make_manager(model, policy, sizes, EventBus())
+    tracker = manager.watch_misses()
     if backend is None:
         backend = PredictBackend(cost_model(config, model))
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
-    scheduler = Scheduler(manager, policy.chunked_prefill_size, max_running(policy, manager, sizes))
+    scheduler = make_scheduler(manager, policy, sizes)
     env = simpy.Environment()
-    recorder = EventRecorder(backend, trace, manager.page_size) if config.bounds else None  # for the bounds
+    recorder = (
+        EventRecorder(manager.events, trace, manager.page_size) if config.bounds else None
+    )  # the bounds'
     fits = _fits_check(trace, manager)
-    engine = Engine(env, trace, scheduler, recorder or backend, fits=fits, fast_path=fast_path)
+    engine = Engine(env, trace, scheduler, backend, fits=fits, fast_path=fast_path)
     if on_step:
         engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
@@ -97,17 +98,12 @@ def run_timed(
     return _result(config, policy, sizes, manager, tracker, requests, engine.steps.frame(), (trace, events))
 
 
-def _miss_tracker(manager) -> MissTracker | None:
-    """The why column's watcher, on a radix-tree manager (vLLM's block cache gives the coarse reasons)."""
-    return MissTracker(manager) if isinstance(manager, CacheManager) else None
-
-
 def _result(
     config: SimConfig,
     policy: Policy,
     sizes: PoolSizes,
     manager: CacheModel,
-    tracker: MissTracker | None,
+    tracker: MissWatcher | None,
     requests: pd.DataFrame,
     steps: pd.DataFrame,
     bound_events: tuple[Trace, list | None],
@@ -133,19 +129,8 @@ def _result(
 
 
 def eviction_counts(manager: CacheModel) -> dict:
-    counts = _evictions(manager)
+    counts = manager.num_evictions()
     return {f"evictions_{comp.layer_kind}": counts[comp] for comp in Component}
-
-
-# SGLang caps running requests at a third of the MAMBA pool (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO):
-# a running state plus two ping-pong checkpoint slots each, so admission never starves the pool
-MAMBA_STATES_PER_REQUEST = 3
-
-
-def max_running(policy: Policy, manager: CacheModel, sizes: PoolSizes) -> int:
-    if not manager.has_mamba or manager.topology.name != "separate":  # vLLM: max_num_seqs alone
-        return policy.max_running_requests
-    return max(1, min(policy.max_running_requests, sizes.states // MAMBA_STATES_PER_REQUEST))
 
 
 def _fits_check(trace: Trace, manager: CacheModel):
@@ -158,8 +143,8 @@ def _fits_check(trace: Trace, manager: CacheModel):
 def run_replay(
     trace: Trace, config: SimConfig, model: ModelSpec, policy: Policy, sizes: PoolSizes, on_step=None
 ) -> SimResult:
-    manager = make_manager(model, policy, sizes)
-    tracker = _miss_tracker(manager)
+    manager = make_manager(model, policy, sizes, EventBus())
+    tracker = manager.watch_misses()
     states = states_of(trace)
     steps, order = [], []
     fits = _fits_check(trace, manager)

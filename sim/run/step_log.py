@@ -5,14 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.cache.events import EventBus, PlainStepsEnded, StepEnded
 from sim.run.metrics import POOL_COLUMNS
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
 
 
 class StepLog:
-    def __init__(self):
+    """Subscribed to a run's ``StepEnded`` and ``PlainStepsEnded`` events: a row per step."""
+
+    def __init__(self, events: EventBus):
         self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
+        events.subscribe(StepEnded, lambda event: self.append(event.step, event.pools))
+        events.subscribe(
+            PlainStepsEnded,
+            lambda e: self.extend_decode_only(e.first_step, e.starts, e.durations, e.num_decode),
+        )
 
     def append(self, step: tuple, pools: tuple) -> None:
         for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):

@@ -26,36 +26,21 @@ is the request's own out-of-window free), whose MAMBA state was evicted, which F
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
-from sim.cache.align import floor_to
-
-MAMBA_STATE, MAMBA_EVICTED = "mamba_state", "mamba_evicted"
-SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION = "swa_trigger", "swa_finish_trim", "swa_eviction"
-NEVER_KEPT, FULL_EVICTED, NOT_CACHED = "never_kept", "full_evicted", "not_cached"
-PAGE_ROUNDING, NEW = "page_rounding", "new"
-BLOCKED_OTHER = (
-    "blocked_other"  # a blocked range the watched events do not explain (an engine rule not mirrored)
+from sim.align import floor_to
+from sim.cache.misses import MatchMiss, MissWatcher
+from sim.cache.reasons import (
+    BLOCKED_OTHER,
+    FULL_EVICTED,
+    NEVER_KEPT,
+    NEW,
+    NOT_CACHED,
+    PAGE_ROUNDING,
+    REASONS,
+    Range,
 )
-REASONS = {
-    MAMBA_STATE: "no MAMBA state at the match point",
-    MAMBA_EVICTED: "MAMBA state evicted",
-    SWA_TRIGGER: "SWA freed by the trigger",
-    SWA_FINISH_TRIM: "SWA freed by the finish-time trim",
-    SWA_EVICTION: "SWA evicted (pool space)",
-    BLOCKED_OTHER: "blocked, other",
-    NEVER_KEPT: "never kept by the previous turn",
-    FULL_EVICTED: "FULL evicted",
-    NOT_CACHED: "not cached yet",
-    PAGE_ROUNDING: "page rounding",
-    NEW: "new tokens",
-}
-Range = tuple[int, int, str]  # [start, end) and its reason
-
-if TYPE_CHECKING:
-    from sim.run.miss_tracker import MatchMiss, MissTracker
+from sim.sched.request import served as served_rows
 
 
 def request_ranges(row, miss: MatchMiss | None, page_size: int) -> list[Range]:
@@ -92,7 +77,7 @@ def parse_ranges(text: str) -> list[Range]:
     return ranges
 
 
-def with_why(requests: pd.DataFrame, tracker: MissTracker | None, page_size: int) -> pd.DataFrame:
+def with_why(requests: pd.DataFrame, tracker: MissWatcher | None, page_size: int) -> pd.DataFrame:
     """The request table with its ``why`` column (empty for a request that never ran). Without a tracker
     (a cache that is not a radix tree) blocked ranges are ``blocked_other``."""
     misses = tracker.misses if tracker is not None else {}
@@ -106,7 +91,7 @@ def with_why(requests: pd.DataFrame, tracker: MissTracker | None, page_size: int
 def why_tokens(requests: pd.DataFrame) -> dict[str, int]:
     """Recomputed tokens per reason over the served requests of a table with a ``why`` column."""
     totals = dict.fromkeys(REASONS, 0)
-    served = requests[requests["rejected"] == ""] if "rejected" in requests else requests
+    served = served_rows(requests) if "rejected" in requests else requests
     for text in served["why"].fillna(""):
         for start, end, reason in parse_ranges(text):
             totals[reason] = totals.get(reason, 0) + end - start

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sim.trace.checks import TraceError
 from sim.trace.jsonl import load_trace, request_to_dict, write_trace
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 __all__ = ["Request", "Segment", "Trace", "TraceError", "load_trace", "request_to_dict", "write_trace"]

@@ -17,7 +17,8 @@ from datetime import datetime
 from sim.trace.checks import MAX_LEN, TraceError, is_int, shown
 from sim.trace.files import display_name, open_lines
 from sim.trace.mooncake_import import MOONCAKE_BLOCK_LEN, import_mooncake, import_mooncake_counted
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 __all__ = ["MOONCAKE_BLOCK_LEN", "import_azure", "import_mooncake", "import_mooncake_counted"]
 

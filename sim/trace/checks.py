@@ -9,10 +9,8 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sim.trace.records import Request, Segment
+from sim.trace.records import Request, Segment
 
 # token positions fit in 31 bits everywhere (the executor's tables, the knobs' MAX_INT): a request's prompt
 # and output together stay below 2^31 tokens

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from sim.trace.checks import MAX_LEN, MAX_TIME_S, TraceError, shown
 from sim.trace.generate import _arrivals
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 ASSISTANT, USER, SYSTEM = "assistant", "user", "system"
 _ROLES = {

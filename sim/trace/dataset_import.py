@@ -31,7 +31,8 @@ from sim.trace.conversation_import import (
 )
 from sim.trace.files import display_name, open_lines, parse_json, read_text
 from sim.trace.generate import _arrivals
-from sim.trace.records import Request, Trace
+from sim.trace.records import Request
+from sim.trace.trace import Trace
 
 _DEFAULTS = TextOptions()
 _AGENTIC_DEFAULTS = TextOptions(output_len=220)  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN

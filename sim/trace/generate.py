@@ -12,7 +12,8 @@ from typing import Literal
 
 from sim.trace.checks import shown
 from sim.trace.generate_checks import require, require_count, require_positive, require_time
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 
 def _ref(ref: str, length: int) -> Segment:

@@ -14,7 +14,8 @@ from sim.atomic import atomic_open
 from sim.trace.checks import TraceError, is_int
 from sim.trace.files import display_name, open_lines, parse_json
 from sim.trace.formats import foreign_format, import_hint
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 _REQUEST_KEYS = ("id", "arrival", "session", "after", "think_time", "prompt", "output_len")
 _SEGMENT_KEYS = ("ref", "output_of", "len", "skip")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from sim.align import ceil_div
 from sim.trace.checks import MAX_LEN, MAX_TIME_S, TraceError, is_int, shown
 from sim.trace.files import display_name, open_lines, parse_json
 from sim.trace.mooncake_chains import (
@@ -23,7 +24,8 @@ from sim.trace.mooncake_chains import (
     Turn,
 )
 from sim.trace.mooncake_chains import output_len_reached as _output_len_reached
-from sim.trace.records import Request, Segment, Trace
+from sim.trace.records import Request, Segment
+from sim.trace.trace import Trace
 
 _FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _MAX_TIMESTAMP_MS = MAX_TIME_S * 1000
@@ -150,7 +152,7 @@ def _parse(text: str, path: str, line: int, previous_arrival: float) -> tuple[fl
 
 
 def _hash_ids(hash_ids: object, input_length: int, path: str, line: int) -> list[int]:
-    num_blocks = -(-input_length // MOONCAKE_BLOCK_LEN)
+    num_blocks = ceil_div(input_length, MOONCAKE_BLOCK_LEN)
     # bool is not int here; an id beyond 64 bits is no hash a real trace holds
     if not isinstance(hash_ids, list) or not all(
         type(h) is int and -_HASH_LIMIT <= h < _HASH_LIMIT for h in hash_ids

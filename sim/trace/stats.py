@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from sim.tokens import Run, TokenSeq
-from sim.trace.records import Request, Trace
+from sim.trace.records import Request
+from sim.trace.trace import Trace
 
 
 class _Node:

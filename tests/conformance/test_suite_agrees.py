@@ -10,7 +10,7 @@ from importlib.util import find_spec
 import pytest
 
 from conformance.suite import report, run_suite
-from sim.cache.policies import PRESETS
+from sim.engines.registry import PRESETS
 
 NUM_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_SEEDS", "30"))
 PACKAGES = {"sglang": "sglang", "freetoken": "freetoken", "vllm": "vllm"}

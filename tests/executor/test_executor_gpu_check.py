@@ -17,8 +17,9 @@ pytest.importorskip("triton")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
+from gpu_check_profiles import GPU  # noqa: E402
 from gpu_check_runner import TOTAL_BUDGET_S, Context, Stage, StageFailed, plan_text, run_stages  # noqa: E402
-from gpu_check_stages import GPU, STAGES, _relies_on_freed_swa  # noqa: E402
+from gpu_check_stages import STAGES, _relies_on_freed_swa  # noqa: E402
 from wheel_from_env import build_wheel  # noqa: E402
 
 NAMES = ["env", "wheels", "tests", "retain", "negative", "calibrate", "throughput"]

@@ -5,7 +5,8 @@ only if its whole prompt fits the free blocks, hit blocks it takes out of the fr
 
 from __future__ import annotations
 
-from sim.cache.blocks.layout import Layout, cdiv
+from sim.align import ceil_div
+from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.models import FULL, SWA
 
@@ -33,7 +34,7 @@ def admission_need(
 ) -> int:
     """Blocks the whole prompt needs from the free queue (``get_num_blocks_to_allocate`` with the admission
     cap): new blocks per group plus the hit blocks that are eviction candidates now."""
-    needed = cdiv(prompt_len, layout.block_size)
+    needed = ceil_div(prompt_len, layout.block_size)
     total = 0
     for kind, table in zip(layout.group_kinds, tables, strict=True):
         evictable = sum(1 for block in table if pool.is_evictable(block))

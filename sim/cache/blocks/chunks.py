@@ -9,14 +9,14 @@ instead of stopping there.
 
 from __future__ import annotations
 
-from sim.cache.blocks.layout import cdiv
+from sim.align import ceil_div
 
 
 def checkpoint_valid(B: int, start: int, end: int, checkpoint: int) -> bool:
     """A chunk ``[start, end)`` can export the state at ``checkpoint`` (the alignment divides B here)."""
     return (
         start % B == 0
-        and cdiv(end, B) - 2 > (start - 1) // B
+        and ceil_div(end, B) - 2 > (start - 1) // B
         and start + B <= checkpoint
         and start < checkpoint < end
     )

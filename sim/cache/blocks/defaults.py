@@ -5,7 +5,7 @@ which writes Mamba checkpoints inside prefill chunks; Triton elsewhere)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from sim.cache.policy import Policy
@@ -34,7 +34,7 @@ def batch_defaults(memory_gib: float) -> tuple[int, int]:
     return 2048, 256
 
 
-def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
+def settle_for_gpu(policy: Policy, gpu: str, given: AbstractSet[str]) -> Policy:
     """The vLLM policy as ``vllm serve`` runs it on ``gpu``: every knob the user did not give that vLLM
     derives from the device takes the device's value."""
     facts = DEVICES.get(gpu)
@@ -46,4 +46,4 @@ def settle_for_gpu(policy: Policy, gpu: str, given: set[str]) -> Policy:
         "max_running_requests": seqs,
         "prefill_checkpoints": facts.hopper,
     }
-    return replace(policy, **{name: value for name, value in derived.items() if name not in given})
+    return policy.with_knobs(**{name: value for name, value in derived.items() if name not in given})

@@ -19,16 +19,16 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from sim.align import ceil_div
+from sim.cache.blocks.knobs import VllmKnobs
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.resolve import resolve
 from sim.models import FULL, MAMBA, SWA, ModelSpec
 
 KERNEL_BLOCK = 16  # FlashAttention: get_supported_kernel_block_sizes() == [MultipleOf(16)]
 FLASHINFER_GDN_ALIGNMENT = (
     64  # v1/attention/backends/gdn_attn.py: FlashInfer GDN prefill checkpoint alignment
 )
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Layout:
     def swa_need(self) -> int:
         """Blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (computed once: read on every block
         hashed)."""
-        return cdiv(self.window - 1, self.block_size) if self.window else 0
+        return ceil_div(self.window - 1, self.block_size) if self.window else 0
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -60,9 +60,9 @@ class Layout:
         B, total = self.block_size, 1
         for kind in self.group_kinds:
             if kind == FULL:
-                total += cdiv(max_model_len, B)
+                total += ceil_div(max_model_len, B)
             elif kind == SWA:
-                total += cdiv(min(self.window - 1 + max_in_flight_tokens, max_model_len), B) + 1
+                total += ceil_div(min(self.window - 1 + max_in_flight_tokens, max_model_len), B) + 1
             else:
                 total += 2 + self.checkpoint_blocks
         return total
@@ -96,7 +96,7 @@ def group_kinds(model: ModelSpec) -> tuple[str, ...]:
     group_size = min(counts)
     if max(counts) < 1.5 * group_size:
         group_size = max(counts)
-    return tuple(kind for kind, count in buckets for _ in range(cdiv(count, group_size)))
+    return tuple(kind for kind, count in buckets for _ in range(ceil_div(count, group_size)))
 
 
 def layers_per_group(model: ModelSpec) -> int:
@@ -126,8 +126,8 @@ def hybrid_block_size(model: ModelSpec, block_size: int, prefill_checkpoints: bo
     align = max(KERNEL_BLOCK, block_size)
     if prefill_checkpoints:
         align = math.lcm(align, FLASHINFER_GDN_ALIGNMENT)
-    derived = align * cdiv(mamba_layer_bytes(model), align * attention_bytes_per_token(model))
-    return max(block_size, KERNEL_BLOCK * cdiv(derived, KERNEL_BLOCK))
+    derived = align * ceil_div(mamba_layer_bytes(model), align * attention_bytes_per_token(model))
+    return max(block_size, KERNEL_BLOCK * ceil_div(derived, KERNEL_BLOCK))
 
 
 def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoints: bool) -> Layout:
@@ -147,3 +147,9 @@ def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoin
     return Layout(
         B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds)
     )
+
+
+def policy_layout(model: ModelSpec, policy: Policy) -> Layout:
+    """The layout vLLM settles for ``policy`` on ``model`` (its window, block size and prefill checkpoints)."""
+    prefill_checkpoints = bool(own_knobs(policy, VllmKnobs).prefill_checkpoints)
+    return layout_for(model, policy.page_size, resolve(policy, model).window, prefill_checkpoints)

@@ -10,18 +10,21 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 
 from __future__ import annotations
 
+from sim.align import ceil_div
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import admission_need, hit_tables
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
 from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys
-from sim.cache.blocks.layout import cdiv, layout_for
+from sim.cache.blocks.knobs import VllmKnobs
+from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.components import Component
-from sim.cache.policy import Policy
+from sim.cache.events import Aborted, Admitted, EventBus, Finished
+from sim.cache.policy import Policy, own_knobs
 from sim.cache.pools import PoolUsage
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
@@ -32,27 +35,21 @@ from sim.tokens import TokenSeq
 POOL = "vLLM block"  # the pool a Refusal names
 
 
-class SharedBlocks:
-    """The topology: one pool of blocks every group draws from (its usage is ``BlockCacheManager.usage``)."""
-
-    name = "shared-blocks"
-
-
 class BlockCacheManager(PlainBlockDecodes):
-    topology = SharedBlocks()
     requeues_lone_request = True  # vLLM puts a preempted request back in its waiting queue
 
-    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes):
+    def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None):
         self.policy, self.model = policy, model
+        self.events = events if events is not None else EventBus()
         self.resolved = resolve(policy, model)
-        self.layout = layout_for(
-            model, policy.page_size, self.resolved.window, bool(policy.prefill_checkpoints)
-        )
+        self.knobs = knobs = own_knobs(policy, VllmKnobs)
+        self.layout = policy_layout(model, policy)
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
-        self.async_scheduling = policy.async_scheduling
+        self.async_scheduling = knobs.async_scheduling
         check_config(self.layout, policy)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
+        self.num_blocks = sizes.blocks
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
@@ -68,11 +65,12 @@ class BlockCacheManager(PlainBlockDecodes):
             tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
         )
         hit = longest_hit(self.layout, self.pool, chain, prompt_len)
-        if not self.policy.junction:  # the scheduler before vLLM #37898
+        if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
         swa_cap = (
-            cdiv(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size) + 1
+            ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
+            + 1
         )
         needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
         if needed > self.pool.num_free:
@@ -100,7 +98,9 @@ class BlockCacheManager(PlainBlockDecodes):
         for group, table in enumerate(req.tables):
             self.pool.touch(table, group)
         self.requests[req.request_id] = req
-        return AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+        result = AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+        self.events.publish(Admitted(req.request_id, result.match.cached_len))
+        return result
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:
         """``min(remaining, budget)``, cut where align-mode Mamba must stop (``_mamba_block_aligned_split``)."""
@@ -127,7 +127,7 @@ class BlockCacheManager(PlainBlockDecodes):
         start, end = req.kv_len, req.kv_len + chunk_len
         if chunk_len <= 0 or end > req.prompt_len:
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {start}/{req.prompt_len}")
-        every_chunk = self.policy.retention_interval != 0
+        every_chunk = self.knobs.retention_interval != 0
         checkpoint = bool(self.layout.checkpoint_blocks) and exports_checkpoint(
             self.page_size, start, end, req.prompt_len, every_chunk
         )
@@ -154,7 +154,7 @@ class BlockCacheManager(PlainBlockDecodes):
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)
         steps.cache_blocks(
-            self.layout, self.pool, self.keys, req, end, checkpoint, self.policy.retention_interval
+            self.layout, self.pool, self.keys, req, end, checkpoint, self.knobs.retention_interval
         )
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
@@ -163,7 +163,9 @@ class BlockCacheManager(PlainBlockDecodes):
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests.pop(request_id)
         steps.free_request(self.pool, req)
-        return FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
+        result = FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
+        self.events.publish(Finished(request_id, result.inserted_len))
+        return result
 
     def abort(self, request_id: str) -> None:
         """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
@@ -171,6 +173,7 @@ class BlockCacheManager(PlainBlockDecodes):
         req = self.requests.pop(request_id)
         self._preempted.setdefault(request_id, req.match)
         steps.free_request(self.pool, req)
+        self.events.publish(Aborted(request_id))
 
     # ---- views --------------------------------------------------------------------------------------
     def usage(self) -> dict[Component, PoolUsage]:
@@ -185,8 +188,17 @@ class BlockCacheManager(PlainBlockDecodes):
             for comp in Component
         }
 
+    def capacities(self) -> dict[Component, int]:
+        """The whole pool for every group kind the model has: each could fill it alone."""
+        held = (True, self.has_swa, self.has_mamba)
+        return {comp: self.num_blocks if on else 0 for comp, on in zip(Component, held, strict=True)}
+
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
+
+    def watch_misses(self) -> None:
+        """No watcher yet: vLLM's blocked ranges are ``blocked_other``."""
+        return None
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""

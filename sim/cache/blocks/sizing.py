@@ -8,8 +8,9 @@ FULL KV when FULL alone uses it; the SWA and Mamba groups draw from the same blo
 
 from __future__ import annotations
 
+from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import layout_for
-from sim.cache.policy import Policy
+from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import resolve
 from sim.cache.sizing import PoolSizes
 from sim.models import ModelSpec
@@ -19,7 +20,10 @@ def shared_pool_sizes(
     model: ModelSpec, policy: Policy, memory_bytes: int, pool_tokens: int | None
 ) -> PoolSizes:
     layout = layout_for(
-        model, policy.page_size, resolve(policy, model).window, bool(policy.prefill_checkpoints)
+        model,
+        policy.page_size,
+        resolve(policy, model).window,
+        bool(own_knobs(policy, VllmKnobs).prefill_checkpoints),
     )
     if pool_tokens is not None:
         blocks = pool_tokens // layout.block_size + 1

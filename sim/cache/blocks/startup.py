@@ -3,15 +3,16 @@ check in ``kv_cache_planning.py:get_kv_cache_configs``), and the configuration c
 
 from __future__ import annotations
 
+from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import KERNEL_BLOCK, Layout
-from sim.cache.policy import Policy
+from sim.cache.policy import Policy, own_knobs
 from sim.models import MAMBA, SWA
 
 
 def in_flight_tokens(policy: Policy) -> int:
     """``VllmConfig.max_in_flight_tokens``: a full token budget per batch in flight (two under async
     scheduling)."""
-    return (2 if policy.async_scheduling else 1) * policy.chunked_prefill_size
+    return (2 if own_knobs(policy, VllmKnobs).async_scheduling else 1) * policy.chunked_prefill_size
 
 
 def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int:
@@ -19,7 +20,7 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
     vLLM's terms); when none is given, the longest the pool can serve (``estimate_max_model_len``)."""
     in_flight = in_flight_tokens(policy)
     longest = layout.longest_model_len(num_blocks, in_flight)
-    wanted = policy.max_model_len
+    wanted = own_knobs(policy, VllmKnobs).max_model_len
     if wanted is None and longest >= 1:
         return longest
     if wanted is not None and layout.min_blocks(wanted, in_flight) <= num_blocks:
@@ -41,7 +42,7 @@ def check_config(layout: Layout, policy: Policy) -> None:
             f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
             f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)"
         )
-    retention = policy.retention_interval
+    retention = own_knobs(policy, VllmKnobs).retention_interval
     if retention and not (SWA in layout.kinds or MAMBA in layout.kinds):
         raise ValueError(
             f"vLLM refuses prefix_cache_retention_interval {retention} for a model with neither "

@@ -6,8 +6,9 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 
 from __future__ import annotations
 
+from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKeys
-from sim.cache.blocks.layout import Layout, cdiv
+from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
@@ -51,7 +52,7 @@ def blocks_to_allocate(
     layout: Layout, req: BlockRequest, end: int, checkpoint: bool
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
-    needed = cdiv(end, layout.block_size)
+    needed = ceil_div(end, layout.block_size)
     plan = []
     for group, kind in enumerate(layout.group_kinds):
         have = len(req.tables[group])
@@ -89,7 +90,9 @@ def cache_blocks(
     boundaries = (req.prompt_len - 1, req.junction)
     kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
     exported = (
-        cdiv(end, B) - 2 if checkpoint and cdiv(end, B) - 1 in {k // B for k in kept_checkpoints} else -1
+        ceil_div(end, B) - 2
+        if checkpoint and ceil_div(end, B) - 1 in {k // B for k in kept_checkpoints}
+        else -1
     )
     for group, kind in enumerate(layout.group_kinds):
         table, first = req.tables[group], req.num_cached[group]

@@ -9,10 +9,11 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 
 from __future__ import annotations
 
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
+from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import MatchResult, Refusal
@@ -72,19 +73,19 @@ class EngineRules:
         lays them out otherwise."""
         return SeparatePools(sizes, has_swa, has_mamba)
 
-    def after_admit(self, manager, req: RequestCache) -> None:
+    def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""
 
-    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """Why the engine will not admit ``req`` now (its path is locked; its states reserved unless
         ``budget_before_states``), or None."""
         return None
 
-    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+    def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Make room for an allocation, evicting as the engine does, or say which pool cannot."""
         return manager.topology.reserve(manager.tree, full_pages, swa_pages, states)
 
-    def evict_ahead(self, manager, num_pages: int) -> None:
+    def evict_ahead(self, manager: RadixOps, num_pages: int) -> None:
         """Evict, as far as the tree allows, until each KV pool has ``num_pages`` and ``alloc_slack_pages``
         free (SGLang over-estimates every allocation by a page per request and evicts for it)."""
         slack = self.alloc_slack_pages
@@ -96,12 +97,12 @@ class EngineRules:
         if manager.has_swa and manager.pools[SWA].num_free < target:
             self.reserve(manager, 0, target, 0)
 
-    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""
         return chunk_len
 
     # ---- prefill ------------------------------------------------------------------------------------
-    def before_prefill_chunk(self, manager, req: RequestCache) -> None:
+    def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs before a chunk's pages are reserved."""
 
     def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
@@ -115,11 +116,11 @@ class EngineRules:
             position = branch
         return position if position % self.page_size == 0 else None
 
-    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         raise NotImplementedError
 
     # ---- decode -------------------------------------------------------------------------------------
-    def decode_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """Why the engine will not run the request's next decode step, asked before the step frees or
         reserves anything (None: it runs)."""
         return None
@@ -128,7 +129,7 @@ class EngineRules:
         """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
         return None
 
-    def after_decode_planned(self, manager, req: RequestCache) -> None:
+    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a decode step's pages are reserved, before its token is computed."""
 
     def decode_checkpoint(self, req: RequestCache) -> int | None:
@@ -151,11 +152,11 @@ class EngineRules:
             return req.checkpoint[0] if req.checkpoint is not None else None
         return floor_to(req.kv_len, self.page_size)
 
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         """Commit what the finished request leaves to the tree (before its own pages are released)."""
         end = self.insert_len(req)
         if end is not None and end > req.prefix_len:
             manager.insert(req, end)
 
-    def after_release(self, manager, req: RequestCache) -> None:
+    def after_release(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once the finished request's pages and locks are released."""

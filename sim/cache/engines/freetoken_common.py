@@ -6,16 +6,38 @@ states: in rounds until enough are free). The engine's entry, which picks a cach
 
 from __future__ import annotations
 
-from sim.cache.align import floor_to
+from dataclasses import dataclass
+
+from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.eviction import NoEviction
+from sim.cache.knobs import MAX_INT, knob
+from sim.cache.ops import RadixOps
+from sim.cache.policy import EngineKnobs, own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
+
+
+@dataclass(frozen=True)
+class FreeTokenKnobs(EngineKnobs):
+    finish_trim_gap: int | None = knob(
+        None,
+        "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
+        unit="tokens",
+        minimum=0,
+        maximum=MAX_INT,
+        none_means="no trim (#488)",
+    )
+    overlap: bool = knob(
+        True,
+        "the overlap scheduler: a prompt's commit waits for its first decode step, "
+        "so it covers that step's position too",
+    )
 
 
 class FreeTokenCommon(EngineRules):
@@ -23,6 +45,7 @@ class FreeTokenCommon(EngineRules):
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
+        self.knobs = own_knobs(self.policy, FreeTokenKnobs)
         self.clock = FreeTokenClock()
         self.trigger = SwaTrigger(
             self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
@@ -51,27 +74,27 @@ class FreeTokenCommon(EngineRules):
         return None  # FreeToken takes no decode checkpoints (only at a tool-call anchor, not modelled)
 
     # ---- the prompt's commit -------------------------------------------------------------------------
-    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         if not is_last or req.output_len < 2:
             return  # intermediate chunks are never committed; a request done at its prompt commits at finish
-        if self.policy.overlap:
+        if self.knobs.overlap:
             req.commit_pending = True  # the first decode step is launched before this result is processed
         else:
             self.commit(manager, req)
 
-    def after_decode_planned(self, manager, req: RequestCache) -> None:
+    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
         if req.commit_pending:
             req.commit_pending = False
             self.commit(manager, req, in_flight=1)
 
-    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+    def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
         raise NotImplementedError
 
     # ---- admission (``PrefillAdder._try_allocate_one``) --------------------------------------------
-    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
         page = self.page_size
-        need = (-(-(req.prompt_len + req.output_len) // page) - -(-req.kv_len // page)) * page
+        need = (ceil_div(req.prompt_len + req.output_len, page) - ceil_div(req.kv_len, page)) * page
         free = manager.pools[FULL].num_free * page
         if free >= need:
             return None
@@ -79,7 +102,7 @@ class FreeTokenCommon(EngineRules):
         return Refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
 
     # ---- room in the pools (``_allocate``, ``ensure_swa_slots``, ``ensure_mamba_slots``) ------------
-    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+    def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         tree, pools, page = manager.tree, manager.pools, self.page_size
         if full_pages > pools[FULL].num_free:
             evict_full(tree, (full_pages - pools[FULL].num_free) * page, self.resolved.has_swa)

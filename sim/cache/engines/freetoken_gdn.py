@@ -15,6 +15,7 @@ from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
 from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.insert import attach_checkpoint
+from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 
@@ -32,7 +33,7 @@ class GdnRules(FreeTokenCommon):
         position = req.kv_len + chunks * self.resolved.mamba_chunk
         return position if chunks >= 1 and position % self.page_size == 0 else None
 
-    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+    def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
         """``_cache_req_hybrid(finished=False)``: donate the snapshot, lock it, replace the slot."""
         if req.checkpoint is None:
             return
@@ -47,7 +48,7 @@ class GdnRules(FreeTokenCommon):
         elif self.reserve(manager, 0, 0, 1) is None:
             req.spare_states.append(manager.pools[MAMBA].alloc_one())
 
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""
         if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
             self.insert_state(manager, req, req.checkpoint[0])
@@ -57,7 +58,9 @@ class GdnRules(FreeTokenCommon):
             req.checkpoint, req.state = (req.kv_len, state), None
             self.insert_state(manager, req, req.kv_len)
 
-    def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
+    def insert_state(
+        self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
+    ) -> bool:
         """Insert ``[0, end)`` with the request's checkpoint at ``end``; True if the tree took the state."""
         node = insert_gdn(manager.tree, req, end, self.clock)
         taken = attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
@@ -70,11 +73,13 @@ class SwaGdnRules(GdnRules, SwaRules):
 
     refresh_after_match = SwaRules.refresh_after_match
 
-    def insert_state(self, manager, req: RequestCache, end: int, keep_duplicate: bool = False) -> bool:
+    def insert_state(
+        self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
+    ) -> bool:
         node = insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa)
         taken = attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
         manager.relock(req, node)
         return taken
 
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         GdnRules.finish(self, manager, req)

@@ -9,10 +9,11 @@ the whole sequence, then (before issue #200's fix) tombstones the prompt head be
 
 from __future__ import annotations
 
-from sim.cache.align import ceil_to, floor_to
+from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
+from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
@@ -25,7 +26,7 @@ class SwaRules(FreeTokenCommon):
         self.clock.stamp_path(node)
 
     # ---- admission and chunks ------------------------------------------------------------------------
-    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         refusal = super().admission_refusal(manager, req)
         if refusal is not None or not self.resolved.has_swa:
             return refusal
@@ -34,22 +35,22 @@ class SwaRules(FreeTokenCommon):
         available = self.swa_available(manager, need)
         return Refusal(SWA.pool_name, need, available) if available < need else None
 
-    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         if not self.resolved.has_swa:
             return chunk_len
         page = self.page_size
         reclaim = max(
             0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len)
         )
-        cost = -(-(req.kv_len + chunk_len) // page) * page - -(-req.kv_len // page) * page
+        cost = ceil_to(req.kv_len + chunk_len, page) - ceil_to(req.kv_len, page)
         budget = self.swa_available(manager, cost - reclaim) + reclaim
-        max_end = (-(-req.kv_len // page) + max(budget, 0) // page) * page
+        max_end = (ceil_div(req.kv_len, page) + max(budget, 0) // page) * page
         capped = min(chunk_len, max(max_end - req.kv_len, 0))
         if 0 < capped < req.prompt_len - req.kv_len:
             capped = floor_to(req.kv_len + capped, page) - req.kv_len
         return capped
 
-    def swa_available(self, manager, enough: int) -> int:
+    def swa_available(self, manager: RadixOps, enough: int) -> int:
         """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short)."""
         free = manager.pools[SWA].num_free * self.page_size
         if free >= enough:
@@ -59,12 +60,12 @@ class SwaRules(FreeTokenCommon):
             n.end - n.start for n in tree.nodes() if n.swa_pages is not None and not n.swa_holders
         )
 
-    def before_prefill_chunk(self, manager, req: RequestCache) -> None:
+    def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
         if self.resolved.has_swa:
             manager.free_swa_below(req, self.frontier(req, req.kv_len))
 
     # ---- commit and finish ---------------------------------------------------------------------------
-    def commit(self, manager, req: RequestCache, in_flight: int = 0) -> None:
+    def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
         """``_cache_req_swa(finished=False)``: insert, cut a window + 16 back, re-match and lock there."""
         end = floor_to(req.kv_len + in_flight, self.page_size)
         tree = manager.tree
@@ -79,16 +80,16 @@ class SwaRules(FreeTokenCommon):
         matched = self.match_prefix(tree, req.tokens, end)
         manager.relock(req, matched if matched.end == end else node)
 
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         end = floor_to(req.kv_len, self.page_size)
         if end > req.prefix_len:
             manager.relock(req, insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa))
 
-    def after_release(self, manager, req: RequestCache) -> None:
+    def after_release(self, manager: RadixOps, req: RequestCache) -> None:
         """The prompt head's trim (with a gap), then the prompt re-matched: its path newer than the tail."""
         tree, page = manager.tree, self.page_size
         prompt_end = floor_to(req.prompt_len, page)
-        gap = self.policy.finish_trim_gap
+        gap = self.knobs.finish_trim_gap
         if prompt_end > 0 and gap is not None and self.resolved.has_swa:
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
             if keep_from > 0:

@@ -98,7 +98,7 @@ def evict_full(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
         node = heapq.heappop(heap).node
         if not node.alive or node.full_lock or node.children:
             continue
-        tree.num_evictions[FULL] += 1
+        tree.count_eviction(FULL, node)
         parent, count = _delete_with_exposed(tree, node, has_swa)
         freed += count
         if parent.parent is not None and not parent.children and parent.full_lock == 0:
@@ -115,7 +115,7 @@ def evict_swa(tree: RadixTree, num_tokens: int) -> int:
         node = heapq.heappop(heap).node
         if not node.alive or node.swa_pages is None or node.swa_holders:
             continue
-        tree.num_evictions[SWA] += 1
+        tree.count_eviction(SWA, node)
         freed += node.end - node.start  # the exposed tombstone leaves deleted with it are not counted
         if not node.children and node.full_lock == 0:
             _delete_with_exposed(tree, node, True)
@@ -133,7 +133,7 @@ def evict_states(tree: RadixTree, num_states: int) -> int:
         node = heapq.heappop(heap).node
         if not node.alive or node.state is None or node.state_lock:
             continue
-        tree.num_evictions[MAMBA] += 1
+        tree.count_eviction(MAMBA, node)
         freed += 1
         if not node.children and node.full_lock == 0:
             _delete_with_exposed(tree, node, False)

@@ -15,13 +15,16 @@ with the same eviction over leaves: the paper's pure-Transformer point. Eviction
 
 from __future__ import annotations
 
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.byte_budget import ByteBudget
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
 from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.eviction import NoEviction
+from sim.cache.ops import RadixOps
+from sim.cache.policy import own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
@@ -43,12 +46,12 @@ class MarconiRules(EngineRules):
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
-        policy = resolved.policy
+        self.knobs = knobs = own_knobs(resolved.policy, MarconiKnobs)
         self.has_mamba = resolved.has_mamba
-        self.every_page = policy.marconi_checkpoints == "every-page" and self.has_mamba
-        self.path_refresh = policy.marconi_eviction == "lru"
+        self.every_page = knobs.marconi_checkpoints == "every-page" and self.has_mamba
+        self.path_refresh = knobs.marconi_eviction == "lru"
         self.recency = Recency()
-        self.tuner = AlphaTuner(policy)
+        self.tuner = AlphaTuner(resolved.policy)
         self._evictor: MarconiEvictor | None = None
         self._cost: NodeCost | None = None
 
@@ -61,22 +64,22 @@ class MarconiRules(EngineRules):
     def eviction(self):
         return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)
 
-    def cost(self, manager) -> NodeCost:
+    def cost(self, manager: RadixOps) -> NodeCost:
         if self._cost is None:
-            self._cost = NodeCost(manager.model, self.window, self.policy.marconi_follows)
+            self._cost = NodeCost(manager.model, self.window, self.knobs.marconi_follows)
         return self._cost
 
-    def evictor(self, manager) -> MarconiEvictor:
+    def evictor(self, manager: RadixOps) -> MarconiEvictor:
         if self._evictor is None:
-            flop_aware = self.policy.marconi_eviction == "flop-aware"
-            code_counting = flop_aware and self.policy.marconi_follows == "code"
+            flop_aware = self.knobs.marconi_eviction == "flop-aware"
+            code_counting = flop_aware and self.knobs.marconi_follows == "code"
             self._evictor = MarconiEvictor(
                 self.cost(manager), self.recency, flop_aware, code_counting, self.has_mamba
             )
         self._evictor.alpha = self.tuner.alpha
         return self._evictor
 
-    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+    def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         evictions = sum(manager.tree.num_evictions.values())
         refusal = self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
         if sum(manager.tree.num_evictions.values()) > evictions:
@@ -92,8 +95,8 @@ class MarconiRules(EngineRules):
         elif node is not tree.root:
             self.recency.stamp(node)
 
-    def after_admit(self, manager, req: RequestCache) -> None:
-        self.tuner.admitted(manager, req.request_id, req.tokens, req.prompt_len)
+    def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
+        self.tuner.admitted(manager, self.cost(manager), req.request_id, req.tokens, req.prompt_len)
 
     def branch(self, req: RequestCache) -> int | None:
         """The branch-off point not yet in the tree: where the FULL match outruns the last state."""
@@ -106,7 +109,7 @@ class MarconiRules(EngineRules):
         """Where the state after the last decoded token lands (the last sampled token is never computed)."""
         return floor_to(len(req.tokens) - 1, self.page_size)
 
-    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """Two-pass prefill: a chunk stops at the branch-off point (or, vLLM+, at the next page)."""
         stop = floor_to(req.kv_len, self.page_size) + self.page_size if self.every_page else self.branch(req)
         if stop is not None and req.kv_len < stop < req.kv_len + chunk_len:
@@ -125,7 +128,7 @@ class MarconiRules(EngineRules):
             return branch
         return last if req.kv_len < last <= end else None
 
-    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         checkpoint = req.checkpoint
         if checkpoint is not None and (self.every_page or checkpoint[0] != self.last_position(req)):
             self.insert(manager, req, checkpoint[0])
@@ -144,18 +147,18 @@ class MarconiRules(EngineRules):
         last = self.last_position(req)
         return last - req.kv_len - 1 if last > req.kv_len else 1 << 62
 
-    def after_decode_planned(self, manager, req: RequestCache) -> None:
+    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
         """vLLM+: the state the previous step took goes to the tree before the next one is taken."""
         if self.every_page and req.checkpoint is not None:
             self.insert(manager, req, req.checkpoint[0])
 
     # ---- commit -------------------------------------------------------------------------------------
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         end = self.insert_len(req)  # the last checkpoint; without MAMBA, every whole page computed
         if end is not None:
             self.insert(manager, req, end)
 
-    def insert(self, manager, req: RequestCache, end: int) -> None:
+    def insert(self, manager: RadixOps, req: RequestCache, end: int) -> None:
         if end <= req.prefix_len:
             return
         self.recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks

@@ -11,10 +11,11 @@ A FULL or SWA shortfall (pools apart) can only be met by a leaf.
 
 from __future__ import annotations
 
-from sim.cache.byte_budget import BYTES
+from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.node import Node
+from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal
 
 
@@ -75,7 +76,7 @@ class MarconiEvictor:
         self.flop_aware, self.code_counting = flop_aware, code_counting
         self.alpha = 0.0
 
-    def reserve(self, manager, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+    def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until the allocation fits; None, or the refusal of the pool that cannot."""
         short = _short(manager.topology, full_pages, swa_pages, states)
         if short is None:
@@ -83,7 +84,7 @@ class MarconiEvictor:
         self.recency.tick()
         # the reference code stops when its own count of evicted bytes covers the shortfall
         counting = self.code_counting and short == BYTES
-        target = manager.topology.shortfall(full_pages, swa_pages, states) if counting else 0
+        target = _budget(manager).shortfall(full_pages, swa_pages, states) if counting else 0
         counted = 0
         while short is not None or counted < target:
             victim, counts = self.pick(manager.tree, short or BYTES)
@@ -118,11 +119,11 @@ class MarconiEvictor:
     def evict(self, tree, victim: Node, stale: int | None) -> int:
         """Evict ``victim``; returns the bytes the eviction counts (the code's count, or what it freed)."""
         if victim.children:
-            tree.num_evictions[MAMBA] += 1
+            tree.count_eviction(MAMBA, victim)
             self._merge_stamp(victim)
             tree.drop_state(victim)
             return self.cost.state_bytes
-        tree.num_evictions[FULL] += 1
+        tree.count_eviction(FULL, victim)
         freed = self._delete_with_exposed(tree, victim)
         return stale if stale is not None else freed
 
@@ -179,3 +180,10 @@ def _refusal(topology, full_pages: int, swa_pages: int, states: int) -> Refusal:
         if needed > pool.num_free:
             return Refusal(pool.name, needed, pool.num_free)
     raise AssertionError("no pool is short")
+
+
+def _budget(manager: RadixOps) -> ByteBudget:
+    """The one byte budget, where a shortfall is counted in bytes (no other layout reports one)."""
+    budget = manager.topology
+    assert isinstance(budget, ByteBudget), "a byte shortfall comes from a byte budget"
+    return budget

@@ -10,14 +10,12 @@ reference code tunes only once (its continuous re-tuning is dead code), and so d
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
-
+from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.engines.marconi_knobs import MarconiKnobs
+from sim.cache.ops import RadixOps
+from sim.cache.policy import Policy, own_knobs
 from sim.cache.solo_run import ReplayRefused, run_alone
 from sim.tokens import TokenSeq
-
-if TYPE_CHECKING:
-    from sim.cache.policy import Policy
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
 TUNING_TAIL = 500  # requests of the replay the choice looks at (ConfigTuner: tuning_interval)
@@ -26,31 +24,32 @@ TUNING_TAIL = 500  # requests of the replay the choice looks at (ConfigTuner: tu
 class AlphaTuner:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.alpha = 0.0 if policy.marconi_alpha is None else policy.marconi_alpha
+        knobs = self.knobs = own_knobs(policy, MarconiKnobs)
+        self.alpha = 0.0 if knobs.marconi_alpha is None else knobs.marconi_alpha
         # LRU eviction (the SGLang+ / vLLM+ baselines) never reads alpha: nothing to tune
-        self.done = policy.marconi_alpha is not None or policy.marconi_eviction != "flop-aware"
+        self.done = knobs.marconi_alpha is not None or knobs.marconi_eviction != "flop-aware"
         self.window: int | None = None
         self.history: list[
             tuple[str, TokenSeq, int]
         ] = []  # (request id, tokens, prompt length), admission order
         self.tuned: dict[float, float] | None = None  # each alpha's replay figure, once tuned
 
-    def admitted(self, manager, request_id: str, tokens, prompt_len: int) -> None:
+    def admitted(self, manager: RadixOps, cost: NodeCost, request_id: str, tokens, prompt_len: int) -> None:
         if self.done:
             return
         self.history.append((request_id, tokens, prompt_len))
         if self.window is not None and len(self.history) >= self.window:
-            self.tuned = {alpha: self.replay(manager, alpha) for alpha in ALPHAS}
+            self.tuned = {alpha: self.replay(manager, cost, alpha) for alpha in ALPHAS}
             self.alpha = max(self.tuned, key=self.tuned.__getitem__)  # the first (smallest) of equal bests
             self.done, self.history = True, []
 
     def first_eviction(self) -> None:
         if not self.done and self.window is None:
-            self.window = self.policy.marconi_bootstrap * max(len(self.history), 1)
+            self.window = self.knobs.marconi_bootstrap * max(len(self.history), 1)
 
-    def replay(self, manager, alpha: float) -> float:
+    def replay(self, manager: RadixOps, cost: NodeCost, alpha: float) -> float:
         """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed."""
-        fresh = manager.empty_like(replace(self.policy, marconi_alpha=alpha))
+        fresh = manager.empty_like(self.policy.with_knobs(marconi_alpha=alpha))
         cached, prompts = [], []
         for request_id, tokens, prompt_len in self.history:
             try:
@@ -69,7 +68,6 @@ class AlphaTuner:
                 cached.append(0)
             prompts.append(prompt_len)
         cached, prompts = cached[-TUNING_TAIL:], prompts[-TUNING_TAIL:]
-        if self.policy.marconi_follows == "code":
-            cost = manager.rules.cost(manager)
+        if self.knobs.marconi_follows == "code":
             return float(sum(cost.prefill_flops(0, hit) for hit in cached))
         return sum(cached) / sum(prompts)

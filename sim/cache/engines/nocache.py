@@ -5,6 +5,7 @@ do, so pool occupancy is what the engine without a cache holds."""
 from __future__ import annotations
 
 from sim.cache.engines.sglang import SGLangRules
+from sim.cache.ops import RadixOps
 from sim.cache.results import MatchResult
 
 
@@ -15,8 +16,8 @@ class NoCacheRules(SGLangRules):
     def match(self, tree, tokens, prompt_len) -> MatchResult:
         return MatchResult(0, 0, tree.root)
 
-    def after_prefill_chunk(self, manager, req, is_last: bool) -> None:
+    def after_prefill_chunk(self, manager: RadixOps, req, is_last: bool) -> None:
         pass
 
-    def finish(self, manager, req) -> None:
+    def finish(self, manager: RadixOps, req) -> None:
         pass

@@ -9,14 +9,28 @@ Admission, chunk caps and the decode-memory check are the scheduler's budget (``
 
 from __future__ import annotations
 
-from sim.cache.align import ceil_to, floor_to
+from dataclasses import dataclass
+
+from sim.align import ceil_to, floor_to
 from sim.cache.components import MAMBA
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.engines.swa_trigger import SwaTrigger
+from sim.cache.knobs import knob
 from sim.cache.matching import refresh_after_match
+from sim.cache.ops import RadixOps
+from sim.cache.policy import EngineKnobs, own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
+
+
+@dataclass(frozen=True)
+class SGLangKnobs(EngineKnobs):
+    retain_floor: str | None = knob(
+        None,
+        "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
+        choices=(None, "request", "tree"),
+    )
 
 
 class SGLangRules(SGLangAdmission):
@@ -40,6 +54,7 @@ class SGLangRules(SGLangAdmission):
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
+        self.knobs = own_knobs(self.policy, SGLangKnobs)
         self.trigger = SwaTrigger(
             self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
         )
@@ -58,7 +73,7 @@ class SGLangRules(SGLangAdmission):
         return floor_to(max(req.swa_frontier, req.prefix_len, threshold), page)
 
     def retain_floor(self, req: RequestCache) -> int | None:
-        mode, r = self.policy.retain_floor, self.resolved
+        mode, r = self.knobs.retain_floor, self.resolved
         if mode is None or not (r.has_swa and r.has_mamba):
             return None
         deepest = req.checkpoint[0] if req.checkpoint is not None else None
@@ -70,7 +85,7 @@ class SGLangRules(SGLangAdmission):
 
     admission_states = 3  # the running state and two ping-pong track slots (extra_buffer, overlap loop)
 
-    def after_admit(self, manager, req: RequestCache) -> None:
+    def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """``SWAComponent.finalize_match_result_in_tree_core``: FULL hit deeper than the SWA-valid match is a
         branch point the first insert stops at (FULL + SWA trees only; MAMBA has its own)."""
         r = self.resolved
@@ -78,16 +93,16 @@ class SGLangRules(SGLangAdmission):
         if r.has_swa and not r.has_mamba and branch > req.cached_len:
             req.swa_branch = branch
 
-    def after_prefill_chunk(self, manager, req: RequestCache, is_last: bool) -> None:
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         """``checkpoint_kv_cache`` after every chunk; a request that finishes at its prompt goes straight to
         ``release_kv_cache`` instead (its finish inserts, with no out-of-window free)."""
         if not (is_last and req.output_len < 2):
             self.checkpoint_into_tree(manager, req, finished=False)
 
-    def finish(self, manager, req: RequestCache) -> None:
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
         self.checkpoint_into_tree(manager, req, finished=True)
 
-    def checkpoint_into_tree(self, manager, req: RequestCache, finished: bool) -> None:
+    def checkpoint_into_tree(self, manager: RadixOps, req: RequestCache, finished: bool) -> None:
         """``UnifiedRadixCache.checkpoint_into_tree``: the key ends at the checkpoint (MAMBA), the SWA branch
         point or the computed length; an unfinished request first frees SWA out of the key's window, and a
         donated checkpoint's slot is replaced (evicting a tree state if none is free)."""
@@ -113,7 +128,7 @@ class SGLangRules(SGLangAdmission):
             return branch
         return req.kv_len
 
-    def free_before_key(self, manager, req: RequestCache, key_len: int) -> None:
+    def free_before_key(self, manager: RadixOps, req: RequestCache, key_len: int) -> None:
         """``free_out_of_window_slots(req, key_len - 1)``, whose early return needs the frontier to move."""
         if self.resolved.has_swa and key_len - 1 - self.window >= req.swa_frontier + 1:
             manager.free_swa_below(req, self.frontier(req, key_len - 1, self.retain_floor(req)))

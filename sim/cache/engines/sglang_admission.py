@@ -10,9 +10,10 @@ alone do not already settle the answer.
 from __future__ import annotations
 
 import sim.cache.engines.sglang_budget as budget
-from sim.cache.align import floor_to
+from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
+from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 
@@ -31,7 +32,7 @@ class SGLangAdmission(EngineRules):
         # unpaged allocator (page 1) evicts for exactly what it allocates
         self.alloc_slack_pages = 1 if self.page_size > 1 else 0
 
-    def admission_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``add_one_req`` with the matched prefix locked (``_lock_node``): SGLang's ``check_prefill``."""
         page, extend_len = self.page_size, req.prompt_len - req.kv_len
         max_new = budget.clipped_new_tokens(req.output_len)
@@ -75,7 +76,7 @@ class SGLangAdmission(EngineRules):
             _waits(SWA.pool_name, needed_swa, remaining_swa),
         )
 
-    def chunk_len(self, manager, req: RequestCache, chunk_len: int) -> int:
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
         later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page."""
         page = self.page_size
@@ -94,7 +95,7 @@ class SGLangAdmission(EngineRules):
                 return 0
         return chunk_len if cap >= chunk_len else floor_to(req.kv_len + cap, page) - req.kv_len
 
-    def decode_refusal(self, manager, req: RequestCache) -> Refusal | None:
+    def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``check_decode_mem`` before the step's out-of-window free: a step that starts a page needs one
         free FULL and SWA page after eviction (a lone request that cannot get it is aborted)."""
         if not budget.decode_tokens_needed(req.kv_len, self.page_size):
@@ -111,7 +112,7 @@ class SGLangAdmission(EngineRules):
         )
 
     # ---- counts -------------------------------------------------------------------------------------
-    def _remaining_total(self, manager, req: RequestCache, enough: int) -> int:
+    def _remaining_total(self, manager: RadixOps, req: RequestCache, enough: int) -> int:
         """``remaining_total``: free + evictable FULL tokens, less the running requests' decode. The tree is
         only counted when the free pages are not already more than ``enough``."""
         offset = budget.running_decode_offset(
@@ -127,7 +128,7 @@ class SGLangAdmission(EngineRules):
         locked = _locked_pages(manager, req, swa=False)
         return free + (manager.tree.num_full_pages - locked) * self.page_size
 
-    def _remaining_swa(self, manager, req: RequestCache, enough: int) -> int | None:
+    def _remaining_swa(self, manager: RadixOps, req: RequestCache, enough: int) -> int | None:
         """``remaining_swa``: free + evictable SWA tokens (None without SWA)."""
         if not self.resolved.has_swa:
             return None
@@ -137,7 +138,7 @@ class SGLangAdmission(EngineRules):
         locked = _locked_pages(manager, req, swa=True)
         return free + (manager.tree.num_swa_pages - locked) * self.page_size
 
-    def _copy_on_write_eviction(self, manager, req: RequestCache) -> None:
+    def _copy_on_write_eviction(self, manager: RadixOps, req: RequestCache) -> None:
         """A MAMBA hit copies its state into a slot of the request's own when it is matched, before the
         budget (``MambaComponent.finalize_match_result_in_cache``): a refused request has still made room."""
         if self.resolved.has_mamba and req.match.tree_node.state is not None and req.cached_len:

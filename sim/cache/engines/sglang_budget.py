@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.align import ceil_to
+
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's decode is budgeted up to this
 
 
@@ -23,7 +25,7 @@ class PrefillVerdict(NamedTuple):
 
 
 def ceil_page(tokens: int, page: int) -> int:
-    return -(-tokens // page) * page
+    return ceil_to(tokens, page)
 
 
 def clipped_new_tokens(max_new_tokens: int) -> int:

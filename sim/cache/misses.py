@@ -1,15 +1,29 @@
-"""Watching the cache manager while a run goes: for each admission, what its match lost and why (the blocked
-reasons of ``sim/run/why.py``): which tombstones an eviction or a finish-time trim made (every other one is
-the request's own out-of-window free), whose MAMBA state was evicted, which FULL pages were evicted."""
+"""Why a match lost what it lost, watched from the cache's events while a run goes: per admission, the
+blocked reasons of the ``why`` column (``sim/run/why.py``): which tombstones an eviction or a finish-time trim
+made (every other one is the request's own out-of-window free), whose MAMBA state was evicted, which FULL
+pages were evicted. ``TreeMissTracker`` watches a radix cache; an engine whose cache is not a tree has its own
+watcher or none (its blocked ranges are then ``blocked_other``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sim.cache.components import SWA
-from sim.cache.manager import CacheManager
-from sim.cache.results import Refusal
-from sim.run.why import (
+from sim.cache.events import (
+    Admitted,
+    EventBus,
+    Evicting,
+    Finished,
+    FinishStarted,
+    LeafDeleting,
+    Matched,
+    Split,
+    StateDropping,
+    Tombstoning,
+)
+from sim.cache.reasons import (
     BLOCKED_OTHER,
     MAMBA_EVICTED,
     MAMBA_STATE,
@@ -18,6 +32,8 @@ from sim.run.why import (
     SWA_TRIGGER,
     Range,
 )
+from sim.cache.resolve import Resolved
+from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
@@ -29,98 +45,85 @@ class MatchMiss:
     next_page_evicted: bool = False  # the page at full_depth was in the tree under this path, and evicted
 
 
-@dataclass
-class MissTracker:
-    """Watches a ``CacheManager`` (by wrapping its tree's and its own methods on the instance, so the
-    cache code is unchanged) and records, per admitted request, what its match lost and why."""
+class MissWatcher(Protocol):
+    misses: dict[str, MatchMiss]  # request id -> what its (last) admitted match lost
 
-    manager: CacheManager
+
+@dataclass
+class TreeMissTracker:
+    """Subscribes to a radix cache's events and records, per admitted request, what its match lost and why."""
+
+    tree: RadixTree
+    resolved: Resolved
+    events: EventBus
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefixes before it: their path's keys, hashed when first asked
     evicted_pages: dict[int, list] = field(default_factory=dict)
     _in_finish: bool = False
-    _swa_evictions_seen: int = 0
+    _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
     _pending: MatchMiss = MatchMiss()
 
     def __post_init__(self):
-        tree, manager = self.manager.tree, self.manager
-        self._swa_evictions_seen = tree.num_evictions[SWA]
-        tree.tombstone = self._wrap(tree.tombstone, self._on_tombstone)
-        tree.drop_state = self._wrap(tree.drop_state, self._on_drop_state)
-        tree.delete_leaf = self._wrap(tree.delete_leaf, self._on_delete_leaf)
-        follow = tree.on_split
-        tree.on_split = lambda upper, lower: (self._on_split(upper, lower), follow and follow(upper, lower))
-        manager.match = self._wrap_match(manager.match)
-        manager.admit = self._wrap_admit(manager.admit)
-        manager.finish = self._wrap_finish(manager.finish)
-
-    @staticmethod
-    def _wrap(method, before):
-        def wrapped(node):
-            before(node)
-            return method(node)
-
-        return wrapped
+        subscribe = self.events.subscribe
+        subscribe(Evicting, self._on_evicting)
+        subscribe(Tombstoning, self._on_tombstone)
+        subscribe(StateDropping, self._on_drop_state)
+        subscribe(LeafDeleting, self._on_delete_leaf)
+        subscribe(Split, self._on_split)
+        subscribe(Matched, self._on_matched)
+        subscribe(Admitted, self._on_admitted)
+        subscribe(FinishStarted, self._on_finish_started)
+        subscribe(Finished, self._on_finished)
 
     # ---- events ---------------------------------------------------------------------------------
-    def _on_tombstone(self, node) -> None:
-        evictions = self.manager.tree.num_evictions[SWA]
-        evicted, self._swa_evictions_seen = evictions > self._swa_evictions_seen, evictions
-        if node.swa_pages is not None:  # every eviction counts itself before it tombstones its node
+    def _on_evicting(self, event: Evicting) -> None:
+        if event.component == SWA:  # every eviction is counted before it tombstones its node
+            self._swa_eviction_pending = True
+
+    def _on_tombstone(self, event: Tombstoning) -> None:
+        node, evicted = event.node, self._swa_eviction_pending
+        self._swa_eviction_pending = False
+        if node.swa_pages is not None:
             self.tomb_cause[node.id] = (
                 SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
             )
 
-    def _on_drop_state(self, node) -> None:
+    def _on_drop_state(self, event: StateDropping) -> None:
+        node = event.node
         if node.state is not None:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
-    def _on_delete_leaf(self, node) -> None:
+    def _on_delete_leaf(self, event: LeafDeleting) -> None:
         """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
         again later is a new node, but the same tokens."""
-        keys = tuple(
-            above.key for above in node.parent.path_from_root()
-        )  # hashed lazily: most are never asked
+        node = event.node
+        keys = tuple(above.key for above in node.parent.path_from_root())  # hashed lazily: most never asked
         self.evicted_pages.setdefault(hash(node.edge), []).append(keys)
 
-    def _on_split(self, upper, lower) -> None:
+    def _on_split(self, event: Split) -> None:
+        upper, lower = event.upper, event.lower
         if upper.swa_pages is None and lower.id in self.tomb_cause:
             self.tomb_cause[upper.id] = self.tomb_cause[lower.id]
 
-    def _wrap_match(self, match):
-        def wrapped(tokens, prompt_len):
-            result = match(tokens, prompt_len)
-            self._pending = self.classify(tokens, result.cached_len, result.full_depth)
-            return result
+    def _on_matched(self, event: Matched) -> None:
+        self._pending = self.classify(event.tokens, event.cached_len, event.full_depth)
 
-        return wrapped
+    def _on_admitted(self, event: Admitted) -> None:
+        self.misses[event.request_id] = self._pending
 
-    def _wrap_admit(self, admit):
-        def wrapped(request_id, tokens, prompt_len):
-            result = admit(request_id, tokens, prompt_len)
-            if not isinstance(result, Refusal):
-                self.misses[request_id] = self._pending
-            return result
+    def _on_finish_started(self, event: FinishStarted) -> None:
+        self._in_finish = True
 
-        return wrapped
-
-    def _wrap_finish(self, finish):
-        def wrapped(request_id):
-            self._in_finish = True
-            try:
-                return finish(request_id)
-            finally:
-                self._in_finish = False
-
-        return wrapped
+    def _on_finished(self, event: Finished) -> None:
+        self._in_finish = False
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
         path = self._path(tokens, full_depth)
-        page = self.manager.page_size
+        page = self.tree.page_size
         evicted = self._was_evicted(tokens, full_depth, page)
         blocked = self._blocked(path, cached, full_depth) if full_depth > cached else ()
         return MatchMiss(blocked, evicted)
@@ -141,7 +144,7 @@ class MissTracker:
     def _path(self, tokens, depth: int) -> list:
         """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),
         found without a walk that could split anything."""
-        node, path, page = self.manager.tree.root, [], self.manager.page_size
+        node, path, page = self.tree.root, [], self.tree.page_size
         while node.end < depth:
             child = node.children.get(tokens.first_page(page, node.end))
             if child is None or child.end > depth:
@@ -153,7 +156,7 @@ class MissTracker:
     def _blocked(self, path: list, cached: int, full_depth: int) -> tuple[Range, ...]:
         """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
         cause); past it, no MAMBA state (or an evicted one) is why."""
-        resolved = self.manager.resolved
+        resolved = self.resolved
         deeper = [node for node in path if node.end > cached]
         candidates = [n for n in deeper if n.state is not None] if resolved.has_mamba else deeper
         ranges, start = [], cached

@@ -12,36 +12,15 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
 
+from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
-from sim.cache.results import ChunkPlan, Refusal
-from sim.run.request import RequestState
+from sim.cache.results import Refusal
+from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.request import RequestState
 
 
-@dataclass(frozen=True)
-class BatchItem:
-    plan: ChunkPlan
-    is_prefill: bool
-    copy_state_from: int | None = None  # set on a request's first chunk: resume from this tree state
-
-
-@dataclass
-class Batch:
-    iteration: int
-    items: list[BatchItem] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    first_tokens: list[RequestState]  # requests whose prompt finished this step
-    finished: list[RequestState]
-
-
-class Scheduler:
+class DefaultScheduler:
     def __init__(self, manager: CacheModel, chunked_prefill_size: int, max_running_requests: int):
         self.manager = manager
         self.budget = chunked_prefill_size
@@ -188,6 +167,7 @@ class Scheduler:
         reached = self.manager.requests[request_id].kv_len
         alone = len(self.running) == 1
         self.manager.abort(request_id)
+        self.manager.events.publish(Retracted(request_id, reached, why))
         del self.running[request_id]
         victim.num_retractions += 1
         if alone and not self.manager.requeues_lone_request:

@@ -7,11 +7,8 @@ typed ``RequestRow`` of the request table. Nothing about a request lives in a si
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
-
-import pandas as pd
+from typing import Any, NamedTuple
 
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
@@ -49,9 +46,15 @@ class RequestRow(NamedTuple):
 REQUEST_COLUMNS = list(RequestRow._fields)
 
 
-def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
-    """The request table: one row per request, in the order given (the trace's)."""
-    return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
+def served_mask(table: Any) -> Any:
+    """Which rows of a request table (a DataFrame) were served: a request never run has its refusal in
+    ``rejected``, a served one the empty string."""
+    return table["rejected"] == ""
+
+
+def served(table: Any) -> Any:
+    """The served rows of a request table."""
+    return table[served_mask(table)]
 
 
 @dataclass(eq=False)

@@ -1,0 +1,48 @@
+"""vLLM's own knobs (0.33.0): the retention interval, the junction, async scheduling, the GDN prefill backend's
+in-chunk checkpoints and max_model_len."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.cache.knobs import MAX_INT, knob
+from sim.cache.policy import EngineKnobs
+
+
+@dataclass(frozen=True)
+class VllmKnobs(EngineKnobs):
+    retention_interval: int | None = knob(
+        0,
+        "prefix_cache_retention_interval: SWA tails and Mamba states kept at "
+        "the prompt's last block boundary and the junction, and every this many "
+        "tokens",
+        unit="tokens",
+        minimum=0,
+        maximum=MAX_INT,
+        none_means="dense, every block (before vLLM #52216)",
+    )
+    junction: bool = knob(
+        True,
+        "the shared-prefix junction (vLLM #37898): a FULL hit beyond the reconciled hit "
+        "ends a prefill chunk there and keeps its state",
+    )
+    async_scheduling: bool = knob(
+        True,
+        "async scheduling, two batches in flight: blocks leave the window and old "
+        "Mamba states go back one step later",
+    )
+    prefill_checkpoints: bool | None = knob(
+        None,
+        "GDN prefill on FlashInfer: Mamba states written inside prefill "
+        "chunks, blocks aligned to 64 (no effect without GDN layers)",
+        none_means="as vLLM picks for --gpu: on Hopper (h100, h200), else off",
+    )
+    max_model_len: int | None = knob(
+        None,
+        "vLLM's max_model_len: the start-up check fits one request this long "
+        "in the pool; longer requests are refused",
+        unit="tokens",
+        minimum=1,
+        maximum=MAX_INT,
+        none_means="the longest the pool can serve",
+    )

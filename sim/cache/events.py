@@ -1,0 +1,167 @@
+"""Typed events the cache, the tree, the scheduler and the engine publish, and the bus observers subscribe on.
+
+Observers (the why column's watcher, the bounds recorder, the step log, the executor's poisoning of freed
+memory) subscribe to the kinds they need; nothing replaces a method of a live object. A publisher on a hot
+path holds its kind's handler list (``channel``) and builds an event only when the list is not empty, so a
+run nobody watches pays one truth test per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sim.cache.components import Component
+
+E = TypeVar("E")
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._channels: dict[type, list[Callable[[Any], None]]] = {}
+
+    def channel(self, kind: type) -> list[Callable[[Any], None]]:
+        """The handlers of ``kind``: the same list object for the bus's life, filled as observers subscribe."""
+        return self._channels.setdefault(kind, [])
+
+    def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
+        self.channel(kind).append(handler)
+
+    def publish(self, event: object) -> None:
+        for handler in self._channels.get(type(event), ()):
+            handler(event)
+
+
+def emit(channel: list[Callable[[Any], None]], event: object) -> None:
+    for handler in channel:
+        handler(event)
+
+
+# ---- the cache manager ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Matched:
+    """A prompt's match, before anything is locked or reserved (admission may still refuse it)."""
+
+    tokens: Any  # TokenSeq
+    prompt_len: int
+    cached_len: int
+    full_depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    request_id: str
+    cached_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    """The request's ``[0, end)`` handed to the tree."""
+
+    request_id: str
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SwaFreed:
+    """The request's own SWA pages below ``frontier`` went back to the pool."""
+
+    request_id: str
+    frontier: int
+    num_pages: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSaved:
+    request_id: str
+    position: int
+    state: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishStarted:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    request_id: str
+    inserted_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class Aborted:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsFreed:
+    """Ids a pool took back (pages or states): whatever they held is garbage from now on."""
+
+    component: Component
+    ids: list[int]
+
+
+# ---- the radix tree: each published before the tree changes -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class Evicting:
+    """An eviction of ``component`` is about to take ``node``'s share of it."""
+
+    component: Component
+    node: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstoning:
+    node: Any  # its SWA pages are about to be freed (FULL kept)
+
+
+@dataclass(frozen=True, slots=True)
+class StateDropping:
+    node: Any  # its MAMBA state is about to be freed
+
+
+@dataclass(frozen=True, slots=True)
+class LeafDeleting:
+    node: Any  # about to leave the tree with all it holds
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    upper: Any  # the new node above
+    lower: Any  # the old node, now below it
+
+
+# ---- the scheduler and the engine -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Retracted:
+    request_id: str
+    reached: int  # tokens it had computed
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    """A batch about to run (timed mode), with the manager its plans came from."""
+
+    batch: Any
+    manager: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnded:
+    """A step ran: its row of the step table (``sim/run/step_log.py``) and the pools after it."""
+
+    step: tuple  # iteration, started at, duration, prefills, prefill tokens, decodes
+    pools: tuple  # the pool columns, after the step
+
+
+@dataclass(frozen=True, slots=True)
+class PlainStepsEnded:
+    """Steps of the fast path: decodes only, nothing allocated; the pools read as after the step before."""
+
+    first_step: int
+    starts: list[float]
+    durations: list[float]
+    num_decode: int

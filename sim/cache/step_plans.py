@@ -1,0 +1,58 @@
+"""A step's plan: the pages and the checkpoint slot a prefill chunk or decode step needs, reserved (evicting
+as the engine does) before it runs, and the checkpoint it took recorded after it ran."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.events import CheckpointSaved, emit
+from sim.cache.pools import Pool
+from sim.cache.request import RequestCache
+from sim.cache.results import ChunkPlan, Refusal
+
+
+class StepPlans:
+    """Mixed into ``CacheManager``: needs its ``rules``, ``policy``, ``pools`` and ``has_swa``."""
+
+    rules: Any  # EngineRules: its reserve() takes the manager itself
+    policy: Any
+    pools: dict[Component, Pool]
+    has_swa: bool
+    _checkpoint_saved: list
+
+    def _plan(self, req: RequestCache, num_tokens: int, checkpoint: int | None) -> ChunkPlan | Refusal:
+        num_pages = req.pages_needed(req.kv_len + num_tokens)
+        if not num_pages and not checkpoint:  # nothing to allocate (most decode steps)
+            req.planned = ()
+            return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
+        new_state = 1 if checkpoint and not req.spare_states else 0
+        refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
+        if refusal is not None:
+            return refusal
+        req.own_full += self.pools[FULL].alloc(num_pages)
+        req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
+        planned: tuple[tuple[int, int], ...] = ()
+        if checkpoint:
+            slot = self.pools[MAMBA].alloc_one() if new_state else req.spare_states.pop()
+            planned = ((checkpoint, slot),)
+        req.planned = planned
+        if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
+            planned = ((planned[0][0] - 1, planned[0][1]),)  # the tree still records the checkpoint
+        return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
+
+    def _take_planned_checkpoint(self, req: RequestCache) -> None:
+        for position, state_id in req.planned:
+            if req.checkpoint is not None:  # superseded before it reached the tree
+                self.give_back_slot(req, req.checkpoint[1])
+            req.checkpoint = (position, state_id)
+            if self._checkpoint_saved:
+                emit(self._checkpoint_saved, CheckpointSaved(req.request_id, position, state_id))
+        req.planned = ()
+
+    def give_back_slot(self, req: RequestCache, state_id: int) -> None:
+        """A checkpoint slot the request no longer needs: back to its ping-pong pair, or to the pool."""
+        if self.rules.admission_states > 1 and len(req.spare_states) < self.rules.admission_states - 1:
+            req.spare_states.append(state_id)
+        else:
+            self.pools[MAMBA].free([state_id])

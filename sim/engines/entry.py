@@ -1,0 +1,63 @@
+"""An engine as one typed registry entry: its cache (rules or a manager of its own), scheduler, knobs, pool
+sizing, GPU defaults, presets and what ``execute`` supports. Everything a run asks of an engine is a field
+here, so nothing outside an engine's own modules tests its name or type, and nothing is probed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from sim.cache.engines.base import EngineRules
+from sim.cache.events import EventBus
+from sim.cache.interface import CacheModel
+from sim.cache.misses import MissWatcher
+from sim.cache.policy import EngineKnobs, Policy
+from sim.cache.resolve import describe_resolved, resolve
+from sim.cache.sizing import PoolOptions, PoolSizes
+from sim.models import ModelSpec
+from sim.sched.interface import Scheduler
+
+ManagerFactory = Callable[[ModelSpec, Policy, PoolSizes, EventBus], CacheModel]
+SchedulerFactory = Callable[[CacheModel, Policy, PoolSizes], Scheduler]
+PoolSizing = Callable[[PoolOptions, ModelSpec, Policy], PoolSizes]
+Settle = Callable[[Policy, str, AbstractSet[str]], Policy]
+Describe = Callable[[Policy, ModelSpec, str], str]
+PolicyCheck = Callable[[Policy], None]
+WatcherFactory = Callable[[CacheModel, EventBus], MissWatcher | None]
+
+
+def as_given(policy: Policy, gpu: str, given: AbstractSet[str]) -> Policy:
+    """No knob derives from the GPU."""
+    return policy
+
+
+def describe_radix(policy: Policy, model: ModelSpec, gpu: str) -> str:
+    """The rules, every knob as run and what the model settles (window, chunk, grids)."""
+    return describe_resolved(resolve(policy, model))
+
+
+def accept(policy: Policy) -> None:
+    """No combination of knobs the engine refuses beyond each knob's own range."""
+
+
+def no_watcher(manager: CacheModel, events: EventBus) -> MissWatcher | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    about: str
+    knobs: type[EngineKnobs]  # its own knobs (the base class: none)
+    presets: tuple[Policy, ...]  # a preset is this engine and knob values
+    manager: ManagerFactory  # the cache behind ``CacheModel``
+    scheduler: SchedulerFactory  # batch formation, admission and retraction (``sim/sched/``)
+    pool_sizes: PoolSizing  # its pools from the pool options (not ``--cache-bytes``: ``byte_budget``)
+    rules: type[EngineRules] | None = None  # a radix engine's rules (eviction and topology are theirs)
+    settle_for_gpu: Settle = as_given  # knobs it derives from the GPU where the user gave none
+    describe: Describe = describe_radix  # ``cli.py policies``' line for a preset
+    check: PolicyCheck = accept  # knob combinations it refuses (ValueError naming them)
+    byte_budget: bool = False  # ``--cache-bytes``: one byte budget for every pool
+    misses: WatcherFactory = no_watcher  # why a match lost what it lost (the ``why`` column)
+    executes: str | None = None  # None: ``execute`` runs it; else why not ({policy}: the preset's name)

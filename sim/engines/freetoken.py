@@ -1,0 +1,51 @@
+"""FreeToken 0.2.1 (its SWA cache and its GDN cache): before #200 (the finish-time trim), #488 (no trim),
+and the trim with a divergence budget."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.cache.engines.freetoken import FreeTokenRules
+from sim.cache.engines.freetoken_common import FreeTokenKnobs
+from sim.cache.policy import Policy
+from sim.engines.entry import Engine
+from sim.engines.pool_sizing import separate_pool_sizes
+from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+
+_FREETOKEN = Policy(
+    name="freetoken",
+    engine="freetoken",
+    page_size=1,
+    swa_free_trigger="iterations",
+    iteration_phase=1,
+    mamba_chunk=64,
+    about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA to its last W + 16 tokens",
+    own=FreeTokenKnobs(finish_trim_gap=16),
+)
+
+ENGINE = Engine(
+    name="freetoken",
+    about="FreeToken 0.2.1: the overlap commit, the W + 16 lock, the finish trim and re-stamp, scan eviction",
+    knobs=FreeTokenKnobs,
+    presets=(
+        _FREETOKEN,
+        replace(
+            _FREETOKEN,
+            name="freetoken-lazy",
+            about="FreeToken PR #488: no finish-time trim; the head goes only when the SWA pool must evict",
+            own=FreeTokenKnobs(finish_trim_gap=None),
+        ),
+        replace(
+            _FREETOKEN,
+            name="freetoken-budget",
+            about="FreeToken's trim kept with a divergence budget D "
+            "(finish_trim_gap) instead of 16, as issue #200 suggests",
+            own=FreeTokenKnobs(finish_trim_gap=256),
+        ),
+    ),
+    manager=radix_manager(FreeTokenRules),
+    scheduler=capped_scheduler,
+    pool_sizes=separate_pool_sizes,
+    rules=FreeTokenRules,
+    check=decode_interval_on_pages,
+)

@@ -1,0 +1,52 @@
+"""SGLang 0.5.23 (``UnifiedRadixCache``, ``ScheduleBatch``, its scheduler's budget): the shipped retain floor
+(PR #34729), the behaviour before it, the PR's first TODO, and the plain FULL radix cache."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.cache.engines.sglang import SGLangKnobs, SGLangRules
+from sim.cache.policy import Policy
+from sim.engines.entry import Engine
+from sim.engines.pool_sizing import separate_pool_sizes
+from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+
+_SGLANG = Policy(
+    name="sglang",
+    engine="sglang",
+    about="SGLang 0.5.23 with the SWA retain floor switched off: the behaviour PR #34729 fixed",
+    own=SGLangKnobs(),
+)
+
+ENGINE = Engine(
+    name="sglang",
+    about="SGLang 0.5.23: checkpoint_into_tree after every chunk, the SWA retain floor, mamba_track_grid",
+    knobs=SGLangKnobs,
+    presets=(
+        replace(
+            _SGLANG,
+            name="radix",
+            about="a plain FULL-attention radix cache: SWA and MAMBA ignored, the ideal a hybrid can reach",
+            full_only=True,
+        ),
+        _SGLANG,
+        replace(
+            _SGLANG,
+            name="sglang-retain",
+            about="SGLang 0.5.23 as shipped (PR #34729): SWA kept down to the request's last checkpoint - W",
+            own=SGLangKnobs(retain_floor="request"),
+        ),
+        replace(
+            _SGLANG,
+            name="sglang-retain-tree",
+            about="PR #34729's first TODO: the floor from the deepest checkpoint on "
+            "the request's tree path, so the prefill region is covered too",
+            own=SGLangKnobs(retain_floor="tree"),
+        ),
+    ),
+    manager=radix_manager(SGLangRules),
+    scheduler=capped_scheduler,
+    pool_sizes=separate_pool_sizes,
+    rules=SGLangRules,
+    check=decode_interval_on_pages,
+)

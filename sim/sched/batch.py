@@ -1,0 +1,31 @@
+"""One engine step's batch: which requests run which tokens (a prefill chunk or one decode token each), and
+what the step's end changed (first tokens, finished requests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.cache.results import ChunkPlan
+from sim.sched.request import RequestState
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    plan: ChunkPlan
+    is_prefill: bool
+    copy_state_from: int | None = None  # set on a request's first chunk: resume from this tree state
+
+
+@dataclass
+class Batch:
+    iteration: int
+    items: list[BatchItem] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    first_tokens: list[RequestState]  # requests whose prompt finished this step
+    finished: list[RequestState]

@@ -1,0 +1,73 @@
+"""A ``Trace``: the checked, indexed set of a file's requests (SPEC section 3). A ``Trace`` is always valid:
+its constructor checks every rule, so a loaded, generated or imported trace can be used without further
+checks, and a bad one is never half-built."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from sim.tokens import Run, TokenSeq, output_source, ref_source
+from sim.trace.checks import check_requests
+from sim.trace.records import Request, Segment
+
+
+class Trace:
+    """Requests in file order, looked up by id. Every `after`/`output_of` target comes earlier."""
+
+    def __init__(
+        self, requests: Iterable[Request], *, path: str = "<trace>", line_numbers: Sequence[int] | None = None
+    ):
+        self.requests: tuple[Request, ...] = tuple(requests)
+        lines = list(line_numbers) if line_numbers is not None else range(1, len(self.requests) + 1)
+        self._by_id, self._prompt_len = check_requests(self.requests, path, lines)
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self.requests)
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._by_id
+
+    def request(self, request_id: str) -> Request:
+        return self._by_id[request_id]
+
+    def prompt_len(self, request_id: str) -> int:
+        return self._prompt_len[request_id]
+
+    def open_loop(self) -> list[Request]:
+        """Requests with an arrival time, in arrival order (the checker requires the file to be so)."""
+        return [r for r in self.requests if r.after is None]
+
+    def followers(self) -> dict[str, list[str]]:
+        """Request id -> the closed-loop requests sent after it finishes, in file order."""
+        out: dict[str, list[str]] = {}
+        for request in self.requests:
+            if request.after is not None:
+                out.setdefault(request.after, []).append(request.id)
+        return out
+
+    def segment_run(self, segment: Segment) -> Run:
+        if segment.ref is not None:
+            return (ref_source(segment.ref), 0, segment.len)
+        target_len = self._by_id[segment.output_of].output_len
+        length = target_len - segment.skip if segment.len is None else segment.len
+        return (output_source(segment.output_of), segment.skip, length)
+
+    def prompt_seq(self, request_id: str) -> TokenSeq:
+        return TokenSeq([self.segment_run(s) for s in self._by_id[request_id].prompt])
+
+    def output_seq(self, request_id: str) -> TokenSeq:
+        return TokenSeq.of(output_source(request_id), self._by_id[request_id].output_len)
+
+    def request_seq(self, request_id: str) -> TokenSeq:
+        """The prompt followed by the request's own output: what its KV will hold."""
+        request = self._by_id[request_id]
+        runs = [self.segment_run(s) for s in request.prompt]
+        runs.append((output_source(request_id), 0, request.output_len))
+        if all(s.ref is not None for s in request.prompt):
+            # ref runs start at offset 0 with len > 0 (checked), so no two of them, and not the
+            # request's own output after them, can merge: the runs are normal already
+            return TokenSeq._trusted(tuple(runs), self._prompt_len[request_id] + request.output_len)
+        return TokenSeq(runs)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 
 _BACKTICKS = re.compile(r"`+")
-# what can open markup inline: raw HTML and autolinks (<), links and images ([ ] !), code, emphasis (*),
-# entities (&), GFM strikethrough (~) and table cells (|). Left as they are: "-", "#", "+" and ">" (blocks,
-# only at a line's start, where user text never is) and "_" (literal inside a word, as in knob names)
-_MARKUP = re.compile(r"([\\`*\[\]<!|&~])")
+# what can open markup inline: raw HTML and autolinks (<), links and images ([ ] !), code, emphasis (* and
+# an _ not between two letters or digits: inside a word, as in knob names, it is literal), entities (&), GFM
+# strikethrough (~) and table cells (|). "-", "#", "+" and ">" open blocks only at a line's start, where
+# user text never is
+_MARKUP = re.compile(r"([\\`*\[\]<!|&~]|(?<![^\W_])_|_(?![^\W_]))")
 
 
 def one_line(text: object) -> str:

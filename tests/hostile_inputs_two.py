@@ -19,7 +19,8 @@ from tests.bad_input_helpers import GOOD_LINES, lines_text
 
 CLOSED = "<closed>"  # a case's stdin: standard input closed (sys.stdin is None), as with `<&-`
 GOOD = lines_text(*GOOD_LINES).encode()
-NASTY = "t`<img src=x onerror=alert(1)>`![p](http://evil.example/p.png)<script>x()</script>.jsonl"
+# a file name holds no "/": the image's URL does without (a browser reads https:evil.example as https://...)
+NASTY = "t`<img src=x onerror=alert(1)>`![p](https:evil.example)<b>x<\\b>.jsonl"
 _LINE = {"id": "a", "arrival": 0.0, "prompt": [{"ref": "s", "len": 8}], "output_len": 4}
 
 

@@ -111,20 +111,19 @@ def key_problem(record: dict, key: str, trace_sha256: str) -> str | None:
 
 
 def _candidate_keys(record: dict, config: SimConfig, trace_sha256: str) -> list[str]:
-    """The key the record's own inputs hash to; for a record from before ``key_parts``, the keys it can
-    have had (this code's, a store's before keys covered the code, ``--keep-old``'s adoption)."""
+    """The key the record's own inputs hash to. A record from before ``key_parts`` is its key when its
+    ``config_key`` (the inputs less the code: how ``--keep-old`` adopted it) is this grid's; one older still,
+    when its key is what this code, or a store before keys covered the code, would give it."""
     code = record.get("code")
     code = {"version": code.get("version"), "source_sha256": code.get("source_sha256")} if code else None
     parts = record.get("key_parts")
     if parts is not None:
         inputs = _inputs(trace_sha256, config, parts.get("calibration_sha256"))
         return [_hash(inputs | {"resolved": parts["resolved"], "code": code})] if code else []
-    keys = [legacy_key(trace_sha256, config)]
-    if code is not None:
-        keys.append(point_key(trace_sha256, config, code))
-    if record.get("config_key") == config_key(trace_sha256, config):
-        keys.append(record["key"])
-    return keys
+    if "config_key" in record:  # the record's own evidence of its trace and configuration
+        return [record["key"]] if record["config_key"] == config_key(trace_sha256, config) else []
+    keys = [legacy_key(trace_sha256, config)]  # a store older still: only the key itself can tell
+    return keys + ([point_key(trace_sha256, config, code)] if code is not None else [])
 
 
 def _resolved(config: SimConfig) -> dict:

@@ -9,6 +9,7 @@ an integer id written as text) is left as it is.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -61,21 +62,25 @@ def table_bytes(frame: pd.DataFrame, table_format: str = "csv") -> str | bytes:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """The table as CSV, its text cells safe to open in a spreadsheet (the module's docstring)."""
+    """The table as CSV, its text cells safe to open in a spreadsheet (the module's docstring). Python's
+    writer leaves a carriage return inside a cell unquoted (its line ends are "\n"), which would split the
+    row: a table holding one has every text cell quoted."""
     safe = frame.copy(deep=False)
+    carriage_return = False
     for name in frame.columns:
         if _is_text(frame[name]):
             safe[name] = frame[name].map(_neutralised)
-    return safe.to_csv(index=False)
+            carriage_return |= bool(frame[name].map(lambda v: isinstance(v, str) and "\r" in v).any())
+    return safe.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if carriage_return else csv.QUOTE_MINIMAL)
 
 
 def csv_read_back(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """The text ``columns`` of a table read from ``csv_text``'s CSV, as they were before it was written."""
     for name in columns:
         if name in frame and _is_text(frame[name]):
-            quoted = frame[name].str.startswith("'", na=False)
+            quoted = frame[name].map(lambda v: isinstance(v, str) and v.startswith("'")).astype(bool)
             if quoted.any():
-                frame.loc[quoted, name] = frame.loc[quoted, name].str[1:]
+                frame.loc[quoted, name] = frame.loc[quoted, name].map(lambda v: v[1:])
     return frame
 
 

@@ -119,7 +119,7 @@ class _Walk:
             if frame["array"]:
                 parts.append(f"[{frame['index']}]")
             elif frame["key"] is not None:
-                parts.append(("." if parts else "") + frame["key"])
+                parts.append(_key_part(frame["key"], first=not parts))
         return "".join(parts)
 
     def step(self, kind: str | None, token: str) -> str | None:
@@ -159,6 +159,13 @@ class _Walk:
         if is_key:
             frame["keys"].add(text)
         return None
+
+
+def _key_part(key: str, first: bool) -> str:
+    """A key in a field path: ``.name``, or ``["..."]`` where the name is empty or holds ``.``, ``[`` or ``]``."""
+    if not key or any(char in key for char in ".[]"):
+        return f"[{json.dumps(key)}]"
+    return key if first else f".{key}"
 
 
 def _too_deep_at(text: str) -> tuple[int, int]:

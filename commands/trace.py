@@ -112,9 +112,10 @@ def stats(path: str, fmt: str) -> None:
             click.echo(f"| {key} | {_format_value(value)} |")
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table("statistic", "value", title=path)
+    table = Table("statistic", "value", title=escape(path))  # a file name is not rich markup
     for key, value in result.items():
         table.add_row(key, _format_value(value))
     Console().print(table)

@@ -94,3 +94,15 @@ def test_csv_cells_never_start_a_formula_and_read_back_exactly(ids):
     assert list(back["id"]) == ids
     for value in pd.read_csv(io.StringIO(text), dtype={"id": str}, keep_default_na=False)["id"]:
         assert not value.startswith(("=", "+", "@", "\t", "\r")) and not re.match(r"-(?![\d.])", value)
+
+
+def test_simulate_markdown_names_a_hostile_trace_as_text(tmp_path):
+    from tests.bad_input_helpers import GOOD_LINES, invoke, lines_text
+
+    path = tmp_path / "t`<img src=x onerror=alert(1)>`![p](https:evil.example).jsonl"
+    path.write_text(lines_text(*GOOD_LINES))
+    result = invoke(["simulate", "--trace", path, "--mode", "replay", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    rendered = MARKDOWN.render(result.output)
+    assert "<img" not in rendered.replace("&lt;img", "")  # the name shown as text, no tag of its own
+    assert html.unescape(re.sub(r"<[^>]*>", "", rendered)).count(path.name) == 1

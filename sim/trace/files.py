@@ -166,7 +166,12 @@ def parse_json(text: str, name: str, line: int | None) -> object:
 def read_bytes(path: str | os.PathLike) -> bytes:
     """The input's bytes, decompressed; standard input for ``-``."""
     if str(path) != STDIN and os.path.isfile(path) and os.path.getsize(path) > input_limits.max_input_bytes():
-        raise TraceError(display_name(path), None, "file", "larger than a simulation can hold")
+        raise TraceError(
+            display_name(path),
+            None,
+            "file",
+            f"larger than a simulation can hold (raise {input_limits.MAX_INPUT_ENV} if it is meant)",
+        )
     with open_binary(path) as binary:
         return binary.read()
 

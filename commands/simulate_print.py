@@ -8,11 +8,10 @@ import json
 
 from reports.simulate_header import Run
 from reports.simulate_view import render_markdown, render_text
-from sim.atomic import check_output_dir
 from sim.run.metrics import compare
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, SimResult, simulate
-from sim.run.tables_io import table_names, write_tables
+from sim.run.tables_io import check_table_outputs, write_tables
 from sim.sched.request import served_mask
 from sim.trace import Trace
 
@@ -36,9 +35,8 @@ def run_simulate(
             f"format must be one of {', '.join(FORMATS)} and table format one of "
             f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}"
         )
-    if out_dir:  # the output rule, before the run: every file it will write
-        policies = [config.policy] + ([compare_policy] if compare_policy else [])
-        check_output_dir(out_dir, tuple(n for names in table_names(policies, table_format) for n in names))
+    if out_dir:
+        check_table_outputs(out_dir, [p for p in (config.policy, compare_policy) if p], table_format)
     results = [_run(trace, config)]
     if compare_policy:
         results.append(_run(trace, dataclasses.replace(config, policy=compare_policy)))

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
-from sim.atomic import atomic_write_many, check_output_dir
+from sim.atomic import atomic_write_many
 from sim.cost.calibration import save_calibration
 from sim.cost.calibration_fit import fit_calibration
 from sim.run.simulate import SimConfig
-from sim.run.tables_io import csv_text, table_names, write_tables
+from sim.run.tables_io import check_table_outputs, csv_text, write_tables
 from sim.trace import Trace
 
 EXTRA_TABLES = ("bitwise.csv", "timings.csv")  # beside the simulator's tables
@@ -26,8 +26,8 @@ def execute_report(
     as_json: bool,
     table_format: str = "csv",
 ) -> str:
-    if out_dir:  # the output rule, before the run: every file it will write
-        check_output_dir(out_dir, (*table_names([config.policy], table_format)[0], *EXTRA_TABLES))
+    if out_dir:
+        check_table_outputs(out_dir, [config.policy], table_format, EXTRA_TABLES)
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
     if out_dir:
         write_tables(result.measured, out_dir, table_format=table_format)

@@ -33,7 +33,7 @@ def write_tables(
     out = Path(out_dir)
     runs = [result] if other is None else [result, other]
     names = table_names([run.config.policy for run in runs], table_format)
-    check_output_dir(out, tuple(name for run_names in names for name in run_names))
+    check_table_outputs(out, [run.config.policy for run in runs], table_format)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str | os.PathLike, str | bytes] = {}
     for run, (requests, steps, summary) in zip(runs, names, strict=True):
@@ -47,6 +47,15 @@ def table_names(policies: list[str], table_format: str = "csv") -> list[tuple[st
     """(requests, steps, summary) file names per run: plain for one run, each with its policy for two."""
     suffixes = [""] if len(policies) == 1 else [f".{policy}" for policy in policies]
     return [(f"requests{s}.{table_format}", f"steps{s}.{table_format}", f"summary{s}.json") for s in suffixes]
+
+
+def check_table_outputs(
+    out_dir: str | os.PathLike, policies: list[str], table_format: str = "csv", extra: tuple[str, ...] = ()
+) -> None:
+    """The output rule for every file ``write_tables`` (and ``extra``) will write in ``out_dir``: checked
+    before the run, so that a FIFO there costs no simulation."""
+    names = tuple(name for run_names in table_names(policies, table_format) for name in run_names)
+    check_output_dir(out_dir, names + extra)
 
 
 def table_bytes(frame: pd.DataFrame, table_format: str = "csv") -> str | bytes:

@@ -13,6 +13,12 @@ MODE_HELP = "timed: the SimPy engine with batching and time; replay: requests on
 CALIBRATION_HELP = "fitted cost coefficients (`cli.py calibrate`) instead of the GPU preset's roofline"
 
 
+def knob_option_names() -> tuple[str, ...]:
+    """The knob and pool options by parameter name (a library message naming one is shown with the option);
+    read when called: an engine registered later adds its knobs."""
+    return (*CLI_KNOBS, *POOL_KNOBS)
+
+
 def knob_options(fn):
     """The policy knobs every simulation command takes (not given: the preset's value)."""
     return spec_options(CLI_KNOBS, preset_default=True)(fn)

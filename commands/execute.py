@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from commands.common import CALIBRATION_HELP
+from commands.common import CALIBRATION_HELP, knob_option_names
 from commands.execute_options import executor_config, executor_module, executor_options, run_options
-from commands.options import InputError, call_library, format_option, option
+from commands.options import InputError, call_library, call_with_options, format_option, option
+from commands.param_types import OutputDir, OutputFile
 from sim.trace import load_trace
 
 
@@ -18,7 +19,7 @@ from sim.trace import load_trace
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="nothing written",
     help="write requests, steps (predicted_* and measured_* times), summary.json, bitwise.csv and timings.csv here",
 )
@@ -51,12 +52,18 @@ def execute(
     vs predicted step and request times, throughput."""
     if trace_path is None:
         raise InputError("execute needs --trace")
-    config = call_library(executor_config, policy, model, device, gpu, calibration, options)
+    config = call_with_options(
+        knob_option_names(), executor_config, policy, model, device, gpu, calibration, options
+    )
     loaded = call_library(load_trace, trace_path)
     execute_report = executor_module("report").execute_report
 
     run = run_options(device, kernels, seed, shrink, warmup)
-    click.echo(call_library(execute_report, loaded, config, run, out_dir, fmt == "json", table_format))
+    click.echo(
+        call_with_options(
+            knob_option_names(), execute_report, loaded, config, run, out_dir, fmt == "json", table_format
+        )
+    )
 
 
 @click.command()
@@ -79,9 +86,7 @@ def execute(
     type=click.Path(exists=True, file_okay=False),
     help="the held-out steps from an `execute --out` folder of a different trace",
 )
-@option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON to write"
-)
+@option("-o", "--output", required=True, type=OutputFile(), help="the calibration JSON to write")
 def calibrate(
     trace_path,
     policy,
@@ -103,7 +108,9 @@ def calibrate(
     module = executor_module("calibrate")
     fit, executed_samples, run_samples = module.calibrate, module.executed_samples, module.run_samples
 
-    config = call_library(executor_config, policy, model, device, gpu, None, options)
+    config = call_with_options(
+        knob_option_names(), executor_config, policy, model, device, gpu, None, options
+    )
     run = run_options(device, kernels, seed, shrink, warmup)
     if from_run is None and trace_path is None:
         raise InputError("calibrate needs --trace (to execute) or --from-run (an execute --out folder)")

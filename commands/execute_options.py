@@ -7,6 +7,7 @@ import click
 
 from commands.common import POLICY_HELP, config_from_options, knob_options
 from commands.options import TRACE_INPUT, PolicyChoice, option, pool_options
+from commands.param_types import Integer
 from sim.cost import GPUS
 from sim.models import MODELS
 
@@ -75,7 +76,7 @@ def executor_options(fn):
             "--seed",
             default=0,
             show_default=True,
-            type=click.IntRange(0, 2**63 - 1),
+            type=Integer(0, 2**63 - 1),
             help="seed of the model's random weights",
         ),
     ]

@@ -13,6 +13,8 @@ from commands.options import (
     call_library,
     option,
 )
+from commands.param_types import Integer, OutputDir
+from sim.grid.axes import MAX_POINTS
 from sim.trace import load_trace
 
 
@@ -55,13 +57,13 @@ def _grid_axis_options(fn):
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="the grid file's",
     help="the result store (points/, failed/, grid.csv)",
 )
 @option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=Integer(min=1),
     show_default="one per core",
     help="worker processes, or a private Ray's CPUs",
 )
@@ -73,6 +75,13 @@ def _grid_axis_options(fn):
     metavar="[ADDRESS]",
     show_default="no Ray",
     help="run points as Ray tasks on the cluster at ADDRESS (no address: a private local Ray)",
+)
+@option(
+    "--max-points",
+    type=Integer(min=1),
+    show_default=f"{MAX_POINTS:,}, or the grid file's",
+    help="refuse a grid of more points than this (its size is announced before any work): a longer grid "
+    "is likelier a slip in a list than a plan",
 )
 @option(
     "--keep-old",
@@ -101,21 +110,22 @@ def grid(
     ray_address,
     keep_old,
     table_format,
+    max_points,
     **axis_texts,
 ):
     """Simulate every combination of the comma-list knobs, one stored result per point; a rerun skips
     finished points computed by the same code (a code change recomputes them). Exit status 1 when some
     point failed (each is printed with its configuration)."""
-    from sim.grid.axes import expand, parse_axes
     from sim.grid.config_file import merge_grid_file
+    from sim.grid.store import check_store_dir
     from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace.files import STDIN, save_stdin
 
     given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
+    given["max_points"] = max_points
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
-    configs = call_library(
-        expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"]
-    )
+    configs = _configs(settings, axis_texts)
+    call_library(check_store_dir, settings["out"])
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
         trace_path = call_library(save_stdin, settings["out"], check=load_trace)
@@ -138,6 +148,16 @@ def grid(
         call_library(write_table, run.table, Path(settings["out"]) / "grid", "parquet")
     click.echo(describe_run(run))
     ctx.exit(1 if run.failed else 0)
+
+
+def _configs(settings: dict, axis_texts: dict) -> list:
+    """The grid's points, its size announced (on stderr) before they are built, and refused past the limit."""
+    from sim.grid.axes import expand, grid_size, parse_axes
+
+    axes = call_library(parse_axes, axis_texts)
+    limit = settings["max_points"] or MAX_POINTS
+    click.echo(f"grid: {grid_size(axes)[1]} (at most {limit:,}: --max-points)", err=True)
+    return call_library(expand, axes, settings["calibration"], settings["mode"], limit)
 
 
 @click.command()

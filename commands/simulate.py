@@ -13,16 +13,19 @@ from commands.common import (
     MODEL_HELP,
     POLICY_HELP,
     config_from_options,
+    knob_option_names,
     knob_options,
 )
 from commands.options import (
     TRACE_INPUT,
     PolicyChoice,
     call_library,
+    call_with_options,
     format_option,
     option,
     pool_options,
 )
+from commands.param_types import Integer, Number, OutputDir
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -60,7 +63,7 @@ from sim.trace import load_trace
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="nothing written",
     help="write the request and step tables and summary.json here (with --compare: one set per "
     "policy, named requests.POLICY.csv)",
@@ -102,7 +105,8 @@ def simulate(
     from sim.trace.files import display_name
 
     loaded = call_library(load_trace, trace_path)
-    config = call_library(
+    config = call_with_options(
+        knob_option_names(),
         SimConfig,
         policy=policy,
         model=model,
@@ -113,8 +117,16 @@ def simulate(
         **config_from_options(options),
     )
     click.echo(
-        call_library(
-            run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path), table_format
+        call_with_options(
+            knob_option_names(),
+            run_simulate,
+            loaded,
+            config,
+            compare_policy,
+            out_dir,
+            fmt,
+            display_name(trace_path),
+            table_format,
         )
     )
 
@@ -137,7 +149,7 @@ def simulate(
     "--prompt-len-jitter",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=Integer(min=0),
     help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)",
 )
 @option(
@@ -160,7 +172,7 @@ def simulate(
     "--large-kv-gb",
     default=3000.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(min=0, min_open=True),
     help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)",
 )
 @option(

@@ -11,7 +11,7 @@ from reports.simulate_view import render_markdown, render_text
 from sim.run.metrics import compare
 from sim.run.resolved import resolved_config
 from sim.run.simulate import SimConfig, SimResult, simulate
-from sim.run.tables_io import write_tables
+from sim.run.tables_io import check_table_outputs, write_tables
 from sim.sched.request import served_mask
 from sim.trace import Trace
 
@@ -35,6 +35,8 @@ def run_simulate(
             f"format must be one of {', '.join(FORMATS)} and table format one of "
             f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}"
         )
+    if out_dir:
+        check_table_outputs(out_dir, [p for p in (config.policy, compare_policy) if p], table_format)
     results = [_run(trace, config)]
     if compare_policy:
         results.append(_run(trace, dataclasses.replace(config, policy=compare_policy)))

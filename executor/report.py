@@ -15,14 +15,18 @@ from pathlib import Path
 from executor.execute import ExecuteResult, execute
 from sim.atomic import atomic_write_many
 from sim.run.simulate import SimConfig
-from sim.run.tables_io import table_bytes
+from sim.run.tables_io import check_table_outputs, csv_text, table_bytes
 from sim.trace import Trace
+
+EXTRA_TABLES = ("bitwise.csv", "timings.csv", "summary.json")  # beside the request and step tables
 
 
 def execute_report(
     trace: Trace, config: SimConfig, run: dict, out_dir: str | None, as_json: bool, table_format: str = "csv"
 ) -> str:
     """``run``: execute's keyword arguments (device, kernels, seed, shrink, warmup)."""
+    if out_dir:  # every output path checked before the run, not after it
+        check_table_outputs(out_dir, [config.policy], table_format, EXTRA_TABLES)
     result = execute(trace, config, **run)
     if out_dir:
         write_run(result, out_dir, table_format)
@@ -48,8 +52,8 @@ def write_run(result: ExecuteResult, out_dir: str, table_format: str = "csv") ->
             out / f"requests.{table_format}": table_bytes(result.request_times, table_format),
             out / f"steps.{table_format}": table_bytes(result.step_times, table_format),
             out / "summary.json": json.dumps(summary, indent=1, sort_keys=True) + "\n",
-            out / "bitwise.csv": result.requests.to_csv(index=False),
-            out / "timings.csv": result.timings.to_csv(index=False),
+            out / EXTRA_TABLES[0]: csv_text(result.requests),
+            out / EXTRA_TABLES[1]: csv_text(result.timings),
         }
     )
 

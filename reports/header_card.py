@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.escape import code_span, plain
 from reports.formatting import count, share
 from reports.grid_data import FOLLOWUP, GridData, code_groups, code_warnings
 from sim.code_version import describe_code, key_part
@@ -25,13 +26,13 @@ def header_card(data: GridData, baseline: str) -> list[tuple[str, str]]:
     return [
         (
             "trace",
-            f"`{Path(trace['path']).name}` (sha256 `{trace['sha256'][:12]}`), "
+            f"{code_span(Path(trace['path']).name)} (sha256 {code_span(trace['sha256'][:12])}), "
             f"{count(points['requests'].max())} requests, {count(points['followup_requests'].max())} follow-ups",
         ),
         ("model", _values(points["model"])),
         ("GPU", _values(points["gpu"])),
         ("mode", _values(points["mode"])),
-        ("policies", ", ".join(f"`{p}`" for p in data.policies()) + f"; baseline `{baseline}`"),
+        ("policies", ", ".join(code_span(p) for p in data.policies()) + f"; baseline {code_span(baseline)}"),
         ("points", _points_text(data)),
         ("pools (capacity)", pools_text(points)),
         ("peak held (largest point)", peaks_text(points)),
@@ -42,15 +43,18 @@ def header_card(data: GridData, baseline: str) -> list[tuple[str, str]]:
 
 
 def _values(column: pd.Series) -> str:
-    return ", ".join(f"`{v}`" for v in dict.fromkeys(column))
+    return ", ".join(code_span(v) for v in dict.fromkeys(column))
 
 
 def _points_text(data: GridData) -> str:
-    text = f"{len(data.points)} finished; varying: {', '.join(data.settings) or 'nothing besides the policy'}"
+    varying = ", ".join(plain(name) for name in data.settings) or "nothing besides the policy"
+    text = f"{len(data.points)} finished; varying: {varying}"
     if data.failed:
         text += f"; **{len(data.failed)} failed** (see `failed/<key>.json`)"
     if data.missing:
         text += f"; **{len(data.missing)} never finished** (rerun the sweep)"
+    if data.skipped:
+        text += f"; **{len(data.skipped)} left out**: not this grid's (see the warning below)"
     return text
 
 
@@ -117,11 +121,11 @@ def evictions_text(points: pd.DataFrame) -> str:
 def code_text(data: GridData) -> str:
     groups = code_groups(data)
     if len(groups) > 1:
-        return "**mixed**: " + code_warnings(data)[0]
+        return "**mixed**: " + plain(code_warnings(data)[0])
     code = next(iter(data.codes.values()), None)
     current = key_part()
     mine = code is not None and (code.get("version"), code.get("source_sha256")) == (
         current["version"],
         current["source_sha256"],
     )
-    return describe_code(code) + (" (this checkout)" if mine else " (not this checkout's code)")
+    return plain(describe_code(code)) + (" (this checkout)" if mine else " (not this checkout's code)")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reports.cost import cost_figure, cost_table
+from reports.escape import code_span, plain
 from reports.figures import RenderedFigure
 from reports.grid_data import FOLLOWUP, GridData, code_warnings, load_grid
 from reports.grid_tables import comparison_table, points_table
@@ -15,7 +16,7 @@ from reports.heatmaps import heatmap_figures
 from reports.occupancy import choose_points, occupancy_figure
 from reports.report_formats import FIGURES_DIR, Section, to_html, to_markdown
 from reports.why_table import why_table
-from sim.atomic import atomic_write
+from sim.atomic import atomic_write, check_output_dir
 
 FORMATS = ("md", "html", "png")
 
@@ -33,6 +34,7 @@ def write_report(
     prefixes) chooses the points whose pool occupancy is drawn."""
     if fmt not in FORMATS:
         raise ValueError(f"report format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    _check_outputs(Path(root))
     data = load_grid(root)
     baseline = _baseline(data, baseline)
     sections = build_sections(data, baseline, points)
@@ -45,7 +47,14 @@ def write_report(
         written.append(_write_text(root / "report.md", to_markdown(title, card, sections)))
     elif fmt == "html":
         written.append(_write_text(root / "report.html", to_html(title, card, sections)))
-    return Written(written, code_warnings(data))
+    return Written(written, data.skipped + code_warnings(data))
+
+
+def _check_outputs(root: Path) -> None:
+    """The output rule before any work: the report's files, and what figures/ holds (each is rewritten)."""
+    check_output_dir(root, ("report.md", "report.html"))
+    figures = root / FIGURES_DIR
+    check_output_dir(figures, tuple(p.name for p in figures.iterdir()) if figures.is_dir() else ())
 
 
 def _baseline(data: GridData, baseline: str | None) -> str:
@@ -63,14 +72,14 @@ def build_sections(data: GridData, baseline: str, points: list[str] | None = Non
     others = [p for p in data.policies() if p != baseline]
     comparisons = [(f"{baseline} -> {other}", comparison_table(data, baseline, other)) for other in others]
     occupancy_keys = choose_points(data, baseline, points)
-    warnings = [f"**Warning**: {warning}." for warning in code_warnings(data)]
+    warnings = [f"**Warning**: {plain(warning)}." for warning in data.skipped + code_warnings(data)]
     why = why_table(data)
     return [
         *([Section("Warning", "\n\n".join(warnings))] if warnings else []),
         Section(
             f"Reuse: {baseline} -> each policy",
             _scope_text(data),
-            [(f"`{caption}`", table) for caption, table in comparisons if not table.empty],
+            [(code_span(caption), table) for caption, table in comparisons if not table.empty],
         ),
         *([Section("Why tokens were recomputed", _why_text(data), [("", why)])] if why is not None else []),
         Section("Reuse over page size x track interval", figures=heatmap_figures(data, baseline)),

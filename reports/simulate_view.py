@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reports.escape import plain
 from reports.formatting import change, count, delta, fraction, seconds, share, used_of
 from reports.simulate_header import Run, header_lines
 from sim.cache.components import Component
@@ -203,7 +204,9 @@ def render_markdown(runs: list[Run], title: str, timed: bool) -> str:
     table = rows(runs, timed)
     names = ["figure", *(f"`{run.policy}`" for run in runs)] + (["change"] if len(runs) == 2 else [])
     head = header_lines(runs, title)
-    lines = [f"**{head[0]}**", ""] + [f"- {line}" for line in head[1:]] + [""]
+    lines = (
+        [f"**{plain(head[0])}**", ""] + [f"- {line}" for line in head[1:]] + [""]
+    )  # the title names the trace
     lines.append("| " + " | ".join(names) + " |")
     lines.append("|" + "|".join([":---"] + ["---:"] * (len(names) - 1)) + "|")
     for row in table:

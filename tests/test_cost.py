@@ -4,12 +4,7 @@ import json
 import pytest
 
 from sim.cost import GPUS, CostModel, GPUSpec, StepShape, attended_sum, get_gpu, step_bytes, step_flops
-from sim.cost.calibration import (
-    Calibration,
-    CalibrationFit,
-    load_calibration,
-    save_calibration,
-)
+from sim.cost.calibration import Calibration, CalibrationFit, load_calibration, save_calibration
 from sim.cost.calibration_fit import fit_calibration
 from sim.models import FULL, ModelSpec, get_model
 

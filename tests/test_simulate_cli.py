@@ -106,7 +106,7 @@ def test_simulate_is_byte_identical_across_runs(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--policy", "nope"], "nope"),
     (["--page-size", "0"], "page-size"),
-    (["--page-size", "64", "--track-interval", "100"], "track_interval"),
+    (["--page-size", "64", "--track-interval", "100"], "--track-interval 100 must be a multiple of --page-size 64"),
     (["--pool-tokens", "10", "--page-size", "64"], "less than one"),
 ])
 def test_simulate_rejects_bad_input(args, message):

@@ -11,7 +11,8 @@ and "num_folds" (optional, together): the run's steps cut into `num_folds` conti
 error predicted by coefficients fitted on the other blocks (neighbouring steps of one run look alike, so
 this still flatters the fit); "trace_holdout_mape", "trace_holdout_samples" and "trace_holdout_name"
 (optional, together) are the honest figure: the error of the fitted coefficients on the steps of a run of
-a different trace.
+a different trace. The file is read under the input rule and strictly
+(``sim/trace/files.py``); the fit is ``sim/cost/calibration_fit.py``'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import numpy as np
 from sim.atomic import atomic_write
 from sim.cost.shape import StepShape
 from sim.trace.checks import TraceError, shown
-from sim.trace.files import check_regular_file
+from sim.trace.files import read_document
+from sim.trace.strict_json import JSONError, loads
 
 COEFFICIENTS = ("overhead_s", "s_per_prefill_token", "s_per_decode_token", "s_per_context_token")
 _FIELDS = ("model", "gpu", *COEFFICIENTS, "fit")
@@ -140,16 +142,22 @@ def _fit(data: dict, path: str | Path) -> CalibrationFit | None:
     )
 
 
+MAX_CALIBRATION_BYTES = 1 << 20  # a calibration file holds a dozen numbers
+
+
 def _read_object(path: str | Path) -> dict:
+    """The file's JSON object, read under the input rule and strictly (sim/trace/files.py)."""
     try:
-        check_regular_file(path)
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads(read_document(path, MAX_CALIBRATION_BYTES))
     except OSError as err:
         raise ValueError(f"calibration file {str(path)!r}: cannot read: {err.strerror}") from err
-    except TraceError as err:
-        raise ValueError(f"calibration file {str(path)!r}: {err.message}") from err
-    except (ValueError, RecursionError) as err:  # JSON, UTF-8, a number too long to read, deep nesting
-        raise ValueError(f"calibration file {str(path)!r}: not valid JSON: {str(err)[:200]}") from err
+    except TraceError as err:  # not a regular file, too large, not UTF-8
+        where = "" if err.line is None else f" line {err.line}:"
+        raise ValueError(f"calibration file {str(path)!r}:{where} {err.message}") from err
+    except JSONError as err:
+        raise ValueError(
+            f"calibration file {str(path)!r}: line {err.line}: {err.field}: not valid JSON: {err.message}"
+        ) from err
     if not isinstance(data, dict):
         raise ValueError(
             f"calibration file {str(path)!r}: must hold a JSON object, got {type(data).__name__}"

@@ -14,7 +14,7 @@ from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
 from sim.grid.progress import sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
-from sim.grid.store import PointStore
+from sim.grid.store import PointStore, check_store_dir
 from sim.grid.worker import PointOutcome, PointTask
 from sim.run.config import SimConfig
 from sim.trace import load_trace
@@ -61,6 +61,7 @@ def run_grid(
     ``keep_old``: a point stored by other code for the same inputs is kept, not recomputed."""
     if not configs:
         raise ValueError("the grid has no points")
+    check_store_dir(out_dir)  # the output rule, before any work
     load_trace(trace_path)  # reject a bad trace (or calibration) here, whole, before any worker starts
     for calibration in sorted({c.calibration for c in configs if c.calibration is not None}):
         load_calibration(calibration)
@@ -74,7 +75,7 @@ def run_grid(
     store.write_manifest(
         {"trace": {"path": str(trace_path), "sha256": trace_sha}, "points": [p.key for p in points]}
     )
-    skipped = [p.key for p in points if store.is_complete(p.key)]
+    skipped = [p.key for p in points if store.is_complete(p.key, trace_sha)]
     done = set(skipped)
     tasks = [
         PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)

@@ -45,7 +45,7 @@ def run_simulate(
     )
     if fmt == "json":
         return json.dumps(payload(results, trace_name))
-    runs = [Run(r.config.policy, r.summary, resolved_config(r.setup)) for r in results]
+    runs = [Run(r.config.policy, r.summary, resolved_config(r.setup), r.setup.pool_layout()) for r in results]
     title = (
         " vs ".join(r.policy for r in runs) + f" on {trace_name}: {len(trace):,} requests, model "
         f"{config.model}, GPU {config.gpu}, {config.mode} mode"

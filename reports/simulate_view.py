@@ -12,6 +12,7 @@ from reports.formatting import change, count, delta, fraction, seconds, share, u
 from reports.simulate_header import Run, header_lines
 from sim.cache.components import Component
 from sim.cache.reasons import REASONS
+from sim.engines.pool_views import SUMMARY_NAMES
 from sim.run.summary import Summary  # the rows read it by figure name
 
 TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
@@ -45,9 +46,6 @@ def _each_changed(names: list[str], scale: float = 1.0) -> Callable[[Summary, Su
 
 def _percentiles(prefix: str) -> list[str]:
     return [f"{prefix}_p{p}_s" for p in (50, 90, 99)]
-
-
-EVICTION_KEYS = [f"evictions_{c.layer_kind}" for c in Component]
 
 
 def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:
@@ -123,6 +121,13 @@ REUSE_ROWS = [
     _labelled("recomputed tokens, of which:", _counted("recomputed_tokens")),
     *(_why_row(reason) for reason in REASONS),
 ]
+
+
+def _has(capacity: str) -> Callable[[list[Summary]], bool]:
+    """A pool's rows are shown only where some run's model has the pool."""
+    return lambda runs: any(s[capacity] for s in runs)
+
+
 POOL_ROWS = [
     Row(
         "peak FULL held (tokens)",
@@ -133,24 +138,41 @@ POOL_ROWS = [
         "peak SWA held (tokens)",
         lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
         _key("peak_swa_slots"),
+        _has("capacity_swa_slots"),
     ),
     Row(
         "mean SWA held (tokens)",
         lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
         _key("mean_swa_slots"),
+        _has("capacity_swa_slots"),
     ),
     Row(
         "peak MAMBA held (states)",
         lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
         _key("peak_mamba_states"),
-    ),
-    Row(
-        "evictions FULL / SWA / MAMBA (nodes)",
-        lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
-        changes=_each_changed(EVICTION_KEYS),
+        _has("capacity_mamba_states"),
     ),
     _labelled("retractions", _counted("retractions")),
 ]
+
+
+def eviction_row(runs: list[Run]) -> Row:
+    """Evictions of the pools some run has, in what each engine evicts (radix nodes, vLLM blocks)."""
+    summaries = [run.summary for run in runs]
+    comps = [
+        c
+        for c in Component
+        if c == Component.FULL or any(s[f"capacity_{SUMMARY_NAMES[c]}"] for s in summaries)
+    ]
+    keys = [f"evictions_{c.layer_kind}" for c in comps]
+    units = " | ".join(dict.fromkeys(run.layout.eviction_unit if run.layout else "nodes" for run in runs))
+    return Row(
+        f"evictions {' / '.join(c.pool_name for c in comps)} ({units})",
+        lambda s: " / ".join(count(s[k]) for k in keys),
+        changes=_each_changed(keys),
+    )
+
+
 TIME_ROWS = [
     Row("makespan (s)", lambda s: seconds(s["makespan_s"]), _key("makespan_s")),
     Row("output tokens/s", lambda s: count(round(s["output_tokens_per_s"])), _key("output_tokens_per_s")),
@@ -164,7 +186,8 @@ def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
     """(figure, value per run[, change]) for every row shown; replay mode has no time rows."""
     summaries = [run.summary for run in runs]
     table = []
-    shown = [(row, False) for row in REUSE_ROWS + POOL_ROWS] + [(row, not timed) for row in TIME_ROWS]
+    pools = [*POOL_ROWS[:-1], eviction_row(runs), POOL_ROWS[-1]]
+    shown = [(row, False) for row in REUSE_ROWS + pools] + [(row, not timed) for row in TIME_ROWS]
     for row, untimed in shown:
         if not row.shown(summaries):
             continue

@@ -47,7 +47,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
-        check_config(self.layout, policy)
+        check_config(self.layout, policy, model)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)

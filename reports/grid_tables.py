@@ -15,6 +15,7 @@ from sim.cache.reasons import (
     NEVER_KEPT,
     NOT_CACHED,
     PAGE_ROUNDING,
+    RETENTION,
     SWA_EVICTION,
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
@@ -80,7 +81,7 @@ def upper_bound_text(point: pd.Series) -> str:
 GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
 FULL_MISSING, BLOCKED = (
     (FULL_EVICTED, NOT_CACHED),
-    (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION, BLOCKED_OTHER),
+    (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION, RETENTION, BLOCKED_OTHER),
 )
 
 

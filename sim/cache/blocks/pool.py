@@ -15,12 +15,22 @@ to the tail, so the never-used ids stay one contiguous range between them and co
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from sim.cache.events import BlockEvicted, emit
 
 Key = tuple[bytes, int]  # (block key, group index)
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...]):
+    def __init__(
+        self,
+        num_blocks: int,
+        group_kinds: tuple[str, ...],
+        on_evict: list[Callable[[Any], None]] | None = None,
+    ):
+        """``on_evict``: the handlers of ``BlockEvicted`` (a bus's channel), told of each eviction."""
         if num_blocks < 2:
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
@@ -37,6 +47,7 @@ class BlockPool:
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
+        self.on_evict = on_evict if on_evict is not None else []
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -70,6 +81,8 @@ class BlockPool:
         kind = self.group_kinds[key[1]]
         self.cached_free[kind] -= 1
         self.num_evictions[kind] += 1
+        if self.on_evict:
+            emit(self.on_evict, BlockEvicted(key))
         holders = self.blocks_of[key]
         holders.remove(block)
         if not holders:

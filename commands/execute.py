@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from commands.common import CALIBRATION_HELP, POLICY_HELP, config_from_options, knob_options
+from commands.common import CALIBRATION_HELP, POLICY_HELP, config_from_options
 from commands.options import (
     TRACE_INPUT,
     PolicyChoice,
@@ -12,8 +12,10 @@ from commands.options import (
     format_option,
     option,
     pool_options,
+    spec_options,
 )
 from sim.cost import GPUS
+from sim.engines.registry import CLI_KNOBS, ENGINES
 from sim.trace import load_trace
 
 # the executor's own pool defaults: small enough for the tiny model's tensors on a CPU
@@ -73,7 +75,19 @@ def _executor_options(fn):
     ]
     for decorate in reversed(options):
         fn = decorate(fn)
-    return knob_options(pool_options(**EXECUTOR_POOLS)(fn))
+    return fn
+
+
+def _executor_knobs(fn):
+    """The pool options and the knobs of the engines ``execute`` runs, listed after every other option (a
+    knob only vLLM reads is not offered: vLLM's cache does not execute)."""
+    executable = {name for name, engine in ENGINES.items() if engine.executes is None}
+    specs = {
+        name: spec
+        for name, spec in CLI_KNOBS.items()
+        if spec.engines is None or set(spec.engines) & executable
+    }
+    return spec_options(specs, preset_default=True)(pool_options(**EXECUTOR_POOLS)(fn))
 
 
 def _executor_config(policy, model, device, gpu, calibration, options):
@@ -112,21 +126,36 @@ def _executor_config(policy, model, device, gpu, calibration, options):
     help="the request and step tables --out writes",
 )
 @format_option(("text", "json"))
+@_executor_knobs
+@click.pass_context
 def execute(
-    trace_path, policy, model, device, kernels, gpu, seed, calibration, out_dir, table_format, fmt, **options
+    ctx,
+    trace_path,
+    policy,
+    model,
+    device,
+    kernels,
+    gpu,
+    seed,
+    calibration,
+    out_dir,
+    table_format,
+    fmt,
+    **options,
 ):
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
-    vs predicted step time, throughput."""
+    vs predicted step time, throughput. Exit status 1 when any request is not bit-exact (as `conformance`
+    exits 1 when any request disagrees), 2 on bad input."""
     config = call_library(_executor_config, policy, model, device, gpu, calibration, options)
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
 
-    click.echo(
-        call_library(
-            execute_report, loaded, config, device, kernels, seed, out_dir, fmt == "json", table_format
-        )
+    report = call_library(
+        execute_report, loaded, config, device, kernels, seed, out_dir, fmt == "json", table_format
     )
+    click.echo(report.text)
+    ctx.exit(1 if report.num_not_bit_exact else 0)
 
 
 @click.command()
@@ -134,6 +163,7 @@ def execute(
 @option(
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="the calibration JSON to write"
 )
+@_executor_knobs
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, output, **options):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""

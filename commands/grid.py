@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from commands.common import CALIBRATION_HELP, MODE_HELP
+from commands.common import CALIBRATION_HELP, MODE_HELP, SLO_HELP
 from commands.interrupts import Interrupted, interrupt_on_sigterm, signal_of
 from commands.options import (
     TRACE_INPUT,
@@ -37,7 +37,7 @@ def _grid_axis_options(fn):
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     show_default="none",
-    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, "
+    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, slo, "
     "jobs; options given here add to it (an axis in both is an error)",
 )
 @option(
@@ -52,6 +52,7 @@ def _grid_axis_options(fn):
 @option(
     "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
 )
+@option("--slo", metavar="ttft=S,tpot=S", show_default="the grid file's, else none", help=SLO_HELP)
 @option(
     "--out",
     "out_dir",
@@ -96,6 +97,7 @@ def grid(
     trace_path,
     mode,
     calibration,
+    slo,
     out_dir,
     jobs,
     ray_address,
@@ -111,10 +113,21 @@ def grid(
     from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace.files import STDIN, save_stdin
 
-    given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
+    given = {
+        "trace": trace_path,
+        "out": out_dir,
+        "mode": mode,
+        "calibration": calibration,
+        "jobs": jobs,
+        "slo": slo,
+    }
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
     configs = call_library(
-        expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"]
+        expand,
+        call_library(parse_axes, axis_texts),
+        settings["calibration"],
+        settings["mode"],
+        settings["slo"],
     )
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
@@ -11,6 +12,12 @@ from sim.cost.calibration import fit_calibration, save_calibration
 from sim.run.simulate import SimConfig
 from sim.run.tables_io import write_tables
 from sim.trace import Trace
+
+
+@dataclass(frozen=True)
+class ExecuteReport:
+    text: str  # what the command prints
+    num_not_bit_exact: int  # requests whose outputs differ from the replay: the command exits 1 when any
 
 
 def execute_report(
@@ -22,8 +29,15 @@ def execute_report(
     out_dir: str | None,
     as_json: bool,
     table_format: str = "csv",
-) -> str:
+) -> ExecuteReport:
     result = execute(trace, config, device=device, kernels=kernels, seed=seed)
+    return ExecuteReport(
+        _report_text(result, config, device, kernels, out_dir, as_json, table_format),
+        int(result.summary["requests_not_bit_exact"]),
+    )
+
+
+def _report_text(result: ExecuteResult, config, device, kernels, out_dir, as_json, table_format) -> str:
     if out_dir:
         write_tables(result.measured, out_dir, table_format=table_format)
         atomic_write_many(
@@ -54,7 +68,7 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
         f"(KL max {_number(s['kl_max'])}, secondary)",
         f"  steps                           {s['steps']}",
         f"  step time: measured {s['measured_s']:.3f} s, predicted {s['predicted_s']:.3f} s, "
-        f"MAPE {s['step_time_mape']:.1%}",
+        f"MAPE {s['step_time_mape']:.1%}" + _mape_note(config, device),
         f"  throughput                      {s['tokens_per_s']:.1f} tokens/s",
     ]
     if s["requests_rejected"]:
@@ -70,6 +84,16 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
             "  the simulator flags reads of freed SWA: " + ", ".join(s["relies_on_freed_window_ids"])
         )
     return "\n".join(lines)
+
+
+def _mape_note(config: SimConfig, device: str) -> str:
+    """Why a CPU run's step-time error is large and means nothing for the simulator's accuracy."""
+    if device != "cpu" or config.calibration is not None:
+        return ""
+    return (
+        "\n    (a CPU run: Triton's interpreter or the torch references, priced by the cpu preset's roofline; the"
+        "\n    error says nothing of the simulator: `calibrate` fits this machine, docs/gpu-runs.md measures a GPU)"
+    )
 
 
 def calibrate_from_run(

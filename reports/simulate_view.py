@@ -179,15 +179,32 @@ TIME_ROWS = [
     Row("TTFT p50 / p90 / p99 (ms)", _three("ttft", 1000), changes=_each_changed(_percentiles("ttft"), 1000)),
     Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), changes=_each_changed(_percentiles("tpot"), 1000)),
     Row("E2E p50 / p90 / p99 (s)", _three("e2e"), changes=_each_changed(_percentiles("e2e"))),
+    Row("ITL p50 / p90 / p99 (ms)", _three("itl", 1000), changes=_each_changed(_percentiles("itl"), 1000)),
+    Row("offered rate (requests/s)", lambda s: f"{s['request_rate_per_s']:.3g}", _key("request_rate_per_s")),
+    Row(
+        "SLO attainment",
+        lambda s: f"{s['slo_attainment']:.1%}",
+        _key("slo_attainment"),
+        lambda runs: all("slo_attainment" in s for s in runs),
+    ),
+    Row(
+        "goodput (requests/s within the SLO)",
+        lambda s: f"{s['goodput_requests_per_s']:.3g}",
+        _key("goodput_requests_per_s"),
+        lambda runs: all("goodput_requests_per_s" in s for s in runs),
+    ),
 ]
 
 
 def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
-    """(figure, value per run[, change]) for every row shown; replay mode has no time rows."""
+    """(figure, value per run[, change]) for every row shown; replay mode has no time rows. Two runs that
+    served different numbers of requests get no change for their latencies: each is over its own served
+    requests (a run that served none has the best TTFT of all)."""
     summaries = [run.summary for run in runs]
     table = []
     pools = [*POOL_ROWS[:-1], eviction_row(runs), POOL_ROWS[-1]]
     shown = [(row, False) for row in REUSE_ROWS + pools] + [(row, not timed) for row in TIME_ROWS]
+    comparable = len({num_served(s) for s in summaries}) == 1
     for row, untimed in shown:
         if not row.shown(summaries):
             continue
@@ -196,9 +213,17 @@ def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
             continue
         cells = [row.text(s) for s in summaries]
         if len(runs) == 2:
-            cells.append(_change_cell(row, *summaries))
+            latency = row in TIME_ROWS and row.label not in SERVED_ALIKE
+            cells.append(_change_cell(row, *summaries) if comparable or not latency else "-")
         table.append((row.label, *cells))
     return table
+
+
+def num_served(summary: Summary) -> int:
+    return summary["requests"] - summary["rejected_requests"]
+
+
+SERVED_ALIKE = ("offered rate (requests/s)",)  # the arrivals, whatever was served
 
 
 def _change_cell(row: Row, before: Summary, after: Summary) -> str:

@@ -91,8 +91,11 @@ def parse_axes(texts: dict[str, str | None]) -> dict[str, list]:
     return {name: parse_axis(name, text) for name, text in texts.items() if text is not None}
 
 
-def expand(axes: dict[str, list], calibration: str | None = None, mode: str = "timed") -> list:
-    """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point."""
+def expand(
+    axes: dict[str, list], calibration: str | None = None, mode: str = "timed", slo: str | None = None
+) -> list:
+    """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point; ``slo``
+    (one for the whole grid) is every point's."""
     unknown = set(axes) - set(AXIS_NAMES)
     if unknown:
         raise ValueError(f"unknown grid axes {sorted(unknown)}; known: {', '.join(AXIS_NAMES)}")
@@ -102,5 +105,5 @@ def expand(axes: dict[str, list], calibration: str | None = None, mode: str = "t
         chosen = dict(zip(names, values, strict=True))
         knobs = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == KNOB}
         fields = {k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG}
-        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, **fields))
+        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, slo=slo, **fields))
     return configs

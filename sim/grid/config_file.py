@@ -2,7 +2,7 @@
 
     trace = "s1.jsonl"          # relative paths are taken from the file's folder
     out = "s1grid"
-    mode = "timed"              # optional, as are calibration and jobs
+    mode = "timed"              # optional, as are calibration, jobs and slo ("ttft=2,tpot=0.1")
     [axes]                      # any grid axis: a list, or one value
     policy = ["sglang", "sglang-retain"]
     page_size = [64, 128]
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from sim.grid.axes import AXIS_NAMES, parse_axis
 
-SETTINGS = ("trace", "out", "mode", "calibration", "jobs")
+SETTINGS = ("trace", "out", "mode", "calibration", "jobs", "slo")
 PATH_SETTINGS = ("trace", "out", "calibration")
-DEFAULTS = {"mode": "timed", "calibration": None, "jobs": None}
+DEFAULTS = {"mode": "timed", "calibration": None, "jobs": None, "slo": None}
 
 
 def load_grid_file(path: str | Path) -> tuple[dict, dict[str, str]]:

@@ -32,6 +32,7 @@ from sim.run.metrics import (
 )
 from sim.run.replay import replay_trace
 from sim.run.setup import RunSetup, build
+from sim.run.slo import capacity_figures
 from sim.run.summary import Summary
 from sim.run.why import why_ranges, why_summary, with_why
 from sim.sched.request import states_of
@@ -100,7 +101,9 @@ def run_timed(
         EventRecorder(manager.events, trace, manager.page_size) if config.bounds else None
     )  # the bounds'
     fits = _fits_check(trace, manager)
-    engine = Engine(env, trace, scheduler, backend, fits=fits, fast_path=fast_path)
+    engine = Engine(
+        env, trace, scheduler, backend, fits=fits, fast_path=fast_path, rate_scale=config.request_rate_scale
+    )
     if on_step:
         engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
@@ -131,6 +134,7 @@ def _result(
         bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
     sections = (
         time_figures(requests, steps),
+        capacity_figures(requests, steps, setup.config.slo),
         pool_figures(steps, setup.sizes, manager),
         upper_bound(requests),
     )

@@ -14,6 +14,7 @@ from commands.options import (
     pool_options,
     spec_options,
 )
+from commands.preflight import require_table_format, writable_dir, writable_file
 from sim.cost import GPUS
 from sim.engines.registry import CLI_KNOBS, ENGINES
 from sim.trace import load_trace
@@ -147,6 +148,9 @@ def execute(
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
     vs predicted step time, throughput. Exit status 1 when any request is not bit-exact (as `conformance`
     exits 1 when any request disagrees), 2 on bad input."""
+    if out_dir is not None:
+        call_library(require_table_format, table_format)
+        call_library(writable_dir, out_dir, "--out")
     config = call_library(_executor_config, policy, model, device, gpu, calibration, options)
     loaded = call_library(load_trace, trace_path)
     from executor.report import execute_report
@@ -167,6 +171,7 @@ def execute(
 def calibrate(trace_path, policy, model, device, kernels, gpu, seed, output, **options):
     """Fit the cost model's coefficients to the executor's measured step times; `simulate --calibration`
     and `execute --calibration` read the file."""
+    call_library(writable_file, output, "--output")
     config = call_library(_executor_config, policy, model, device, gpu, None, options)
     loaded = call_library(load_trace, trace_path)
     from executor.report import calibrate_from_run

@@ -13,6 +13,7 @@ from commands.options import (
     call_library,
     option,
 )
+from commands.preflight import require_table_format, writable_dir
 from sim.trace import load_trace
 
 
@@ -122,6 +123,8 @@ def grid(
         "slo": slo,
     }
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
+    call_library(require_table_format, table_format)  # now, not after the whole sweep
+    call_library(writable_dir, settings["out"], "--out")
     configs = call_library(
         expand,
         call_library(parse_axes, axis_texts),
@@ -175,6 +178,7 @@ def report(out_dir, baseline, fmt, points):
     from reports.report import write_report
 
     chosen = [p.strip() for p in points.split(",")] if points is not None else None
+    call_library(writable_dir, out_dir, "DIR")
     written = call_library(write_report, out_dir, baseline, fmt, chosen)
     for warning in written.warnings:
         click.echo(f"warning: {warning}", err=True)

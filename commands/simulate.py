@@ -24,6 +24,7 @@ from commands.options import (
     option,
     pool_options,
 )
+from commands.preflight import require_table_format, writable_dir
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -104,6 +105,9 @@ def simulate(
     from sim.run.simulate import SimConfig
     from sim.trace.files import display_name
 
+    if out_dir is not None:  # before the run: a run must not end in a refusal known at its start
+        call_library(require_table_format, table_format)
+        call_library(writable_dir, out_dir, "--out")
     loaded = call_library(load_trace, trace_path)
     config = call_library(
         SimConfig,

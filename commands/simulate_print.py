@@ -127,5 +127,13 @@ def compare_note(results: list[SimResult], fmt: str) -> str:
 def _run(trace: Trace, config: SimConfig) -> SimResult:
     from sim.progress import progress
 
-    with progress(len(trace), f"simulating {config.policy}", "requests") as on_step:
-        return simulate(trace, config, on_step=on_step)
+    with progress(len(trace), f"simulating {config.policy}", "requests") as update:
+        done = [0]
+
+        def on_step(num_done: int) -> None:
+            done[0] = num_done
+            update(num_done)
+
+        result = simulate(trace, config, on_step=on_step, on_phase=lambda what: update(done[0], what))
+        update(done[0], "")  # the closing line says the run finished, not what it last did
+        return result

@@ -1,5 +1,6 @@
 """`simulate --compare` keeps served and rejected requests apart (issue 25, item 5): a request one run never
 served is neither improved nor regressed, and latencies over different served sets are not compared."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,20 @@ from click.testing import CliRunner
 from cli import cli
 
 # at 2 GB Marconi's vLLM+ baseline (a state every 32 tokens) can serve none of the fan-out's requests
-ARGS = ["simulate", "--trace", "traces/fanout.jsonl", "--policy", "marconi", "--compare", "marconi-vllm",
-        "--model", "qwen3.5-4b", "--cache-bytes", "2e9", "--no-bounds"]
+ARGS = [
+    "simulate",
+    "--trace",
+    "traces/fanout.jsonl",
+    "--policy",
+    "marconi",
+    "--compare",
+    "marconi-vllm",
+    "--model",
+    "qwen3.5-4b",
+    "--cache-bytes",
+    "2e9",
+    "--no-bounds",
+]
 
 
 def test_requests_one_run_never_served_are_counted_apart():

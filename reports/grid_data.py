@@ -14,10 +14,12 @@ import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
 from sim.cache.reasons import REASONS
+from sim.engines.pool_views import PoolLayout
 from sim.grid.points import GridPoint, config_from_dict
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
+from sim.run.setup import build
 from sim.run.why import why_key, why_tokens
 from sim.sched.request import served as served_rows
 
@@ -84,6 +86,8 @@ class GridData:
     missing: list[str]  # keys never finished (a sweep stopped early)
     scope: str
     codes: dict = field(default_factory=dict)  # key -> the code that computed the point (None: not recorded)
+    layouts: dict = field(default_factory=dict)  # key -> its engine's PoolLayout (pools named and counted)
+    configs: dict = field(default_factory=dict)  # key -> its SimConfig
     _requests: dict = field(default_factory=dict, repr=False)
 
     def requests(self, key: str) -> pd.DataFrame:
@@ -116,7 +120,8 @@ def load_grid(root: str | Path) -> GridData:
     settings = _varying_settings([configs[k] for k in done["key"]])
     done["setting"] = [_setting(configs[k], settings) for k in done["key"]]
     codes = {key: store.read_point(key).get("code") for key in done["key"]}
-    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL, codes)
+    layouts = {key: _layout(configs[key]) for key in done["key"]}
+    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL, codes, layouts, configs)
     data.scope = FOLLOWUP if done["followup_requests"].astype(int).max() > 0 else ALL
     _add_reuse(data)
     return data
@@ -156,6 +161,15 @@ def _point(store: PointStore, key: str) -> GridPoint | None:
     except (TypeError, ValueError) as e:  # a record edited by hand: name its file
         path = store.point_path(key) if store.is_done(key) else store.failure_path(key)
         raise StoreError(path, f"'config' is not a configuration ({e})") from None
+
+
+def _layout(config) -> PoolLayout | None:
+    """The point's pools as its engine describes them; None where this code cannot build the point any more
+    (a store from older code: reports then count its pools as a radix cache does)."""
+    try:
+        return build(config).pool_layout()
+    except (ValueError, KeyError):
+        return None
 
 
 def _flat(config) -> dict:

@@ -59,14 +59,17 @@ def _points_text(data: GridData) -> str:
 
 
 def pools_text(data: GridData) -> str:
-    """Each policy's pools as its engine describes them (vLLM: one block pool and its groups)."""
-    parts = []
+    """Each policy's pools as its engine describes them (vLLM: one block pool and its groups); policies with
+    the same pools share one entry."""
+    by_text: dict[str, list[str]] = {}
     for policy in data.policies():
         keys = data.points.loc[data.points["policy"] == policy, "key"]
         described = list(dict.fromkeys(_layout(data, key).describe() for key in keys))
         text = " | ".join(described[:3]) + (f" | ... ({len(described)} sizes)" if len(described) > 3 else "")
-        parts.append(f"`{policy}`: {text}")
-    return "; ".join(parts)
+        by_text.setdefault(text, []).append(f"`{policy}`")
+    if len(by_text) == 1:
+        return next(iter(by_text))
+    return "; ".join(f"{', '.join(policies)}: {text}" for text, policies in by_text.items())
 
 
 def _layout(data: GridData, key: str) -> PoolLayout:

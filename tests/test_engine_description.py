@@ -119,3 +119,10 @@ def test_an_uneven_retention_interval_names_the_block_size_that_takes_it():
     assert result.exit_code == 2
     assert "--prefill-checkpoints off" in result.output and "block size 528" in result.output
     assert "1728 and 2304" in result.output
+
+
+def test_policies_lists_for_vllm_only_the_knobs_it_reads():
+    listing = invoke("policies", "--model", "qwen3.5-4b").output
+    vllm = listing.split("\nvllm ")[1].split("\n", 2)[1]
+    assert "retention_interval 0" in vllm and "block size 576" in vllm
+    assert not any(f"{name} " in vllm for name in IGNORED_BY_VLLM)

@@ -39,7 +39,13 @@ def _describe(policy: Policy, model: ModelSpec, gpu: str) -> str:
     """The knobs, then what ``vllm serve`` settles on ``gpu`` for ``model``: block size, groups, token budget."""
     settled = settle_for_gpu(policy, gpu, frozenset())
     layout = policy_layout(model, settled)
-    head = describe_resolved(resolve(policy, model)).split("; resolved:")[0]
+    rules = describe_resolved(resolve(policy, model)).split("; ")[0]
+    knobs = ", ".join(
+        f"{name} {'none' if value is None else value}"
+        for name, value in policy.knob_items().items()
+        if name in READS or name in VllmKnobs.specs()
+    )
+    head = f"{rules}; {knobs}"
     return (
         f"{head}; resolved on {gpu}: block size {layout.block_size}, groups {' '.join(layout.group_kinds)}, "
         f"window {layout.window}, prefill checkpoints {bool(layout.checkpoint_blocks)}, "
@@ -47,6 +53,9 @@ def _describe(policy: Policy, model: ModelSpec, gpu: str) -> str:
     )
 
 
+READS = frozenset(
+    {"page_size", "window", "chunked_prefill_size", "max_running_requests"}
+)  # of the shared knobs
 _KINDS = {FULL: Component.FULL, SWA: Component.SWA, MAMBA: Component.MAMBA}
 
 
@@ -91,7 +100,7 @@ ENGINE = Engine(
     pool_sizes=_pool_sizes,
     settle_for_gpu=settle_for_gpu,
     describe=_describe,
-    reads=frozenset({"page_size", "window", "chunked_prefill_size", "max_running_requests"}),
+    reads=READS,
     pool_layout=_pool_layout,
     settles=lambda model, policy: {},  # no radix grids: the block size and groups are the pool's
     executes="execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy!r} runs vllm's "

@@ -31,6 +31,9 @@ CONFIG_COLUMNS = (
     "kv_memory_gb",
     "swa_full_tokens_ratio",
     "mamba_full_memory_ratio",
+    "cache_bytes",
+    "request_rate_scale",
+    "slo",
 )
 POOL_COLUMNS = ("full_pages", "swa_pages", "mamba_pool_states")
 

@@ -1,5 +1,5 @@
 """What a capacity planner reads off a timed grid: latency CDFs of the compared points, and, over
-``--request-rate-scale``, goodput and SLO attainment against the offered rate with, for each series (a policy
+``--request-rate-scale``, goodput and SLO attainment against the arrival rate with, for each series (a policy
 and its settings), the highest rate that meets the SLO (``sim/run/slo.py`` defines the figures)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def target_of(data: GridData, key: str) -> float | None:
 
 
 def highest_rate_table(data: GridData) -> pd.DataFrame:
-    """Per series, the highest offered rate whose SLO attainment reaches the target."""
+    """Per series, the highest arrival rate whose SLO attainment reaches the target."""
     rows = []
     for label, points in series_of(data).items():
         target = target_of(data, points["key"].iloc[0])
@@ -77,7 +77,7 @@ def rate_table(data: GridData) -> pd.DataFrame:
     for label, points in series_of(data).items():
         for _, point in points.iterrows():
             row = {"series": label, "scale": shown(value_of(data, point, RATE))}
-            row["offered (requests/s)"] = f"{point['request_rate_per_s']:.3g}"
+            row["arrivals (requests/s)"] = f"{point['request_rate_per_s']:.3g}"
             if has_slo:
                 row["goodput (requests/s)"] = f"{point['goodput_requests_per_s']:.3g}"
                 row["SLO attainment"] = percent(point["slo_attainment"])
@@ -93,7 +93,7 @@ def _rate_section(data: GridData) -> Section:
     has_slo = "slo_attainment" in data.points and data.points["slo_attainment"].notna().any()
     text = (
         "Each series is one policy and setting swept over `--request-rate-scale` (open-loop arrivals that many "
-        "times as fast). *offered* is the arrival rate the run saw; *goodput* the requests served within the "
+        "times as fast). *arrivals* is the rate requests arrived at in the run; *goodput* the requests served within the "
         "SLO per second of makespan; *SLO attainment* their share of all requests."
     )
     if not has_slo:
@@ -104,7 +104,7 @@ def _rate_section(data: GridData) -> Section:
     if has_slo:
         tables.insert(0, ("Highest rate that meets the SLO, per series", highest_rate_table(data)))
     return Section(
-        "Capacity: goodput and latency against the offered rate", text, tables, [goodput_figure(data)]
+        "Capacity: goodput and latency against the arrival rate", text, tables, [goodput_figure(data)]
     )
 
 
@@ -124,16 +124,16 @@ def goodput_figure(data: GridData) -> RenderedFigure:
         if column == "slo_attainment":
             target = target_of(data, data.points["key"].iloc[0]) or DEFAULT_ATTAINMENT
             ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:.0%}")
-        ax.set_xlabel("offered rate (requests/s)", fontsize=8)
+        ax.set_xlabel("arrival rate (requests/s)", fontsize=8)
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
     handles, names = axes[0][-1].get_legend_handles_labels()
     figure.legend(handles, names, loc="outside lower center", ncols=min(3, len(names)), fontsize=7)
     title = (
-        "Goodput and SLO attainment against the offered rate"
+        "Goodput and SLO attainment against the arrival rate"
         if has_slo
-        else "Latency against the offered rate"
+        else "Latency against the arrival rate"
     )
     figure.suptitle(title, fontsize=10)
     return render(figure, "goodput-vs-rate", title)

@@ -84,7 +84,10 @@ def heatmap_figure(
     ]
     ncols = min(panels_per_row(len(ticks.xs)), len(panels))
     figure, axes = new_figure(
-        0.9 + (2.4 if layout.y else 1.6) * ceil_div(len(panels), ncols), ceil_div(len(panels), ncols), ncols, constrained_layout=True
+        0.9 + (2.4 if layout.y else 1.6) * ceil_div(len(panels), ncols),
+        ceil_div(len(panels), ncols),
+        ncols,
+        constrained_layout=True,
     )
     grids = {v: _grid(data, rows, layout, v, ticks, metric) for v in shown_values}
     span = span_of(metric, [grids[v][0] for v in shown_values])

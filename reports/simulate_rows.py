@@ -176,7 +176,7 @@ TIME_ROWS = [
     Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), changes=_each_changed(_percentiles("tpot"), 1000)),
     Row("E2E p50 / p90 / p99 (s)", _three("e2e"), changes=_each_changed(_percentiles("e2e"))),
     Row("ITL p50 / p90 / p99 (ms)", _three("itl", 1000), changes=_each_changed(_percentiles("itl"), 1000)),
-    Row("offered rate (requests/s)", lambda s: f"{s['request_rate_per_s']:.3g}", _key("request_rate_per_s")),
+    Row("arrival rate (requests/s)", lambda s: f"{s['request_rate_per_s']:.3g}", _key("request_rate_per_s")),
     Row(
         "SLO attainment",
         lambda s: f"{s['slo_attainment']:.1%}",

@@ -41,7 +41,7 @@ def num_served(summary: Summary) -> int:
     return summary["requests"] - summary["rejected_requests"]
 
 
-SERVED_ALIKE = ("offered rate (requests/s)",)  # the arrivals, whatever was served
+SERVED_ALIKE = ("arrival rate (requests/s)",)  # the arrivals, whatever was served
 
 
 def _change_cell(row: Row, before: Summary, after: Summary) -> str:

@@ -139,7 +139,7 @@ def test_a_capacity_sweep_names_the_highest_rate_that_meets_the_slo(tmp_path):
            "1,4,16", "--slo", "ttft=0.0022,tpot=0.0015,attainment=0.5", "--jobs", "1", "--out", str(out))
     invoke("report", str(out))
     text = (out / "report.md").read_text()
-    assert "## Capacity: goodput and latency against the offered rate" in text
+    assert "## Capacity: goodput and latency against the arrival rate" in text
     assert (out / "figures" / "goodput-vs-rate.png").is_file() and (out / "figures" / "latency-cdf.png").is_file()
     points = pd.read_csv(out / "grid.csv")
     assert "**SLO**: ttft <= 0.0022 s and tpot <= 0.0015 s for 50% of requests" in text

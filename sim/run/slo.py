@@ -1,4 +1,4 @@
-"""What a capacity planner asks of a run: the offered arrival rate, inter-token latency percentiles, and, given
+"""What a capacity planner asks of a run: the arrival rate, inter-token latency percentiles, and, given
 service-level objectives (``--slo ttft=S,tpot=S``), the share of requests that met them and the goodput.
 
 A request meets the SLO when it was served and each given target holds: TTFT, TPOT (mean time per output
@@ -86,7 +86,7 @@ class CapacityFigures:
 
 def capacity_figures(requests: pd.DataFrame, steps: pd.DataFrame, slo: str | None) -> CapacityFigures:
     itl = itl_percentiles(steps)
-    rate = offered_rate(requests)
+    rate = arrival_rate(requests)
     if slo is None:
         return CapacityFigures(request_rate_per_s=rate, **itl)
     met = int(parse_slo(slo).met(requests).sum())
@@ -99,7 +99,7 @@ def capacity_figures(requests: pd.DataFrame, steps: pd.DataFrame, slo: str | Non
     )
 
 
-def offered_rate(requests: pd.DataFrame) -> float:
+def arrival_rate(requests: pd.DataFrame) -> float:
     """Requests over the span of arrivals (as they arrived in the run: scaled), 0 when they all came at once."""
     arrivals = requests["arrival_at"].dropna().astype(float)
     span = float(arrivals.max() - arrivals.min()) if len(arrivals) else 0.0

@@ -11,6 +11,7 @@ from reports.simulate_header import Run
 from reports.simulate_view import render_markdown, render_text
 from sim.run.metrics import compare, served_apart
 from sim.run.resolved import resolved_config
+from sim.run.setup import RunSetup, build
 from sim.run.simulate import SimConfig, SimResult, simulate
 from sim.run.slo import parse_slo
 from sim.run.tables_io import write_tables
@@ -37,9 +38,9 @@ def run_simulate(
             f"format must be one of {', '.join(FORMATS)} and table format one of "
             f"{', '.join(TABLE_FORMATS)}, got {fmt!r} and {table_format!r}"
         )
-    results = [_run(trace, config)]
-    if compare_policy:
-        results.append(_run(trace, dataclasses.replace(config, policy=compare_policy)))
+    configs = [config] + ([dataclasses.replace(config, policy=compare_policy)] if compare_policy else [])
+    setups = [build(c) for c in configs]  # both refused now, if either must be: not after the first run
+    results = [_run(trace, c, setup) for c, setup in zip(configs, setups, strict=True)]
     written = (
         write_tables(results[0], out_dir, results[1] if compare_policy else None, table_format)
         if out_dir
@@ -124,7 +125,7 @@ def compare_note(results: list[SimResult], fmt: str) -> str:
     return text
 
 
-def _run(trace: Trace, config: SimConfig) -> SimResult:
+def _run(trace: Trace, config: SimConfig, setup: RunSetup) -> SimResult:
     from sim.progress import progress
 
     with progress(len(trace), f"simulating {config.policy}", "requests") as update:
@@ -134,6 +135,8 @@ def _run(trace: Trace, config: SimConfig) -> SimResult:
             done[0] = num_done
             update(num_done)
 
-        result = simulate(trace, config, on_step=on_step, on_phase=lambda what: update(done[0], what))
+        result = simulate(
+            trace, config, on_step=on_step, on_phase=lambda what: update(done[0], what), setup=setup
+        )
         update(done[0], "")  # the closing line says the run finished, not what it last did
         return result

@@ -38,7 +38,8 @@ def write_report(
         raise ValueError(f"report format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     data = load_grid(root)
     chosen = choose_baseline(data, baseline)
-    sections = build_sections(data, chosen, points)
+    drawn = choose_points(data, chosen, points)  # a bad --points is refused before any figure is drawn
+    sections = build_sections(data, chosen, drawn)
     card = header_card(data, chosen)
     title = f"Grid report: {Path(data.trace['path']).name}"
     figures = [figure for section in sections for figure in section.figures]

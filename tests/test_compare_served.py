@@ -8,6 +8,7 @@ import json
 from click.testing import CliRunner
 
 from cli import cli
+from commands import simulate_print
 
 # at 2 GB Marconi's vLLM+ baseline (a state every 32 tokens) can serve none of the fan-out's requests
 ARGS = [
@@ -40,3 +41,13 @@ def test_latency_changes_are_left_out_when_the_served_requests_differ():
     assert ttft.rstrip().endswith("-")  # not "-18.7 / ..." as if a run that served nothing were faster
     assert "of the 0 both served): 0 / 0; served by marconi only: 128" in text
     assert "128 request(s) never ran under marconi-vllm" in text
+
+
+def test_a_knob_the_compared_policy_refuses_is_refused_before_either_run(monkeypatch):
+    def ran(*args, **kwargs):
+        raise AssertionError("a run started before the compared policy's knobs were checked")
+
+    monkeypatch.setattr(simulate_print, "simulate", ran)
+    result = CliRunner().invoke(cli, ["simulate", "--trace", "traces/fanout.jsonl", "--policy", "vllm", "--model",
+                                      "qwen3.5-4b", "--prefill-checkpoints", "off", "--compare", "sglang"])
+    assert result.exit_code == 2 and "applies to vllm policies only; 'sglang' runs sglang's rules" in result.output

@@ -71,7 +71,7 @@ def occupancy_plot(data: GridData, keys: list[str]):
     for row, key in zip(rows, keys, strict=True):
         _draw_point(row, data, key)
     shown_layers = list(LAYERS) + (
-        [OTHERS] if any((data.layouts.get(k) or _NONE).shared for k in keys) else []
+        [OTHERS] if any((data.layouts.get(k) or _NONE).one_pool for k in keys) else []
     )
     handles = [plt.Rectangle((0, 0), 1, 1, color=color) for _, _, color in shown_layers]
     labels = [label for _, label, _ in shown_layers]
@@ -89,7 +89,7 @@ def _draw_point(subfigure, data: GridData, key: str) -> None:
     axes = np.atleast_1d(subfigure.subplots(1, len(layout.views)))
     for ax, view in zip(axes, layout.views, strict=True):
         pool = PoolDraw(
-            view.component, view.name, view.unit, view.per_count, view.capacity, bool(layout.shared)
+            view.component, view.name, view.unit, view.per_count, view.capacity, layout.one_pool
         )
         draw_pool(ax, steps, "start_at" if timed else "step", pool)
         ax.set_xlabel("simulated time (s)" if timed else "request (replay order)", fontsize=8)

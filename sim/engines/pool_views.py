@@ -36,6 +36,7 @@ class PoolLayout:
     views: tuple[PoolView, ...]  # one per component the run's cache holds, FULL first
     shared: str = ""  # what the views share, said in a sentence; "" for separate pools
     eviction_unit: str = "nodes"  # what an eviction count counts
+    one_pool: bool = False  # every view counts ids of one pool (vLLM's blocks): the others' share is drawn
 
     def view(self, component: Component) -> PoolView | None:
         return next((v for v in self.views if v.component == component), None)

@@ -74,7 +74,7 @@ def _pool_layout(model: ModelSpec, policy: Policy, sizes: PoolSizes) -> PoolLayo
             views.append(PoolView(_KINDS[kind], name, unit, per, blocks * per))
     groups = " ".join(layout.group_kinds)
     shared = f"one block pool of {blocks:,} blocks of {B} tokens, groups {groups}"
-    return PoolLayout(tuple(views), shared, eviction_unit="blocks")
+    return PoolLayout(tuple(views), shared, eviction_unit="blocks", one_pool=True)
 
 
 # vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults

@@ -64,3 +64,22 @@ def test_an_output_path_that_cannot_be_written_is_refused_at_once(tmp_path, args
     assert result.exit_code == 2, result.output
     assert ("not a folder" in result.output or "is a file" in result.output) and "a-file" in result.output
     assert time.monotonic() - started < 5  # refused before any simulation
+
+
+def test_worker_processes_report_their_point_before_it_ends():
+    """The driver hears from each worker while its point runs (the sweep's count moves inside a point)."""
+    from sim.grid.points import config_to_dict, file_sha256
+    from sim.grid.worker import PointTask
+    from sim.grid.workers import run_workers
+    from sim.run.config import SimConfig
+
+    sha = file_sha256("traces/fanout.jsonl")
+    tasks = [PointTask(f"p{i}", config_to_dict(SimConfig(policy=policy, mode="replay", bounds=False)),
+                       "traces/fanout.jsonl", sha) for i, policy in enumerate(("sglang", "sglang-retain"))]
+    heard: list[tuple[str, int]] = []
+    finished = []
+    for outcome in run_workers(tasks, 2, lambda key, done: heard.append((key, done))):
+        assert outcome.ok, outcome.error
+        finished.append(outcome.key)
+        assert any(key == outcome.key for key, _ in heard)  # heard from before its outcome came
+    assert sorted(finished) == ["p0", "p1"] and all(done < 128 for _, done in heard[:2])

@@ -149,8 +149,9 @@ def _serve(conn: Connection, parent_pid: int) -> None:
 
 
 def _reporter(conn: Connection):
-    """``on_step`` for a point: sends the driver the requests done, at most every ``_REPORT_INTERVAL_S``."""
-    last = [time.monotonic()]
+    """``on_step`` for a point: sends the driver the requests done, at once on the first step (the point has
+    begun), then at most every ``_REPORT_INTERVAL_S``."""
+    last = [-_REPORT_INTERVAL_S]
 
     def report(done: int) -> None:
         now = time.monotonic()

@@ -30,7 +30,7 @@ def invoke(*args: str):
 @pytest.fixture(scope="module")
 def vllm_grid(tmp_path_factory):
     out = tmp_path_factory.mktemp("vllm") / "grid"
-    invoke("grid", "--trace", "traces/multiturn.jsonl", *VLLM_RETENTION, "--jobs", "1", "--out", str(out))
+    invoke("grid", "--trace", "traces/mooncake_conversation_500.jsonl", *VLLM_RETENTION, "--jobs", "1", "--out", str(out))
     invoke("report", str(out))
     invoke("report", str(out), "--format", "html")
     return out
@@ -93,10 +93,10 @@ window.addEventListener("load", function () {
 
 
 @pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium")
-def test_the_html_shows_every_table_whole_in_a_1280_px_window(vllm_grid, tmp_path):
+def test_the_html_shows_every_table_whole_in_a_1000_px_window(vllm_grid, tmp_path):
     page = tmp_path / "measured.html"
     page.write_text((vllm_grid / "report.html").read_text().replace("</body>", OVERFLOW + "</body>"))
-    dumped = run_browser("--window-size=1280,2000", "--dump-dom", page.as_uri())
+    dumped = run_browser("--window-size=1000,2000", "--dump-dom", page.as_uri())
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     body = re.search(r"<body[^>]*>", dumped.stdout).group(0)
     overflow = json.loads(re.search(r'data-overflow="([^"]*)"', body).group(1).replace("&quot;", '"'))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from reports.grid_data import GridData
+from sim.engines.registry import KNOBS
 
 POLICY = "policy"
 
@@ -53,10 +54,12 @@ def rest_of(data: GridData, point: pd.Series, axis: str | None) -> tuple:
 
 def choose_baseline(data: GridData, text: str | None) -> Baseline | None:
     """The baseline ``text`` names (``AXIS=VALUE``, or a policy's name), or by default the first value of the
-    first varying axis (the policy when several ran); None when nothing varies."""
+    varying axis ``_default_rank`` puts first (the policy when several ran, else a knob); None when nothing
+    varies."""
     names = axes(data)
     if text is None:
-        return Baseline(names[0], values(data, names[0])[0]) if names else None
+        preferred = sorted(names, key=_default_rank)
+        return Baseline(preferred[0], values(data, preferred[0])[0]) if names else None
     axis, sep, wanted = text.partition("=")
     if not sep:
         axis, wanted = POLICY, text
@@ -75,6 +78,16 @@ def choose_baseline(data: GridData, text: str | None) -> Baseline | None:
         taken = ", ".join(shown(v) for v in values(data, axis))
         raise ValueError(f"--baseline {text!r}: {axis} takes {taken} in this grid")
     return Baseline(axis, found[0])
+
+
+def _default_rank(axis: str) -> int:
+    """Which axis a report compares along when none is named: the policy, then a knob, then a pool option
+    or the model, and the load (``request_rate_scale``, the capacity section's axis) last."""
+    if axis == POLICY:
+        return 0
+    if axis in KNOBS:
+        return 1
+    return 3 if axis == "request_rate_scale" else 2
 
 
 def _same(value: object, text: str) -> bool:

@@ -88,9 +88,7 @@ def _draw_point(subfigure, data: GridData, key: str) -> None:
     layout = data.layouts.get(key) or _radix_like(point)
     axes = np.atleast_1d(subfigure.subplots(1, len(layout.views)))
     for ax, view in zip(axes, layout.views, strict=True):
-        pool = PoolDraw(
-            view.component, view.name, view.unit, view.per_count, view.capacity, layout.one_pool
-        )
+        pool = PoolDraw(view.component, view.name, view.unit, view.per_count, view.capacity, layout.one_pool)
         draw_pool(ax, steps, "start_at" if timed else "step", pool)
         ax.set_xlabel("simulated time (s)" if timed else "request (replay order)", fontsize=8)
     settings = [

@@ -151,3 +151,17 @@ def test_a_capacity_sweep_names_the_highest_rate_that_meets_the_slo(tmp_path):
     per_scale = points["request_rate_per_s"] / points["request_rate_scale"]
     assert per_scale.max() - per_scale.min() < 1e-3  # the arrivals are the trace's, scaled exactly
     assert points["goodput_requests_per_s"].notna().all()
+
+
+def test_the_default_baseline_is_a_knob_before_the_load():
+    """A vLLM grid over retention x --request-rate-scale compares retention intervals (the load is the
+    capacity section's axis), as a grid over policies compares policies."""
+    from types import SimpleNamespace
+
+    from reports.axes import choose_baseline
+
+    points = pd.DataFrame({"policy": ["vllm"] * 4, "setting": [(0.5, "none"), (0.5, 0), (1.0, "none"), (1.0, 0)]})
+    data = SimpleNamespace(points=points, settings=["request_rate_scale", "retention_interval"],
+                           policies=lambda: ["vllm"])
+    assert choose_baseline(data, None).label == "retention_interval=none"
+    assert choose_baseline(data, "request_rate_scale=1").value == 1.0

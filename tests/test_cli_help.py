@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import click
 import pytest
@@ -86,3 +87,14 @@ def test_trace_gen_and_import_say_what_they_wrote(tmp_path, data_dir):
     assert stats.output.startswith("| statistic | value |\n|:---|---:|\n| requests | 40 |")
     assert json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).output)[
         "requests"] == 40
+
+
+@pytest.mark.parametrize("command", ["execute", "calibrate"])
+def test_executor_help_lists_its_own_options_first_and_no_knob_it_cannot_run(command):
+    """--trace, --policy, --model ... before the knobs; a knob only vLLM reads is not offered (vLLM does not
+    execute)."""
+    text = help_text(command)
+    flags = re.findall(r"^  (--[a-z-]+|-o, --output)", text, flags=re.MULTILINE)
+    assert flags.index("--trace") == 0 and flags.index("--seed") < flags.index("--page-size")
+    assert "--retention-interval" not in text and "--junction" not in text
+    assert "--finish-trim-gap" in text and "--marconi-eviction" in text  # engines execute does run

@@ -18,6 +18,7 @@ from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
@@ -31,7 +32,7 @@ class SGLangAdmission(EngineRules):
     # budget never continues waits forever: neither is requeued
     requeues_lone_request = False
 
-    def __init__(self, resolved):
+    def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
         # unpaged allocator (page 1) evicts for exactly what it allocates

@@ -111,9 +111,9 @@ def test_a_retention_interval_must_be_a_multiple_of_the_scheduler_block():
         layout = layout_for(model, 16, 1024, False)
         if refused:
             with pytest.raises(ValueError, match="multiple of scheduler_block_size 32"):
-                check_config(layout, policy)
+                check_config(layout, policy, model)
         else:
-            check_config(layout, policy)
+            check_config(layout, policy, model)
 
 
 def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
@@ -121,4 +121,4 @@ def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
                                       full_num_kv_heads=1)
     layout = layout_for(model, 16, 64, False)
     with pytest.raises(ValueError, match="_mamba_block_aligned_split"):
-        check_config(layout, make_policy("vllm"))
+        check_config(layout, make_policy("vllm"), model)

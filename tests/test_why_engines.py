@@ -76,10 +76,11 @@ def test_replay_blames_every_missing_prefix_on_its_eviction(trace, policy):
     assert why(summary, NEW) > 0
 
 
-def test_vllm_timed_names_its_evictions_and_its_retention(trace):
-    """The issue's case: vLLM's blocked ranges were all "blocked, other" and its evictions "not cached yet"."""
+def test_vllm_timed_names_its_evictions_and_its_retention():
+    """The issue's case: vLLM's blocked ranges were all "blocked, other" and its evictions "not cached yet".
+    The whole sample: under vLLM's own scheduler the first 300 requests evict no state a later one needed."""
     config = SimConfig(policy="vllm", model="qwen3.5-4b", knobs={"prefill_checkpoints": False}, bounds=False)
-    result = simulate(trace, config)  # the 40 GiB default, as the issue ran it
+    result = simulate(load_trace("traces/mooncake_conversation_500.jsonl"), config)  # the 40 GiB default
     check_totals(result)
     summary = result.summary
     assert why(summary, FULL_EVICTED) > why(summary, NOT_CACHED)

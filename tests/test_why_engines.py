@@ -105,3 +105,16 @@ def test_vllm_sliding_window_models_name_the_window_cause():
     )
     check_totals(result)
     assert why(result.summary, RETENTION) > 0 and why(result.summary, MAMBA_EVICTED) > 0
+
+
+def test_vllm_unequal_block_sizes_blame_the_eviction_of_each_groups_own_block(trace):
+    """gemma-4: FULL blocks of 32 tokens beside SWA's 16, keyed in hash blocks of 16: the watcher reads the
+    key of each group's own block (read as the scheduler block's index, FULL's next block was another)."""
+    config = SimConfig(
+        policy="vllm", model="gemma-4-26b-a4b", mode="replay", pool_tokens=100_000, bounds=False
+    )
+    result = simulate(Trace(trace.requests[:150]), config)
+    check_totals(result)
+    summary = result.summary
+    assert summary["evictions_full"] > 0 and why(summary, FULL_EVICTED) > 0
+    assert why(summary, NOT_CACHED) == 0  # every earlier request finished: what is missing was evicted

@@ -70,7 +70,7 @@ class SGLangDecode:
 
     def _retract(self, batch: Batch) -> None:
         """``retract_decode``: fewest outputs (then longest prompt) first, until the rest fit; one is always
-        kept, and aborted if even it does not fit."""
+        kept, and aborted if even it does not fit. The batch keeps its requests in that keep order."""
         order = sorted(self.running, key=self._keep_key, reverse=True)
         first = True
         while first or not self._check_decode_mem(order):
@@ -89,7 +89,7 @@ class SGLangDecode:
                 "Out of memory even after retracting all other requests in the decode batch"
             )
             self.given_up.append((last, why))
-        self.running = [s for s in self.running if s in order]
+        self.running = order  # filter_batch(keep_indices=sorted_indices): the kept requests in keep order
 
     def _keep_key(self, state: RequestState) -> tuple[int, int]:
         """``_get_decode_retraction_order``'s key: outputs processed, then the shorter prompt."""

@@ -71,7 +71,7 @@ def fanout(
     )
     require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
-    requests = []
+    requests: list[Request] = []
     for group in range(num_groups):
         for prompt in range(prompts_per_group):
             request_id = f"g{group}-p{prompt}"

@@ -132,7 +132,7 @@ def expand(
     for values in itertools.product(*(axes[name] for name in names)):
         chosen = dict(zip(names, values, strict=True))
         knobs = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == KNOB}
-        # SimConfig fields of several types, each value parsed by its axis (NONE only where the field takes None)
+        # SimConfig fields of several types, each parsed by its axis (NONE only where the field takes None)
         fields: dict[str, Any] = {
             k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG
         }

@@ -62,9 +62,8 @@ class _Checker:
         self.requests, self.path, self.lines = requests, path, lines
         self.by_id: dict[str, Request] = {}  # the requests checked so far
         self.prompt_len: dict[str, int] = {}
-        self.first_line: dict[
-            str, int
-        ] = {}  # id -> line of its first appearance, to explain forward references
+        # id -> line of its first appearance, to explain forward references
+        self.first_line: dict[str, int] = {}
         if len(lines) != len(requests):
             raise ValueError(f"{len(lines)} line numbers for {len(requests)} requests")
         for request, line in zip(requests, lines, strict=True):

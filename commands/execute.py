@@ -5,9 +5,16 @@ from __future__ import annotations
 import click
 
 from commands.common import CALIBRATION_HELP, knob_option_names
-from commands.execute_options import executor_config, executor_module, executor_options, run_options
+from commands.execute_options import (
+    executor_config,
+    executor_knobs,
+    executor_module,
+    executor_options,
+    run_options,
+)
 from commands.options import InputError, call_library, call_with_options, format_option, option
 from commands.param_types import OutputDir, OutputFile
+from commands.preflight import require_table_format
 from sim.trace import load_trace
 
 
@@ -31,7 +38,10 @@ from sim.trace import load_trace
     help="the request and step tables --out writes",
 )
 @format_option(("text", "json"))
+@executor_knobs
+@click.pass_context
 def execute(
+    ctx,
     trace_path,
     policy,
     model,
@@ -49,9 +59,12 @@ def execute(
 ):
     """Run a trace through the real executor beside the simulator's prediction: every request's outputs
     against a replay from scratch, bit for bit (0 requests not bit-exact for a correct policy), measured
-    vs predicted step and request times, throughput."""
+    vs predicted step and request times, throughput. Exit status 1 when any request is not bit-exact (as
+    `conformance` exits 1 when any request disagrees), 2 on bad input."""
     if trace_path is None:
         raise InputError("execute needs --trace")
+    if out_dir is not None:
+        call_library(require_table_format, table_format)  # now, not after the run
     config = call_with_options(
         knob_option_names(), executor_config, policy, model, device, gpu, calibration, options
     )
@@ -59,11 +72,11 @@ def execute(
     execute_report = executor_module("report").execute_report
 
     run = run_options(device, kernels, seed, shrink, warmup)
-    click.echo(
-        call_with_options(
-            knob_option_names(), execute_report, loaded, config, run, out_dir, fmt == "json", table_format
-        )
+    report = call_with_options(
+        knob_option_names(), execute_report, loaded, config, run, out_dir, fmt == "json", table_format
     )
+    click.echo(report.text)
+    ctx.exit(1 if report.num_not_bit_exact else 0)
 
 
 @click.command()
@@ -87,6 +100,7 @@ def execute(
     help="the held-out steps from an `execute --out` folder of a different trace",
 )
 @option("-o", "--output", required=True, type=OutputFile(), help="the calibration JSON to write")
+@executor_knobs
 def calibrate(
     trace_path,
     policy,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import click
 
-from commands.common import POLICY_HELP, config_from_options, knob_options
-from commands.options import TRACE_INPUT, PolicyChoice, option, pool_options
+from commands.common import POLICY_HELP, config_from_options
+from commands.options import TRACE_INPUT, PolicyChoice, option, pool_options, spec_options
 from commands.param_types import Integer
 from sim.cost import GPUS
+from sim.engines.registry import CLI_KNOBS, ENGINES
 from sim.models import MODELS
 
 # the executor's own pool defaults: small enough for a shrunk model's tensors on a CPU
@@ -82,7 +83,18 @@ def executor_options(fn):
     ]
     for decorate in reversed(options):
         fn = decorate(fn)
-    return knob_options(pool_options(**EXECUTOR_POOLS)(fn))
+    return fn
+
+
+def executor_knobs(fn):
+    """The pool options and the knobs of the engines ``execute`` runs, listed after every other option."""
+    executable = {name for name, engine in ENGINES.items() if engine.executes is None}
+    specs = {
+        name: spec
+        for name, spec in CLI_KNOBS.items()
+        if spec.engines is None or set(spec.engines) & executable
+    }
+    return spec_options(specs, preset_default=True)(pool_options(**EXECUTOR_POOLS)(fn))
 
 
 def executor_config(policy, model, device, gpu, calibration, options):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from commands.common import CALIBRATION_HELP, MODE_HELP
+from commands.common import CALIBRATION_HELP, MODE_HELP, SLO_HELP
 from commands.interrupts import Interrupted, interrupt_on_sigterm, signal_of
 from commands.options import (
     TRACE_INPUT,
@@ -14,6 +14,7 @@ from commands.options import (
     option,
 )
 from commands.param_types import Integer, OutputDir
+from commands.preflight import require_table_format, writable_dir
 from sim.grid.axes import MAX_POINTS
 from sim.trace import load_trace
 
@@ -39,7 +40,7 @@ def _grid_axis_options(fn):
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     show_default="none",
-    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, "
+    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, slo, "
     "jobs; options given here add to it (an axis in both is an error)",
 )
 @option(
@@ -54,6 +55,7 @@ def _grid_axis_options(fn):
 @option(
     "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
 )
+@option("--slo", metavar="ttft=S,tpot=S", show_default="the grid file's, else none", help=SLO_HELP)
 @option(
     "--out",
     "out_dir",
@@ -105,6 +107,7 @@ def grid(
     trace_path,
     mode,
     calibration,
+    slo,
     out_dir,
     jobs,
     ray_address,
@@ -121,11 +124,20 @@ def grid(
     from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace.files import STDIN, save_stdin
 
-    given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
-    given["max_points"] = max_points
+    given = {
+        "trace": trace_path,
+        "out": out_dir,
+        "mode": mode,
+        "calibration": calibration,
+        "jobs": jobs,
+        "max_points": max_points,
+        "slo": slo,
+    }
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
-    configs = _configs(settings, axis_texts)
+    call_library(require_table_format, table_format)  # now, not after the whole sweep
     call_library(check_store_dir, settings["out"])
+    call_library(writable_dir, settings["out"], "--out")
+    configs = _configs(settings, axis_texts)
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
         trace_path = call_library(save_stdin, settings["out"], check=load_trace)
@@ -157,7 +169,7 @@ def _configs(settings: dict, axis_texts: dict) -> list:
     axes = call_library(parse_axes, axis_texts)
     limit = settings["max_points"] or MAX_POINTS
     click.echo(f"grid: {grid_size(axes)[1]} (at most {limit:,}: --max-points)", err=True)
-    return call_library(expand, axes, settings["calibration"], settings["mode"], limit)
+    return call_library(expand, axes, settings["calibration"], settings["mode"], limit, settings["slo"])
 
 
 @click.command()
@@ -182,6 +194,7 @@ def report(out_dir, baseline, fmt, points):
     from reports.report import write_report
 
     chosen = [p.strip() for p in points.split(",")] if points is not None else None
+    call_library(writable_dir, out_dir, "DIR")
     written = call_library(write_report, out_dir, baseline, fmt, chosen)
     for warning in written.warnings:
         click.echo(f"warning: {warning}", err=True)

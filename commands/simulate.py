@@ -1,4 +1,4 @@
-"""`simulate` and `experiment`: one trace through one policy, and the experiments SPEC section 7 reproduces."""
+"""`simulate` and `experiment`: one trace through one policy, and the seed experiments (docs/seed-experiments.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from commands.common import (
     MODE_HELP,
     MODEL_HELP,
     POLICY_HELP,
+    SLO_HELP,
     config_from_options,
     knob_option_names,
     knob_options,
@@ -26,6 +27,7 @@ from commands.options import (
     pool_options,
 )
 from commands.param_types import Integer, Number, OutputDir
+from commands.preflight import require_table_format, writable_dir
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -77,6 +79,7 @@ from sim.trace import load_trace
 )
 @format_option()
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]), help=MODE_HELP)
+@option("--slo", metavar="ttft=S,tpot=S", show_default="none", help=SLO_HELP)
 @option(
     "--bounds/--no-bounds",
     default=True,
@@ -95,6 +98,7 @@ def simulate(
     table_format,
     fmt,
     mode,
+    slo,
     bounds,
     **options,
 ):
@@ -104,6 +108,9 @@ def simulate(
     from sim.run.simulate import SimConfig
     from sim.trace.files import display_name
 
+    if out_dir is not None:  # before the run: a run must not end in a refusal known at its start
+        call_library(require_table_format, table_format)
+        call_library(writable_dir, out_dir, "--out")
     loaded = call_library(load_trace, trace_path)
     config = call_with_options(
         knob_option_names(),
@@ -114,6 +121,7 @@ def simulate(
         calibration=calibration,
         mode=mode,
         bounds=bounds,
+        slo=slo,
         **config_from_options(options),
     )
     click.echo(
@@ -192,7 +200,7 @@ def simulate(
 )
 @format_option(("text", "md"), "the tables are")
 def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_gb, pair_names, mode, fmt):
-    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
+    """Run a seed experiment (S1-S3, docs/seed-experiments.md), or a vLLM one (its public reports), and print its table in
     the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations; marconi
     compares Marconi with its vLLM+ and SGLang+ baselines over byte budgets (docs/seed-experiments.md)."""
     from reports.tables import markdown

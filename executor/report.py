@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
@@ -21,15 +22,26 @@ from sim.trace import Trace
 EXTRA_TABLES = ("bitwise.csv", "timings.csv", "summary.json")  # beside the request and step tables
 
 
+@dataclass(frozen=True)
+class ExecuteReport:
+    text: str  # what the command prints
+    num_not_bit_exact: int  # requests whose outputs differ from the replay: the command exits 1 when any
+
+
 def execute_report(
     trace: Trace, config: SimConfig, run: dict, out_dir: str | None, as_json: bool, table_format: str = "csv"
-) -> str:
+) -> ExecuteReport:
     """``run``: execute's keyword arguments (device, kernels, seed, shrink, warmup)."""
     if out_dir:  # every output path checked before the run, not after it
         check_table_outputs(out_dir, [config.policy], table_format, EXTRA_TABLES)
     result = execute(trace, config, **run)
     if out_dir:
         write_run(result, out_dir, table_format)
+    text = _report_text(result, config, run, as_json)
+    return ExecuteReport(text, int(result.summary["requests_not_bit_exact"]))
+
+
+def _report_text(result: ExecuteResult, config: SimConfig, run: dict, as_json: bool) -> str:
     if as_json:
         return json.dumps(
             dict(
@@ -74,7 +86,7 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
         f"(KL max {_number(s['kl_max'])}, secondary)",
         f"  steps                           {s['steps']}  (warm-up: {warmup})",
         f"  step time: measured {s['measured_s']:.3f} s, predicted {s['predicted_s']:.3f} s, "
-        f"MAPE {s['step_time_mape']:.1%}",
+        f"MAPE {s['step_time_mape']:.1%}" + _mape_note(config, device),
         f"  makespan: measured {s['measured_makespan_s']:.3f} s, predicted {s['predicted_makespan_s']:.3f} s; "
         f"mean TTFT measured {s['measured_mean_ttft_s']:.3f} s, predicted {s['predicted_mean_ttft_s']:.3f} s",
         f"  measured throughput             {s['measured_tokens_per_s']:.1f} tokens/s",
@@ -92,3 +104,13 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
             "  the simulator flags reads of freed SWA: " + ", ".join(s["relies_on_freed_window_ids"])
         )
     return "\n".join(lines)
+
+
+def _mape_note(config: SimConfig, device: str) -> str:
+    """Why a CPU run's step-time error is large and means nothing for the simulator's accuracy."""
+    if device != "cpu" or config.calibration is not None:
+        return ""
+    return (
+        "\n    (a CPU run: Triton's interpreter or the torch references, priced by the cpu preset's roofline; the"
+        "\n    error says nothing of the simulator: `calibrate` fits this machine, docs/gpu-runs.md measures a GPU)"
+    )

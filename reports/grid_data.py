@@ -16,10 +16,12 @@ import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
 from sim.cache.reasons import REASONS
+from sim.engines.pool_views import PoolLayout
 from sim.grid.points import GridPoint, config_from_dict, key_problem
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
+from sim.run.setup import build
 from sim.run.why import why_key, why_tokens
 from sim.sched.request import served as served_rows
 
@@ -87,6 +89,8 @@ class GridData:
     scope: str
     codes: dict = field(default_factory=dict)  # key -> the code that computed the point (None: not recorded)
     skipped: list[str] = field(default_factory=list)  # points left out, each with its file and why
+    layouts: dict = field(default_factory=dict)  # key -> its engine's PoolLayout (pools named and counted)
+    configs: dict = field(default_factory=dict)  # key -> its SimConfig
     _requests: dict = field(default_factory=dict, repr=False)
 
     def requests(self, key: str) -> pd.DataFrame:
@@ -123,8 +127,19 @@ def load_grid(root: str | Path) -> GridData:
     settings = _varying_settings([configs[k] for k in done["key"]])
     done["setting"] = [_setting(configs[k], settings) for k in done["key"]]
     codes = {key: store.read_point(key).get("code") for key in done["key"]}
+    layouts = {key: _layout(configs[key]) for key in done["key"]}
     data = GridData(
-        store, manifest["trace"], done, settings, failed, missing, ALL, codes, list(skipped.values())
+        store,
+        manifest["trace"],
+        done,
+        settings,
+        failed,
+        missing,
+        ALL,
+        codes,
+        skipped=list(skipped.values()),
+        layouts=layouts,
+        configs=configs,
     )
     data.scope = FOLLOWUP if done["followup_requests"].astype(int).max() > 0 else ALL
     _add_reuse(data)
@@ -172,6 +187,15 @@ def _point(store: PointStore, key: str, trace_sha256: str, skipped: dict[str, st
         skipped[key] = f"{path}: left out: {problem}"
         return None
     return point
+
+
+def _layout(config) -> PoolLayout | None:
+    """The point's pools as its engine describes them; None where this code cannot build the point any more
+    (a store from older code: reports then count its pools as a radix cache does)."""
+    try:
+        return build(config).pool_layout()
+    except (ValueError, KeyError):
+        return None
 
 
 def _flat(config) -> dict:

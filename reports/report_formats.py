@@ -36,7 +36,11 @@ Card = list[tuple[str, str]]  # (label, markdown value): the report's header
 
 
 def to_markdown(title: str, card: Card, sections: list[Section]) -> str:
+    """The report as markdown; each figure a PNG in ``figures/`` named under its image, for uploading."""
     parts = [f"# {plain(title)}", "\n".join(f"- **{label}**: {value}" for label, value in card)]
+    names = [f"{FIGURES_DIR}/{figure.name}.png" for section in sections for figure in section.figures]
+    if names:
+        parts.append(upload_note(names))
     for section in sections:
         parts.append(f"## {plain(section.title)}")
         if section.text:
@@ -44,8 +48,19 @@ def to_markdown(title: str, card: Card, sections: list[Section]) -> str:
         for caption, table in section.tables:
             parts.append(f"{caption}\n\n{markdown(table)}" if caption else markdown(table))
         for figure in section.figures:
-            parts.append(f"![{plain(figure.caption)}]({FIGURES_DIR}/{figure.name}.png)")
+            path = f"{FIGURES_DIR}/{figure.name}.png"
+            parts.append(f"![{plain(figure.caption)}]({path})\n*{path}*")
     return "\n\n".join(parts) + "\n"
+
+
+def upload_note(names: list[str]) -> str:
+    """A pull request shows no image a relative link points at: the files must be uploaded into it."""
+    return (
+        f"> **Figures**: {len(names)} PNG files beside this report ({', '.join(f'`{n}`' for n in names)}). A pull "
+        "request does not show them from these relative links: drag each file into the comment box (GitHub "
+        "uploads it and writes its link) in place of the image line that names it; `report --format html` "
+        "writes one page with every figure embedded."
+    )
 
 
 def _render_markdown(text: str, inline: bool = False) -> str:

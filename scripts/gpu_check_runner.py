@@ -53,8 +53,9 @@ class Context:
     deadline: float = 0.0
     env: dict = field(default_factory=dict)
 
-    def run(self, *args: str, label: str) -> str:
-        """Run `python args...` from the repository root within the stage's time; returns its stdout."""
+    def run(self, *args: str, label: str, status: int = 0) -> str:
+        """Run `python args...` from the repository root within the stage's time; returns its stdout. Any
+        exit status but ``status`` fails the stage (a negative control's `execute` must exit 1)."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise StageTimeout(f"{label}: no time left in the stage's budget")
@@ -79,8 +80,8 @@ class Context:
                 log.write(stdout or "")
                 raise StageTimeout(f"{label}: killed at the stage's budget") from None
             log.write(stdout)
-        if proc.returncode != 0:
-            raise StageFailed(f"{label}: exit status {proc.returncode} (see gpu_check.log)")
+        if proc.returncode != status:
+            raise StageFailed(f"{label}: exit status {proc.returncode}, not {status} (see gpu_check.log)")
         return stdout
 
 

@@ -94,7 +94,8 @@ def _kernels(ctx: Context) -> tuple[str, str]:
     return ("--kernels", ctx.profile.kernels)
 
 
-def _execute(ctx: Context, policy: str, name: str, trace: str = "s1", knobs=None) -> dict:
+def _execute(ctx: Context, policy: str, name: str, trace: str = "s1", knobs=None, status: int = 0) -> dict:
+    """``status``: the exit status `execute` must end with (1 where a request is not bit-exact)."""
     folder = ctx.work / name
     out = ctx.run(
         "cli.py",
@@ -111,6 +112,7 @@ def _execute(ctx: Context, policy: str, name: str, trace: str = "s1", knobs=None
         "--out",
         str(folder),
         label=f"execute {policy}",
+        status=status,
     )
     shutil.copy(folder / "bitwise.csv", ctx.out / f"bitwise_{name}.csv")
     return json.loads(out.strip().splitlines()[-1])
@@ -147,7 +149,7 @@ def _negative(ctx: Context) -> dict:
     relies = _relies_on_freed_swa(ctx, "broken-retain-short")
     if not relies:  # asserted before the run: a control on a trace that never reads freed SWA proves nothing
         raise StageFailed("the trace relies on no freed SWA under broken-retain-short", {"relies": relies})
-    figures = dict(_execute(ctx, "broken-retain-short", "broken"), relies_on_freed_swa=relies)
+    figures = dict(_execute(ctx, "broken-retain-short", "broken", status=1), relies_on_freed_swa=relies)
     if sorted(figures["not_bit_exact_ids"]) != sorted(relies):
         raise StageFailed(
             "broken-retain-short must be flagged on exactly the requests simulate says rely on freed SWA",

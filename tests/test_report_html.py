@@ -66,8 +66,8 @@ def check_page(page: Page) -> None:
     assert all(t["class"] == "sortable" for t in page.tables[1:])
     kinds = {cell.get("class") for cell in page.cells}
     assert {"num", "key", "text short"} <= kinds  # numbers right, keys unwrapped, short text unwrapped
-    assert len(page.images) == 5 and all(i["src"].startswith("data:image/png;base64,") for i in page.images)
-    for phrase in ("pools (capacity)", "ideal reuse", "evictions (nodes)", "code", "4,000,000 tokens"):
+    assert len(page.images) == 6 and all(i["src"].startswith("data:image/png;base64,") for i in page.images)
+    for phrase in ("pools (capacity)", "ideal reuse", "evictions", "nodes", "code", "4,000,000 tokens"):
         assert phrase in text, phrase
 
 
@@ -94,7 +94,7 @@ def test_a_real_browser_renders_the_report(report_html, tmp_path):
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     page = Page(dumped.stdout)
     check_page(page)
-    assert [image.get("data-loaded") for image in page.images] == ["yes"] * 5  # every figure decoded
+    assert [image.get("data-loaded") for image in page.images] == ["yes"] * 6  # every figure decoded
     assert all(header.get("aria-sort") == "none" for header in page.headers if "data-type" in header)  # script ran
     shot = tmp_path / "report.png"
     taken = run_browser("--window-size=1000,2400", f"--screenshot={shot}", url)

@@ -142,6 +142,33 @@ class Split:
     lower: Any  # the old node, now below it
 
 
+# ---- vLLM's block pool (sim/cache/blocks/) ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BlockHit:
+    """An admitted request's prefix-cache hit, before its blocks are touched: the block keys of its prompt,
+    the reconciled hit and FULL's answer alone (tokens)."""
+
+    request_id: str
+    chain: list  # block keys (bytes), one per whole prompt block
+    cached_len: int
+    full_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvicted:
+    """A cached block lost its hash to a new allocation: ``key`` is (block key, group)."""
+
+    key: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksSkipped:
+    """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
+    their (block key, group) keys. No later request can hit them."""
+
+    keys: list
+
+
 # ---- the scheduler and the engine -------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Retracted:

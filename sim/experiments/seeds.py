@@ -1,4 +1,4 @@
-"""The seed experiments of SPEC section 7, each as a table in the seed's own shape."""
+"""The seed experiments (docs/seed-experiments.md), each as a table in the seed's own shape."""
 
 from __future__ import annotations
 

@@ -119,10 +119,15 @@ def check_grid_size(axes: dict[str, list], max_points: int = MAX_POINTS) -> int:
 
 
 def expand(
-    axes: dict[str, list], calibration: str | None = None, mode: str = "timed", max_points: int = MAX_POINTS
+    axes: dict[str, list],
+    calibration: str | None = None,
+    mode: str = "timed",
+    max_points: int = MAX_POINTS,
+    slo: str | None = None,
 ) -> list:
     """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point; a grid
-    of more than ``max_points`` is refused before any is built."""
+    of more than ``max_points`` is refused before any is built; ``slo`` (one for the whole grid) is every
+    point's."""
     unknown = set(axes) - set(AXIS_NAMES)
     if unknown:
         raise ValueError(f"unknown grid axes {sorted(unknown)}; known: {', '.join(AXIS_NAMES)}")
@@ -136,5 +141,5 @@ def expand(
         fields: dict[str, Any] = {
             k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG
         }
-        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, **fields))
+        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, slo=slo, **fields))
     return configs

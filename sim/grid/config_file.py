@@ -2,7 +2,7 @@
 
     trace = "s1.jsonl"          # relative paths are taken from the file's folder
     out = "s1grid"
-    mode = "timed"              # optional, as are calibration, jobs and max_points
+    mode = "timed"              # optional, as are calibration, jobs, max_points and slo ("ttft=2,tpot=0.1")
     [axes]                      # any grid axis: a list, or one value
     policy = ["sglang", "sglang-retain"]
     page_size = [64, 128]
@@ -25,11 +25,11 @@ from pathlib import Path
 from sim.grid.axes import AXIS_NAMES, parse_axis
 from sim.trace.files import read_document
 
-SETTINGS = ("trace", "out", "mode", "calibration", "jobs", "max_points")
+SETTINGS = ("trace", "out", "mode", "calibration", "jobs", "max_points", "slo")
 PATH_SETTINGS = ("trace", "out", "calibration")
 COUNT_SETTINGS = ("jobs", "max_points")
 MODES = ("timed", "replay")
-DEFAULTS = {"mode": "timed", "calibration": None, "jobs": None, "max_points": None}
+DEFAULTS = {"mode": "timed", "calibration": None, "jobs": None, "max_points": None, "slo": None}
 MAX_GRID_FILE_BYTES = 1 << 20  # a grid file of a megabyte is a list of about 100,000 values: not one meant
 
 

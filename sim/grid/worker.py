@@ -46,13 +46,14 @@ class PointOutcome:
         return self.record is not None
 
 
-def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
-    """Simulate one point; any exception becomes a failed outcome naming the error, never a crash."""
+def run_task(task: PointTask, trace_bytes: bytes | None = None, on_step=None) -> PointOutcome:
+    """Simulate one point; any exception becomes a failed outcome naming the error, never a crash.
+    ``on_step(done)``: the requests done so far, as the run goes."""
     try:
         trace = _trace(task, trace_bytes)
         config = config_from_dict(task.config)
         setup = build(config)  # once: the run, its resolved record and its key read the same one
-        result = simulate(trace, config, setup=setup)
+        result = simulate(trace, config, setup=setup, on_step=on_step)
         summary = result.summary.as_dict()
         record = {
             "key": task.key,

@@ -30,8 +30,11 @@ class Engine:
         fits=None,
         on_step=None,
         fast_path: bool | None = None,
+        rate_scale: float = 1.0,
     ):
+        """``rate_scale``: open-loop arrivals come this many times as fast (arrival times over it)."""
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
+        self.rate_scale = rate_scale
         self.manager = scheduler.manager
         self.events = (
             self.manager.events
@@ -61,7 +64,7 @@ class Engine:
     def _arrivals(self):
         # requests arriving together are submitted together, before the engine forms its next batch
         for arrival, group in itertools.groupby(self.trace.open_loop(), key=lambda r: r.arrival):
-            yield self.env.timeout(max(0.0, arrival - self.env.now))
+            yield self.env.timeout(max(0.0, arrival / self.rate_scale - self.env.now))
             for request in group:
                 self._submit(request.id)
 

@@ -18,12 +18,21 @@ from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
+from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.components import Component
-from sim.cache.events import Aborted, Admitted, EventBus, Finished
+from sim.cache.events import (
+    Aborted,
+    Admitted,
+    BlockHit,
+    BlocksSkipped,
+    EventBus,
+    Finished,
+    emit,
+)
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.pools import PoolUsage
 from sim.cache.resolve import resolve
@@ -47,10 +56,11 @@ class BlockCacheManager(PlainBlockDecodes):
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
-        check_config(self.layout, policy)
+        check_config(self.layout, policy, model)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
+        self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[bytes]] = {}
@@ -78,6 +88,8 @@ class BlockCacheManager(PlainBlockDecodes):
             self._waiting_chains[request_id] = chain
             return Refusal(POOL, needed, self.pool.num_free)
         self._waiting_chains.pop(request_id, None)
+        if self._on_hit:
+            emit(self._on_hit, BlockHit(request_id, chain, hit.tokens, hit.full_tokens))
         return self._start(
             BlockRequest(
                 request_id,
@@ -99,7 +111,8 @@ class BlockCacheManager(PlainBlockDecodes):
         for group, table in enumerate(req.tables):
             self.pool.touch(table, group)
         self.requests[req.request_id] = req
-        result = AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+        req.match = self._preempted.pop(req.request_id, req.match)  # kept through any later preemption
+        result = AdmitResult(req.match, None)
         self.events.publish(Admitted(req.request_id, result.match.cached_len))
         return result
 
@@ -158,7 +171,14 @@ class BlockCacheManager(PlainBlockDecodes):
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)
         steps.cache_blocks(
-            self.layout, self.pool, self.keys, req, end, checkpoint, self.knobs.retention_interval
+            self.layout,
+            self.pool,
+            self.keys,
+            req,
+            end,
+            checkpoint,
+            self.knobs.retention_interval,
+            self._on_skip,
         )
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
@@ -200,9 +220,9 @@ class BlockCacheManager(PlainBlockDecodes):
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
-    def watch_misses(self) -> None:
-        """No watcher yet: vLLM's blocked ranges are ``blocked_other``."""
-        return None
+    def watch_misses(self) -> BlockMissTracker:
+        """Why each hit lost what it lost: evictions and retention, from the pool's events."""
+        return BlockMissTracker(self.layout, self.pool, self.events)
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from sim.cache.events import BlocksDiscarded, EventBus, emit
+from sim.cache.events import BlockEvicted, BlocksDiscarded, EventBus, emit
 
 Key = tuple[bytes, int]  # (block key, group index)
 
@@ -39,8 +39,10 @@ class BlockPool:
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
+        bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
-        self._discarded = (events or EventBus()).channel(BlocksDiscarded)
+        self._discarded = bus.channel(BlocksDiscarded)
+        self.on_evict = bus.channel(BlockEvicted)  # each eviction of a cached block (the why watcher)
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -76,6 +78,8 @@ class BlockPool:
         kind = self.group_kinds[key[1]]
         self.cached_free[kind] -= 1
         self.num_evictions[kind] += 1
+        if self.on_evict:
+            emit(self.on_evict, BlockEvicted(key))
         holders = self.blocks_of[key]
         holders.remove(block)
         if not holders:

@@ -29,6 +29,10 @@ TYPED = [
     "sim/code_version.py",
     "executor",
     "scripts",
+    "reports",
+    "commands",
+    "benchmarks",
+    "cli.py",
 ]
 
 

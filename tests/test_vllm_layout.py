@@ -67,14 +67,14 @@ def test_a_pool_below_the_minimum_is_refused_in_vllms_terms_and_an_unset_length_
 def test_vllm_refuses_what_it_cannot_start_with(knobs, message):
     policy = make_policy("vllm", prefill_checkpoints=False, **knobs)
     with pytest.raises(ValueError, match=message):
-        check_config(layout_for(QWEN, policy.page_size, 0, False), policy)
+        check_config(layout_for(QWEN, policy.page_size, 0, False), policy, QWEN)
 
 
 def test_a_retention_interval_needs_a_swa_or_mamba_group():
     full_only = get_model("tiny").replace(layer_kinds=("full",), window=0)
     policy = make_policy("vllm", retention_interval=32)
     with pytest.raises(ValueError, match="neither sliding-window nor Mamba"):
-        check_config(layout_for(full_only, 16, 0, False), policy)
+        check_config(layout_for(full_only, 16, 0, False), policy, full_only)
 
 
 def test_pool_from_tokens_and_from_memory():
@@ -111,9 +111,9 @@ def test_a_retention_interval_must_be_a_multiple_of_the_scheduler_block():
         layout = layout_for(model, 16, 1024, False)
         if refused:
             with pytest.raises(ValueError, match="multiple of scheduler_block_size 32"):
-                check_config(layout, policy)
+                check_config(layout, policy, model)
         else:
-            check_config(layout, policy)
+            check_config(layout, policy, model)
 
 
 def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
@@ -121,4 +121,4 @@ def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
                                       full_num_kv_heads=1)
     layout = layout_for(model, 16, 64, False)
     with pytest.raises(ValueError, match="_mamba_block_aligned_split"):
-        check_config(layout, make_policy("vllm"))
+        check_config(layout, make_policy("vllm"), model)

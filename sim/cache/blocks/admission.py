@@ -12,9 +12,12 @@ from sim.cache.blocks.steps import blocks_to_allocate
 from sim.models import FULL, MAMBA, SWA
 
 
-def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) -> list[list[int | None]]:
+def hit_tables(
+    layout: Layout, pool: BlockPool, chain: list[bytes], hit: int, past_state: bool = False
+) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
-    first block on (older ones become null untouched), Mamba the one state block at the hit."""
+    first block on (older ones become null untouched), Mamba the one state block at the hit (``past_state``,
+    DELIBERATELY WRONG: the one a block before it where the hit's own is not cached)."""
     tables: list[list[int | None]] = []
     for group, kind in enumerate(layout.group_kinds):
         B = layout.block_of(kind)
@@ -26,8 +29,10 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[bytes], hit: int) ->
         else:
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
-        keys = (chain[layout.key_index(kind, i)] for i in range(first, num_blocks))
-        tables.append(unread + [pool.cached((key, group)) for key in keys])
+        blocks = [pool.cached((chain[layout.key_index(kind, i)], group)) for i in range(first, num_blocks)]
+        if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
+            blocks[-1] = pool.cached((chain[layout.key_index(kind, num_blocks - 2)], group))
+        tables.append(unread + blocks)
     return tables
 
 

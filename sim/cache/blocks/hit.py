@@ -33,8 +33,11 @@ def is_cached(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, in
     )
 
 
-def answer(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit: int) -> int:
-    """The largest hit point ``<= limit`` the groups of ``kind`` accept."""
+def answer(
+    layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit: int, past_state: bool = False
+) -> int:
+    """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
+    (a negative control): Mamba also accepts the boundary one block after a cached state."""
     B, A = layout.block_of(kind), layout.block_size
     top = limit // B
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
@@ -43,10 +46,13 @@ def answer(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit
             run += 1
         return run * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
-        ends = range(top, 0, -1)
-        return next(
-            (end * B for end in ends if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1)), 0
+        late, ends = int(past_state), range(top, 0, -1)
+        found = (
+            end * B
+            for end in ends
+            if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1 - late)
         )
+        return next(found, 0)
     return _swa_answer(layout, pool, chain, top)
 
 
@@ -67,13 +73,15 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[bytes], top: int) -
     return run * B // A * A
 
 
-def longest_hit(layout: Layout, pool: BlockPool, chain: list[bytes], prompt_len: int) -> Hit:
+def longest_hit(
+    layout: Layout, pool: BlockPool, chain: list[bytes], prompt_len: int, past_state: bool = False
+) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
     full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
     others = [kind for kind in layout.kinds if kind != FULL]
     while True:
         before = hit
         for kind in others:
-            hit = answer(layout, pool, chain, kind, hit)
+            hit = answer(layout, pool, chain, kind, hit, past_state)
         if hit >= before:
             return Hit(hit, full, full if full > hit else 0)

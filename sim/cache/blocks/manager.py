@@ -29,7 +29,7 @@ from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.blocks.views import BlockViews
-from sim.cache.events import Aborted, Admitted, EventBus, Finished
+from sim.cache.events import Aborted, Admitted, BlockHit, BlocksSkipped, EventBus, Finished, emit
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
@@ -53,10 +53,11 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
-        check_config(self.layout, policy)
+        check_config(self.layout, policy, model)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
-        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
+        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
+        self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.layout.hash_block)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[bytes]] = {}
@@ -78,15 +79,18 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         chain = self.keys.chain(
             tokens, (prompt_len - 1) // self.layout.hash_block, self._waiting_chains.get(request_id)
         )
-        hit = longest_hit(self.layout, self.pool, chain, prompt_len)
+        past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
+        hit = longest_hit(self.layout, self.pool, chain, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
+        tables = hit_tables(self.layout, self.pool, chain, hit.tokens, past_state)
         refusal = self._admission_refusal(hit, tables, prompt_len, budget)
         if refusal is not None:
             self._waiting_chains[request_id] = chain
             return refusal
         self._waiting_chains.pop(request_id, None)
+        if self._on_hit:
+            emit(self._on_hit, BlockHit(request_id, chain, hit.tokens, hit.full_tokens))
         return self._start(
             BlockRequest(
                 request_id,
@@ -128,7 +132,8 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         for group, table in enumerate(req.tables):
             self.pool.touch(table, group)
         self.requests[req.request_id] = req
-        result = AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+        req.match = self._preempted.pop(req.request_id, req.match)  # kept through any later preemption
+        result = AdmitResult(req.match, None)
         self._prompts.pop(req.request_id, None)
         self.events.publish(Admitted(req.request_id, result.match.cached_len))
         return result
@@ -182,7 +187,10 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
 
     def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
         """``allocate_slots`` for the step ``[kv_len, end)``."""
-        steps.release_skipped(self.layout, self.pool, req, req.processed(iteration, self.async_scheduling))
+        early = self.policy.fault == "vllm-early-free"  # a negative control
+        steps.release_skipped(
+            self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
+        )
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
         needed = sum(count for _, count in plan)
         if needed > self.pool.num_free:
@@ -205,6 +213,7 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
             checkpoint,
             self.knobs.retention_interval,
             self._mamba_keys_this_step,
+            self._on_skip,
         )
 
     # ---- finish -------------------------------------------------------------------------------------

@@ -6,29 +6,36 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
-from sim.models import MAMBA, SWA
+from sim.cache.events import BlocksSkipped, emit
+from sim.models import FULL, MAMBA, SWA
 
 
-def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processed: int) -> None:
+def release_skipped(
+    layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool = False
+) -> None:
+    """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], group, processed)
+            _release_window(layout, pool, req.tables[group], group, processed, int(early))
         elif kind == MAMBA and processed > 1:
             _release_states(layout, pool, req, group, processed)
 
 
 def _release_window(
-    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int
+    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
     freed = []
-    below = max(0, (processed - layout.window + 1) // layout.block_of(SWA))
+    below = max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)
     for index in range(min(len(table), below) - 1, -1, -1):
         if table[index] is None:
             break
@@ -82,10 +89,12 @@ def cache_blocks(
     checkpoint: bool,
     retention: int | None,
     mamba_keys: set | None = None,
+    on_skip: list[Callable[[Any], None]] | None = None,
 ) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
-    groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``)."""
+    groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``); ``on_skip`` (the
+    handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
     keys.chain(req.tokens, end // layout.hash_block, req.chain)
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
@@ -106,6 +115,8 @@ def cache_blocks(
                 pool.cache(block, key)
                 if kind == MAMBA and mamba_keys is not None:
                     mamba_keys.add(key)
+        if on_skip and kind != FULL and first < stop:
+            _tell_skipped(on_skip, layout, req, table, group, range(first, stop), indices)
         req.num_cached[group] = max(first, full_blocks)
 
 
@@ -115,6 +126,15 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
     B = layout.block_of(MAMBA)
     kept = {req.replay_boundary // B * B, req.junction}
     return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
+
+
+def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, table, group: int, span: range, kept) -> None:
+    kind, kept = layout.group_kinds[group], set(kept)
+    keys = [
+        (req.chain[layout.key_index(kind, i)], group) for i in span if table[i] is not None and i not in kept
+    ]
+    if keys:
+        emit(on_skip, BlocksSkipped(keys))
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

@@ -3,15 +3,21 @@ limit on a request's length, and the integrity check (mixed into ``BlockCacheMan
 
 from __future__ import annotations
 
+from sim.cache.blocks.layout import Layout
+from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.components import Component
+from sim.cache.events import EventBus
 from sim.cache.pools import PoolUsage
 
 
 class BlockViews:
-    """Needs the manager's ``pool``, ``num_blocks``, ``has_swa``, ``has_mamba`` and ``max_model_len``."""
+    """Needs the manager's ``layout``, ``pool``, ``events``, ``num_blocks``, ``has_swa``, ``has_mamba`` and
+    ``max_model_len``."""
 
+    layout: Layout
     pool: BlockPool
+    events: EventBus
     num_blocks: int
     has_swa: bool
     has_mamba: bool
@@ -37,9 +43,9 @@ class BlockViews:
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
-    def watch_misses(self) -> None:
-        """No watcher yet: vLLM's blocked ranges are ``blocked_other``."""
-        return None
+    def watch_misses(self) -> BlockMissTracker:
+        """Why each hit lost what it lost: evictions and retention, from the pool's events."""
+        return BlockMissTracker(self.layout, self.pool, self.events)
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""

@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
+from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
@@ -72,10 +73,10 @@ class EngineRules:
         """The tree's eviction strategy (``sim/cache/eviction.py``)."""
         return LRUEviction()
 
-    def topology(self, sizes, has_swa: bool, has_mamba: bool):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool, events: EventBus):
         """The pools' layout (``sim/cache/topology.py``): FULL, SWA and MAMBA pools apart unless the engine
-        lays them out otherwise."""
-        return SeparatePools(sizes, has_swa, has_mamba)
+        lays them out otherwise; they announce their frees on ``events``."""
+        return SeparatePools(sizes, has_swa, has_mamba, events)
 
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """A scheduling pass starts (an engine whose admission reserves per pass resets it here;

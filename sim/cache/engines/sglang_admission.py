@@ -58,7 +58,7 @@ class SGLangAdmission(EngineRules):
         evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.resolved.has_swa:
-            room = self._remaining_swa(manager, None, 0) > 0
+            room = (self._remaining_swa(manager, None, 0) or 0) > 0
         if not room:
             return "no_token"
         return "other" if b.input <= 0 or b.chunk <= 0 else "continue"

@@ -25,10 +25,13 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import BlocksDiscarded, SlotsFreed
 
 
-def page_slots(pages: list[int | None], page_size: int, end: int) -> np.ndarray:
-    """Slot ids of positions [0, end) from page ids (None or -1 pages give -1 slots: freed)."""
+def page_slots(pages: list[int | None], page_size: int, end: int, tokens_per_page: int = 0) -> np.ndarray:
+    """Slot ids of positions [0, end) from page ids (None or -1 pages give -1 slots: freed). ``tokens_per_page``:
+    the tokens a page of this group holds where it is less than the pool's ``page_size`` slots a page (vLLM's
+    groups of smaller blocks beside larger ones: the rest of each page's slots stay unused)."""
+    per_page = tokens_per_page or page_size
     pages_arr = np.asarray([-1 if p is None else p for p in pages], dtype=np.int64)
-    slots = pages_arr[:, None] * page_size + np.arange(page_size)
+    slots = pages_arr[:, None] * page_size + np.arange(per_page)
     slots[pages_arr < 0] = -1
     return slots.reshape(-1)[:end]
 
@@ -101,7 +104,11 @@ class BlockMirror:
     def _item(self, plan, manager, tokens: np.ndarray, written: set, copies: list) -> ForwardItem:
         B, req = manager.page_size, manager.requests[plan.request_id]
         layout = self.pools.layout
-        slots = {g: page_slots(req.tables[g], B, plan.end) for g in layout.attention_groups}
+        kinds = manager.layout.group_kinds
+        slots = {
+            g: page_slots(req.tables[g], B, plan.end, manager.layout.block_of(kinds[g]))
+            for g in layout.attention_groups
+        }
         states, checkpoints = {}, {}
         for g in layout.state_groups:
             table = req.tables[g]

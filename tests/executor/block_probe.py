@@ -20,8 +20,8 @@ class BlockProbe:
         admit, step = BlockCacheManager.admit, BlockCacheManager._step
         probe = self
 
-        def probed_admit(manager, request_id, tokens, prompt_len):
-            result = admit(manager, request_id, tokens, prompt_len)
+        def probed_admit(manager, request_id, tokens, prompt_len, *budget):
+            result = admit(manager, request_id, tokens, prompt_len, *budget)
             if isinstance(result, AdmitResult) and result.match.cached_len:
                 probe._admitted(manager, request_id, result.match.cached_len)
             return result

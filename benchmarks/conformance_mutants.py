@@ -32,7 +32,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.mutant_catalogue import ENGINES, Mutant, MutantMissing, apply, load  # noqa: E402
 from benchmarks.mutant_oracle import KINDS, conformance_digest  # noqa: E402
-from benchmarks.mutant_table import print_table  # noqa: E402
+from benchmarks.mutant_table import print_table, verdict  # noqa: E402
 
 _COPIED = ("sim", "conformance", "benchmarks")  # what a check imports: the mutant lands in sim/
 
@@ -82,6 +82,12 @@ def run_check(root: Path, oracles: list[Path], go_on: bool, timeout_s: float, ki
 
 
 def check_mutant(mutant: Mutant, oracles: dict[str, Path], timeout_s: float, kinds: str) -> dict:
+    row = _check_mutant(mutant, oracles, timeout_s, kinds)
+    print(f"  {mutant.name}: {verdict(row)} ({row.get('seconds', 0):.0f} s)", file=sys.stderr, flush=True)
+    return row
+
+
+def _check_mutant(mutant: Mutant, oracles: dict[str, Path], timeout_s: float, kinds: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
         root = copy_tree(Path(scratch))
         target = root / mutant.path

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from conformance.engines.sglang_runtime import max_running_requests as sglang_max_running
 from conformance.scenario import EngineOutcome, Scenario
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import PRESETS, make_policy
@@ -58,6 +59,8 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
     }
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
+    if PRESETS[preset].engine == "sglang":  # the driver's resolve_max_num_reqs and event loop
+        knobs.update(max_running_requests=sglang_max_running(config), overlap=config.overlap)
     if PRESETS[preset].engine == "vllm":
         knobs.update(
             max_running_requests=min(1024, config.chunked_prefill_size),  # the driver's max_num_seqs

@@ -17,7 +17,8 @@ from conformance.generate import generate
 from conformance.scenario import Scenario
 
 ENGINES = ("sglang", "freetoken", "vllm")
-CONCURRENT = ("freetoken", "vllm")  # the drivers with run_steps: their scheduler with many requests in flight
+# the drivers with run_steps: their scheduler with many requests in flight
+CONCURRENT = ("freetoken", "vllm", "sglang")
 
 
 class EngineMissing(RuntimeError):

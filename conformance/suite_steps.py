@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from conformance.compare_steps import simulated_steps
 from conformance.generate_concurrent import generate_concurrent
 from conformance.scenario import Scenario
-from conformance.trajectory import Difference, EngineCorrupt, Trajectory, first_difference
+from conformance.trajectory import Difference, EngineCorrupt, Trajectory, first_difference, same_outcome
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _check(module, scenario: Scenario, preset: str, result: StepsResult) -> None
     result.counts[key + ("steps_equal",)] += _steps_before(theirs, difference)
     result.counts[key + ("requests",)] += len(theirs.requests)
     result.counts[key + ("requests_equal",)] += sum(
-        theirs.requests[r] == mine.requests[r] for r in theirs.requests
+        same_outcome(theirs.requests[r], mine.requests[r]) for r in theirs.requests
     )
     if difference is not None:
         result.found.append((scenario, preset, difference))

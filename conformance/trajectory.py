@@ -67,10 +67,18 @@ def first_difference(engine: Trajectory, simulated: Trajectory) -> Difference | 
     return _first_request_difference(engine, simulated)
 
 
+COMPARED = ("served", "cached_tokens", "finished_at")  # a request's note says why in each side's words
+
+
+def same_outcome(theirs: Served, mine: Served) -> bool:
+    """The compared fields agree (the notes, each side's wording of a refusal, are not compared)."""
+    return all(getattr(theirs, what) == getattr(mine, what) for what in COMPARED)
+
+
 def _first_request_difference(engine: Trajectory, simulated: Trajectory) -> Difference | None:
     for request_id, theirs in engine.requests.items():
         mine = simulated.requests[request_id]
-        for what in ("served", "cached_tokens", "finished_at"):
+        for what in COMPARED:
             if getattr(theirs, what) != getattr(mine, what):
                 return Difference(None, what, getattr(theirs, what), getattr(mine, what), request_id)
     return None

@@ -8,7 +8,7 @@ import pytest
 from conformance.compare_steps import simulated_steps
 from conformance.generate_concurrent import SHAPES, generate_concurrent
 from conformance.scenario import arrival_steps
-from conformance.trajectory import Served, Step, Trajectory, first_difference
+from conformance.trajectory import Served, Step, Trajectory, first_difference, same_outcome
 
 
 def _run(*steps: Step, **requests: Served) -> Trajectory:
@@ -43,6 +43,14 @@ def test_a_missing_step_and_a_request_outcome_are_differences_too():
     other = {"a": Served(0, True, 3)}
     difference = first_difference(_run(*STEPS, **DONE), _run(*STEPS, **other))
     assert (difference.at, difference.what, difference.request_id) == (None, "finished_at", "a")
+
+
+def test_a_refusal_worded_differently_is_the_same_outcome():
+    # each side words its refusal its own way: only served, cached tokens and the finish step are compared
+    refused = Served(0, False, None, "aborted: Out of memory")
+    assert same_outcome(refused, refused._replace(note="aborted at position 640: check_decode_mem fails"))
+    assert not same_outcome(refused, refused._replace(served=True, finished_at=3))
+    assert first_difference(_run(*STEPS, a=refused), _run(*STEPS, a=refused._replace(note="other"))) is None
 
 
 def test_concurrent_scenarios_are_pure_and_stay_in_their_ranges():

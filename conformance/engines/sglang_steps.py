@@ -123,7 +123,8 @@ def _full_free(allocator) -> int:
 def serve_steps(
     scheduler, requests: list[ServedRequest], arrivals: list[int], components, page: int
 ) -> StepClient:
-    """Run Scheduler.event_loop_overlap until every request has finished or been given up on."""
+    """Run Scheduler.event_loop_overlap (``event_loop_normal`` where the scheduler's overlap is off) until every
+    request has finished or been given up on."""
     client = StepClient(scheduler, requests, arrivals, components, page)
     scheduler.ingest_requests = client
     forward = teacher_forced_forward(scheduler, client)
@@ -153,5 +154,8 @@ def serve_steps(
     scheduler.run_batch = run_batch
     scheduler.process_batch_result = process_batch_result
     scheduler._add_request_to_queue = add_request_to_queue
-    scheduler.event_loop_overlap()
+    if scheduler.enable_overlap:
+        scheduler.event_loop_overlap()
+    else:
+        scheduler.event_loop_normal()
     return client

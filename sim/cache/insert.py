@@ -11,6 +11,7 @@ from typing import cast
 
 from sim.align import ceil_to
 from sim.cache.components import FULL, MAMBA
+from sim.cache.matching import refresh_swa_window
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -28,7 +29,9 @@ def insert(
 ) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks. ``attach``: hang
     the request's checkpoint at ``end`` on that node (else the caller does). ``touch_path``: every existing
-    node the insert walks from the root gets a fresh FULL stamp, root first (SGLang's ``_touch_node``)."""
+    node the insert walks from the root gets a fresh FULL stamp, root first (SGLang's ``_touch_node``), and
+    the SWA window above the node ending at ``end`` is refreshed as a match refreshes it
+    (``SWAComponent.refresh_lru`` at ``INSERT_END``)."""
     page, base = tree.page_size, req.prefix_len
     if touch_path:
         for node in req.last_node.path_from_root():
@@ -46,6 +49,8 @@ def insert(
         node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
     if attach:
         attach_checkpoint(tree, req, node, end)
+    if touch_path and has_swa and node is not tree.root:
+        refresh_swa_window(tree, node.path_from_root(), window + page)
     req.prefix_len = end
     return node
 

@@ -145,11 +145,17 @@ class CacheManager(SchedulingPasses, PlainDecodes, StepPlans, ManagerViews):
         refusal = self.rules.decode_refusal(self, req)
         if refusal is not None:
             return refusal
-        target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
-        if target is not None:
-            self.free_swa_below(req, target)
+        self.free_out_of_window(request_id, iteration)
         self.rules.evict_ahead(self, 0)
         return self._plan(req, 1, self.rules.decode_checkpoint(req))
+
+    def free_out_of_window(self, request_id: str, iteration: int) -> None:
+        """The decode step's SWA free below the window, where the rules' trigger fires (``prepare_decode``
+        runs it; an engine that frees for the whole batch before evicting for it calls it first)."""
+        req = self.requests[request_id]
+        target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
+        if target is not None and target > req.swa_frontier:
+            self.free_swa_below(req, target)
 
     def complete_decode(self, request_id: str) -> None:
         self._pass_open = False

@@ -42,7 +42,7 @@ class PlainDecodes:
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
         no SWA free fires, no eviction for the engine's slack), or fewer."""
-        if not self._has_slack():
+        if not self._has_slack() or req.commit_pending:  # a commit waits for the next step's processing
             return 0
         steps = (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size - req.kv_len
         rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)

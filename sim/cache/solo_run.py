@@ -41,6 +41,7 @@ def run_alone(
     position = admitted.match.cached_len
     while position < prompt_len:
         if position > admitted.match.cached_len:  # each later chunk is a pass of its own
+            manager.settle(request_id, 0)  # an overlap loop commits the chunk before it schedules the next
             manager.begin_pass()
         chunk = manager.next_chunk_len(request_id, chunk_size)
         if chunk <= 0:

@@ -37,7 +37,8 @@ class RadixTree:
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
         # SGLang's _split_node stamps both halves with the current time (the new upper half at its creation,
-        # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new
+        # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
+        # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
         self.split_stamps_halves = False
         events = events if events is not None else EventBus()
         self._evicting, self._split = events.channel(Evicting), events.channel(Split)
@@ -95,6 +96,7 @@ class RadixTree:
             upper.full_stamp, node.full_stamp = self.clock + 1, self.clock + 2
             self.clock += 2
             self._push(FULL, node)
+            upper.swa_stamp = _just_older(upper, node.swa_stamp)
         self._push(SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
@@ -210,3 +212,19 @@ class RadixTree:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
+
+
+def _just_older(upper: Node, stamp: float) -> float:
+    """A stamp just below ``stamp`` and above every other node's below it: SGLang's ``lru.insert_after(child,
+    new_node)``. Only the halves of splits since ``stamp``'s touch lie between it and the touch before; they
+    are the upper half's ancestors (older the shallower), so the new one goes between the deepest of them
+    and ``stamp``."""
+    base = -int(-stamp // 1)  # the touch the split halves descend from
+    below = float(base - 1)
+    node = upper.parent
+    while node is not None:
+        if below < node.swa_stamp < stamp:
+            below = node.swa_stamp
+        node = node.parent
+    middle = (below + stamp) / 2
+    return middle if below < middle < stamp else stamp

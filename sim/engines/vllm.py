@@ -76,6 +76,7 @@ def _pool_layout(model: ModelSpec, policy: Policy, sizes: PoolSizes) -> PoolLayo
         if kind in layout.kinds:
             count = layout.group_kinds.count(kind)
             mamba = kind == MAMBA
+            # a group's blocks hold its own block size of tokens (unify_kv_cache_spec_page_size)
             unit, per = ("states", 1) if mamba else ("tokens", layout.block_of(kind))
             name = f"{kind.upper()} group{'s' if count > 1 else ''} ({count})"
             views.append(PoolView(_KINDS[kind], name, unit, per, blocks * per))

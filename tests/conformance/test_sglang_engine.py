@@ -153,3 +153,17 @@ def test_chunk_not_a_page_multiple_is_refused():
 def test_unknown_preset_is_an_error():
     with pytest.raises(ValueError, match="unknown SGLang preset"):
         driver.run(generate("sglang", 1), "sglang-nope")
+
+
+def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees():
+    # tests/sglang_concurrent_scenarios.py: prefill apart from decode, the overlap loop, retract_decode's order
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.siblings()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch) for step in run.steps[:5]] == steps.FIRST_BATCHES
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == steps.RETRACTED
+    assert steps.outcomes(run.requests) == steps.OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None

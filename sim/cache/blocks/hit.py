@@ -46,10 +46,10 @@ def answer(
             run += 1
         return run * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
-        late, ends = int(past_state), range(top, 0, -1)
+        late = int(past_state)
         found = (
             end * B
-            for end in ends
+            for end in range(top, 0, -1)
             if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1 - late)
         )
         return next(found, 0)
@@ -60,6 +60,8 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[bytes], top: int) -
     """Right to left: the first run of ``need`` cached blocks ending on an aligned point ends the hit; without
     one, the run of cached blocks from block 0, popped back to an aligned point."""
     B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
+    if not need:  # a window of one token needs no block before the point
+        return top * B // A * A
     run = 0  # cached blocks from ``index`` rightwards
     for index in range(top - 1, -1, -1):
         if not is_cached(layout, pool, chain, SWA, index):

@@ -62,9 +62,8 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, list[bytes]] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
-        self._prompts: dict[
-            str, int
-        ] = {}  # a preempted request's prompt as sent (it returns with its outputs)
+        # a preempted request's prompt as sent (it returns with its outputs)
+        self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
 
     # ---- admission ----------------------------------------------------------------------------------

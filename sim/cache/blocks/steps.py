@@ -116,8 +116,17 @@ def cache_blocks(
                 if kind == MAMBA and mamba_keys is not None:
                     mamba_keys.add(key)
         if on_skip and kind != FULL and first < stop:
-            _tell_skipped(on_skip, layout, req, table, group, range(first, stop), indices)
+            _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
         req.num_cached[group] = max(first, full_blocks)
+
+
+def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
+    kind, table = layout.group_kinds[group], req.tables[group]
+    keys = [
+        (req.chain[layout.key_index(kind, i)], group) for i in span if table[i] is not None and i not in kept
+    ]
+    if keys:
+        emit(on_skip, BlocksSkipped(keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
@@ -126,15 +135,6 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
     B = layout.block_of(MAMBA)
     kept = {req.replay_boundary // B * B, req.junction}
     return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
-
-
-def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, table, group: int, span: range, kept) -> None:
-    kind, kept = layout.group_kinds[group], set(kept)
-    keys = [
-        (req.chain[layout.key_index(kind, i)], group) for i in span if table[i] is not None and i not in kept
-    ]
-    if keys:
-        emit(on_skip, BlocksSkipped(keys))
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

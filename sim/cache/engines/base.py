@@ -15,6 +15,7 @@ from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
+from sim.cache.knobs import knob
 from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -23,6 +24,17 @@ from sim.cache.results import MatchResult, Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
+
+
+def overlap_knob():
+    """The engine's overlap loop, a knob of every engine that has one (one spec, so one CLI option): a step's
+    results are processed after the next step is scheduled, so what a step leaves to the tree (a prompt's
+    commit, a finish's release) lands a step later; off: the engine's non-overlap loop."""
+    return knob(
+        True,
+        "the overlap loop: a step is processed after the next is scheduled, so a prompt's commit and a "
+        "finish's release land a step later (off: the engine's plain loop)",
+    )
 
 
 class EngineRules:

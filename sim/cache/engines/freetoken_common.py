@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines.base import EngineRules
+from sim.cache.engines.base import EngineRules, overlap_knob
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.eviction import NoEviction
@@ -34,11 +34,7 @@ class FreeTokenKnobs(EngineKnobs):
         maximum=MAX_INT,
         none_means="no trim (#488)",
     )
-    overlap: bool = knob(
-        True,
-        "the overlap scheduler: a prompt's commit waits for its first decode step, "
-        "so it covers that step's position too",
-    )
+    overlap: bool = overlap_knob()
 
 
 class FreeTokenCommon(EngineRules):

@@ -18,6 +18,7 @@ from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
@@ -31,12 +32,14 @@ class SGLangAdmission(EngineRules):
     # budget never continues waits forever: neither is requeued
     requeues_lone_request = False
 
-    def __init__(self, resolved):
+    def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
         # unpaged allocator (page 1) evicts for exactly what it allocates
         self.alloc_slack_pages = 1 if self.page_size > 1 else 0
         self.pass_budget = PassBudget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
+        # the pass's requests with a step launched, not yet processed
+        self.in_flight: AbstractSet[str] = frozenset()
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
@@ -47,6 +50,7 @@ class SGLangAdmission(EngineRules):
             for r in manager.requests.values()
             if r.kv_len >= r.prompt_len
         ]
+        self.in_flight = in_flight
         chunk = self.policy.chunked_prefill_size
         self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
 
@@ -58,7 +62,8 @@ class SGLangAdmission(EngineRules):
         evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.resolved.has_swa:
-            room = (self._remaining_swa(manager, None, 0) or 0) > 0
+            remaining = self._remaining_swa(manager, None, 0)
+            room = remaining is not None and remaining > 0
         if not room:
             return "no_token"
         return "other" if b.input <= 0 or b.chunk <= 0 else "continue"

@@ -80,9 +80,14 @@ def scenario_of(kind: str, engine: str, seed: int, pressure: bool):
 def kinds_of(engine: str) -> tuple[str, ...]:
     """The CI runs every engine one request at a time, and step by step (one at a time spaced out, and
     concurrent) those with a concurrent driver."""
+    from conformance import spaced
     from conformance.suite import CONCURRENT
 
-    return KINDS if engine in CONCURRENT else KINDS[:1]
+    return tuple(
+        kind
+        for kind in KINDS
+        if kind == "single" or engine in (spaced.ENGINES if kind == "spaced" else CONCURRENT)
+    )
 
 
 def answer_all(engine: str, seeds: range, kinds: tuple[str, ...] = KINDS) -> dict[Case, Answer]:

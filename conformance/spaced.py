@@ -14,6 +14,9 @@ from dataclasses import replace
 from conformance.generate import generate
 from conformance.scenario import Scenario
 
+# SGLang's step driver runs into its livelock guard on a spaced scenario of the CI set (sglang_steps.py:
+# max_polls): not run spaced until that is understood
+ENGINES = ("freetoken", "vllm")
 SPACING = 1 << 20  # steps between arrivals: more than any scenario's request needs, so each runs alone
 
 

@@ -10,6 +10,7 @@ from importlib.util import find_spec
 
 import pytest
 
+from conformance.spaced import ENGINES as SPACED
 from conformance.spaced import generate_spaced
 from conformance.suite import CONCURRENT, driver, report, run_suite
 from conformance.suite_steps import report_steps, run_concurrent
@@ -45,7 +46,7 @@ def test_every_step_agrees_with_the_engine_under_concurrent_load(engine, pressur
 
 
 @pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
-@pytest.mark.parametrize("engine", CONCURRENT)
+@pytest.mark.parametrize("engine", SPACED)
 def test_every_step_agrees_one_request_at_a_time(engine, pressure):
     """The one-at-a-time scenarios on the step clock: each step's chunks and the pools after it (free and
     tree-held), not only each request's cached tokens."""

@@ -25,13 +25,10 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import BlocksDiscarded, SlotsFreed
 
 
-def page_slots(pages: list[int | None], page_size: int, end: int, tokens_per_page: int = 0) -> np.ndarray:
-    """Slot ids of positions [0, end) from page ids (None or -1 pages give -1 slots: freed). ``tokens_per_page``:
-    the tokens a page of this group holds where it is less than the pool's ``page_size`` slots a page (vLLM's
-    groups of smaller blocks beside larger ones: the rest of each page's slots stay unused)."""
-    per_page = tokens_per_page or page_size
+def page_slots(pages: list[int | None], page_size: int, end: int) -> np.ndarray:
+    """Slot ids of positions [0, end) from page ids (None or -1 pages give -1 slots: freed)."""
     pages_arr = np.asarray([-1 if p is None else p for p in pages], dtype=np.int64)
-    slots = pages_arr[:, None] * page_size + np.arange(per_page)
+    slots = pages_arr[:, None] * page_size + np.arange(page_size)
     slots[pages_arr < 0] = -1
     return slots.reshape(-1)[:end]
 
@@ -71,7 +68,11 @@ class RadixMirror:
 
 class BlockMirror:
     def __init__(self, manager, model):
-        layout = by_blocks(model.spec, manager.page_size, manager.layout.group_kinds, manager.pool.num_blocks)
+        blocks = manager.layout
+        kind_blocks = {kind: blocks.block_of(kind) for kind in blocks.kinds}
+        layout = by_blocks(
+            model.spec, manager.page_size, blocks.group_kinds, manager.pool.num_blocks, kind_blocks
+        )
         self.pools = Pools(model.spec, layout, device=model.device, dtype=model.dtype)
         manager.events.subscribe(BlocksDiscarded, lambda event: self.pools.poison(event.group, event.blocks))
 
@@ -104,12 +105,9 @@ class BlockMirror:
     def _item(self, plan, manager, tokens: np.ndarray, written: set, copies: list) -> ForwardItem:
         B, req = manager.page_size, manager.requests[plan.request_id]
         layout = self.pools.layout
-        kinds = manager.layout.group_kinds
-        slots = {
-            g: page_slots(req.tables[g], B, plan.end, manager.layout.block_of(kinds[g]))
-            for g in layout.attention_groups
-        }
-        states, checkpoints = {}, {}
+        slots = {g: page_slots(req.tables[g], layout.page_of(g), plan.end) for g in layout.attention_groups}
+        states: dict[int, int] = {}  # state group -> its running state block
+        checkpoints: dict[int, dict[int, int]] = {}  # position -> {state group: block saved there}
         for g in layout.state_groups:
             table = req.tables[g]
             states[g] = self._running_state(g, table, plan, B, written, copies)

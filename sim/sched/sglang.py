@@ -39,9 +39,8 @@ class SGLangScheduler(SGLangDecode):
         self.parked: list[RequestState] = []  # nothing is parked: retraction requeues at once
         self.given_up: list[tuple[RequestState, str]] = []
         self.batch_is_full = False
-        self._last_extend: list[
-            RequestState
-        ] = []  # the last prefill batch's requests, merged at the next step
+        # the last prefill batch's requests, merged into the running batch at the next step
+        self._last_extend: list[RequestState] = []
         self._launched: Batch | None = None  # overlap: the step run, not yet processed
         self._done: list[RequestState] = []  # finished by length in that step
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)

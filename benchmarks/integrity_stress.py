@@ -139,8 +139,6 @@ def scenario(preset: str, rng: random.Random) -> tuple[CacheModel, int]:
         swa_free_trigger=rng.choice(["tokens", "iterations"]),
         swa_eviction_interval=rng.choice([1, 4, 16]),
     )
-    if "overlap" in engine_of(make_policy(preset)).knobs.specs():
-        knobs["overlap"] = False  # driven by hand, step by step: no step is ever in flight to settle later
     for _ in range(MAX_DRAWS):
         try:
             policy = make_policy(preset, **knobs)

@@ -68,16 +68,22 @@ def policies(model):
     is_flag=True,
     help="many requests in flight: the engine's own scheduler and simulate on a step clock, compared step by step",
 )
+@option(
+    "--spaced",
+    is_flag=True,
+    help="one request at a time on the step clock: every step's chunks and pools compared (conformance/spaced.py)",
+)
 @click.pass_context
-def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent):
+def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent, spaced):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
     each request's cached tokens with `simulate` (with --concurrent: every step's batch and pools too); exit 1
     when anything disagrees."""
     from conformance.suite import EngineMissing, report, run_suite
 
     pressures = (False, True) if pressure is None else (pressure,)
-    if concurrent:
-        _concurrent(ctx, engine, range(seed, seed + num_scenarios), pressures, tuple(presets) or None)
+    if concurrent or spaced:
+        seeds = range(seed, seed + num_scenarios)
+        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, spaced)
         return
     try:
         result = run_suite(
@@ -93,7 +99,11 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, conc
     ctx.exit(0 if result.all_equal else 1)
 
 
-def _concurrent(ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None) -> None:
+def _concurrent(
+    ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, spaced: bool
+) -> None:
+    from conformance.generate_concurrent import generate_concurrent
+    from conformance.spaced import generate_spaced
     from conformance.suite import EngineMissing, driver
     from conformance.suite_steps import report_steps, run_concurrent
 
@@ -101,6 +111,8 @@ def _concurrent(ctx, engine: str, seeds: range, pressures: tuple, presets: tuple
         module = driver(engine, concurrent=True)
     except EngineMissing as e:
         raise InputError(str(e)) from e
-    result = run_concurrent(module, seeds, pressures, presets)
+    result = run_concurrent(
+        module, seeds, pressures, presets, generate_spaced if spaced else generate_concurrent
+    )
     click.echo(report_steps(result))
     ctx.exit(0 if result.all_equal else 1)

@@ -34,12 +34,15 @@ class StepsResult:
         return not self.found
 
 
-def run_concurrent(module, seeds: range, pressures=(False, True), presets=None) -> StepsResult:
-    """``module``: the engine's driver (``conformance.suite.driver``), which offers ``run_steps``."""
+def run_concurrent(
+    module, seeds: range, pressures=(False, True), presets=None, make=generate_concurrent
+) -> StepsResult:
+    """``module``: the engine's driver (``conformance.suite.driver``), which offers ``run_steps``; ``make``:
+    the scenarios' generator (``generate_concurrent``, or ``spaced.generate_spaced``: one at a time)."""
     result = StepsResult(module.ENGINE)
     for pressure in pressures:
         for seed in seeds:
-            scenario = generate_concurrent(module.ENGINE, seed, pressure)
+            scenario = make(module.ENGINE, seed, pressure)
             why = module.accepts(scenario.config)
             if why is not None:
                 result.rejected.append((scenario, why))
@@ -124,7 +127,8 @@ def smallest_step_difference(result: StepsResult) -> str:
     scenario, preset, difference = min(result.found, key=size)
     lines = [
         f"smallest disagreement: {scenario.name} ({preset}); rerun with python cli.py conformance "
-        f"{scenario.engine} --concurrent --seed {scenario.seed} --scenarios 1"
+        f"{scenario.engine} {'--spaced' if scenario.kind.startswith('spaced') else '--concurrent'} "
+        f"--seed {scenario.seed} --scenarios 1"
         f"{' --pressure' if scenario.pressure else ' --no-pressure'} --preset {preset}",
         f"  first difference: {difference.describe()}",
         f"  config: {scenario.config}",

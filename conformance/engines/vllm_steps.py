@@ -66,9 +66,11 @@ class StepLoop(EngineLoop):
     def pools(self) -> tuple[tuple[int, int], ...]:
         pool = self.scheduler.kv_cache_manager.block_pool
         cached = dict.fromkeys(("FULL", "SWA", "MAMBA"), 0)
+        seen: set[int] = set()  # a block cached under two keys is one block of the pool
         for key, blocks in pool.cached_block_hash_to_block._cache.items():
             for block in blocks.values() if isinstance(blocks, dict) else (blocks,):
-                if block.ref_cnt == 0:
+                if block.ref_cnt == 0 and block.block_id not in seen:
+                    seen.add(block.block_id)
                     cached[self.group_kind[key_group(key)]] += 1
         empty = pool.get_num_free_blocks() - sum(cached.values())
         return pools_of({kind: (empty, cached[kind]) for kind in cached}, self.components)

@@ -1,0 +1,45 @@
+"""One request at a time on the step clock (the ``spaced`` scenarios): a one-at-a-time scenario
+(``generate.py``) whose requests arrive so far apart that each is served alone, through the engine's
+concurrent driver and ``simulate`` on a step clock (``compare_steps``). Serving is what the one-at-a-time check
+serves, but compared at every step: each step's batch (its chunks), the pools after it (free and tree-held
+pages, blocks or states: what eviction, retention and release leave) and each request's finish step, not
+only each request's cached tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from conformance.generate import generate
+from conformance.scenario import Scenario
+
+# SGLang's step driver runs into its livelock guard on a spaced scenario of the CI set (sglang_steps.py:
+# max_polls): not run spaced until that is understood
+ENGINES = ("freetoken", "vllm")
+SPACING = 1 << 20
+# Open differences the spaced comparison found, each named with its first differing step: a case listed here
+# is reported, not failed (tests/conformance/test_suite_agrees.py), and the mutation harness does not compare it
+KNOWN = {
+    ("vllm", 19, True): "FULL blocks of 32 beside SWA blocks of 16 (swa_kv_heads 2): at step 4194304 vLLM's "
+    "cache map holds one free block under a FULL key that the simulator holds under a SWA key (the counts agree, "
+    "125 + 22 = 124 + 23); vLLM keys some blocks under two groups' hashes (vllm_steps.pools counts each once)",
+}  # steps between arrivals: more than any scenario's request needs, so each runs alone
+
+
+def spaced(scenario: Scenario) -> Scenario:
+    """The scenario with request i arriving at step ``i * SPACING`` (an idle engine jumps to it)."""
+    lines = []
+    for index, line in enumerate(scenario.trace_lines):
+        request = json.loads(line)
+        request.pop("after", None)
+        request.pop("think_time", None)
+        request["arrival"] = index * SPACING
+        lines.append(json.dumps(request, separators=(", ", ": ")))
+    return replace(
+        scenario, name=f"{scenario.name}-spaced", kind=f"spaced-{scenario.kind}", trace_lines=tuple(lines)
+    )
+
+
+def generate_spaced(engine: str, seed: int, pressure: bool = False) -> Scenario:
+    return spaced(generate(engine, seed, pressure))

@@ -49,7 +49,7 @@ def model_for(scenario: Scenario) -> ModelSpec:
 
 def policy_knobs(scenario: Scenario, preset: str) -> dict:
     config = scenario.config
-    knobs = {
+    knobs: dict[str, object] = {
         "page_size": config.page_size,
         "track_interval": config.track_interval,
         "window": config.window,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 from conformance.generate_pools import SGLANG_MIN_STATES, with_fillers, with_pools, with_vllm_pool
 from conformance.scenario import EngineConfig, Scenario, one_at_a_time, trace_lines
@@ -128,7 +129,11 @@ def _multiturn(rng: random.Random, config: EngineConfig, tag: str) -> list[dict]
     requests: list[dict] = []
     prompt = [{"ref": f"{tag}-u0", "len": rng.randint(30, 2000)}]
     for turn in range(rng.randint(2, 4)):
-        request = {"id": f"{tag}-t{turn}", "prompt": list(prompt), "output_len": _output_len(rng)}
+        request: dict[str, Any] = {
+            "id": f"{tag}-t{turn}",
+            "prompt": list(prompt),
+            "output_len": _output_len(rng),
+        }
         requests.append(request)
         out = request["output_len"]
         way = rng.choice(("whole", "whole", "cut", "skip"))

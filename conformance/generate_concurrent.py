@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 from conformance import generate as one_at_a_time_generator
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_pools, with_vllm_pool
@@ -94,7 +95,7 @@ def _followups(rng: random.Random, chunk: int, tag: str, start: int) -> list[dic
         at = start + rng.randint(0, 20)
         prompt = [{"ref": f"{tag}-s{session}u0", "len": rng.randint(16, 2000)}]
         for turn in range(rng.randint(2, 4)):
-            request = {
+            request: dict[str, Any] = {
                 "id": f"{tag}-s{session}t{turn}",
                 "arrival": float(at),
                 "prompt": list(prompt),

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import replace
+from typing import Any
 
 from conformance.compare import MODES, disagreements
 from conformance.engines import freetoken
@@ -88,7 +89,7 @@ def _count(row: list[int], engine: dict, found: list | None) -> None:
 def _write(out, scenario: Scenario, preset: str, mode: str, found: list | None) -> None:
     if out is None:
         return
-    rows = (
+    rows: list[dict[str, Any]] = (
         [{"request": None, "engine": None, "simulated": "hung"}]
         if found is None
         else [

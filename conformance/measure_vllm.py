@@ -14,6 +14,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from conformance.engines import vllm as engine
 from conformance.generate import generate
@@ -27,7 +28,8 @@ def seed_range(text: str) -> range:
 
 
 def measure(seeds: range, pressures: tuple[bool, ...]) -> tuple[list[dict], list[float]]:
-    rows, times = [], []
+    rows: list[dict[str, Any]] = []
+    times: list[float] = []
     for pressure in pressures:
         for seed in seeds:
             scenario = generate("vllm", seed, pressure)

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 from conformance.scenario import EngineConfig
 
@@ -38,8 +39,9 @@ STUBS = {
 class FreeTokenEngine:
     """FreeToken's managers for one scenario, and the ``Scheduler`` whose real methods drive them."""
 
-    scheduler: object
-    cache_manager: object
+    # FreeToken's own objects, imported lazily (the engine is optional): typed as FreeToken leaves them
+    scheduler: Any
+    cache_manager: Any
     replies: list  # every message the scheduler sent (its ``send_result``)
     max_seq_len: int
 

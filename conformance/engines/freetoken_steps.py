@@ -48,7 +48,9 @@ class _StepLoop:
         self.outputs: dict[int, list[int]] = {}
         self.forward = functools.partial(_fake_forward, self.scheduler, self.outputs)
         self.scheduler._prepare_batch = functools.partial(_prepare_batch, self.scheduler)
-        self.in_flight = None  # overlap: (forward input, output, step clock) launched, not processed
+        self.in_flight: tuple | None = (
+            None  # overlap: (forward input, output, step clock) launched, not processed
+        )
         self.steps: list[Step] = []
         self.cached: dict[int, int] = {}
         self.finished_at: dict[int, int] = {}

@@ -55,7 +55,7 @@ def _placeholder_module(name: str) -> types.ModuleType:
             raise AttributeError(attr)
         return type(attr, (), {})  # a name to import; never called by the cache path
 
-    module.__getattr__ = attribute
+    module.__getattr__ = attribute  # type: ignore[method-assign]  # a stand-in module answers any name
     return module
 
 
@@ -65,4 +65,4 @@ def _no_pinned_memory() -> None:
 
     torch.set_num_threads(1)  # tiny tensors: threads only contend with each other
     if not torch.cuda.is_available():
-        torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
+        torch.Tensor.pin_memory = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # no CUDA

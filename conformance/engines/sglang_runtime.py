@@ -8,7 +8,7 @@ call; the pools, allocators and ``UnifiedRadixCache`` are SGLang's own classes.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from conformance.scenario import EngineConfig
 
@@ -50,9 +50,10 @@ def accepts(config: EngineConfig) -> str | None:
 
 
 class Pools(NamedTuple):
-    tree_cache: object
-    allocator: object
-    req_to_token_pool: object
+    # SGLang's own objects, imported lazily (the engine is optional): typed as SGLang leaves them
+    tree_cache: Any
+    allocator: Any
+    req_to_token_pool: Any
     max_running_requests: int
 
 

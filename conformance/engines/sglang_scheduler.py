@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from typing import Any
 
 from conformance.engines.sglang_runtime import VOCAB_SIZE
 from conformance.scenario import EngineOutcome, ServedRequest
@@ -21,9 +22,10 @@ class Client:
     been streamed (one at a time, think time 0), then lets the loop drain and stop."""
 
     def __init__(self, scheduler, requests: list[ServedRequest]) -> None:
-        self.scheduler, self.pending, self.current = scheduler, list(requests), None
+        self.scheduler, self.pending = scheduler, list(requests)
+        self.current: Any = None  # SGLang's Req being served
         self.outputs: dict[str, list[int]] = {r.request_id: list(r.output) for r in requests}
-        self.reqs: dict[str, object] = {}
+        self.reqs: dict[str, Any] = {}
         self.num_polls = self.num_stalled_polls = self.last_forward_ct = 0
         self.never_admitted: dict[str, str] = {}  # request id -> "waiting" | "chunked"
         self.max_polls = 20 * sum(len(r.prompt) + len(r.output) for r in requests) + 1000

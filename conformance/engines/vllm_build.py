@@ -73,26 +73,32 @@ def vllm_config(config: EngineConfig, async_scheduling: bool = True):
 def layer_specs(config: EngineConfig) -> dict:
     """One layer of each kind in the scenario, as the model's layers would declare them."""
     import torch
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, SlidingWindowSpec
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheSpec, MambaSpec, SlidingWindowSpec
 
-    attention = dict(block_size=config.page_size, head_size=_HEAD_DIM, dtype=torch.bfloat16)
-    full = FullAttentionSpec(**attention, num_kv_heads=_HEADS * config.full_kv_heads)
-    specs = {"model.layers.0.self_attn.attn": full}
+    block, dtype = config.page_size, torch.bfloat16
+    full = FullAttentionSpec(
+        block_size=block, head_size=_HEAD_DIM, dtype=dtype, num_kv_heads=_HEADS * config.full_kv_heads
+    )
+    specs: dict[str, KVCacheSpec] = {"model.layers.0.self_attn.attn": full}
     if config.has_swa:
         swa_heads = _HEADS * config.swa_kv_heads
         specs["model.layers.1.self_attn.attn"] = SlidingWindowSpec(
-            **attention, num_kv_heads=swa_heads, sliding_window=config.window
+            block_size=block,
+            head_size=_HEAD_DIM,
+            dtype=dtype,
+            num_kv_heads=swa_heads,
+            sliding_window=config.window,
         )
     if config.has_mamba:
-        page = specs["model.layers.0.self_attn.attn"].page_size_bytes
-        checkpoints = dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=config.page_size)
+        on = config.prefill_checkpoints  # off: MambaSpec's own defaults (0 blocks, no alignment)
         specs["model.layers.2.linear_attn"] = MambaSpec(
             block_size=config.page_size,
             shapes=((3, 4), (2, 4, 4)),
             dtypes=(torch.bfloat16, torch.float32),
-            page_size_padded=page,
+            page_size_padded=full.page_size_bytes,
             mamba_cache_mode="align",
-            **(checkpoints if config.prefill_checkpoints else {}),
+            num_prefill_checkpoint_blocks=1 if on else 0,
+            prefill_checkpoint_alignment=config.page_size if on else None,
         )
     return specs
 

@@ -91,6 +91,7 @@ class EngineLoop:
     def step_with_batch_queue(self) -> None:
         """EngineCore.step_with_batch_queue (no structured output, so sampling is never deferred)."""
         queue = self.batch_queue
+        assert queue is not None  # made with async scheduling, the only caller of this step
         if self.scheduler.has_requests():
             scheduler_output = self.schedule()
             executed = scheduler_output.total_num_scheduled_tokens > 0

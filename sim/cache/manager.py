@@ -69,6 +69,11 @@ class CacheManager(PlainDecodes, StepPlans, ManagerViews):
         """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
         return type(self)(self.model, policy, self.sizes, self.rules_type)
 
+    def discard(self) -> None:
+        """This cache is thrown away mid-run (a tuner's replay): unlink its tree, whose cycles the paused
+        collector would otherwise keep until the run ends."""
+        self.tree.dismantle()
+
     # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:
         """The reusable prefix of a prompt; the last prompt token is always recomputed."""

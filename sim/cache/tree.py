@@ -194,6 +194,14 @@ class RadixTree:
         """The eviction strategy's next eligible candidate for ``comp``, or None."""
         return self.eviction.pop(comp, eligible)
 
+    def dismantle(self) -> None:
+        """Unlink every node, so that a tree thrown away mid-run dies by reference counting (a run pauses
+        the cycle collector, and parent and child links are cycles)."""
+        for node in list(self.nodes()):
+            node.parent, node.children = None, {}  # the node is dead
+        self.root.children = {}
+        self.on_split = None
+
     def nodes(self):
         stack = list(self.root.children.values())
         while stack:

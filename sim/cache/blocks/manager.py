@@ -196,6 +196,9 @@ class BlockCacheManager(PlainBlockDecodes):
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
+    def discard(self) -> None:
+        """Nothing to unlink: the block pool holds no cycles."""
+
     def watch_misses(self) -> None:
         """No watcher yet: vLLM's blocked ranges are ``blocked_other``."""
         return None

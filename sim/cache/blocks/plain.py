@@ -35,6 +35,13 @@ class PlainBlockDecodes:
         req.kv_len += num_steps
         req.decode_steps += num_steps
 
+    def solo_decode_steps(self, req: BlockRequest, iteration: int) -> int:
+        """A request decoding alone takes the same runs (their steps allocate nothing)."""
+        return self.plain_decode_steps(req, iteration)
+
+    def take_solo_decodes(self, req: BlockRequest, num_steps: int) -> None:
+        self.take_plain_decodes(req, num_steps)
+
     def plain_decode_steps(self, req: BlockRequest, iteration: int) -> int:
         """How many decode steps from ``iteration`` on change nothing but lengths (0: take the next one)."""
         lag = 2 if self.async_scheduling else 1

@@ -67,6 +67,7 @@ class AlphaTuner:
                     fresh.abort(request_id)
                 cached.append(0)
             prompts.append(prompt_len)
+        fresh.discard()
         cached, prompts = cached[-TUNING_TAIL:], prompts[-TUNING_TAIL:]
         if self.knobs.marconi_follows == "code":
             return float(sum(cost.prefill_flops(0, hit) for hit in cached))

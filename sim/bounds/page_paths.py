@@ -31,6 +31,7 @@ class PagePaths:
         for source, offset, length in seq.runs:  # a page inside one run is keyed (node, source, offset)
             run_end = position + length
             while start < run_end and start < end:
+                key: tuple
                 if start >= position and start + page <= run_end:
                     key = (node, source, offset + start - position)
                 else:

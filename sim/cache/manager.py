@@ -26,20 +26,18 @@ from sim.cache.events import (
     emit,
 )
 from sim.cache.insert import insert
-from sim.cache.manager_views import ManagerViews
 from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.policy import Policy
 from sim.cache.request import RequestCache
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.cache.step_plans import StepPlans
 from sim.cache.tree import RadixTree
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager(PlainDecodes, StepPlans, ManagerViews):
+class CacheManager(PlainDecodes):
     def __init__(
         self,
         model: ModelSpec,

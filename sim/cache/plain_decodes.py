@@ -10,31 +10,15 @@ one by one. The tests hold both to the step-by-step result.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sim.cache import decode_runs
-from sim.cache.components import FULL, SWA, Component
-from sim.cache.ops import Layout
-from sim.cache.pools import Pool
+from sim.cache.components import FULL, SWA
 from sim.cache.request import RequestCache
-
-if TYPE_CHECKING:
-    from sim.cache.engines.base import EngineRules
-    from sim.cache.policy import Policy
+from sim.cache.step_plans import StepPlans
 
 
-class PlainDecodes:
-    """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
-    ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
-
-    requests: dict[str, RequestCache]
-    rules: EngineRules
-    policy: Policy
-    page_size: int
-    pools: dict[Component, Pool]
-    has_swa: bool
-
-    topology: Layout
+class PlainDecodes(StepPlans):
+    """A base of ``CacheManager``: uses its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
+    ``topology``, ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""

@@ -8,11 +8,10 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
-
-class PoolExhausted(RuntimeError):
-    """Raised only on a bug: callers must ask ``num_free`` (and evict) before allocating."""
+from sim.cache.errors import PoolExhausted
 
 
 class Pool:
@@ -26,11 +25,12 @@ class Pool:
         self.size = size
         self.high_water = 0  # ids below it have been handed out at least once
         self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
-        self._on_free = None  # the executor poisons freed memory through this hook (set_on_free)
+        # the executor poisons freed memory through this hook (set_on_free)
+        self._on_free: Callable[[list[int]], object] | None = None
         # kept, not derived: asked several times per simulated step (check_integrity recounts it)
         self.num_free = size
 
-    def set_on_free(self, hook) -> None:
+    def set_on_free(self, hook: Callable[[list[int]], object]) -> None:
         """Called with the ids of every free (the executor poisons that memory with NaN)."""
         self._on_free = hook
 

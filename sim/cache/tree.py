@@ -195,10 +195,10 @@ class RadixTree:
         return self.eviction.pop(comp, eligible)
 
     def dismantle(self) -> None:
-        """Unlink every node, so that a tree thrown away mid-run dies by reference counting (a run pauses
-        the cycle collector, and parent and child links are cycles)."""
+        """Drop every child link, so that a tree thrown away mid-run dies by reference counting (a run pauses
+        the cycle collector; with parent links alone nothing is a cycle)."""
         for node in list(self.nodes()):
-            node.parent, node.children = None, {}  # the node is dead
+            node.children = {}
         self.root.children = {}
         self.on_split = None
 

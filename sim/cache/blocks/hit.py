@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.models import FULL, SWA
@@ -22,11 +23,11 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def is_cached(pool: BlockPool, chain: list[bytes], groups: list[int], index: int) -> bool:
+def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], index: int) -> bool:
     return 0 <= index < len(chain) and all(pool.cached((chain[index], g)) is not None for g in groups)
 
 
-def answer(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit: int) -> int:
+def answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept."""
     groups, B = layout.groups_of(kind), layout.block_size
     top = limit // B
@@ -47,7 +48,7 @@ def answer(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit
     return run * B  # no full window: the run of cached blocks from block 0
 
 
-def longest_hit(layout: Layout, pool: BlockPool, chain: list[bytes], prompt_len: int) -> Hit:
+def longest_hit(layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
     full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
     others = [kind for kind in layout.kinds if kind != FULL]

@@ -15,7 +15,7 @@ from sim.cache.blocks import steps
 from sim.cache.blocks.admission import admission_need, hit_tables
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
 from sim.cache.blocks.hit import longest_hit
-from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.plain import PlainBlockDecodes
@@ -53,7 +53,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
-        self._waiting_chains: dict[str, list[bytes]] = {}
+        self._waiting_chains: dict[str, KeyChain] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
 
     # ---- admission ----------------------------------------------------------------------------------
@@ -64,10 +64,10 @@ class BlockCacheManager(PlainBlockDecodes):
         chain = self.keys.chain(
             tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
         )
-        hit = longest_hit(self.layout, self.pool, chain, prompt_len)
+        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain, hit.tokens)
+        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens)
         swa_cap = (
             ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
             + 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-Key = tuple[bytes, int]  # (block key, group index)
+Key = tuple[object, int]  # (block key, group index)
 
 
 class BlockPool:

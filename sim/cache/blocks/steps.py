@@ -86,7 +86,7 @@ def cache_blocks(
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
     B = layout.block_size
     full_blocks = end // B
-    keys.chain(req.tokens, full_blocks, req.chain)
+    keys_of = keys.chain(req.tokens, full_blocks, req.chain).keys
     boundaries = (req.prompt_len - 1, req.junction)
     kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
     exported = (
@@ -103,7 +103,7 @@ def cache_blocks(
         for index in indices:
             block = table[index]
             if block is not None:
-                pool.cache(block, (req.chain[index], group))
+                pool.cache(block, (keys_of[index], group))
         req.num_cached[group] = max(first, full_blocks)
 
 

@@ -30,8 +30,10 @@ from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MarconiRules(EngineRules):
     name = "marconi"
     supports_byte_budget = True

@@ -15,9 +15,12 @@ from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SGLangAdmission(EngineRules):
     """SGLang's admission and chunk gates; ``SGLangRules`` adds the rest of the engine."""
 
@@ -26,7 +29,7 @@ class SGLangAdmission(EngineRules):
     # budget never continues waits forever: neither is requeued
     requeues_lone_request = False
 
-    def __init__(self, resolved):
+    def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
         # unpaged allocator (page 1) evicts for exactly what it allocates

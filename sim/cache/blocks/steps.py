@@ -27,12 +27,15 @@ def _release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
+    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_size)) - 1
+    if top < 0 or table[top] is None:
+        return  # most steps: the window's first block has not moved
     freed = []
-    below = max(0, (processed - layout.window + 1) // layout.block_size)
-    for index in range(min(len(table), below) - 1, -1, -1):
-        if table[index] is None:
+    for index in range(top, -1, -1):
+        block = table[index]
+        if block is None:
             break
-        freed.append(table[index])
+        freed.append(block)
         table[index] = None
     pool.free_blocks(freed, group)
 
@@ -41,6 +44,8 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
     last = min((processed - 1) // layout.block_size, len(table))
+    if last <= retired:
+        return  # most steps: the running state's block has not moved
     freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
     for index in range(retired, last):
         table[index] = None
@@ -86,6 +91,8 @@ def cache_blocks(
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
     B = layout.block_size
     full_blocks = end // B
+    if full_blocks <= min(req.num_cached):
+        return  # most decode steps: no block became full
     keys_of = keys.chain(req.tokens, full_blocks, req.chain).keys
     boundaries = (req.prompt_len - 1, req.junction)
     kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}

@@ -10,7 +10,18 @@ POLICY_HELP = "the cache policy preset (`cli.py policies` lists them and what ea
 MODEL_HELP = "the model preset: layer kinds, window, state sizes (sim/models/presets.py)"
 GPU_HELP = "the GPU preset of the cost model (sim/cost/gpus.py)"
 MODE_HELP = "timed: the SimPy engine with batching and time; replay: requests one after another, no time"
+SLO_HELP = (
+    "service-level objectives in seconds, e.g. ttft=2,tpot=0.1 (also e2e=; attainment=0.99 sets the share "
+    "of requests that must meet them, 0.9 by default): the summary gains slo_attainment and "
+    "goodput_requests_per_s (sim/run/slo.py)"
+)
 CALIBRATION_HELP = "fitted cost coefficients (`cli.py calibrate`) instead of the GPU preset's roofline"
+
+
+def knob_option_names() -> tuple[str, ...]:
+    """The knob and pool options by parameter name (a library message naming one is shown with the option);
+    read when called: an engine registered later adds its knobs."""
+    return (*CLI_KNOBS, *POOL_KNOBS)
 
 
 def knob_options(fn):

@@ -8,6 +8,7 @@ from commands.options import (
     InputError,
     option,
 )
+from commands.param_types import Integer
 from sim.models import MODELS
 
 
@@ -37,10 +38,10 @@ def policies(model):
     "num_scenarios",
     default=20,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=Integer(min=1),
     help="seeded scenarios per pressure setting",
 )
-@option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="the first scenario's seed")
+@option("--seed", default=0, show_default=True, type=Integer(min=0), help="the first scenario's seed")
 @option(
     "--pressure/--no-pressure",
     default=None,

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import click
 
-from commands.common import CALIBRATION_HELP, MODE_HELP
+from commands.common import CALIBRATION_HELP, MODE_HELP, SLO_HELP
 from commands.interrupts import Interrupted, interrupt_on_sigterm, signal_of
 from commands.options import (
     TRACE_INPUT,
     call_library,
     option,
 )
+from commands.param_types import Integer, OutputDir
+from commands.preflight import require_table_format, writable_dir
+from sim.grid.axes import MAX_POINTS
 from sim.trace import load_trace
 
 
@@ -37,7 +40,7 @@ def _grid_axis_options(fn):
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     show_default="none",
-    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, "
+    help="a TOML grid file: axes as lists (page_size = [64, 128]) and trace, out, mode, calibration, slo, "
     "jobs; options given here add to it (an axis in both is an error)",
 )
 @option(
@@ -52,16 +55,17 @@ def _grid_axis_options(fn):
 @option(
     "--calibration", type=click.Path(exists=True, dir_okay=False), show_default="none", help=CALIBRATION_HELP
 )
+@option("--slo", metavar="ttft=S,tpot=S", show_default="the grid file's, else none", help=SLO_HELP)
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="the grid file's",
     help="the result store (points/, failed/, grid.csv)",
 )
 @option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=Integer(min=1),
     show_default="one per core",
     help="worker processes, or a private Ray's CPUs",
 )
@@ -73,6 +77,13 @@ def _grid_axis_options(fn):
     metavar="[ADDRESS]",
     show_default="no Ray",
     help="run points as Ray tasks on the cluster at ADDRESS (no address: a private local Ray)",
+)
+@option(
+    "--max-points",
+    type=Integer(min=1),
+    show_default=f"{MAX_POINTS:,}, or the grid file's",
+    help="refuse a grid of more points than this (its size is announced before any work): a longer grid "
+    "is likelier a slip in a list than a plan",
 )
 @option(
     "--keep-old",
@@ -96,26 +107,37 @@ def grid(
     trace_path,
     mode,
     calibration,
+    slo,
     out_dir,
     jobs,
     ray_address,
     keep_old,
     table_format,
+    max_points,
     **axis_texts,
 ):
     """Simulate every combination of the comma-list knobs, one stored result per point; a rerun skips
     finished points computed by the same code (a code change recomputes them). Exit status 1 when some
     point failed (each is printed with its configuration)."""
-    from sim.grid.axes import expand, parse_axes
     from sim.grid.config_file import merge_grid_file
+    from sim.grid.store import check_store_dir
     from sim.grid.sweep import describe_interrupted, describe_run, run_grid
     from sim.trace.files import STDIN, save_stdin
 
-    given = {"trace": trace_path, "out": out_dir, "mode": mode, "calibration": calibration, "jobs": jobs}
+    given = {
+        "trace": trace_path,
+        "out": out_dir,
+        "mode": mode,
+        "calibration": calibration,
+        "jobs": jobs,
+        "max_points": max_points,
+        "slo": slo,
+    }
     settings, axis_texts = call_library(merge_grid_file, config_path, given, axis_texts)
-    configs = call_library(
-        expand, call_library(parse_axes, axis_texts), settings["calibration"], settings["mode"]
-    )
+    call_library(require_table_format, table_format)  # now, not after the whole sweep
+    call_library(check_store_dir, settings["out"])
+    call_library(writable_dir, settings["out"], "--out")
+    configs = _configs(settings, axis_texts)
     trace_path = settings["trace"]
     if trace_path == STDIN:  # the workers read the trace by path: keep a copy in the store
         trace_path = call_library(save_stdin, settings["out"], check=load_trace)
@@ -140,6 +162,16 @@ def grid(
     ctx.exit(1 if run.failed else 0)
 
 
+def _configs(settings: dict, axis_texts: dict) -> list:
+    """The grid's points, its size announced (on stderr) before they are built, and refused past the limit."""
+    from sim.grid.axes import expand, grid_size, parse_axes
+
+    axes = call_library(parse_axes, axis_texts)
+    limit = settings["max_points"] or MAX_POINTS
+    click.echo(f"grid: {grid_size(axes)[1]} (at most {limit:,}: --max-points)", err=True)
+    return call_library(expand, axes, settings["calibration"], settings["mode"], limit, settings["slo"])
+
+
 @click.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
 @option("--baseline", show_default="the grid's first policy", help="the policy every other is compared with")
@@ -162,6 +194,7 @@ def report(out_dir, baseline, fmt, points):
     from reports.report import write_report
 
     chosen = [p.strip() for p in points.split(",")] if points is not None else None
+    call_library(writable_dir, out_dir, "DIR")
     written = call_library(write_report, out_dir, baseline, fmt, chosen)
     for warning in written.warnings:
         click.echo(f"warning: {warning}", err=True)

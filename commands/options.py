@@ -38,14 +38,24 @@ def call_library(fn: Callable, *args, **kwargs):
 
 
 def call_with_options(option_names: Iterable[str], fn: Callable, *args, **kwargs):
-    """``call_library``, with a parameter a message names (``num_sessions must ...``) shown as the option
-    the user typed (``--num-sessions must ...``)."""
+    """``call_library``, with a parameter a message names (``num_sessions must ...``, ``track_interval 100
+    must be a multiple of page_size 64``) shown as the option the user types (``--num-sessions must ...``)."""
     try:
         return call_library(fn, *args, **kwargs)
     except InputError as e:
-        for name in option_names:
-            e.message = re.sub(rf"(?<![\w-]){name}(?= must)", "--" + name.replace("_", "-"), e.message)
+        e.message = options_named(e.message, option_names)
         raise
+
+
+def options_named(message: str, option_names: Iterable[str]) -> str:
+    """``message`` with each parameter name as its option: a name with an underscore wherever it stands as
+    a word (it is no English word), a one-word name (``window``) only before ``must`` or a number."""
+    for name in sorted(option_names, key=len, reverse=True):
+        after = "" if "_" in name else r"(?= must| \(?-?\d)"
+        # never inside a path (/tmp/page_size/t.jsonl) or a longer name
+        word = rf"(?<![\w./\\-]){name}(?![\w/\\-]|\.\w){after}"
+        message = re.sub(word, "--" + name.replace("_", "-"), message)
+    return message
 
 
 FORMAT_HELP = {

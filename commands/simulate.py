@@ -1,4 +1,4 @@
-"""`simulate` and `experiment`: one trace through one policy, and the experiments SPEC section 7 reproduces."""
+"""`simulate` and `experiment`: one trace through one policy, and the seed experiments (docs/seed-experiments.md)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,22 @@ from commands.common import (
     MODE_HELP,
     MODEL_HELP,
     POLICY_HELP,
+    SLO_HELP,
     config_from_options,
+    knob_option_names,
     knob_options,
 )
 from commands.options import (
     TRACE_INPUT,
     PolicyChoice,
     call_library,
+    call_with_options,
     format_option,
     option,
     pool_options,
 )
+from commands.param_types import Integer, Number, OutputDir
+from commands.preflight import require_table_format, writable_dir
 from sim.cost import GPUS
 from sim.models import MODELS
 from sim.trace import load_trace
@@ -60,7 +65,7 @@ from sim.trace import load_trace
 @option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputDir(),
     show_default="nothing written",
     help="write the request and step tables and summary.json here (with --compare: one set per "
     "policy, named requests.POLICY.csv)",
@@ -74,6 +79,7 @@ from sim.trace import load_trace
 )
 @format_option()
 @option("--mode", default="timed", show_default=True, type=click.Choice(["timed", "replay"]), help=MODE_HELP)
+@option("--slo", metavar="ttft=S,tpot=S", show_default="none", help=SLO_HELP)
 @option(
     "--bounds/--no-bounds",
     default=True,
@@ -92,6 +98,7 @@ def simulate(
     table_format,
     fmt,
     mode,
+    slo,
     bounds,
     **options,
 ):
@@ -101,8 +108,12 @@ def simulate(
     from sim.run.simulate import SimConfig
     from sim.trace.files import display_name
 
+    if out_dir is not None:  # before the run: a run must not end in a refusal known at its start
+        call_library(require_table_format, table_format)
+        call_library(writable_dir, out_dir, "--out")
     loaded = call_library(load_trace, trace_path)
-    config = call_library(
+    config = call_with_options(
+        knob_option_names(),
         SimConfig,
         policy=policy,
         model=model,
@@ -110,11 +121,20 @@ def simulate(
         calibration=calibration,
         mode=mode,
         bounds=bounds,
+        slo=slo,
         **config_from_options(options),
     )
     click.echo(
-        call_library(
-            run_simulate, loaded, config, compare_policy, out_dir, fmt, display_name(trace_path), table_format
+        call_with_options(
+            knob_option_names(),
+            run_simulate,
+            loaded,
+            config,
+            compare_policy,
+            out_dir,
+            fmt,
+            display_name(trace_path),
+            table_format,
         )
     )
 
@@ -137,7 +157,7 @@ def simulate(
     "--prompt-len-jitter",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=Integer(min=0),
     help="s1: prompt lengths vary by +-this many tokens (the seed's prompts were not all 3000)",
 )
 @option(
@@ -160,7 +180,7 @@ def simulate(
     "--large-kv-gb",
     default=3000.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(min=0, min_open=True),
     help="real-multiturn: the KV budget of the large pools (the default pools have 40 GB)",
 )
 @option(
@@ -180,7 +200,7 @@ def simulate(
 )
 @format_option(("text", "md"), "the tables are")
 def experiment(name, trigger, prompt_len_jitter, trace_path, cache_gb, large_kv_gb, pair_names, mode, fmt):
-    """Run a seed experiment of SPEC section 7, or a vLLM one (its public reports), and print its table in
+    """Run a seed experiment (S1-S3, docs/seed-experiments.md), or a vLLM one (its public reports), and print its table in
     the seed's shape; real-multiturn runs the seeds' policy pairs on a real trace's conversations; marconi
     compares Marconi with its vLLM+ and SGLang+ baselines over byte budgets (docs/seed-experiments.md)."""
     from reports.tables import markdown

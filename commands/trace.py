@@ -9,6 +9,7 @@ from collections.abc import Callable
 import click
 
 from commands.options import TRACE_INPUT, DescribedOption, call_library, call_with_options, format_option
+from commands.param_types import Integer, OutputFile
 from sim.trace import Trace, load_trace, write_trace
 from sim.trace.formats import IMPORT_FORMATS
 from sim.trace.generate import GENERATORS
@@ -39,7 +40,7 @@ def _generator_command(name: str, generator: Callable[..., Trace]) -> click.Comm
         DescribedOption(
             ["-o", "--output"],
             required=True,
-            type=click.Path(dir_okay=False),
+            type=OutputFile(),
             help="the JSONL trace to write",
         )
     )
@@ -71,12 +72,12 @@ def _import_command(fmt: str, about: str) -> click.Command:
         DescribedOption(
             ["-o", "--output"],
             required=True,
-            type=click.Path(dir_okay=False),
+            type=OutputFile(),
             help="the JSONL trace to write",
         ),
         DescribedOption(
             ["--limit"],
-            type=click.IntRange(min=1),
+            type=Integer(min=1),
             show_default="all",
             help="import only the first N requests (conversations)",
         ),
@@ -111,9 +112,10 @@ def stats(path: str, fmt: str) -> None:
             click.echo(f"| {key} | {_format_value(value)} |")
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table("statistic", "value", title=path)
+    table = Table("statistic", "value", title=escape(path))  # a file name is not rich markup
     for key, value in result.items():
         table.add_row(key, _format_value(value))
     Console().print(table)

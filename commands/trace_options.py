@@ -9,6 +9,7 @@ from collections.abc import Callable
 import click
 
 from commands.options import DescribedOption
+from commands.param_types import Integer, Number, strict
 
 # ---- trace gen -------------------------------------------------------------------------------------
 GEN_HELP = {
@@ -45,7 +46,7 @@ def generator_option(param: inspect.Parameter, hint: object) -> click.Option:
         )
     if hint is bool:
         return DescribedOption([f"{flag}/--no-{flag[2:]}"], show_default=True, help=help_text, **given)
-    return DescribedOption([flag], type=hint, show_default=True, help=help_text, **given)
+    return DescribedOption([flag], type=strict(hint), show_default=True, help=help_text, **given)
 
 
 def generator_params(generator: Callable) -> list[click.Option]:
@@ -66,7 +67,7 @@ IMPORT_OPTIONS: dict[str, tuple[list[str], dict]] = {
     "min_match_blocks": (
         ["--min-match-blocks"],
         {
-            "type": click.IntRange(min=1),
+            "type": Integer(min=1),
             "default": 2,
             "help": "whole blocks a follow-up must share with its parent",
         },
@@ -74,35 +75,35 @@ IMPORT_OPTIONS: dict[str, tuple[list[str], dict]] = {
     "prefix_groups": (
         ["--prefix-groups"],
         {
-            "type": click.IntRange(min=1),
+            "type": Integer(min=1),
             "default": 8,
             "help": "shared system prompts the requests are spread over",
         },
     ),
     "shared_len": (
         ["--shared-len"],
-        {"type": click.IntRange(min=1), "default": 512, "help": "tokens of each shared system prompt"},
+        {"type": Integer(min=1), "default": 512, "help": "tokens of each shared system prompt"},
     ),
     "seed": (
         ["--seed"],
-        {"type": int, "default": 0, "help": "seed of the random choices (groups, arrivals)"},
+        {"type": Integer(), "default": 0, "help": "seed of the random choices (groups, arrivals)"},
     ),
     "chars_per_token": (
         ["--chars-per-token"],
-        {"type": float, "default": 4.0, "help": "characters per estimated token"},
+        {"type": Number(), "default": 4.0, "help": "characters per estimated token"},
     ),
     "request_rate": (
         ["--request-rate"],
-        {"type": float, "default": 1.0, "help": "conversations (openai-jsonl: requests) per second"},
+        {"type": Number(), "default": 1.0, "help": "conversations (openai-jsonl: requests) per second"},
     ),
     "think_time": (
         ["--think-time"],
-        {"type": float, "default": 0.0, "help": "seconds between a turn's end and the next turn"},
+        {"type": Number(), "default": 0.0, "help": "seconds between a turn's end and the next turn"},
     ),
     "output_len": (
         ["--output-len"],
         {
-            "type": click.IntRange(min=1),
+            "type": Integer(min=1),
             "default": 256,
             "help": "output tokens of a turn without a recorded reply",
         },
@@ -110,7 +111,7 @@ IMPORT_OPTIONS: dict[str, tuple[list[str], dict]] = {
     "max_turns": (
         ["--max-turns"],
         {
-            "type": click.IntRange(min=1),
+            "type": Integer(min=1),
             "default": None,
             "help": "user turns kept per conversation",
             "show_default": "all",

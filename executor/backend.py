@@ -1,9 +1,10 @@
 """The executor backend: runs each batch the engine schedules on the real model, for real.
 
-It is handed the same ``Batch`` the simulator predicts, reads page tables and states from the same cache
-manager, and poisons with NaN every page and state the manager frees. It returns the *predicted* step
-time to the engine, so the run's schedule (and therefore every cache decision) is exactly the
-simulator's, and records the measured time beside it.
+It is handed the same ``Batch`` the simulator predicts, reads page and block tables and states from the
+same cache manager (``executor/mirrors.py``), and poisons with NaN whatever the manager discards. It
+returns the *predicted* step time to the engine, so the run's schedule (and therefore every cache decision)
+is exactly the simulator's, and records the measured time beside it, with which requests each step served
+(``executor/timeline.py`` lays the measured steps out per request).
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from executor.batch import ForwardItem
 from executor.bitwise import row_outputs
+from executor.mirrors import BlockMirror, RadixMirror
 from executor.model import HybridModel
-from executor.pools import Pools
-from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.blocks.manager import BlockCacheManager
 from sim.cost import CostModel, StepShape
 from sim.run.backend import batch_shape
 
@@ -28,6 +27,7 @@ class StepTiming:
     shape: StepShape
     predicted_s: float
     measured_s: float
+    ends: tuple[tuple[str, int], ...] = ()  # (request id, plan end) of every item the step ran
 
 
 class ExecutorBackend:
@@ -35,53 +35,59 @@ class ExecutorBackend:
 
     def __init__(self, model: HybridModel, cost: CostModel, kernels: str = "triton"):
         self.model, self.cost, self.kernels = model, cost, kernels
-        self.pools: Pools | None = None
+        self.mirror: RadixMirror | BlockMirror | None = None
         # request id -> output index -> (log-prob, logits fingerprint), see executor/bitwise.py
         self.outputs: dict[str, dict[int, tuple[float, int]]] = {}
         self.timings: list[StepTiming] = []
+        self.timed = True  # False during a warm-up pass: nothing is recorded
+        # requests resuming from a state computed in the same step (run after the rest of it, see mirrors.py)
+        self.same_step_state_hits = 0
+
+    @property
+    def pools(self):
+        return None if self.mirror is None else self.mirror.pools
 
     def attach(self, manager) -> None:
-        """Build real pools the size of the manager's and poison whatever it frees."""
-        sizes = {comp: pool.size for comp, pool in manager.pools.items()}
-        self.pools = Pools(
-            self.model.spec,
-            manager.page_size,
-            sizes[FULL],
-            sizes[SWA],
-            sizes[MAMBA],
-            device=self.model.device,
-            dtype=self.model.dtype,
-        )
-        manager.pools[FULL].set_on_free(self.pools.poison_full_pages)
-        manager.pools[SWA].set_on_free(self.pools.poison_swa_pages)
-        manager.pools[MAMBA].set_on_free(self.pools.poison_states)
+        """Build real pools the size of the manager's and poison whatever it discards."""
+        shared = isinstance(manager, BlockCacheManager)  # vLLM's one block pool, else the radix pools
+        self.mirror = (BlockMirror if shared else RadixMirror)(manager, self.model)
 
     def run(self, batch, manager) -> float:
-        items = [self._item(entry, manager) for entry in batch.items]
+        assert self.mirror is not None, "attach() first"
+
+        def tokens_of(plan):
+            ids = manager.requests[plan.request_id].tokens.token_ids(plan.start, plan.end)
+            return self.model.map_token_ids(ids).numpy()
+
+        items, deferred = self.mirror.items(batch.items, manager, tokens_of)
         shape = batch_shape(batch)
         predicted = self.cost.step_time(shape)
         with _Stopwatch(self.model.device) as watch:
-            logits = self.model.forward(items, self.pools, self.kernels)
-        measured = watch.seconds
-        self.timings.append(StepTiming(shape, predicted, measured))
-        self._record_outputs(batch.items, logits, manager)
+            logits = self._forward(items, deferred)
+        if self.timed:
+            ends = tuple((entry.plan.request_id, entry.plan.end) for entry in batch.items)
+            self.timings.append(StepTiming(shape, predicted, watch.seconds, ends))
+            self._record_outputs(batch.items, logits, manager)
         return predicted
+
+    def _forward(self, items: list, deferred: dict[int, list]) -> list[torch.Tensor]:
+        """One forward, or two where an item resumes from a state another item computes in this step: the
+        others first, then the copies, then those items (each row's bits do not depend on its batch)."""
+        logits: list = [None] * len(items)
+        phases = [[i for i in range(len(items)) if i not in deferred], sorted(deferred)]
+        for phase, indices in enumerate(phases):
+            if not indices:
+                continue
+            for src, dst, group in (copy for i in indices if phase for copy in deferred[i]):
+                self.pools.copy_state(src, dst, group)
+            outs = self.model.forward([items[i] for i in indices], self.pools, self.kernels)
+            for i, out in zip(indices, outs, strict=True):
+                logits[i] = out
+        self.same_step_state_hits += len(deferred) if self.timed else 0
+        return logits
 
     def decode_times(self, contexts: tuple[int, ...]):
         raise NotImplementedError("the executor runs every step on the model: run it with fast_path=False")
-
-    def _item(self, entry, manager) -> ForwardItem:
-        plan = entry.plan
-        req = manager.requests[plan.request_id]
-        if entry.copy_state_from is not None:
-            self.pools.copy_state(entry.copy_state_from, plan.state_id)
-        full_pages, swa_pages = manager.page_tables(plan.request_id)
-        page = manager.page_size
-        full = page_slots(full_pages, page, plan.end)
-        swa = page_slots([-1 if p is None else p for p in swa_pages], page, plan.end)
-        tokens = self.model.map_token_ids(req.tokens.token_ids(plan.start, plan.end))
-        state = plan.state_id if plan.state_id is not None else 0
-        return ForwardItem(tokens.numpy(), plan.start, full, swa, state, plan.checkpoints, plan.end - 1)
 
     def _record_outputs(self, entries, logits: list[torch.Tensor], manager) -> None:
         """The output each item's last position predicts (teacher-forced from the trace), if it is one."""
@@ -99,14 +105,6 @@ class ExecutorBackend:
         found = row_outputs(torch.stack(rows), torch.as_tensor(targets, device=rows[0].device))
         for (request_id, index), logprob, fingerprint in zip(keys, *found, strict=True):
             self.outputs.setdefault(request_id, {})[index] = (float(logprob), int(fingerprint))
-
-
-def page_slots(pages: list[int], page_size: int, end: int) -> np.ndarray:
-    """Slot ids of positions [0, end) from page ids (-1 pages give -1 slots: freed SWA)."""
-    pages_arr = np.asarray(pages, dtype=np.int64)
-    slots = pages_arr[:, None] * page_size + np.arange(page_size)
-    slots[pages_arr < 0] = -1
-    return slots.reshape(-1)[:end]
 
 
 class _Stopwatch:

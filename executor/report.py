@@ -1,42 +1,73 @@
-"""What ``cli.py execute`` and ``cli.py calibrate`` print and write."""
+"""What ``cli.py execute`` and ``cli.py calibrate`` print and write.
+
+``execute --out DIR`` writes ``requests.csv`` and ``steps.csv`` with every time named by its clock
+(``predicted_*``, ``measured_*``), ``summary.json`` (the check, and the time figures on both clocks),
+``bitwise.csv`` (the check per request) and ``timings.csv`` (per step: tokens, predicted and measured
+seconds, and the step's shape, which ``calibrate --from-run`` fits again).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from executor.execute import ExecuteResult, execute
 from sim.atomic import atomic_write_many
-from sim.cost.calibration import fit_calibration, save_calibration
 from sim.run.simulate import SimConfig
-from sim.run.tables_io import write_tables
+from sim.run.tables_io import check_table_outputs, csv_text, table_bytes
 from sim.trace import Trace
+
+EXTRA_TABLES = ("bitwise.csv", "timings.csv", "summary.json")  # beside the request and step tables
+
+
+@dataclass(frozen=True)
+class ExecuteReport:
+    text: str  # what the command prints
+    num_not_bit_exact: int  # requests whose outputs differ from the replay: the command exits 1 when any
 
 
 def execute_report(
-    trace: Trace,
-    config: SimConfig,
-    device: str,
-    kernels: str,
-    seed: int,
-    out_dir: str | None,
-    as_json: bool,
-    table_format: str = "csv",
-) -> str:
-    result = execute(trace, config, device=device, kernels=kernels, seed=seed)
+    trace: Trace, config: SimConfig, run: dict, out_dir: str | None, as_json: bool, table_format: str = "csv"
+) -> ExecuteReport:
+    """``run``: execute's keyword arguments (device, kernels, seed, shrink, warmup)."""
+    if out_dir:  # every output path checked before the run, not after it
+        check_table_outputs(out_dir, [config.policy], table_format, EXTRA_TABLES)
+    result = execute(trace, config, **run)
     if out_dir:
-        write_tables(result.measured, out_dir, table_format=table_format)
-        atomic_write_many(
-            {
-                Path(out_dir) / "bitwise.csv": result.requests.to_csv(index=False),
-                Path(out_dir) / "timings.csv": result.timings.to_csv(index=False),
-            }
-        )
+        write_run(result, out_dir, table_format)
+    text = _report_text(result, config, run, as_json)
+    return ExecuteReport(text, int(result.summary["requests_not_bit_exact"]))
+
+
+def _report_text(result: ExecuteResult, config: SimConfig, run: dict, as_json: bool) -> str:
     if as_json:
         return json.dumps(
-            dict(result.summary, policy=config.policy, model=config.model, device=device, kernels=kernels)
+            dict(
+                result.summary,
+                policy=config.policy,
+                model=config.model,
+                device=run["device"],
+                kernels=run["kernels"],
+            )
         )
-    return format_result(result, config, device, kernels)
+    return format_result(result, config, run["device"], run["kernels"])
+
+
+def write_run(result: ExecuteResult, out_dir: str, table_format: str = "csv") -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.summary.items()}
+    atomic_write_many(
+        {
+            out / f"requests.{table_format}": table_bytes(result.request_times, table_format),
+            out / f"steps.{table_format}": table_bytes(result.step_times, table_format),
+            out / "summary.json": json.dumps(summary, indent=1, sort_keys=True) + "\n",
+            out / EXTRA_TABLES[0]: csv_text(result.requests),
+            out / EXTRA_TABLES[1]: csv_text(result.timings),
+        }
+    )
 
 
 def _number(value: float) -> str:
@@ -45,17 +76,20 @@ def _number(value: float) -> str:
 
 def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels: str) -> str:
     s = result.summary
+    warmup = "none" if s["warmup_s"] is None else f"{s['warmup_s']:.2f} s, apart"
     lines = [
-        f"{config.policy} on the {config.model} model, {device}, {kernels} kernels",
+        f"{config.policy} on the {config.model} model ({s['executed_model']}), {device}, {kernels} kernels",
         f"  requests checked                {s['requests_checked']} of {s['requests']}, {s['outputs_checked']} "
         f"outputs; {s['requests_reusing']} reused {s['cached_tokens']} cached tokens",
         f"  not bit-exact vs a replay       {s['requests_not_bit_exact']}  (0 for a correct policy)",
         f"  log-prob max |diff|             {_number(s['logprob_max_abs_diff'])}  "
         f"(KL max {_number(s['kl_max'])}, secondary)",
-        f"  steps                           {s['steps']}",
+        f"  steps                           {s['steps']}  (warm-up: {warmup})",
         f"  step time: measured {s['measured_s']:.3f} s, predicted {s['predicted_s']:.3f} s, "
-        f"MAPE {s['step_time_mape']:.1%}",
-        f"  throughput                      {s['tokens_per_s']:.1f} tokens/s",
+        f"MAPE {s['step_time_mape']:.1%}" + _mape_note(config, device),
+        f"  makespan: measured {s['measured_makespan_s']:.3f} s, predicted {s['predicted_makespan_s']:.3f} s; "
+        f"mean TTFT measured {s['measured_mean_ttft_s']:.3f} s, predicted {s['predicted_mean_ttft_s']:.3f} s",
+        f"  measured throughput             {s['measured_tokens_per_s']:.1f} tokens/s",
     ]
     if s["requests_rejected"]:
         lines.append(
@@ -72,25 +106,11 @@ def format_result(result: ExecuteResult, config: SimConfig, device: str, kernels
     return "\n".join(lines)
 
 
-def calibrate_from_run(
-    trace: Trace, config: SimConfig, device: str, kernels: str, seed: int, output: str
-) -> str:
-    result = execute(trace, config, device=device, kernels=kernels, seed=seed)
-    samples = [(t.shape, t.measured_s) for t in result.step_timings]
-    if not samples:
-        raise ValueError(
-            f"calibrate: no step ran (all {len(trace)} requests were rejected by the pools: "
-            "give larger --pool-tokens / --mamba-states)"
-        )
-    calibration = fit_calibration(samples, model=config.model, gpu=config.gpu)
-    save_calibration(calibration, output)
-    fit = calibration.fit
-    held_out = (
-        f"held-out MAPE {fit.holdout_mape:.1%} ({fit.num_folds} contiguous folds)"
-        if fit.num_folds
-        else "too few steps for a held-out error"
-    )
+def _mape_note(config: SimConfig, device: str) -> str:
+    """Why a CPU run's step-time error is large and means nothing for the simulator's accuracy."""
+    if device != "cpu" or config.calibration is not None:
+        return ""
     return (
-        f"fitted {len(samples)} steps of {config.model} on {device} ({kernels}): overhead "
-        f"{calibration.overhead_s * 1e3:.3f} ms; in-sample MAPE {fit.mape:.1%}, {held_out}; wrote {output}"
+        "\n    (a CPU run: Triton's interpreter or the torch references, priced by the cpu preset's roofline; the"
+        "\n    error says nothing of the simulator: `calibrate` fits this machine, docs/gpu-runs.md measures a GPU)"
     )

@@ -9,7 +9,7 @@ from matplotlib.transforms import Bbox
 from reports.figures import RenderedFigure, new_figure, policy_color, policy_marker, render, thousands
 from reports.formatting import count
 from reports.grid_data import GridData
-from reports.grid_tables import setting_columns
+from reports.grid_tables import components, setting_columns
 
 COSTS = (
     ("peak_swa_slots", "peak SWA held (tokens)"),
@@ -18,6 +18,13 @@ COSTS = (
     ("mean_mamba_states", "mean MAMBA held (states)"),
 )
 GAIN = "scoped_cached_tokens"
+
+
+def costs(data: GridData) -> list[tuple[str, str]]:
+    """The costs of the retained components some point's model has (a model without SWA layers draws no
+    SWA panel); none for a FULL-only grid, which has nothing to retain."""
+    held = {c.pool_name for c in components(data)}
+    return [(column, label) for column, label in COSTS if label.split()[1] in held]
 
 
 def pareto_mask(costs: list[float], gains: list[float]) -> list[bool]:
@@ -32,12 +39,14 @@ def pareto_mask(costs: list[float], gains: list[float]) -> list[bool]:
 
 def cost_table(data: GridData) -> pd.DataFrame:
     points = data.points
-    table = pd.DataFrame({"point": points["key"], "policy": points["policy"]})
+    table = pd.DataFrame({"point": points["key"]})
+    if len(data.policies()) > 1 or not data.settings:  # one policy: the header names it
+        table["policy"] = points["policy"].values
     for name, values in setting_columns(data).items():
         table[name] = values
     table["reused tokens"] = points[GAIN].values
-    frontier = {label: pareto_mask(list(points[cost]), list(points[GAIN])) for cost, label in COSTS}
-    for cost, label in COSTS:
+    frontier = {label: pareto_mask(list(points[cost]), list(points[GAIN])) for cost, label in costs(data)}
+    for cost, label in costs(data):
         table[label] = [_count(value) for value in points[cost]]
     table["on the frontier of"] = [
         ", ".join(label.split(" held")[0] for label in frontier if frontier[label][i]) or "-"
@@ -52,13 +61,16 @@ def _count(value: float) -> str:
 
 
 def cost_figure(data: GridData) -> RenderedFigure:
-    title = "What retention costs: reuse against SWA and MAMBA pool occupancy (each point one grid point)"
+    pools = " and ".join(dict.fromkeys(label.split()[1] for _, label in costs(data)))
+    title = f"What retention costs: reuse against {pools} pool occupancy (each point one grid point)"
     return render(cost_plot(data, title), "cost", title)
 
 
 def cost_plot(data: GridData, title: str):
-    figure, axes = new_figure(6.8, 2, 2, constrained_layout=True)
-    for ax, (cost, label) in zip(axes.ravel(), COSTS, strict=True):
+    shown_costs = costs(data)
+    nrows = len(shown_costs) // 2
+    figure, axes = new_figure(0.8 + 3.0 * nrows, nrows, 2, constrained_layout=True)
+    for ax, (cost, label) in zip(axes.ravel(), shown_costs, strict=True):
         _draw_cost(ax, data, cost, label)
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(
@@ -72,7 +84,7 @@ def cost_plot(data: GridData, title: str):
     )
     figure.suptitle(title, fontsize=10)
     figure.canvas.draw()  # lays the panels out: labels are placed in the pixels they will be drawn at
-    for ax, (cost, _) in zip(axes.ravel(), COSTS, strict=True):
+    for ax, (cost, _) in zip(axes.ravel(), shown_costs, strict=True):
         _annotate(ax, data.points[cost], data.points[GAIN], point_labels(data))
     return figure
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")  # reports are written, never shown; no display is needed or wanted
+# a figure's text is data (policy names, knob values from a store), never mathtext: "$" is a dollar sign
+matplotlib.rcParams["text.parse_math"] = False
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.figure import Figure  # noqa: E402

@@ -1,7 +1,9 @@
 """A sweep's results read back for reports: finished points in grid order, with their reuse in scope.
 
 Reuse is measured over the follow-up requests when the trace has any (the seeds' second turns: what
-PR #34729 and the S1 table count), else over every served request; ``GridData.scope`` says which.
+PR #34729 and the S1 table count), else over every served request; ``GridData.scope`` says which. A point
+whose record is not the point its key names over this grid's trace (copied from another grid, its key
+edited: ``points.key_problem``) is left out and named in ``GridData.skipped``, never reported as this grid's.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import pandas as pd
 
 from sim.bounds.upper_bound import never_kept_tokens
 from sim.cache.reasons import REASONS
-from sim.grid.points import GridPoint, config_from_dict
+from sim.engines.pool_views import PoolLayout
+from sim.grid.points import GridPoint, config_from_dict, key_problem
 from sim.grid.store import PointStore
 from sim.grid.store_checks import StoreError
 from sim.grid.sweep import grid_table
+from sim.run.setup import build
 from sim.run.why import why_key, why_tokens
 from sim.sched.request import served as served_rows
 
@@ -84,6 +88,9 @@ class GridData:
     missing: list[str]  # keys never finished (a sweep stopped early)
     scope: str
     codes: dict = field(default_factory=dict)  # key -> the code that computed the point (None: not recorded)
+    skipped: list[str] = field(default_factory=list)  # points left out, each with its file and why
+    layouts: dict = field(default_factory=dict)  # key -> its engine's PoolLayout (pools named and counted)
+    configs: dict = field(default_factory=dict)  # key -> its SimConfig
     _requests: dict = field(default_factory=dict, repr=False)
 
     def requests(self, key: str) -> pd.DataFrame:
@@ -104,19 +111,36 @@ class GridData:
 def load_grid(root: str | Path) -> GridData:
     store = PointStore(root)
     manifest = store.read_manifest()
-    points = [_point(store, key) for key in manifest["points"]]
+    skipped: dict[str, str] = {}
+    points = [_point(store, key, manifest["trace"]["sha256"], skipped) for key in manifest["points"]]
     found = [p for p in points if p is not None]
     table = grid_table(store, found) if found else pd.DataFrame(columns=["key", "status"])
     done = table[table["status"] == "ok"].reset_index(drop=True)
     if done.empty:
-        raise ValueError(f"{root}: none of the grid's {len(points)} points has finished; nothing to report")
+        left_out = f" ({len(skipped)} left out; the first: {next(iter(skipped.values()))})" if skipped else ""
+        raise ValueError(
+            f"{root}: none of the grid's {len(points)} points has finished{left_out}; nothing to report"
+        )
     failed = list(table.loc[table["status"] == "failed", "key"])
-    missing = [key for key, p in zip(manifest["points"], points, strict=True) if p is None]
+    missing = [k for k, p in zip(manifest["points"], points, strict=True) if p is None and k not in skipped]
     configs = {p.key: p.config for p in found}
     settings = _varying_settings([configs[k] for k in done["key"]])
     done["setting"] = [_setting(configs[k], settings) for k in done["key"]]
     codes = {key: store.read_point(key).get("code") for key in done["key"]}
-    data = GridData(store, manifest["trace"], done, settings, failed, missing, ALL, codes)
+    layouts = {key: _layout(configs[key]) for key in done["key"]}
+    data = GridData(
+        store,
+        manifest["trace"],
+        done,
+        settings,
+        failed,
+        missing,
+        ALL,
+        codes,
+        skipped=list(skipped.values()),
+        layouts=layouts,
+        configs=configs,
+    )
     data.scope = FOLLOWUP if done["followup_requests"].astype(int).max() > 0 else ALL
     _add_reuse(data)
     return data
@@ -147,15 +171,31 @@ def code_warnings(data: GridData) -> list[str]:
     ]
 
 
-def _point(store: PointStore, key: str) -> GridPoint | None:
-    record = store.read_point(key) if store.is_done(key) else store.read_failure(key)
+def _point(store: PointStore, key: str, trace_sha256: str, skipped: dict[str, str]) -> GridPoint | None:
+    """The point ``key`` as stored (None: never finished, or left out with its reason in ``skipped``)."""
+    done = store.is_done(key)
+    record = store.read_point(key) if done else store.read_failure(key)
     if record is None:
         return None
+    path = store.point_path(key) if done else store.failure_path(key)
     try:
-        return GridPoint(key, config_from_dict(record["config"]))
+        point = GridPoint(key, config_from_dict(record["config"]))
+        problem = key_problem(record, key, trace_sha256) if done else None
     except (TypeError, ValueError) as e:  # a record edited by hand: name its file
-        path = store.point_path(key) if store.is_done(key) else store.failure_path(key)
-        raise StoreError(path, f"'config' is not a configuration ({e})") from None
+        raise StoreError(path, f"config: not a configuration ({e})") from None
+    if problem is not None:
+        skipped[key] = f"{path}: left out: {problem}"
+        return None
+    return point
+
+
+def _layout(config) -> PoolLayout | None:
+    """The point's pools as its engine describes them; None where this code cannot build the point any more
+    (a store from older code: reports then count its pools as a radix cache does)."""
+    try:
+        return build(config).pool_layout()
+    except (ValueError, KeyError):
+        return None
 
 
 def _flat(config) -> dict:

@@ -1,164 +1,180 @@
-"""A grid's reuse as tables in the seeds' own shape (``16/32 -> 32/32``), ready to paste into a PR."""
+"""A grid's reuse as tables to paste into a pull request: one figure per cell, one line per cell at GitHub's
+width, a legend beside each table (``LEGEND``).
+
+The comparison puts, for each setting of the axes held fixed, the baseline's point first and every other value
+of the compared axis after it; changes are each point's against the baseline row of its setting.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from reports.formatting import count
-from reports.grid_data import FOLLOWUP, SCOPED, GridData, in_scope
+from reports.axes import POLICY, Baseline, others, rest_of, shown, value_of
+from reports.formatting import change, count, percent, seconds
+from reports.grid_data import FOLLOWUP, GridData, in_scope
+from reports.tables import cell_text
 from sim.cache.components import Component
-from sim.cache.reasons import (
-    BLOCKED_OTHER,
-    FULL_EVICTED,
-    MAMBA_EVICTED,
-    MAMBA_STATE,
-    NEVER_KEPT,
-    NOT_CACHED,
-    PAGE_ROUNDING,
-    SWA_EVICTION,
-    SWA_FINISH_TRIM,
-    SWA_TRIGGER,
-)
-from sim.run.metrics import compare
+from sim.engines.pool_views import SUMMARY_NAMES
+from sim.run.metrics import compare, served_apart
 from sim.run.why import why_key
 
-SHORT = {"page_size": "page", "track_interval": "interval"}
+SHORT = {"page_size": "page", "track_interval": "interval", "retention_interval": "retention"}
+
+
+def column_name(axis: str) -> str:
+    return SHORT.get(axis, axis)
+
+
+def cell_value(value: object) -> object:
+    """A setting in a table cell: numbers stay numbers (right-aligned, sorted as numbers), None is ``none``."""
+    return shown(value) if value is None or isinstance(value, bool) else value
 
 
 def scoped_why(reason: str) -> str:
     """A point's column of tokens recomputed for ``reason`` over the requests in scope."""
-    return SCOPED + why_key(reason)
+    return "scoped_" + why_key(reason)
 
 
 def hits_label(scope: str) -> str:
     return "decode-region hits" if scope == FOLLOWUP else "hits"
 
 
-def comparison_table(data: GridData, baseline: str, other: str) -> pd.DataFrame:
-    """One row per setting that both policies ran: each reuse figure as ``baseline -> other``."""
+def legend(data: GridData, baseline: Baseline) -> str:
+    """What each column of the comparison says (a table's cells carry one figure each)."""
+    return (
+        f"Legend: each setting's `{baseline.label}` point first, every other value of `{baseline.axis}` after it. "
+        f"*{hits_label(data.scope)}*, *reused* and *recomputed* count {_scope_words(data)} (n/N: of N in scope); "
+        "*Δ reused* is the change from the baseline row of the same setting; *mean reuse* is cached / prompt "
+        "tokens per request; *of bound* is the run's reused tokens over the most any policy could reuse with "
+        "the point's pools (docs/bounds.md); *served* counts requests that ran (the rest were refused); "
+        "*improved* / *regressed* count requests both points served whose reused tokens rose / fell."
+    )
+
+
+def _scope_words(data: GridData) -> str:
+    return "the follow-up requests" if data.scope == FOLLOWUP else "all served requests"
+
+
+def comparison_table(data: GridData, baseline: Baseline) -> pd.DataFrame:
+    """One row per point: grouped by the setting of the other axes, the baseline's point first."""
     points = data.points
-    others = {row["setting"]: row for _, row in points[points["policy"] == other].iterrows()}
+    groups: dict[tuple, list[pd.Series]] = {}
+    for _, row in points.iterrows():
+        groups.setdefault(rest_of(data, row, baseline.axis), []).append(row)
     rows = []
-    for _, base in points[points["policy"] == baseline].iterrows():
-        if base["setting"] not in others:
+    for group in groups.values():
+        base = next((r for r in group if value_of(data, r, baseline.axis) == baseline.value), None)
+        if base is None or len(group) < 2:
             continue
-        row = _setting_columns(data, base)
-        row.update(_compare_columns(data, base, others[base["setting"]]))
-        rows.append(row)
+        for point in [base] + [r for r in group if r is not base]:
+            rows.append(_comparison_row(data, baseline, base, point))
     return pd.DataFrame(rows)
 
 
-def _setting_columns(data: GridData, point: pd.Series) -> dict:
-    return {SHORT.get(name, name): value for name, value in zip(data.settings, point["setting"], strict=True)}
-
-
-def _compare_columns(data: GridData, base: pd.Series, other: pd.Series) -> dict:
-    changes = compare(
-        in_scope(data.requests(base["key"]), data.scope), in_scope(data.requests(other["key"]), data.scope)
+def _comparison_row(data: GridData, baseline: Baseline, base: pd.Series, point: pd.Series) -> dict:
+    row = {column_name(axis): cell_value(value_of(data, point, axis)) for axis in others(data, baseline.axis)}
+    value = cell_value(value_of(data, point, baseline.axis))
+    row[column_name(baseline.axis)] = f"{cell_text(value)} (baseline)" if point is base else value
+    row[hits_label(data.scope)] = _hits(point)
+    row["reused"] = int(point["scoped_cached_tokens"])
+    row["Δ reused"] = (
+        "" if point is base else change(base["scoped_cached_tokens"], point["scoped_cached_tokens"])
     )
-    return {
-        hits_label(data.scope): f"{_hits(base)} -> {_hits(other)}",
-        "reused tokens": f"{count(base['scoped_cached_tokens'])} -> {count(other['scoped_cached_tokens'])}",
-        "recomputed tokens": f"{count(base['scoped_recomputed_tokens'])} -> {count(other['scoped_recomputed_tokens'])}"
-        + _percent(base["scoped_recomputed_tokens"], other["scoped_recomputed_tokens"]),
-        "mean reuse": f"{base['scoped_mean_reuse_fraction']:.3f} -> {other['scoped_mean_reuse_fraction']:.3f}",
-        "upper bound": upper_bound_text(base),
-        "reused / bound (all requests)": f"{bound_text(base)} -> {bound_text(other)}",
-        GAP_LABEL: f"{gap_text(base)} -> {gap_text(other)}",
-        "improved / regressed": f"{count(changes['improved_requests'])} / {count(changes['regressed_requests'])}",
-        "points": f"{base['key']} -> {other['key']}",
-    }
+    row["recomputed"] = int(point["scoped_recomputed_tokens"])
+    row["mean reuse"] = f"{point['scoped_mean_reuse_fraction']:.3f}"
+    row["of bound"] = _of_bound(point)
+    row["served"] = f"{count(_served(point))}/{count(point['requests'])}"
+    if point is base:
+        row["improved"] = row["regressed"] = ""
+        return row
+    before, after = (
+        in_scope(data.requests(base["key"]), data.scope),
+        in_scope(data.requests(point["key"]), data.scope),
+    )
+    changes = compare(before, after)
+    row["improved"], row["regressed"] = changes["improved_requests"], changes["regressed_requests"]
+    return row
 
 
-def upper_bound_text(point: pd.Series) -> str:
-    """The ideal (infinite FULL cache, page 1) hits and reused tokens over the requests in scope."""
-    if pd.isna(point["scoped_ideal_hits"]):
-        return "-"
-    return f"{count(point['scoped_ideal_hits'])}/{count(point['scoped_requests'])}, {count(point['scoped_ideal_cached_tokens'])} tokens"
-
-
-GAP_LABEL = "gap: FULL missing / never kept / blocked / page rounding"
-FULL_MISSING, BLOCKED = (
-    (FULL_EVICTED, NOT_CACHED),
-    (MAMBA_STATE, MAMBA_EVICTED, SWA_TRIGGER, SWA_FINISH_TRIM, SWA_EVICTION, BLOCKED_OTHER),
-)
-
-
-def bound_text(point: pd.Series) -> str:
-    """Reused tokens of all served requests over the bound no policy could beat with the point's pools
-    (sim/bounds/), and the Belady FULL bound beside it; "-" for a store written before the bounds."""
-    if "bound_tokens" not in point or pd.isna(point["bound_tokens"]):
-        return "-"
-    bound, cached = int(point["bound_tokens"]), int(point["cached_tokens"])
-    share = f" ({cached / bound:.1%})" if bound else ""
-    return f"{count(cached)}/{count(bound)}{share}, Belady {count(int(point['bound_belady_tokens']))}"
-
-
-def gap_text(point: pd.Series) -> str:
-    """ideal - reused over the requests in scope, split by the ``why`` reasons (sim/run/why.py): FULL KV missing
-    (evicted, or not cached yet) / never kept past the previous turn's insert / blocked by a missing SWA window
-    or MAMBA state / page rounding. A store without ``why`` gives the upper bound's three-way split with
-    page rounding inside the first two."""
-    if scoped_why(NEVER_KEPT) in point and not pd.isna(point[scoped_why(NEVER_KEPT)]):
-        parts = [
-            sum(point[scoped_why(r)] for r in FULL_MISSING),
-            point[scoped_why(NEVER_KEPT)],
-            sum(point[scoped_why(r)] for r in BLOCKED),
-            point[scoped_why(PAGE_ROUNDING)],
+def served_note(data: GridData, baseline: Baseline) -> str:
+    """A warning where compared points served different requests: their latencies are not comparable."""
+    differ = []
+    for _, point in data.points.iterrows():
+        if value_of(data, point, baseline.axis) == baseline.value:
+            continue
+        match = [
+            r
+            for _, r in data.points.iterrows()
+            if value_of(data, r, baseline.axis) == baseline.value
+            and rest_of(data, r, baseline.axis) == rest_of(data, point, baseline.axis)
         ]
-        return " / ".join(count(part) for part in parts)
-    if pd.isna(point["scoped_gap_evicted_tokens"]):
-        return f"- / - / {count(point['scoped_blocked_tokens'])}"
+        if match:
+            apart = served_apart(data.requests(match[0]["key"]), data.requests(point["key"]))
+            if apart["served_by_base_only"] or apart["served_by_other_only"]:
+                differ.append(
+                    f"`{point['key']}` ({apart['served_by_base_only']} served only by the baseline)"
+                )
+    if not differ:
+        return ""
     return (
-        f"{count(point['scoped_gap_evicted_tokens'])} / {count(point['scoped_gap_never_kept_tokens'])} / "
-        f"{count(point['scoped_blocked_tokens'])}"
+        "**Note**: these points served other requests than their baseline, so their reuse and latencies "
+        "are over different requests: " + ", ".join(differ) + "."
     )
+
+
+def _served(point: pd.Series) -> int:
+    return int(point["requests"]) - int(point["rejected_requests"])
+
+
+def _of_bound(point: pd.Series) -> str:
+    if "bound_tokens" not in point or pd.isna(point["bound_tokens"]) or not point["bound_tokens"]:
+        return "-"
+    return percent(int(point["cached_tokens"]) / int(point["bound_tokens"]))
 
 
 def _hits(point: pd.Series) -> str:
     return f"{count(point['scoped_hits'])}/{count(point['scoped_requests'])}"
 
 
-def _percent(before: int, after: int) -> str:
-    return f" ({(after - before) / before:+.0%})" if before and before != after else ""
-
-
 def setting_columns(data: GridData) -> dict[str, list]:
     """The varying settings of every point, as columns named for a table (page, interval, ...)."""
     return {
-        SHORT.get(name, name): [setting[i] for setting in data.points["setting"]]
+        column_name(name): [cell_value(setting[i]) for setting in data.points["setting"]]
         for i, name in enumerate(data.settings)
     }
 
 
+def components(data: GridData) -> list[Component]:
+    """The components some point's cache holds (a FULL-only run draws no SWA or MAMBA column)."""
+    held = {view.component for layout in data.layouts.values() if layout for view in layout.views}
+    capacity = {c for c in Component if (data.points[f"capacity_{SUMMARY_NAMES[c]}"].fillna(0) > 0).any()}
+    return [c for c in Component if c in (held or capacity)]
+
+
 def points_table(data: GridData) -> pd.DataFrame:
-    """Every finished point: its settings, its reuse in scope, and its peak pool occupancy."""
+    """Every finished point: its settings, its reuse in scope, its peaks and evictions, its latencies."""
     points = data.points
-    table = pd.DataFrame({"point": points["key"], "policy": points["policy"]})
+    table = pd.DataFrame({"point": points["key"]})
+    if len(data.policies()) > 1 or not data.settings:
+        table[POLICY] = points["policy"].values
     for name, values in setting_columns(data).items():
         table[name] = values
     table[hits_label(data.scope)] = [_hits(row) for _, row in points.iterrows()]
-    table["reused tokens"] = points["scoped_cached_tokens"].values
-    table["recomputed tokens"] = points["scoped_recomputed_tokens"].values
+    table["reused"] = points["scoped_cached_tokens"].astype(int).values
+    table["recomputed"] = points["scoped_recomputed_tokens"].astype(int).values
     table["mean reuse"] = [f"{v:.3f}" for v in points["scoped_mean_reuse_fraction"]]
-    table["upper bound"] = [upper_bound_text(row) for _, row in points.iterrows()]
-    table["reused / bound (all requests)"] = [bound_text(row) for _, row in points.iterrows()]
-    table[GAP_LABEL] = [gap_text(row) for _, row in points.iterrows()]
-    table["peak SWA (tokens)"] = [
-        _used(row, "peak_swa_slots", "capacity_swa_slots") for _, row in points.iterrows()
-    ]
-    table["peak MAMBA (states)"] = [
-        _used(row, "peak_mamba_states", "capacity_mamba_states") for _, row in points.iterrows()
-    ]
-    table["evictions FULL / SWA / MAMBA"] = [
-        " / ".join(count(row.get(f"evictions_{c.layer_kind}")) for c in Component)
-        for _, row in points.iterrows()
-    ]
+    table["of bound"] = [_of_bound(row) for _, row in points.iterrows()]
+    for comp in components(data):
+        table[f"peak {comp.pool_name}"] = points[f"peak_{SUMMARY_NAMES[comp]}"].astype(int).values
+    for comp in components(data):
+        table[f"evicted {comp.pool_name}"] = points[f"evictions_{comp.layer_kind}"].astype(int).values
+    if (points["mode"] == "timed").any():
+        table["TTFT p99 (s)"] = [seconds(v) for v in points["ttft_p99_s"]]
     return table
 
 
-def _used(point: pd.Series, used: str, capacity: str) -> str:
-    """``peak / capacity`` (a store from before capacities were recorded: the peak alone)."""
-    if capacity not in point or pd.isna(point[capacity]):
-        return count(point[used])
-    return f"{count(point[used])} / {count(point[capacity])}"
+POINTS_LEGEND = (
+    "Legend: reuse over the requests in scope as in the comparison; *peak* is the most each pool held at "
+    "once (KV in tokens, MAMBA in states; capacities in the header), *evicted* what each pool's eviction took "
+    "(radix: nodes; vLLM: blocks)."
+)

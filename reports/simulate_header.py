@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports.formatting import count
+from sim.engines.pool_views import PoolLayout
 from sim.engines.registry import KNOBS
 from sim.run.summary import Summary
 
@@ -16,6 +17,7 @@ class Run:
     policy: str
     summary: Summary
     resolved: dict
+    layout: PoolLayout | None = None  # the engine's pools (None: counted as a radix cache counts them)
 
 
 def header_lines(runs: list[Run], title: str) -> list[str]:
@@ -32,10 +34,9 @@ def describe_knobs(resolved: dict) -> str:
     shown = ", ".join(
         f"{name} {_value(value)}" for name, value in knobs.items() if _applies(name, value, resolved)
     )
-    grids = resolved["grids"]
-    return (
-        f"rules {resolved['rules']}, cache {resolved['cache']}; {shown}; checkpoint grid "
-        f"{grids['checkpoint_grid']}, track grid {grids['track_grid']}"
+    settled = "".join(f", {name.replace('_', ' ')} {value}" for name, value in resolved["grids"].items())
+    return f"rules {resolved['rules']}, cache {resolved['cache']}; {shown}" + (
+        f"; {settled[2:]}" if settled else ""
     )
 
 

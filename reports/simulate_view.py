@@ -5,166 +5,25 @@ markdown table ready to paste into a pull request."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from reports.formatting import change, count, delta, fraction, seconds, share, used_of
+from reports.escape import plain
+from reports.formatting import change
 from reports.simulate_header import Run, header_lines
-from sim.cache.components import Component
-from sim.cache.reasons import REASONS
-from sim.run.summary import Summary  # the rows read it by figure name
+from reports.simulate_rows import POOL_ROWS, REUSE_ROWS, TIME_ROWS, Row, eviction_row
+from sim.run.summary import Summary
 
 TEXT_WIDTH = 110  # header lines wrap here: a terminal or a pull request's code block
 
 
-@dataclass(frozen=True)
-class Row:
-    label: str
-    text: Callable[[Summary], str]
-    value: Callable[[Summary], float | None] = lambda s: None  # what the change column compares
-    shown: Callable[[list[Summary]], bool] = lambda runs: True
-    # a row of several figures compares each (``-11.1 / 0 / 0``) instead of one ``value``
-    changes: Callable[[Summary, Summary], str] | None = None
-
-
-def _key(name: str) -> Callable[[Summary], float]:
-    return lambda s: s[name]
-
-
-def _counted(name: str) -> Row:
-    return Row("", lambda s: count(s[name]), _key(name))
-
-
-def _labelled(label: str, row: Row) -> Row:
-    return Row(label, row.text, row.value, row.shown, row.changes)
-
-
-def _each_changed(names: list[str], scale: float = 1.0) -> Callable[[Summary, Summary], str]:
-    return lambda before, after: " / ".join(delta(scale * before[n], scale * after[n]) for n in names)
-
-
-def _percentiles(prefix: str) -> list[str]:
-    return [f"{prefix}_p{p}_s" for p in (50, 90, 99)]
-
-
-EVICTION_KEYS = [f"evictions_{c.layer_kind}" for c in Component]
-
-
-def _three(prefix: str, scale: float = 1.0) -> Callable[[Summary], str]:
-    return lambda s: " / ".join(seconds(scale * s[f"{prefix}_p{p}_s"]) for p in (50, 90, 99))
-
-
-def _why_row(reason: str) -> Row:
-    name = f"why_{reason}_tokens"
-    return Row(
-        f"  {REASONS[reason]}",
-        lambda s: count(s.get(name, 0)),
-        lambda s: s.get(name, 0),
-        lambda runs: any(s.get(name, 0) for s in runs),
-    )
-
-
-REUSE_ROWS = [
-    Row(
-        "requests",
-        lambda s: (
-            count(s["requests"])
-            + (f" ({count(s['rejected_requests'])} never ran)" if s["rejected_requests"] else "")
-        ),
-        _key("requests"),
-    ),
-    Row(
-        "hits (requests reusing any prefix)",
-        lambda s: f"{count(s['hits'])} / {count(s['requests'])}",
-        _key("hits"),
-    ),
-    Row(
-        "decode-region hits (follow-ups)",
-        lambda s: (
-            f"{count(s['decode_region_hits'])} / "
-            f"{count(s['followup_requests'])} (ideal {count(s.get('ideal_decode_region_hits'))})"
-        ),
-        _key("decode_region_hits"),
-        lambda runs: runs[0]["followup_requests"] > 0,
-    ),
-    _labelled("prompt tokens", _counted("prompt_tokens")),
-    Row(
-        "reused (cached) tokens",
-        lambda s: f"{count(s['cached_tokens'])} ({share(s['cached_tokens'], s['prompt_tokens'])})",
-        _key("cached_tokens"),
-    ),
-    Row(
-        "upper bound: ideal reused tokens",
-        lambda s: (
-            f"{count(s['ideal_cached_tokens'])} ({share(s['ideal_cached_tokens'], s['prompt_tokens'])})"
-        ),
-        _key("ideal_cached_tokens"),
-    ),
-    Row(
-        "bound: Belady (FULL, same budget)",
-        lambda s: (
-            f"{count(s['bound_belady_tokens'])} ({share(s['bound_belady_tokens'], s['prompt_tokens'])})"
-        ),
-        _key("bound_belady_tokens"),
-        lambda runs: all("bound_belady_tokens" in s for s in runs),
-    ),
-    Row(
-        "bound: any policy with these pools",
-        lambda s: f"{count(s['bound_tokens'])} (reused {share(s['cached_tokens'], s['bound_tokens'])} of it)",
-        _key("bound_tokens"),
-        lambda runs: all("bound_tokens" in s for s in runs),
-    ),
-    Row(
-        "bounds",
-        lambda s: s.get("bound_skipped", "computed"),
-        shown=lambda runs: any("bound_skipped" in s for s in runs),
-    ),
-    Row("mean reuse fraction", lambda s: fraction(s["mean_reuse_fraction"]), _key("mean_reuse_fraction")),
-    _labelled("recomputed tokens, of which:", _counted("recomputed_tokens")),
-    *(_why_row(reason) for reason in REASONS),
-]
-POOL_ROWS = [
-    Row(
-        "peak FULL held (tokens)",
-        lambda s: used_of(s["peak_full_slots"], s["capacity_full_slots"]),
-        _key("peak_full_slots"),
-    ),
-    Row(
-        "peak SWA held (tokens)",
-        lambda s: used_of(s["peak_swa_slots"], s["capacity_swa_slots"]),
-        _key("peak_swa_slots"),
-    ),
-    Row(
-        "mean SWA held (tokens)",
-        lambda s: used_of(round(s["mean_swa_slots"]), s["capacity_swa_slots"]),
-        _key("mean_swa_slots"),
-    ),
-    Row(
-        "peak MAMBA held (states)",
-        lambda s: used_of(s["peak_mamba_states"], s["capacity_mamba_states"]),
-        _key("peak_mamba_states"),
-    ),
-    Row(
-        "evictions FULL / SWA / MAMBA (nodes)",
-        lambda s: " / ".join(count(s[k]) for k in EVICTION_KEYS),
-        changes=_each_changed(EVICTION_KEYS),
-    ),
-    _labelled("retractions", _counted("retractions")),
-]
-TIME_ROWS = [
-    Row("makespan (s)", lambda s: seconds(s["makespan_s"]), _key("makespan_s")),
-    Row("output tokens/s", lambda s: count(round(s["output_tokens_per_s"])), _key("output_tokens_per_s")),
-    Row("TTFT p50 / p90 / p99 (ms)", _three("ttft", 1000), changes=_each_changed(_percentiles("ttft"), 1000)),
-    Row("TPOT p50 / p90 / p99 (ms)", _three("tpot", 1000), changes=_each_changed(_percentiles("tpot"), 1000)),
-    Row("E2E p50 / p90 / p99 (s)", _three("e2e"), changes=_each_changed(_percentiles("e2e"))),
-]
-
-
 def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
-    """(figure, value per run[, change]) for every row shown; replay mode has no time rows."""
+    """(figure, value per run[, change]) for every row shown; replay mode has no time rows. Two runs that
+    served different numbers of requests get no change for their latencies: each is over its own served
+    requests (a run that served none has the best TTFT of all)."""
     summaries = [run.summary for run in runs]
     table = []
-    shown = [(row, False) for row in REUSE_ROWS + POOL_ROWS] + [(row, not timed) for row in TIME_ROWS]
+    pools = [*POOL_ROWS[:-1], eviction_row(runs), POOL_ROWS[-1]]
+    shown = [(row, False) for row in REUSE_ROWS + pools] + [(row, not timed) for row in TIME_ROWS]
+    comparable = len({num_served(s) for s in summaries}) == 1
     for row, untimed in shown:
         if not row.shown(summaries):
             continue
@@ -173,9 +32,17 @@ def rows(runs: list[Run], timed: bool) -> list[tuple[str, ...]]:
             continue
         cells = [row.text(s) for s in summaries]
         if len(runs) == 2:
-            cells.append(_change_cell(row, *summaries))
+            latency = row in TIME_ROWS and row.label not in SERVED_ALIKE
+            cells.append(_change_cell(row, *summaries) if comparable or not latency else "-")
         table.append((row.label, *cells))
     return table
+
+
+def num_served(summary: Summary) -> int:
+    return summary["requests"] - summary["rejected_requests"]
+
+
+SERVED_ALIKE = ("arrival rate (requests/s)",)  # the arrivals, whatever was served
 
 
 def _change_cell(row: Row, before: Summary, after: Summary) -> str:
@@ -203,7 +70,9 @@ def render_markdown(runs: list[Run], title: str, timed: bool) -> str:
     table = rows(runs, timed)
     names = ["figure", *(f"`{run.policy}`" for run in runs)] + (["change"] if len(runs) == 2 else [])
     head = header_lines(runs, title)
-    lines = [f"**{head[0]}**", ""] + [f"- {line}" for line in head[1:]] + [""]
+    lines = (
+        [f"**{plain(head[0])}**", ""] + [f"- {line}" for line in head[1:]] + [""]
+    )  # the title names the trace
     lines.append("| " + " | ".join(names) + " |")
     lines.append("|" + "|".join([":---"] + ["---:"] * (len(names) - 1)) + "|")
     for row in table:

@@ -9,18 +9,21 @@ import re
 
 import pandas as pd
 
+from reports.escape import plain
+
 KEY_COLUMNS = ("point", "points", "key")  # hash keys: monospace, never wrapped
 SHORT_TEXT = 24  # a text column whose cells are all this short (policy names) is never wrapped either
 _NUMERIC = re.compile(r"^[+\-]?[\d,.]+")  # a cell that starts with a number (also "94,016 -> 122,880")
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    """A pipe table: numbers right-aligned, text left-aligned, integers with thousands separators."""
+    """A pipe table: numbers right-aligned, text left-aligned, integers with thousands separators; every
+    header and cell as plain text (``reports/escape.py``)."""
     columns = [[cell_text(v) for v in frame[name]] for name in frame.columns]
     kinds = [column_kind(name, cells) for name, cells in zip(frame.columns, columns, strict=True)]
-    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    header = "| " + " | ".join(plain(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if kind == "num" else ":---" for kind in kinds) + "|"
-    body = ["| " + " | ".join(cells[i] for cells in columns) + " |" for i in range(len(frame))]
+    body = ["| " + " | ".join(plain(cells[i]) for cells in columns) + " |" for i in range(len(frame))]
     return "\n".join([header, rule] + body)
 
 

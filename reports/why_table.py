@@ -17,7 +17,9 @@ def why_table(data: GridData) -> pd.DataFrame | None:
     if not keys or "why" not in data.requests(keys[0]):
         return None
     totals = [why_tokens(in_scope(data.requests(key), data.scope)) for key in keys]
-    table = pd.DataFrame({"point": keys, "policy": list(data.points["policy"])})
+    table = pd.DataFrame({"point": keys})
+    if len(data.policies()) > 1 or not data.settings:  # one policy: the header names it
+        table["policy"] = list(data.points["policy"])
     for name, values in setting_columns(data).items():
         table[name] = values
     table["recomputed tokens"] = list(data.points["scoped_recomputed_tokens"])

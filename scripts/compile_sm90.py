@@ -40,6 +40,7 @@ from executor.kernels.silu_mul import silu_mul_kernel  # noqa: E402
 from sim.models import ModelSpec, get_model  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
+_pow2 = triton.next_power_of_2
 I32, F32 = "i32", "fp32"
 
 
@@ -92,7 +93,7 @@ def variants(spec: ModelSpec, act: str) -> list[tuple[str, object, dict, dict]]:
         dict(KSIZE=spec.mamba_conv_kernel, BLOCK_T=config.ROW_BLOCK, BLOCK_C=config.COL_BLOCK),
     )
     scan_ptrs = {
-        **dict.fromkeys(["x_ptr", "dt_ptr", "b_ptr", "c_ptr", "y_ptr"], ptr),
+        **dict.fromkeys(["x_ptr", "dt_ptr", "b_ptr", "c_ptr", "y_ptr", "beta_ptr"], ptr),
         **dict.fromkeys(["a_ptr", "d_ptr", "dtb_ptr", "st_ptr"], "*fp32"),
         **dict.fromkeys(
             [
@@ -108,17 +109,29 @@ def variants(spec: ModelSpec, act: str) -> list[tuple[str, object, dict, dict]]:
             i32p,
         ),
     }
-    add(
-        "ssm_scan",
-        ssm_scan_kernel,
-        scan_ptrs,
-        dict.fromkeys(["H", "P", "N", "s_xt", "s_dtt", "s_bt", "s_ct", "s_yt", "s_ss"], I32),
-        dict(
-            BLOCK_H=1,
-            BLOCK_P=triton.next_power_of_2(spec.mamba_head_dim),
-            BLOCK_N=triton.next_power_of_2(spec.mamba_state_dim),
-        ),
-    )
+    for gdn in (False, True):  # Mamba2's update and GatedDeltaNet's
+        add(
+            "ssm_scan" + ("-gdn" if gdn else ""),
+            ssm_scan_kernel,
+            scan_ptrs,
+            dict.fromkeys(
+                [
+                    "H",
+                    "P",
+                    "N",
+                    "heads_per_group",
+                    "s_xt",
+                    "s_dtt",
+                    "s_bt",
+                    "s_ct",
+                    "s_yt",
+                    "s_betat",
+                    "s_ss",
+                ],
+                I32,
+            ),
+            dict(BLOCK_H=1, BLOCK_P=_pow2(spec.mamba_head_dim), BLOCK_N=_pow2(spec.mamba_state_dim), GDN=gdn),
+        )
     group = spec.num_q_heads // spec.num_kv_heads
     attn_ptrs = {
         **dict.fromkeys(["q_ptr", "k_ptr", "v_ptr", "o_ptr"], ptr),
@@ -184,6 +197,8 @@ def captured_variants(output_len: int | None) -> list[tuple[str, ASTSource, dict
                 trace,
                 "--model",
                 GPU.model,
+                "--shrink",
+                "none",
                 "--device",
                 "cpu",
                 "--kernels",

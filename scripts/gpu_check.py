@@ -27,7 +27,9 @@ def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["plan", "run", "dry-run"])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check-out"), help="results [$OUT]")
-    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (tests)")
+    parser.add_argument(
+        "--budget-scale", type=float, help="multiply every budget [the profile's: 1 on the GPU, 6 dry]"
+    )
     parser.add_argument("--only", help="comma-separated stage names to run")
     return parser.parse_args()
 
@@ -35,10 +37,11 @@ def _parse() -> argparse.Namespace:
 def main() -> int:
     args = _parse()
     stages = [s for s in STAGES if args.only is None or s.name in args.only.split(",")]
-    print(plan_text(stages, args.budget_scale), flush=True)
+    profile = DRY if args.mode == "dry-run" else GPU
+    scale = profile.budget_scale if args.budget_scale is None else args.budget_scale
+    print(plan_text(stages, scale), flush=True)
     if args.mode == "plan":
         return 0
-    profile = DRY if args.mode == "dry-run" else GPU
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))  # traces and run folders; only results go to --out
@@ -53,7 +56,7 @@ def main() -> int:
         env.setdefault("OMP_NUM_THREADS", "1")  # tiny tensors: one thread is ~10x faster on a busy CPU
     ctx = Context(profile, out, work, out / "gpu_check.log", env=env)
     ctx.log_path.write_text("")
-    summary = run_stages(stages, ctx, {"mode": args.mode, "profile": profile.name}, args.budget_scale)
+    summary = run_stages(stages, ctx, {"mode": args.mode, "profile": profile.name}, scale)
     print(f"{'all stages ok' if summary['ok'] else 'FAILED'}: {out / 'gpu_check.json'}", flush=True)
     return 0 if summary["ok"] else 1
 

@@ -1,10 +1,13 @@
 """Progress of a long run on stderr: a live bar with the total and an ETA on a terminal; elsewhere (a log,
-a pipe, CI) one plain line every few seconds, so a log shows the run is alive without filling up."""
+a pipe, CI) one plain line every few seconds, so a log shows the run is alive without filling up. A line comes
+every few seconds even while nothing moves (a long step, the bounds after the run): a heartbeat thread
+prints the last state, with its note saying what the run is doing."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -39,19 +42,26 @@ class LogProgress:
         self.started = self.last_line = clock()
         self.first_done: int | None = None  # work already done when the run began (a resumed sweep)
         self.done, self.note, self.printed = 0, "", False
+        self._lock = threading.Lock()  # the heartbeat and the updates print whole lines, one at a time
 
     def update(self, done: int, note: str = "") -> None:
         if self.first_done is None:
             self.first_done = done
         self.done, self.note = done, note
-        now = self.clock()
-        if now - self.last_line >= self.interval_s:
-            self.last_line = now
-            self._line(now)
+        self.tick()
+
+    def tick(self) -> None:
+        """A line if none was printed for an interval (the heartbeat calls it while nothing updates)."""
+        with self._lock:
+            now = self.clock()
+            if now - self.last_line >= self.interval_s:
+                self.last_line = now
+                self._line(now)
 
     def close(self) -> None:
-        if self.printed:  # a run long enough to log says when it ended
-            self._line(self.clock(), final=True)
+        with self._lock:
+            if self.printed:  # a run long enough to log says when it ended
+                self._line(self.clock(), final=True)
 
     def eta_s(self, now: float) -> float | None:
         ran = self.done - (self.first_done or 0)
@@ -72,16 +82,18 @@ class LogProgress:
 
 @contextlib.contextmanager
 def progress(
-    total: int, label: str, unit: str, stream=None, interval_s: float = LOG_INTERVAL_S, enabled: bool = True
+    total: int, label: str, unit: str, stream=None, interval_s: float | None = None, enabled: bool = True
 ) -> Iterator[Callable[..., None]]:
-    """Yields ``update(done, note="")`` (cheap to call often: nothing happens unless ``done`` moved)."""
+    """Yields ``update(done, note="")`` (cheap to call often: nothing happens unless ``done`` moved).
+    ``interval_s``: between two log lines (default ``LOG_INTERVAL_S``)."""
     stream = sys.stderr if stream is None else stream
+    interval_s = LOG_INTERVAL_S if interval_s is None else interval_s
     if not enabled:
         yield lambda done, note="": None
         return
     if stream.isatty():
-        with _live_bar(total, label, unit, stream) as update:
-            yield update
+        with _live_bar(total, label, unit, stream) as live:
+            yield live
         return
     log = LogProgress(total, label, unit, stream, interval_s)
     last = [-1, ""]
@@ -91,10 +103,29 @@ def progress(
             last[:] = [done, note]
             log.update(done, note)
 
+    with _heartbeat(log):
+        try:
+            yield update
+        finally:
+            log.close()
+
+
+@contextlib.contextmanager
+def _heartbeat(log: LogProgress) -> Iterator[None]:
+    """A daemon thread that asks ``log`` for a line every second (it prints one each interval_s)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(min(1.0, log.interval_s)):
+            log.tick()
+
+    thread = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
+    thread.start()
     try:
-        yield update
+        yield
     finally:
-        log.close()
+        stop.set()
+        thread.join()
 
 
 @contextlib.contextmanager

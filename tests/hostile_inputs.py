@@ -2,16 +2,23 @@
 
 A case lays its files in a fresh folder (``{d}`` in its arguments and expected places stands for it), runs
 the command in-process and is judged: clean is exit 2 with a message naming every expected place, no
-traceback, no hang and nothing written; a hostile but legal input (``runs``) must run to exit 0; an option
-value that is legal for some options (``may_run``) may do either. ``benchmarks/hostile_inputs.py`` counts
-the clean ones; tests/test_hostile_inputs.py asserts every case is clean.
+traceback, no hang and nothing written or replaced (a FIFO stays a FIFO); a hostile but legal input
+(``runs``) must run to exit 0 (naming the places expected, and passing its own check ``after``); an option
+value that is legal for some options (``may_run``) may do either. Round two (issue #26:
+tests/hostile_inputs_two.py) adds special files, sockets and devices as outputs, a planted temporary file,
+injection, bombs, closed standard input, damaged stores and JSON that lies. ``benchmarks/hostile_inputs.py``
+counts the clean ones; tests/test_hostile_inputs.py asserts every case is clean.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
+import stat
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +30,7 @@ from sim.engines.registry import CLI_KNOBS
 from sim.run.config import POOL_KNOBS
 from tests import test_bad_inputs as regression
 from tests.bad_input_helpers import GOOD_LINES, Hang, lines_text, time_limit
+from tests.hostile_inputs_two import AFTER, CLOSED, PREPARE, SPECIAL, make_special, round_two_cases
 
 FIFO, FOLDER, STORE = "<fifo>", "<folder>", "<store>"  # special contents of a case's file
 GOOD = lines_text(*GOOD_LINES).encode()
@@ -38,6 +46,9 @@ class Hostile:
     may_run: bool = False
     damage: tuple = ()  # (file inside the folder, bytes) written after the files are laid
     origin: str = "corpus"  # "regression": a case tests/test_bad_inputs.py runs already
+    stdin: bytes | str | None = None  # what standard input holds; CLOSED: none at all
+    prepare: str = ""  # a preparation of hostile_inputs_two.PREPARE, run after the files are laid
+    after: str = ""  # a check of hostile_inputs_two.AFTER, run after the command
 
 
 def _trace_cases() -> list[Hostile]:
@@ -130,20 +141,20 @@ def _executor_cases() -> list[Hostile]:
 
 def all_cases() -> list[Hostile]:
     return [*_trace_cases(), *_option_cases(), *_special_file_cases(), *_import_and_gen_cases(),
-            *_output_cases(), *_store_cases(), *_executor_cases()]
+            *_output_cases(), *_store_cases(), *_executor_cases(), *round_two_cases(Hostile, FOLDER, STORE, FIFO)]
 
 
 _STORE_CACHE: dict[str, Path] = {}
 
 
-def _finished_store(scratch: Path) -> Path:
-    """One small finished grid, made once a process and copied into every case that damages it."""
-    if "store" not in _STORE_CACHE:
-        (scratch / "good.jsonl").write_bytes(GOOD)
-        CliRunner().invoke(cli, ["grid", "--trace", str(scratch / "good.jsonl"), "--policy", "radix,sglang",
-                                 "--out", str(scratch / "store"), "--jobs", "1"], catch_exceptions=False)
-        _STORE_CACHE["store"] = scratch / "store"
-    return _STORE_CACHE["store"]
+def finished_store(scratch: Path, name: str = "store", trace: bytes = GOOD) -> Path:
+    """A small finished grid over ``trace``, made once a process and copied into every case that damages it."""
+    if name not in _STORE_CACHE:
+        (scratch / f"{name}.jsonl").write_bytes(trace)
+        CliRunner().invoke(cli, ["grid", "--trace", str(scratch / f"{name}.jsonl"), "--policy", "radix,sglang",
+                                 "--out", str(scratch / name), "--jobs", "1"], catch_exceptions=False)
+        _STORE_CACHE[name] = scratch / name
+    return _STORE_CACHE[name]
 
 
 def lay_out(case: Hostile, folder: Path, scratch: Path) -> None:
@@ -154,13 +165,40 @@ def lay_out(case: Hostile, folder: Path, scratch: Path) -> None:
         elif content == FOLDER:
             path.mkdir()
         elif content == STORE:
-            shutil.copytree(_finished_store(scratch), path)
+            shutil.copytree(finished_store(scratch), path)
+        elif content in SPECIAL:
+            make_special(path, SPECIAL[content])
         else:
             path.write_bytes(content)
     if case.damage:
         name, data = case.damage
         point = sorted((folder / "g" / "points").glob("*.json"))[0].stem
         (folder / "g" / name.format(point=point)).write_bytes(data)
+    if case.prepare:
+        PREPARE[case.prepare](folder, scratch)
+
+
+class _ClosedStdinRunner(CliRunner):
+    """A runner whose command finds no standard input at all (``sys.stdin`` None), as under ``<&-``."""
+
+    @contextmanager
+    def isolation(self, *args, **kwargs):
+        with super().isolation(*args, **kwargs) as streams:
+            saved, sys.stdin = sys.stdin, None
+            try:
+                yield streams
+            finally:
+                sys.stdin = saved
+
+
+def snapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder``: its kind, and a regular file's bytes' hash (a FIFO is never opened)."""
+    found = {}
+    for path in folder.rglob("*"):
+        mode = path.lstat().st_mode
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if stat.S_ISREG(mode) else ""
+        found[str(path.relative_to(folder))] = (stat.S_IFMT(mode), digest)
+    return found
 
 
 def judge(case: Hostile, folder: Path, seconds: int = 60) -> str | None:
@@ -171,25 +209,30 @@ def judge(case: Hostile, folder: Path, seconds: int = 60) -> str | None:
     def sub(text: str) -> str:
         return text.replace("{d}", str(folder)).replace("{point}", point)
 
-    before = sorted(str(p) for p in folder.rglob("*"))
+    before = snapshot(folder)
+    runner = _ClosedStdinRunner() if case.stdin == CLOSED else CliRunner()
     try:
         with time_limit(seconds):
-            result = CliRunner().invoke(cli, [sub(str(a)) for a in case.args])
+            result = runner.invoke(cli, [sub(str(a)) for a in case.args],
+                                   input=None if case.stdin == CLOSED else case.stdin)
     except Hang:
         signal.alarm(0)
         return f"hang: no answer within {seconds} s"
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return f"traceback: {type(result.exception).__name__}: {str(result.exception)[:200]}"
+    missing = [sub(place) for place in case.located if sub(place) not in result.output]
     if result.exit_code == 0 and (case.runs or case.may_run):
-        return None
+        if case.runs and missing:
+            return f"ran, not naming ({', '.join(missing)}): {result.output.strip()[-200:]}"
+        return AFTER[case.after](folder) if case.after else None
     if case.runs or result.exit_code != 2:
         return f"exit {result.exit_code}: {result.output.strip()[-200:]}"
-    missing = [sub(place) for place in case.located if sub(place) not in result.output]
     if missing:
         return f"not located ({', '.join(missing)}): {result.output.strip()[-200:]}"
-    after = sorted(str(p) for p in folder.rglob("*"))
-    if after != before or temp_files(*(p for p in folder.rglob("*") if p.is_dir()), folder):
-        return f"left behind: {sorted(set(after) - set(before))[:3]}"
+    after = snapshot(folder)
+    if after != before or temp_files(*(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()), folder):
+        changed = sorted(name for name in set(after) | set(before) if after.get(name) != before.get(name))
+        return f"left behind or replaced: {changed[:3]}"
     return None
 
 

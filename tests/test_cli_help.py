@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import click
 import pytest
@@ -86,3 +87,28 @@ def test_trace_gen_and_import_say_what_they_wrote(tmp_path, data_dir):
     assert stats.output.startswith("| statistic | value |\n|:---|---:|\n| requests | 40 |")
     assert json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).output)[
         "requests"] == 40
+
+
+@pytest.mark.parametrize("command", ["execute", "calibrate"])
+def test_executor_help_lists_its_own_options_first_and_no_knob_it_cannot_run(command):
+    """--trace, --policy, --model ... before the knobs; every executing engine's knobs are offered (vLLM executes)."""
+    text = help_text(command)
+    flags = re.findall(r"^  (--[a-z-]+|-o, --output)", text, flags=re.MULTILINE)
+    assert flags.index("--trace") == 0 and flags.index("--seed") < flags.index("--page-size")
+    assert "--finish-trim-gap" in text and "--marconi-eviction" in text and "--junction" in text
+    assert flags.index("--junction") > flags.index("--seed")
+
+
+def test_a_knob_only_an_engine_execute_cannot_run_reads_is_not_offered(monkeypatch):
+    import dataclasses
+
+    from commands import execute_options
+    from sim.engines.registry import ENGINES
+
+    not_executing = {**ENGINES, "vllm": dataclasses.replace(ENGINES["vllm"], executes="not here")}
+    monkeypatch.setattr(execute_options, "ENGINES", not_executing)
+    command = click.Command("probe", callback=lambda **_: None)
+    command = execute_options.executor_knobs(command)
+    names = {param.name for param in command.params}
+    assert "junction" not in names and "retention_interval" not in names
+    assert "finish_trim_gap" in names and "pool_tokens" in names

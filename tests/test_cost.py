@@ -4,13 +4,8 @@ import json
 import pytest
 
 from sim.cost import GPUS, CostModel, GPUSpec, StepShape, attended_sum, get_gpu, step_bytes, step_flops
-from sim.cost.calibration import (
-    Calibration,
-    CalibrationFit,
-    fit_calibration,
-    load_calibration,
-    save_calibration,
-)
+from sim.cost.calibration import Calibration, CalibrationFit, load_calibration, save_calibration
+from sim.cost.calibration_fit import fit_calibration
 from sim.models import FULL, ModelSpec, get_model
 
 # one FULL layer, dense: attention 2*8*2*4 + 2*8*1*4 = 192, MLP 3*8*16 = 384, LM head 32*8 = 256

@@ -90,7 +90,7 @@ def test_keep_old_adopts_a_store_written_before_keys_covered_the_code(trace_path
         old = legacy_key(sha, point.config)
         for suffix in (".requests.csv", ".steps.csv"):
             store.point_path(point.key, suffix).rename(store.point_path(old, suffix))
-        record = {k: v for k, v in record.items() if k not in ("code", "config_key")} | {"key": old}
+        record = {k: v for k, v in record.items() if k not in ("code", "config_key", "key_parts")} | {"key": old}
         store.point_path(old).write_text(json.dumps(record))
         store.point_path(point.key).unlink()
     assert legacy_key(sha, configs[0]) != point_key(sha, configs[0])
@@ -141,13 +141,13 @@ def test_a_toml_grid_file_runs_the_same_points_as_comma_lists(trace_path, tmp_pa
 
 
 @pytest.mark.parametrize("text, extra, message", [
-    (GRID_FILE.replace("page_size = 128", "page_size = [128, 0]"), [], "sweep.toml: [axes] page_size: --page-size: "
+    (GRID_FILE.replace("page_size = 128", "page_size = [128, 0]"), [], "sweep.toml:8: [axes] page_size: --page-size: "
                                                                        "item 2: must be an integer >= 1"),
-    (GRID_FILE.replace("[axes]", "colour = 1\n[axes]"), [], "sweep.toml: unknown key 'colour'"),
-    (GRID_FILE.replace("page_size = 128", "page_sise = 128"), [], "sweep.toml: [axes] page_sise: unknown grid axis"),
+    (GRID_FILE.replace("[axes]", "colour = 1\n[axes]"), [], "sweep.toml:6: colour: unknown key"),
+    (GRID_FILE.replace("page_size = 128", "page_sise = 128"), [], "sweep.toml:8: [axes] page_sise: unknown grid axis"),
     (GRID_FILE, ["--page-size", "64"], "--page-size is given on the command line and in"),
     (GRID_FILE.replace('trace = "s1.jsonl"', ""), [], "--trace is required or trace in the grid file"),
-    (GRID_FILE.replace("jobs = 1", "jobs = 0"), [], "sweep.toml: jobs must be an integer >= 1"),
+    (GRID_FILE.replace("jobs = 1", "jobs = 0"), [], "sweep.toml:5: jobs: must be an integer >= 1"),
     ("page_size = [", [], "sweep.toml: not valid TOML"),
 ])
 def test_a_bad_grid_file_is_refused_naming_the_file_and_key(trace_path, tmp_path, text, extra, message):

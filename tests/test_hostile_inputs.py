@@ -7,6 +7,8 @@ import pytest
 from tests.hostile_inputs import all_cases, judge, lay_out
 
 CASES = [case for case in all_cases() if case.origin == "corpus"]
+# the executor's pools are sized (and refused) by the executor itself: without torch it never gets there
+NEEDS_TORCH = {"execute/pools-past-memory", "calibrate/pools-past-memory"}
 
 
 @pytest.fixture(scope="module")
@@ -16,6 +18,8 @@ def scratch(tmp_path_factory):
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_hostile_input_fails_cleanly(case, tmp_path, scratch):
+    if case.name in NEEDS_TORCH:
+        pytest.importorskip("torch")
     lay_out(case, tmp_path, scratch)
     assert judge(case, tmp_path, seconds=60) is None
 

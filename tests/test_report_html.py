@@ -1,6 +1,8 @@
 """The HTML report: its structure as written, and as a real browser (headless Chromium) renders it."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import os
@@ -64,8 +66,8 @@ def check_page(page: Page) -> None:
     assert all(t["class"] == "sortable" for t in page.tables[1:])
     kinds = {cell.get("class") for cell in page.cells}
     assert {"num", "key", "text short"} <= kinds  # numbers right, keys unwrapped, short text unwrapped
-    assert len(page.images) == 5 and all(i["src"].startswith("data:image/png;base64,") for i in page.images)
-    for phrase in ("pools (capacity)", "ideal reuse", "evictions (nodes)", "code", "4,000,000 tokens"):
+    assert len(page.images) == 6 and all(i["src"].startswith("data:image/png;base64,") for i in page.images)
+    for phrase in ("pools (capacity)", "ideal reuse", "evictions", "nodes", "code", "4,000,000 tokens"):
         assert phrase in text, phrase
 
 
@@ -92,7 +94,7 @@ def test_a_real_browser_renders_the_report(report_html, tmp_path):
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     page = Page(dumped.stdout)
     check_page(page)
-    assert [image.get("data-loaded") for image in page.images] == ["yes"] * 5  # every figure decoded
+    assert [image.get("data-loaded") for image in page.images] == ["yes"] * 6  # every figure decoded
     assert all(header.get("aria-sort") == "none" for header in page.headers if "data-type" in header)  # script ran
     shot = tmp_path / "report.png"
     taken = run_browser("--window-size=1000,2400", f"--screenshot={shot}", url)
@@ -116,14 +118,49 @@ window.addEventListener("load", function () {
 </script>"""
 
 
+def allow_script(page: str, script: str) -> str:
+    """``page`` whose Content-Security-Policy also allows the inline ``script`` (a test's own)."""
+    inner = script.split(">", 1)[1].rsplit("</script>", 1)[0]
+    digest = base64.b64encode(hashlib.sha256(inner.encode()).digest()).decode()
+    return page.replace("script-src ", f"script-src 'sha256-{digest}' ", 1)
+
+
 @pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
                                               "chromium) or set HYBRIDCACHE_BROWSER to one")
 def test_a_click_on_a_header_sorts_the_table_by_number(report_html, tmp_path):
     clicked = tmp_path / "clicked.html"
-    clicked.write_text(report_html.read_text().replace("</body>", CLICK_A_HEADER + "</body>"))
+    clicked.write_text(allow_script(report_html.read_text(), CLICK_A_HEADER).replace("</body>", CLICK_A_HEADER + "</body>"))
     dumped = run_browser("--dump-dom", clicked.as_uri())
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     body = re.search(r'<body[^>]*data-sorted="([^"]*)"[^>]*>', dumped.stdout)
     assert body and 'data-sort="ascending"' in body.group(0)
     shown = [int(value.replace(",", "")) for value in json.loads(html.unescape(body.group(1)))]
     assert len(shown) == 4 and shown == sorted(shown) and shown != sorted(shown, reverse=True)
+
+
+@pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
+                                              "chromium) or set HYBRIDCACHE_BROWSER to one")
+def test_the_page_loads_nothing_from_outside_even_with_an_image_planted_in_it(report_html, tmp_path):
+    """An image injected into the page (as a trace name once could) is blocked by the page's policy; the
+    same page without the policy loads it, so the probe can tell."""
+    probe = tmp_path / "probe.png"
+    shutil.copy(next((report_html.parent / "figures").glob("*.png"), None) or _one_png(tmp_path), probe)
+    planted = report_html.read_text().replace("<h1>", f'<img id="probe" alt="probe" src="{probe.as_uri()}"><h1>', 1)
+    loaded = {}
+    for name, page in (("with", planted), ("without", re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>',
+                                                              "", planted))):
+        (tmp_path / f"{name}.html").write_text(page)
+        dumped = run_browser("--dump-dom", (tmp_path / f"{name}.html").as_uri())
+        assert dumped.returncode == 0, dumped.stderr[-2000:]
+        probe_tag = re.search(r'<img[^>]*id="probe"[^>]*>', dumped.stdout).group(0)
+        loaded[name] = re.search(r'data-loaded="(\w+)"', probe_tag).group(1)
+    assert loaded == {"with": "no", "without": "yes"}
+
+
+def _one_png(folder: Path) -> Path:
+    from reports.figures import new_figure, render
+
+    figure, _ = new_figure(1.0)
+    path = folder / "one.png"
+    path.write_bytes(render(figure, "one", "").png)
+    return path

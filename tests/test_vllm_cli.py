@@ -96,9 +96,9 @@ def test_a_grid_over_retention_and_token_budget_renders(tmp_path):
     assert "retention_interval" in report and "| 2,112 |" in report
 
 
-def test_policies_lists_vllm_and_execute_refuses_it():
+def test_policies_lists_vllm_and_execute_refuses_only_radix():
     assert "vLLM 0.33.0 defaults" in invoke("policies").output
     described = invoke("policies", "--model", "qwen3.5-4b").output
     assert "resolved on h200: block size 576, groups mamba mamba mamba full" in described
-    result = invoke("execute", "--trace", "traces/multiturn.jsonl", "--policy", "vllm")
-    assert result.exit_code == 2 and "use `simulate` for it" in result.output
+    result = invoke("execute", "--trace", "traces/multiturn.jsonl", "--policy", "radix")
+    assert result.exit_code == 2 and "it is the upper bound a hybrid cache could reach" in result.output

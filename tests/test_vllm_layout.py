@@ -63,14 +63,14 @@ def test_a_pool_below_the_minimum_is_refused_in_vllms_terms_and_an_unset_length_
 def test_vllm_refuses_what_it_cannot_start_with(knobs, message):
     policy = make_policy("vllm", prefill_checkpoints=False, **knobs)
     with pytest.raises(ValueError, match=message):
-        check_config(layout_for(QWEN, policy.page_size, 0, False), policy)
+        check_config(layout_for(QWEN, policy.page_size, 0, False), policy, QWEN)
 
 
 def test_a_retention_interval_needs_a_swa_or_mamba_group():
     full_only = get_model("tiny").replace(layer_kinds=("full",), window=0)
     policy = make_policy("vllm", retention_interval=32)
     with pytest.raises(ValueError, match="neither sliding-window nor Mamba"):
-        check_config(layout_for(full_only, 16, 0, False), policy)
+        check_config(layout_for(full_only, 16, 0, False), policy, full_only)
 
 
 def test_pool_from_tokens_and_from_memory():

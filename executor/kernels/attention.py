@@ -3,7 +3,7 @@
 Query position i of an item sees key positions j with ``i - window <= j <= i`` (window 0: all j <= i):
 the window counts the keys *before* the query, SGLang's two-side-inclusive ``sliding_window_size`` (its
 FlashAttention ``window_size=(W, 0)``), so a prefix hit at P needs SWA KV of ``[P - W, P)`` exactly as the
-simulator's match rule assumes (SPEC section 1).
+simulator's match rule assumes (README).
 Keys and values of position j live at row ``slots[j]`` of the layer's K/V pool ``[num_slots, Hkv, D]``;
 the new tokens' K/V are written there before the call, so one kernel serves prefill with a cached
 prefix, plain prefill and decode, for a ragged batch, with GQA (``Hq`` a multiple of ``Hkv``).

@@ -13,6 +13,10 @@ import torch
 # Read once, at import: `@triton.jit` reads TRITON_INTERPRET when it decorates, so the kernel objects and
 # this flag always agree (tests/executor/conftest.py sets it before any kernel module is imported).
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+if INTERPRET:  # numpy >= 2.4 (the device image's 2.5) under triton 3.6's interpreter
+    from executor.kernels.interpret_compat import patch_interpreter
+
+    patch_interpreter()
 
 # (BLOCK_M, BLOCK_N, BLOCK_K). The interpreter pays per executed op, not per flop, so it takes big tiles;
 # the GPU takes tiles that fit shared memory. Bits need only agree within one device kind.

@@ -1,14 +1,17 @@
-"""The MAMBA (Mamba2-style SSD) recurrence, resuming from a state slot and writing checkpoints.
+"""The MAMBA recurrence (Mamba2's SSD, or GatedDeltaNet's delta rule), resuming from a state slot and
+writing checkpoints.
 
-Per head h and token t, with dt = softplus(dt_raw + dt_bias), A = -exp(A_log) < 0:
+Per head h (of group g = h // (H / G): B and C come in G groups shared by H / G heads each) and token t,
+with dt = softplus(dt_raw + dt_bias) and A < 0, the state is ``[P, N]`` in fp32:
 
-    state[h] = exp(dt * A[h]) * state[h] + dt * outer(x[t, h], B[t])     # [P, N], fp32
-    y[t, h]  = state[h] @ C[t] + D[h] * x[t, h]
+    mamba2:  state = exp(dt * A) * state + dt * outer(x, B);          y = state @ C + D * x
+    gdn:     k, q = B, C L2-normalised; beta = sigmoid(beta_raw)
+             state = exp(dt * A) * state;  state += beta * outer(x - state @ k, k);   y = state @ q
 
-One program walks one item's tokens in order, so the state after a token is the same value whether the
-item came as one chunk, many chunks or single decode steps (the state is stored and reloaded in fp32,
-exactly). Checkpoints are taken at absolute positions: after the first `pos` tokens of the sequence,
-the state is copied to the checkpoint's state slot.
+(GatedDeltaNet in the layout of Mamba2: v is x, k is B, q is C.) One program walks one item's tokens in
+order, so the state after a token is the same value whether the item came as one chunk, many chunks or
+single decode steps (the state is stored and reloaded in fp32, exactly). Checkpoints are taken at absolute
+positions: after the first `pos` tokens of the sequence, the state is copied to the checkpoint's slot.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def ssm_scan_kernel(
     a_ptr,
     d_ptr,
     dtb_ptr,
+    beta_ptr,
     st_ptr,
     q_off_ptr,
     start_ptr,
@@ -44,15 +48,18 @@ def ssm_scan_kernel(
     H,
     P,
     N,
+    heads_per_group,
     s_xt,
     s_dtt,
     s_bt,
     s_ct,
     s_yt,
+    s_betat,
     s_ss,
     BLOCK_H: tl.constexpr,
     BLOCK_P: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    GDN: tl.constexpr,
 ):
     item = tl.program_id(0)
     r = tl.arange(0, BLOCK_H * BLOCK_P)  # one state row per (head, head-dim) pair
@@ -61,6 +68,8 @@ def ssm_scan_kernel(
     r_ok = (h < H) & (p < P)
     n = tl.arange(0, BLOCK_N)
     n_ok = n < N
+    bc_col = (h // heads_per_group)[:, None] * N + n[None, :]  # each row's B/C group
+    bc_ok = r_ok[:, None] & n_ok[None, :]
     st_off = (h * P + p)[:, None] * N + n[None, :]
     st_ok = r_ok[:, None] & n_ok[None, :]
     x_col = h * P + p
@@ -76,7 +85,8 @@ def ssm_scan_kernel(
     q0 = q_off.to(tl.int64)
     x_ptrs, y_ptrs = x_ptr + q0 * s_xt + x_col, y_ptr + q0 * s_yt + x_col
     dt_ptrs = dt_ptr + q0 * s_dtt + h
-    b_ptrs, c_ptrs = b_ptr + q0 * s_bt + n, c_ptr + q0 * s_ct + n
+    b_ptrs, c_ptrs = b_ptr + q0 * s_bt + bc_col, c_ptr + q0 * s_ct + bc_col
+    beta_ptrs = beta_ptr + q0 * s_betat + h
     seg_lo = start
     for c in range(0, ck_cnt + 1):  # segments between checkpoints; the last one ends at `end`
         has_ck = c < ck_cnt
@@ -85,10 +95,19 @@ def ssm_scan_kernel(
             xv = tl.load(x_ptrs, mask=r_ok, other=0.0).to(tl.float32)
             dt = tl.load(dt_ptrs, mask=r_ok, other=0.0).to(tl.float32) + dtb
             dt = tl.where(dt > 20.0, dt, tl.log(1.0 + tl.exp(dt)))  # softplus, no libdevice
-            bv = tl.load(b_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-            cv = tl.load(c_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-            state = state * tl.exp(dt * a)[:, None] + (dt * xv)[:, None] * bv[None, :]
-            y = tl.reduce(state * cv[None, :], 1, SUM) + dd * xv
+            bv = tl.load(b_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
+            cv = tl.load(c_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
+            if GDN:
+                bv = bv / tl.sqrt(tl.reduce(bv * bv, 1, SUM) + 1e-6)[:, None]
+                cv = cv / tl.sqrt(tl.reduce(cv * cv, 1, SUM) + 1e-6)[:, None]
+                beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptrs, mask=r_ok, other=0.0).to(tl.float32)))
+                state = state * tl.exp(dt * a)[:, None]
+                state += (beta * (xv - tl.reduce(state * bv, 1, SUM)))[:, None] * bv
+                y = tl.reduce(state * cv, 1, SUM)
+                beta_ptrs += s_betat
+            else:
+                state = state * tl.exp(dt * a)[:, None] + (dt * xv)[:, None] * bv
+                y = tl.reduce(state * cv, 1, SUM) + dd * xv
             tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=r_ok)
             x_ptrs += s_xt
             y_ptrs += s_yt
@@ -118,11 +137,15 @@ def ssm_scan(
     rag: Ragged,
     state_ids: list[int],
     ckpts: Checkpoints,
+    beta: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """y [T, H*P] for x [T, H*P], dt [T, H], B/C [T, N]; updates ssm_state [S, H, P, N] (fp32) in place."""
-    _check(x, dt, B, C, ssm_state)
+    """y [T, H*P] for x [T, H*P], dt [T, H], B/C [T, G*N] (G groups); updates ssm_state [S, H, P, N] (fp32)
+    in place. Given `beta` [T, H], the GatedDeltaNet update (module docstring), else Mamba2's."""
+    groups = _check(x, dt, B, C, ssm_state, beta)
     config.check_device(x, dt, B, C, A, D, dt_bias, ssm_state)
     num_states, H, P, N = ssm_state.shape
+    gdn = beta is not None
+    beta = dt if beta is None else beta  # an unread stand-in pointer for Mamba2
     y = torch.empty((rag.num_tokens, H * P), dtype=x.dtype, device=x.device)
     dev, bh = x.device, _heads_per_program(H)
     ssm_scan_kernel[(rag.num_items, triton.cdiv(H, bh))](
@@ -134,6 +157,7 @@ def ssm_scan(
         A,
         D,
         dt_bias,
+        beta,
         ssm_state,
         rag.on("q_off", dev),
         rag.on("starts", dev),
@@ -146,26 +170,35 @@ def ssm_scan(
         H,
         P,
         N,
+        H // groups,
         x.stride(0),
         dt.stride(0),
         B.stride(0),
         C.stride(0),
         y.stride(0),
+        beta.stride(0),
         ssm_state.stride(0),
         BLOCK_H=bh,
         BLOCK_P=triton.next_power_of_2(P),
         BLOCK_N=triton.next_power_of_2(N),
+        GDN=gdn,
         num_warps=config.NUM_WARPS,
     )
     return y
 
 
-def _check(x, dt, B, C, ssm_state) -> None:
+def _check(x, dt, B, C, ssm_state, beta) -> int:
+    """The number of B/C groups, after checking every shape."""
     _, H, P, N = ssm_state.shape
     if ssm_state.dtype != torch.float32 or not ssm_state.is_contiguous():
         raise ValueError("ssm_scan: the state pool must be contiguous float32")
-    for name, t, width in (("x", x, H * P), ("dt", dt, H), ("B", B, N), ("C", C, N)):
+    groups = B.shape[1] // N if B.dim() == 2 and N else 0
+    if groups < 1 or B.shape[1] != groups * N or H % groups:
+        raise ValueError(f"ssm_scan: B must be [T, G*{N}] with G dividing {H} heads, got {tuple(B.shape)}")
+    widths = (("x", x, H * P), ("dt", dt, H), ("B", B, groups * N), ("C", C, groups * N))
+    for name, t, width in widths + ((("beta", beta, H),) if beta is not None else ()):
         if t.dim() != 2 or t.shape[1] != width or t.shape[0] != x.shape[0] or t.stride(1) != 1:
             raise ValueError(
                 f"ssm_scan: {name} must be [T, {width}] with unit column stride, got {tuple(t.shape)}"
             )
+    return groups

@@ -31,7 +31,7 @@ class PagePaths:
         for source, offset, length in seq.runs:  # a page inside one run is keyed (node, source, offset)
             run_end = position + length
             while start < run_end and start < end:
-                key: tuple
+                key: tuple  # a page inside one run: (node, source, offset); else (node, its runs)
                 if start >= position and start + page <= run_end:
                     key = (node, source, offset + start - position)
                 else:

@@ -49,7 +49,11 @@ def state_options(events: list, paths: PagePaths) -> Options:
     paths.prefetch(events)
     last_touch = [-1] * paths.num_nodes  # event index -> below, the number of lookups up to it
     lookups_upto: list[int] = []
-    owners, weights, first, last, requests = [], [], [], [], []
+    owners: list[int] = []
+    weights: list[int] = []
+    first: list[int] = []
+    last: list[int] = []
+    requests: list[str] = []
     num_lookups = 0
     for index, event in enumerate(events):
         pages = paths.pages(event)

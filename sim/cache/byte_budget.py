@@ -8,6 +8,7 @@ victims: the engine's rules evict (``sim/cache/engines/marconi_evict.py``) until
 from __future__ import annotations
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.events import EventBus
 from sim.cache.pools import PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -20,7 +21,7 @@ BYTES = "bytes"  # the component name a byte shortfall is reported under
 class ByteBudget:
     name = "bytes"
 
-    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool):
+    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool, events: EventBus | None = None):
         if sizes.budget_bytes is None:
             raise ValueError("a byte-budget topology needs PoolSizes.budget_bytes")
         self.budget = sizes.budget_bytes
@@ -29,7 +30,7 @@ class ByteBudget:
             SWA: sizes.unit_bytes[1] if has_swa else 0,
             MAMBA: sizes.unit_bytes[2] if has_mamba else 0,
         }
-        self.pools = component_pools(sizes, has_swa, has_mamba)
+        self.pools = component_pools(sizes, has_swa, has_mamba, events)
 
     def used_bytes(self) -> int:
         return sum(pool.num_used * self.unit[comp] for comp, pool in self.pools.items())

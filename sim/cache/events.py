@@ -103,6 +103,15 @@ class SlotsFreed:
     ids: list[int]
 
 
+@dataclass(frozen=True, slots=True)
+class BlocksDiscarded:
+    """vLLM blocks whose contents died: freed without a hash (no one can hit them), or evicted while cached.
+    A cached free block is still alive."""
+
+    group: int
+    blocks: list[int]
+
+
 # ---- the radix tree: each published before the tree changes -----------------------------------------
 @dataclass(frozen=True, slots=True)
 class Evicting:
@@ -131,6 +140,33 @@ class LeafDeleting:
 class Split:
     upper: Any  # the new node above
     lower: Any  # the old node, now below it
+
+
+# ---- vLLM's block pool (sim/cache/blocks/) ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BlockHit:
+    """An admitted request's prefix-cache hit, before its blocks are touched: the block keys of its prompt,
+    the reconciled hit and FULL's answer alone (tokens)."""
+
+    request_id: str
+    chain: list  # block keys (bytes), one per whole prompt block
+    cached_len: int
+    full_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvicted:
+    """A cached block lost its hash to a new allocation: ``key`` is (block key, group)."""
+
+    key: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksSkipped:
+    """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
+    their (block key, group) keys. No later request can hit them."""
+
+    keys: list
 
 
 # ---- the scheduler and the engine -------------------------------------------------------------------

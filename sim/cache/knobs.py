@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 
@@ -27,6 +28,29 @@ _BOOLS = {
     "no": False,
     "0": False,
 }
+
+
+# numbers as a user writes them: Python's int() and float() also take "1_024" and non-ASCII digits ("６４")
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
+
+
+def parse_integer(text: str | int) -> int:
+    """An integer written in ASCII decimal digits (a sign allowed); ValueError for anything else."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text.strip()):
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text)
+
+
+def parse_number(text: str | float) -> float:
+    """A decimal number as written (digits, point, exponent; inf and nan as words); ValueError for the rest."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str) or not _NUMBER.fullmatch(text.strip()):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
 
 
 @dataclass(frozen=True)
@@ -62,7 +86,7 @@ class KnobSpec:
                 raise ValueError(f"must be {self.expects()}, got {text!r}")
             return _BOOLS[text.lower()]
         try:
-            number = float(text) if self.kind is float else int(text)
+            number = parse_number(text) if self.kind is float else parse_integer(text)
         except ValueError:
             raise ValueError(f"must be {self.expects()}, got {text!r}") from None
         return self.check(number)

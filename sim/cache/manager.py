@@ -53,7 +53,7 @@ class CacheManager(PlainDecodes):
         self.rules = rules.build(self.resolved)
         self.page_size, self.window = self.resolved.page_size, self.resolved.window
         self.has_swa, self.has_mamba = self.resolved.has_swa, self.resolved.has_mamba
-        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba)
+        self.topology = self.rules.topology(sizes, self.has_swa, self.has_mamba, self.events)
         self.pools = self.topology.pools
         full, swa, mamba = (self.pools[comp] for comp in Component)
         self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction(), self.events)
@@ -62,6 +62,7 @@ class CacheManager(PlainDecodes):
         self._matched, self._admitted = self.events.channel(Matched), self.events.channel(Admitted)
         self._inserted, self._swa_freed = self.events.channel(Inserted), self.events.channel(SwaFreed)
         self._checkpoint_saved = self.events.channel(CheckpointSaved)
+        self._finishing, self._finished = self.events.channel(FinishStarted), self.events.channel(Finished)
 
     def empty_like(self, policy: Policy) -> CacheManager:
         """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
@@ -156,13 +157,15 @@ class CacheManager(PlainDecodes):
     # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests[request_id]
-        self.events.publish(FinishStarted(request_id))
+        if self._finishing:
+            emit(self._finishing, FinishStarted(request_id))
         self.rules.finish(self, req)
         result = FinishResult(inserted_len=req.prefix_len if self.rules.keeps_cache else 0)
         self._release(req)
         del self.requests[request_id]
         self.rules.after_release(self, req)
-        self.events.publish(Finished(request_id, result.inserted_len))
+        if self._finished:
+            emit(self._finished, Finished(request_id, result.inserted_len))
         return result
 
     def abort(self, request_id: str) -> None:

@@ -1,4 +1,4 @@
-"""The match rule of SPEC section 4: where a walked path may end, and the LRU refresh of a hit."""
+"""The match rule (README: FULL for the whole prefix, the last W tokens of SWA, a MAMBA state at the point): where a walked path may end, and the LRU refresh of a hit."""
 
 from __future__ import annotations
 

@@ -98,8 +98,8 @@ class Policy:
     )
     fault: str | None = knob(
         None,
-        "DELIBERATELY WRONG MAMBA handling",
-        choices=(None, "stale-state", "early-checkpoint"),
+        "DELIBERATELY WRONG MAMBA handling (vllm-*: vLLM's block manager's hit or SWA release)",
+        choices=(None, "stale-state", "early-checkpoint", "vllm-hit-past-state", "vllm-early-free"),
         hidden=True,
     )
 

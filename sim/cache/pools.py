@@ -8,31 +8,29 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
+from sim.cache.components import Component
 from sim.cache.errors import PoolExhausted
+from sim.cache.events import EventBus, SlotsFreed, emit
 
 
 class Pool:
     """Free ids are the ones handed back (reused last-freed first) and, above a high-water mark, the ones
     never handed out yet (lowest first): a pool of a billion states costs nothing until it is used."""
 
-    def __init__(self, name: str, size: int):
+    def __init__(
+        self, name: str, size: int, component: Component = Component.FULL, events: EventBus | None = None
+    ):
         if size < 0:
             raise ValueError(f"{name} pool size must be >= 0, got {size}")
-        self.name = name
-        self.size = size
+        self.name, self.size, self.component = name, size, component
+        # every free is announced (SlotsFreed): the executor poisons that memory with NaN
+        self._freed = (events or EventBus()).channel(SlotsFreed)
         self.high_water = 0  # ids below it have been handed out at least once
         self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
-        # the executor poisons freed memory through this hook (set_on_free)
-        self._on_free: Callable[[list[int]], object] | None = None
         # kept, not derived: asked several times per simulated step (check_integrity recounts it)
         self.num_free = size
-
-    def set_on_free(self, hook: Callable[[list[int]], object]) -> None:
-        """Called with the ids of every free (the executor poisons that memory with NaN)."""
-        self._on_free = hook
 
     @property
     def num_used(self) -> int:
@@ -64,8 +62,8 @@ class Pool:
     def free(self, ids: list[int]) -> None:
         if not ids:
             return
-        if self._on_free is not None:
-            self._on_free(ids)
+        if self._freed:
+            emit(self._freed, SlotsFreed(self.component, ids))
         self._returned.extend(reversed(ids))
         self.num_free += len(ids)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sim.cache import evictor
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.events import EventBus
 from sim.cache.pools import Pool, PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
@@ -16,8 +17,8 @@ from sim.cache.sizing import PoolSizes
 class SeparatePools:
     name = "separate"
 
-    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool):
-        self.pools = component_pools(sizes, has_swa, has_mamba)
+    def __init__(self, sizes: PoolSizes, has_swa: bool, has_mamba: bool, events: EventBus | None = None):
+        self.pools = component_pools(sizes, has_swa, has_mamba, events)
 
     def reserve(self, tree, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until each pool can hand out what is asked, or say which cannot."""
@@ -40,14 +41,16 @@ class SeparatePools:
         return min(full, self.pools[SWA].num_free) if has_swa else full
 
 
-def component_pools(sizes: PoolSizes, has_swa: bool, has_mamba: bool) -> dict[Component, Pool]:
+def component_pools(
+    sizes: PoolSizes, has_swa: bool, has_mamba: bool, events: EventBus | None = None
+) -> dict[Component, Pool]:
     """A pool per component, empty for a component the model does not have."""
     counts = {
         FULL: sizes.full_pages,
         SWA: sizes.swa_pages if has_swa else 0,
         MAMBA: sizes.states if has_mamba else 0,
     }
-    return {comp: Pool(comp.pool_name, count) for comp, count in counts.items()}
+    return {comp: Pool(comp.pool_name, count, comp, events) for comp, count in counts.items()}
 
 
 def pool_usage(pools, tree) -> dict[Component, PoolUsage]:

@@ -15,6 +15,7 @@ from sim.cache.misses import MissWatcher
 from sim.cache.policy import EngineKnobs, Policy
 from sim.cache.resolve import describe_resolved, resolve
 from sim.cache.sizing import PoolOptions, PoolSizes
+from sim.engines.pool_views import PoolLayout, radix_pool_layout
 from sim.models import ModelSpec
 from sim.sched.interface import Scheduler
 
@@ -25,6 +26,8 @@ Settle = Callable[[Policy, str, AbstractSet[str]], Policy]
 Describe = Callable[[Policy, ModelSpec, str], str]
 PolicyCheck = Callable[[Policy], None]
 WatcherFactory = Callable[[CacheModel, EventBus], MissWatcher | None]
+PoolLayoutOf = Callable[[ModelSpec, Policy, PoolSizes], PoolLayout]
+Settles = Callable[[ModelSpec, Policy], dict[str, object]]
 
 
 def as_given(policy: Policy, gpu: str, given: AbstractSet[str]) -> Policy:
@@ -35,6 +38,12 @@ def as_given(policy: Policy, gpu: str, given: AbstractSet[str]) -> Policy:
 def describe_radix(policy: Policy, model: ModelSpec, gpu: str) -> str:
     """The rules, every knob as run and what the model settles (window, chunk, grids)."""
     return describe_resolved(resolve(policy, model))
+
+
+def radix_grids(model: ModelSpec, policy: Policy) -> dict[str, object]:
+    """What the model settles beyond the knobs: the prefill checkpoint and decode track grids."""
+    resolved = resolve(policy, model)
+    return {"checkpoint_grid": resolved.checkpoint_grid, "track_grid": resolved.track_grid}
 
 
 def accept(policy: Policy) -> None:
@@ -61,3 +70,12 @@ class Engine:
     byte_budget: bool = False  # ``--cache-bytes``: one byte budget for every pool
     misses: WatcherFactory = no_watcher  # why a match lost what it lost (the ``why`` column)
     executes: str | None = None  # None: ``execute`` runs it; else why not ({policy}: the preset's name)
+    # the shared knobs (``Policy``'s fields) its rules read; None: every one. Headers, the simulate JSON and a
+    # grid's table list only these (and the engine's own knobs)
+    reads: frozenset[str] | None = None
+    pool_layout: PoolLayoutOf = radix_pool_layout  # its pools as headers and figures name and count them
+    settles: Settles = radix_grids  # what the model settles beyond the knobs, for headers
+
+    def reads_knob(self, name: str) -> bool:
+        """Whether ``name`` (a shared knob or one of its own) changes what this engine does."""
+        return name in self.knobs.specs() or self.reads is None or name in self.reads

@@ -29,6 +29,18 @@ CONTROLS = (
         {"fault": "early-checkpoint"},
     ),
     (
+        "broken-vllm-hit-past-state",
+        "vllm",
+        "a Mamba hit accepts the block boundary after a cached state and resumes from that older state",
+        {"fault": "vllm-hit-past-state"},
+    ),
+    (
+        "broken-vllm-early-free",
+        "vllm",
+        "SWA releases one block more than the window allows: a block freed while its KV is still read",
+        {"fault": "vllm-early-free"},
+    ),
+    (
         "broken-freetoken-window-short",
         "freetoken-lazy",
         "freetoken-lazy whose match accepts a window one page short",

@@ -114,9 +114,11 @@ def make_policy(name: str, **knobs: object) -> Policy:
 
 
 def knob_values(policy: Policy) -> dict[str, object]:
-    """Every knob of the schema as this policy runs it; another engine's knob at its declared default."""
+    """The knobs the policy's engine reads, as this policy runs them (the shared ones it reads, its own, and
+    the negative controls' hidden ones): another engine's knob, or a shared one it ignores, is not there."""
+    engine = engine_of(policy)
     values = policy.knob_items(hidden=True)
-    return {name: values.get(name, spec.default) for name, spec in KNOBS.items()}
+    return {name: value for name, value in values.items() if KNOBS[name].hidden or engine.reads_knob(name)}
 
 
 def pool_sizes(config: PoolOptions, model: ModelSpec, policy: Policy) -> PoolSizes:

@@ -9,13 +9,15 @@ from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.blocks.sizing import shared_pool_sizes
+from sim.cache.components import Component
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
 from sim.cache.policy import Policy
 from sim.cache.resolve import describe_resolved, resolve
 from sim.cache.sizing import PoolOptions, PoolSizes
 from sim.engines.entry import Engine
-from sim.models import ModelSpec
+from sim.engines.pool_views import PoolLayout, PoolView
+from sim.models import FULL, MAMBA, SWA, ModelSpec
 from sim.sched.default import DefaultScheduler
 from sim.sched.interface import Scheduler
 
@@ -37,12 +39,42 @@ def _describe(policy: Policy, model: ModelSpec, gpu: str) -> str:
     """The knobs, then what ``vllm serve`` settles on ``gpu`` for ``model``: block size, groups, token budget."""
     settled = settle_for_gpu(policy, gpu, frozenset())
     layout = policy_layout(model, settled)
-    head = describe_resolved(resolve(policy, model)).split("; resolved:")[0]
+    rules = describe_resolved(resolve(policy, model)).split("; ")[0]
+    knobs = ", ".join(
+        f"{name} {'none' if value is None else value}"
+        for name, value in policy.knob_items().items()
+        if name in READS or name in VllmKnobs.specs()
+    )
+    head = f"{rules}; {knobs}"
     return (
         f"{head}; resolved on {gpu}: block size {layout.block_size}, groups {' '.join(layout.group_kinds)}, "
         f"window {layout.window}, prefill checkpoints {bool(layout.checkpoint_blocks)}, "
         f"max_num_batched_tokens {settled.chunked_prefill_size}"
     )
+
+
+READS = frozenset(
+    {"page_size", "window", "chunked_prefill_size", "max_running_requests"}
+)  # of the shared knobs
+_KINDS = {FULL: Component.FULL, SWA: Component.SWA, MAMBA: Component.MAMBA}
+
+
+def _pool_layout(model: ModelSpec, policy: Policy, sizes: PoolSizes) -> PoolLayout:
+    """One block pool every group draws from: a view per group kind the model has (KV in the tokens of its
+    blocks, Mamba in states, a block each), each of which could fill the whole pool."""
+    layout = policy_layout(model, policy)
+    B, blocks = layout.block_size, sizes.blocks
+    views = []
+    for kind in (FULL, SWA, MAMBA):
+        if kind in layout.kinds:
+            count = layout.group_kinds.count(kind)
+            mamba = kind == MAMBA
+            unit, per = ("states", 1) if mamba else ("tokens", B)
+            name = f"{kind.upper()} group{'s' if count > 1 else ''} ({count})"
+            views.append(PoolView(_KINDS[kind], name, unit, per, blocks * per))
+    groups = " ".join(layout.group_kinds)
+    shared = f"one block pool of {blocks:,} blocks of {B} tokens, groups {groups}"
+    return PoolLayout(tuple(views), shared, eviction_unit="blocks", one_pool=True)
 
 
 # vLLM 0.33.0 as `vllm serve` starts it: --block-size unset (16, raised for Mamba hybrids), the batch defaults
@@ -68,7 +100,7 @@ ENGINE = Engine(
     pool_sizes=_pool_sizes,
     settle_for_gpu=settle_for_gpu,
     describe=_describe,
-    executes="execute runs the radix cache manager's FULL / SWA / MAMBA pools; policy {policy!r} runs vllm's "
-    "own cache (one shared block pool, sim/cache/blocks), whose block tables the executor's pools do not model: "
-    "use `simulate` for it",
+    reads=READS,
+    pool_layout=_pool_layout,
+    settles=lambda model, policy: {},  # no radix grids: the block size and groups are the pool's
 )

@@ -18,6 +18,8 @@ alone exceed the budget is refused (counted with no hits).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from sim.run.simulate import SimConfig, SimResult, simulate
@@ -63,7 +65,7 @@ def marconi_experiment(
 def _row(size: float, runs: dict[str, SimResult]) -> dict:
     rates = {policy: _hit_rate(runs[policy], runs[policy].summary.cached_tokens) for policy, _ in POLICIES}
     marconi, sglang, vllm = (rates[policy] for policy, _ in POLICIES)
-    row = {"cache_gb": size}
+    row: dict[str, Any] = {"cache_gb": size}
     row.update({f"{label} hit rate": round(rates[policy], 4) for policy, label in POLICIES})
     row["Marconi / vLLM+"] = f"{marconi / vllm:.2f}x" if vllm else "inf" if marconi else "-"
     row["Marconi vs SGLang+"] = f"{(marconi - sglang) / sglang:+.1%}" if sglang else "-"
@@ -73,10 +75,10 @@ def _row(size: float, runs: dict[str, SimResult]) -> dict:
     return row
 
 
-def _hit_rate(result: SimResult, tokens: int) -> float:
+def _hit_rate(result: SimResult, tokens: int | None) -> float:
     """Over every request's prompt tokens, served or not, so that a policy refusing requests gains nothing."""
     prompts = int(result.requests["prompt_tokens"].sum())
-    return tokens / prompts if prompts else 0.0
+    return (tokens or 0) / prompts if prompts else 0.0
 
 
 def parse_sizes(text: str) -> tuple[float, ...]:

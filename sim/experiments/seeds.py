@@ -1,6 +1,8 @@
-"""The seed experiments of SPEC section 7, each as a table in the seed's own shape."""
+"""The seed experiments (docs/seed-experiments.md), each as a table in the seed's own shape."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
@@ -11,7 +13,7 @@ from sim.trace.generate import s1 as s1_trace
 from sim.trace.generate import s2 as s2_trace
 from sim.trace.generate import s3 as s3_trace
 
-S1_POOLS = dict(pool_tokens=4_000_000, mamba_states=4096)
+S1_POOLS: dict[str, Any] = dict(pool_tokens=4_000_000, mamba_states=4096)
 
 
 def s1(
@@ -55,7 +57,7 @@ def s1(
 
 
 def _s1_row(page: int, interval: int, results: dict, policies) -> dict:
-    row = {"page_size": page, "track_interval": interval}
+    row: dict[str, Any] = {"page_size": page, "track_interval": interval}
     turn2 = {p: r.requests[r.requests["followup"]] for p, r in results.items()}
     for policy in policies:
         t = turn2[policy]

@@ -9,6 +9,8 @@ checkpoints), each under vLLM 0.33.0's defaults and under the settings of the re
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from sim.run.simulate import SimConfig, simulate
@@ -17,7 +19,7 @@ from sim.trace import Request, Segment, Trace
 MODEL = "qwen3.5-4b"
 TRITON = {"prefill_checkpoints": False}  # B = 528, the block every report logged
 # vLLM 0.33.0 (retention 0, the junction) against the settings of the reports' time (dense, no junction)
-SETTINGS = {
+SETTINGS: dict[str, dict[str, Any]] = {
     "0.33.0": {"retention_interval": 0, "junction": True},
     "dense, no junction": {"retention_interval": "none", "junction": False},
 }
@@ -27,7 +29,7 @@ def one_after_another(
     prompts: list[tuple[str, list[Segment]]], output_len: int = 8, sessions: dict | None = None
 ) -> Trace:
     """Requests sent at concurrency 1: each follows the one before it, in the given order."""
-    requests = []
+    requests: list[Request] = []
     for index, (request_id, prompt) in enumerate(prompts):
         session = (sessions or {}).get(request_id)
         timing = {"arrival": 0.0} if index == 0 else {"after": requests[-1].id}
@@ -90,7 +92,10 @@ ALIGN_REPORTED = {
     (1500, 700, "dense, junction"): "40/64 at 1056",
     (1500, 700, "0.33.0"): "48/64 (interval prototype)",
 }
-ALIGN_SETTINGS = {**SETTINGS, "dense, junction": {"retention_interval": "none", "junction": True}}
+ALIGN_SETTINGS: dict[str, dict[str, Any]] = {
+    **SETTINGS,
+    "dense, junction": {"retention_interval": "none", "junction": True},
+}
 
 
 def align(workloads=((1600, 600), (1500, 700)), max_batched: int = 2048) -> pd.DataFrame:

@@ -7,6 +7,7 @@ input is rejected before anything runs, with the option and the offending item n
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,16 +92,50 @@ def parse_axes(texts: dict[str, str | None]) -> dict[str, list]:
     return {name: parse_axis(name, text) for name, text in texts.items() if text is not None}
 
 
-def expand(axes: dict[str, list], calibration: str | None = None, mode: str = "timed") -> list:
-    """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point."""
+# Each point is a full simulation (a second to minutes) and three files in the store; the largest grids of
+# the docs have 24 points. Past 1,000 (hours on a workstation, a report table nobody reads), a grid is far
+# likelier a slip (four 100-value lists are 10^8 points) than a plan: refused unless --max-points says so.
+MAX_POINTS = 1000
+
+
+def grid_size(axes: dict[str, list]) -> tuple[int, str]:
+    """The number of points of ``axes`` (counted, not built) and how it comes about (``policy 2 x page_size
+    4 = 8 points``)."""
+    num_points = math.prod(len(values) for values in axes.values())
+    factors = " x ".join(f"{name} {len(axes[name])}" for name in AXIS_NAMES if len(axes.get(name, ())) > 1)
+    return num_points, f"{factors} = {num_points:,} points" if factors else f"{num_points:,} point"
+
+
+def check_grid_size(axes: dict[str, list], max_points: int = MAX_POINTS) -> int:
+    """The grid's size; ValueError naming --max-points when it is larger than ``max_points``."""
+    num_points, text = grid_size(axes)
+    if num_points > max_points:
+        raise ValueError(
+            f"--max-points: the grid has {text}, over the limit of {max_points:,}; shorten the lists, "
+            f"or raise --max-points to {num_points} if this is meant"
+        )
+    return num_points
+
+
+def expand(
+    axes: dict[str, list],
+    calibration: str | None = None,
+    mode: str = "timed",
+    max_points: int = MAX_POINTS,
+    slo: str | None = None,
+) -> list:
+    """The cartesian product of ``axes`` in AXES order (last axis fastest), one SimConfig per point; a grid
+    of more than ``max_points`` is refused before any is built; ``slo`` (one for the whole grid) is every
+    point's."""
     unknown = set(axes) - set(AXIS_NAMES)
     if unknown:
         raise ValueError(f"unknown grid axes {sorted(unknown)}; known: {', '.join(AXIS_NAMES)}")
+    check_grid_size(axes, max_points)
     names = [name for name in AXIS_NAMES if name in axes]
     configs = []
     for values in itertools.product(*(axes[name] for name in names)):
         chosen = dict(zip(names, values, strict=True))
         knobs = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == KNOB}
         fields = {k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG}
-        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, **fields))
+        configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, slo=slo, **fields))
     return configs

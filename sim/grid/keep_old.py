@@ -5,7 +5,6 @@ come from different code."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from sim.grid.points import GridPoint, config_key, legacy_key
 from sim.grid.store import PointStore
@@ -35,9 +34,9 @@ def _stored_config_keys(store: PointStore) -> dict[str, str]:
     found = {}
     for path in sorted(store.points_dir.glob("*.json"), key=lambda p: p.stat().st_mtime_ns):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # an unreadable point is never adopted; the sweep recomputes it
-        if isinstance(record, dict) and record.get("config_key"):
+            record = store.read_point(path.stem)
+        except (OSError, ValueError):
+            continue  # an unreadable or damaged point is never adopted; the sweep recomputes it
+        if record.get("config_key"):
             found[record["config_key"]] = path.stem
     return found

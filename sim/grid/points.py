@@ -7,6 +7,11 @@ model's values, the pool sizes: ``sim/run/resolved.py``) and the code (package v
 the same code; a changed trace, knob, preset default or source file gives a new key and the point runs
 again. ``config_key`` is the same hash without the code: ``grid --keep-old`` finds an older code's result
 of the same point by it (``sim/grid/keep_old.py``).
+
+A point's record keeps what of the key's inputs it does not hold already (``key_parts``: the resolved
+configuration as hashed, the calibration file's hash), so that any code can check, exactly, that a record is
+the point its key names over a grid's trace (``key_problem``): a record copied from another grid, or one
+whose key was edited, is named and never taken for this grid's.
 """
 
 from __future__ import annotations
@@ -75,11 +80,52 @@ def point_key(trace_sha256: str, config: SimConfig, code: dict | None = None) ->
     return _hash(inputs)
 
 
-def _inputs(trace_sha256: str, config: SimConfig) -> dict:
+def _inputs(trace_sha256: str, config: SimConfig, calibration_sha256: str | None = None) -> dict:
     inputs = {"trace_sha256": trace_sha256, "config": config_to_dict(config)}
     if config.calibration is not None:
-        inputs["calibration_sha256"] = file_sha256(config.calibration)
+        inputs["calibration_sha256"] = calibration_sha256 or file_sha256(config.calibration)
     return inputs
+
+
+def key_parts(config: SimConfig) -> dict:
+    """The key's inputs a point's record keeps besides its configuration, trace and code."""
+    parts = {"resolved": _resolved(config)}
+    if config.calibration is not None:
+        parts["calibration_sha256"] = file_sha256(config.calibration)
+    return parts
+
+
+def key_problem(record: dict, key: str, trace_sha256: str) -> str | None:
+    """Why ``record`` (checked by ``store_checks.check_point``) is not point ``key`` of a grid over the trace
+    whose hash is ``trace_sha256``; None when it is."""
+    recorded = (record.get("trace") or {}).get("sha256")
+    if recorded is not None and recorded != trace_sha256:
+        return (
+            f"it was computed over another trace (sha256 {recorded[:12]}, this grid's is {trace_sha256[:12]})"
+        )
+    config = config_from_dict(record["config"])
+    try:
+        if key in _candidate_keys(record, config, trace_sha256):
+            return None
+    except OSError as e:  # a record from before key_parts, whose calibration file is gone
+        return f"its key cannot be checked: its calibration file cannot be read ({e.strerror})"
+    return "its key is not the hash of its configuration over this grid's trace (copied or edited?)"
+
+
+def _candidate_keys(record: dict, config: SimConfig, trace_sha256: str) -> list[str]:
+    """The key the record's own inputs hash to. A record from before ``key_parts`` is its key when its
+    ``config_key`` (the inputs less the code: how ``--keep-old`` adopted it) is this grid's; one older still,
+    when its key is what this code, or a store before keys covered the code, would give it."""
+    code = record.get("code")
+    code = {"version": code.get("version"), "source_sha256": code.get("source_sha256")} if code else None
+    parts = record.get("key_parts")
+    if parts is not None:
+        inputs = _inputs(trace_sha256, config, parts.get("calibration_sha256"))
+        return [_hash(inputs | {"resolved": parts["resolved"], "code": code})] if code else []
+    if "config_key" in record:  # the record's own evidence of its trace and configuration
+        return [record["key"]] if record["config_key"] == config_key(trace_sha256, config) else []
+    keys = [legacy_key(trace_sha256, config)]  # a store older still: only the key itself can tell
+    return keys + ([point_key(trace_sha256, config, code)] if code is not None else [])
 
 
 def _resolved(config: SimConfig) -> dict:

@@ -1,4 +1,5 @@
-"""Where the points run: in this process, in local worker processes, or as Ray tasks.
+"""Where the points run: in this process, in local worker processes, or as Ray tasks (which report no
+progress inside a point: the sweep's shows their points as they finish).
 
 Each runner yields outcomes as points finish (in completion order; the sweep restores grid order) and
 cancels what has not started when the consumer stops early (an error, Ctrl-C, a test's kill hook).
@@ -7,7 +8,7 @@ cancels what has not started when the consumer stops early (an error, Ctrl-C, a 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sim.grid.worker import PointOutcome, PointTask, run_task
@@ -20,17 +21,24 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def run_serial(tasks: list[PointTask]) -> Iterator[PointOutcome]:
+OnProgress = Callable[[str, int], None]  # (point key, its requests done so far)
+
+
+def run_serial(tasks: list[PointTask], on_progress: OnProgress | None = None) -> Iterator[PointOutcome]:
     for task in tasks:
-        yield run_task(task)
+        step = (lambda done, key=task.key: on_progress(key, done)) if on_progress else None
+        yield run_task(task, on_step=step)
 
 
-def run_processes(tasks: list[PointTask], jobs: int) -> Iterator[PointOutcome]:
-    """Local worker processes (``sim/grid/workers.py``): a worker that dies fails only its own point."""
+def run_processes(
+    tasks: list[PointTask], jobs: int, on_progress: OnProgress | None = None
+) -> Iterator[PointOutcome]:
+    """Local worker processes (``sim/grid/workers.py``): a worker that dies fails only its own point.
+    ``on_progress`` hears how far each point in flight got."""
     if jobs == 1 or len(tasks) <= 1:
-        yield from run_serial(tasks)
+        yield from run_serial(tasks, on_progress)
         return
-    yield from run_workers(tasks, jobs)
+    yield from run_workers(tasks, jobs, on_progress)
 
 
 def require_ray():

@@ -10,7 +10,8 @@ Layout::
     DIR/failed/<key>.json             a point that raised: its config and the error
 
 A point's JSON is written last, after both CSVs, so its presence means the point is complete: a sweep
-killed half-way leaves every finished point usable and no half-written one.
+killed half-way leaves every finished point usable and no half-written one. Every file is read under the
+input rule (``sim/trace/files.py``: a regular file, JSON read strictly) and checked (``store_checks.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.atomic import atomic_write, atomic_write_many, sweep_stale_temps
+from sim.atomic import atomic_write, atomic_write_many, check_output_dir, sweep_stale_temps
+from sim.grid.points import key_problem
 from sim.grid.store_checks import (
     StoreError,
     check_failure,
@@ -30,8 +32,22 @@ from sim.grid.store_checks import (
     check_steps,
     read_csv,
 )
+from sim.run.tables_io import csv_read_back, csv_text
+from sim.trace.checks import TraceError
+from sim.trace.files import read_document
+from sim.trace.strict_json import JSONError, loads
 
 MANIFEST = "grid.json"
+MAX_RECORD_BYTES = 64 << 20  # a manifest of a million point keys is 20 MB; a point's record a few kB
+_TEXT_COLUMNS = ("id", "session", "rejected", "why")
+
+
+def check_store_dir(root: str | Path) -> None:
+    """The output rule for a store, before a sweep starts: the folder, what it writes at the top, and its
+    points/ and failed/ folders."""
+    check_output_dir(root, (MANIFEST, "grid.csv", "grid.parquet"))
+    check_output_dir(Path(root) / "points")
+    check_output_dir(Path(root) / "failed")
 
 
 def dump_json(value: object) -> str:
@@ -50,6 +66,8 @@ class PointStore:
             sweep_stale_temps(self.root, self.points_dir, self.failed_dir)
         elif not self.root.is_dir():
             raise ValueError(f"{self.root}: no such directory (run `cli.py grid --out {self.root}` first)")
+        elif self.points_dir.exists() and not self.points_dir.is_dir():
+            raise StoreError(self.points_dir, "is not a folder (a store keeps its point files in one)")
 
     def point_path(self, key: str, suffix: str = ".json") -> Path:
         return self.points_dir / f"{key}{suffix}"
@@ -60,10 +78,11 @@ class PointStore:
     def is_done(self, key: str) -> bool:
         return self.point_path(key).is_file()
 
-    def is_complete(self, key: str) -> bool:
-        """Done, and its record is what a sweep writes (a damaged one is recomputed, not trusted)."""
+    def is_complete(self, key: str, trace_sha256: str) -> bool:
+        """Done, its record is what a sweep writes and is the point ``key`` over this trace (a damaged or
+        foreign one is recomputed, not trusted)."""
         try:
-            return self.is_done(key) and bool(self.read_point(key))
+            return self.is_done(key) and key_problem(self.read_point(key), key, trace_sha256) is None
         except ValueError:
             return False
 
@@ -97,7 +116,7 @@ class PointStore:
         frame = read_csv(
             path, keep_default_na=False, na_values=[""], dtype={"id": str, "session": str, "rejected": str}
         )
-        check_requests(frame, self.read_point(key), path)
+        check_requests(csv_read_back(frame, _TEXT_COLUMNS), self.read_point(key), path)
         frame["rejected"] = frame["rejected"].fillna("")
         frame["followup"] = frame["followup"].astype(str) == "True"
         frame["decode_region_hit"] = frame["decode_region_hit"].map(
@@ -120,12 +139,15 @@ class PointStore:
 
     def write_table(self, frame: pd.DataFrame) -> Path:
         path = self.root / "grid.csv"
-        atomic_write(path, frame.to_csv(index=False))
+        atomic_write(path, csv_text(frame))
         return path
 
     @staticmethod
     def _read_json(path: Path) -> object:
+        """A store's JSON file, strictly (sim/trace/strict_json.py); StoreError names its line and field."""
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, a number too long, nesting too deep
-            raise StoreError(path, f"not valid JSON ({str(e)[:120]})") from None
+            return loads(read_document(path, MAX_RECORD_BYTES))
+        except TraceError as e:  # not a regular file, too large, not UTF-8
+            raise StoreError(path, e.message, e.line) from None
+        except JSONError as e:
+            raise StoreError(path, f"{e.field}: {e.message}", e.line) from None

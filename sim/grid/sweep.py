@@ -12,9 +12,9 @@ from sim.cost.calibration import load_calibration
 from sim.grid.axes import KNOB_NAMES
 from sim.grid.keep_old import adopt_old_points
 from sim.grid.points import GridPoint, config_to_dict, describe, file_sha256, make_points
-from sim.grid.progress import sweep_progress
+from sim.grid.progress import GridProgress, sweep_progress
 from sim.grid.runners import default_jobs, require_ray, run_processes, run_ray
-from sim.grid.store import PointStore
+from sim.grid.store import PointStore, check_store_dir
 from sim.grid.worker import PointOutcome, PointTask
 from sim.run.config import SimConfig
 from sim.trace import load_trace
@@ -31,6 +31,9 @@ CONFIG_COLUMNS = (
     "kv_memory_gb",
     "swa_full_tokens_ratio",
     "mamba_full_memory_ratio",
+    "cache_bytes",
+    "request_rate_scale",
+    "slo",
 )
 POOL_COLUMNS = ("full_pages", "swa_pages", "mamba_pool_states")
 
@@ -61,7 +64,8 @@ def run_grid(
     ``keep_old``: a point stored by other code for the same inputs is kept, not recomputed."""
     if not configs:
         raise ValueError("the grid has no points")
-    load_trace(trace_path)  # reject a bad trace (or calibration) here, whole, before any worker starts
+    check_store_dir(out_dir)  # the output rule, before any work
+    num_requests = len(load_trace(trace_path))  # a bad trace (or calibration) is refused here, whole
     for calibration in sorted({c.calibration for c in configs if c.calibration is not None}):
         load_calibration(calibration)
     if ray_address:
@@ -74,7 +78,7 @@ def run_grid(
     store.write_manifest(
         {"trace": {"path": str(trace_path), "sha256": trace_sha}, "points": [p.key for p in points]}
     )
-    skipped = [p.key for p in points if store.is_complete(p.key)]
+    skipped = [p.key for p in points if store.is_complete(p.key, trace_sha)]
     done = set(skipped)
     tasks = [
         PointTask(p.key, config_to_dict(p.config), str(trace_path), trace_sha)
@@ -82,10 +86,12 @@ def run_grid(
         if p.key not in done
     ]
     jobs = jobs or default_jobs()
-    outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs)
-    ran, failed = _collect(
-        store, outcomes, len(points), len(skipped), min(jobs, len(tasks)), progress, on_outcome
-    )
+    with sweep_progress(len(points), num_requests, progress) as shown:
+        moved = shown.point_started_or_moved
+        outcomes = run_ray(tasks, ray_address, jobs) if ray_address else run_processes(tasks, jobs, moved)
+        ran, failed = _collect(
+            store, outcomes, (len(points), len(skipped)), min(jobs, len(tasks)), shown, on_outcome
+        )
     return _finish(store, points, skipped, ran, failed)
 
 
@@ -102,24 +108,26 @@ def _finish(
 
 
 def _collect(
-    store: PointStore, outcomes, total: int, done: int, slots: int, progress: bool, on_outcome
+    store: PointStore, outcomes, counts: tuple[int, int], slots: int, shown: GridProgress, on_outcome
 ) -> tuple[list[str], list[dict]]:
-    """Store each outcome as it arrives; the bar's "running" is the points in flight on the workers."""
+    """Store each outcome as it arrives; ``counts``: the grid's points and those done before this call. The
+    progress's "running" is the points in flight on the workers."""
     ran, failed = [], []
+    total, done = counts
     left = total - done
-    with sweep_progress(total, progress) as update:
-        update(done, min(slots, left), 0)
-        for outcome in outcomes:
-            if outcome.ok:
-                store.write_point(outcome.record, outcome.requests_csv, outcome.steps_csv)
-                ran.append(outcome.key)
-            else:
-                failed.append({"key": outcome.key, "config": outcome.config, "error": outcome.error})
-                store.write_failure(failed[-1])
-            left -= 1
-            update(total - left - len(failed), min(slots, left), len(failed))
-            if on_outcome:
-                on_outcome(outcome)
+    shown.points(done, min(slots, left), 0)
+    for outcome in outcomes:
+        if outcome.ok:
+            store.write_point(outcome.record, outcome.requests_csv, outcome.steps_csv)
+            ran.append(outcome.key)
+        else:
+            failed.append({"key": outcome.key, "config": outcome.config, "error": outcome.error})
+            store.write_failure(failed[-1])
+        left -= 1
+        shown.point_ended(outcome.key)
+        shown.points(total - left, min(slots, left), len(failed))
+        if on_outcome:
+            on_outcome(outcome)
     return ran, failed
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from sim.code_version import code_identity
 from sim.grid.axes import KNOB_NAMES
-from sim.grid.points import config_from_dict, config_key
+from sim.grid.points import config_from_dict, config_key, key_parts
 from sim.run.resolved import flat_resolved
 from sim.run.setup import build
 from sim.run.simulate import simulate
+from sim.run.tables_io import csv_text
 from sim.trace import Trace, load_trace
 
 _TRACES: dict[str, Trace] = {}  # per worker process: a trace is parsed once, however many points it runs
@@ -45,13 +46,14 @@ class PointOutcome:
         return self.record is not None
 
 
-def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
-    """Simulate one point; any exception becomes a failed outcome naming the error, never a crash."""
+def run_task(task: PointTask, trace_bytes: bytes | None = None, on_step=None) -> PointOutcome:
+    """Simulate one point; any exception becomes a failed outcome naming the error, never a crash.
+    ``on_step(done)``: the requests done so far, as the run goes."""
     try:
         trace = _trace(task, trace_bytes)
         config = config_from_dict(task.config)
         setup = build(config)  # once: the run, its resolved record and its key read the same one
-        result = simulate(trace, config, setup=setup)
+        result = simulate(trace, config, setup=setup, on_step=on_step)
         record = {
             "key": task.key,
             "config": task.config,
@@ -60,14 +62,15 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None) -> PointOutcome:
             "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
             "code": code_identity(),
             "config_key": config_key(task.trace_sha256, config),
+            "key_parts": key_parts(config),
         }
         check_finite(record["summary"])
         return PointOutcome(
             task.key,
             task.config,
             record,
-            result.requests.to_csv(index=False),
-            result.steps.to_csv(index=False),
+            csv_text(result.requests),
+            csv_text(result.steps),
         )
     except Exception as e:  # a point's failure is data for the sweep, not a crash
         return PointOutcome(task.key, task.config, error=f"{type(e).__name__}: {e}")

@@ -27,6 +27,7 @@ from sim.grid.worker import PointOutcome, PointTask, run_task
 WORKER_NAME = "hybridcache-grid-worker"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _WATCH_INTERVAL_S = 1.0
+_REPORT_INTERVAL_S = 1.0  # a point's progress reaches the driver about this often
 
 
 @dataclass
@@ -36,29 +37,34 @@ class _Worker:
     task: PointTask | None = None
 
 
-def run_workers(tasks: list[PointTask], jobs: int) -> Iterator[PointOutcome]:
-    """Each task run on one of ``jobs`` spawned workers; outcomes in completion order. Stopping the
-    iteration early (an error, Ctrl-C) stops every worker."""
+def run_workers(tasks: list[PointTask], jobs: int, on_progress=None) -> Iterator[PointOutcome]:
+    """Each task run on one of ``jobs`` spawned workers; outcomes in completion order; ``on_progress(key,
+    done)`` hears the requests each point in flight has done. Stopping the iteration early (an error,
+    Ctrl-C) stops every worker."""
     context = multiprocessing.get_context("spawn")  # a worker starts clean whatever the driver imported
     queue = deque(tasks)
     workers: list[_Worker] = []
+    tell = on_progress or (lambda key, done: None)
     try:
         for _ in range(min(jobs, len(tasks))):
             workers.append(_start(context))
             _assign(workers[-1], queue)
         while any(w.task is not None for w in workers):
-            yield from _collect(context, workers, queue)
+            yield from _collect(context, workers, queue, tell)
     finally:
         _stop(workers)
 
 
-def _collect(context, workers: list[_Worker], queue: deque) -> Iterator[PointOutcome]:
+def _collect(context, workers: list[_Worker], queue: deque, tell) -> Iterator[PointOutcome]:
     busy = [w for w in workers if w.task is not None]
     ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
     for index, worker in enumerate(workers):
         if worker.task is None or not ({worker.conn, worker.process.sentinel} & ready):
             continue
         task, outcome = worker.task, _receive(worker)
+        if isinstance(outcome, Progress):  # the point goes on: its worker said how far it got
+            tell(task.key, outcome.done)
+            continue
         worker.task = None
         if outcome is None:  # it died: this point fails, a fresh worker takes the rest
             outcome = PointOutcome(task.key, task.config, error=_death(worker.process))
@@ -68,7 +74,14 @@ def _collect(context, workers: list[_Worker], queue: deque) -> Iterator[PointOut
         yield outcome
 
 
-def _receive(worker: _Worker) -> PointOutcome | None:
+@dataclass(frozen=True)
+class Progress:
+    """A worker's word on its point in flight: requests done so far."""
+
+    done: int
+
+
+def _receive(worker: _Worker) -> PointOutcome | Progress | None:
     try:
         if worker.conn.poll():
             return worker.conn.recv()
@@ -132,7 +145,21 @@ def _serve(conn: Connection, parent_pid: int) -> None:
             task = conn.recv()
         except (EOFError, OSError):  # the driver closed the pipe or is gone
             return
-        conn.send(run_task(task))
+        conn.send(run_task(task, on_step=_reporter(conn)))
+
+
+def _reporter(conn: Connection):
+    """``on_step`` for a point: sends the driver the requests done, at once on the first step (the point has
+    begun), then at most every ``_REPORT_INTERVAL_S``."""
+    last = [-_REPORT_INTERVAL_S]
+
+    def report(done: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= _REPORT_INTERVAL_S:
+            last[0] = now
+            conn.send(Progress(done))
+
+    return report
 
 
 def _die_with_parent(parent_pid: int) -> None:

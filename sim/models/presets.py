@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sim.models.kinds import FULL, MAMBA, SWA
 from sim.models.spec import ModelSpec
 
@@ -11,7 +13,9 @@ def _mix(pattern: str, repeat: int) -> tuple[str, ...]:
     return tuple(names[c] for c in pattern) * repeat
 
 
-_NO_MAMBA = dict(mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0, mamba_chunk=0)
+_NO_MAMBA: dict[str, Any] = dict(
+    mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0, mamba_chunk=0
+)
 
 MODELS: dict[str, ModelSpec] = {
     # the executor's CPU test model: every component, tiny sizes
@@ -128,6 +132,7 @@ MODELS: dict[str, ModelSpec] = {
         experts_per_token=10,
         shared_d_ff=512,
         mamba_num_groups=16,
+        mamba_variant="gdn",
     ),
     # Qwen/Qwen3.5-4B (Qwen3_5ForConditionalGeneration, text config): 32 layers, full_attention_interval 4 (3
     # GatedDeltaNet : 1 full, the first layer GDN), 16 q / 4 kv heads of 256; GDN: 32 value heads of 128, 16 key
@@ -150,6 +155,7 @@ MODELS: dict[str, ModelSpec] = {
         d_ff=9216,
         vocab_size=248320,
         mamba_num_groups=16,
+        mamba_variant="gdn",
     ),
     # openai/gpt-oss-20b config.json: 24 layers alternating sliding (even) / full (odd), sliding_window 128,
     # hidden 2880, 64 q / 8 kv heads of 64, 32 local experts (experts_per_token 4) of 2880, vocab 201088.

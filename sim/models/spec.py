@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from sim.models.kinds import FULL, MAMBA, SWA
 from sim.models.validate import validate
@@ -64,6 +65,9 @@ class ModelSpec:
     # short-conv streams that every layer carries (Inkling's sconv); their (kernel-1)-token windows make up
     # the MAMBA component's state for a model that has no MAMBA layer of its own
     sconv_dims: tuple[int, ...] = ()
+    # the MAMBA layers' recurrence: "mamba2" (SSD: a decayed outer-product update) or "gdn" (GatedDeltaNet: a
+    # decayed delta-rule update on L2-normalised keys); the state's shape and bytes are the same formula
+    mamba_variant: str = "mamba2"
 
     def __post_init__(self) -> None:
         validate(self)
@@ -84,7 +88,7 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
-    def replace(self, **knobs: object) -> ModelSpec:
+    def replace(self, **knobs: Any) -> ModelSpec:
         """A copy with knobs (e.g. `window`) overridden, validated like a preset."""
         known = {f.name for f in dataclasses.fields(self)}
         for knob in knobs:

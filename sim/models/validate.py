@@ -6,6 +6,8 @@ from typing import Protocol
 
 from sim.models.kinds import LAYER_KINDS, MAMBA
 
+MAMBA_VARIANTS = ("mamba2", "gdn")
+
 
 class ModelSpec(Protocol):
     """What the checks read of a model beyond its sizes (those are read by name): ``sim.models.ModelSpec``."""
@@ -40,6 +42,10 @@ class ModelSpec(Protocol):
     def has_mamba(self) -> bool: ...
     @property
     def sconv_dims(self) -> tuple[int, ...]: ...
+    @property
+    def mamba_variant(self) -> str: ...
+    @property
+    def mamba_num_groups(self) -> int: ...
 
     def full_kv_geometry(self) -> tuple[int, int]: ...
     def num_layers(self, kind: str) -> int: ...
@@ -112,5 +118,9 @@ def _validate_components(spec: ModelSpec) -> None:
         _fail(spec, "mamba_chunk and mamba_conv_kernel must be >= 1 when the model has MAMBA state")
     if spec.num_layers(MAMBA) and min(spec.mamba_num_heads, spec.mamba_head_dim, spec.mamba_state_dim) < 1:
         _fail(spec, "mamba_num_heads, mamba_head_dim and mamba_state_dim must be >= 1 with MAMBA layers")
+    if spec.mamba_variant not in MAMBA_VARIANTS:
+        _fail(spec, f"mamba_variant must be one of {', '.join(MAMBA_VARIANTS)}, got {spec.mamba_variant!r}")
+    if spec.mamba_num_heads % spec.mamba_num_groups:
+        _fail(spec, f"mamba_num_heads {spec.mamba_num_heads} is not a multiple of mamba_num_groups")
     if any(dim < 1 for dim in spec.sconv_dims):
         _fail(spec, f"sconv_dims must all be >= 1, got {spec.sconv_dims}")

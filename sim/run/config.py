@@ -57,13 +57,26 @@ class SimConfig:
         maximum=1e18,
         none_means="the engine's pools, sized by the options above",
     )
+    request_rate_scale: float = knob(
+        1.0,
+        "open-loop arrivals this many times as fast (arrival times divided by it; think times kept): a load "
+        "sweep without rewriting the trace",
+        minimum=0,
+        exclusive_minimum=True,
+        maximum=1e6,
+    )
     calibration: str | None = None
+    slo: str | None = None  # "ttft=S,tpot=S[,e2e=S][,attainment=F]": goodput and attainment (sim/run/slo.py)
     mode: str = "timed"  # "timed": the SimPy engine; "replay": requests one after another, no time
     bounds: bool = True  # the offline bounds beside the result (sim/bounds/): as long again as the run itself
 
     def __post_init__(self):
         if self.mode not in ("timed", "replay"):
             raise ValueError(f"mode must be 'timed' or 'replay', got {self.mode!r}")
+        if self.slo is not None:
+            from sim.run.slo import parse_slo  # its own module: this one stays light for the command line
+
+            parse_slo(self.slo)
         for name, spec in POOL_KNOBS.items():
             try:
                 spec.check(getattr(self, name))

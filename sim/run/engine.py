@@ -11,7 +11,7 @@ import math
 
 import simpy
 
-from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
+from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog
@@ -30,8 +30,11 @@ class Engine:
         fits=None,
         on_step=None,
         fast_path: bool | None = None,
+        rate_scale: float = 1.0,
     ):
+        """``rate_scale``: open-loop arrivals come this many times as fast (arrival times over it)."""
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
+        self.rate_scale = rate_scale
         self.manager = scheduler.manager
         self.events = (
             self.manager.events
@@ -39,6 +42,11 @@ class Engine:
         # every request's record, in trace order, from before it arrives to its row
         self.states = states_of(trace)
         self.steps = StepLog(self.events)
+        self._step_started = self.events.channel(StepStarted)
+        self._step_ended, self._plain_ended = (
+            self.events.channel(StepEnded),
+            self.events.channel(PlainStepsEnded),
+        )
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step or (lambda: None)
@@ -56,7 +64,7 @@ class Engine:
     def _arrivals(self):
         # requests arriving together are submitted together, before the engine forms its next batch
         for arrival, group in itertools.groupby(self.trace.open_loop(), key=lambda r: r.arrival):
-            yield self.env.timeout(max(0.0, arrival - self.env.now))
+            yield self.env.timeout(max(0.0, arrival / self.rate_scale - self.env.now))
             for request in group:
                 self._submit(request.id)
 
@@ -75,7 +83,8 @@ class Engine:
                 self._unblock()
                 continue
             started_at = self.env.now
-            self.events.publish(StepStarted(batch, self.manager))
+            if self._step_started:
+                emit(self._step_started, StepStarted(batch, self.manager))
             duration = self.backend.run(batch, self.manager)
             yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
@@ -104,7 +113,7 @@ class Engine:
             return
         for delay in _event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
-        self.events.publish(PlainStepsEnded(self.iteration, starts, taken, len(runs)))
+        emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
@@ -180,7 +189,7 @@ class Engine:
             shape.num_prefill_tokens,
             shape.num_decode_tokens,
         )
-        self.events.publish(StepEnded(step, pools))
+        emit(self._step_ended, StepEnded(step, pools))
 
 
 def _event_delays(now: float, durations: list[float]) -> list[float]:

@@ -1,4 +1,4 @@
-"""Per-request and per-step tables, and the summaries of SPEC section 6."""
+"""Per-request and per-step tables, and the summary's sections (docs/figures.md)."""
 
 from __future__ import annotations
 
@@ -173,16 +173,32 @@ def occupancy(steps: pd.DataFrame, page_size: int) -> dict:
 
 
 def compare(base: pd.DataFrame, other: pd.DataFrame) -> dict:
-    """Requests whose reuse improved or regressed from ``base`` to ``other``."""
-    joined = (
-        base.set_index("id")["cached_tokens"]
-        .to_frame("base")
-        .join(other.set_index("id")["cached_tokens"].to_frame("other"))
-    )
+    """Requests whose reuse improved or regressed from ``base`` to ``other``, among those both served (a request
+    one run never served has no reuse to compare: ``served_apart`` counts those)."""
+    joined = _served_both(base, other)
     return {
         "improved_requests": int((joined["other"] > joined["base"]).sum()),
         "regressed_requests": int((joined["other"] < joined["base"]).sum()),
     }
+
+
+def served_apart(base: pd.DataFrame, other: pd.DataFrame) -> dict:
+    """How many requests both runs served, and how many only one of them did."""
+    served_base, served_other = set(served_rows(base)["id"]), set(served_rows(other)["id"])
+    return {
+        "served_by_both": len(served_base & served_other),
+        "served_by_base_only": len(served_base - served_other),
+        "served_by_other_only": len(served_other - served_base),
+    }
+
+
+def _served_both(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    base, other = served_rows(base), served_rows(other)
+    return (
+        base.set_index("id")["cached_tokens"]
+        .to_frame("base")
+        .join(other.set_index("id")["cached_tokens"].to_frame("other"), how="inner")
+    )
 
 
 def _round(value) -> float:

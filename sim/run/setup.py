@@ -10,6 +10,7 @@ from sim.cache.knobs import NONE
 from sim.cache.policy import Policy
 from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
+from sim.engines.pool_views import PoolLayout
 from sim.engines.registry import engine_of, make_policy, pool_sizes
 from sim.models import ModelSpec, get_model
 from sim.run.config import SimConfig
@@ -25,6 +26,10 @@ class RunSetup:
     @property
     def engine(self) -> Engine:
         return engine_of(self.policy)
+
+    def pool_layout(self) -> PoolLayout:
+        """The pools as the engine names and counts them (headers, figures)."""
+        return self.engine.pool_layout(self.model, self.policy, self.sizes)
 
 
 def build(config: SimConfig) -> RunSetup:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -32,6 +33,7 @@ from sim.run.metrics import (
 )
 from sim.run.replay import replay_trace
 from sim.run.setup import RunSetup, build
+from sim.run.slo import capacity_figures
 from sim.run.summary import Summary
 from sim.run.why import why_ranges, why_summary, with_why
 from sim.sched.request import states_of
@@ -61,16 +63,20 @@ def simulate(
     on_step=None,
     fast_path: bool | None = None,
     setup: RunSetup | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> SimResult:
     """``on_step(done)`` is called after every engine step (replay: every request) with the number of
-    requests done (finished or refused). ``fast_path`` (default: whenever the backend only predicts)
-    advances runs of plain decode steps without the scheduler; False forces the step-by-step loop (the
-    tests compare the two). ``setup``: ``build(config)`` where the caller made it already."""
+    requests done (finished or refused); ``on_phase(what)`` when the run is over and a long phase starts
+    (the bounds). ``fast_path`` (default: whenever the backend only predicts) advances runs of plain decode
+    steps without the scheduler; False forces the step-by-step loop (the tests compare the two).
+    ``setup``: ``build(config)`` where the caller made it already."""
     setup = setup if setup is not None else build(config)
     with collector_paused():
         if config.mode == "replay":
-            return run_replay(trace, setup, on_step=on_step)
-        return run_timed(trace, setup, backend=backend, on_step=on_step, fast_path=fast_path)
+            return run_replay(trace, setup, on_step=on_step, on_phase=on_phase)
+        return run_timed(
+            trace, setup, backend=backend, on_step=on_step, fast_path=fast_path, on_phase=on_phase
+        )
 
 
 def cost_model(config: SimConfig, model: ModelSpec) -> CostModel:
@@ -85,6 +91,7 @@ def run_timed(
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> SimResult:
     """The timed engine on a setup (``simulate`` builds it from its configuration; the conformance suite
     gives the engine's exact model, policy and pools)."""
@@ -100,14 +107,16 @@ def run_timed(
         EventRecorder(manager.events, trace, manager.page_size) if config.bounds else None
     )  # the bounds'
     fits = _fits_check(trace, manager)
-    engine = Engine(env, trace, scheduler, backend, fits=fits, fast_path=fast_path)
+    engine = Engine(
+        env, trace, scheduler, backend, fits=fits, fast_path=fast_path, rate_scale=config.request_rate_scale
+    )
     if on_step:
         engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
     env.run()
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
-    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events))
+    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events), on_phase)
 
 
 def _result(
@@ -117,6 +126,7 @@ def _result(
     requests: pd.DataFrame,
     steps: pd.DataFrame,
     bound_events: tuple[Trace, list | None],
+    on_phase: Callable[[str], None] | None = None,
 ) -> SimResult:
     """The tables and the summary's typed sections: reuse, time, occupancy against capacity and evictions, the
     upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
@@ -124,6 +134,10 @@ def _result(
     requests = with_why(requests, ranges)
     reuse = reuse_figures(requests)
     if setup.config.bounds:
+        if on_phase:
+            on_phase(
+                "the run is over; computing the offline bounds (about as long again; --no-bounds skips them)"
+            )
         trace, events = bound_events
         assert events is not None, "the run recorded its events for the bounds"
         bounds = run_bounds(trace, events, manager, reuse.cached_tokens)
@@ -131,6 +145,7 @@ def _result(
         bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
     sections = (
         time_figures(requests, steps),
+        capacity_figures(requests, steps, setup.config.slo),
         pool_figures(steps, setup.sizes, manager),
         upper_bound(requests),
     )
@@ -145,7 +160,9 @@ def _fits_check(trace: Trace, manager: CacheModel):
     )
 
 
-def run_replay(trace: Trace, setup: RunSetup, on_step=None) -> SimResult:
+def run_replay(
+    trace: Trace, setup: RunSetup, on_step=None, on_phase: Callable[[str], None] | None = None
+) -> SimResult:
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus())
     tracker = manager.watch_misses()
@@ -171,4 +188,4 @@ def run_replay(trace: Trace, setup: RunSetup, on_step=None) -> SimResult:
         if config.bounds
         else None
     )
-    return _result(setup, manager, tracker, requests, steps_frame, (trace, events))
+    return _result(setup, manager, tracker, requests, steps_frame, (trace, events), on_phase)

@@ -16,11 +16,14 @@ class StepLog:
 
     def __init__(self, events: EventBus):
         self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
-        events.subscribe(StepEnded, lambda event: self.append(event.step, event.pools))
-        events.subscribe(
-            PlainStepsEnded,
-            lambda e: self.extend_decode_only(e.first_step, e.starts, e.durations, e.num_decode),
-        )
+        events.subscribe(StepEnded, self._on_step)
+        events.subscribe(PlainStepsEnded, self._on_plain_steps)
+
+    def _on_step(self, event: StepEnded) -> None:
+        self.append(event.step, event.pools)
+
+    def _on_plain_steps(self, e: PlainStepsEnded) -> None:
+        self.extend_decode_only(e.first_step, e.starts, e.durations, e.num_decode)
 
     def append(self, step: tuple, pools: tuple) -> None:
         for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):

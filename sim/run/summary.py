@@ -1,5 +1,5 @@
-"""A run's summary (SPEC section 6) as one typed record: reuse, time, pools, the gap to the ideal, why tokens
-were recomputed, and the offline bounds.
+"""A run's summary (docs/figures.md) as one typed record: reuse, time, capacity (rates, ITL, the SLO), pools,
+the gap to the ideal, why tokens were recomputed, and the offline bounds.
 
 Each section is computed by its own module and handed over as keyword arguments, so a missing or unknown
 figure is an error at the run's end, not a KeyError in a report. ``as_dict()`` is the flat JSON object
@@ -18,15 +18,23 @@ from typing import Any
 from sim.bounds.summary import BoundFigures
 from sim.bounds.upper_bound import GapFigures
 from sim.run.metrics import PoolFigures, ReuseFigures, TimeFigures
+from sim.run.slo import CapacityFigures
 from sim.run.why import WhyFigures
 
 
 @dataclass(frozen=True, kw_only=True)
 class Summary(
-    BoundFigures, WhyFigures, GapFigures, PoolFigures, TimeFigures, ReuseFigures, Mapping[str, object]
+    BoundFigures,
+    WhyFigures,
+    GapFigures,
+    PoolFigures,
+    CapacityFigures,
+    TimeFigures,
+    ReuseFigures,
+    Mapping[str, object],
 ):
-    """Every figure of a run, flat (the JSON object's fields, in the sections' order: reuse, time, pools, gap,
-    why, bounds). Made from the typed sections by ``of``."""
+    """Every figure of a run, flat (the JSON object's fields, in the sections' order: reuse, time, capacity,
+    pools, gap, why, bounds). Made from the typed sections by ``of``."""
 
     @classmethod
     def of(cls, *sections: object) -> Summary:

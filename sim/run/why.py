@@ -9,7 +9,12 @@ with one reason (``REASONS``)::
         swa_trigger               the SWA window below the deepest stateful point was freed out of the window
                                   while its request ran (SGLang's decode trigger / prefill free, FreeToken's)
         swa_finish_trim           ... freed by a finish-time trim (FreeToken before #200)
-        swa_eviction              ... evicted for SWA pool space
+        swa_eviction              ... evicted for SWA pool space (vLLM: a block of the window before the
+                                  deepest stateful point, evicted from the one block pool)
+        retention                 vLLM: the state (or window block) was computed and held, and the retention
+                                  interval left it unhashed (docs/vllm-rules.md section 5)
+        blocked_other             a blocked range no watcher explains (an engine without one); 0 for every
+                                  built-in engine
     [full_depth, floor(ideal))    FULL KV missing although an earlier request computed these tokens
         never_kept                past what the follow-up's previous turn left in the tree at its finish
         full_evicted              the next page (after the same tokens) was in the tree and was evicted
@@ -104,6 +109,7 @@ class WhyFigures:
     why_swa_trigger_tokens: int
     why_swa_finish_trim_tokens: int
     why_swa_eviction_tokens: int
+    why_retention_tokens: int
     why_blocked_other_tokens: int
     why_never_kept_tokens: int
     why_full_evicted_tokens: int

@@ -1,4 +1,4 @@
-"""The rules of the trace format (SPEC section 3), checked request by request in file order.
+"""The rules of the trace format (docs/trace-format.md), checked request by request in file order.
 
 The first broken rule raises a ``TraceError`` naming the file, the line and the field; nothing is
 half-built, because a ``Trace`` only exists once every request has passed.

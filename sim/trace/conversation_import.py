@@ -20,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from sim.trace.checks import MAX_LEN, MAX_TIME_S, TraceError
+from sim.trace.checks import MAX_LEN, MAX_TIME_S, TraceError, shown
 from sim.trace.generate import _arrivals
 from sim.trace.records import Request, Segment
 from sim.trace.trace import Trace
@@ -169,8 +169,18 @@ def parse_messages(raw: object, where: str, path: str, role_key: str, content_ke
                 f"{where}[{i}].{role_key}",
                 f"unknown role {item[role_key]!r} (known: {', '.join(sorted(_ROLES))})",
             )
-        messages.append(Message(role, _content_text(item[content_key], f"{where}[{i}].{content_key}", path)))
+        content = item[content_key]
+        if content is None and not _calls_a_tool(item):
+            raise TraceError(
+                path, None, f"{where}[{i}].{content_key}", "must be a string or a list of parts, got null"
+            )
+        messages.append(Message(role, _content_text(content, f"{where}[{i}].{content_key}", path)))
     return messages
+
+
+def _calls_a_tool(message: dict) -> bool:
+    """An OpenAI assistant message that calls a tool has no text: its ``content`` is null, honestly."""
+    return "tool_calls" in message or "function_call" in message
 
 
 def _content_text(content: object, where: str, path: str) -> str:
@@ -180,5 +190,9 @@ def _content_text(content: object, where: str, path: str) -> str:
     if content is None:
         return ""
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        parts = {index: part.get("text", "") for index, part in enumerate(content) if isinstance(part, dict)}
+        for index, text in parts.items():
+            if not isinstance(text, str):
+                raise TraceError(path, None, f"{where}[{index}].text", f"must be a string, got {shown(text)}")
+        return "".join(parts.values())
     raise TraceError(path, None, where, f"must be a string or a list of parts, got {type(content).__name__}")

@@ -1,15 +1,19 @@
-"""Opening what a user hands a trace command: a plain file, a gzip or zstd file, or standard input (``-``).
+"""The input rule, for everything a user hands a command (traces, datasets, grid files, stores, calibration
+files, standard input): a plain file, a gzip or zstd file, or standard input (``-``), nothing else.
 
-Compression is recognised by its magic bytes, not by the file name, so ``zcat x.gz | ... -`` and a
-``.jsonl.gz`` renamed to ``.jsonl`` both work. zstd needs the optional ``zstandard`` package
-(``pip install -e ".[zstd]"``); without it a zstd input is refused with that instruction.
+A directory, FIFO, device or socket is refused up front (a command that reads its input more than once,
+``grid``, would wait on a FIFO forever, and ``/dev/zero`` never ends), as is standard input that is closed,
+a terminal or a device. Compression is recognised by its magic bytes, not by the file name, so ``zcat x.gz
+| ... -`` and a ``.jsonl.gz`` renamed to ``.jsonl`` both work; what it decompresses to is capped while it is
+read (``sim/trace/input_limits.py``). zstd needs the optional ``zstandard`` package (``pip install -e
+".[zstd]"``); without it a zstd input is refused with that instruction. JSON is read strictly
+(``sim/trace/strict_json.py``). Every refusal is a TraceError naming the input (and the line, where one).
 """
 
 from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import stat
 import sys
@@ -20,12 +24,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from sim.atomic import atomic_write
+from sim.atomic import atomic_write, file_kind
+from sim.trace import input_limits
 from sim.trace.checks import TraceError
+from sim.trace.input_limits import MAX_LINE_BYTES, CountingReader, InputTooLarge, capped
+from sim.trace.strict_json import JSONError, loads
 
 STDIN = "-"
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_PIPE_IT = "to stream an input, pass - and pipe it to standard input"
 
 
 def display_name(path: str | os.PathLike) -> str:
@@ -33,30 +41,40 @@ def display_name(path: str | os.PathLike) -> str:
     return "<stdin>" if str(path) == STDIN else str(path)
 
 
-def check_regular_file(path: str | os.PathLike, name: str | None = None) -> None:
-    """Refuse, up front, an input that is not a plain file: a directory, or a FIFO or device, which a command
-    that reads its input more than once (``grid``) would wait on forever. ``-`` (standard input) passes."""
+def check_regular_file(path: str | os.PathLike, name: str | None = None, stream_hint: bool = True) -> None:
+    """Refuse, up front, an input that is not a plain file (or, for ``-``, standard input that cannot be
+    read as a stream). ``stream_hint``: say how to stream the input instead (a trace's, not a store's)."""
     if str(path) == STDIN:
+        check_stdin()
         return
     name = name or display_name(path)
     mode = os.stat(path).st_mode  # a missing file raises FileNotFoundError, named by the caller's edge
     if stat.S_ISDIR(mode):
         raise TraceError(name, None, "file", "is a directory, not a file")
     if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "not a regular file"
-        )
+        hint = f" ({_PIPE_IT})" if stream_hint else ""
+        raise TraceError(name, None, "file", f"is {file_kind(mode)}, not a regular file{hint}")
+
+
+def check_stdin() -> None:
+    """Standard input is open and a pipe or a file: not closed (``<&-``), not a terminal nor a device."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
         raise TraceError(
-            name,
-            None,
-            "file",
-            f"is {kind}, not a regular file (to stream an input, pass - and pipe it to standard input)",
+            "<stdin>", None, "file", "standard input is closed; pipe the input in, or give a file"
+        )
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # an in-memory stream (a test's): nothing to check
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        raise TraceError("<stdin>", None, "file", "standard input is closed; pipe the input in") from None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode):
+        what = "a terminal" if os.isatty(fd) else file_kind(mode)
+        raise TraceError(
+            "<stdin>", None, "file", f"standard input is {what}; pipe the input in, or give a file"
         )
 
 
@@ -68,11 +86,13 @@ def open_binary(path: str | os.PathLike) -> Iterator[BinaryIO]:
     raw = _stdin_bytes() if str(path) == STDIN else open(path, "rb")
     try:
         try:
-            yield _decompressed(raw, name)
+            yield _decompressed(raw, name, str(path) == STDIN)
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise TraceError(name, None, "file", f"not a readable gzip file ({e})") from None
         except _zstd_error() as e:
             raise TraceError(name, None, "file", f"not a readable zstd file ({e})") from None
+        except InputTooLarge as e:
+            raise TraceError(name, None, "file", str(e)) from None
     finally:
         if str(path) != STDIN:
             raw.close()
@@ -88,7 +108,12 @@ def open_lines(path: str | os.PathLike) -> Iterator[Iterator[str]]:
 
 
 def _decoded_lines(binary: BinaryIO, name: str) -> Iterator[str]:
-    for line_no, raw in enumerate(binary, 1):
+    read_line = binary.readline
+    for line_no, raw in enumerate(iter(lambda: read_line(MAX_LINE_BYTES + 1), b""), 1):
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceError(
+                name, line_no, "file", f"a line longer than {MAX_LINE_BYTES >> 20} MiB: not one request"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -103,8 +128,22 @@ def _decoded_lines(binary: BinaryIO, name: str) -> Iterator[str]:
 
 def read_text(path: str | os.PathLike) -> str:
     """The whole input as UTF-8 text; a byte that is not UTF-8 is reported with its line number."""
+    return decoded(read_bytes(path), display_name(path))
+
+
+def read_document(path: str | os.PathLike, max_bytes: int) -> str:
+    """A small document as stored (a grid file, a store's JSON, a calibration file): a regular file of at
+    most ``max_bytes``, as UTF-8 text."""
     name = display_name(path)
-    data = read_bytes(path)
+    check_regular_file(path, name, stream_hint=False)
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TraceError(name, None, "file", f"larger than {max_bytes:,} bytes: not the file meant?")
+    return decoded(data, name)
+
+
+def decoded(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
@@ -116,57 +155,39 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def parse_json(text: str, name: str, line: int | None) -> object:
-    """JSON read from an input; every way it can fail is a TraceError naming the place (``line`` None: a
-    whole document, whose own line numbers are used)."""
+    """JSON read strictly from an input; every way it can fail is a TraceError naming the place (``line``:
+    the text's line in the input, None for a whole document)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        where = line if line is not None else e.lineno
-        column = e.colno if line is None or e.lineno == 1 else e.pos + 1
-        raise TraceError(name, where, "json", f"malformed JSON: {e.msg} at column {column}") from None
-    except RecursionError:
-        line_offset, column = _too_deep_at(text)
-        where = line_offset + (line if line is not None else 1)
-        raise TraceError(
-            name, where, "json", f"nested too deeply (over {_MAX_DEPTH} levels at column {column})"
-        ) from None
-    except ValueError as e:  # an integer longer than Python converts (4300 digits)
-        raise TraceError(name, line, "json", f"a number too long to read ({str(e).split(':')[0]})") from None
-
-
-_MAX_DEPTH = 500  # below where Python's recursion limit stops the JSON parser
-
-
-def _too_deep_at(text: str) -> tuple[int, int]:
-    """(lines before, column) of the bracket that opens level ``_MAX_DEPTH + 1``: where to look."""
-    depth, in_string, escaped = 0, False, False
-    for index, char in enumerate(text):
-        if in_string:
-            in_string, escaped = (char != '"' or escaped), (char == "\\" and not escaped)
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > _MAX_DEPTH:
-                return text.count("\n", 0, index), index - text.rfind("\n", 0, index)
-        elif char in "]}":
-            depth -= 1
-    return 0, 0
+        return loads(text)
+    except JSONError as e:
+        raise TraceError(name, e.line if line is None else line + e.line - 1, e.field, e.message) from None
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
     """The input's bytes, decompressed; standard input for ``-``."""
+    if str(path) != STDIN and os.path.isfile(path) and os.path.getsize(path) > input_limits.max_input_bytes():
+        raise TraceError(
+            display_name(path),
+            None,
+            "file",
+            f"larger than a simulation can hold (raise {input_limits.MAX_INPUT_ENV} if it is meant)",
+        )
     with open_binary(path) as binary:
         return binary.read()
 
 
 def read_stored_bytes(path: str | os.PathLike) -> bytes:
     """The input's bytes as stored (compressed or not); standard input for ``-``."""
-    if str(path) == STDIN:
-        return _stdin_bytes().read()
     check_regular_file(path)
-    with open(path, "rb") as f:
-        return f.read()
+    limit = input_limits.max_input_bytes()
+    if str(path) == STDIN:
+        data = _stdin_bytes().read(limit + 1)
+    else:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TraceError(display_name(path), None, "file", f"holds over {limit:,} bytes")
+    return data
 
 
 def save_stdin(folder: str | os.PathLike, name: str = "stdin-trace.jsonl", check=None) -> Path:
@@ -191,14 +212,16 @@ def _stdin_bytes() -> BinaryIO:
     return stream if stream is not None else io.BytesIO(sys.stdin.read().encode())
 
 
-def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
+def _decompressed(raw: BinaryIO, name: str, is_stdin: bool) -> BinaryIO:
     buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
     head = buffered.peek(4)[:4]
     if head.startswith(_GZIP_MAGIC):
-        return gzip.GzipFile(fileobj=buffered, mode="rb")
+        compressed = CountingReader(buffered)
+        return capped(gzip.GzipFile(fileobj=compressed, mode="rb"), compressed)
     if head == _ZSTD_MAGIC:
-        return _zstd_reader(buffered, name)
-    return buffered
+        compressed = CountingReader(buffered)
+        return capped(_zstd_reader(compressed, name), compressed)
+    return capped(buffered, None) if is_stdin else buffered
 
 
 def _zstd_reader(raw: BinaryIO, name: str) -> BinaryIO:
@@ -212,7 +235,7 @@ def _zstd_reader(raw: BinaryIO, name: str) -> BinaryIO:
             "is zstd-compressed; reading it needs the zstandard package "
             '(pip install -e ".[zstd]", or decompress it first)',
         ) from None
-    return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=False))
+    return zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
 
 
 def _zstd_error() -> type[Exception]:

@@ -143,7 +143,7 @@ def s1(
     prompt_len_jitter: int = 0,
     seed: int = 0,
 ) -> Trace:
-    """SPEC section 7 S1: num_prompts sent at 0; each one's turn 2 (sent when it finishes) is its prompt
+    """Seed experiment S1 (docs/seed-experiments.md): num_prompts sent at 0; each one's turn 2 (sent when it finishes) is its prompt
     + its output + one new token. Prompt lengths vary uniformly by +-prompt_len_jitter."""
     require_positive(
         "s1",
@@ -179,7 +179,7 @@ def s1(
 
 
 def s2(distance: int, prompt_len: int = 1886, output_len: int = 16) -> Trace:
-    """SPEC section 7 S2: prompt 2 (sent after prompt 1 finishes) equals prompt 1 up to position
+    """Seed experiment S2: prompt 2 (sent after prompt 1 finishes) equals prompt 1 up to position
     prompt_len - distance, then diverges; both have prompt_len tokens."""
     require_positive("s2", distance=distance, prompt_len=prompt_len, output_len=output_len)
     require("s2", distance <= prompt_len, f"distance must be <= prompt_len={prompt_len}, got {distance}")
@@ -201,7 +201,7 @@ def s3(
     output_len: int = 16,
     mode: Literal["fanout", "append"] = "fanout",
 ) -> Trace:
-    """SPEC section 7 S3: a long system prompt, then a second request (sent after the first finishes)
+    """Seed experiment S3: a long system prompt, then a second request (sent after the first finishes)
     with a different user message (fanout) or the first's history + output + a new message (append)."""
     require_positive("s3", system_len=system_len, user_len=user_len, output_len=output_len)
     require("s3", mode in ("fanout", "append"), f"mode must be 'fanout' or 'append', got {mode!r}")

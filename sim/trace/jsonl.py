@@ -1,4 +1,4 @@
-"""The trace format on disk (SPEC section 3): JSON Lines, one request a line, prompts as lists of segments.
+"""The trace format on disk (docs/trace-format.md): JSON Lines, one request a line, prompts as lists of segments.
 
 A segment is either ``{"ref": R, "len": n}`` (the first n tokens of reference R; equal refs mean equal
 tokens) or ``{"output_of": X, "len": k, "skip": s}`` (tokens s .. s+k of request X's output; ``len``

@@ -1,4 +1,4 @@
-r"""The trace's records: a ``Request`` is a prompt of ``Segment``\ s and an output length (SPEC section 3);
+r"""The trace's records: a ``Request`` is a prompt of ``Segment``\ s and an output length (docs/trace-format.md);
 ``sim/trace/trace.py`` holds the checked, indexed set of them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A ``Trace``: the checked, indexed set of a file's requests (SPEC section 3). A ``Trace`` is always valid:
+"""A ``Trace``: the checked, indexed set of a file's requests (docs/trace-format.md). A ``Trace`` is always valid:
 its constructor checks every rule, so a loaded, generated or imported trace can be used without further
 checks, and a bad one is never half-built."""
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from executor.batch import ForwardItem
+from executor.batch import ForwardItem, kind_item
 from executor.pools import Pools
 from sim.models import get_model
 
@@ -18,7 +18,7 @@ NUM_STATES = 8
 
 
 def make_pools(device: str = DEVICE, page_size: int = PAGE) -> Pools:
-    return Pools(SPEC, page_size, NUM_PAGES, NUM_PAGES, NUM_STATES, device=device)
+    return Pools.by_kind(SPEC, page_size, NUM_PAGES, NUM_PAGES, NUM_STATES, device=device)
 
 
 class PageAlloc:
@@ -52,7 +52,7 @@ class Seq:
         swa = self.slots(self.swa_pages, end).copy()
         if swa_freed is not None:
             swa[swa_freed[0]:swa_freed[1]] = -1
-        return ForwardItem(self.token_ids[start:end], start, self.slots(self.full_pages, end), swa, state_id,
+        return kind_item(self.token_ids[start:end], start, self.slots(self.full_pages, end), swa, state_id,
                          tuple(checkpoints), start if logits_from is None else logits_from)
 
 

@@ -27,7 +27,7 @@ def test_all_kernels_compile_for_sm90_bf16(tmp_path):
     assert done.returncode == 0, done.stderr
     compiled = [line.split()[1].rstrip(":") for line in done.stdout.splitlines() if line.startswith("ok")]
     assert compiled == [f"{name}[bf16]" for name in ("matmul", "rmsnorm", "silu_mul", "causal_conv",
-                                                     "ssm_scan", "paged_attention")]
+                                                     "ssm_scan", "ssm_scan-gdn", "paged_attention")]
 
 
 @pytest.mark.slow

@@ -81,3 +81,25 @@ def test_rope_table_values_do_not_depend_on_growth():
     fresh = RopeTable(16)
     pos = torch.tensor([7, BLOCK - 1, BLOCK])
     assert all(torch.equal(a, b) for a, b in zip(grown.lookup(pos), fresh.lookup(pos), strict=True))
+
+
+def test_the_interpreter_converts_loop_bounds_without_numpy_scalar_conversion():
+    """numpy >= 2.4 refuses int() of a 1-element 1-D array, which triton 3.6's interpreter did for runtime loop
+    bounds; executor/kernels/interpret_compat.py converts through the element (scripts/device_env_check.sh
+    runs these tests on numpy 2.4, where without it every kernel with a runtime loop fails)."""
+    import numpy as np
+
+    from executor.kernels import config
+    from executor.kernels.interpret_compat import _index
+
+    class Handle:
+        data = np.array([7], dtype=np.int32)
+
+    class Tensor:
+        handle = Handle()
+
+    assert _index(Tensor()) == 7 and type(_index(Tensor())) is int
+    if config.INTERPRET:
+        from triton.runtime import interpreter
+
+        assert interpreter._patch_lang_tensor._numpy_scalar_safe

@@ -54,7 +54,7 @@ def test_execute_cli_json(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert {"requests_checked", "requests_not_bit_exact", "not_bit_exact_ids", "logprob_max_abs_diff", "kl_max",
-            "step_time_mape", "tokens_per_s"} <= set(payload)
+            "step_time_mape", "measured_tokens_per_s"} <= set(payload)
     assert payload["requests_not_bit_exact"] == 0 and payload["logprob_max_abs_diff"] == 0.0
     assert (tmp_path / "out" / "bitwise.csv").exists()
 
@@ -111,7 +111,7 @@ def test_every_request_rejected_is_a_report_not_a_crash(tmp_path):
     assert result.exit_code == 0, result.output
     assert "rejected (never served, not checked) 1: b" in result.output and "steps                           0" in \
         result.output
-    assert (tmp_path / "out" / "timings.csv").read_text() == "tokens,prefill_tokens,predicted_s,measured_s\n"
+    assert (tmp_path / "out" / "timings.csv").read_text() == "tokens,prefill_tokens,predicted_s,measured_s,prefill_chunks,decode_contexts\n"
     calibrated = CliRunner().invoke(cli, ["calibrate", "--trace", str(trace), "--kernels", "torch", "--pool-tokens",
                                           "256", "-o", str(tmp_path / "cal.json")])
     assert calibrated.exit_code == 2 and "no step ran" in calibrated.output
@@ -156,3 +156,18 @@ def test_marconi_under_one_byte_budget_evicts_and_stays_bit_exact(tmp_path):
     assert payload["requests_not_bit_exact"] == 0 and payload["cached_tokens"] > 0
     measured = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert measured["evictions_full"] > 0 and measured["evictions_mamba"] > 0  # the budget was contended
+
+
+@pytest.mark.parametrize("policy, exit_code", [("broken-stale-state", 1), ("sglang-retain", 0)])
+def test_execute_exits_1_when_any_request_is_not_bit_exact(tmp_path, policy, exit_code):
+    """The negative control's command line as docs/executor.md gives it: a wrong policy fails the command."""
+    trace = tmp_path / "s1.jsonl"
+    CliRunner().invoke(cli, ["trace", "gen", "s1", "--num-prompts", "2", "--prompt-len", "50", "--output-len", "20",
+                             "-o", str(trace)], catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["execute", "--trace", str(trace), "--policy", policy, "--model", "tiny",
+                                      "--gpu", "cpu", "--kernels", "torch", "--pool-tokens", "20000",
+                                      "--mamba-states", "64", "--page-size", "16", "--track-interval", "32",
+                                      "--swa-eviction-interval", "16"], catch_exceptions=False)
+    assert result.exit_code == exit_code, result.output
+    assert f"not bit-exact vs a replay       {2 * exit_code}" in result.output
+    assert "says nothing of the simulator" in result.output  # a CPU's step-time error is explained

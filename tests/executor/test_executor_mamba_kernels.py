@@ -98,3 +98,33 @@ def test_conv_chunked_equals_one_pass(device):
              for lo, hi in [(0, 1), (1, 2), (2, 33), (33, 50)]]
     assert torch.equal(torch.cat(parts), one)
     assert torch.equal(conv_silu(xbc[:10], Ragged([0], [7]), w, b), conv_silu(xbc[:10], Ragged([0], [7]), w, b))
+
+
+def _gdn_inputs(num_tokens, device, groups=2, seed=3):
+    """GatedDeltaNet's layout: B (keys) and C (queries) in `groups` groups shared by H / groups heads, a beta."""
+    g = torch.Generator().manual_seed(seed)
+    x, dt, _, _, A, D, dtb, states = _inputs(num_tokens, device, seed)
+    B, Cm = (torch.randn(num_tokens, groups * N, generator=g).to(device) for _ in range(2))
+    beta = torch.randn(num_tokens, H, generator=g).to(device)
+    return x, dt, B, Cm, A, D, dtb, states, beta
+
+
+def test_gated_delta_rule_with_groups_matches_reference_and_resumes_bit_exact(device):
+    x, dt, B, Cm, A, D, dtb, states, beta = _gdn_inputs(60, device)
+    ref_states = states.clone().cpu()
+    ck = Checkpoints.from_lists([[(32, 3)]])
+    got = ssm_scan(x, dt, B, Cm, A, D, dtb, states, Ragged([0], [60]), [0], ck, beta)
+    expected = ssm_scan_ref(*(t.cpu() for t in (x, dt, B, Cm, A, D, dtb)), ref_states, Ragged([0], [60]), [0], ck,
+                            beta.cpu())
+    assert torch.allclose(got.cpu(), expected, atol=1e-5, rtol=1e-5) and torch.isfinite(got).all()
+    mamba2 = ssm_scan(x, dt, B, Cm, A, D, dtb, states.clone(), Ragged([0], [60]), [0], ck)
+    assert not torch.allclose(mamba2, got)  # the delta rule is another recurrence, not Mamba2's
+    resumed = ssm_scan(x[32:], dt[32:], B[32:], Cm[32:], A, D, dtb, states, Ragged([32], [60]), [3],
+                       Checkpoints.from_lists([[]]), beta[32:])
+    assert torch.equal(resumed, got[32:]) and torch.equal(states[3], states[0])
+
+
+def test_scan_rejects_groups_that_do_not_divide_the_heads(device):
+    x, dt, B, Cm, A, D, dtb, states, beta = _gdn_inputs(4, device, groups=3)
+    with pytest.raises(ValueError, match="G dividing 4 heads"):
+        ssm_scan(x, dt, B, Cm, A, D, dtb, states, Ragged([0], [4]), [0], Checkpoints.from_lists([[]]), beta)

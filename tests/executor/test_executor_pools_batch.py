@@ -9,16 +9,17 @@ pytest.importorskip("triton")
 
 from executor_helpers import SPEC, PageAlloc, make_pools, make_seq  # noqa: E402
 
-from executor.batch import ForwardBatch, ForwardItem  # noqa: E402
-from executor.model import HybridModel, init_weights  # noqa: E402
+from executor.batch import ForwardBatch, kind_item  # noqa: E402
+from executor.model import HybridModel  # noqa: E402
 from executor.pools import Pools  # noqa: E402
+from executor.weights import init_weights  # noqa: E402
 from sim.models import get_model  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
 def test_pool_shapes_follow_the_spec():
-    pools = Pools(SPEC, 16, 5, 3, 4)
+    pools = Pools.by_kind(SPEC, 16, 5, 3, 4)
     full_layer, swa_layer, mamba_layer = (SPEC.layer_kinds.index(k) for k in ("full", "swa", "mamba"))
     assert pools.k[full_layer].shape == (80, SPEC.num_kv_heads, SPEC.head_dim)
     assert pools.v[swa_layer].shape == (48, SPEC.num_kv_heads, SPEC.head_dim)
@@ -29,7 +30,7 @@ def test_pool_shapes_follow_the_spec():
 
 
 def test_poison_and_copy_touch_exactly_their_ids():
-    pools = Pools(SPEC, 4, 6, 6, 5)
+    pools = Pools.by_kind(SPEC, 4, 6, 6, 5)
     for tensors in (pools.k, pools.v, pools.ssm, pools.conv):
         for t in tensors.values():
             t.zero_()
@@ -51,35 +52,38 @@ def test_poison_and_copy_touch_exactly_their_ids():
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda p: p.poison_full_pages([6]), r"FULL page id 6 out of range \[0, 6\)"),
-    (lambda p: p.poison_swa_pages([-1]), "SWA page id -1"),
-    (lambda p: p.copy_state(0, 9), "state id 9"),
+    (lambda p: p.poison_full_pages([6]), r"full group 0 id 6 out of range \[0, 6\)"),
+    (lambda p: p.poison_swa_pages([-1]), "swa group 1 id -1"),
+    (lambda p: p.copy_state(0, 9), "state group 2 id 9"),
 ])
 def test_pools_reject_bad_ids(call, match):
     with pytest.raises(ValueError, match=match):
-        call(Pools(SPEC, 4, 6, 6, 5))
+        call(Pools.by_kind(SPEC, 4, 6, 6, 5))
 
 
 def test_pools_reject_bad_sizes():
     with pytest.raises(ValueError, match="page_size"):
-        Pools(SPEC, 0, 6, 6, 5)
+        Pools.by_kind(SPEC, 0, 6, 6, 5)
 
 
-@pytest.mark.parametrize("knobs,named", [
-    (dict(num_experts=4, experts_per_token=2), "num_experts"),
-    (dict(mamba_num_groups=2), "mamba_num_groups"),
-    (dict(full_head_dim=64), "full_head_dim"),
-])
-def test_unsupported_specs_are_named(knobs, named):
-    spec = SPEC.replace(**knobs)
-    for build in (lambda: Pools(spec, 8, 1, 1, 1), lambda: HybridModel(spec)):
-        with pytest.raises(ValueError, match=f"does not implement {named}"):
+def test_a_state_the_executor_cannot_lay_out_is_named():
+    spec = SPEC.replace(sconv_dims=(64, 64, 64, 64, 128, 128))  # short-conv streams beside MAMBA layers
+    for build in (lambda: Pools.by_kind(spec, 8, 1, 1, 1), lambda: HybridModel(spec)):
+        with pytest.raises(ValueError, match="sconv_dims.*beside MAMBA layers"):
             build()
+
+
+def test_full_layers_own_kv_geometry_and_k_equal_v():
+    spec = get_model("tiny").replace(full_num_kv_heads=1, full_head_dim=64, full_k_eq_v=True)
+    pools = Pools.by_kind(spec, 4, 3, 3, 2)
+    full, swa = spec.layer_kinds.index("full"), spec.layer_kinds.index("swa")
+    assert pools.k[full].shape == (12, 1, 64) and pools.v[full] is pools.k[full]
+    assert pools.k[swa].shape == (12, spec.num_kv_heads, spec.head_dim) and pools.v[swa] is not pools.k[swa]
 
 
 def _item(**kw):
     base = dict(token_ids=[1, 2, 3], start=2, full_slots=np.arange(5), swa_slots=np.arange(5), state_id=0)
-    return ForwardItem(**{**base, **kw})
+    return kind_item(**{**base, **kw})
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -104,12 +108,12 @@ def test_batch_item_defaults_to_last_position_logits():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(full_slots=np.arange(4)), "full_slots has 4 entries, need 5"),
-    (dict(full_slots=np.array([0, -1, 2, 3, 4])), r"full_slots\[1\] = -1 out of range"),
+    (dict(full_slots=np.arange(4)), "full group 0 slots has 4 entries, need 5"),
+    (dict(full_slots=np.array([0, -1, 2, 3, 4])), r"full group 0 slots\[1\] = -1 out of range"),
     (dict(swa_slots=np.array([0, 1, 2, -1, 4])), "new positions"),
-    (dict(swa_slots=np.array([0, 1, 2, 3, 10**6])), r"swa_slots\[4\]"),
-    (dict(state_id=8), "state_id 8 out of range"),
-    (dict(checkpoints=[(4, 99)]), "checkpoint 99"),
+    (dict(swa_slots=np.array([0, 1, 2, 3, 10**6])), r"swa group 1 slots\[4\]"),
+    (dict(state_id=8), "state 8 of state group 2 out of range"),
+    (dict(checkpoints=[(4, 99)]), "checkpoint 99 of state group 2"),
     (dict(token_ids=[1, 2, 512]), "vocab ids"),
 ])
 def test_forward_rejects_ids_outside_the_pools(kw, match):
@@ -123,7 +127,7 @@ def test_forward_rejects_unknown_kernels_and_foreign_pools():
     with pytest.raises(ValueError, match="unknown kernels 'cuda'"):
         model.forward([_item()], make_pools("cpu"), kernels="cuda")
     with pytest.raises(ValueError, match="pools were built for"):
-        model.forward([_item()], Pools(get_model("small"), 8, 1, 1, 1), kernels="torch")
+        model.forward([_item()], Pools.by_kind(get_model("small"), 8, 1, 1, 1), kernels="torch")
 
 
 def test_weights_are_a_function_of_the_seed():

@@ -12,9 +12,12 @@ from sim.cache.blocks.pool import BlockPool
 from sim.models import FULL, SWA
 
 
-def hit_tables(layout: Layout, pool: BlockPool, chain: list[BlockKey], hit: int) -> list[list[int | None]]:
+def hit_tables(
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], hit: int, past_state: bool = False
+) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
-    first block on (older ones become null untouched), Mamba the one state block at the hit."""
+    first block on (older ones become null untouched), Mamba the one state block at the hit (``past_state``,
+    DELIBERATELY WRONG: the one a block before it where the hit's own is not cached)."""
     B = layout.block_size
     tables: list[list[int | None]] = []
     num_blocks = hit // B
@@ -26,7 +29,10 @@ def hit_tables(layout: Layout, pool: BlockPool, chain: list[BlockKey], hit: int)
         else:
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
-        tables.append(unread + [pool.cached((chain[i], group)) for i in range(first, num_blocks)])
+        blocks = [pool.cached((chain[i], group)) for i in range(first, num_blocks)]
+        if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
+            blocks[-1] = pool.cached((chain[num_blocks - 2], group))
+        tables.append(unread + blocks)
     return tables
 
 

@@ -27,8 +27,11 @@ def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], index: 
     return 0 <= index < len(chain) and all(pool.cached((chain[index], g)) is not None for g in groups)
 
 
-def answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int) -> int:
-    """The largest hit point ``<= limit`` the groups of ``kind`` accept."""
+def answer(
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int, past_state: bool = False
+) -> int:
+    """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
+    (a negative control): Mamba also accepts the boundary one block after a cached state."""
     groups, B = layout.groups_of(kind), layout.block_size
     top = limit // B
     if kind == FULL:  # the leading run of cached blocks
@@ -37,7 +40,9 @@ def answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, li
             run += 1
         return run * B
     if kind != SWA:  # Mamba: the state right at the point
-        return next((end * B for end in range(top, 0, -1) if is_cached(pool, chain, groups, end - 1)), 0)
+        late = int(past_state)
+        found = (end * B for end in range(top, 0, -1) if is_cached(pool, chain, groups, end - 1 - late))
+        return next(found, 0)
     need, run = layout.swa_need, 0  # run: cached blocks from ``index`` rightwards
     if not need:  # a window of one token needs no block before the point
         return top * B
@@ -48,13 +53,15 @@ def answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, li
     return run * B  # no full window: the run of cached blocks from block 0
 
 
-def longest_hit(layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int) -> Hit:
+def longest_hit(
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int, past_state: bool = False
+) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
     full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
     others = [kind for kind in layout.kinds if kind != FULL]
     while True:
         before = hit
         for kind in others:
-            hit = answer(layout, pool, chain, kind, hit)
+            hit = answer(layout, pool, chain, kind, hit, past_state)
         if hit >= before:
             return Hit(hit, full, full if full > hit else 0)

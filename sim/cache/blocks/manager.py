@@ -18,12 +18,21 @@ from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
+from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.components import Component
-from sim.cache.events import Aborted, Admitted, EventBus, Finished
+from sim.cache.events import (
+    Aborted,
+    Admitted,
+    BlockHit,
+    BlocksSkipped,
+    EventBus,
+    Finished,
+    emit,
+)
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.pools import PoolUsage
 from sim.cache.resolve import resolve
@@ -47,10 +56,11 @@ class BlockCacheManager(PlainBlockDecodes):
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
-        check_config(self.layout, policy)
+        check_config(self.layout, policy, model)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks
-        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds)
+        self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
+        self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.page_size)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, KeyChain] = {}
@@ -64,10 +74,11 @@ class BlockCacheManager(PlainBlockDecodes):
         chain = self.keys.chain(
             tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
         )
-        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len)
+        past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
+        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens)
+        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state)
         swa_cap = (
             ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
             + 1
@@ -77,6 +88,8 @@ class BlockCacheManager(PlainBlockDecodes):
             self._waiting_chains[request_id] = chain
             return Refusal(POOL, needed, self.pool.num_free)
         self._waiting_chains.pop(request_id, None)
+        if self._on_hit:
+            emit(self._on_hit, BlockHit(request_id, chain.keys, hit.tokens, hit.full_tokens))
         return self._start(
             BlockRequest(
                 request_id,
@@ -98,7 +111,8 @@ class BlockCacheManager(PlainBlockDecodes):
         for group, table in enumerate(req.tables):
             self.pool.touch(table, group)
         self.requests[req.request_id] = req
-        result = AdmitResult(self._preempted.pop(req.request_id, req.match), None)
+        req.match = self._preempted.pop(req.request_id, req.match)  # kept through any later preemption
+        result = AdmitResult(req.match, None)
         self.events.publish(Admitted(req.request_id, result.match.cached_len))
         return result
 
@@ -147,14 +161,24 @@ class BlockCacheManager(PlainBlockDecodes):
 
     def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
         """``allocate_slots`` for the step ``[kv_len, end)``."""
-        steps.release_skipped(self.layout, self.pool, req, req.processed(iteration, self.async_scheduling))
+        early = self.policy.fault == "vllm-early-free"  # a negative control
+        steps.release_skipped(
+            self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
+        )
         plan = steps.blocks_to_allocate(self.layout, req, end, checkpoint)
         needed = sum(count for _, count in plan)
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)
         steps.cache_blocks(
-            self.layout, self.pool, self.keys, req, end, checkpoint, self.knobs.retention_interval
+            self.layout,
+            self.pool,
+            self.keys,
+            req,
+            end,
+            checkpoint,
+            self.knobs.retention_interval,
+            self._on_skip,
         )
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
@@ -199,9 +223,9 @@ class BlockCacheManager(PlainBlockDecodes):
     def discard(self) -> None:
         """Nothing to unlink: the block pool holds no cycles."""
 
-    def watch_misses(self) -> None:
-        """No watcher yet: vLLM's blocked ranges are ``blocked_other``."""
-        return None
+    def watch_misses(self) -> BlockMissTracker:
+        """Why each hit lost what it lost: evictions and retention, from the pool's events."""
+        return BlockMissTracker(self.layout, self.pool, self.events)
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""

@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from sim.cache.events import BlockEvicted, BlocksDiscarded, EventBus, emit
+
 Key = tuple[object, int]  # (block key, group index)
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...]):
+    def __init__(self, num_blocks: int, group_kinds: tuple[str, ...], events: EventBus | None = None):
         if num_blocks < 2:
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
@@ -41,6 +43,10 @@ class BlockPool:
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
+        bus = events if events is not None else EventBus()
+        # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
+        self._discarded = bus.channel(BlocksDiscarded)
+        self.on_evict = bus.channel(BlockEvicted)  # each eviction of a cached block (the why watcher)
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -75,9 +81,13 @@ class BlockPool:
         key = self.key_of.pop(block, None)
         if key is None:
             return
+        if self._discarded:
+            emit(self._discarded, BlocksDiscarded(key[1], [block]))
         kind = self.group_kinds[key[1]]
         self.cached_free[kind] -= 1
         self.num_evictions[kind] += 1
+        if self.on_evict:
+            emit(self.on_evict, BlockEvicted(key))
         holders = self.blocks_of[key]
         holders.remove(block)
         if not holders:
@@ -118,7 +128,10 @@ class BlockPool:
         self.held[kind] -= len(released)
         hashed = [block for block in released if block in key_of]
         if len(hashed) < len(released):  # onto the head, first given on top: first given, first out
-            self._head.extend(reversed([block for block in released if block not in key_of]))
+            unhashed = [block for block in released if block not in key_of]
+            self._head.extend(reversed(unhashed))
+            if self._discarded:
+                emit(self._discarded, BlocksDiscarded(group, unhashed))
         self._tail.update(dict.fromkeys(hashed))
         self.cached_free[kind] += len(hashed)
 

@@ -4,9 +4,9 @@ check in ``kv_cache_planning.py:get_kv_cache_configs``), and the configuration c
 from __future__ import annotations
 
 from sim.cache.blocks.knobs import VllmKnobs
-from sim.cache.blocks.layout import KERNEL_BLOCK, Layout
+from sim.cache.blocks.layout import KERNEL_BLOCK, Layout, layout_for
 from sim.cache.policy import Policy, own_knobs
-from sim.models import MAMBA, SWA
+from sim.models import MAMBA, SWA, ModelSpec
 
 
 def in_flight_tokens(policy: Policy) -> int:
@@ -35,8 +35,8 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
     )
 
 
-def check_config(layout: Layout, policy: Policy) -> None:
-    """ValueError where vLLM 0.33.0 itself refuses the configuration, naming its rule."""
+def check_config(layout: Layout, policy: Policy, model: ModelSpec) -> None:
+    """ValueError where vLLM 0.33.0 itself refuses the configuration, naming its rule (and what would pass)."""
     if policy.page_size % KERNEL_BLOCK:
         raise ValueError(
             f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
@@ -53,5 +53,21 @@ def check_config(layout: Layout, policy: Policy) -> None:
         raise ValueError(
             f"vLLM refuses prefix_cache_retention_interval {retention}: it must be a multiple of "
             f"scheduler_block_size {layout.block_size} (kv_cache_coordinator._validate_prefix_cache_"
-            "retention_interval)"
+            f"retention_interval){_retention_hint(layout, policy, model, retention)}"
         )
+
+
+def _retention_hint(layout: Layout, policy: Policy, model: ModelSpec, retention: int) -> str:
+    """The nearest intervals that pass, and the block size without in-prefill checkpoints where that one
+    would take ``retention`` (GDN prefill on FlashInfer aligns blocks to 64: 576, not 528, for Qwen3.5-4B)."""
+    B = layout.block_size
+    below, above = retention // B * B, (retention // B + 1) * B
+    hint = f"; the nearest that pass are {below or above}" + (f" and {above}" if below else "")
+    if layout.checkpoint_blocks:
+        unaligned = layout_for(model, policy.page_size, layout.window, False).block_size
+        if retention % unaligned == 0:
+            hint += (
+                f"; or --prefill-checkpoints off (GDN prefill without FlashInfer's checkpoints): block size "
+                f"{unaligned}, of which {retention} is a multiple"
+            )
+    return hint

@@ -6,28 +6,35 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
-from sim.models import MAMBA, SWA
+from sim.cache.events import BlocksSkipped, emit
+from sim.models import FULL, MAMBA, SWA
 
 
-def release_skipped(layout: Layout, pool: BlockPool, req: BlockRequest, processed: int) -> None:
+def release_skipped(
+    layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool = False
+) -> None:
+    """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], group, processed)
+            _release_window(layout, pool, req.tables[group], group, processed, int(early))
         elif kind == MAMBA and processed > 1:
             _release_states(layout, pool, req, group, processed)
 
 
 def _release_window(
-    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int
+    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
-    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_size)) - 1
+    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_size + extra)) - 1
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
     freed = []
@@ -86,9 +93,11 @@ def cache_blocks(
     end: int,
     checkpoint: bool,
     retention: int | None,
+    on_skip: list[Callable[[Any], None]] | None = None,
 ) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
-    An exported internal checkpoint is kept only at the prompt's last boundary or the junction."""
+    An exported internal checkpoint is kept only at the prompt's last boundary or the junction. ``on_skip``
+    (the handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
     B = layout.block_size
     full_blocks = end // B
     if full_blocks <= min(req.num_cached):
@@ -111,7 +120,16 @@ def cache_blocks(
             block = table[index]
             if block is not None:
                 pool.cache(block, (keys_of[index], group))
+        if on_skip and kind != FULL and first < stop:
+            _tell_skipped(on_skip, req, table, group, range(first, stop), indices)
         req.num_cached[group] = max(first, full_blocks)
+
+
+def _tell_skipped(on_skip, req: BlockRequest, table, group: int, span: range, kept) -> None:
+    kept = set(kept)
+    keys = [(req.chain.keys[i], group) for i in span if table[i] is not None and i not in kept]
+    if keys:
+        emit(on_skip, BlocksSkipped(keys))
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
+from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
 from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
@@ -70,10 +71,10 @@ class EngineRules:
         """The tree's eviction strategy (``sim/cache/eviction.py``)."""
         return LRUEviction()
 
-    def topology(self, sizes, has_swa: bool, has_mamba: bool):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool, events: EventBus):
         """The pools' layout (``sim/cache/topology.py``): FULL, SWA and MAMBA pools apart unless the engine
-        lays them out otherwise."""
-        return SeparatePools(sizes, has_swa, has_mamba)
+        lays them out otherwise; they announce their frees on ``events``."""
+        return SeparatePools(sizes, has_swa, has_mamba, events)
 
     def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""

@@ -22,6 +22,7 @@ from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.engines.marconi_tuner import AlphaTuner
+from sim.cache.events import EventBus
 from sim.cache.eviction import NoEviction
 from sim.cache.ops import RadixOps
 from sim.cache.policy import own_knobs
@@ -58,10 +59,10 @@ class MarconiRules(EngineRules):
         self._cost: NodeCost | None = None
 
     # ---- layout, eviction --------------------------------------------------------------------------
-    def topology(self, sizes, has_swa: bool, has_mamba: bool):
+    def topology(self, sizes, has_swa: bool, has_mamba: bool, events: EventBus):
         if sizes.budget_bytes is None:
-            return SeparatePools(sizes, has_swa, has_mamba)
-        return ByteBudget(sizes, has_swa, has_mamba)
+            return SeparatePools(sizes, has_swa, has_mamba, events)
+        return ByteBudget(sizes, has_swa, has_mamba, events)
 
     def eviction(self):
         return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)

@@ -1,0 +1,105 @@
+"""Why a vLLM hit lost what it lost, watched from the block pool's events (the ``why`` column,
+``sim/run/why.py``): which (block key, group) entries were evicted, and which a request computed but the
+retention interval left unhashed. At each admitted hit, the blocked range ``[hit, FULL's answer)`` is split
+as the radix watcher splits it (``sim/cache/misses.py``): up to the deepest point with a Mamba state, the
+cause of its missing SWA window; past it, the cause of the missing Mamba state. A key equal means a prefix
+equal (``keys.py``), so "this block was there and was evicted" is exact, not a guess by position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.cache.blocks.layout import Layout
+from sim.cache.blocks.pool import BlockPool
+from sim.cache.events import BlockEvicted, BlockHit, BlocksSkipped, EventBus
+from sim.cache.misses import MatchMiss
+from sim.cache.reasons import (
+    BLOCKED_OTHER,
+    MAMBA_EVICTED,
+    MAMBA_STATE,
+    RETENTION,
+    SWA_EVICTION,
+    Range,
+)
+from sim.models import FULL, MAMBA, SWA
+
+
+@dataclass
+class BlockMissTracker:
+    layout: Layout
+    pool: BlockPool
+    events: EventBus
+    misses: dict[str, MatchMiss] = field(default_factory=dict)
+    evicted: set = field(default_factory=set)  # (block key, group) that were cached and lost their hash
+    skipped: set = field(default_factory=set)  # (block key, group) computed and left unhashed by retention
+
+    def __post_init__(self):
+        self.events.subscribe(BlockEvicted, lambda event: self.evicted.add(event.key))
+        self.events.subscribe(BlocksSkipped, lambda event: self.skipped.update(event.keys))
+        self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
+
+    def _on_hit(self, event: BlockHit) -> None:
+        """A preempted request admitted again reports its first hit (``BlockCacheManager._start``): so
+        does its miss."""
+        if event.request_id not in self.misses:
+            self.misses[event.request_id] = self.classify(event.chain, event.cached_len, event.full_len)
+
+    # ---- classification at the hit -------------------------------------------------------------------
+    def classify(self, chain: list, cached: int, full: int) -> MatchMiss:
+        B = self.layout.block_size
+        next_evicted = full // B < len(chain) and any(
+            (chain[full // B], g) in self.evicted for g in self.layout.groups_of(FULL)
+        )
+        return MatchMiss(self._blocked(chain, cached, full) if full > cached else (), next_evicted)
+
+    def _blocked(self, chain: list, cached: int, full: int) -> tuple[Range, ...]:
+        B, kinds = self.layout.block_size, self.layout.kinds
+        points = range(cached + B, full + 1, B)  # every refused hit point past the hit
+        stateful = [e for e in points if self._has_state(chain, e)] if MAMBA in kinds else list(points)
+        ranges, start = [], cached
+        if stateful:
+            target = stateful[-1]
+            cause = self._window_cause(chain, target) if SWA in kinds else BLOCKED_OTHER
+            ranges.append((cached, target, cause))
+            start = target
+        if start < full:
+            ranges += self._stateless(chain, start, full)
+        return tuple(ranges)
+
+    def _has_state(self, chain: list, end: int) -> bool:
+        index = end // self.layout.block_size - 1
+        return all(self.pool.cached((chain[index], g)) is not None for g in self.layout.groups_of(MAMBA))
+
+    def _window_cause(self, chain: list, end: int) -> str:
+        """Why the window before ``end`` is short: a block of it evicted, else one left unhashed."""
+        B, need = self.layout.block_size, self.layout.swa_need
+        missing = [
+            (chain[i], g)
+            for i in range(max(0, end // B - need), end // B)
+            for g in self.layout.groups_of(SWA)
+            if self.pool.cached((chain[i], g)) is None
+        ]
+        return self._cause(missing, SWA_EVICTION, BLOCKED_OTHER)
+
+    def _stateless(self, chain: list, start: int, full: int) -> list[Range]:
+        """Past the deepest state: up to the deepest point whose state was evicted, ``mamba_evicted``; then up
+        to the deepest one computed but not kept, ``retention``; the rest had no state computed (align mode
+        computes one only at chunk ends, prefill checkpoints and the prompt's last block)."""
+        B, ranges = self.layout.block_size, []
+        for reason in (MAMBA_EVICTED, RETENTION):
+            seen = self.evicted if reason == MAMBA_EVICTED else self.skipped
+            ends = [
+                e
+                for e in range(start + B, full + 1, B)
+                if any((chain[e // B - 1], g) in seen for g in self.layout.groups_of(MAMBA))
+            ]
+            if ends:
+                ranges.append((start, ends[-1], reason))
+                start = ends[-1]
+        return ranges + ([(start, full, MAMBA_STATE)] if start < full else [])
+
+    def _cause(self, missing: list, evicted_reason: str, otherwise: str) -> str:
+        if any(key in self.evicted for key in missing):
+            return evicted_reason
+        return RETENTION if any(key in self.skipped for key in missing) else otherwise

@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> None:
     (out / MANIFEST).unlink(missing_ok=True)  # no manifest while the tree is half built
     started = time.perf_counter()
     copy_sources(out)
+    built_from = sources_sha256(out / "sim")  # what is compiled: an edit during the build makes it stale
     modules = compile_tree(out, args.jobs)
     manifest = {
-        "sources_sha256": sources_sha256(),
+        "sources_sha256": built_from,
         "modules": modules,
         "patterns": list(COMPILED_MODULES),
         "mypy": mypy.version.__version__,

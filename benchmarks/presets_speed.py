@@ -22,6 +22,7 @@ import subprocess
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -92,7 +93,8 @@ def pair_ratios(results: list[SpeedResult], field: str, one: object, other: obje
     for r in results:
         if getattr(r.case, field) != other:
             continue
-        base = by_case.get(replace(r.case, **{field: one}))
+        changed: dict[str, Any] = {field: one}  # a field of SpeedCase, whichever its type
+        base = by_case.get(replace(r.case, **changed))
         if base is not None and base.sim_cpu_s:
             lines.append(
                 f"  {r.case.preset:<20} {r.case.mode:<6} {r.case.build:<8} {label} "

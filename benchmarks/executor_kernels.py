@@ -122,7 +122,7 @@ def _prefill_case(spec, device: str, length: int, window: int, timer) -> dict:
         k,
         v,
     )
-    rag, scale = Ragged([0], [length]), d**-0.5
+    rag, scale = Ragged(np.array([0]), np.array([length])), d**-0.5
     sq, sk, sv = (t.transpose(0, 1)[None] for t in (q, k, v))  # [1, H, T, D]
     mask = None
     if window:
@@ -165,7 +165,7 @@ def _decode_case(spec, device: str, batch: int, context: int, window: int, timer
         torch.empty(batch * total, hkv, d, device=device),
     )
     pool_k[flat], pool_v[flat] = k.reshape(-1, hkv, d), v.reshape(-1, hkv, d)
-    rag, scale = Ragged([context] * batch, [total] * batch), d**-0.5
+    rag, scale = Ragged(np.full(batch, context), np.full(batch, total)), d**-0.5
     lo = max(total - 1 - window, 0) if window else 0  # a decode query sees keys [lo, context]
     sk, sv = (t[:, lo:].transpose(1, 2) for t in (k, v))  # [B, Hkv, visible, D]
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -68,7 +69,13 @@ def complete_points(root: Path) -> dict[str, int]:
 
 def kill_at_random(trace: Path, out: Path, kills: int, rng: random.Random, log=print) -> dict:
     """SIGKILL the sweep ``kills`` times at random moments; resume each time; return the figures."""
-    figures = {"kills": 0, "runs": 0, "points_seen_at_kills": [], "stale_temp_files": 0, "orphans": 0}
+    figures: dict[str, Any] = {
+        "kills": 0,
+        "runs": 0,
+        "points_seen_at_kills": [],
+        "stale_temp_files": 0,
+        "orphans": 0,
+    }
     kept: dict[str, int] = {}
     while figures["kills"] < kills:
         started = time.monotonic()

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
             folder.mkdir()
             lay_out(case, folder, scratch)
             outcomes[case.name] = judge(case, folder, args.seconds)
-    by_class, clean_by_class = Counter(), Counter()
+    by_class, clean_by_class = Counter[str](), Counter[str]()
     for name, problem in outcomes.items():
         by_class[name.split("/")[0]] += 1
         clean_by_class[name.split("/")[0]] += problem is None

@@ -25,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from sim.align import ceil_div  # noqa: E402
+from sim.cache.blocks.manager import BlockCacheManager  # noqa: E402
 from sim.cache.interface import CacheModel  # noqa: E402
 from sim.cache.results import Refusal  # noqa: E402
 from sim.cache.sizing import PoolSizes  # noqa: E402
@@ -162,15 +163,15 @@ def _block_scenario(preset: str, model, rng: random.Random) -> tuple[CacheModel,
 
 
 def _exhausted(manager: CacheModel) -> bool:
-    pools = getattr(manager, "pools", None)
-    if isinstance(pools, dict):
-        return any(pool.num_free == 0 for pool in pools.values() if pool.size)
-    return manager.pool.num_free == 0  # vLLM's one block pool
+    if isinstance(manager, BlockCacheManager):  # vLLM's one block pool
+        return manager.pool.num_free == 0
+    pools = getattr(manager, "pools", {})
+    return any(pool.num_free == 0 for pool in pools.values() if pool.size)
 
 
 def stress(preset: str, num_ops: int, seed: int = 0) -> Counter:
     """``num_ops`` operations, each followed by ``check_integrity()``; raises on the first broken invariant."""
-    rng, counts = random.Random(f"{preset}/{seed}"), Counter()
+    rng, counts = random.Random(f"{preset}/{seed}"), Counter[str]()
     while counts["ops"] < num_ops:
         manager, chunk = scenario(preset, rng)
         driver = Driver(manager, chunk, rng, counts)

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
+from sim.cache.manager import CacheManager  # noqa: E402
 from sim.cache.sizing import sizes_from_tokens  # noqa: E402
 from sim.cache.solo_run import run_alone  # noqa: E402
 from sim.engines.registry import make_manager, make_policy, policy_names  # noqa: E402
@@ -51,8 +52,9 @@ def main() -> None:
     policy = make_policy(args.policy, page_size=args.page_size, chunked_prefill_size=1 << 30)
     sizes = sizes_from_tokens(args.page_size, args.pool_tokens, states=200_000)
     manager = make_manager(model, policy, sizes)
+    assert isinstance(manager, CacheManager)  # the radix managers only (the --policy choices)
     cached = prompt_tokens = iteration = 0
-    for request in sorted(trace, key=lambda r: r.arrival):
+    for request in sorted(trace, key=lambda r: r.arrival or 0.0):  # Mooncake: every request is open loop
         tokens = trace.request_seq(request.id)
         prompt_len = trace.prompt_len(request.id)
         output_len = request.output_len if args.decode else 1

@@ -115,7 +115,7 @@ def peer_unbounded_recount(path: Path, limit: int | None) -> tuple[SideRun, Side
 def whole_block_lines(path: Path, limit: int | None) -> list[str]:
     """The trace as the peer reads it, each prompt cut to its whole 512-token blocks (a prompt shorter
     than one block keeps its one partial block)."""
-    lines = []
+    lines: list[str] = []
     with open(path, encoding="utf-8") as f:
         for text in f:
             if limit is not None and len(lines) >= limit:

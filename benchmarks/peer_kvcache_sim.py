@@ -37,7 +37,7 @@ from benchmarks.peer_kvcache_side import (  # noqa: E402
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.sched.request import served_mask  # noqa: E402
-from sim.trace import Trace  # noqa: E402
+from sim.trace import Request, Trace  # noqa: E402
 from sim.trace.mooncake_import import import_mooncake  # noqa: E402
 
 
@@ -50,11 +50,19 @@ def adapt(trace: Trace, path: Path, drop_outputs: bool, file_order: bool) -> Tra
         replace(
             r,
             output_len=1 if drop_outputs else r.output_len,
-            arrival=r.arrival + index * 1e-9 if file_order else r.arrival,
+            arrival=_open_loop_arrival(r) + index * 1e-9 if file_order else r.arrival,
         )
         for index, r in enumerate(trace)
     ]
     return Trace(requests, path=str(path))
+
+
+def _open_loop_arrival(request: Request) -> float:
+    if request.arrival is None:  # the peer replays arrivals only: a Mooncake import has no chains here
+        raise ValueError(
+            f"request {request.id}: no arrival time (a closed-loop request); the peer needs open loop"
+        )
+    return request.arrival
 
 
 def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:

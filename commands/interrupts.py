@@ -16,7 +16,8 @@ class Interrupted(click.ClickException):
 
     def __init__(self, message: str, signum: int = signal.SIGINT):
         super().__init__(message)
-        self.exit_code = 128 + signum
+        # click declares exit_code on the class, but reads it from the instance: each signal has its own
+        self.exit_code = 128 + signum  # type: ignore[misc]
 
     def show(self, file=None) -> None:
         click.echo(f"interrupted: {self.message}", err=True)

@@ -43,8 +43,7 @@ def call_with_options(option_names: Iterable[str], fn: Callable, *args, **kwargs
     try:
         return call_library(fn, *args, **kwargs)
     except InputError as e:
-        e.message = options_named(e.message, option_names)
-        raise
+        raise InputError(options_named(e.message, option_names)) from e.__cause__
 
 
 def options_named(message: str, option_names: Iterable[str]) -> str:
@@ -104,7 +103,7 @@ class PolicyChoice(click.Choice):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         return tuple(policy_names())
 

@@ -18,19 +18,22 @@ class Integer(click.IntRange):
     """click's ``IntRange``, with an integer written in ASCII decimal digits only."""
 
     name = "integer"
-    _number_class = staticmethod(parse_integer)
+    # click converts through _number_class; ours refuses what int() would take beyond ASCII digits
+    _number_class = staticmethod(parse_integer)  # type: ignore[assignment]
 
 
 class Number(click.FloatRange):
     """click's ``FloatRange``, with a number written in ASCII (digits, point, exponent, inf, nan) only."""
 
     name = "float"
-    _number_class = staticmethod(parse_number)
+    _number_class = staticmethod(parse_number)  # type: ignore[assignment]
 
 
-def strict(kind: type) -> click.ParamType | type:
+def strict(kind: object) -> click.ParamType | type | object:
     """The strict type for a Python annotation (``int``, ``float``); any other annotation as it is."""
-    return {int: Integer(), float: Number()}.get(kind, kind)
+    if kind is int:
+        return Integer()
+    return Number() if kind is float else kind
 
 
 class OutputFile(click.Path):

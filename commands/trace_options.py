@@ -49,7 +49,7 @@ def generator_option(param: inspect.Parameter, hint: object) -> click.Option:
     return DescribedOption([flag], type=strict(hint), show_default=True, help=help_text, **given)
 
 
-def generator_params(generator: Callable) -> list[click.Option]:
+def generator_params(generator: Callable) -> list[click.Parameter]:
     hints = typing.get_type_hints(generator)
     return [generator_option(p, hints[p.name]) for p in inspect.signature(generator).parameters.values()]
 
@@ -123,8 +123,8 @@ IMPORT_OPTIONS: dict[str, tuple[list[str], dict]] = {
 IMPORT_DEFAULTS = {"sglang-agentic": {"output_len": 220}}  # bench_serving's DEFAULT_AGENTIC_OUTPUT_LEN
 
 
-def import_params(fmt: str, names: tuple[str, ...]) -> list[click.Option]:
-    options = []
+def import_params(fmt: str, names: tuple[str, ...]) -> list[click.Parameter]:
+    options: list[click.Parameter] = []
     for name in names:
         decls, kwargs = IMPORT_OPTIONS[name]
         kwargs = {"show_default": True} | kwargs

@@ -55,15 +55,15 @@ class ForwardItem:
             "checkpoints",
             tuple((int(p), {int(g): int(d) for g, d in m.items()}) for p, m in self.checkpoints),
         )
-        if self.logits_from is None:
-            set_(self, "logits_from", self.end - 1)
-        self._validate()
+        logits_from = self.end - 1 if self.logits_from is None else self.logits_from
+        set_(self, "logits_from", logits_from)
+        self._validate(logits_from)
 
     @property
     def end(self) -> int:
         return int(self.start) + len(self.token_ids)
 
-    def _validate(self) -> None:
+    def _validate(self, logits_from: int) -> None:
         if len(self.token_ids) == 0 or self.start < 0:
             raise ValueError(
                 f"ForwardItem: need start >= 0 and at least one token, got start={self.start}, "
@@ -81,10 +81,8 @@ class ForwardItem:
                     raise ValueError(
                         f"ForwardItem: a checkpoint targets the running state {dst} (group {group})"
                     )
-        if not self.start <= self.logits_from <= self.end:
-            raise ValueError(
-                f"ForwardItem: logits_from={self.logits_from} outside [{self.start}, {self.end}]"
-            )
+        if not self.start <= logits_from <= self.end:
+            raise ValueError(f"ForwardItem: logits_from={logits_from} outside [{self.start}, {self.end}]")
 
 
 def kind_item(

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
 from executor.execute import execute
 from sim.cost import StepShape
-from sim.cost.calibration import save_calibration
+from sim.cost.calibration import CalibrationFit, save_calibration
 from sim.cost.calibration_fit import fit_calibration
 from sim.run.simulate import SimConfig
 from sim.trace import Trace
@@ -54,7 +55,7 @@ def calibrate(
         fit, model=config.model, gpu=config.gpu, held_out=held_out, held_out_name=held_out_name
     )
     save_calibration(calibration, output)
-    f = calibration.fit
+    f = cast(CalibrationFit, calibration.fit)  # fit_calibration always records how well it fits
     held = (
         f"held-out MAPE {f.trace_holdout_mape:.1%} on {f.trace_holdout_samples} steps of {held_out_name}"
         if f.trace_holdout_samples

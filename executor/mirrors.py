@@ -102,7 +102,8 @@ class BlockMirror:
         B, req = manager.page_size, manager.requests[plan.request_id]
         layout = self.pools.layout
         slots = {g: page_slots(req.tables[g], B, plan.end) for g in layout.attention_groups}
-        states, checkpoints = {}, {}
+        states: dict[int, int] = {}  # state group -> its running state block
+        checkpoints: dict[int, dict[int, int]] = {}  # position -> {state group: block saved there}
         for g in layout.state_groups:
             table = req.tables[g]
             states[g] = self._running_state(g, table, plan, B, written, copies)

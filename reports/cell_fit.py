@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 CELL_FONT, MIN_CELL_FONT = 8.0, 6.5  # below 6.5 pt a number is not read at 800 px: a shorter form is used
@@ -19,8 +20,10 @@ def cell_texts(ax) -> list:
 def fit_cell_texts(figure: Figure) -> None:
     """Shrink each panel's cell font until every number fits its cell, down to MIN_CELL_FONT; a panel
     that still does not fit writes its short forms (``94k``, ``1489/`` over ``1500``) at full size."""
-    figure.canvas.draw()
-    renderer = figure.canvas.get_renderer()
+    canvas = figure.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # reports draw with Agg (reports/figures.py)
+    canvas.draw()
+    renderer = canvas.get_renderer()
     for ax in figure.axes:
         texts = cell_texts(ax)
         if not texts:

@@ -151,7 +151,7 @@ def _annotate(ax, xs, ys, labels: list[str]) -> None:
     renderer = ax.figure.canvas.get_renderer()
     pixels = ax.transData.transform(list(zip(xs, ys, strict=True)))
     groups = _label_groups(pixels, labels)
-    panel, placed = ax.get_window_extent(renderer), []
+    panel, placed = ax.get_window_extent(renderer), list[Bbox]()
     for (px, py), names, spread in sorted(groups, key=lambda g: (-g[0][1], g[0][0])):
         others = [
             _box(qx - MARKER_PX, qy - MARKER_PX, qx + MARKER_PX, qy + MARKER_PX)

@@ -6,6 +6,7 @@ import io
 from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # reports are written, never shown; no display is needed or wanted
 # a figure's text is data (policy names, knob values from a store), never mathtext: "$" is a dollar sign
@@ -30,7 +31,8 @@ class RenderedFigure:
     png: bytes
 
 
-def new_figure(height_in: float, nrows: int = 1, ncols: int = 1, **kwargs) -> tuple[Figure, object]:
+def new_figure(height_in: float, nrows: int = 1, ncols: int = 1, **kwargs) -> tuple[Figure, np.ndarray]:
+    """A figure and its axes as a 2-D array (squeezed never), PR width."""
     return plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height_in), dpi=DPI, squeeze=False, **kwargs)
 
 

@@ -94,8 +94,9 @@ def comparison_sections(data: GridData, baseline: Baseline | None) -> list[Secti
     text = "\n\n".join(filter(None, [legend(data, baseline), note]))
     sections = [Section(f"Reuse: {baseline.label} -> each other {baseline.axis}", text, [("", table)])]
     maps = heatmap_figures(data, baseline)
-    if maps:
-        layout, _ = layout_of(data, baseline)
+    laid_out = layout_of(data, baseline)
+    if maps and laid_out is not None:  # figures exist only where a layout does
+        layout, _ = laid_out
         over = " x ".join(a.replace("_", " ") for a in (layout.y, layout.x) if a)
         sections.append(Section(f"Reuse over {over}, by {baseline.axis}", figures=maps))
     return sections

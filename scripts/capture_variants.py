@@ -24,7 +24,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 @dataclass(frozen=True)
 class Variant:
-    kernel: object  # the JITFunction
+    kernel: jit.JITFunction
     signature: dict
     constexprs: dict
     attrs: dict

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported
@@ -33,7 +34,9 @@ from sim.trace.generate import multiturn  # noqa: E402
 
 # second and third turns extend the first: with a 1100-token system prompt every preset's vLLM block
 # (528 to 1056 tokens for the GatedDeltaNet models, 16 to 272 for the others) fits under the first prompt
-TRACE = dict(num_sessions=2, num_turns=3, system_len=1100, user_len=24, output_len=12, request_rate=20.0)
+matrix_trace = partial(
+    multiturn, num_sessions=2, num_turns=3, system_len=1100, user_len=24, output_len=12, request_rate=20.0
+)
 
 
 def sound_policies() -> list[str]:
@@ -47,7 +50,7 @@ def run_cell(model: str, policy: str, kernels: str) -> dict:
     config = SimConfig(policy=policy, model=model, gpu="cpu", pool_tokens=40_000, mamba_states=64)
     started = time.perf_counter()
     try:
-        s = execute(multiturn(**TRACE), config, kernels=kernels).summary
+        s = execute(matrix_trace(), config, kernels=kernels).summary
     except Exception as err:  # a cell that fails is a finding, not the end of the matrix
         return {"model": model, "policy": policy, "status": "error", "why": f"{type(err).__name__}: {err}"}
     status = "ok" if s["requests_not_bit_exact"] == 0 else "NOT BIT-EXACT"

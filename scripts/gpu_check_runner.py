@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from gpu_check_profiles import Profile
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from sim.atomic import atomic_write  # noqa: E402  (the repo, not an installed package, on the GPU machine)
@@ -44,7 +46,7 @@ class Stage:
 class Context:
     """What a stage body gets: the profile, where to write, and `run` for its commands."""
 
-    profile: object
+    profile: Profile
     out: Path
     work: Path
     log_path: Path

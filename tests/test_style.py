@@ -20,11 +20,19 @@ TYPED = [
     "sim/models",
     "sim/cost",
     "sim/experiments",
+    "sim/trace",
+    "sim/grid",
     "sim/tokens.py",
     "sim/align.py",
     "sim/atomic.py",
     "sim/progress.py",
     "sim/code_version.py",
+    "executor",
+    "scripts",
+    "reports",
+    "commands",
+    "benchmarks",
+    "cli.py",
 ]
 
 

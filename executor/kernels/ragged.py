@@ -7,6 +7,7 @@ launchers can size their grids without a device sync; `on(device)` copies one ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +18,9 @@ def _int_array(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
-def to_device(values: np.ndarray, device: torch.device | str, dtype=torch.int32) -> torch.Tensor:
+def to_device(
+    values: np.ndarray | Sequence[int], device: torch.device | str, dtype=torch.int32
+) -> torch.Tensor:
     """An index array as a device tensor; an empty one becomes one unread element (kernels need a pointer)."""
     arr = np.ascontiguousarray(values if len(values) else np.zeros(1, dtype=np.int64))
     return torch.as_tensor(arr, dtype=dtype, device=device)

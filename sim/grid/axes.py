@@ -10,6 +10,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sim.cache.knobs import NONE, KnobSpec
 from sim.cost import GPUS
@@ -136,6 +137,9 @@ def expand(
     for values in itertools.product(*(axes[name] for name in names)):
         chosen = dict(zip(names, values, strict=True))
         knobs = {k: v for k, v in chosen.items() if _BY_NAME[k].kind == KNOB}
-        fields = {k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG}
+        # SimConfig fields of several types, each parsed by its axis (NONE only where the field takes None)
+        fields: dict[str, Any] = {
+            k: None if v == NONE else v for k, v in chosen.items() if _BY_NAME[k].kind == CONFIG
+        }
         configs.append(SimConfig(knobs=knobs, calibration=calibration, mode=mode, slo=slo, **fields))
     return configs

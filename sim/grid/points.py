@@ -89,7 +89,7 @@ def _inputs(trace_sha256: str, config: SimConfig, calibration_sha256: str | None
 
 def key_parts(config: SimConfig) -> dict:
     """The key's inputs a point's record keeps besides its configuration, trace and code."""
-    parts = {"resolved": _resolved(config)}
+    parts: dict[str, object] = {"resolved": _resolved(config)}
     if config.calibration is not None:
         parts["calibration_sha256"] = file_sha256(config.calibration)
     return parts

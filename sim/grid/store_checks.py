@@ -71,7 +71,7 @@ def check_manifest(data: object, path: Path) -> dict:
         raise StoreError(path, "points: must be a list of point keys (16 hex digits)")
     if not points:
         raise StoreError(path, "points: lists no point; rerun the grid")
-    first = {}
+    first: dict[str, int] = {}  # key -> its first entry
     for index, key in enumerate(points):
         if key in first:
             raise StoreError(
@@ -88,7 +88,7 @@ def check_manifest(data: object, path: Path) -> dict:
 def check_point(record: object, key: str, path: Path) -> dict:
     """A finished point: its key, configuration, resolved knobs, code and summary, every field typed.
     Summary figures this code does not know (a newer code's) are left out."""
-    _check_record(record, key, path, ("config", "summary"))
+    record = _check_record(record, key, path, ("config", "summary"))
     for name in ("resolved", "code", "trace", "key_parts"):
         if not isinstance(record.get(name, {}), dict):
             raise StoreError(path, f"{name}: must be an object; {_RERUN}")
@@ -102,13 +102,14 @@ def check_point(record: object, key: str, path: Path) -> dict:
 
 
 def check_failure(record: object, key: str, path: Path) -> dict:
-    _check_record(record, key, path, ("config",))
+    record = _check_record(record, key, path, ("config",))
     if not isinstance(record.get("error"), str):
         raise StoreError(path, "error: must be the failure's message")
     return record
 
 
-def _check_record(record: object, key: str, path: Path, objects: tuple[str, ...]) -> None:
+def _check_record(record: object, key: str, path: Path, objects: tuple[str, ...]) -> dict:
+    """``record``, a JSON object holding point ``key`` and an object for each name in ``objects``."""
     if not isinstance(record, dict):
         raise StoreError(path, f"must hold a JSON object, got {type(record).__name__}; {_RERUN}")
     if record.get("key") != key:
@@ -121,6 +122,7 @@ def _check_record(record: object, key: str, path: Path, objects: tuple[str, ...]
     if not isinstance(config.get("knobs", {}), dict):
         raise StoreError(path, f"config.knobs: must be an object; {_RERUN}")
     _check_scalars(config.get("knobs", {}), "config.knobs", path)
+    return record
 
 
 def _check_texts(fields: dict, names: tuple[str, ...], where: str, path: Path) -> None:

@@ -102,7 +102,7 @@ def _finish(
     table = grid_table(store, points)
     store.write_table(table)
     order = {p.key: i for i, p in enumerate(points)}
-    ran.sort(key=order.get)
+    ran.sort(key=order.__getitem__)
     failed.sort(key=lambda f: order[f["key"]])
     return GridRun(store.root, points, ran, skipped, failed, table)
 

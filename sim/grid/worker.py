@@ -54,17 +54,18 @@ def run_task(task: PointTask, trace_bytes: bytes | None = None, on_step=None) ->
         config = config_from_dict(task.config)
         setup = build(config)  # once: the run, its resolved record and its key read the same one
         result = simulate(trace, config, setup=setup, on_step=on_step)
+        summary = result.summary.as_dict()
         record = {
             "key": task.key,
             "config": task.config,
             "resolved": flat_resolved(setup, KNOB_NAMES),
-            "summary": result.summary.as_dict(),
+            "summary": summary,
             "trace": {"path": task.trace_path, "sha256": task.trace_sha256},
             "code": code_identity(),
             "config_key": config_key(task.trace_sha256, config),
             "key_parts": key_parts(config),
         }
-        check_finite(record["summary"])
+        check_finite(summary)
         return PointOutcome(
             task.key,
             task.config,

@@ -31,7 +31,9 @@ class Summary(
     CapacityFigures,
     TimeFigures,
     ReuseFigures,
-    Mapping[str, object],
+    # read by name (reports, a summary loaded from JSON alike) a figure is what its field holds: the typed
+    # fields are the checked way in, the names are for tables generated from docs/figures.md
+    Mapping[str, Any],
 ):
     """Every figure of a run, flat (the JSON object's fields, in the sections' order: reuse, time, capacity,
     pools, gap, why, bounds). Made from the typed sections by ``of``."""
@@ -48,7 +50,7 @@ class Summary(
         """The flat JSON object, in field order, without the figures this run does not have."""
         return {f.name: getattr(self, f.name) for f in _FIELDS if getattr(self, f.name) is not None}
 
-    def __getitem__(self, name: str) -> object:
+    def __getitem__(self, name: str) -> Any:
         value = getattr(self, name, None) if name in _NAMES else None
         if value is None:
             raise KeyError(name)

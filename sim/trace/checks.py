@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Sequence
+from typing import NoReturn, TypeGuard
 
 from sim.trace.records import Request, Segment
 
@@ -46,11 +47,11 @@ def check_requests(
     return checker.by_id, checker.prompt_len
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[float]:  # an int (not a bool) or a finite float
     return is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
@@ -61,7 +62,8 @@ class _Checker:
         self.requests, self.path, self.lines = requests, path, lines
         self.by_id: dict[str, Request] = {}  # the requests checked so far
         self.prompt_len: dict[str, int] = {}
-        self.first_line = {}  # id -> line of its first appearance, to explain forward references
+        # id -> line of its first appearance, to explain forward references
+        self.first_line: dict[str, int] = {}
         if len(lines) != len(requests):
             raise ValueError(f"{len(lines)} line numbers for {len(requests)} requests")
         for request, line in zip(requests, lines, strict=True):
@@ -79,7 +81,7 @@ class _Checker:
             self.prompt_len[request.id] = self.check_request(request)
             self.by_id[request.id] = request
 
-    def fail(self, field: str, message: str) -> None:
+    def fail(self, field: str, message: str) -> NoReturn:
         raise TraceError(self.path, self.line, field, message)
 
     def check_request(self, r: Request) -> int:

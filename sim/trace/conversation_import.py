@@ -120,7 +120,7 @@ def conversation_requests(
 
 def _until_reply(messages: list[Message], index: int) -> tuple[list[Message], int]:
     """The messages from ``index`` up to the next assistant reply that follows a user message."""
-    new = []
+    new: list[Message] = []
     while index < len(messages) and not (
         messages[index].role == ASSISTANT and any(m.role == USER for m in new)
     ):

@@ -90,7 +90,8 @@ _REPLY = Message(ASSISTANT, "")  # stands for the server's reply, whose text the
 
 
 def import_openai_jsonl(path: str | os.PathLike, options: TextOptions = _DEFAULTS) -> Trace:
-    name, requests = display_name(path), []
+    name = display_name(path)
+    requests: list[Request] = []
     with open_lines(path) as f:
         for line_no, text in enumerate(f, 1):
             if options.limit is not None and len(requests) >= options.limit:

@@ -3,11 +3,12 @@ files, standard input): a plain file, a gzip or zstd file, or standard input (``
 
 A directory, FIFO, device or socket is refused up front (a command that reads its input more than once,
 ``grid``, would wait on a FIFO forever, and ``/dev/zero`` never ends), as is standard input that is closed,
-a terminal or a device. Compression is recognised by its magic bytes, not by the file name, so ``zcat x.gz
-| ... -`` and a ``.jsonl.gz`` renamed to ``.jsonl`` both work; what it decompresses to is capped while it is
-read (``sim/trace/input_limits.py``). zstd needs the optional ``zstandard`` package (``pip install -e
-".[zstd]"``); without it a zstd input is refused with that instruction. JSON is read strictly
-(``sim/trace/strict_json.py``). Every refusal is a TraceError naming the input (and the line, where one).
+a terminal or a device. Compression is recognised by its magic bytes, not by the file name
+(``sim/trace/compression.py``), so ``zcat x.gz | ... -`` and a ``.jsonl.gz`` renamed to ``.jsonl`` both
+work; what it decompresses to is capped while it is read (``sim/trace/input_limits.py``). zstd needs the
+optional ``zstandard`` package (``pip install -e ".[zstd]"``); without it a zstd input is refused with that
+instruction. JSON is read strictly (``sim/trace/strict_json.py``). Every refusal is a TraceError naming the
+input (and the line, where one).
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ from typing import BinaryIO
 from sim.atomic import atomic_write, file_kind
 from sim.trace import input_limits
 from sim.trace.checks import TraceError
-from sim.trace.input_limits import MAX_LINE_BYTES, CountingReader, InputTooLarge, capped
+from sim.trace.compression import decompressed, zstd_error
+from sim.trace.input_limits import MAX_LINE_BYTES, InputTooLarge
 from sim.trace.strict_json import JSONError, loads
 
 STDIN = "-"
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _PIPE_IT = "to stream an input, pass - and pipe it to standard input"
 
 
@@ -86,10 +86,10 @@ def open_binary(path: str | os.PathLike) -> Iterator[BinaryIO]:
     raw = _stdin_bytes() if str(path) == STDIN else open(path, "rb")
     try:
         try:
-            yield _decompressed(raw, name, str(path) == STDIN)
+            yield decompressed(raw, name, str(path) == STDIN)
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise TraceError(name, None, "file", f"not a readable gzip file ({e})") from None
-        except _zstd_error() as e:
+        except zstd_error() as e:
             raise TraceError(name, None, "file", f"not a readable zstd file ({e})") from None
         except InputTooLarge as e:
             raise TraceError(name, None, "file", str(e)) from None
@@ -210,41 +210,3 @@ def save_stdin(folder: str | os.PathLike, name: str = "stdin-trace.jsonl", check
 def _stdin_bytes() -> BinaryIO:
     stream = getattr(sys.stdin, "buffer", None)
     return stream if stream is not None else io.BytesIO(sys.stdin.read().encode())
-
-
-def _decompressed(raw: BinaryIO, name: str, is_stdin: bool) -> BinaryIO:
-    buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
-    head = buffered.peek(4)[:4]
-    if head.startswith(_GZIP_MAGIC):
-        compressed = CountingReader(buffered)
-        return capped(gzip.GzipFile(fileobj=compressed, mode="rb"), compressed)
-    if head == _ZSTD_MAGIC:
-        compressed = CountingReader(buffered)
-        return capped(_zstd_reader(compressed, name), compressed)
-    return capped(buffered, None) if is_stdin else buffered
-
-
-def _zstd_reader(raw: BinaryIO, name: str) -> BinaryIO:
-    try:
-        import zstandard
-    except ImportError:
-        raise TraceError(
-            name,
-            None,
-            "file",
-            "is zstd-compressed; reading it needs the zstandard package "
-            '(pip install -e ".[zstd]", or decompress it first)',
-        ) from None
-    return zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
-
-
-def _zstd_error() -> type[Exception]:
-    try:
-        import zstandard
-    except ImportError:
-        return _NeverRaised
-    return zstandard.ZstdError
-
-
-class _NeverRaised(Exception):
-    """Stands for zstandard's error class where zstandard is not installed (no zstd stream was opened)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Literal
 
 from sim.trace.checks import shown
@@ -71,7 +72,7 @@ def fanout(
     )
     require_count("fanout", num_groups * prompts_per_group, "num_groups x prompts_per_group")
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
-    requests = []
+    requests: list[Request] = []
     for group in range(num_groups):
         for prompt in range(prompts_per_group):
             request_id = f"g{group}-p{prompt}"
@@ -218,4 +219,10 @@ def s3(
     return Trace([first, second], path="<s3>")
 
 
-GENERATORS = {"fanout": fanout, "multiturn": multiturn, "s1": s1, "s2": s2, "s3": s3}
+GENERATORS: dict[str, Callable[..., Trace]] = {
+    "fanout": fanout,
+    "multiturn": multiturn,
+    "s1": s1,
+    "s2": s2,
+    "s3": s3,
+}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 MAX_RATIO_ENV, MAX_INPUT_ENV = "HYBRIDCACHE_MAX_INPUT_RATIO", "HYBRIDCACHE_MAX_INPUT_GB"
 MAX_RATIO = 400
@@ -24,6 +24,12 @@ RATIO_FREE_BYTES = 8 << 20
 MAX_INPUT_BYTES = 4 << 30
 # one request a line: a Mooncake line is a few kB, an openai-jsonl line with a 1M-token context 4 MB
 MAX_LINE_BYTES = 64 << 20
+
+
+class ByteStream(Protocol):
+    """What the readers here read from: a file, standard input, or a decompressor's output."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class InputTooLarge(Exception):
@@ -47,7 +53,7 @@ COMPRESSED_READ_BYTES = 8 << 10
 class CountingReader(io.RawIOBase):
     """The compressed bytes as they are read, counted, in short reads."""
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: ByteStream):
         self.raw, self.count = raw, 0
 
     def readable(self) -> bool:
@@ -64,7 +70,7 @@ class CappedReader(io.RawIOBase):
     """The decompressed (or standard input's) bytes, refused past ``max_input_bytes()`` and, when
     ``compressed`` counts what they came from, past ``max_ratio()`` times that."""
 
-    def __init__(self, stream: BinaryIO, compressed: CountingReader | None):
+    def __init__(self, stream: ByteStream, compressed: CountingReader | None):
         self.stream, self.compressed, self.count = stream, compressed, 0
         self.limit, self.ratio = max_input_bytes(), max_ratio()
 
@@ -94,7 +100,7 @@ class CappedReader(io.RawIOBase):
             )
 
 
-def capped(stream: BinaryIO, compressed: CountingReader | None) -> BinaryIO:
+def capped(stream: ByteStream, compressed: CountingReader | None) -> BinaryIO:
     return io.BufferedReader(CappedReader(stream, compressed), buffer_size=1 << 16)
 
 

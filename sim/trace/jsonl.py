@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, TypeVar
 
 from sim.atomic import atomic_open
 from sim.trace.checks import TraceError, is_int
@@ -20,6 +21,7 @@ from sim.trace.trace import Trace
 _REQUEST_KEYS = ("id", "arrival", "session", "after", "think_time", "prompt", "output_len")
 _SEGMENT_KEYS = ("ref", "output_of", "len", "skip")
 _SEGMENT_KEY_SET = frozenset(_SEGMENT_KEYS)
+_Value = TypeVar("_Value")  # a JSON value as read, its type not checked yet
 
 
 def request_to_dict(request: Request) -> dict:
@@ -59,7 +61,9 @@ def load_trace(path: str | os.PathLike) -> Trace:
     """Read a JSONL trace line by line (plain, gzip or zstd; ``-`` is standard input); any broken rule
     raises TraceError naming file:line:field. A public trace in another format gets a hint naming
     ``trace import``."""
-    name, requests, lines = display_name(path), [], []
+    name = display_name(path)
+    requests: list[Request] = []
+    lines: list[int] = []
     with open_lines(path) as f:
         for line_no, text in enumerate(f, 1):
             if text.strip():
@@ -83,8 +87,9 @@ def _parse_first(text: str, path: str, line: int) -> Request:
 
 
 def _parse_request(text: str, path: str, line: int) -> Request:
-    obj = parse_json(text, path, line)
-    _check_keys(obj, _REQUEST_KEYS, ("id", "prompt", "output_len"), "request", path, line)
+    obj = _check_keys(
+        parse_json(text, path, line), _REQUEST_KEYS, ("id", "prompt", "output_len"), "request", path, line
+    )
     prompt = obj["prompt"]
     if not isinstance(prompt, list):
         raise TraceError(path, line, "prompt", "must be a list of segments")
@@ -107,12 +112,12 @@ def _parse_request(text: str, path: str, line: int) -> Request:
     )
 
 
-def _as_id(value: object) -> object:
+def _as_id(value: _Value) -> _Value | str:
     # an integer id is the same request as its decimal string: ids and references are compared as text
     return str(value) if is_int(value) else value
 
 
-def _as_float(value: object) -> object:
+def _as_float(value: _Value) -> _Value | float:
     # ints become floats so that load -> write is canonical; anything else is left for the checker
     if is_int(value) and abs(value) < 2**53:
         return float(value)
@@ -121,7 +126,9 @@ def _as_float(value: object) -> object:
 
 def _check_keys(
     obj: object, allowed: tuple[str, ...], required: tuple[str, ...], what: str, path: str, line: int
-) -> None:
+) -> dict[str, Any]:
+    """``obj``, a JSON object with only ``allowed`` keys and every ``required`` one. Its values are any JSON
+    value: ``Trace`` checks each field's type with the format's other rules (checks.py), naming the field."""
     if not isinstance(obj, dict):
         raise TraceError(path, line, what, "must be a JSON object")
     for key in obj:
@@ -135,3 +142,4 @@ def _check_keys(
     for key in required:
         if key not in obj:
             raise TraceError(path, line, key, "missing required field")
+    return obj

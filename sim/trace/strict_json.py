@@ -110,7 +110,7 @@ def first_problem(text: str) -> tuple[int, str, str] | None:
 class _Walk:
     """Where a tokenizer is in the document: a frame per open object or array."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frames: list[dict] = []
 
     def path(self) -> str:
@@ -125,7 +125,7 @@ class _Walk:
     def step(self, kind: str | None, token: str) -> str | None:
         frame = self.frames[-1] if self.frames else None
         if kind == "punct":
-            self._punct(token, frame)
+            self._punct(token)
         elif kind == "word":
             return f"{token} is not a finite number (JSON has no NaN nor Infinity)"
         elif kind == "number" and not token.lstrip("-").isdigit() and math.isinf(float(token)):
@@ -134,30 +134,32 @@ class _Walk:
             return self._string(json.loads(token), frame)
         return None
 
-    def _punct(self, token: str, frame: dict | None) -> None:
+    def _punct(self, token: str) -> None:
         if token in "{[":
             self.frames.append(
                 {"array": token == "[", "index": 0, "key": None, "keys": set(), "at_key": True}
             )
         elif token in "}]":
             self.frames.pop()
-        elif token == ":":
-            frame["at_key"] = False
-        elif frame["array"]:
-            frame["index"] += 1
+        elif token == ":":  # well-formed JSON (the only kind walked) has ":" and "," only inside a frame
+            self.frames[-1]["at_key"] = False
+        elif self.frames[-1]["array"]:
+            self.frames[-1]["index"] += 1
         else:
-            frame["at_key"] = True
+            self.frames[-1]["at_key"] = True
 
     def _string(self, text: str, frame: dict | None) -> str | None:
-        is_key = frame is not None and not frame["array"] and frame["at_key"]
-        if is_key:
-            frame["key"] = text
+        # the object this string is a key of; None for a value (or a top-level string)
+        owner = frame if frame is not None and not frame["array"] and frame["at_key"] else None
+        if owner is not None:
+            owner["key"] = text
         if _SURROGATE.search(text):
-            return f"{'key' if is_key else 'text'} {json.dumps(text)[:40]} holds a lone surrogate (not text)"
-        if is_key and text in frame["keys"]:
+            what = "text" if owner is None else "key"
+            return f"{what} {json.dumps(text)[:40]} holds a lone surrogate (not text)"
+        if owner is not None and text in owner["keys"]:
             return "given twice in one object (JSON readers disagree on which one counts)"
-        if is_key:
-            frame["keys"].add(text)
+        if owner is not None:
+            owner["keys"].add(text)
         return None
 
 

@@ -5,6 +5,7 @@ checks, and a bad one is never half-built."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from sim.tokens import Run, TokenSeq, output_source, ref_source
 from sim.trace.checks import check_requests
@@ -49,11 +50,13 @@ class Trace:
         return out
 
     def segment_run(self, segment: Segment) -> Run:
+        # casts: the checker (checks.py) let in only ref segments with a len and, else, an output_of segment
         if segment.ref is not None:
-            return (ref_source(segment.ref), 0, segment.len)
-        target_len = self._by_id[segment.output_of].output_len
+            return (ref_source(segment.ref), 0, cast(int, segment.len))
+        target = cast(str, segment.output_of)
+        target_len = self._by_id[target].output_len
         length = target_len - segment.skip if segment.len is None else segment.len
-        return (output_source(segment.output_of), segment.skip, length)
+        return (output_source(target), segment.skip, length)
 
     def prompt_seq(self, request_id: str) -> TokenSeq:
         return TokenSeq([self.segment_run(s) for s in self._by_id[request_id].prompt])

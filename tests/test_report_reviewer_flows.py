@@ -166,6 +166,21 @@ def test_a_capacity_sweep_names_the_highest_rate_that_meets_the_slo(tmp_path):
     assert points["goodput_requests_per_s"].notna().all()
 
 
+@pytest.mark.parametrize(("attainments", "answer", "best_rate"), [
+    ([1.0, 0.95, 0.5, 0.2], "2", 2.0),
+    ([1.0, 0.5, 0.95, 0.2], "1", 1.0),  # passing again past the knee is not capacity
+    ([1.0, 0.95, 0.92, 0.91], "at least 8 (the fastest swept)", 8.0),
+    ([0.5, 0.95, 0.95, 0.95], "none (below 1, the slowest swept)", None),
+])
+def test_capacity_is_the_highest_rate_below_the_first_one_that_misses_the_slo(attainments, answer, best_rate):
+    from reports.capacity import _capacity
+
+    points = pd.DataFrame({"request_rate_per_s": [1.0, 2.0, 4.0, 8.0], "slo_attainment": attainments})
+    best, text = _capacity(points, 0.9)
+    assert text == answer
+    assert (best is None) if best_rate is None else best["request_rate_per_s"] == best_rate
+
+
 def test_the_default_baseline_is_a_knob_before_the_load():
     """A vLLM grid over retention x --request-rate-scale compares retention intervals (the load is the
     capacity section's axis), as a grid over policies compares policies."""

@@ -87,6 +87,9 @@ class Driver:
 
     def step(self, rid: str) -> None:
         tokens, prompt_len, decodes_left = self.active[rid]
+        # an overlap loop processes the request's last step before it schedules the next: what the rules held
+        # back then (a prompt's commit) lands now
+        self.manager.settle(rid, 0)
         req = self.manager.requests[rid]
         self.iteration += 1
         if req.kv_len < prompt_len:

@@ -63,13 +63,22 @@ def policies(model):
     show_default="both",
     help="simulate's mode to compare (repeatable)",
 )
+@option(
+    "--concurrent",
+    is_flag=True,
+    help="many requests in flight: the engine's own scheduler and simulate on a step clock, compared step by step",
+)
 @click.pass_context
-def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
+def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
-    each request's cached tokens with `simulate`; exit 1 when any request disagrees."""
+    each request's cached tokens with `simulate` (with --concurrent: every step's batch and pools too); exit 1
+    when anything disagrees."""
     from conformance.suite import EngineMissing, report, run_suite
 
     pressures = (False, True) if pressure is None else (pressure,)
+    if concurrent:
+        _concurrent(ctx, engine, range(seed, seed + num_scenarios), pressures, tuple(presets) or None)
+        return
     try:
         result = run_suite(
             engine,
@@ -81,4 +90,17 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes):
     except EngineMissing as e:
         raise InputError(str(e)) from e
     click.echo(report(result))
+    ctx.exit(0 if result.all_equal else 1)
+
+
+def _concurrent(ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None) -> None:
+    from conformance.suite import EngineMissing, driver
+    from conformance.suite_steps import report_steps, run_concurrent
+
+    try:
+        module = driver(engine, concurrent=True)
+    except EngineMissing as e:
+        raise InputError(str(e)) from e
+    result = run_concurrent(module, seeds, pressures, presets)
+    click.echo(report_steps(result))
     ctx.exit(0 if result.all_equal else 1)

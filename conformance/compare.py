@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from conformance.engines.sglang_runtime import max_running_requests as sglang_max_running
 from conformance.scenario import EngineOutcome, Scenario
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import PRESETS, make_policy
@@ -34,7 +35,9 @@ _VLLM_SHAPES = dict(num_kv_heads=1, head_dim=8, mamba_num_heads=2, mamba_head_di
 def model_for(scenario: Scenario) -> ModelSpec:
     config = scenario.config
     kinds = [FULL] + ([SWA] if config.has_swa else []) + ([MAMBA] if config.has_mamba else [])
-    shapes = _VLLM_SHAPES if scenario.engine == "vllm" else {}
+    shapes = {}
+    if scenario.engine == "vllm":
+        shapes = dict(_VLLM_SHAPES, num_kv_heads=config.swa_kv_heads, full_num_kv_heads=config.full_kv_heads)
     return get_model("tiny").replace(
         name=f"conformance-{config.components}",
         layer_kinds=tuple(kinds),
@@ -56,8 +59,13 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
     }
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
+    if PRESETS[preset].engine == "sglang":  # the driver's resolve_max_num_reqs and event loop
+        knobs.update(max_running_requests=sglang_max_running(config), overlap=config.overlap)
     if PRESETS[preset].engine == "vllm":
         knobs.update(
+            max_running_requests=min(1024, config.chunked_prefill_size),  # the driver's max_num_seqs
+            async_scheduling=config.overlap,
+            long_prefill_token_threshold=config.long_prefill_threshold,
             retention_interval="none" if config.retention_interval is None else config.retention_interval,
             prefill_checkpoints=config.prefill_checkpoints,
             max_model_len=config.max_model_len,

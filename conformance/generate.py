@@ -35,7 +35,7 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
         requests = with_fillers(rng, config, requests)
     config = with_pools(rng, config, requests, pressure, engine)
     if engine == "vllm":
-        config = with_vllm_pool(rng, config, requests, pressure)
+        config = with_vllm_pool(rng, with_geometry(seed, pressure, config), requests, pressure)
     if engine == "sglang" and config.has_mamba and config.mamba_states < SGLANG_MIN_STATES:
         # SGLang refuses to start below 5 states (3 + 2 ping-pong slots per running request)
         config = replace(config, mamba_states=SGLANG_MIN_STATES)
@@ -50,6 +50,17 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
         config,
         trace_lines(one_at_a_time(requests)),
     )
+
+
+def with_geometry(seed: int, pressure: bool, config: EngineConfig) -> EngineConfig:
+    """vLLM only: FULL and SWA layers storing different bytes a token (gemma-4: SWA twice FULL), so the groups
+    get different block sizes (``unify_kv_cache_spec_page_size``). Drawn from a stream of its own, so the
+    rest of a seed's scenario is what it always was. Not with Mamba (not modelled: ``blocks/startup.py``)."""
+    rng = random.Random(f"vllm/{seed}/{pressure}/geometry")
+    if not config.has_swa or config.has_mamba or rng.random() >= 0.3:
+        return config
+    full_heads, swa_heads = rng.choice(((1, 2), (1, 2), (2, 1), (1, 4)))
+    return replace(config, full_kv_heads=full_heads, swa_kv_heads=swa_heads)
 
 
 def _config(rng: random.Random, engine: str) -> EngineConfig:

@@ -46,6 +46,19 @@ def _freetoken_swa_floor(config: EngineConfig) -> int:
     return ceil_to(config.window + 16, page) + config.window + config.swa_eviction_interval + 2 * page
 
 
+def with_freetoken_floors(config: EngineConfig, max_running: int = 4) -> EngineConfig:
+    """FreeToken's own floors for ``max_running`` requests decoding at once, below which its loop raises
+    (nothing retracts): the SWA pool holds each request's non-evictable footprint (``_swa_pool_floor``), the
+    GDN pool four slots per request (``_linear_pool_min_slots``: live, two ping-pong, the committed snapshot)."""
+    if config.has_swa:
+        config = replace(
+            config, swa_tokens=max(config.swa_tokens, max_running * _freetoken_swa_floor(config))
+        )
+    if config.has_mamba:
+        config = replace(config, mamba_states=max(config.mamba_states, 4 * max_running))
+    return config
+
+
 def _lengths(config: EngineConfig, requests: list[dict]) -> list[int]:
     """Prompt plus output tokens of every request."""
     probe = Scenario("probe", "", 0, "", False, config, trace_lines(one_at_a_time(requests)))
@@ -82,8 +95,9 @@ def with_vllm_pool(
 
     page = config.page_size
     lengths = _lengths(config, requests)
-    max_model_len = ceil_to(max(lengths), page) + page
-    retention = rng.choice((0, 0, 0, None, page * rng.choice((2, 4, 8))))
+    scheduler_block = max(vllm_blocks(config))  # the groups' block sizes divide one another: the lcm
+    max_model_len = ceil_to(max(lengths), scheduler_block) + scheduler_block
+    retention = rng.choice((0, 0, 0, None, scheduler_block * rng.choice((2, 4, 8))))
     if not (config.has_swa or config.has_mamba):
         retention = 0
     checkpoints = config.has_mamba and page % 64 == 0 and rng.random() < 0.4
@@ -107,10 +121,19 @@ def vllm_min_blocks(config: EngineConfig) -> int:
     window holds at most W-1 tokens plus the in-flight tokens of the two batches async scheduling overlaps
     (SlidingWindowSpec.max_admission_blocks_per_request) and align-mode Mamba two states plus the internal
     checkpoint (MambaSpec.max_memory_usage_bytes)."""
-    page, max_len = config.page_size, config.max_model_len
-    blocks = 1 + ceil_div(max_len, page)
+    (full, swa), max_len = vllm_blocks(config), config.max_model_len
+    blocks = 1 + ceil_div(max_len, full)
     if config.has_swa:
-        blocks += ceil_div(min(config.window - 1 + 2 * config.chunked_prefill_size, max_len), page) + 1
+        blocks += ceil_div(min(config.window - 1 + 2 * config.chunked_prefill_size, max_len), swa) + 1
     if config.has_mamba:
         blocks += 2 + config.prefill_checkpoints
     return blocks
+
+
+def vllm_blocks(config: EngineConfig) -> tuple[int, int]:
+    """The FULL and SWA groups' block sizes (``unify_kv_cache_spec_page_size``: a layer's page grows to the
+    largest page by whole blocks; pages are proportional to KV heads here)."""
+    heads = (config.full_kv_heads, config.swa_kv_heads) if config.has_swa else (config.full_kv_heads,)
+    largest = max(heads)
+    blocks = [config.page_size * (largest // h) if largest % h == 0 else config.page_size for h in heads]
+    return blocks[0], blocks[-1]

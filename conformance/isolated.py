@@ -1,9 +1,9 @@
 """An engine driven in a process of its own: its imports and global state (Triton set up its own way, tensor
 parallel info, compiled kernels) stay out of the caller's process.
 
-``isolate(module)`` swaps ``module.run`` for a proxy that sends each call to one spawned worker, which imports
-the module afresh and calls its real ``run``; exceptions come back as they were raised. ``close()`` stops
-the workers.
+``isolate(module)`` swaps ``module.run`` (and ``module.run_steps``, the concurrent run, where the driver has one)
+for a proxy that sends each call to one spawned worker, which imports the module afresh and calls the real
+function; exceptions come back as they were raised. ``close()`` stops the workers.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 _POOLS: dict[str, ProcessPoolExecutor] = {}
 
 
-def _call(module_name: str, args: tuple, kwargs: dict):
-    return importlib.import_module(module_name).run(*args, **kwargs)
+def _call(module_name: str, function: str, args: tuple, kwargs: dict):
+    return getattr(importlib.import_module(module_name), function)(*args, **kwargs)
 
 
 def isolate(module) -> None:
@@ -25,10 +25,15 @@ def isolate(module) -> None:
         _POOLS[name] = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     pool = _POOLS[name]
 
-    def run(*args, **kwargs):
-        return pool.submit(_call, name, args, kwargs).result()
+    def proxy(function: str):
+        def call(*args, **kwargs):
+            return pool.submit(_call, name, function, args, kwargs).result()
 
-    module.run = run
+        return call
+
+    module.run = proxy("run")
+    if hasattr(module, "run_steps"):
+        module.run_steps = proxy("run_steps")
 
 
 def close() -> None:

@@ -31,7 +31,7 @@ class EngineConfig:
     full_tokens: int  # FULL pool, tokens
     swa_tokens: int  # SWA pool, tokens (0 without SWA)
     mamba_states: int  # MAMBA pool, states (0 without MAMBA)
-    overlap: bool = True  # FreeToken: the overlap scheduler (its default); SGLang ignores it
+    overlap: bool = True  # FreeToken: the overlap scheduler; vLLM: async scheduling (both their defaults)
     # vLLM only (the others ignore these): page_size is its block size for every group, chunked_prefill_size
     # its max_num_batched_tokens, and all groups draw from one pool of num_blocks blocks (the null block included,
     # as --num-gpu-blocks-override counts it); the *_tokens / mamba_states pools above do not apply.
@@ -41,6 +41,11 @@ class EngineConfig:
     )
     prefill_checkpoints: bool = False  # Mamba writes checkpoints inside prefill chunks (GDN with FlashInfer)
     max_model_len: int = 0  # the startup check: one request this long must fit in the pool
+    # vLLM only: KV heads of the FULL and SWA layers (bytes per token by layer type; gemma-4's SWA layers
+    # store twice what its FULL layers do, so vLLM gives the groups different block sizes)
+    full_kv_heads: int = 1
+    swa_kv_heads: int = 1
+    long_prefill_threshold: int = 0  # vLLM: long_prefill_token_threshold (0: none, its default)
 
     @property
     def has_swa(self) -> bool:
@@ -103,6 +108,17 @@ def served_requests(scenario: Scenario) -> list[ServedRequest]:
         prompt_len = trace.prompt_len(request.id)
         served.append(ServedRequest(request.id, ids[:prompt_len], ids[prompt_len:]))
     return served
+
+
+def arrival_steps(scenario: Scenario) -> list[int]:
+    """Each request's arrival on the step clock (a concurrent scenario's trace arrives open loop, at whole
+    steps), in trace order."""
+    steps = []
+    for request in scenario.trace():
+        if request.arrival is None or request.arrival != int(request.arrival):
+            raise ValueError(f"{scenario.name}: request {request.id} does not arrive at a whole step")
+        steps.append(int(request.arrival))
+    return steps
 
 
 def _request_from_json(line: str):

@@ -17,6 +17,8 @@ from conformance.generate import generate
 from conformance.scenario import Scenario
 
 ENGINES = ("sglang", "freetoken", "vllm")
+# the drivers with run_steps: their scheduler with many requests in flight
+CONCURRENT = ("freetoken", "vllm", "sglang")
 
 
 class EngineMissing(RuntimeError):
@@ -37,7 +39,9 @@ class SuiteResult:
         return not self.found
 
 
-def driver(engine: str):
+def driver(engine: str, concurrent: bool = False):
+    """The engine's conformance driver; ``concurrent``: one that runs its scheduler with many requests in
+    flight (``run_steps``)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     hint = (
@@ -51,6 +55,10 @@ def driver(engine: str):
     missing = getattr(module, "missing", lambda: None)()
     if missing:
         raise EngineMissing(f"{hint}; {missing}")
+    if concurrent and engine not in CONCURRENT:
+        raise EngineMissing(
+            f"the {engine} driver has no concurrent mode yet (--concurrent runs {', '.join(CONCURRENT)})"
+        )
     return module
 
 

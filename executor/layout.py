@@ -30,6 +30,9 @@ class Group:
     kind: str  # FULL or SWA (ids are pages of token slots) or MAMBA (ids are states)
     layers: tuple[int, ...]
     num_ids: int
+    page_size: int = (
+        0  # tokens per page of this group where they differ (vLLM's per-group block sizes); 0: the layout's
+    )
 
     @property
     def is_attention(self) -> bool:
@@ -50,6 +53,10 @@ class MemoryLayout:
         for index, group in enumerate(self.groups):
             if group.num_ids < 0:
                 raise ValueError(f"MemoryLayout: group {index} has {group.num_ids} ids")
+
+    def page_of(self, group: int) -> int:
+        """Tokens per page (id) of ``group``: its own block size, else the layout's."""
+        return self.groups[group].page_size or self.page_size
 
     @property
     def attention_groups(self) -> list[int]:
@@ -107,18 +114,25 @@ def _buckets(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def by_blocks(
-    spec: ModelSpec, block_size: int, group_kinds: tuple[str, ...], num_blocks: int
+    spec: ModelSpec,
+    block_size: int,
+    group_kinds: tuple[str, ...],
+    num_blocks: int,
+    kind_blocks: dict[str, int] | None = None,
 ) -> MemoryLayout:
     """vLLM's KV cache groups of ``spec``'s layers, every one addressed by the shared pool's block ids.
     ``group_kinds`` is the block manager's own grouping; the executor's (possibly shrunk) model must group
-    the same way, else its memory could not mirror the manager's."""
+    the same way, else its memory could not mirror the manager's. ``kind_blocks``: a kind's block size where
+    it differs from ``block_size`` (``unify_kv_cache_spec_page_size``: gemma-4's SWA blocks hold 16 tokens
+    beside FULL's 32)."""
     buckets = _buckets(spec)
     counts = [len(layers) for _, layers in buckets]
     group_size = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
     groups = []
     for kind, layers in buckets:
         num_groups = cdiv(len(layers), group_size)
-        groups += [Group(kind, layers[i::num_groups], num_blocks) for i in range(num_groups)]
+        page = (kind_blocks or {}).get(kind, 0)
+        groups += [Group(kind, layers[i::num_groups], num_blocks, page) for i in range(num_groups)]
     mine = tuple(group.kind for group in groups)
     if mine != tuple(group_kinds):
         raise ValueError(

@@ -68,7 +68,11 @@ class RadixMirror:
 
 class BlockMirror:
     def __init__(self, manager, model):
-        layout = by_blocks(model.spec, manager.page_size, manager.layout.group_kinds, manager.pool.num_blocks)
+        blocks = manager.layout
+        kind_blocks = {kind: blocks.block_of(kind) for kind in blocks.kinds}
+        layout = by_blocks(
+            model.spec, manager.page_size, blocks.group_kinds, manager.pool.num_blocks, kind_blocks
+        )
         self.pools = Pools(model.spec, layout, device=model.device, dtype=model.dtype)
         manager.events.subscribe(BlocksDiscarded, lambda event: self.pools.poison(event.group, event.blocks))
 
@@ -101,7 +105,7 @@ class BlockMirror:
     def _item(self, plan, manager, tokens: np.ndarray, written: set, copies: list) -> ForwardItem:
         B, req = manager.page_size, manager.requests[plan.request_id]
         layout = self.pools.layout
-        slots = {g: page_slots(req.tables[g], B, plan.end) for g in layout.attention_groups}
+        slots = {g: page_slots(req.tables[g], layout.page_of(g), plan.end) for g in layout.attention_groups}
         states: dict[int, int] = {}  # state group -> its running state block
         checkpoints: dict[int, dict[int, int]] = {}  # position -> {state group: block saved there}
         for g in layout.state_groups:

@@ -35,15 +35,19 @@ class Pools:
         self.spec, self.layout, self.device, self.dtype = model_spec, layout, device, dtype
         self.page_size = layout.page_size
         check_fits(
-            sum(layer_bytes(model_spec, group, layout.page_size, dtype) for group in layout.groups), device
+            sum(
+                layer_bytes(model_spec, group, group.page_size or layout.page_size, dtype)
+                for group in layout.groups
+            ),
+            device,
         )
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
         self.ssm: dict[int, torch.Tensor] = {}
         self.conv: dict[int, torch.Tensor] = {}
-        for group in layout.groups:
+        for index, group in enumerate(layout.groups):
             for layer in group.layers:
-                self._allocate(group.kind, layer, group.num_ids)
+                self._allocate(group.kind, layer, group.num_ids, layout.page_of(index))
 
     @classmethod
     def by_kind(
@@ -69,7 +73,7 @@ class Pools:
         layout = by_kind(model_spec, int(page_size), num_full_pages, num_swa_pages, num_states, window_offset)
         return cls(model_spec, layout, device, dtype)
 
-    def _allocate(self, kind: str, layer: int, num_ids: int) -> None:
+    def _allocate(self, kind: str, layer: int, num_ids: int, page_size: int) -> None:
         spec = self.spec
         if kind == MAMBA:
             if spec.layer_kinds[layer] == MAMBA:
@@ -80,7 +84,7 @@ class Pools:
             )
             return
         kv_heads, head_dim = spec.full_kv_geometry() if kind == FULL else (spec.num_kv_heads, spec.head_dim)
-        self.k[layer] = self._nan((num_ids * self.page_size, kv_heads, head_dim), self.dtype)
+        self.k[layer] = self._nan((num_ids * page_size, kv_heads, head_dim), self.dtype)
         same = kind == FULL and spec.full_k_eq_v  # one tensor read as both K and V
         self.v[layer] = self.k[layer] if same else self._nan(self.k[layer].shape, self.dtype)
 
@@ -88,7 +92,7 @@ class Pools:
         return torch.full(shape, float("nan"), dtype=dtype, device=self.device)
 
     def num_slots(self, group: int) -> int:
-        return self.layout.groups[group].num_ids * self.page_size
+        return self.layout.groups[group].num_ids * self.layout.page_of(group)
 
     def num_ids(self, group: int) -> int:
         return self.layout.groups[group].num_ids
@@ -98,7 +102,8 @@ class Pools:
         spec = self.layout.groups[group]
         ids_arr = checked_ids(ids, spec.num_ids, f"{spec.kind} group {group} id")
         if spec.is_attention:
-            slots = (ids_arr[:, None] * self.page_size + np.arange(self.page_size)).reshape(-1)
+            page = self.layout.page_of(group)
+            slots = (ids_arr[:, None] * page + np.arange(page)).reshape(-1)
             index = torch.as_tensor(slots, device=self.device)
             for layer in spec.layers:
                 self.k[layer][index] = float("nan")

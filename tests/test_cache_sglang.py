@@ -37,6 +37,7 @@ def test_worked_example_frontier(policy, frontier):
     mgr.admit("a", tokens, PROMPT)
     mgr.prepare_prefill("a", PROMPT, 0)
     mgr.complete_prefill("a", PROMPT)
+    mgr.settle("a", 0)  # the overlap loop processes the prefill's result: its commit
     assert mgr.requests["a"].swa_frontier == 2304  # floor128(2943 - 512) at the prefill commit
     for step in range(OUTPUT - 1):
         mgr.prepare_decode("a", 1 + step)

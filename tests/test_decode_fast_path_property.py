@@ -71,10 +71,12 @@ def snapshot(manager: CacheManager) -> tuple:
 
 
 def decode_step_by_step(manager: CacheModel, request_id: str, num_steps: int, iteration: int) -> int:
-    """``advance_decode``'s contract, one ``prepare_decode`` + ``complete_decode`` per step."""
+    """``advance_decode``'s contract, one ``prepare_decode`` + ``settle`` (an overlap loop processes the step
+    before, FreeToken's prompt commit) + ``complete_decode`` per step."""
     for done in range(num_steps):
         if isinstance(manager.prepare_decode(request_id, iteration + done), Refusal):
             return done
+        manager.settle(request_id, 1)
         manager.complete_decode(request_id)
     return num_steps
 

@@ -72,8 +72,8 @@ def test_experiment_align_is_vllm_45238():
 
 
 def test_experiment_retention_dense_collapses_where_retention_zero_holds():
-    table = experiments_vllm.retention(runs=(("gemma-4-26b-a4b", 8192, (350_000,)),)).set_index("retention")
-    assert table.loc["none (dense)", "turns Q4"] < 0.5 < table.loc[0, "turns Q4"]
+    table = experiments_vllm.retention(runs=(("gemma-4-26b-a4b", 8192, (500_000,)),)).set_index("retention")
+    assert table.loc["none (dense)", "turns Q4"] < 0.7 and table.loc[0, "turns Q4"] > 0.9
     assert table.loc["none (dense)", "evicted SWA"] > 3 * table.loc[0, "evicted SWA"]
 
 

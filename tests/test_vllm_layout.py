@@ -6,7 +6,7 @@ import pytest
 
 from conformance.compare import model_for
 from conformance.generate import generate
-from conformance.generate_pools import vllm_min_blocks
+from conformance.generate_pools import vllm_blocks, vllm_min_blocks
 from sim.cache.blocks.defaults import settle_for_gpu
 from sim.cache.blocks.layout import group_kinds, hybrid_block_size, layout_for, mamba_layer_bytes
 from sim.cache.blocks.sizing import shared_pool_sizes
@@ -29,7 +29,11 @@ def test_qwen35_4b_derives_528_with_triton_gdn_and_576_with_flashinfer():
 def test_other_models_block_sizes_and_groups():
     assert hybrid_block_size(get_model("qwen3-next"), 16, False) == 1056  # 2 KV heads: vllm#42317's 1056
     gemma = layout_for(get_model("gemma-4-26b-a4b"), 16, 1024, True)
-    assert gemma.block_size == 16 and gemma.group_kinds == ("swa",) * 5 + ("full",) and gemma.checkpoint_blocks == 0
+    assert gemma.group_kinds == ("swa",) * 5 + ("full",) and gemma.checkpoint_blocks == 0
+    # unify_kv_cache_spec_page_size: a SWA layer stores 8 KV heads of 256 (8192 bytes a token), a FULL layer 2 of
+    # 512 (4096), so FULL blocks hold 32 tokens beside SWA's 16; the scheduler block is their lcm, the hash their gcd
+    assert (gemma.block_of("full"), gemma.block_of("swa"), gemma.block_size, gemma.hash_block) == (32, 16, 32, 16)
+    assert gemma.swa_need == 64  # cdiv(1023, 16)
     assert group_kinds(QWEN) == ("mamba", "mamba", "mamba", "full")  # 24 GDN + 8 full, the first layer GDN
     assert set(group_kinds(get_model("inkling"))) == {"swa", "full", "mamba"}
 
@@ -40,7 +44,7 @@ def test_the_start_up_minimum_is_the_generators_checked_one():
         scenario = generate("vllm", seed, pressure=True)
         config = scenario.config
         layout = layout_for(model_for(scenario), config.page_size, config.window, config.prefill_checkpoints)
-        assert layout.block_size == config.page_size
+        assert (layout.block_of("full"), layout.block_of("swa")) == vllm_blocks(config)
         assert layout.min_blocks(config.max_model_len, 2 * config.chunked_prefill_size) == vllm_min_blocks(config)
 
 
@@ -88,3 +92,33 @@ def test_gpu_defaults_follow_vllm_serve_and_keep_what_the_user_gave():
     assert (small.chunked_prefill_size, small.max_running_requests, small.own.prefill_checkpoints) == (2048, 256, False)
     given = settle_for_gpu(make_policy("vllm", chunked_prefill_size=4096), "rtx4090", {"chunked_prefill_size"})
     assert given.chunked_prefill_size == 4096
+
+
+@pytest.mark.parametrize("mode", ["replay", "timed"])
+def test_unequal_pages_hit_on_the_scheduler_block_as_vllm_does(mode):
+    from conformance.compare import simulated
+    from tests import vllm_geometry_scenarios as hand
+
+    hits = [outcome.cached_tokens for outcome in simulated(hand.unequal_pages(), "vllm", mode).values()]
+    assert hits == hand.UNEQUAL_PAGES
+
+
+def test_a_retention_interval_must_be_a_multiple_of_the_scheduler_block():
+    # gemma-4's scheduler block is 32 (FULL 32, SWA 16): vLLM refuses 16 and 48, accepts 64
+    model = get_model("gemma-4-26b-a4b")
+    for retention, refused in ((16, True), (48, True), (64, False)):
+        policy = make_policy("vllm", retention_interval=retention)
+        layout = layout_for(model, 16, 1024, False)
+        if refused:
+            with pytest.raises(ValueError, match="multiple of scheduler_block_size 32"):
+                check_config(layout, policy, model)
+        else:
+            check_config(layout, policy, model)
+
+
+def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
+    model = get_model("tiny").replace(layer_kinds=("full", "swa", "mamba"), window=64, num_kv_heads=2,
+                                      full_num_kv_heads=1)
+    layout = layout_for(model, 16, 64, False)
+    with pytest.raises(ValueError, match="_mamba_block_aligned_split"):
+        check_config(layout, make_policy("vllm"), model)

@@ -76,10 +76,11 @@ def test_replay_blames_every_missing_prefix_on_its_eviction(trace, policy):
     assert why(summary, NEW) > 0
 
 
-def test_vllm_timed_names_its_evictions_and_its_retention(trace):
-    """The issue's case: vLLM's blocked ranges were all "blocked, other" and its evictions "not cached yet"."""
+def test_vllm_timed_names_its_evictions_and_its_retention():
+    """The issue's case: vLLM's blocked ranges were all "blocked, other" and its evictions "not cached yet".
+    The whole sample: under vLLM's own scheduler the first 300 requests evict no state a later one needed."""
     config = SimConfig(policy="vllm", model="qwen3.5-4b", knobs={"prefill_checkpoints": False}, bounds=False)
-    result = simulate(trace, config)  # the 40 GiB default, as the issue ran it
+    result = simulate(load_trace("traces/mooncake_conversation_500.jsonl"), config)  # the 40 GiB default
     check_totals(result)
     summary = result.summary
     assert why(summary, FULL_EVICTED) > why(summary, NOT_CACHED)
@@ -104,3 +105,16 @@ def test_vllm_sliding_window_models_name_the_window_cause():
     )
     check_totals(result)
     assert why(result.summary, RETENTION) > 0 and why(result.summary, MAMBA_EVICTED) > 0
+
+
+def test_vllm_unequal_block_sizes_blame_the_eviction_of_each_groups_own_block(trace):
+    """gemma-4: FULL blocks of 32 tokens beside SWA's 16, keyed in hash blocks of 16: the watcher reads the
+    key of each group's own block (read as the scheduler block's index, FULL's next block was another)."""
+    config = SimConfig(
+        policy="vllm", model="gemma-4-26b-a4b", mode="replay", pool_tokens=100_000, bounds=False
+    )
+    result = simulate(Trace(trace.requests[:150]), config)
+    check_totals(result)
+    summary = result.summary
+    assert summary["evictions_full"] > 0 and why(summary, FULL_EVICTED) > 0
+    assert why(summary, NOT_CACHED) == 0  # every earlier request finished: what is missing was evicted

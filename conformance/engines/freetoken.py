@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 
-from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_requests
+from conformance.compare_steps import components_of
+from conformance.scenario import EngineConfig, EngineOutcome, Scenario, arrival_steps, served_requests
+from conformance.trajectory import Trajectory
 
 ENGINE = "freetoken"
 VERSION = "0.2.1"
@@ -74,24 +76,53 @@ def run(scenario: Scenario, preset: str = "freetoken") -> dict[str, EngineOutcom
         raise ValueError(f"{scenario.name}: FreeToken does not run this configuration: {reason}")
     import torch
 
+    from conformance.engines.freetoken_engine import build
+    from conformance.engines.freetoken_loop import serve_all
+
+    with contextlib.ExitStack() as stack, torch.inference_mode():
+        _enter_engine_context(stack, scenario.config)
+        engine = build(scenario.config)
+        if preset == "freetoken-lazy":
+            _without_finish_trim(engine.cache_manager)
+        return serve_all(engine, served_requests(scenario), scenario.config.overlap)
+
+
+def run_steps(scenario: Scenario, preset: str = "freetoken") -> Trajectory:
+    """The scenario's requests arriving at their steps (the trace's ``arrival``), many in flight: FreeToken's
+    steps and outcomes on a step clock (``freetoken_steps``)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown FreeToken preset {preset!r}; choose from {', '.join(PRESETS)}")
+    reason = accepts(scenario.config)
+    if reason is not None:
+        raise ValueError(f"{scenario.name}: FreeToken does not run this configuration: {reason}")
+    import torch
+
+    from conformance.engines.freetoken_engine import build
+    from conformance.engines.freetoken_steps import serve_steps
+
+    with contextlib.ExitStack() as stack, torch.inference_mode():
+        _enter_engine_context(stack, scenario.config)
+        engine = build(scenario.config)
+        if preset == "freetoken-lazy":
+            _without_finish_trim(engine.cache_manager)
+        requests = served_requests(scenario)
+        return serve_steps(
+            engine, requests, arrival_steps(scenario), scenario.config.overlap, components_of(scenario)
+        )
+
+
+def _enter_engine_context(stack: contextlib.ExitStack, config: EngineConfig) -> None:
     from conformance.engines.freetoken_engine import (
-        build,
         counter_clock,
         one_torch_thread,
         quiet_idle_log,
         swa_eviction_interval,
     )
-    from conformance.engines.freetoken_loop import serve_all
 
-    with contextlib.ExitStack() as stack, torch.inference_mode():
-        stack.enter_context(one_torch_thread())
-        stack.enter_context(counter_clock())
-        stack.enter_context(quiet_idle_log())
-        stack.enter_context(swa_eviction_interval(scenario.config.swa_eviction_interval))
-        engine = build(scenario.config)
-        if preset == "freetoken-lazy":
-            _without_finish_trim(engine.cache_manager)
-        return serve_all(engine, served_requests(scenario), scenario.config.overlap)
+    stack.enter_context(one_torch_thread())
+    stack.enter_context(counter_clock())
+    stack.enter_context(quiet_idle_log())
+    stack.enter_context(swa_eviction_interval(config.swa_eviction_interval))
 
 
 def _without_finish_trim(cache_manager) -> None:

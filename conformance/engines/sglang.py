@@ -6,8 +6,10 @@ See docs/conformance-sglang.md for the install, the call order, every stub and t
 
 from __future__ import annotations
 
+from conformance.compare_steps import components_of
 from conformance.engines import sglang_import, sglang_runtime
-from conformance.scenario import EngineConfig, EngineOutcome, Scenario, served_requests
+from conformance.scenario import EngineConfig, EngineOutcome, Scenario, arrival_steps, served_requests
+from conformance.trajectory import Trajectory
 
 ENGINE = "sglang"
 PRESETS: dict[str, str] = {
@@ -40,7 +42,7 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
     if reason is not None:
         return {r.request_id: EngineOutcome(0, served=False, note=reason) for r in requests}
     sglang_import.import_sglang()
-    from conformance.engines.sglang_scheduler import serve
+    from conformance.engines.sglang_scheduler import outcome, serve
     from conformance.engines.sglang_scheduler_build import make_scheduler
 
     longest = max(len(r.prompt) + len(r.output) for r in requests)
@@ -54,34 +56,38 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
     outcomes = {}
     for r in requests:
         req, stalled = client.reqs[r.request_id], client.never_admitted.get(r.request_id)
-        outcomes[r.request_id] = _outcome(req, stalled)
+        outcomes[r.request_id] = outcome(req, stalled)
         if outcomes[r.request_id].served and (not req.finished() or list(req.output_ids) != list(r.output)):
             raise RuntimeError(f"{r.request_id}: SGLang did not commit the teacher-forced output")
     return outcomes
 
 
-def _abort_reason(req):
-    """SGLang's abort of a request: its finish reason, or the one ``retract_decode`` (a lone request that
-    cannot be retracted) or ``init_req_max_new_tokens`` left in ``to_finish``."""
-    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+def run_steps(scenario: Scenario, preset: str) -> Trajectory:
+    """The scenario's requests arriving at their steps (the trace's ``arrival``), many in flight: SGLang's steps
+    and outcomes on a step clock (``sglang_steps``)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown SGLang preset {preset!r}; choose from {', '.join(PRESETS)}")
+    reason = accepts(scenario.config)
+    if reason is not None:
+        raise ValueError(f"{scenario.name}: SGLang does not run this configuration: {reason}")
+    sglang_import.import_sglang()
+    from sglang.srt.environ import envs
 
-    for reason in (req.finished_reason, req.to_finish):
-        if isinstance(reason, FINISH_ABORT):
-            return reason
-    return None
+    from conformance.engines.sglang_scheduler_build import make_scheduler
+    from conformance.engines.sglang_steps import serve_steps
 
-
-STALLED = {
-    "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
-    "forever)",
-    "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
-}
-
-
-def _outcome(req, stalled: str | None) -> EngineOutcome:
-    if stalled is not None:
-        return EngineOutcome(0, served=False, note=STALLED[stalled])
-    abort = _abort_reason(req)
-    if abort is not None:
-        return EngineOutcome(0, served=False, note=f"aborted: {abort.message}")
-    return EngineOutcome(int(req.cached_tokens))
+    requests = served_requests(scenario)
+    longest = max(len(r.prompt) + len(r.output) for r in requests)
+    config = scenario.config
+    pools = sglang_runtime.build_pools(config, longest + 2 * config.page_size, len(requests))
+    if preset == "sglang":
+        pools.tree_cache.swa_retain_floor = lambda req: None
+    with envs.SGLANG_SWA_EVICTION_INTERVAL.override(config.swa_eviction_interval):
+        client = serve_steps(
+            make_scheduler(config, pools),
+            requests,
+            arrival_steps(scenario),
+            components_of(scenario),
+            config.page_size,
+        )
+    return client.trajectory()

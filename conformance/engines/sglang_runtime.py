@@ -83,7 +83,9 @@ def max_running_requests(config: EngineConfig) -> int:
     return limit
 
 
-def build_pools(config: EngineConfig, max_context_len: int) -> Pools:
+def build_pools(config: EngineConfig, max_context_len: int, num_requests: int = MAX_REQ_ROWS) -> Pools:
+    """``num_requests``: how many can run at once at most (the request rows are built for that many, or for
+    SGLang's own limit where it is lower, so they bind exactly where SGLang's would)."""
     import torch
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
@@ -92,7 +94,7 @@ def build_pools(config: EngineConfig, max_context_len: int) -> Pools:
 
     set_global_server_args_for_scheduler(server_args(config))
     layers = _layer_ids(config)
-    rows = min(max_running_requests(config), MAX_REQ_ROWS)
+    rows = min(max_running_requests(config), max(num_requests, 1))
     req_pool = _req_to_token_pool(config, layers, rows, max_context_len)
     allocator = _allocator(config, layers, req_pool, torch.float32)
     components = (

@@ -11,7 +11,7 @@ import time
 from array import array
 
 from conformance.engines.sglang_runtime import VOCAB_SIZE
-from conformance.scenario import ServedRequest
+from conformance.scenario import EngineOutcome, ServedRequest
 
 STALL_POLLS = 64  # idle scheduler iterations with the request still waiting: SGLang will never admit it
 
@@ -121,3 +121,30 @@ def serve(scheduler, requests: list[ServedRequest]) -> Client:
     scheduler.run_batch = teacher_forced_forward(scheduler, client)
     scheduler.event_loop_overlap()
     return client
+
+
+def _abort_reason(req):
+    """SGLang's abort of a request: its finish reason, or the one ``retract_decode`` (a lone request that
+    cannot be retracted) or ``init_req_max_new_tokens`` left in ``to_finish``."""
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+    for reason in (req.finished_reason, req.to_finish):
+        if isinstance(reason, FINISH_ABORT):
+            return reason
+    return None
+
+
+STALLED = {
+    "waiting": "never admitted: the idle scheduler's PrefillAdder keeps answering NO_TOKEN (SGLang would wait "
+    "forever)",
+    "chunked": "stalled mid prefill: PrefillAdder never admits the next chunk (SGLang would wait forever)",
+}
+
+
+def outcome(req, stalled: str | None) -> EngineOutcome:
+    if stalled is not None:
+        return EngineOutcome(0, served=False, note=STALLED[stalled])
+    abort = _abort_reason(req)
+    if abort is not None:
+        return EngineOutcome(0, served=False, note=f"aborted: {abort.message}")
+    return EngineOutcome(int(req.cached_tokens))

@@ -20,7 +20,7 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     s = Scheduler.__new__(Scheduler)
-    s.__dict__.update(_flags(), **_sizes(config, pools))
+    s.__dict__.update(_flags(config.overlap), **_sizes(config, pools))
     s.__dict__.update(
         tree_cache=pools.tree_cache,
         token_to_kv_pool_allocator=pools.allocator,
@@ -50,7 +50,7 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     return s
 
 
-def _flags() -> dict:
+def _flags(overlap: bool = True) -> dict:
     """What Scheduler.__init__ reads off the server arguments for this server (all features off)."""
     return dict(
         forward_ct=0,
@@ -62,7 +62,7 @@ def _flags() -> dict:
         schedule_low_priority_values_first=False,
         priority_scheduling_preemption_threshold=10,
         enable_lora=False,
-        enable_overlap=True,
+        enable_overlap=overlap,  # --disable-overlap-schedule: event_loop_normal
         enable_overlap_mlx=False,
         enable_pdmux=False,
         enable_lmcache=False,

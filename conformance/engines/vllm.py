@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import os
 
-from conformance.scenario import EngineConfig, EngineOutcome, Scenario, ServedRequest, served_requests
+from conformance.compare_steps import components_of
+from conformance.scenario import (
+    EngineConfig,
+    EngineOutcome,
+    Scenario,
+    ServedRequest,
+    arrival_steps,
+    served_requests,
+)
+from conformance.trajectory import Trajectory
 
 ENGINE = "vllm"
 PRESETS = {"vllm": "vLLM 0.33.0 defaults"}
@@ -51,6 +60,29 @@ def run(
     for served in served_requests(scenario):
         outcomes[served.request_id] = EngineOutcome(loop.serve(served, make_request))
     return outcomes
+
+
+def run_steps(scenario: Scenario, preset: str = "vllm") -> Trajectory:
+    """The scenario's requests arriving at their steps (the trace's ``arrival``), many in flight: vLLM's steps
+    and outcomes on a step clock (``vllm_steps``); async scheduling as ``config.overlap`` says."""
+    async_scheduling = scenario.config.overlap
+    if preset not in PRESETS:
+        raise ValueError(f"unknown vllm preset {preset!r}; choose from {', '.join(PRESETS)}")
+    reason = accepts(scenario.config)
+    if reason is not None:
+        raise ValueError(f"{scenario.name}: {reason}")
+    from conformance.engines import vllm_build
+    from conformance.engines.vllm_steps import serve_steps
+
+    scheduler, hash_block_size = vllm_build.scheduler(scenario.config, async_scheduling)
+    return serve_steps(
+        scheduler,
+        scheduler.vllm_config.max_concurrent_batches,
+        served_requests(scenario),
+        arrival_steps(scenario),
+        request_factory(hash_block_size),
+        components_of(scenario),
+    )
 
 
 def request_factory(hash_block_size: int):

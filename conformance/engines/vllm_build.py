@@ -58,6 +58,7 @@ def vllm_config(config: EngineConfig, async_scheduling: bool = True):
         max_num_batched_tokens=config.chunked_prefill_size,
         max_num_seqs=min(MAX_NUM_SEQS, config.chunked_prefill_size),
         async_scheduling=async_scheduling,
+        long_prefill_token_threshold=config.long_prefill_threshold,
     )
     vllm = cfg.VllmConfig(
         cache_config=cache, scheduler_config=scheduler, device_config=cfg.DeviceConfig(device="cpu")
@@ -74,12 +75,14 @@ def layer_specs(config: EngineConfig) -> dict:
     import torch
     from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 
-    attention = dict(
-        block_size=config.page_size, num_kv_heads=_HEADS, head_size=_HEAD_DIM, dtype=torch.bfloat16
-    )
-    specs = {"model.layers.0.self_attn.attn": FullAttentionSpec(**attention)}
+    attention = dict(block_size=config.page_size, head_size=_HEAD_DIM, dtype=torch.bfloat16)
+    full = FullAttentionSpec(**attention, num_kv_heads=_HEADS * config.full_kv_heads)
+    specs = {"model.layers.0.self_attn.attn": full}
     if config.has_swa:
-        specs["model.layers.1.self_attn.attn"] = SlidingWindowSpec(**attention, sliding_window=config.window)
+        swa_heads = _HEADS * config.swa_kv_heads
+        specs["model.layers.1.self_attn.attn"] = SlidingWindowSpec(
+            **attention, num_kv_heads=swa_heads, sliding_window=config.window
+        )
     if config.has_mamba:
         page = specs["model.layers.0.self_attn.attn"].page_size_bytes
         checkpoints = dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=config.page_size)

@@ -78,17 +78,21 @@ class EngineLoop:
             raise RuntimeError(f"{served.request_id}: vLLM kept other output tokens than the scenario's")
         return self.cached_tokens[served.request_id]
 
+    def schedule(self):
+        """Scheduler.schedule (a subclass records what it scheduled)."""
+        return self.scheduler.schedule()
+
     def step(self) -> None:
         """EngineCore.step."""
-        scheduler_output = self.scheduler.schedule()
+        scheduler_output = self.schedule()
         model_output = self.runner.execute(scheduler_output)
-        self._record(self.scheduler.update_from_output(scheduler_output, model_output))
+        self._record(self.scheduler.update_from_output(scheduler_output, model_output), scheduler_output)
 
     def step_with_batch_queue(self) -> None:
         """EngineCore.step_with_batch_queue (no structured output, so sampling is never deferred)."""
         queue = self.batch_queue
         if self.scheduler.has_requests():
-            scheduler_output = self.scheduler.schedule()
+            scheduler_output = self.schedule()
             executed = scheduler_output.total_num_scheduled_tokens > 0
             queue.appendleft((self.runner.execute(scheduler_output), scheduler_output))
             if len(queue) < self.batch_queue_size and (executed or self.scheduler.has_requests()):
@@ -96,9 +100,9 @@ class EngineLoop:
         elif not queue:
             return
         model_output, scheduler_output = queue.pop()
-        self._record(self.scheduler.update_from_output(scheduler_output, model_output))
+        self._record(self.scheduler.update_from_output(scheduler_output, model_output), scheduler_output)
 
-    def _record(self, engine_core_outputs: dict) -> None:
+    def _record(self, engine_core_outputs: dict, scheduler_output=None) -> None:
         for outputs in engine_core_outputs.values():
             for output in outputs.outputs:
                 if output.prefill_stats is not None:

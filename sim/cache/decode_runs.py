@@ -24,6 +24,7 @@ def advance_decode(manager, request_id: str, num_steps: int, iteration: int) -> 
             continue
         if isinstance(manager.prepare_decode(request_id, iteration + done), Refusal):
             return done
+        manager.settle(request_id, 1)  # an overlap loop processes the prompt's step now
         manager.complete_decode(request_id)
         done += 1
     return num_steps

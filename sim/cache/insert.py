@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import cast
 
 from sim.align import ceil_to
-from sim.cache.components import MAMBA
+from sim.cache.components import FULL, MAMBA
+from sim.cache.matching import refresh_swa_window
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -18,13 +19,25 @@ from sim.tokens import TokenSeq
 
 
 def insert(
-    tree: RadixTree, req: RequestCache, end: int, window: int, has_swa: bool, attach: bool = True
+    tree: RadixTree,
+    req: RequestCache,
+    end: int,
+    window: int,
+    has_swa: bool,
+    attach: bool = True,
+    touch_path: bool = False,
 ) -> Node:
     """Insert ``req.tokens[:end]``; returns the node ending at ``end``. The caller re-locks. ``attach``: hang
-    the request's checkpoint at ``end`` on that node (else the caller does)."""
+    the request's checkpoint at ``end`` on that node (else the caller does). ``touch_path``: every existing
+    node the insert walks from the root gets a fresh FULL stamp, root first (SGLang's ``_touch_node``), and
+    the SWA window above the node ending at ``end`` is refreshed as a match refreshes it
+    (``SWAComponent.refresh_lru`` at ``INSERT_END``)."""
     page, base = tree.page_size, req.prefix_len
+    if touch_path:
+        for node in req.last_node.path_from_root():
+            tree.touch(node, FULL)
     # [0, prefix_len) is the request's locked path already: walk on from its end
-    path, depth = tree.walk(req.tokens, end, start=req.last_node)
+    path, depth = tree.walk(req.tokens, end, start=req.last_node, touch=touch_path)
     full, swa = req.take_own_pages(end)
     for node in list(path):
         if node.end > base:
@@ -36,6 +49,8 @@ def insert(
         node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
     if attach:
         attach_checkpoint(tree, req, node, end)
+    if touch_path and has_swa and node is not tree.root:
+        refresh_swa_window(tree, node.path_from_root(), window + page)
     req.prefix_len = end
     return node
 

@@ -9,6 +9,7 @@ FreeToken, Marconi, no cache; separate pools or one byte budget) and ``BlockCach
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from sim.cache.components import Component
@@ -38,7 +39,21 @@ class CacheModel(Protocol):
     @property
     def requests(self) -> Mapping[str, RequestView]: ...
 
-    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal: ...
+    def begin_pass(self, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """A scheduling pass starts (its admissions and chunks share what the engine reserves per pass;
+        ``in_flight``: requests whose last step is launched, not yet processed)."""
+
+    def settle(self, request_id: str, in_flight: int) -> None:
+        """An overlap loop processed a step of this request after launching the next one (``in_flight``: the
+        request's tokens in that next step): a radix engine commits a prompt it held back (FreeToken), vLLM
+        hashes the blocks the processed token completed."""
+
+    def admit(
+        self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
+    ) -> AdmitResult | Refusal:
+        """Match, lock and admit a request (``budget``: the tokens its first chunk may take this step, where
+        the engine sizes that chunk before it admits)."""
+
     def next_chunk_len(self, request_id: str, budget: int) -> int: ...
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal: ...
     def complete_prefill(self, request_id: str, chunk_len: int) -> None: ...

@@ -26,7 +26,7 @@ from sim.cache.events import (
     emit,
 )
 from sim.cache.insert import insert
-from sim.cache.plain_decodes import PlainDecodes
+from sim.cache.passes import SchedulingPasses
 from sim.cache.policy import Policy
 from sim.cache.request import RequestCache
 from sim.cache.resolve import resolve
@@ -37,7 +37,7 @@ from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager(PlainDecodes):
+class CacheManager(SchedulingPasses):
     def __init__(
         self,
         model: ModelSpec,
@@ -58,6 +58,7 @@ class CacheManager(PlainDecodes):
         full, swa, mamba = (self.pools[comp] for comp in Component)
         self.tree = RadixTree(self.page_size, full, swa, mamba, self.rules.eviction(), self.events)
         self.tree.on_split = self._follow_split
+        self.tree.split_stamps_halves = self.rules.split_stamps_halves
         self.requests: dict[str, RequestCache] = {}
         self._matched, self._admitted = self.events.channel(Matched), self.events.channel(Admitted)
         self._inserted, self._swa_freed = self.events.channel(Inserted), self.events.channel(SwaFreed)
@@ -81,9 +82,14 @@ class CacheManager(PlainDecodes):
             emit(self._matched, Matched(tokens, prompt_len, match.cached_len, match.full_depth))
         return match
 
-    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
+    def admit(
+        self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
+    ) -> AdmitResult | Refusal:
+        """``budget`` is for an engine that sizes the first chunk before it admits (vLLM); a radix engine's
+        rules size it after (``next_chunk_len``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
+        self._ensure_pass()
         match = self.match(tokens, prompt_len)
         held = self._lock(request_id, match.tree_node)
         cached = match.cached_len
@@ -110,10 +116,11 @@ class CacheManager(PlainDecodes):
         """The request's next prefill chunk under a token budget: the rest of its prompt, or a
         page-aligned part of it, as the engine sizes it (0: none this step)."""
         req = self.requests[request_id]
+        self._ensure_pass()
         remaining = req.prompt_len - req.kv_len
         chunk = min(budget, remaining)
-        if chunk < remaining:  # a non-final chunk ends on a page boundary
-            chunk = (req.kv_len + chunk) // self.page_size * self.page_size - req.kv_len
+        if chunk < remaining:  # a non-final chunk ends on a page boundary (as the engine aligns it)
+            chunk = self.rules.align_chunk(req, chunk)
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
     # ---- prefill ------------------------------------------------------------------------------------
@@ -128,6 +135,7 @@ class CacheManager(PlainDecodes):
         return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
+        self._pass_open = False
         req = self.requests[request_id]
         req.kv_len += chunk_len
         self._take_planned_checkpoint(req)
@@ -139,16 +147,20 @@ class CacheManager(PlainDecodes):
         refusal = self.rules.decode_refusal(self, req)
         if refusal is not None:
             return refusal
-        target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
-        if target is not None:
-            self.free_swa_below(req, target)
+        self.free_out_of_window(request_id, iteration)
         self.rules.evict_ahead(self, 0)
-        plan = self._plan(req, 1, self.rules.decode_checkpoint(req))
-        if not isinstance(plan, Refusal):
-            self.rules.after_decode_planned(self, req)
-        return plan
+        return self._plan(req, 1, self.rules.decode_checkpoint(req))
+
+    def free_out_of_window(self, request_id: str, iteration: int) -> None:
+        """The decode step's SWA free below the window, where the rules' trigger fires (``prepare_decode``
+        runs it; an engine that frees for the whole batch before evicting for it calls it first)."""
+        req = self.requests[request_id]
+        target = self.rules.decode_free_target(req, iteration + self.policy.iteration_phase)
+        if target is not None and target > req.swa_frontier:
+            self.free_swa_below(req, target)
 
     def complete_decode(self, request_id: str) -> None:
+        self._pass_open = False
         req = self.requests[request_id]
         req.kv_len += 1
         req.decode_steps += 1
@@ -183,7 +195,8 @@ class CacheManager(PlainDecodes):
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""
-        self.relock(req, insert(self.tree, req, end, self.window, self.has_swa))
+        touch = self.rules.insert_touches_path
+        self.relock(req, insert(self.tree, req, end, self.window, self.has_swa, touch_path=touch))
         if self._inserted:
             emit(self._inserted, Inserted(req.request_id, end))
 

@@ -33,6 +33,7 @@ class ManagerViews:
     has_swa: bool
     has_mamba: bool
     _checkpoint_saved: list
+    _pass_open: bool = False  # a scheduling pass began and no step completed since (``passes.py``)
 
     def usage(self) -> dict[Component, PoolUsage]:
         return self.topology.usage(self.tree)

@@ -37,21 +37,26 @@ def refresh_after_match(tree: RadixTree, path: list[Node], end: Node, window: in
     used = path[: path.index(end) + 1] if end in path else []
     for node in used:
         tree.touch(node, FULL)
-    swa_nodes = used if swa_refresh == "path" else _window_nodes(used, window + tree.page_size)
-    for node in swa_nodes:
-        if node.swa_pages is not None:
-            tree.touch(node, SWA)
+    if swa_refresh == "path":
+        for node in used:
+            if node.swa_pages is not None:
+                tree.touch(node, SWA)
+    else:
+        refresh_swa_window(tree, used, window + tree.page_size)
     if end.state is not None and used:
         tree.touch(end, MAMBA)
 
 
-def _window_nodes(used: list[Node], span: int) -> list[Node]:
+def refresh_swa_window(tree: RadixTree, path: list[Node], span: int) -> None:
+    """SGLang's ``reset_node_and_window_ancestors_mru`` (a match's end, and an insert's): the path's last
+    node and the ancestors that start within ``span`` tokens of its end (every node's length counts, a
+    tombstone's too) are SWA-stamped, the end newest."""
     picked, covered = [], 0
-    for node in reversed(used):
+    for node in reversed(path):
         if covered >= span:
             break
         if node.swa_pages is not None:
             picked.append(node)
-            covered += node.end - node.start
-    picked.reverse()
-    return picked
+        covered += node.end - node.start
+    for node in reversed(picked):
+        tree.touch(node, SWA)

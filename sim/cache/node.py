@@ -61,7 +61,8 @@ class Node:
         self.full_lock = 0
         self.swa_holders: set[str] = set()
         self.state_lock = 0
-        self.full_stamp = self.swa_stamp = self.state_stamp = 0
+        self.full_stamp = self.state_stamp = 0
+        self.swa_stamp: float = 0  # SGLang puts a split's upper half between two touches (RadixTree.split)
         self.alive = True
 
     @property

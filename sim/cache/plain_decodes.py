@@ -28,7 +28,7 @@ class PlainDecodes(StepPlans):
         """How many decode steps from ``iteration`` on are plain but for the pages they start, which the pools
         hand out without evicting (with the engine's slack kept free), or fewer."""
         room = self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages
-        if room < 0:
+        if room < 0 or req.commit_pending:  # a commit waits for the next step's processing
             return 0
         held = req.prefix_len // self.page_size + len(req.own_full)
         steps = (held + room) * self.page_size - req.kv_len
@@ -46,13 +46,14 @@ class PlainDecodes(StepPlans):
 
     def take_plain_decodes(self, req: RequestCache, num_steps: int) -> None:
         """What ``num_steps`` plain decode steps record: only the lengths move."""
+        self._pass_open = False  # steps completed, as ``complete_decode`` records
         req.kv_len += num_steps
         req.decode_steps += num_steps
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
         no SWA free fires, no eviction for the engine's slack), or fewer."""
-        if not self._has_slack():
+        if not self._has_slack() or req.commit_pending:  # a commit waits for the next step's processing
             return 0
         steps = (req.prefix_len // self.page_size + len(req.own_full)) * self.page_size - req.kv_len
         rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)

@@ -29,6 +29,7 @@ class RequestCache:
     state: int | None = None  # running MAMBA state
     checkpoint: tuple[int, int] | None = None  # (position, state id) not yet handed to the tree
     planned: tuple[tuple[int, int], ...] = ()  # checkpoints the step in flight will save
+    earlier_checkpoint: int | None = None  # the position ``checkpoint`` superseded (an overlap loop lags)
     spare_states: list[int] = field(default_factory=list)  # slots a checkpoint is saved into (ping-pong)
     decode_steps: int = 0
     commit_pending: bool = False  # the prefill's commit waits for the first decode step (overlap)

@@ -33,9 +33,13 @@ def run_alone(
 ) -> SoloRun:
     """Admit, prefill in chunks, decode ``output_len - 1`` tokens (the last sampled token is never
     computed), finish. ``tokens`` holds the prompt followed by the output."""
+    manager.begin_pass()
     admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)
     position = admitted.match.cached_len
     while position < prompt_len:
+        if position > admitted.match.cached_len:  # each later chunk is a pass of its own
+            manager.settle(request_id, 0)  # an overlap loop commits the chunk before it schedules the next
+            manager.begin_pass()
         chunk = manager.next_chunk_len(request_id, chunk_size)
         if chunk <= 0:
             raise ReplayRefused(f"request {request_id}: no prefill chunk fits at position {position}")

@@ -37,6 +37,7 @@ class StepPlans(ManagerViews):
         for position, state_id in req.planned:
             if req.checkpoint is not None:  # superseded before it reached the tree
                 self.give_back_slot(req, req.checkpoint[1])
+            req.earlier_checkpoint = req.checkpoint[0] if req.checkpoint is not None else None
             req.checkpoint = (position, state_id)
             if self._checkpoint_saved:
                 emit(self._checkpoint_saved, CheckpointSaved(req.request_id, position, state_id))

@@ -36,6 +36,10 @@ class RadixTree:
         self.num_full_pages = self.num_swa_pages = self.num_states = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
+        # SGLang's _split_node stamps both halves with the current time (the new upper half at its creation,
+        # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
+        # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
+        self.split_stamps_halves = False
         events = events if events is not None else EventBus()
         self._evicting, self._split = events.channel(Evicting), events.channel(Split)
         self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
@@ -43,11 +47,12 @@ class RadixTree:
 
     # ---- structure -------------------------------------------------------------------------------
     def walk(
-        self, key: TokenSeq, end: int | None = None, start: Node | None = None
+        self, key: TokenSeq, end: int | None = None, start: Node | None = None, touch: bool = False
     ) -> tuple[list[Node], int]:
         """Follow ``key[:end]`` a page at a time, from the root or from ``start`` (a node on the key's path);
         a node matched part-way is split so the walk ends on a node end. Returns the nodes walked below
-        the starting node and the matched (FULL) depth."""
+        the starting node and the matched (FULL) depth. ``touch``: each node reached is FULL-stamped before
+        it is split (SGLang's insert walk, ``_insert_walk_step``)."""
         node = self.root if start is None else start
         path, pos, page = [], node.end if start is not None else 0, self.page_size
         end = len(key) if end is None else min(end, len(key))
@@ -55,6 +60,8 @@ class RadixTree:
             child = node.children.get(key.first_page(page, pos))
             if child is None:
                 break
+            if touch:
+                self.touch(child, FULL)
             matched = min(child.key.common_prefix_len(key, pos), end - pos) // page * page
             if matched < child.end - child.start:
                 child = self.split(child, matched)
@@ -85,6 +92,11 @@ class RadixTree:
         upper.children[node.edge] = node
         upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)
         upper.full_stamp, upper.swa_stamp = node.full_stamp, node.swa_stamp
+        if self.split_stamps_halves:
+            upper.full_stamp, node.full_stamp = self.clock + 1, self.clock + 2
+            self.clock += 2
+            self._push(FULL, node)
+            upper.swa_stamp = _just_older(upper, node.swa_stamp)
         self._push(SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
@@ -208,3 +220,19 @@ class RadixTree:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
+
+
+def _just_older(upper: Node, stamp: float) -> float:
+    """A stamp just below ``stamp`` and above every other node's below it: SGLang's ``lru.insert_after(child,
+    new_node)``. Only the halves of splits since ``stamp``'s touch lie between it and the touch before; they
+    are the upper half's ancestors (older the shallower), so the new one goes between the deepest of them
+    and ``stamp``."""
+    base = -int(-stamp // 1)  # the touch the split halves descend from
+    below = float(base - 1)
+    node = upper.parent
+    while node is not None:
+        if below < node.swa_stamp < stamp:
+            below = node.swa_stamp
+        node = node.parent
+    middle = (below + stamp) / 2
+    return middle if below < middle < stamp else stamp

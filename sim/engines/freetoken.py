@@ -7,10 +7,14 @@ from dataclasses import replace
 
 from sim.cache.engines.freetoken import FreeTokenRules
 from sim.cache.engines.freetoken_knobs import FreeTokenKnobs
-from sim.cache.policy import Policy
+from sim.cache.interface import CacheModel
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_sizing import separate_pool_sizes
-from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+from sim.engines.radix import decode_interval_on_pages, radix_manager
+from sim.sched.freetoken import FreeTokenScheduler
+from sim.sched.interface import Scheduler
 
 _FREETOKEN = Policy(
     name="freetoken",
@@ -19,9 +23,18 @@ _FREETOKEN = Policy(
     swa_free_trigger="iterations",
     iteration_phase=1,
     mamba_chunk=64,
+    max_running_requests=4,  # EngineConfig.max_running_req: the request table's rows
     about="FreeToken 0.2.1 before #200: a finish trims the prompt head's SWA to its last W + 16 tokens",
     own=FreeTokenKnobs(finish_trim_gap=16),
 )
+
+
+def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
+    """FreeToken's own loop: ``max_extend_tokens`` per prefill pass, ``max_running_req`` table rows, the
+    overlap loop unless switched off (``FREETOKEN_DISABLE_OVERLAP_SCHEDULING``)."""
+    overlap = own_knobs(policy, FreeTokenKnobs).overlap
+    return FreeTokenScheduler(manager, policy.chunked_prefill_size, policy.max_running_requests, overlap)
+
 
 ENGINE = Engine(
     name="freetoken",
@@ -44,7 +57,7 @@ ENGINE = Engine(
         ),
     ),
     manager=radix_manager(FreeTokenRules),
-    scheduler=capped_scheduler,
+    scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=FreeTokenRules,
     check=decode_interval_on_pages,

@@ -7,10 +7,19 @@ from dataclasses import replace
 
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.engines.sglang_knobs import SGLangKnobs
-from sim.cache.policy import Policy
+from sim.cache.interface import CacheModel
+from sim.cache.manager import CacheManager
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_sizing import separate_pool_sizes
-from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+from sim.engines.radix import decode_interval_on_pages, radix_manager
+from sim.sched.interface import Scheduler
+from sim.sched.sglang import SGLangScheduler
+
+# resolve_max_num_reqs: a request holds its running MAMBA state and two ping-pong track slots, and admission
+# keeps room for two more (extra_buffer under the overlap loop): the MAMBA pool caps running requests at a fifth
+MAMBA_SLOTS_PER_REQUEST = 5
 
 _SGLANG = Policy(
     name="sglang",
@@ -18,6 +27,17 @@ _SGLANG = Policy(
     about="SGLang 0.5.23 with the SWA retain floor switched off: the behaviour PR #34729 fixed",
     own=SGLangKnobs(),
 )
+
+
+def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
+    """SGLang's own loop: ``--max-running-requests`` capped by the MAMBA pool (separate pools), the overlap
+    loop unless switched off."""
+    assert isinstance(manager, CacheManager), "SGLang runs the radix cache manager"
+    cap = policy.max_running_requests
+    if manager.has_mamba and sizes.budget_bytes is None:
+        cap = max(1, min(cap, sizes.states // MAMBA_SLOTS_PER_REQUEST))
+    return SGLangScheduler(manager, cap, own_knobs(policy, SGLangKnobs).overlap)
+
 
 ENGINE = Engine(
     name="sglang",
@@ -46,7 +66,7 @@ ENGINE = Engine(
         ),
     ),
     manager=radix_manager(SGLangRules),
-    scheduler=capped_scheduler,
+    scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=SGLangRules,
     check=decode_interval_on_pages,

@@ -12,14 +12,14 @@ from sim.cache.blocks.sizing import shared_pool_sizes
 from sim.cache.components import Component
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
-from sim.cache.policy import Policy
+from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import describe_resolved, resolve
 from sim.cache.sizing import PoolOptions, PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_views import PoolLayout, PoolView
 from sim.models import FULL, MAMBA, SWA, ModelSpec
-from sim.sched.default import DefaultScheduler
 from sim.sched.interface import Scheduler
+from sim.sched.vllm import VllmScheduler
 
 
 def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
@@ -27,8 +27,15 @@ def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBu
 
 
 def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
-    """The default loop under ``max_num_seqs`` alone (vLLM has no MAMBA pool to cap by)."""
-    return DefaultScheduler(manager, policy.chunked_prefill_size, policy.max_running_requests)
+    """vLLM's own: ``max_num_batched_tokens`` a step, ``max_num_seqs`` running, async scheduling unless off."""
+    knobs = own_knobs(policy, VllmKnobs)
+    return VllmScheduler(
+        manager,
+        policy.chunked_prefill_size,
+        policy.max_running_requests,
+        knobs.async_scheduling,
+        knobs.long_prefill_token_threshold,
+    )
 
 
 def _pool_sizes(config: PoolOptions, model: ModelSpec, policy: Policy) -> PoolSizes:
@@ -69,7 +76,8 @@ def _pool_layout(model: ModelSpec, policy: Policy, sizes: PoolSizes) -> PoolLayo
         if kind in layout.kinds:
             count = layout.group_kinds.count(kind)
             mamba = kind == MAMBA
-            unit, per = ("states", 1) if mamba else ("tokens", B)
+            # a group's blocks hold its own block size of tokens (unify_kv_cache_spec_page_size)
+            unit, per = ("states", 1) if mamba else ("tokens", layout.block_of(kind))
             name = f"{kind.upper()} group{'s' if count > 1 else ''} ({count})"
             views.append(PoolView(_KINDS[kind], name, unit, per, blocks * per))
     groups = " ".join(layout.group_kinds)

@@ -91,12 +91,16 @@ def run_timed(
     backend: Backend | None = None,
     on_step=None,
     fast_path: bool | None = None,
+    observe: Callable[[EventBus], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> SimResult:
     """The timed engine on a setup (``simulate`` builds it from its configuration; the conformance suite
-    gives the engine's exact model, policy and pools)."""
+    gives the engine's exact model, policy and pools). ``observe`` is handed the run's event bus before the
+    first step (the concurrent conformance check records every step from it)."""
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus())
+    if observe is not None:
+        observe(manager.events)
     tracker = manager.watch_misses()
     if backend is None:
         backend = PredictBackend(cost_model(config, model))

@@ -43,6 +43,7 @@ class DefaultScheduler:
 
     def schedule(self, iteration: int) -> Batch:
         batch = Batch(iteration)
+        self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
         for run in [r for r in self.running.values() if self._in_prefill(r)]:
             budget = self._add_prefill(batch, run, budget)
@@ -129,6 +130,7 @@ class DefaultScheduler:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             if not isinstance(plan, Refusal):
+                self.manager.settle(run.request_id, 1)
                 batch.items.append(BatchItem(plan, False))
                 budget -= 1
         return budget

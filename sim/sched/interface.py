@@ -12,7 +12,11 @@ from sim.sched.request import RequestState
 
 
 class Scheduler(Protocol):
-    manager: CacheModel
+    @property
+    def manager(self) -> CacheModel:
+        """The cache the scheduler drives (read only: a scheduler may hold a narrower manager type)."""
+        ...
+
     waiting: deque[RequestState]
     parked: list[RequestState]  # retracted because nothing could be scheduled; held back until unpark()
     given_up: list[tuple[RequestState, str]]  # requests the pools can never serve, with the reason

@@ -174,3 +174,28 @@ def test_overlap_commits_the_prompt_and_the_first_decode_position(overlap, reuse
     ]
     config = swa_config(window=24, swa_eviction_interval=16, overlap=overlap)
     assert cached(freetoken.run(scenario(config, requests))) == {"t0": 0, "t1": reused}
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "plain-loop"])
+def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees(overlap):
+    # tests/freetoken_concurrent_scenarios.py: shared pass budgets, table rows, the overlap's late commit
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import freetoken_concurrent_scenarios as hand
+
+    scenario = hand.siblings(overlap)
+    run = freetoken.run_steps(scenario, "freetoken")
+    assert [(step.at, step.batch) for step in run.steps] == hand.BATCHES[overlap]
+    assert hand.outcomes(run.requests) == hand.OUTCOMES[overlap]
+    assert first_difference(run, simulated_steps(scenario, "freetoken")) is None
+
+
+def test_a_page_freed_twice_stops_the_concurrent_run():
+    # FreeToken 0.2.1 frees a request's duplicate prefix pages at its prompt's commit and again at its finish
+    # when the commit's re-match stopped short (tests/freetoken_concurrent_scenarios.py: double_free); the
+    # driver refuses to compare what follows
+    from conformance.trajectory import EngineCorrupt
+    from tests import freetoken_concurrent_scenarios as hand
+
+    with pytest.raises(EngineCorrupt, match="freed 909 KV page.* by step 17"):
+        freetoken.run_steps(hand.double_free(), "freetoken")

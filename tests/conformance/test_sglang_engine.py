@@ -15,6 +15,7 @@ from conformance.engines import sglang as driver
 from conformance.generate import generate
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from tests import sglang_budget_scenarios as hand
+from tests import sglang_recency_scenarios as recency
 
 # find_spec, not an import: importing SGLang here would set Triton up before the executor tests can ask for its
 # interpreter (the driver runs SGLang in a process of its own, tests/conformance/conftest.py)
@@ -113,6 +114,16 @@ def test_the_budget_scenarios_give_the_recorded_answers_and_simulate_agrees(scen
     assert disagreements(scenario, "sglang", result) == []
 
 
+@pytest.mark.parametrize("scenario, expected", [
+    (recency.split_recency(), recency.SPLIT_RECENCY), (recency.insert_recency(), recency.INSERT_RECENCY),
+], ids=["split-recency", "insert-recency"])
+def test_the_recency_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
+    # _split_node stamps both halves, _insert_walk_step every node it walks (tests/sglang_recency_scenarios.py)
+    result = driver.run(scenario, "sglang")
+    assert _served(result) == expected
+    assert disagreements(scenario, "sglang", result) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", sorted(hand.RESOLVED_SEEDS))
 def test_the_pressure_seeds_the_budget_resolved_agree_with_simulate(seed):
@@ -142,3 +153,17 @@ def test_chunk_not_a_page_multiple_is_refused():
 def test_unknown_preset_is_an_error():
     with pytest.raises(ValueError, match="unknown SGLang preset"):
         driver.run(generate("sglang", 1), "sglang-nope")
+
+
+def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees():
+    # tests/sglang_concurrent_scenarios.py: prefill apart from decode, the overlap loop, retract_decode's order
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.siblings()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch) for step in run.steps[:5]] == steps.FIRST_BATCHES
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == steps.RETRACTED
+    assert steps.outcomes(run.requests) == steps.OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None

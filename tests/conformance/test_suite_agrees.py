@@ -1,5 +1,6 @@
 """The CI's conformance set: every request of a fixed set of seeded scenarios, with and without pool pressure,
-gets the same cached tokens from ``simulate`` (replay and timed) as from the engine's own code. A change that
+gets the same cached tokens from ``simulate`` (replay and timed) as from the engine's own code; with many
+requests in flight (the concurrent scenarios), every step's batch and pools and every request's outcome agree. A change that
 breaks exactness against SGLang, FreeToken or vLLM fails here. ``HYBRIDCACHE_CONFORMANCE_SEEDS`` widens the
 set (the default keeps CI short; ``python cli.py conformance ENGINE --scenarios 200`` is the full check)."""
 from __future__ import annotations
@@ -9,7 +10,8 @@ from importlib.util import find_spec
 
 import pytest
 
-from conformance.suite import report, run_suite
+from conformance.suite import CONCURRENT, driver, report, run_suite
+from conformance.suite_steps import report_steps, run_concurrent
 from sim.engines.registry import PRESETS
 
 NUM_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_SEEDS", "30"))
@@ -27,3 +29,15 @@ def test_every_request_agrees_with_the_engine(engine, pressure):
     result = run_suite(engine, range(NUM_SEEDS), (pressure,))
     assert result.all_equal, report(result)
     assert sum(v for k, v in result.counts.items() if k[3] == "requests") > 2 * NUM_SEEDS
+
+
+@pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
+@pytest.mark.parametrize("engine", CONCURRENT)
+def test_every_step_agrees_with_the_engine_under_concurrent_load(engine, pressure):
+    if find_spec(PACKAGES[engine]) is None:
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
+    result = run_concurrent(driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,))
+    assert result.all_equal, report_steps(result)
+    compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
+    assert compared >= NUM_SEEDS  # the engine's own corruptions leave most scenarios compared

@@ -128,3 +128,29 @@ def test_generated_scenarios_run_and_repeat_exactly(seed, pressure):
     assert all(outcome.served and outcome.cached_tokens % scenario.config.page_size == 0
                for outcome in first.values())
     assert engine.run(scenario) == first
+
+
+def test_unequal_pages_give_the_groups_their_own_block_sizes_and_simulate_agrees():
+    # tests/vllm_geometry_scenarios.py: FULL blocks of 32 beside SWA blocks of 16, hits on the lcm
+    from conformance.compare import disagreements
+    from tests import vllm_geometry_scenarios as hand
+
+    scenario = hand.unequal_pages()
+    result = engine.run(scenario)
+    assert [outcome.cached_tokens for outcome in result.values()] == hand.UNEQUAL_PAGES
+    assert disagreements(scenario, "vllm", result) == []
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False], ids=["async", "sync"])
+def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees(async_scheduling):
+    # tests/vllm_concurrent_scenarios.py: running first, preemption by recompute, async scheduling's lag
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import vllm_concurrent_scenarios as hand
+
+    scenario = hand.siblings(async_scheduling)
+    run = engine.run_steps(scenario)
+    assert [(step.at, step.batch) for step in run.steps[:5]] == hand.FIRST_BATCHES[async_scheduling]
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.PREEMPTED[async_scheduling]
+    assert hand.outcomes(run.requests) == hand.OUTCOMES[async_scheduling]
+    assert first_difference(run, simulated_steps(scenario, "vllm")) is None

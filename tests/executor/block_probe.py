@@ -20,8 +20,8 @@ class BlockProbe:
         admit, step = BlockCacheManager.admit, BlockCacheManager._step
         probe = self
 
-        def probed_admit(manager, request_id, tokens, prompt_len):
-            result = admit(manager, request_id, tokens, prompt_len)
+        def probed_admit(manager, request_id, tokens, prompt_len, budget=None):
+            result = admit(manager, request_id, tokens, prompt_len, budget)
             if isinstance(result, AdmitResult) and result.match.cached_len:
                 probe._admitted(manager, request_id, result.match.cached_len)
             return result
@@ -46,7 +46,7 @@ class BlockProbe:
                 self.stale_state[request_id] = (hit, saved_at)
 
     def _stepped(self, manager, req, plan: ChunkPlan) -> None:
-        B, needed_from = manager.page_size, max(0, plan.start - manager.window + 1)
+        B, needed_from = manager.layout.block_of(SWA), max(0, plan.start - manager.window + 1)
         for group in manager.layout.groups_of(SWA):
             table = req.tables[group]
             live_from = next((i for i, block in enumerate(table) if block is not None), len(table)) * B

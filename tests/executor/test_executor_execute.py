@@ -79,10 +79,12 @@ def test_bit_exact_when_the_swa_pool_must_evict(device):
                    request_rate=20.0, seed=0)
     knobs = dict(page_size=16, track_interval=32, swa_eviction_interval=16, max_running_requests=2,
                  chunked_prefill_size=64)
+    # 288: under SGLang's own scheduler (prefill batches apart from decode) 320 slots never fill, though they evict
     config = SimConfig(policy="sglang-retain", model="tiny", gpu="cpu", knobs=knobs, pool_tokens=20_000,
-                       swa_pool_tokens=320, mamba_states=64)
+                       swa_pool_tokens=288, mamba_states=64)
     result = execute(trace, config, device=device, kernels="torch")
-    assert result.measured.summary["peak_swa_slots"] == 320  # the pool ran full: the tree's SWA was evicted
+    measured = result.measured.summary
+    assert measured["peak_swa_slots"] == 288 and measured["evictions_swa"] > 0  # full: the tree's SWA was evicted
     assert result.summary["requests_not_bit_exact"] == 0 and result.summary["cached_tokens"] > 0
 
 

@@ -9,7 +9,8 @@ from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
-from sim.models import FULL, SWA
+from sim.cache.blocks.steps import blocks_to_allocate
+from sim.models import FULL, MAMBA, SWA
 
 
 def hit_tables(
@@ -18,10 +19,10 @@ def hit_tables(
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit (``past_state``,
     DELIBERATELY WRONG: the one a block before it where the hit's own is not cached)."""
-    B = layout.block_size
     tables: list[list[int | None]] = []
-    num_blocks = hit // B
     for group, kind in enumerate(layout.group_kinds):
+        B = layout.block_of(kind)
+        num_blocks = hit // B
         if kind == FULL:
             first = 0
         elif kind == SWA:
@@ -29,21 +30,23 @@ def hit_tables(
         else:
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
-        blocks = [pool.cached((chain[i], group)) for i in range(first, num_blocks)]
+        blocks = [pool.cached((chain[layout.key_index(kind, i)], group)) for i in range(first, num_blocks)]
         if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
-            blocks[-1] = pool.cached((chain[num_blocks - 2], group))
+            blocks[-1] = pool.cached((chain[layout.key_index(kind, num_blocks - 2)], group))
         tables.append(unread + blocks)
     return tables
 
 
 def admission_need(
-    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_blocks: int
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], prompt_len: int, swa_cap_tokens: int
 ) -> int:
     """Blocks the whole prompt needs from the free queue (``get_num_blocks_to_allocate`` with the admission
-    cap): new blocks per group plus the hit blocks that are eviction candidates now."""
-    needed = ceil_div(prompt_len, layout.block_size)
+    cap, ``swa_cap_tokens``: what a SWA group holds at most, less a block's worth of slack): new blocks per
+    group plus the hit blocks that are eviction candidates now."""
     total = 0
     for kind, table in zip(layout.group_kinds, tables, strict=True):
+        needed = ceil_div(prompt_len, layout.block_of(kind))
+        swa_cap_blocks = ceil_div(swa_cap_tokens, layout.block_of(kind)) + 1
         evictable = sum(1 for block in table if pool.is_evictable(block))
         if kind == FULL:
             new = needed - len(table)
@@ -53,3 +56,23 @@ def admission_need(
             new = min(needed - len(table), 1 + layout.checkpoint_blocks)
         total += max(new, 0) + evictable
     return total
+
+
+def first_chunk_need(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], end: int, checkpoint: bool
+) -> int:
+    """``allocate_slots``' second check, for the first chunk ``[hit, end)``: its new blocks plus the hit blocks
+    it takes out of the free queue (a prompt that fits whole can still find its first chunk refused)."""
+    new = sum(count for _, count in blocks_to_allocate(layout, tables, end, checkpoint))
+    return new + sum(1 for table in tables for block in table if pool.is_evictable(block))
+
+
+def state_cached_this_step(
+    layout: Layout, pool: BlockPool, tables: list[list[int | None]], keys: set
+) -> bool:
+    """``MambaManager.get_num_blocks_to_allocate``: a hit whose state another request hashed in this step is not
+    admitted now (it asks for more blocks than the pool has)."""
+    return any(
+        kind == MAMBA and table and table[-1] is not None and pool.key_of.get(table[-1]) in keys
+        for kind, table in zip(layout.group_kinds, tables, strict=True)
+    )

@@ -1,10 +1,11 @@
 """The prefix-cache hit at admission (docs/vllm-rules.md section 4; ``KVCacheManager.get_computed_blocks`` ->
 ``HybridKVCacheCoordinator.find_longest_cache_hit`` -> each manager's ``find_longest_cache_hit``).
 
-Each group kind answers "the largest hit point <= h" it accepts; the groups of one kind are looked up
-together (a block counts only if every one of them has it cached). FULL answers first, then the other kinds
-in group order, each passing on ``h``; the pass repeats while it shrank ``h``. The junction is FULL's answer
-when it beats the reconciled hit (``shared_prefix_boundary``), else 0.
+Each group kind answers "the largest hit point <= h" it accepts, in blocks of its own size, aligned to the
+scheduler block (``alignment_tokens``: the lcm of the groups' block sizes; one block size for most models);
+the groups of one kind are looked up together (a block counts only if every one of them has it cached). FULL
+answers first, then the other kinds in group order, each passing on ``h``; the pass repeats while it shrank
+``h``. The junction is FULL's answer when it beats the reconciled hit (``shared_prefix_boundary``), else 0.
 """
 
 from __future__ import annotations
@@ -23,8 +24,14 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], index: int) -> bool:
-    return 0 <= index < len(chain) and all(pool.cached((chain[index], g)) is not None for g in groups)
+def is_cached(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, index: int) -> bool:
+    """Block ``index`` of the ``kind`` groups is cached in every one of them."""
+    key = layout.key_index(kind, index)
+    return (
+        0 <= index
+        and key < len(chain)
+        and all(pool.cached((chain[key], g)) is not None for g in layout.groups_of(kind))
+    )
 
 
 def answer(
@@ -32,25 +39,41 @@ def answer(
 ) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
     (a negative control): Mamba also accepts the boundary one block after a cached state."""
-    groups, B = layout.groups_of(kind), layout.block_size
+    B, A = layout.block_of(kind), layout.block_size
     top = limit // B
-    if kind == FULL:  # the leading run of cached blocks
+    if kind == FULL:  # the leading run of cached blocks, floored to the alignment
         run = 0
-        while run < top and is_cached(pool, chain, groups, run):
+        while run < top and is_cached(layout, pool, chain, kind, run):
             run += 1
-        return run * B
-    if kind != SWA:  # Mamba: the state right at the point
+        return run * B // A * A
+    if kind != SWA:  # Mamba: the state right at an aligned point
         late = int(past_state)
-        found = (end * B for end in range(top, 0, -1) if is_cached(pool, chain, groups, end - 1 - late))
+        found = (
+            end * B
+            for end in range(top, 0, -1)
+            if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1 - late)
+        )
         return next(found, 0)
-    need, run = layout.swa_need, 0  # run: cached blocks from ``index`` rightwards
+    return _swa_answer(layout, pool, chain, top)
+
+
+def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
+    """Right to left: the first run of ``need`` cached blocks ending on an aligned point ends the hit; without
+    one, the run of cached blocks from block 0, popped back to an aligned point."""
+    B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
     if not need:  # a window of one token needs no block before the point
-        return top * B
-    for index in range(top - 1, -1, -1):  # right to left: the first run of ``need`` ends the hit
-        run = run + 1 if is_cached(pool, chain, groups, index) else 0
+        return top * B // A * A
+    run = 0  # cached blocks from ``index`` rightwards
+    for index in range(top - 1, -1, -1):
+        if not is_cached(layout, pool, chain, SWA, index):
+            run = 0
+            continue
+        if run == 0 and (index + 1) * B % A:
+            continue  # a run must end on an aligned point
+        run += 1
         if run >= need:
-            return (index + need) * B
-    return run * B  # no full window: the run of cached blocks from block 0
+            return (index + run) * B
+    return run * B // A * A
 
 
 def longest_hit(

@@ -31,10 +31,10 @@ def check_integrity(manager) -> None:
 
 
 def _check_request(manager, req) -> None:
-    B, layout = manager.page_size, manager.layout
+    layout = manager.layout
     for group, (kind, table) in enumerate(zip(layout.group_kinds, req.tables, strict=True)):
         _expect(
-            len(table) * B >= req.kv_len,
+            len(table) * layout.block_of(kind) >= req.kv_len,
             f"{req.request_id}: group {group} has {len(table)} blocks for {req.kv_len} tokens",
         )
         if kind == MAMBA:

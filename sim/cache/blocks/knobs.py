@@ -1,5 +1,5 @@
 """vLLM's own knobs (0.33.0): the retention interval, the junction, async scheduling, the GDN prefill backend's
-in-chunk checkpoints and max_model_len."""
+in-chunk checkpoints, the long-prefill cap and max_model_len."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ class VllmKnobs(EngineKnobs):
         "GDN prefill on FlashInfer: Mamba states written inside prefill "
         "chunks, blocks aligned to 64 (no effect without GDN layers)",
         none_means="as vLLM picks for --gpu: on Hopper (h100, h200), else off",
+    )
+    long_prefill_token_threshold: int = knob(
+        0,
+        "a prefill chunk is at most this many tokens while other requests run or wait (0: no cap)",
+        unit="tokens",
+        minimum=0,
+        maximum=MAX_INT,
     )
     max_model_len: int | None = knob(
         None,

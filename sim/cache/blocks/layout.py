@@ -9,6 +9,11 @@ one block, and the start-up minimum (docs/vllm-rules.md section 2).
 * Block size (``platforms/interface.py:Platform._align_hybrid_block_size``): the attention page must hold a
   Mamba state, so ``B = align * cdiv(mamba_page, align * attention_bytes_per_token)`` rounded to the kernel
   block, never below the configured ``--block-size``.
+* Block size per group (``kv_cache_planning.py:unify_kv_cache_spec_page_size``): every layer's page is made
+  the largest one; an attention kind whose page divides it gets its block size scaled (gemma-4: its FULL
+  layers store half the bytes of its SWA layers, so FULL blocks hold ``2B`` tokens), a Mamba page or one
+  that does not divide is padded instead. The scheduler block is the lcm of the groups' block sizes
+  (``resolve_kv_cache_block_sizes``: hits land on it), the hash block their gcd (the chain of keys).
 * Start-up check (``kv_cache_planning.py:get_kv_cache_configs``): the pool holds one ``max_model_len``
   request of every group, plus the null block.
 """
@@ -33,17 +38,37 @@ FLASHINFER_GDN_ALIGNMENT = (
 
 @dataclass(frozen=True)
 class Layout:
-    block_size: int  # B: one block size for every group (scheduler and hash block too)
+    block_size: int  # the scheduler block: the lcm of the groups' block sizes (a hit is a multiple of it)
     group_kinds: tuple[str, ...]  # FULL / SWA / MAMBA per group, in vLLM's group order
     block_bytes: int  # the memory of one block id across every group's layers
     window: int  # SWA window (0 without SWA)
     checkpoint_blocks: int  # MambaSpec.num_prefill_checkpoint_blocks: 1 with internal prefill checkpoints
+    kind_blocks: tuple[tuple[str, int], ...] = ()  # each kind's block size where it is not block_size
+
+    def block_of(self, kind: str) -> int:
+        """The block size of a kind's groups (tokens a block of that group holds)."""
+        return dict(self.kind_blocks).get(kind, self.block_size)
+
+    @cached_property
+    def group_blocks(self) -> tuple[int, ...]:
+        """Each group's block size, in group order (computed once: read on every step hashed)."""
+        return tuple(self.block_of(kind) for kind in self.group_kinds)
+
+    @cached_property
+    def hash_block(self) -> int:
+        """The hash block: the gcd of the groups' block sizes; a group's block ``j`` is keyed by hash block
+        ``(j + 1) * block / hash_block - 1``."""
+        return math.gcd(*(self.block_of(kind) for kind in self.kinds))
+
+    def key_index(self, kind: str, index: int) -> int:
+        """The hash block whose key names block ``index`` of a ``kind`` group (the one it ends with)."""
+        return (index + 1) * (self.block_of(kind) // self.hash_block) - 1
 
     @cached_property
     def swa_need(self) -> int:
-        """Blocks of the window a SWA hit needs before it: cdiv(W - 1, B) (computed once: read on every block
-        hashed)."""
-        return ceil_div(self.window - 1, self.block_size) if self.window else 0
+        """Blocks of the window a SWA hit needs before it: cdiv(W - 1, SWA block) (computed once: read on
+        every block hashed)."""
+        return ceil_div(self.window - 1, self.block_of(SWA)) if self.window else 0
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -57,8 +82,9 @@ class Layout:
         """The fewest blocks vLLM starts with: the null block plus one ``max_model_len`` request per group
         (FULL its length; SWA ``W - 1`` plus the tokens in flight, ``SlidingWindowSpec.max_admission_blocks_
         per_request``; align-mode Mamba two states plus the checkpoint, ``MambaSpec.max_memory_usage_bytes``)."""
-        B, total = self.block_size, 1
+        total = 1
         for kind in self.group_kinds:
+            B = self.block_of(kind)
             if kind == FULL:
                 total += ceil_div(max_model_len, B)
             elif kind == SWA:
@@ -144,9 +170,26 @@ def layout_for(model: ModelSpec, block_size: int, window: int, prefill_checkpoin
     if MAMBA in kinds:  # the Mamba page is padded to the attention page (or sets it)
         page_bytes[MAMBA] = max(mamba_layer_bytes(model), B * attention_bytes_per_token(model))
     block_bytes = max(per_group * page_bytes[kind] for kind in kinds)
+    blocks = unified_blocks({kind: page_bytes[kind] for kind in kinds}, B)
+    scheduler_block = math.lcm(*blocks.values())
     return Layout(
-        B, kinds, block_bytes, window if SWA in kinds else 0, int(prefill_checkpoints and MAMBA in kinds)
+        scheduler_block,
+        kinds,
+        block_bytes,
+        window if SWA in kinds else 0,
+        int(prefill_checkpoints and MAMBA in kinds),
+        tuple((kind, size) for kind, size in blocks.items() if size != scheduler_block),
     )
+
+
+def unified_blocks(page_bytes: dict[str, int], B: int) -> dict[str, int]:
+    """``unify_kv_cache_spec_page_size``: each kind's block size once every page is the largest page (an
+    attention page that divides it grows by blocks; a Mamba page, or one that does not divide, is padded)."""
+    largest = max(page_bytes.values())
+    return {
+        kind: B * (largest // page) if kind != MAMBA and largest % page == 0 else B
+        for kind, page in page_bytes.items()
+    }
 
 
 def policy_layout(model: ModelSpec, policy: Policy) -> Layout:

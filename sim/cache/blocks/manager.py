@@ -10,41 +10,37 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 
 from __future__ import annotations
 
-from sim.align import ceil_div
+from collections.abc import Set as AbstractSet
+
 from sim.cache.blocks import steps
-from sim.cache.blocks.admission import admission_need, hit_tables
+from sim.cache.blocks.admission import (
+    admission_need,
+    first_chunk_need,
+    hit_tables,
+    state_cached_this_step,
+)
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
 from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
-from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
-from sim.cache.components import Component
-from sim.cache.events import (
-    Aborted,
-    Admitted,
-    BlockHit,
-    BlocksSkipped,
-    EventBus,
-    Finished,
-    emit,
-)
+from sim.cache.blocks.views import BlockViews
+from sim.cache.events import Aborted, Admitted, BlockHit, BlocksSkipped, EventBus, Finished, emit
 from sim.cache.policy import Policy, own_knobs
-from sim.cache.pools import PoolUsage
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.models import MAMBA, SWA, ModelSpec
+from sim.models import FULL, MAMBA, SWA, ModelSpec
 from sim.tokens import TokenSeq
 
 POOL = "vLLM block"  # the pool a Refusal names
 
 
-class BlockCacheManager(PlainBlockDecodes):
+class BlockCacheManager(PlainBlockDecodes, BlockViews):
     requeues_lone_request = True  # vLLM puts a preempted request back in its waiting queue
 
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None):
@@ -53,6 +49,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.resolved = resolve(policy, model)
         self.knobs = knobs = own_knobs(policy, VllmKnobs)
         self.layout = policy_layout(model, policy)
+        # the unit of the pool columns and of a hit: the scheduler block (every group's block size divides it)
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
         self.async_scheduling = knobs.async_scheduling
@@ -61,32 +58,35 @@ class BlockCacheManager(PlainBlockDecodes):
         self.num_blocks = sizes.blocks
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
         self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
-        self.keys = BlockKeys(self.page_size)
+        self.keys = BlockKeys(self.layout.hash_block)
         self.requests: dict[str, BlockRequest] = {}
         self._waiting_chains: dict[str, KeyChain] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
+        # a preempted request's prompt as sent (it returns with its outputs)
+        self._prompts: dict[str, int] = {}
+        self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
 
     # ---- admission ----------------------------------------------------------------------------------
-    def admit(self, request_id: str, tokens: TokenSeq, prompt_len: int) -> AdmitResult | Refusal:
+    def admit(
+        self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
+    ) -> AdmitResult | Refusal:
+        """``budget``: the tokens the step can give the request's first chunk; where align-mode Mamba cuts it
+        to nothing the request waits, nothing touched (the scheduler's ``num_new_tokens == 0: break``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
         # a request refused admission is asked again every step: its keys are kept until it is admitted
         chain = self.keys.chain(
-            tokens, (prompt_len - 1) // self.page_size, self._waiting_chains.get(request_id)
+            tokens, (prompt_len - 1) // self.layout.hash_block, self._waiting_chains.get(request_id)
         )
         past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
         hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state)
-        swa_cap = (
-            ceil_div(min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len), self.page_size)
-            + 1
-        )
-        needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
-        if needed > self.pool.num_free:
+        refusal = self._admission_refusal(hit, tables, prompt_len, budget)
+        if refusal is not None:
             self._waiting_chains[request_id] = chain
-            return Refusal(POOL, needed, self.pool.num_free)
+            return refusal
         self._waiting_chains.pop(request_id, None)
         if self._on_hit:
             emit(self._on_hit, BlockHit(request_id, chain.keys, hit.tokens, hit.full_tokens))
@@ -102,8 +102,28 @@ class BlockCacheManager(PlainBlockDecodes):
                 [len(t) for t in tables],
                 [0] * len(tables),
                 kv_len=hit.tokens,
+                num_prompt_tokens=self._prompts.get(request_id, prompt_len),
             )
         )
+
+    def _admission_refusal(
+        self, hit, tables: list[list[int | None]], prompt_len: int, budget: int | None
+    ) -> Refusal | None:
+        """The scheduler's and ``allocate_slots``' checks, in their order, none touching a block: the chunk
+        align-mode Mamba leaves, a Mamba hit hashed this step, the whole prompt, the first chunk."""
+        end = self._chunk_end(hit.tokens, prompt_len, budget, hit.junction) if budget is not None else None
+        if end is not None and end <= hit.tokens:
+            return Refusal(POOL, 1, 0, "align-mode Mamba cuts the first chunk to nothing this step")
+        if state_cached_this_step(self.layout, self.pool, tables, self._mamba_keys_this_step):
+            return Refusal(
+                POOL, self.num_blocks + 1, self.pool.num_free, "its Mamba hit was hashed this step"
+            )
+        swa_cap = min(self.window - 1 + in_flight_tokens(self.policy), self.max_model_len)
+        needed = admission_need(self.layout, self.pool, tables, prompt_len, swa_cap)
+        if needed <= self.pool.num_free and end is not None:
+            checkpoint = self._exports_checkpoint(hit.tokens, end, prompt_len)
+            needed = first_chunk_need(self.layout, self.pool, tables, end, checkpoint)
+        return Refusal(POOL, needed, self.pool.num_free) if needed > self.pool.num_free else None
 
     def _start(self, req: BlockRequest) -> AdmitResult:
         """Touch the hit's blocks and run the request. vLLM reports the first admission's hit
@@ -113,6 +133,7 @@ class BlockCacheManager(PlainBlockDecodes):
         self.requests[req.request_id] = req
         req.match = self._preempted.pop(req.request_id, req.match)  # kept through any later preemption
         result = AdmitResult(req.match, None)
+        self._prompts.pop(req.request_id, None)
         self.events.publish(Admitted(req.request_id, result.match.cached_len))
         return result
 
@@ -121,19 +142,21 @@ class BlockCacheManager(PlainBlockDecodes):
         req = self.requests[request_id]
         if budget <= 0:
             return 0
-        start = req.kv_len
-        end = start + min(req.prompt_len - start, budget)
-        if self.has_mamba:
-            end = aligned_end(
-                self.page_size,
-                start,
-                end,
-                req.prompt_len,
-                req.junction,
-                self.policy.chunked_prefill_size,
-                bool(self.layout.checkpoint_blocks),
-            )
-        return max(end - start, 0)
+        return max(self._chunk_end(req.kv_len, req.prompt_len, budget, req.junction) - req.kv_len, 0)
+
+    def _chunk_end(self, start: int, prompt_len: int, budget: int, junction: int) -> int:
+        end = start + min(prompt_len - start, budget)
+        if not self.has_mamba:
+            return end
+        return aligned_end(
+            self.layout.block_of(MAMBA),
+            start,
+            end,
+            prompt_len,
+            junction,
+            self.policy.chunked_prefill_size,
+            bool(self.layout.checkpoint_blocks),
+        )
 
     # ---- steps --------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
@@ -141,11 +164,13 @@ class BlockCacheManager(PlainBlockDecodes):
         start, end = req.kv_len, req.kv_len + chunk_len
         if chunk_len <= 0 or end > req.prompt_len:
             raise ValueError(f"{request_id}: bad prefill chunk of {chunk_len} at {start}/{req.prompt_len}")
+        return self._step(req, end, self._exports_checkpoint(start, end, req.prompt_len), iteration)
+
+    def _exports_checkpoint(self, start: int, end: int, prompt_len: int) -> bool:
         every_chunk = self.knobs.retention_interval != 0
-        checkpoint = bool(self.layout.checkpoint_blocks) and exports_checkpoint(
-            self.page_size, start, end, req.prompt_len, every_chunk
+        return bool(self.layout.checkpoint_blocks) and exports_checkpoint(
+            self.layout.block_of(MAMBA), start, end, prompt_len, every_chunk
         )
-        return self._step(req, end, checkpoint, iteration)
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
         self.requests[request_id].kv_len += chunk_len
@@ -165,11 +190,19 @@ class BlockCacheManager(PlainBlockDecodes):
         steps.release_skipped(
             self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
         )
-        plan = steps.blocks_to_allocate(self.layout, req, end, checkpoint)
+        plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
         needed = sum(count for _, count in plan)
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)
+        # only tokens the engine knows are hashed: under async scheduling the token of the step in flight is
+        # a placeholder (``num_tokens_to_cache`` is capped at ``request.num_tokens``)
+        known = max(req.prompt_len, req.processed(iteration, self.async_scheduling) + 1)
+        self._cache(req, min(end, known), checkpoint)
+        req.record_step(iteration, end - req.kv_len)
+        return ChunkPlan(req.request_id, req.kv_len, end, None)
+
+    def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
         steps.cache_blocks(
             self.layout,
             self.pool,
@@ -178,65 +211,40 @@ class BlockCacheManager(PlainBlockDecodes):
             end,
             checkpoint,
             self.knobs.retention_interval,
+            self._mamba_keys_this_step,
             self._on_skip,
         )
-        req.record_step(iteration, end - req.kv_len)
-        return ChunkPlan(req.request_id, req.kv_len, end, None)
 
     # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
+        """The last step's output processed: its blocks hashed (``update_from_output``), then freed."""
+        self._cache(self.requests[request_id], self.requests[request_id].kv_len, False)
         req = self.requests.pop(request_id)
         steps.free_request(self.pool, req)
-        result = FinishResult(inserted_len=req.kv_len // self.page_size * self.page_size)
+        full_block = self.layout.block_of(FULL)
+        result = FinishResult(inserted_len=req.kv_len // full_block * full_block)
         self.events.publish(Finished(request_id, result.inserted_len))
         return result
+
+    def begin_pass(self, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """``KVCacheManager.new_step_starts``: a step's Mamba hashes are usable from the next step on."""
+        self._mamba_keys_this_step.clear()
+
+    def settle(self, request_id: str, in_flight: int) -> None:
+        """``update_from_output`` of a step processed after the next was scheduled: the blocks its sampled token
+        completed are hashed now (``cache_blocks(request, num_computed - num_in_flight)``: the tokens computed
+        up to the processed step, ``kv_len`` here, which does not count the step launched after it)."""
+        req = self.requests[request_id]
+        self._cache(req, req.kv_len, False)
 
     def abort(self, request_id: str) -> None:
         """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
         is admitted again, it still reports its first admission's hit."""
         req = self.requests.pop(request_id)
         self._preempted.setdefault(request_id, req.match)
+        self._prompts.setdefault(request_id, req.num_prompt_tokens or req.prompt_len)
         steps.free_request(self.pool, req)
         self.events.publish(Aborted(request_id))
 
-    # ---- views --------------------------------------------------------------------------------------
-    def usage(self) -> dict[Component, PoolUsage]:
-        """Per group kind, in blocks of the one pool: free (unhashed, shared by all), held by running
-        requests, cached in the free queue (hashed, evictable)."""
-        pool = self.pool
-        empty = pool.num_free - sum(pool.cached_free.values())
-        return {
-            comp: PoolUsage(
-                empty, pool.held.get(comp.layer_kind, 0), pool.cached_free.get(comp.layer_kind, 0)
-            )
-            for comp in Component
-        }
-
-    def capacities(self) -> dict[Component, int]:
-        """The whole pool for every group kind the model has: each could fill it alone."""
-        held = (True, self.has_swa, self.has_mamba)
-        return {comp: self.num_blocks if on else 0 for comp, on in zip(Component, held, strict=True)}
-
-    def num_evictions(self) -> dict[Component, int]:
-        return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
-
     def discard(self) -> None:
         """Nothing to unlink: the block pool holds no cycles."""
-
-    def watch_misses(self) -> BlockMissTracker:
-        """Why each hit lost what it lost: evictions and retention, from the pool's events."""
-        return BlockMissTracker(self.layout, self.pool, self.events)
-
-    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
-        """Why vLLM would never run a request of this size (it is longer than max_model_len), or None."""
-        if prompt_len + output_len > self.max_model_len:
-            return (
-                f"prompt + output = {prompt_len + output_len} tokens exceeds vLLM's max_model_len "
-                f"{self.max_model_len}"
-            )
-        return None
-
-    def check_integrity(self) -> None:
-        from sim.cache.blocks.integrity import check_integrity
-
-        check_integrity(self)

@@ -47,9 +47,9 @@ class BlockMissTracker:
 
     # ---- classification at the hit -------------------------------------------------------------------
     def classify(self, chain: list, cached: int, full: int) -> MatchMiss:
-        B = self.layout.block_size
-        next_evicted = full // B < len(chain) and any(
-            (chain[full // B], g) in self.evicted for g in self.layout.groups_of(FULL)
+        key = self.layout.key_index(FULL, full // self.layout.block_of(FULL))  # FULL's next block
+        next_evicted = key < len(chain) and any(
+            (chain[key], g) in self.evicted for g in self.layout.groups_of(FULL)
         )
         return MatchMiss(self._blocked(chain, cached, full) if full > cached else (), next_evicted)
 
@@ -68,14 +68,14 @@ class BlockMissTracker:
         return tuple(ranges)
 
     def _has_state(self, chain: list, end: int) -> bool:
-        index = end // self.layout.block_size - 1
-        return all(self.pool.cached((chain[index], g)) is not None for g in self.layout.groups_of(MAMBA))
+        key = self.layout.key_index(MAMBA, end // self.layout.block_of(MAMBA) - 1)
+        return all(self.pool.cached((chain[key], g)) is not None for g in self.layout.groups_of(MAMBA))
 
     def _window_cause(self, chain: list, end: int) -> str:
         """Why the window before ``end`` is short: a block of it evicted, else one left unhashed."""
-        B, need = self.layout.block_size, self.layout.swa_need
+        B, need = self.layout.block_of(SWA), self.layout.swa_need  # a SWA group's blocks hold B tokens
         missing = [
-            (chain[i], g)
+            (chain[self.layout.key_index(SWA, i)], g)
             for i in range(max(0, end // B - need), end // B)
             for g in self.layout.groups_of(SWA)
             if self.pool.cached((chain[i], g)) is None

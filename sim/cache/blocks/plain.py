@@ -11,15 +11,16 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 from __future__ import annotations
 
 from sim.cache import decode_runs
+from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.request import BlockRequest
 
 
 class PlainBlockDecodes:
-    """Mixed into ``BlockCacheManager``: needs its ``requests``, ``page_size``, ``window``, ``has_swa``,
+    """Mixed into ``BlockCacheManager``: needs its ``requests``, ``layout``, ``window``, ``has_swa``,
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
     requests: dict[str, BlockRequest]
-    page_size: int
+    layout: Layout
     window: int
     has_swa: bool
     has_mamba: bool
@@ -48,7 +49,8 @@ class PlainBlockDecodes:
         steady = [(iteration - lag + i, 1) for i in range(lag)]
         if req.kv_len < req.prompt_len or list(req.history[-lag:]) != steady:
             return 0
-        B, first = self.page_size, req.kv_len + 1
+        # every group's block size is a multiple of the hash block: counting in it stops no later
+        B, first = self.layout.hash_block, req.kv_len + 1
         busy = [0, 1]  # e fills a block; e - 1 starts one
         if self.has_swa:
             busy.append((lag + self.window - 1) % B)

@@ -22,10 +22,16 @@ class BlockRequest:
     num_cached: list[int]  # per group: blocks cache_blocks has looked at (a block skipped once stays so)
     retired: list[int]  # per group: Mamba blocks below this index were released
     kv_len: int = 0  # tokens computed
+    num_prompt_tokens: int = 0  # the prompt as sent (prompt_len is more after a preemption: its outputs too)
     history: tuple[
         tuple[int, int], ...
     ] = ()  # (engine iteration, tokens) of its last two steps, oldest first
     decode_steps: int = 0
+
+    @property
+    def replay_boundary(self) -> int:
+        """``num_prompt_tokens - 1``: where a later request replaying this prompt resumes."""
+        return (self.num_prompt_tokens or self.prompt_len) - 1
 
     @property
     def cached_len(self) -> int:

@@ -1,9 +1,11 @@
 """Which computed blocks get a hash (docs/vllm-rules.md section 5; each manager's ``reachable_block_mask``).
 
-FULL hashes every full block. Under ``prefix_cache_retention_interval`` R: ``None`` (dense) SWA and Mamba
-hash every block they hold; ``0`` only the SWA tail of ``need`` blocks and the Mamba state at each aligned
-boundary (the prompt's last, ``floor((N-1)/B)*B``, and the junction); ``n > 0`` also the last ``need`` SWA
-blocks of every ``n``-token segment and the Mamba states at multiples of ``n``.
+FULL hashes every full block. Under ``prefix_cache_retention_interval`` R, SWA keeps the tail of ``need``
+blocks of every segment (a segment is the scheduler block A under ``None``, none under ``0``, R tokens under
+``n > 0``: with one block size for every group, ``None`` keeps every block), and under ``0`` or ``n`` also
+the tail ending at each aligned boundary (the prompt's last, ``floor((N-1)/A)*A``, and the junction). Mamba
+keeps every state under ``None``; the state at each aligned boundary under ``0``; also those at multiples of
+``n`` under ``n > 0``.
 """
 
 from __future__ import annotations
@@ -12,41 +14,55 @@ from sim.models import FULL, SWA
 
 
 def reachable(
-    kind: str, index: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...]
+    kind: str, index: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...], A: int = 0
 ) -> bool:
-    if kind == FULL or retention is None:
+    """Block ``index`` is hashed (the mask as vLLM builds it, one index at a time; ``reachable_indices`` is the
+    fast form). ``B``: the group's block size; ``A``: the scheduler block (``B`` where 0)."""
+    A = A or B
+    tail = need if kind == SWA else 1
+    segment = _segment(kind, retention, A)
+    if kind == FULL or (retention is None and kind != SWA) or (segment and tail >= segment // B):
         return True
-    ends = [boundary // B for boundary in boundaries if boundary]
-    if kind == SWA:
-        per = retention // B
-        if retention and (need >= per or index % per >= per - need):
-            return True
-        return any(end - need <= index < end for end in ends)
-    if retention and (retention // B <= 1 or (index + 1) % (retention // B) == 0):
+    if segment and index % (segment // B) >= segment // B - tail:
         return True
-    return any(index == end - 1 for end in ends)
+    return retention is not None and any(end - tail <= index < end for end in _ends(boundaries, B, A))
+
+
+def _ends(boundaries: tuple[int, ...], B: int, A: int) -> list[int]:
+    """The block each boundary ends, the boundary floored to the scheduler block first."""
+    return [boundary // A * A // B for boundary in boundaries if boundary // A * A]
+
+
+def _segment(kind: str, retention: int | None, A: int) -> int | None:
+    """The tokens of one retention segment, or None where no segment keeps a tail."""
+    if kind == SWA and retention is None:
+        return A
+    return retention or None
 
 
 def reachable_indices(
-    kind: str, first: int, stop: int, retention: int | None, B: int, need: int, boundaries: tuple[int, ...]
+    kind: str,
+    first: int,
+    stop: int,
+    retention: int | None,
+    B: int,
+    need: int,
+    boundaries: tuple[int, ...],
+    A: int = 0,
 ) -> range | list[int]:
-    """The indices in ``[first, stop)`` that ``reachable`` accepts, without testing every one: FULL and dense
-    retention take them all, the others a few tails and a period."""
-    if (
-        kind == FULL
-        or retention is None
-        or (retention and kind == SWA and need >= retention // B)
-        or (retention and kind != SWA and retention // B <= 1)
-    ):
+    """The indices in ``[first, stop)`` that the group's mask accepts, without testing every one: FULL and
+    dense masks take them all, the others a few tails and a period."""
+    A = A or B
+    segment = _segment(kind, retention, A)
+    tail = need if kind == SWA else 1
+    if kind == FULL or (retention is None and kind != SWA) or (segment and tail >= segment // B):
         return range(first, stop)
-    ends = [boundary // B for boundary in boundaries if boundary]
-    if kind == SWA:
-        wanted = {index for end in ends for index in range(max(first, end - need), min(stop, end))}
-    else:
-        wanted = {end - 1 for end in ends if first <= end - 1 < stop}
-    if retention:
-        per = retention // B
-        tail = need if kind == SWA else 1
+    wanted: set[int] = set()
+    if retention is not None:
+        ends = _ends(boundaries, B, A)
+        wanted = {index for end in ends for index in range(max(first, end - tail), min(stop, end))}
+    if segment:
+        per = segment // B
         start = first - first % per
         wanted.update(
             index

@@ -13,7 +13,7 @@ from sim.cache.blocks.layout import layout_for
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import resolve
 from sim.cache.sizing import PoolSizes
-from sim.models import ModelSpec
+from sim.models import FULL, ModelSpec
 
 
 def shared_pool_sizes(
@@ -26,7 +26,7 @@ def shared_pool_sizes(
         bool(own_knobs(policy, VllmKnobs).prefill_checkpoints),
     )
     if pool_tokens is not None:
-        blocks = pool_tokens // layout.block_size + 1
+        blocks = pool_tokens // layout.block_of(FULL) + 1
     else:
         blocks = memory_bytes // layout.block_bytes
     return PoolSizes(0, 0, 0, blocks=blocks)

@@ -21,6 +21,12 @@ def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int
     in_flight = in_flight_tokens(policy)
     longest = layout.longest_model_len(num_blocks, in_flight)
     wanted = own_knobs(policy, VllmKnobs).max_model_len
+    threshold = own_knobs(policy, VllmKnobs).long_prefill_token_threshold
+    if wanted is not None and threshold > wanted:
+        raise ValueError(
+            f"vLLM refuses long_prefill_token_threshold {threshold}: it cannot be greater than the max_model_len "
+            f"({wanted}) (SchedulerConfig)"
+        )
     if wanted is None and longest >= 1:
         return longest
     if wanted is not None and layout.min_blocks(wanted, in_flight) <= num_blocks:
@@ -41,6 +47,13 @@ def check_config(layout: Layout, policy: Policy, model: ModelSpec) -> None:
         raise ValueError(
             f"vLLM refuses block size {policy.page_size}: not a multiple of FlashAttention's kernel "
             f"block {KERNEL_BLOCK} (AttentionBackend.supports_block_size)"
+        )
+    if MAMBA in layout.kinds and layout.kind_blocks:
+        raise ValueError(
+            "the simulator does not model vLLM with Mamba layers beside attention layers of unequal page sizes "
+            f"(blocks {dict(layout.kind_blocks)}, scheduler block {layout.block_size}): align mode then cuts "
+            "prefill chunks on the Mamba block but checks checkpoints on the scheduler block "
+            "(Scheduler._mamba_block_aligned_split), which is not modelled"
         )
     retention = own_knobs(policy, VllmKnobs).retention_interval
     if retention and not (SWA in layout.kinds or MAMBA in layout.kinds):

@@ -34,7 +34,7 @@ def _release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
-    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_size + extra)) - 1
+    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)) - 1
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
     freed = []
@@ -50,7 +50,7 @@ def _release_window(
 def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
-    last = min((processed - 1) // layout.block_size, len(table))
+    last = min((processed - 1) // layout.block_of(MAMBA), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
     freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
@@ -61,13 +61,13 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
 
 
 def blocks_to_allocate(
-    layout: Layout, req: BlockRequest, end: int, checkpoint: bool
+    layout: Layout, tables: list[list[int | None]], end: int, checkpoint: bool
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
-    needed = ceil_div(end, layout.block_size)
     plan = []
     for group, kind in enumerate(layout.group_kinds):
-        have = len(req.tables[group])
+        needed = ceil_div(end, layout.block_of(kind))
+        have = len(tables[group])
         if kind != MAMBA:
             plan.append((0, max(0, needed - have)))
         elif needed <= have and not checkpoint:
@@ -93,43 +93,57 @@ def cache_blocks(
     end: int,
     checkpoint: bool,
     retention: int | None,
+    mamba_keys: set | None = None,
     on_skip: list[Callable[[Any], None]] | None = None,
 ) -> None:
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
-    An exported internal checkpoint is kept only at the prompt's last boundary or the junction. ``on_skip``
-    (the handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
-    B = layout.block_size
-    full_blocks = end // B
-    if full_blocks <= min(req.num_cached):
-        return  # most decode steps: no block became full
-    keys_of = keys.chain(req.tokens, full_blocks, req.chain).keys
-    boundaries = (req.prompt_len - 1, req.junction)
-    kept_checkpoints = {(req.prompt_len - 1) // B * B, req.junction}
-    exported = (
-        ceil_div(end, B) - 2
-        if checkpoint and ceil_div(end, B) - 1 in {k // B for k in kept_checkpoints}
-        else -1
-    )
+    An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
+    groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``); ``on_skip`` (the
+    handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
+    if all(end // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True)):
+        return  # most decode steps: no block became full in any group
+    keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
+    boundaries = (req.replay_boundary, req.junction)
+    exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     for group, kind in enumerate(layout.group_kinds):
+        B = layout.block_of(kind)
+        full_blocks = end // B
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
-        indices = reachable_indices(kind, first, stop, retention, B, layout.swa_need, boundaries)
+        indices = reachable_indices(
+            kind, first, stop, retention, B, layout.swa_need, boundaries, layout.block_size
+        )
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         for index in indices:
             block = table[index]
             if block is not None:
-                pool.cache(block, (keys_of[index], group))
+                key = (keys_of[layout.key_index(kind, index)], group)
+                pool.cache(block, key)
+                if kind == MAMBA and mamba_keys is not None:
+                    mamba_keys.add(key)
         if on_skip and kind != FULL and first < stop:
-            _tell_skipped(on_skip, req, table, group, range(first, stop), indices)
+            _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
         req.num_cached[group] = max(first, full_blocks)
 
 
-def _tell_skipped(on_skip, req: BlockRequest, table, group: int, span: range, kept) -> None:
-    kept = set(kept)
-    keys = [(req.chain.keys[i], group) for i in span if table[i] is not None and i not in kept]
+def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
+    kind, table = layout.group_kinds[group], req.tables[group]
+    keys = [
+        (req.chain.keys[layout.key_index(kind, i)], group)
+        for i in span
+        if table[i] is not None and i not in kept
+    ]
     if keys:
         emit(on_skip, BlocksSkipped(keys))
+
+
+def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
+    """The Mamba block an internal checkpoint filled, where it is kept (the prompt's last boundary or the
+    junction), else -1."""
+    B = layout.block_of(MAMBA)
+    kept = {req.replay_boundary // B * B, req.junction}
+    return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:

@@ -9,10 +9,13 @@ tree. A rule returns a position or calls the manager's primitives (``free_swa_be
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
+from sim.cache.knobs import knob
 from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -24,6 +27,17 @@ from sim.compiled_core import mypyc_attr
 from sim.tokens import TokenSeq
 
 
+def overlap_knob():
+    """The engine's overlap loop, a knob of every engine that has one (one spec, so one CLI option): a step's
+    results are processed after the next step is scheduled, so what a step leaves to the tree (a prompt's
+    commit, a finish's release) lands a step later; off: the engine's non-overlap loop."""
+    return knob(
+        True,
+        "the overlap loop: a step is processed after the next is scheduled, so a prompt's commit and a "
+        "finish's release land a step later (off: the engine's plain loop)",
+    )
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # an engine of its own may extend these rules
 class EngineRules:
     name = ""
@@ -32,6 +46,8 @@ class EngineRules:
     budget_before_states = False  # True: admission_refusal is asked before the admission states are reserved
     alloc_slack_pages = 0  # pages each KV pool is evicted to keep free beyond a step's need (best effort)
     requeues_lone_request = True  # False: a request retracted while running alone is given up on at once
+    split_stamps_halves = False  # True: a split gives both halves a fresh FULL stamp (SGLang's _split_node)
+    insert_touches_path = False  # True: an insert FULL-stamps every node it walks, root first (SGLang)
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
@@ -76,6 +92,10 @@ class EngineRules:
         lays them out otherwise; they announce their frees on ``events``."""
         return SeparatePools(sizes, has_swa, has_mamba, events)
 
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """A scheduling pass starts (an engine whose admission reserves per pass resets it here;
+        ``in_flight``: the requests whose last step is launched but not yet processed)."""
+
     def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs once a request is admitted (its path locked, its states allocated)."""
 
@@ -99,6 +119,10 @@ class EngineRules:
             self.reserve(manager, target, 0, 0)
         if manager.has_swa and manager.pools[SWA].num_free < target:
             self.reserve(manager, 0, target, 0)
+
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """A non-final chunk's length: its end floored to a page (0: no whole page fits)."""
+        return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len
 
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""
@@ -132,8 +156,9 @@ class EngineRules:
         """The SWA frontier this decode step frees the request to, or None (nothing freed)."""
         return None
 
-    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
-        """Runs once a decode step's pages are reserved, before its token is computed."""
+    def settle(self, manager: RadixOps, req: RequestCache, in_flight: int) -> None:
+        """The loop processed the step that ended ``req``'s prompt, whose commit the rules held back
+        (``req.commit_pending``), after launching the next step (``in_flight``: its tokens of that step)."""
 
     def decode_checkpoint(self, req: RequestCache) -> int | None:
         position = req.kv_len + 1

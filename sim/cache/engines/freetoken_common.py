@@ -6,6 +6,8 @@ states: in rounds until enough are free). The engine's entry, which picks a cach
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
@@ -25,6 +27,7 @@ from sim.compiled_core import mypyc_attr
 @mypyc_attr(allow_interpreted_subclasses=True)
 class FreeTokenCommon(EngineRules):
     name = "freetoken"
+    budget_before_states = True  # _try_allocate_one: the KV reservation first, then the GDN state slots
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -33,6 +36,9 @@ class FreeTokenCommon(EngineRules):
         self.trigger = SwaTrigger(
             self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
         )
+        # a pass's PrefillAdder: KV tokens promised (the running decode, then each request added) and SWA
+        # tokens charged to the chunks added so far (allocated only after the pass)
+        self.reserved_tokens = self.reserved_swa = 0
 
     def eviction(self):
         return NoEviction()
@@ -65,10 +71,8 @@ class FreeTokenCommon(EngineRules):
         else:
             self.commit(manager, req)
 
-    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
-        if req.commit_pending:
-            req.commit_pending = False
-            self.commit(manager, req, in_flight=1)
+    def settle(self, manager: RadixOps, req: RequestCache, in_flight: int) -> None:
+        self.commit(manager, req, in_flight)
 
     def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
         raise NotImplementedError
@@ -80,16 +84,41 @@ class FreeTokenCommon(EngineRules):
         the state."""
         raise NotImplementedError
 
-    # ---- admission (``PrefillAdder._try_allocate_one``) --------------------------------------------
+    # ---- admission (``PrefillAdder``) ----------------------------------------------------------------
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """``PrefillAdder(reserved_size=DecodeManager.inflight_tokens)``: what each decoding request may still
+        write, plus a page less one token each."""
+        page, reserved = self.page_size, 0
+        for r in manager.requests.values():
+            remain = r.prompt_len + r.output_len - r.kv_len - 1
+            if r.kv_len >= r.prompt_len and remain > 0:
+                reserved += remain + page - 1
+        self.reserved_tokens, self.reserved_swa = reserved, 0
+
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
-        """The whole request's FULL pages must fit in what is free or evictable once its match is locked."""
-        page = self.page_size
-        need = (ceil_div(req.prompt_len + req.output_len, page) - ceil_div(req.kv_len, page)) * page
-        free = manager.pools[FULL].num_free * page
+        """``_try_allocate_one``: the whole request's FULL pages plus what the pass reserved must fit in what
+        is free or evictable once its match is locked."""
+        need = self.reservation(req) + self.reserved_tokens
+        free = manager.pools[FULL].num_free * self.page_size
         if free >= need:
             return None
         evictable = sum(n.end - n.start for n in manager.tree.nodes() if n.full_lock == 0)
         return Refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
+
+    def reservation(self, req: RequestCache) -> int:
+        """``_kv_reservation_size``: the pages the rest of the request (prompt and output) still needs."""
+        page = self.page_size
+        return (ceil_div(req.prompt_len + req.output_len, page) - ceil_div(req.kv_len, page)) * page
+
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+        """``_add_one_req``: the chunk the engine's caps leave, then its KV reservation for the pass."""
+        capped = self.cap_chunk(manager, req, chunk_len)
+        if capped > 0:
+            self.reserved_tokens += self.reservation(req)
+        return capped
+
+    def cap_chunk(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+        return chunk_len
 
     # ---- room in the pools (``_allocate``, ``ensure_swa_slots``, ``ensure_mamba_slots``) ------------
     def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:

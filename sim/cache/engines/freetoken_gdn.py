@@ -28,6 +28,12 @@ class GdnRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_walk(path)
 
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """``prefill_chunk_align`` (a page): the end floored to a page, or the chunk as it is where no whole
+        page fits the leftover budget (an unaligned end only costs this prompt its snapshot boundaries)."""
+        aligned = super().align_chunk(req, chunk_len)
+        return aligned if aligned > 0 else chunk_len
+
     def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
         return prompt_snapshot(self, req, chunk_len)
 

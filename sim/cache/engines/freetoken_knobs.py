@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.cache.engines.base import overlap_knob
 from sim.cache.knobs import MAX_INT, knob
 from sim.cache.policy import EngineKnobs
 
@@ -20,8 +21,4 @@ class FreeTokenKnobs(EngineKnobs):
         maximum=MAX_INT,
         none_means="no trim (#488)",
     )
-    overlap: bool = knob(
-        True,
-        "the overlap scheduler: a prompt's commit waits for its first decode step, "
-        "so it covers that step's position too",
-    )
+    overlap: bool = overlap_knob()

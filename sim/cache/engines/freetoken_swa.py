@@ -32,24 +32,27 @@ class SwaRules(FreeTokenCommon):
         refusal = super().admission_refusal(manager, req)
         if refusal is not None or not self.resolved.has_swa:
             return refusal
-        page = self.page_size
+        page, reserved = self.page_size, self.reserved_swa
         need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
-        available = self.swa_available(manager, need)
+        available = self.swa_available(manager, need + reserved) - reserved
         return Refusal(SWA.pool_name, need, available) if available < need else None
 
-    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+    def cap_chunk(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+        """The SWA the pool can back this pass (less what earlier chunks of the pass were charged, plus what
+        this request's own extend-free will release), charged per whole page."""
         if not self.resolved.has_swa:
             return chunk_len
-        page = self.page_size
+        page, reserved = self.page_size, self.reserved_swa
         reclaim = max(
             0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len)
         )
         cost = ceil_to(req.kv_len + chunk_len, page) - ceil_to(req.kv_len, page)
-        budget = self.swa_available(manager, cost - reclaim) + reclaim
+        budget = self.swa_available(manager, cost - reclaim + reserved) + reclaim - reserved
         max_end = (ceil_div(req.kv_len, page) + max(budget, 0) // page) * page
         capped = min(chunk_len, max(max_end - req.kv_len, 0))
         if 0 < capped < req.prompt_len - req.kv_len:
             capped = floor_to(req.kv_len + capped, page) - req.kv_len
+        self.reserved_swa += ceil_to(req.kv_len + capped, page) - ceil_to(req.kv_len, page)
         return capped
 
     def swa_available(self, manager: RadixOps, enough: int) -> int:

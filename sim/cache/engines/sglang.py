@@ -26,6 +26,8 @@ from sim.compiled_core import mypyc_attr
 @mypyc_attr(allow_interpreted_subclasses=True)
 class SGLangRules(SGLangAdmission):
     name = "sglang"
+    split_stamps_halves = True  # UnifiedTreeCore._split_node: child.last_access_time = the current time
+    insert_touches_path = True  # UnifiedTreeCore._insert_walk_step: _touch_node on every node walked
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
@@ -63,11 +65,15 @@ class SGLangRules(SGLangAdmission):
             threshold = min(threshold, retain_floor)
         return floor_to(max(req.swa_frontier, req.prefix_len, threshold), page)
 
-    def retain_floor(self, req: RequestCache) -> int | None:
+    def retain_floor(self, req: RequestCache, lag: int = 0) -> int | None:
+        """``swa_retain_floor``: a window below the request's last tracked state (``lag``: the step that
+        saved it is not processed yet, so the engine still reads the one before)."""
         mode, r = self.knobs.retain_floor, self.resolved
         if mode is None or not (r.has_swa and r.has_mamba):
             return None
         deepest = req.checkpoint[0] if req.checkpoint is not None else None
+        if lag and deepest == req.kv_len:
+            deepest = req.earlier_checkpoint
         if mode == "tree" and deepest is None:
             deepest = next(
                 (n.end for n in reversed(req.last_node.path_from_root()) if n.state is not None), None
@@ -86,9 +92,19 @@ class SGLangRules(SGLangAdmission):
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         """``checkpoint_kv_cache`` after every chunk; a request that finishes at its prompt goes straight to
-        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free)."""
-        if not (is_last and req.output_len < 2):
+        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free). Under the overlap loop
+        the chunk is committed when the loop settles it: a middle chunk at the next step's scheduling
+        (``stash_chunked_request``), the last one when its result is processed."""
+        if is_last and req.output_len < 2:
+            return
+        if self.knobs.overlap:
+            req.commit_pending = True
+        else:
             self.checkpoint_into_tree(manager, req, finished=False)
+
+    def settle(self, manager: RadixOps, req: RequestCache, in_flight: int) -> None:
+        """The held-back ``checkpoint_kv_cache`` (the committed length, not the step in flight)."""
+        self.checkpoint_into_tree(manager, req, finished=False)
 
     def finish(self, manager: RadixOps, req: RequestCache) -> None:
         self.checkpoint_into_tree(manager, req, finished=True)
@@ -104,7 +120,7 @@ class SGLangRules(SGLangAdmission):
                 if self.reserve(manager, 0, 0, 1) is None:
                     req.spare_states.append(manager.pools[MAMBA].alloc_one())
         end = floor_to(key_len, self.page_size)
-        if end > req.prefix_len:
+        if end >= req.prefix_len and end > 0:  # an insert adding nothing still walks (and stamps) the path
             manager.insert(req, end)
         if req.swa_branch is not None and end >= req.swa_branch:
             req.swa_branch = None
@@ -131,9 +147,12 @@ class SGLangRules(SGLangAdmission):
         return position if self.resolved.has_mamba and position % self.resolved.track_grid == 0 else None
 
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
-        if not self.resolved.has_swa or not self.trigger.fires(req, iteration):
+        """``maybe_evict_swa`` at ``req.seqlen - 1``: under the overlap loop a request whose last step is in
+        flight has not appended that output yet, so its ``seqlen`` trails its KV by one."""
+        lag = int(self.knobs.overlap and req.request_id in self.in_flight)
+        if not self.resolved.has_swa or not self.trigger.fires(req, iteration, lag):
             return None
-        return self.frontier(req, req.kv_len, self.retain_floor(req))
+        return self.frontier(req, req.kv_len - lag, self.retain_floor(req, lag))
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         steps = -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62

@@ -9,6 +9,9 @@ alone do not already settle the answer.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+from typing import NamedTuple
+
 import sim.cache.engines.sglang_budget as budget
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
@@ -18,6 +21,8 @@ from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.compiled_core import mypyc_attr
+
+MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -34,18 +39,61 @@ class SGLangAdmission(EngineRules):
         # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
         # unpaged allocator (page 1) evicts for exactly what it allocates
         self.alloc_slack_pages = 1 if self.page_size > 1 else 0
+        self.pass_budget = PassBudget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
+        # the pass's requests with a step launched, not yet processed
+        self.in_flight: AbstractSet[str] = frozenset()
 
+    # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """A new ``PrefillAdder``: the running requests' remaining decode reserved (a request with a step in
+        flight has not produced that step's output yet, so it owes one more), the pass's budgets full."""
+        owed = [
+            r.output_len - 1 - r.decode_steps + (r.request_id in in_flight)
+            for r in manager.requests.values()
+            if r.kv_len >= r.prompt_len
+        ]
+        self.in_flight = in_flight
+        chunk = self.policy.chunked_prefill_size
+        self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
+
+    def budget_state(self, manager: RadixOps) -> str:
+        """``PrefillAdder.budget_state``: ``no_token`` (no memory left this pass), ``other`` (no prefill or
+        chunk tokens left) or ``continue``."""
+        b = self.pass_budget
+        free = manager.pools[FULL].num_free * self.page_size
+        evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
+        room = free + evictable - b.total > 0 and free + evictable - b.current > 0
+        if room and self.resolved.has_swa:
+            remaining = self._remaining_swa(manager, None, 0)
+            room = remaining is not None and remaining > 0
+        if not room:
+            return "no_token"
+        return "other" if b.input <= 0 or b.chunk <= 0 else "continue"
+
+    def charge(self, req: RequestCache, chunk_len: int) -> None:
+        """``_update_prefill_budget`` for a request added with ``chunk_len`` tokens (its decode too when the
+        chunk ends its prompt)."""
+        page, b = self.page_size, self.pass_budget
+        paged = budget.ceil_page(chunk_len, page)
+        max_new = budget.clipped_new_tokens(req.output_len) if req.kv_len + chunk_len >= req.prompt_len else 0
+        swa = budget.estimate_swa_kv_tokens(paged, max_new, self.window, page, b.chunk)
+        self.pass_budget = PassBudget(
+            b.total + paged + page + max_new,
+            b.current + paged + page,
+            b.swa + (swa if self.resolved.has_swa else 0),
+            b.chunk - paged,
+            b.input - paged,
+        )
+
+    # ---- admission and chunks ------------------------------------------------------------------------
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``add_one_req`` with the matched prefix locked (``_lock_node``): SGLang's ``check_prefill``."""
         page, extend_len = self.page_size, req.prompt_len - req.kv_len
         max_new = budget.clipped_new_tokens(req.output_len)
         total = budget.new_request_total_tokens(extend_len, req.output_len, page)
+        chunk = self.pass_budget.chunk
         needed_swa = budget.estimate_swa_kv_tokens(
-            budget.ceil_page(extend_len, page),
-            max_new,
-            self.window,
-            page,
-            manager.policy.chunked_prefill_size,
+            budget.ceil_page(extend_len, page), max_new, self.window, page, chunk
         )
         remaining_total = self._remaining_total(manager, req, total)
         remaining_swa = self._remaining_swa(manager, req, needed_swa)
@@ -58,7 +106,7 @@ class SGLangAdmission(EngineRules):
             manager.pools[SWA].size * page,
             self.window,
             page,
-            manager.policy.chunked_prefill_size,
+            chunk,
         )
         if verdict.admit:
             req.first_chunk_cap = verdict.chunk_cap
@@ -81,12 +129,11 @@ class SGLangAdmission(EngineRules):
 
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
-        later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page."""
+        later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page. The chunk
+        is charged to the pass."""
         page = self.page_size
         if req.kv_len == req.cached_len:
             cap = req.first_chunk_cap
-            if cap is None:
-                return chunk_len
         else:
             cap = budget.available_chunk_tokens(
                 chunk_len,
@@ -96,7 +143,11 @@ class SGLangAdmission(EngineRules):
             )
             if cap is None:
                 return 0
-        return chunk_len if cap >= chunk_len else floor_to(req.kv_len + cap, page) - req.kv_len
+        if cap is not None and cap < chunk_len:
+            chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
+        if chunk_len > 0:
+            self.charge(req, chunk_len)
+        return chunk_len
 
     def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``check_decode_mem`` before the step's out-of-window free: a step that starts a page needs one
@@ -115,27 +166,22 @@ class SGLangAdmission(EngineRules):
         )
 
     # ---- counts -------------------------------------------------------------------------------------
-    def _remaining_total(self, manager: RadixOps, req: RequestCache, enough: int) -> int:
-        """``remaining_total``: free + evictable FULL tokens, less the running requests' decode. The tree is
-        only counted when the free pages are not already more than ``enough``."""
-        offset = budget.running_decode_offset(
-            [
-                r.output_len - 1 - r.decode_steps
-                for r in manager.requests.values()
-                if r is not req and r.kv_len >= r.prompt_len
-            ]
-        )
-        free = manager.pools[FULL].num_free * self.page_size - offset
+    def _remaining_total(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int:
+        """``remaining_total``: free + evictable FULL tokens, less what the pass reserved (the running
+        requests' decode and each request added). The tree is only counted when the free pages are not
+        already more than ``enough``."""
+        free = manager.pools[FULL].num_free * self.page_size - self.pass_budget.total
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=False)
         return free + (manager.tree.num_full_pages - locked) * self.page_size
 
-    def _remaining_swa(self, manager: RadixOps, req: RequestCache, enough: int) -> int | None:
-        """``remaining_swa``: free + evictable SWA tokens (None without SWA)."""
+    def _remaining_swa(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int | None:
+        """``remaining_swa``: free + evictable SWA tokens, less the pass's SWA reservations (None without
+        SWA)."""
         if not self.resolved.has_swa:
             return None
-        free = manager.pools[SWA].num_free * self.page_size
+        free = manager.pools[SWA].num_free * self.page_size - self.pass_budget.swa
         if free > enough:
             return free
         locked = _locked_pages(manager, req, swa=True)
@@ -148,6 +194,19 @@ class SGLangAdmission(EngineRules):
             self.reserve(manager, 0, 0, 1)
 
 
+class PassBudget(NamedTuple):
+    """One ``PrefillAdder``'s accounts, in tokens: reserved against the whole pool (``total_offset``: the
+    running decode and every request added with its decode), against what is free now (``current_offset``),
+    against SWA (``swa_offset``), and the chunk and prefill tokens left (``rem_chunk_tokens``,
+    ``rem_input_tokens``)."""
+
+    total: int
+    current: int
+    swa: int
+    chunk: int
+    input: int
+
+
 def _waits(pool: str, needed: int, available: int) -> str:
     return (
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
@@ -155,13 +214,13 @@ def _waits(pool: str, needed: int, available: int) -> str:
     )
 
 
-def _locked_pages(manager, candidate: RequestCache, swa: bool) -> int:
+def _locked_pages(manager, candidate: RequestCache | None, swa: bool) -> int:
     """Pages of the tree that running requests' locks (and the candidate's) keep from eviction: FULL on
     their paths to the root, SWA on the live nodes of their windows."""
     seen: set[int] = set()
     locked = 0
     holders = list(manager.requests.values())
-    if candidate.request_id not in manager.requests:
+    if candidate is not None and candidate.request_id not in manager.requests:
         holders.append(candidate)
     for holder in holders:
         nodes = holder.locks.swa_nodes if swa else holder.last_node.path_from_root()

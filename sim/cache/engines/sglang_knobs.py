@@ -1,4 +1,4 @@
-"""SGLang's own knob (the SWA retain floor), apart from its rules: knobs are read once per run, and the
+"""SGLang's own knobs (the SWA retain floor, the overlap loop), apart from its rules: knobs are read once per run, and the
 compiled core (``sim/compiled_core.py``) leaves them interpreted (mypyc cannot compile a dataclass whose base
 is an interpreted class)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.cache.engines.base import overlap_knob
 from sim.cache.knobs import knob
 from sim.cache.policy import EngineKnobs
 
@@ -17,3 +18,4 @@ class SGLangKnobs(EngineKnobs):
         "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
         choices=(None, "request", "tree"),
     )
+    overlap: bool = overlap_knob()

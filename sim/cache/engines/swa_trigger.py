@@ -26,10 +26,11 @@ class SwaTrigger:
         self.interval = interval
         self.window = window
 
-    def fires(self, req: DecodeProgress, iteration: int) -> bool:
+    def fires(self, req: DecodeProgress, iteration: int, lag: int = 0) -> bool:
+        """``lag``: tokens in KV whose output the engine has not processed yet (its ``seqlen`` trails)."""
         if req.decode_steps < 1:
             return False
-        pre_len = req.kv_len
+        pre_len = req.kv_len - lag
         if self.by_iterations:
             return iteration % self.interval == 0 and pre_len - self.window >= req.swa_frontier + 1
         return pre_len - self.window >= req.swa_frontier + self.interval

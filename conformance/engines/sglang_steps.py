@@ -1,0 +1,161 @@
+"""SGLang 0.5.23 under concurrent load: its own ``Scheduler.event_loop_overlap`` with many requests in flight, on a
+step clock.
+
+The client (``ingest_requests``) submits request i at the start of the first loop iteration at or after its step
+``k_i``; every ``run_batch`` is one step (recorded as launched: each request's extend tokens, or one decode
+token, and whether the batch extends), and the step's pools are read when the next iteration starts, once the
+loop processed the step before (free and tree-held FULL and SWA pages, MAMBA states). A request finishes at the
+step after the one whose result finished it; a request retracted to the waiting queue is listed in the step being
+scheduled. A waiting head that an idle loop never admits is given up on, as the one-at-a-time client does.
+"""
+
+from __future__ import annotations
+
+from conformance.engines.sglang_scheduler import STALL_POLLS, Client, teacher_forced_forward
+from conformance.engines.sglang_scheduler import outcome as served_outcome
+from conformance.scenario import ServedRequest
+from conformance.trajectory import Served, Step, Trajectory, pools_of
+
+
+class StepClient(Client):
+    def __init__(self, scheduler, requests: list[ServedRequest], arrivals: list[int], components, page: int):
+        super().__init__(scheduler, [])
+        self.requests, self.components, self.page = requests, components, page
+        self.outputs.update({r.request_id: list(r.output) for r in requests})
+        self.order = sorted(range(len(requests)), key=lambda index: (arrivals[index], index))
+        self.arrivals, self.submitted, self.clock = arrivals, 0, 0
+        self.steps: list[Step] = []
+        self.launched: tuple | None = None  # the batch this iteration launched, recorded at the next one
+        self.retracted: list[str] = []
+        self.finished_at: dict[str, int] = {}
+        self.max_polls = 40 * sum(len(r.prompt) + len(r.output) for r in requests) + 1000
+
+    def __call__(self, stop_at_pause: bool = False) -> list:
+        s = self.scheduler
+        self.num_polls += 1
+        if self.num_polls > self.max_polls:
+            raise RuntimeError(f"SGLang's loop made no end after {self.max_polls} iterations (a livelock)")
+        if self.launched is not None:
+            self.steps.append(Step(self.clock, self.launched, self._pools(), tuple(sorted(self.retracted))))
+            self.launched, self.retracted = None, []
+            self.clock += 1
+        self._submit_arrived()
+        if self._idle():
+            if self.submitted == len(self.order):
+                s.gracefully_exit = True
+                return []
+            self.clock = max(self.clock, self.arrivals[self.order[self.submitted]])
+            self._submit_arrived()
+        self._give_up_if_stalled()
+        return []
+
+    def _submit_arrived(self) -> None:
+        while self.submitted < len(self.order) and self.arrivals[self.order[self.submitted]] <= self.clock:
+            self._submit(self.requests[self.order[self.submitted]])
+            self.submitted += 1
+
+    def _idle(self) -> bool:
+        s = self.scheduler
+        return (
+            not s.waiting_queue
+            and s.running_batch.is_empty()
+            and s.chunked_req is None
+            and not s.result_queue
+            and s.last_batch is None
+        )
+
+    def _give_up_if_stalled(self) -> None:
+        """Nothing runs, nothing is in flight, and the waiting head has not been admitted for STALL_POLLS
+        iterations: SGLang would wait forever. The client gives up on it (it leaves the queue)."""
+        s = self.scheduler
+        moved = s.forward_ct != self.last_forward_ct or s.result_queue or s.last_batch is not None
+        self.last_forward_ct = s.forward_ct
+        stuck = s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None and not moved
+        self.num_stalled_polls = self.num_stalled_polls + 1 if stuck else 0
+        if self.num_stalled_polls >= STALL_POLLS:
+            head = s.waiting_queue.pop(0)
+            s.output_streamer.finished.add(head.rid)
+            self.never_admitted[head.rid] = "waiting"
+            self.num_stalled_polls = 0
+
+    def _pools(self) -> tuple[tuple[int, int], ...]:
+        s, page = self.scheduler, self.page
+        tree, allocator = s.tree_cache, s.token_to_kv_pool_allocator
+        usage = {
+            "FULL": (
+                _full_free(allocator) // page,
+                (tree.full_evictable_size() + tree.full_protected_size()) // page,
+            )
+        }
+        if "SWA" in self.components:
+            usage["SWA"] = (
+                allocator.swa_available_size() // page,
+                (tree.swa_evictable_size() + tree.swa_protected_size()) // page,
+            )
+        if "MAMBA" in self.components:
+            mamba = s.req_to_token_pool.mamba_allocator
+            usage["MAMBA"] = (
+                mamba.available_size(),
+                tree.mamba_evictable_size() + tree.mamba_protected_size(),
+            )
+        return pools_of(usage, self.components)
+
+    def trajectory(self) -> Trajectory:
+        outcomes = {}
+        for request in self.requests:
+            rid = request.request_id
+            outcome = (
+                served_outcome(self.reqs[rid], self.never_admitted.get(rid)) if rid in self.reqs else None
+            )
+            if outcome is None or not outcome.served or rid not in self.finished_at:
+                note = outcome.note if outcome is not None else "never submitted"
+                outcomes[rid] = Served(0, False, None, note or "never finished")
+            else:
+                outcomes[rid] = Served(outcome.cached_tokens, True, self.finished_at[rid])
+        return Trajectory(tuple(self.steps), outcomes)
+
+
+def _full_free(allocator) -> int:
+    full = getattr(allocator, "full_available_size", None)
+    return full() if full is not None else allocator.available_size()
+
+
+def serve_steps(
+    scheduler, requests: list[ServedRequest], arrivals: list[int], components, page: int
+) -> StepClient:
+    """Run Scheduler.event_loop_overlap (``event_loop_normal`` where the scheduler's overlap is off) until every
+    request has finished or been given up on."""
+    client = StepClient(scheduler, requests, arrivals, components, page)
+    scheduler.ingest_requests = client
+    forward = teacher_forced_forward(scheduler, client)
+
+    def run_batch(batch, pp_proxy_tensors=None):
+        extend = batch.forward_mode.is_extend()
+        client.launched = tuple((req.rid, req.extend_len if extend else 1, extend) for req in batch.reqs)
+        result = forward(batch, pp_proxy_tensors)
+        result.launched_at = client.clock
+        return result
+
+    process = scheduler.process_batch_result
+
+    def process_batch_result(batch, result):
+        process(batch, result)
+        for req in batch.reqs:
+            if req.finished() and req.rid not in client.finished_at:
+                client.finished_at[req.rid] = result.launched_at + 1
+
+    add = scheduler._add_request_to_queue
+
+    def add_request_to_queue(req, is_retracted: bool = False):
+        if is_retracted:
+            client.retracted.append(req.rid)
+        return add(req, is_retracted=is_retracted)
+
+    scheduler.run_batch = run_batch
+    scheduler.process_batch_result = process_batch_result
+    scheduler._add_request_to_queue = add_request_to_queue
+    if scheduler.enable_overlap:
+        scheduler.event_loop_overlap()
+    else:
+        scheduler.event_loop_normal()
+    return client

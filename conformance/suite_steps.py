@@ -1,0 +1,133 @@
+"""The concurrent check: seeded scenarios with many requests in flight, through an engine's own scheduler and
+through ``simulate`` on a step clock, compared step by step (``trajectory.first_difference``).
+
+``run_concurrent(engine, seeds, pressures, presets)`` -> ``StepsResult``: per (preset, pressure) the scenarios,
+steps and requests compared and how many agree; every disagreement with its first differing step; the
+scenarios the engine refuses up front or corrupts its own state on (a page freed twice), with the reason.
+``python cli.py conformance ENGINE --concurrent`` prints ``report_steps``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from conformance.compare_steps import simulated_steps
+from conformance.generate_concurrent import generate_concurrent
+from conformance.scenario import Scenario
+from conformance.trajectory import Difference, EngineCorrupt, Trajectory, first_difference, same_outcome
+
+
+@dataclass
+class StepsResult:
+    engine: str
+    counts: Counter = field(default_factory=Counter)  # (preset, pressure, name) -> n
+    found: list[tuple[Scenario, str, Difference]] = field(default_factory=list)
+    rejected: list[tuple[Scenario, str]] = field(default_factory=list)
+    corrupt: list[tuple[Scenario, str, str]] = field(default_factory=list)  # (scenario, preset, why)
+    engine_seconds: float = 0.0
+    sim_seconds: float = 0.0
+
+    @property
+    def all_equal(self) -> bool:
+        return not self.found
+
+
+def run_concurrent(module, seeds: range, pressures=(False, True), presets=None) -> StepsResult:
+    """``module``: the engine's driver (``conformance.suite.driver``), which offers ``run_steps``."""
+    result = StepsResult(module.ENGINE)
+    for pressure in pressures:
+        for seed in seeds:
+            scenario = generate_concurrent(module.ENGINE, seed, pressure)
+            why = module.accepts(scenario.config)
+            if why is not None:
+                result.rejected.append((scenario, why))
+                continue
+            for preset in presets or tuple(module.PRESETS):
+                _check(module, scenario, preset, result)
+    return result
+
+
+def _check(module, scenario: Scenario, preset: str, result: StepsResult) -> None:
+    started = time.perf_counter()
+    try:
+        theirs = module.run_steps(scenario, preset)
+    except EngineCorrupt as error:
+        result.corrupt.append((scenario, preset, str(error)))
+        return
+    finally:
+        result.engine_seconds += time.perf_counter() - started
+    started = time.perf_counter()
+    mine = simulated_steps(scenario, preset)
+    result.sim_seconds += time.perf_counter() - started
+    difference = first_difference(theirs, mine)
+    key = (preset, scenario.pressure)
+    result.counts[key + ("scenarios",)] += 1
+    result.counts[key + ("scenarios_equal",)] += difference is None
+    result.counts[key + ("steps",)] += len(theirs.steps)
+    result.counts[key + ("steps_equal",)] += _steps_before(theirs, difference)
+    result.counts[key + ("requests",)] += len(theirs.requests)
+    result.counts[key + ("requests_equal",)] += sum(
+        same_outcome(theirs.requests[r], mine.requests[r]) for r in theirs.requests
+    )
+    if difference is not None:
+        result.found.append((scenario, preset, difference))
+
+
+def _steps_before(theirs: Trajectory, difference: Difference | None) -> int:
+    """Steps that agree: all of them, or those before the first difference."""
+    if difference is None or difference.at is None:
+        return len(theirs.steps)
+    return sum(step.at < difference.at for step in theirs.steps)
+
+
+def report_steps(result: StepsResult) -> str:
+    rows = [
+        f"conformance: {result.engine}, concurrent, step clock (engine {result.engine_seconds:.1f} s, simulate "
+        f"{result.sim_seconds:.1f} s)",
+        f"{'preset':<18} {'pressure':<9} {'scenarios equal':>16} {'steps equal':>18} {'requests equal':>16}",
+    ]
+    for preset, pressure in sorted({k[:2] for k in result.counts}, key=lambda k: (k[0], k[1])):
+        c = {name: result.counts[(preset, pressure, name)] for name in _NAMES}
+        rows.append(
+            f"{preset:<18} {'yes' if pressure else 'no':<9} {c['scenarios_equal']:>7} / {c['scenarios']:<6} "
+            f"{c['steps_equal']:>8} / {c['steps']:<7} {c['requests_equal']:>7} / {c['requests']:<6}"
+        )
+    if result.rejected:
+        reasons = Counter(why for _, why in result.rejected)
+        rows.append(
+            f"{len(result.rejected)} scenario(s) the engine rejects up front: "
+            + "; ".join(f"{n} x {why}" for why, n in reasons.most_common(3))
+        )
+    if result.corrupt:
+        scenario, preset, why = result.corrupt[0]
+        rows.append(
+            f"{len(result.corrupt)} scenario run(s) where the engine corrupts its own state, not compared "
+            f"(first: {scenario.name} ({preset}): {why})"
+        )
+    if result.found:
+        rows += ["", smallest_step_difference(result)]
+    return "\n".join(rows)
+
+
+_NAMES = ("scenarios", "scenarios_equal", "steps", "steps_equal", "requests", "requests_equal")
+
+
+def smallest_step_difference(result: StepsResult) -> str:
+    """The differing scenario with the fewest tokens, its first differing step, ready to rerun."""
+
+    def size(item) -> int:
+        trace = item[0].trace()
+        return sum(trace.prompt_len(r.id) + r.output_len for r in trace)
+
+    scenario, preset, difference = min(result.found, key=size)
+    lines = [
+        f"smallest disagreement: {scenario.name} ({preset}); rerun with python cli.py conformance "
+        f"{scenario.engine} --concurrent --seed {scenario.seed} --scenarios 1"
+        f"{' --pressure' if scenario.pressure else ' --no-pressure'} --preset {preset}",
+        f"  first difference: {difference.describe()}",
+        f"  config: {scenario.config}",
+        "  trace:",
+    ]
+    return "\n".join(lines + [f"    {line}" for line in scenario.trace_lines])

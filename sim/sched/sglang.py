@@ -1,0 +1,220 @@
+"""SGLang 0.5.23's scheduler (``managers/scheduler.py``: ``event_loop_overlap``, ``get_next_batch_to_run``): a
+prefill batch whenever the prefill pass yields one, else a decode batch of the running requests.
+
+Each step (``get_next_batch_to_run``): the chunked request's last chunk reaches the tree
+(``stash_chunked_request``); the last prefill batch's other requests join the running batch, whose requests the
+processed steps finished leave it; then the prefill pass (``_get_new_batch_prefill_raw``): the chunked request's
+next chunk first (``add_chunked_req``), then waiting requests in order (FCFS) while rows are free
+(``get_num_allocatable_reqs``) and the ``PrefillAdder`` budget lasts (``add_one_req``; the first that does not fit
+ends the pass and marks the batch full). Without a prefill batch, the decode batch (``update_running_batch``):
+requests whose step in flight ends them by length sit it out, and where the pool cannot back the step
+(``check_decode_mem``) the batch waits for their release, or requests are retracted (``retract_decode``: fewest
+outputs first) until it can, the last one aborted if even it cannot. With the overlap loop (the default) a step
+is processed after the next is scheduled (``process_batch_result``): a prompt's commit and a finish's release
+land then. The decode half is ``sglang_decode``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from sim.align import ceil_div
+from sim.cache.manager import CacheManager
+from sim.cache.results import Refusal
+from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.request import RequestState
+from sim.sched.sglang_decode import SGLangDecode
+
+WAITING_PREFIX_REFRESH_INTERVAL = 32  # schedule_policy.py: waiting prefixes are touched every 32nd pass
+WAITING_QUEUE_PREFIX_MATCH_MAX = 128
+
+
+class SGLangScheduler(SGLangDecode):
+    def __init__(self, manager: CacheManager, max_running: int, overlap: bool):
+        self.manager, self.rules = manager, manager.rules
+        self.max_running, self.overlap = max_running, overlap
+        self.waiting: deque[RequestState] = deque()
+        self.running: list[RequestState] = []  # the running batch: requests past their prompt
+        self.chunked: RequestState | None = None
+        self.parked: list[RequestState] = []  # nothing is parked: retraction requeues at once
+        self.given_up: list[tuple[RequestState, str]] = []
+        self.batch_is_full = False
+        # the last prefill batch's requests, merged into the running batch at the next step
+        self._last_extend: list[RequestState] = []
+        self._launched: Batch | None = None  # overlap: the step run, not yet processed
+        self._done: list[RequestState] = []  # finished by length in that step
+        self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
+        self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
+        self._num_priority_calls = 0
+
+    def add(self, state: RequestState) -> None:
+        self.waiting.append(state)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked or self._launched or self._last_extend)
+
+    def schedule(self, iteration: int) -> Batch:
+        """One loop iteration, and at once the next where this one launched nothing but released memory (a
+        processed step's finishes, or the decode batch's last request aborted)."""
+        num_given_up = len(self.given_up)
+        batch = self._launch(iteration)
+        released = len(self.given_up) > num_given_up
+        if self._launched is not None:
+            released |= self._process(self._launched)
+        if released and not batch:
+            batch = self._launch(iteration)
+        self._launched = batch if (self.overlap and batch) else None
+        return batch
+
+    def postprocess(self, batch: Batch) -> StepOutcome:
+        first_tokens: list[RequestState] = []
+        for item in batch.items:
+            state = self._state(item.plan.request_id)
+            tokens = item.plan.end - item.plan.start
+            if item.is_prefill:
+                self.manager.complete_prefill(state.request_id, tokens)
+                if item.plan.end == state.prompt_len:
+                    first_tokens.append(state)
+                if item.plan.end == self._known.get(state.request_id):  # outputs prefilled again
+                    state.decoded = self._known.pop(state.request_id) - state.prompt_len
+            else:
+                self.manager.complete_decode(state.request_id)
+                state.decoded += 1
+            if self._prompt_done(state) and state.decoded >= state.output_len - 1:
+                self._done.append(state)
+        finished = list(self._done)
+        if not self.overlap:
+            self._process(batch)
+        return StepOutcome(first_tokens, finished)
+
+    def park_newest(self) -> bool:
+        """Nothing could be scheduled: a chunked prefill no pass continues, with nothing else running, waits
+        forever in SGLang; it is given up on (a waiting head the engine gives up on itself)."""
+        if self.chunked is None or self.running:
+            return False
+        state, self.chunked = self.chunked, None
+        position = self.manager.requests[state.request_id].kv_len
+        self.manager.abort(state.request_id)
+        why = f"stalled mid prefill: no prefill chunk fits at position {position} on an idle server"
+        self.given_up.append((state, why + " (SGLang waits forever)"))
+        return True
+
+    def unpark(self) -> None:
+        pass
+
+    # ---- the prefill pass ---------------------------------------------------------------------------
+    def _launch(self, iteration: int) -> Batch:
+        batch = Batch(iteration)
+        in_flight = (
+            frozenset(i.plan.request_id for i in self._launched.items) if self._launched else frozenset()
+        )
+        if self.chunked is not None and self.chunked.request_id in self.manager.requests:
+            self.manager.settle(self.chunked.request_id, 0)  # stash_chunked_request
+        merged = [
+            s for s in self._last_extend if s is not self.chunked and s.request_id in self.manager.requests
+        ]
+        self.running += merged
+        self._last_extend = []
+        self._filter_running()
+        self.manager.begin_pass(in_flight)
+        self._prefill(batch)
+        if batch.items:
+            self._last_extend = [self._state(item.plan.request_id) for item in batch.items]
+        else:
+            self._decode(batch)
+        return batch
+
+    def _prefill(self, batch: Batch) -> None:
+        if self.manager.has_swa or not self.running:
+            self.batch_is_full = False  # hybrid SWA retries admission every pass; an empty batch has room
+        if (self.batch_is_full or not self.waiting) and self.chunked is None:
+            return
+        if self._allocatable(0) <= 0 and self.chunked is None:
+            self.batch_is_full = True
+            return
+        self._touch_waiting_prefixes()
+        added: list[tuple[RequestState, int]] = []
+        if self.chunked is not None:
+            chunk = self.manager.next_chunk_len(self.chunked.request_id, self.rules.pass_budget.chunk)
+            if chunk > 0:
+                added.append((self.chunked, chunk))
+        self._admit_waiting(added)
+        for state, _ in added:
+            if state in self.waiting:
+                self.waiting.remove(state)
+        self._allocate(batch, added)
+
+    def _admit_waiting(self, added: list[tuple[RequestState, int]]) -> None:
+        for state in list(self.waiting):
+            if self.rules.budget_state(self.manager) == "other":
+                return
+            held = sum(1 for s, _ in added if s.request_id in self.manager.requests)
+            if len(added) >= self._allocatable(held):
+                self.batch_is_full = True
+                return
+            verdict = self._add_one(state, added)
+            if verdict != "continue":
+                if verdict == "no_token":
+                    self.batch_is_full = bool(added) or bool(self.running)
+                return
+
+    def _add_one(self, state: RequestState, added: list[tuple[RequestState, int]]) -> str:
+        """``add_one_req``: ``no_token`` where the budget refuses, ``other`` where no chunk fits, else the
+        budget's state once the request is added."""
+        assert state.tokens is not None, "a request is queued with its tokens"
+        known = self._known.get(state.request_id, state.prompt_len)
+        result = self.manager.admit(state.request_id, state.tokens, known)
+        if isinstance(result, Refusal):
+            state.last_refusal = str(result)
+            return "no_token"
+        chunk = self.manager.next_chunk_len(state.request_id, self.rules.pass_budget.chunk)
+        if chunk <= 0:
+            self.manager.abort(state.request_id)
+            return "other"
+        if state.match is None:  # SGLang reports the first admission's hit
+            state.match = result.match
+        self._admitted[state.request_id] = state
+        state.copy_state_from = result.copy_state_from
+        added.append((state, chunk))
+        if self.manager.requests[state.request_id].kv_len + chunk < known:
+            self.chunked = state
+        return self.rules.budget_state(self.manager)
+
+    def _allocate(self, batch: Batch, added: list[tuple[RequestState, int]]) -> None:
+        """``prepare_for_extend``: room evicted for every chunk plus a page per request at once
+        (``alloc_paged_token_slots_extend``), then each chunk's pages; a request whose last chunk this is
+        leaves ``chunked``."""
+        if added:
+            page = self.manager.page_size
+            room = ceil_div(sum(chunk for _, chunk in added) + len(added) * page, page)
+            self._evict_for(room)
+        for state, chunk in added:
+            plan = self.manager.prepare_prefill(state.request_id, chunk, batch.iteration)
+            if isinstance(plan, Refusal):
+                raise AssertionError(
+                    f"{state.request_id}: the budget admitted a chunk the pools refuse ({plan})"
+                )
+            batch.items.append(BatchItem(plan, True, state.copy_state_from))
+            state.copy_state_from = None
+            known = self._known.get(state.request_id, state.prompt_len)
+            if state is self.chunked and plan.end >= known:
+                self.chunked = None
+
+    def _allocatable(self, held: int) -> int:
+        """``get_num_allocatable_reqs``: running slots left, and request rows left (a chunked request holds
+        its row across chunks)."""
+        rows_free = self.max_running - len(self.manager.requests) + held
+        return min(self.max_running - len(self.running), rows_free)
+
+    def _touch_waiting_prefixes(self) -> None:
+        """``SchedulePolicy._touch_waiting_prefixes``: every 32nd pass the waiting requests' prefixes are
+        matched (split and refreshed as a match does), the head last; a pass with none waiting is not counted."""
+        if not self.waiting:
+            return
+        calls, self._num_priority_calls = self._num_priority_calls, self._num_priority_calls + 1
+        if calls % WAITING_PREFIX_REFRESH_INTERVAL:
+            return
+        for state in reversed(list(self.waiting)[:WAITING_QUEUE_PREFIX_MATCH_MAX]):
+            assert state.tokens is not None, "a request is queued with its tokens"
+            known = self._known.get(state.request_id, state.prompt_len)
+            self.rules.match(self.manager.tree, state.tokens, known + 1)

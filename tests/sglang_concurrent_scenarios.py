@@ -1,0 +1,53 @@
+"""A hand-made concurrent scenario on SGLang 0.5.23's scheduler, with what SGLang answered step by step (its own
+``Scheduler.event_loop_overlap`` on CPU; tests/conformance/test_sglang_engine.py runs it again,
+tests/test_sglang_scheduler.py checks that simulate answers the same without SGLang installed).
+
+Three siblings of a 300-token prompt arrive together, a fourth two steps later, a stranger at step 4; FULL+SWA,
+page 16, window 64, 256 tokens a chunk, a small SWA pool (24 pages). What it exercises: a prefill batch apart
+from the decode batch, the chunked request's next chunk first, FCFS admission while the PrefillAdder budget
+lasts, the overlap loop (a prompt committed and a finish released a step late), and decode running short of
+pages, so ``retract_decode`` sends back the request with the fewest outputs to prefill again and keeps the rest
+in its keep order (``filter_batch(keep_indices=sorted_indices)``: b, a, c from then on).
+"""
+
+from __future__ import annotations
+
+from conformance.scenario import EngineConfig, Scenario, trace_lines
+from conformance.trajectory import Served
+
+
+def _request(request_id: str, parts: list[tuple[str, int]], output_len: int, arrival: int) -> dict:
+    return {"id": request_id, "arrival": float(arrival), "output_len": output_len,
+            "prompt": [{"ref": ref, "len": n} for ref, n in parts]}
+
+
+def siblings() -> Scenario:
+    system = ("sys", 300)
+    requests = [_request("a", [system, ("a", 40)], 60, 0), _request("b", [system, ("b", 30)], 50, 0),
+                _request("c", [system, ("c", 100)], 60, 0), _request("d", [system, ("d", 20)], 40, 2),
+                _request("e", [("e", 90)], 8, 4)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=4096, swa_tokens=384,
+                          mamba_states=0)
+    return Scenario("sglang-siblings", "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
+
+
+def outcomes(requests: dict[str, Served]) -> dict[str, tuple[int, bool, int | None]]:
+    return {name: (served.cached_tokens, served.served, served.finished_at) for name, served in requests.items()}
+
+
+# what SGLang 0.5.23 answered (conformance/engines/sglang_steps.py)
+FIRST_BATCHES = [
+    (0, (("a", 256, True),)),
+    (1, (("a", 84, True), ("b", 74, True), ("c", 80, True))),
+    (2, (("c", 64, True),)),
+    (3, (("a", 1, False), ("b", 1, False), ("c", 1, False))),
+    (4, (("d", 32, True),)),
+]
+AFTER_RETRACTION = [
+    (37, (("b", 1, False), ("a", 1, False), ("c", 1, False))),
+    (38, (("b", 1, False), ("a", 1, False), ("c", 1, False))),
+]
+NUM_STEPS = 73
+RETRACTED = [(37, ("d",))]
+# (cached tokens, served, finished at) per request
+OUTCOMES = {"a": (0, True, 64), "b": (256, True, 53), "c": (256, True, 64), "d": (288, True, 73), "e": (0, True, 62)}

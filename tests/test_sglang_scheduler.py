@@ -1,0 +1,23 @@
+"""SGLang's scheduler in the simulator (sim/sched/sglang.py): on the hand-made concurrent scenario of
+tests/sglang_concurrent_scenarios.py simulate schedules, step by step, what SGLang 0.5.23 scheduled, retracts what
+it retracted, keeps the rest in retract_decode's keep order and ends each request where it ended (pinned;
+tests/conformance runs SGLang again)."""
+from __future__ import annotations
+
+from conformance.compare_steps import simulated_steps
+from tests import sglang_concurrent_scenarios as hand
+
+
+def test_simulate_schedules_what_sglang_scheduled():
+    run = simulated_steps(hand.siblings(), "sglang")
+    assert [(step.at, step.batch) for step in run.steps[:5]] == hand.FIRST_BATCHES
+    assert len(run.steps) == hand.NUM_STEPS
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.RETRACTED
+    assert [(step.at, step.batch) for step in run.steps if step.at in (37, 38)] == hand.AFTER_RETRACTION
+    assert hand.outcomes(run.requests) == hand.OUTCOMES
+
+
+def test_a_batch_is_all_prefill_or_all_decode():
+    # SGLang's default loop runs no mixed chunk: a step extends or decodes, never both
+    for step in simulated_steps(hand.siblings(), "sglang").steps:
+        assert len({prefill for _, _, prefill in step.batch}) == 1

@@ -28,7 +28,7 @@ class LRUEviction:
         self._limit = dict.fromkeys(Component, 4096)
         self._until_check = self._CHECK_EVERY
 
-    def push(self, comp: Component, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: float) -> None:
         heapq.heappush(self.heaps[comp], (stamp, node.id, node))
         self._counted(1)
 
@@ -88,7 +88,7 @@ class NoEviction:
 
     name: ClassVar[str] = "scan"
 
-    def push(self, comp: Component, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: float) -> None:
         pass
 
     def release(self, node: Node) -> None:

@@ -120,7 +120,7 @@ class RadixTree:
         self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
         self.num_states += state is not None
         clock = self.clock  # stamped as three touches (FULL, SWA, STATE) would stamp it
-        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, clock + 2, clock + 3
+        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 3
         self.clock = clock + 3
         self.release(node)
         return node

@@ -28,7 +28,6 @@ from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
-from sim.cache.blocks.views import BlockViews
 from sim.cache.events import Aborted, Admitted, BlockHit, BlocksSkipped, EventBus, Finished, emit
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import resolve
@@ -40,7 +39,7 @@ from sim.tokens import TokenSeq
 POOL = "vLLM block"  # the pool a Refusal names
 
 
-class BlockCacheManager(PlainBlockDecodes, BlockViews):
+class BlockCacheManager(PlainBlockDecodes):
     requeues_lone_request = True  # vLLM puts a preempted request back in its waiting queue
 
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None):

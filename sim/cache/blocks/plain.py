@@ -11,19 +11,17 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 from __future__ import annotations
 
 from sim.cache import decode_runs
-from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.request import BlockRequest
+from sim.cache.blocks.views import BlockViews
 
 
-class PlainBlockDecodes:
-    """Mixed into ``BlockCacheManager``: needs its ``requests``, ``layout``, ``window``, ``has_swa``,
+class PlainBlockDecodes(BlockViews):
+    """The base of ``BlockCacheManager`` (views <- plain decodes <- manager: one line of classes, as the compiled
+    core takes single inheritance only): uses its ``requests``, ``layout``, ``window``, ``has_swa``,
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
     requests: dict[str, BlockRequest]
-    layout: Layout
     window: int
-    has_swa: bool
-    has_mamba: bool
     async_scheduling: bool
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:

@@ -36,7 +36,12 @@ class TokenSeq:
 
     __slots__ = ("runs", "length", "_starts")
 
-    def __init__(self, runs: tuple[Run, ...] | list[Run] = ()):
+    def __init__(self, runs: tuple[Run, ...] | list[Run] = (), trusted_length: int = -1):
+        if trusted_length >= 0:  # runs cut from a normalised sequence: normalised already
+            self.runs: tuple[Run, ...] = tuple(runs)
+            self.length = trusted_length
+            self._starts: list[int] | None = None
+            return
         merged: list[Run] = []
         length = 0
         for source, start, count in runs:
@@ -51,16 +56,14 @@ class TokenSeq:
                     merged[-1] = (source, last_start, last_count + count)
                     continue
             merged.append((source, start, count))
-        self.runs: tuple[Run, ...] = tuple(merged)
+        self.runs = tuple(merged)
         self.length = length
-        self._starts: list[int] | None = None
+        self._starts = None
 
     @classmethod
     def _trusted(cls, runs: tuple[Run, ...], length: int) -> "TokenSeq":
         """Runs cut from a normalised sequence are normalised already: skip the merge."""
-        seq = object.__new__(cls)
-        seq.runs, seq.length, seq._starts = runs, length, None
-        return seq
+        return cls(runs, length)
 
     def _run_starts(self) -> list[int]:
         if self._starts is None:

@@ -119,3 +119,14 @@ def test_belady_equals_the_peers_optimal_on_the_head():
     for _, peer, ours_on_its_plan, peer_whole, bound, lru, *_ in rows:
         assert peer == ours_on_its_plan and peer_whole == bound and int(lru) <= int(bound)
     assert "MISMATCH" not in out and "VIOLATION" not in out
+
+
+def test_presets_speed_sets_presets_side_by_side_with_the_bounds_ratio():
+    out = run_script("presets_speed.py", "--trace", str(HEAD), "--limit", "12", "--presets", "sglang-retain,vllm",
+                     "--modes", "replay", "--bounds", "off,on", "--repeat", "1")
+    rows = [line.split() for line in out.splitlines() if line.startswith(("sglang-retain ", "vllm "))]
+    assert [(r[0], r[2]) for r in rows] == [("sglang-retain", "off"), ("vllm", "off"), ("sglang-retain", "on"),
+                                            ("vllm", "on")]
+    assert all(r[4] == "12" for r in rows)
+    assert [r[6] for r in rows if r[0] == "sglang-retain"] == ["1.00", "1.00"]  # each against itself
+    assert len([line for line in out.splitlines() if "bounds on / off" in line]) == 2

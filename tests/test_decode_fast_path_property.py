@@ -25,6 +25,9 @@ from sim.tokens import TokenSeq
 RADIX_PRESETS = sorted(name for name, policy in PRESETS.items() if policy.engine != "vllm")
 
 
+ROOMY = PoolSizes(20_000, 20_000, 200)
+
+
 @st.composite
 def configurations(draw):
     page = draw(st.sampled_from([1, 3, 16, 24, 64]))
@@ -81,8 +84,8 @@ def decode_step_by_step(manager: CacheModel, request_id: str, num_steps: int, it
 class Run:
     """One manager driven through admission, chunked prefill and segmented decoding."""
 
-    def __init__(self, preset: str, model, knobs: dict, fast: bool):
-        self.manager = make_manager(model, make_policy(preset, **knobs), PoolSizes(20_000, 20_000, 200))
+    def __init__(self, preset: str, model, knobs: dict, fast: bool, sizes: PoolSizes = ROOMY):
+        self.manager = make_manager(model, make_policy(preset, **knobs), sizes)
         self.chunk = knobs["chunked_prefill_size"]
         self.fast = fast
         self.iteration = 0

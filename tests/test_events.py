@@ -27,7 +27,9 @@ TRACE = multiturn(
 def _shadowed(obj) -> list[str]:
     """Instance attributes that hide a method of the object's class (a replaced method)."""
     methods = {name for name in dir(type(obj)) if callable(getattr(type(obj), name, None))}
-    return sorted(name for name in vars(obj) if name in methods and not name.startswith("__"))
+    # a compiled object keeps no instance dict (nothing can hide a method there): nothing to report
+    attributes = vars(obj) if hasattr(obj, "__dict__") else {}
+    return sorted(name for name in attributes if name in methods and not name.startswith("__"))
 
 
 class _Spy:

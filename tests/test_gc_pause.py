@@ -16,7 +16,8 @@ from sim.run.setup import build
 from sim.run.simulate import SimConfig, _fits_check, simulate
 from sim.trace import Trace, load_trace
 
-PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy"]
+PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy", "marconi",
+           "marconi-vllm"]
 
 
 def _pressured(policy: str) -> tuple[Trace, SimConfig]:

@@ -17,6 +17,7 @@ def test_the_stress_reaches_exhaustion_retraction_and_reuse(preset):
     assert counts["cache hits"] and counts["finished"]
 
 
+@pytest.mark.interpreted
 def test_the_stress_catches_a_leaked_id(monkeypatch):
     real_free, calls, leaked = Pool.free, [], []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cache.blocks.keys import BlockKeys, _block_runs
+from sim.cache.blocks.keys import BlockKeys
 from sim.tokens import TokenSeq
 
 
@@ -14,8 +14,8 @@ def seq(*parts: tuple[str, int, int]) -> TokenSeq:
 
 def test_equal_prefixes_share_keys_and_a_difference_changes_every_later_block():
     keys = BlockKeys(16)
-    a = keys.chain(seq(("x", 0, 100)), 6)
-    b = keys.chain(seq(("x", 0, 40), ("y", 0, 60)), 6)
+    a = keys.chain(seq(("x", 0, 100)), 6).keys
+    b = keys.chain(seq(("x", 0, 40), ("y", 0, 60)), 6).keys
     assert len(a) == 6 and a[:2] == b[:2]  # tokens 0..31 agree
     assert all(x != y for x, y in zip(a[2:], b[2:], strict=True))  # block 2 holds the first differing token
 
@@ -24,13 +24,13 @@ def test_keys_depend_on_tokens_not_on_how_the_runs_were_cut():
     keys = BlockKeys(16)
     whole = seq(("x", 0, 64))
     pieces = seq(("x", 0, 10)) + seq(("x", 10, 30)) + seq(("x", 40, 24))
-    assert keys.chain(whole, 4) == keys.chain(pieces, 4)
+    assert keys.chain(whole, 4).keys == keys.chain(pieces, 4).keys
 
 
 def test_a_block_after_a_different_prefix_differs_even_with_equal_tokens():
     keys = BlockKeys(16)
-    a = keys.chain(seq(("p", 0, 16), ("x", 0, 16)), 2)
-    b = keys.chain(seq(("q", 0, 16), ("x", 0, 16)), 2)
+    a = keys.chain(seq(("p", 0, 16), ("x", 0, 16)), 2).keys
+    b = keys.chain(seq(("q", 0, 16), ("x", 0, 16)), 2).keys
     assert a[1] != b[1]  # the chain: a block's key stands for the whole prefix
 
 
@@ -38,15 +38,24 @@ def test_only_whole_blocks_and_extension_in_place():
     keys = BlockKeys(16)
     tokens = seq(("x", 0, 50))
     known = keys.chain(tokens, 1)
-    assert keys.chain(tokens, 99, known) is known and len(known) == 3
+    assert keys.chain(tokens, 99, known) is known and len(known.keys) == 3
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8),
-       st.sampled_from((1, 3, 16)), st.integers(0, 3))
-def test_block_runs_are_the_slices_runs(parts, size, first_block):
-    tokens = seq(*parts)
-    stop = len(tokens) // size * size
-    start = min(first_block * size, stop)
-    expected = [tokens.slice(p, p + size).runs for p in range(start, stop, size)]
-    assert list(_block_runs(tokens, start, stop, size)) == expected
+       st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8),
+       st.sampled_from((1, 3, 16)), st.lists(st.integers(0, 12), max_size=4))
+def test_keys_are_equal_exactly_where_the_prefixes_are(parts, other_parts, size, steps):
+    """Block i's keys agree exactly when the tokens [0, (i + 1) * size) do; extending a chain step by step
+    gives the keys a chain made at once gives."""
+    keys = BlockKeys(size)
+    one, other = seq(*parts), seq(*other_parts)
+    grown = keys.chain(one, 0)
+    for stop in sorted(steps):
+        keys.chain(one, stop, grown)
+    whole = keys.chain(one, 10**6).keys
+    assert keys.chain(one, 10**6, grown).keys == whole and len(whole) == len(one) // size
+    theirs = keys.chain(other, 10**6).keys
+    for index, (mine, their) in enumerate(zip(whole, theirs, strict=False)):
+        end = (index + 1) * size
+        assert (mine == their) == (one.slice(0, end) == other.slice(0, end)), index

@@ -12,6 +12,7 @@ from conformance.generate_pools import vllm_min_blocks
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.interface import CacheModel
+from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
 from sim.sched.default import DefaultScheduler as Scheduler
@@ -94,8 +95,6 @@ def test_the_decode_fast_path_is_step_by_step(components, retention):
         manager = make_manager(model_for(scenario), make_policy("vllm", retention_interval=retention,
                                                                 prefill_checkpoints=False),
                                PoolSizes(0, 0, 0, blocks=400))
-        if not fast:
-            manager.plain_decode_steps = lambda req, iteration: 0
         tokens = TokenSeq.of("r:p", 300) + TokenSeq.of("o:a", 700)
         manager.admit("a", tokens, 300)
         iteration = 0
@@ -103,7 +102,12 @@ def test_the_decode_fast_path_is_step_by_step(components, retention):
             manager.prepare_prefill("a", chunk, iteration)
             manager.complete_prefill("a", chunk)
             iteration += 1
-        assert manager.advance_decode("a", 699, iteration) == 699
+        if fast:
+            assert manager.advance_decode("a", 699, iteration) == 699
+        else:
+            for step in range(699):
+                assert not isinstance(manager.prepare_decode("a", iteration + step), Refusal)
+                manager.complete_decode("a")
         before_finish = snapshot(manager)
         manager.finish("a")
         states.append((before_finish, snapshot(manager)))

@@ -50,6 +50,12 @@ class ByteBudget:
             else None
         )
 
+    def kv_room(self, has_swa: bool) -> int:
+        """Pages of FULL (and as many of SWA) the budget takes now without evicting anything."""
+        per_page = self.unit[FULL] + (self.unit[SWA] if has_swa else 0)
+        room = (self.budget - self.used_bytes()) // per_page if per_page else self.pools[FULL].num_free
+        return min(room, self.pools[FULL].num_free, self.pools[SWA].num_free if has_swa else room)
+
     def refusal(self, full_pages: int, swa_pages: int, states: int) -> Refusal:
         return Refusal("BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes())
 

@@ -1,7 +1,8 @@
 """The decode fast path both cache managers share: runs of plain steps taken in one go, the others one by one.
 
-A manager offers ``requests``, ``plain_decode_steps(req, iteration)``, ``take_plain_decodes(req, n)``,
-``prepare_decode`` and ``complete_decode``; what makes a step plain is the manager's own rule.
+A manager offers ``requests``, ``solo_decode_steps(req, iteration)``, ``take_solo_decodes(req, n)``,
+``prepare_decode`` and ``complete_decode``; what makes a step one of a run is the manager's own rule (the
+request decodes alone: its run may start pages, as no other request's step comes in between).
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from sim.cache.results import Refusal
 
 def advance_decode(manager, request_id: str, num_steps: int, iteration: int) -> int:
     """Run up to ``num_steps`` decode steps (one per engine iteration from ``iteration``) exactly as
-    ``prepare_decode`` + ``complete_decode`` would; steps where nothing but the length changes skip the
-    bookkeeping. Returns the steps done: fewer when the pools refuse one (that step is not taken)."""
+    ``prepare_decode`` + ``complete_decode`` would; runs of steps that only lengthen the request and take
+    the pages they start skip the bookkeeping. Returns the steps done: fewer when the pools refuse one (that step is not taken)."""
     req = manager.requests[request_id]
     done = 0
     while done < num_steps:
-        plain = min(manager.plain_decode_steps(req, iteration + done), num_steps - done)
+        plain = min(manager.solo_decode_steps(req, iteration + done), num_steps - done)
         if plain:
-            manager.take_plain_decodes(req, plain)
+            manager.take_solo_decodes(req, plain)
             done += plain
             continue
         if isinstance(manager.prepare_decode(request_id, iteration + done), Refusal):

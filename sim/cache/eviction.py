@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import ClassVar
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.node import Node
@@ -19,7 +20,7 @@ class LRUEviction:
     dropped when popped, and the heaps are rebuilt from their live entries when stale ones dominate (so a
     long run's memory stays proportional to the tree, not to its history)."""
 
-    name = "lru"
+    name: ClassVar[str] = "lru"
     _CHECK_EVERY = 8192  # pushes between looks at the heaps' sizes
 
     def __init__(self) -> None:
@@ -27,7 +28,7 @@ class LRUEviction:
         self._limit = dict.fromkeys(Component, 4096)
         self._until_check = self._CHECK_EVERY
 
-    def push(self, comp: Component, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: float) -> None:
         heapq.heappush(self.heaps[comp], (stamp, node.id, node))
         self._counted(1)
 
@@ -85,9 +86,9 @@ def _holds(node: Node, comp: Component) -> bool:
 class NoEviction:
     """For rules that choose their victims by scanning the tree (FreeToken): nothing to keep up to date."""
 
-    name = "scan"
+    name: ClassVar[str] = "scan"
 
-    def push(self, comp: Component, node: Node, stamp: int) -> None:
+    def push(self, comp: Component, node: Node, stamp: float) -> None:
         pass
 
     def release(self, node: Node) -> None:

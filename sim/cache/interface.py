@@ -73,6 +73,9 @@ class CacheModel(Protocol):
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why a request of this size can never run with these pools (decided before it is queued), or None."""
 
+    def discard(self) -> None:
+        """The cache is thrown away mid-run: drop what only the cycle collector could free."""
+
     def num_evictions(self) -> dict[Component, int]: ...
     def capacities(self) -> dict[Component, int]:
         """What each component could hold at most (0: the cache does not keep it)."""

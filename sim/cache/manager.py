@@ -26,21 +26,18 @@ from sim.cache.events import (
     emit,
 )
 from sim.cache.insert import insert
-from sim.cache.manager_views import ManagerViews
 from sim.cache.passes import SchedulingPasses
-from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.policy import Policy
 from sim.cache.request import RequestCache
 from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
-from sim.cache.step_plans import StepPlans
 from sim.cache.tree import RadixTree
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
 
-class CacheManager(SchedulingPasses, PlainDecodes, StepPlans, ManagerViews):
+class CacheManager(SchedulingPasses):
     def __init__(
         self,
         model: ModelSpec,
@@ -71,6 +68,11 @@ class CacheManager(SchedulingPasses, PlainDecodes, StepPlans, ManagerViews):
     def empty_like(self, policy: Policy) -> CacheManager:
         """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
         return type(self)(self.model, policy, self.sizes, self.rules_type)
+
+    def discard(self) -> None:
+        """This cache is thrown away mid-run (a tuner's replay): unlink its tree, whose cycles the paused
+        collector would otherwise keep until the run ends."""
+        self.tree.dismantle()
 
     # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:

@@ -17,9 +17,11 @@ from sim.cache.tree import RadixTree
 
 
 class ManagerViews:
-    """Mixed into ``CacheManager``."""
+    """The first of ``CacheManager``'s bases (views <- step plans <- plain decodes <- manager: one line of
+    classes, as the compiled core takes single inheritance only); declares the attributes all of them use."""
 
-    rules: Any  # EngineRules
+    rules: Any  # EngineRules: its reserve() takes the manager itself, which satisfies RadixOps
+    policy: Any  # Policy
     topology: Any  # SeparatePools or ByteBudget
     tree: RadixTree
     pools: dict[Component, Pool]
@@ -30,6 +32,8 @@ class ManagerViews:
     page_size: int
     has_swa: bool
     has_mamba: bool
+    _checkpoint_saved: list
+    _pass_open: bool = False  # a scheduling pass began and no step completed since (``passes.py``)
 
     def usage(self) -> dict[Component, PoolUsage]:
         return self.topology.usage(self.tree)

@@ -20,7 +20,7 @@ def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: 
         ok = True
         if has_swa:
             if node.swa_pages is None:
-                live_run, ok = 0, False
+                live_run, ok = 0.0, False
             else:
                 live_run += node.end - node.start
                 ok = live_run >= window

@@ -23,6 +23,7 @@ from sim.cache.events import (
     StateDropping,
     Tombstoning,
 )
+from sim.cache.node import Node
 from sim.cache.reasons import (
     BLOCKED_OTHER,
     MAMBA_EVICTED,
@@ -169,7 +170,7 @@ class TreeMissTracker:
             ranges += self._stateless(deeper, start, full_depth)
         return tuple(ranges)
 
-    def _swa_cause(self, path: list, target) -> str:
+    def _swa_cause(self, path: list[Node], target: Node) -> str:
         """The cause of the deepest tombstone at or above ``target``: it cut the window short."""
         for node in reversed(path[: path.index(target) + 1]):
             if node.swa_pages is None:

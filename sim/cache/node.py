@@ -62,7 +62,7 @@ class Node:
         self.swa_holders: set[str] = set()
         self.state_lock = 0
         self.full_stamp = self.state_stamp = 0
-        self.swa_stamp: float = 0  # SGLang puts a split's upper half between two touches (RadixTree.split)
+        self.swa_stamp: float = 0.0  # SGLang puts a split's upper half between two touches (RadixTree.split)
         self.alive = True
 
     @property

@@ -22,6 +22,7 @@ class Layout(Protocol):
     pools: dict[Component, Pool]
 
     def reserve(self, tree: RadixTree, full_pages: int, swa_pages: int, states: int) -> Refusal | None: ...
+    def kv_room(self, has_swa: bool) -> int: ...
 
 
 class BudgetLayout(Layout, Protocol):

@@ -9,17 +9,14 @@ loop processes a step after it launched the next: ``settle`` commits what the ru
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import Any
 
-from sim.cache.request import RequestCache
+from sim.cache.plain_decodes import PlainDecodes
 
 
-class SchedulingPasses:
-    """Needs the manager's ``rules`` and ``requests``."""
-
-    rules: Any  # EngineRules: its begin_pass() and settle() take the manager itself
-    requests: dict[str, RequestCache]
-    _pass_open: bool = False  # a pass began and no step completed since
+class SchedulingPasses(PlainDecodes):
+    """The last of ``CacheManager``'s bases (one line of classes, as the compiled core takes single
+    inheritance only): uses its ``rules`` (whose begin_pass() and settle() take the manager itself) and
+    ``requests``."""
 
     def begin_pass(self, in_flight: AbstractSet[str] = frozenset()) -> None:
         """A scheduling pass starts (``in_flight``: requests whose last step an overlap loop launched but has

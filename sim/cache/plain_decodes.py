@@ -1,41 +1,52 @@
-"""Runs of decode steps that only lengthen a request: counted and taken without the bookkeeping.
+"""Runs of decode steps counted and taken without the bookkeeping of each step.
 
-A decode step is *plain* when it needs no page, takes no checkpoint and fires no SWA free. Replay mode
-and the timed engine's fast path take such runs in one go; the tests hold them to the step-by-step
-result.
+A decode step is *plain* when it needs no page, takes no checkpoint and fires no SWA free: the timed
+engine's fast path takes runs of those for a whole batch (its step table reads the pools as unchanged). A
+request decoding alone (replay mode, Marconi's tuner) also takes runs of *solo* steps: plain but for the pages
+they start, which the pools hand out without evicting (so no step's reservation, eviction ahead or decode
+refusal does anything but allocate); the run's pages are allocated in one go, as the steps would take them
+one by one. The tests hold both to the step-by-step result.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sim.cache import decode_runs
-from sim.cache.components import FULL, SWA, Component
-from sim.cache.pools import Pool
+from sim.cache.components import FULL, SWA
 from sim.cache.request import RequestCache
-
-if TYPE_CHECKING:
-    from sim.cache.engines.base import EngineRules
-    from sim.cache.policy import Policy
+from sim.cache.step_plans import StepPlans
 
 
-class PlainDecodes:
-    """Mixed into ``CacheManager``: needs its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
-    ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
-
-    requests: dict[str, RequestCache]
-    rules: EngineRules
-    policy: Policy
-    page_size: int
-    pools: dict[Component, Pool]
-    has_swa: bool
+class PlainDecodes(StepPlans):
+    """A base of ``CacheManager``: uses its ``requests``, ``rules``, ``policy``, ``page_size``, ``pools``,
+    ``topology``, ``has_swa``, ``prepare_decode`` and ``complete_decode``."""
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
         return decode_runs.advance_decode(self, request_id, num_steps, iteration)
 
+    def solo_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        """How many decode steps from ``iteration`` on are plain but for the pages they start, which the pools
+        hand out without evicting (with the engine's slack kept free), or fewer."""
+        room = self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages
+        if room < 0 or req.commit_pending:  # a commit waits for the next step's processing
+            return 0
+        held = req.prefix_len // self.page_size + len(req.own_full)
+        steps = (held + room) * self.page_size - req.kv_len
+        rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)
+        return max(min(steps, rule_steps), 0)
+
+    def take_solo_decodes(self, req: RequestCache, num_steps: int) -> None:
+        """What ``num_steps`` solo decode steps record: the pages they start, allocated in one go (a pool
+        hands out ``n`` ids at once as it would one by one), and the lengths."""
+        num_pages = req.pages_needed(req.kv_len + num_steps)
+        if num_pages:
+            req.own_full += self.pools[FULL].alloc(num_pages)
+            req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
+        self.take_plain_decodes(req, num_steps)
+
     def take_plain_decodes(self, req: RequestCache, num_steps: int) -> None:
         """What ``num_steps`` plain decode steps record: only the lengths move."""
+        self._pass_open = False  # steps completed, as ``complete_decode`` records
         req.kv_len += num_steps
         req.decode_steps += num_steps
 

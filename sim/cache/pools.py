@@ -11,11 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.cache.components import Component
+from sim.cache.errors import PoolExhausted
 from sim.cache.events import EventBus, SlotsFreed, emit
-
-
-class PoolExhausted(RuntimeError):
-    """Raised only on a bug: callers must ask ``num_free`` (and evict) before allocating."""
 
 
 class Pool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
@@ -65,12 +66,11 @@ class RequestCache:
             # the pages of positions start, start + page, ... below frontier: consecutive own indices
             first = self.own_page_index(start)
             own_swa = self.own_swa
-            indices = range(
-                max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
-            )
-            freed = [page for page in (own_swa[i] for i in indices) if page is not None]
-            for i in indices:
-                own_swa[i] = None
+            lo, hi = max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
+            if lo < hi:
+                held = own_swa[lo:hi]
+                freed = [page for page in held if page is not None] if None in held else cast(list, held)
+                own_swa[lo:hi] = [None] * (hi - lo)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return freed
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from sim.cache.errors import ReplayRefused
 from sim.cache.results import MatchResult, Refusal
 from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
     from sim.cache.interface import CacheModel
-
-
-class ReplayRefused(RuntimeError):
-    pass
 
 
 class SoloRun(NamedTuple):

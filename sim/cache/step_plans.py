@@ -3,23 +3,15 @@ as the engine does) before it runs, and the checkpoint it took recorded after it
 
 from __future__ import annotations
 
-from typing import Any
-
-from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
-from sim.cache.pools import Pool
+from sim.cache.manager_views import ManagerViews
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
 
 
-class StepPlans:
-    """Mixed into ``CacheManager``: needs its ``rules``, ``policy``, ``pools`` and ``has_swa``."""
-
-    rules: Any  # EngineRules: its reserve() takes the manager itself
-    policy: Any
-    pools: dict[Component, Pool]
-    has_swa: bool
-    _checkpoint_saved: list
+class StepPlans(ManagerViews):
+    """A base of ``CacheManager``: uses its ``rules``, ``policy``, ``pools`` and ``has_swa``."""
 
     def _plan(self, req: RequestCache, num_tokens: int, checkpoint: int | None) -> ChunkPlan | Refusal:
         num_pages = req.pages_needed(req.kv_len + num_tokens)

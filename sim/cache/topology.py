@@ -35,6 +35,11 @@ class SeparatePools:
     def usage(self, tree) -> dict[Component, PoolUsage]:
         return pool_usage(self.pools, tree)
 
+    def kv_room(self, has_swa: bool) -> int:
+        """Pages of FULL (and as many of SWA) that can be handed out now without evicting anything."""
+        full = self.pools[FULL].num_free
+        return min(full, self.pools[SWA].num_free) if has_swa else full
+
 
 def component_pools(
     sizes: PoolSizes, has_swa: bool, has_mamba: bool, events: EventBus | None = None

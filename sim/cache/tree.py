@@ -120,7 +120,7 @@ class RadixTree:
         self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
         self.num_states += state is not None
         clock = self.clock  # stamped as three touches (FULL, SWA, STATE) would stamp it
-        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, clock + 2, clock + 3
+        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 3
         self.clock = clock + 3
         self.release(node)
         return node
@@ -205,6 +205,14 @@ class RadixTree:
     def pop_lru(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
         """The eviction strategy's next eligible candidate for ``comp``, or None."""
         return self.eviction.pop(comp, eligible)
+
+    def dismantle(self) -> None:
+        """Drop every child link, so that a tree thrown away mid-run dies by reference counting (a run pauses
+        the cycle collector; with parent links alone nothing is a cycle)."""
+        for node in list(self.nodes()):
+            node.children = {}
+        self.root.children = {}
+        self.on_split = None
 
     def nodes(self):
         stack = list(self.root.children.values())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sim.cache.engines.freetoken import FreeTokenRules
-from sim.cache.engines.freetoken_common import FreeTokenKnobs
+from sim.cache.engines.freetoken_knobs import FreeTokenKnobs
 from sim.cache.interface import CacheModel
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.sizing import PoolSizes

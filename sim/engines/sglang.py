@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.cache.engines.sglang import SGLangKnobs, SGLangRules
+from sim.cache.engines.sglang import SGLangRules
+from sim.cache.engines.sglang_knobs import SGLangKnobs
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.policy import Policy, own_knobs

@@ -7,8 +7,9 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 
 from __future__ import annotations
 
+from sim.cache.errors import ReplayRefused
 from sim.cache.interface import CacheModel
-from sim.cache.solo_run import ReplayRefused, run_alone
+from sim.cache.solo_run import run_alone
 
 
 def replay_order(trace) -> list[str]:

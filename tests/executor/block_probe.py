@@ -41,7 +41,7 @@ class BlockProbe:
         for group in manager.layout.groups_of(MAMBA):
             block = req.tables[group][hit // B - 1]
             key = manager.pool.key_of.get(block) if block is not None else None
-            saved_at = (req.chain.index(key[0]) + 1) * B if key is not None else -1
+            saved_at = (req.chain.keys.index(key[0]) + 1) * B if key is not None else -1
             if saved_at != hit:
                 self.stale_state[request_id] = (hit, saved_at)
 

@@ -64,6 +64,7 @@ def _reached(hits: dict[str, Hit]) -> set[tuple]:
     return {(h.request_id, h.cached_len, h.state_saved_at, h.swa_margin) for h in hits.values() if h.cannot_be_exact}
 
 
+@pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
 @pytest.mark.parametrize("policy", list(CONTROLS))
 def test_negative_control_is_caught_on_exactly_the_requests_its_fault_reaches(monkeypatch, device, policy):
     make_trace, knobs, reached = CONTROLS[policy]
@@ -86,6 +87,7 @@ TIGHT = {
 }
 
 
+@pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
 @pytest.mark.parametrize("policy", list(TIGHT))
 def test_a_correct_policy_at_the_edge_is_bit_exact(monkeypatch, device, policy):
     make_trace, knobs, at_edge = TIGHT[policy]

@@ -27,6 +27,7 @@ def _multiturn(system_len=100):
                      request_rate=50.0)
 
 
+@pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
 @pytest.mark.parametrize("model", ["tiny", "tiny-swa", "inkling", "gemma-4-26b-a4b"])
 @pytest.mark.parametrize("async_scheduling", [True, False])
 def test_vllm_reuse_is_bit_exact(monkeypatch, model, async_scheduling, device):
@@ -51,6 +52,7 @@ def _long_then_short():
     ])
 
 
+@pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
 def test_a_block_freed_while_still_read_is_caught(monkeypatch, device):
     probe = BlockProbe(monkeypatch)
     result = _run(_long_then_short(), "broken-vllm-early-free", "tiny-swa", device=device)
@@ -72,6 +74,7 @@ def _past_state_trace():
     ])
 
 
+@pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
 @pytest.mark.slow
 def test_a_hit_past_the_retained_state_is_caught(monkeypatch, device):
     probe = BlockProbe(monkeypatch)

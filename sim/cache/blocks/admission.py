@@ -6,6 +6,7 @@ only if its whole prompt fits the free blocks, hit blocks it takes out of the fr
 from __future__ import annotations
 
 from sim.align import ceil_div
+from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.steps import blocks_to_allocate
@@ -13,7 +14,7 @@ from sim.models import FULL, MAMBA, SWA
 
 
 def hit_tables(
-    layout: Layout, pool: BlockPool, chain: list[bytes], hit: int, past_state: bool = False
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], hit: int, past_state: bool = False
 ) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit (``past_state``,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.models import FULL, SWA
@@ -23,7 +24,7 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def is_cached(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, index: int) -> bool:
+def is_cached(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, index: int) -> bool:
     """Block ``index`` of the ``kind`` groups is cached in every one of them."""
     key = layout.key_index(kind, index)
     return (
@@ -34,7 +35,7 @@ def is_cached(layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, in
 
 
 def answer(
-    layout: Layout, pool: BlockPool, chain: list[bytes], kind: str, limit: int, past_state: bool = False
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int, past_state: bool = False
 ) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
     (a negative control): Mamba also accepts the boundary one block after a cached state."""
@@ -56,7 +57,7 @@ def answer(
     return _swa_answer(layout, pool, chain, top)
 
 
-def _swa_answer(layout: Layout, pool: BlockPool, chain: list[bytes], top: int) -> int:
+def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
     """Right to left: the first run of ``need`` cached blocks ending on an aligned point ends the hit; without
     one, the run of cached blocks from block 0, popped back to an aligned point."""
     B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
@@ -76,7 +77,7 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[bytes], top: int) -
 
 
 def longest_hit(
-    layout: Layout, pool: BlockPool, chain: list[bytes], prompt_len: int, past_state: bool = False
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int, past_state: bool = False
 ) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
     full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)

@@ -1,11 +1,14 @@
 """Block identity: vLLM's chained block hash.
 
 vLLM hashes block ``i`` as ``sha256(h_{i-1}, tokens of block i)`` (``kv_cache_utils.py:get_request_block_hasher``),
-so a key stands for the whole prefix up to the block's end. Here the tokens of a block are its ``TokenSeq``
-runs (equal runs are equal tokens: a sequence's runs are canonical), and a key is the 128-bit BLAKE2b digest
-of the parent key and those runs: equal prefixes give equal keys, in O(runs) per block; unequal ones
-collide with probability 2^-128 per pair, as vLLM's do with its digest. Keys live only as long as the blocks
-and requests that hold them (a table of every block ever seen would grow with the trace).
+so a key stands for the whole prefix up to the block's end. Here a prefix is told by its token runs, which
+are canonical (equal tokens, equal runs: ``TokenSeq`` merges contiguous runs), so the prefix ``[0, e)`` is
+exactly: the whole runs before the run holding token ``e - 1``, where that run starts (its source and
+offset), and how much of it the prefix takes. A block's key is the 128-bit BLAKE2b digest of the first two
+(chained run by run: one digest per run, not per block) followed by the third: equal prefixes give equal
+keys, and unequal ones collide with probability 2^-128 per pair, as vLLM's do with its digest. Keys live only
+as long as the blocks and requests that hold them (a table of every block ever seen would grow with the
+trace).
 """
 
 from __future__ import annotations
@@ -14,40 +17,52 @@ from hashlib import blake2b
 
 from sim.tokens import TokenSeq
 
-ROOT = b""  # the parent of block 0 (vLLM's NONE_HASH)
+BlockKey = object  # a prefix's identity (bytes here): equal keys mean equal prefixes
+ROOT = b""  # the digest of no runs (vLLM's NONE_HASH)
+
+
+def _digest(data: bytes) -> bytes:
+    return blake2b(data, digest_size=16).digest()
+
+
+class KeyChain:
+    """The keys of one sequence's whole blocks, oldest first (``keys``), extended as its blocks fill, and
+    where the walk over its runs stands: the run the next block ends in, that run's first position, the
+    digest of the runs before it, and the digest of those with where it starts (None until needed)."""
+
+    def __init__(self) -> None:
+        self.keys: list[BlockKey] = []
+        self.run = 0
+        self.run_start = 0
+        self.before = ROOT
+        self.at: bytes | None = None
 
 
 class BlockKeys:
     def __init__(self, block_size: int):
         self.block_size = block_size
 
-    def chain(self, tokens: TokenSeq, num_blocks: int, known: list[bytes] | None = None) -> list[bytes]:
-        """Keys of blocks ``0 .. num_blocks - 1`` of ``tokens`` (whole blocks only): ``known`` (the keys of its
-        first blocks) extended in place."""
-        keys = known if known is not None else []
-        stop = min(num_blocks, len(tokens) // self.block_size)
-        if len(keys) >= stop:
-            return keys
-        parent = keys[-1] if keys else ROOT
-        for runs in _block_runs(tokens, len(keys) * self.block_size, stop * self.block_size, self.block_size):
-            parent = blake2b(parent + repr(runs).encode(), digest_size=16).digest()
-            keys.append(parent)
-        return keys
-
-
-def _block_runs(tokens: TokenSeq, start: int, stop: int, size: int):
-    """The runs of each block ``[p, p + size)`` for ``p`` from ``start`` to ``stop``, in one pass over the runs
-    (what ``tokens.slice(p, p + size).runs`` gives, without a bisect and a cut per block)."""
-    runs = tokens.slice(start, stop).runs
-    index, inside = 0, 0  # the run the next block starts in, and how far into it
-    for _ in range((stop - start) // size):
-        block, left = [], size
-        while left:
-            source, offset, length = runs[index]
-            take = min(left, length - inside)
-            block.append((source, offset + inside, take))
-            left -= take
-            inside += take
-            if inside == length:
-                index, inside = index + 1, 0
-        yield tuple(block)
+    def chain(self, tokens: TokenSeq, num_blocks: int, known: KeyChain | None = None) -> KeyChain:
+        """Keys of blocks ``0 .. num_blocks - 1`` of ``tokens`` (whole blocks only): ``known`` (a chain of
+        the same tokens) extended in place, or a new chain."""
+        chain = known if known is not None else KeyChain()
+        size, keys = self.block_size, chain.keys
+        stop = min(num_blocks, len(tokens) // size)
+        index = len(keys)
+        if index >= stop:
+            return chain
+        runs = tokens.runs
+        run, run_start, before, at = chain.run, chain.run_start, chain.before, chain.at
+        while index < stop:
+            end = (index + 1) * size
+            while run_start + runs[run][2] < end:  # the block ends past this run: on to the next
+                before = _digest(before + repr(runs[run]).encode())
+                run_start += runs[run][2]
+                run, at = run + 1, None
+            if at is None:
+                at = _digest(before + repr(runs[run][:2]).encode())
+            last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
+            keys.extend(at + (k * size + size - run_start).to_bytes(8, "little") for k in range(index, last))
+            index = last
+        chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
+        return chain

@@ -50,6 +50,11 @@ class Layout:
         return dict(self.kind_blocks).get(kind, self.block_size)
 
     @cached_property
+    def group_blocks(self) -> tuple[int, ...]:
+        """Each group's block size, in group order (computed once: read on every step hashed)."""
+        return tuple(self.block_of(kind) for kind in self.group_kinds)
+
+    @cached_property
     def hash_block(self) -> int:
         """The hash block: the gcd of the groups' block sizes; a group's block ``j`` is keyed by hash block
         ``(j + 1) * block / hash_block - 1``."""

@@ -21,14 +21,13 @@ from sim.cache.blocks.admission import (
 )
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
 from sim.cache.blocks.hit import longest_hit
-from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
-from sim.cache.blocks.views import BlockViews
 from sim.cache.events import Aborted, Admitted, BlockHit, BlocksSkipped, EventBus, Finished, emit
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.resolve import resolve
@@ -40,7 +39,7 @@ from sim.tokens import TokenSeq
 POOL = "vLLM block"  # the pool a Refusal names
 
 
-class BlockCacheManager(PlainBlockDecodes, BlockViews):
+class BlockCacheManager(PlainBlockDecodes):
     requeues_lone_request = True  # vLLM puts a preempted request back in its waiting queue
 
     def __init__(self, model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None):
@@ -60,7 +59,7 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.layout.hash_block)
         self.requests: dict[str, BlockRequest] = {}
-        self._waiting_chains: dict[str, list[bytes]] = {}
+        self._waiting_chains: dict[str, KeyChain] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
@@ -79,17 +78,17 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
             tokens, (prompt_len - 1) // self.layout.hash_block, self._waiting_chains.get(request_id)
         )
         past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
-        hit = longest_hit(self.layout, self.pool, chain, prompt_len, past_state)
+        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain, hit.tokens, past_state)
+        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state)
         refusal = self._admission_refusal(hit, tables, prompt_len, budget)
         if refusal is not None:
             self._waiting_chains[request_id] = chain
             return refusal
         self._waiting_chains.pop(request_id, None)
         if self._on_hit:
-            emit(self._on_hit, BlockHit(request_id, chain, hit.tokens, hit.full_tokens))
+            emit(self._on_hit, BlockHit(request_id, chain.keys, hit.tokens, hit.full_tokens))
         return self._start(
             BlockRequest(
                 request_id,
@@ -245,3 +244,6 @@ class BlockCacheManager(PlainBlockDecodes, BlockViews):
         self._prompts.setdefault(request_id, req.num_prompt_tokens or req.prompt_len)
         steps.free_request(self.pool, req)
         self.events.publish(Aborted(request_id))
+
+    def discard(self) -> None:
+        """Nothing to unlink: the block pool holds no cycles."""

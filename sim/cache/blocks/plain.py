@@ -11,19 +11,17 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 from __future__ import annotations
 
 from sim.cache import decode_runs
-from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.request import BlockRequest
+from sim.cache.blocks.views import BlockViews
 
 
-class PlainBlockDecodes:
-    """Mixed into ``BlockCacheManager``: needs its ``requests``, ``layout``, ``window``, ``has_swa``,
+class PlainBlockDecodes(BlockViews):
+    """The base of ``BlockCacheManager`` (views <- plain decodes <- manager: one line of classes, as the compiled
+    core takes single inheritance only): uses its ``requests``, ``layout``, ``window``, ``has_swa``,
     ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
     requests: dict[str, BlockRequest]
-    layout: Layout
     window: int
-    has_swa: bool
-    has_mamba: bool
     async_scheduling: bool
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
@@ -35,6 +33,13 @@ class PlainBlockDecodes:
         req.history = ((last_at - 1, 1), (last_at, 1))
         req.kv_len += num_steps
         req.decode_steps += num_steps
+
+    def solo_decode_steps(self, req: BlockRequest, iteration: int) -> int:
+        """A request decoding alone takes the same runs (their steps allocate nothing)."""
+        return self.plain_decode_steps(req, iteration)
+
+    def take_solo_decodes(self, req: BlockRequest, num_steps: int) -> None:
+        self.take_plain_decodes(req, num_steps)
 
     def plain_decode_steps(self, req: BlockRequest, iteration: int) -> int:
         """How many decode steps from ``iteration`` on change nothing but lengths (0: take the next one)."""

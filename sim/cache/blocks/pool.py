@@ -10,15 +10,19 @@ is no de-duplication, and a lookup takes the oldest one still cached.
 
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
+The head holds unhashed blocks only (a block is hashed while a request holds it), so nothing is ever taken
+out of its middle: it is a stack, its first block last. The tail is ordered for LRU and for hits taking a
+block out of it anywhere.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from sim.cache.events import BlockEvicted, BlocksDiscarded, EventBus, emit
 
-Key = tuple[bytes, int]  # (block key, group index)
+Key = tuple[object, int]  # (block key, group index)
 
 
 class BlockPool:
@@ -29,7 +33,7 @@ class BlockPool:
             )
         self.num_blocks = num_blocks
         self.group_kinds = group_kinds
-        self._head: OrderedDict[int, None] = OrderedDict()
+        self._head: list[int] = []  # the queue's head part, its first block last
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
         self._tail: OrderedDict[int, None] = OrderedDict()
         self.ref_cnt: dict[int, int] = {}  # handed-out ids only (absent: never used, 0 when free)
@@ -56,7 +60,11 @@ class BlockPool:
                 f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)"
             )
         kind = self.group_kinds[group]
-        blocks = [self._head.popitem(last=False)[0] for _ in range(min(count, len(self._head)))]
+        head = self._head
+        taken = min(count, len(head))
+        blocks = head[len(head) - taken :]
+        blocks.reverse()
+        del head[len(head) - taken :]
         if len(blocks) < count and self._fresh < self.num_blocks:
             fresh = min(count - len(blocks), self.num_blocks - self._fresh)
             blocks += range(self._fresh, self._fresh + fresh)
@@ -92,31 +100,36 @@ class BlockPool:
             if block is None:
                 continue
             if self.ref_cnt[block] == 0:
-                del (self._head if block in self._head else self._tail)[block]
+                del self._tail[block]  # a hit's block is hashed: if free, it is in the tail
                 self.cached_free[kind] -= 1
                 self.held[kind] += 1
             self.ref_cnt[block] += 1
 
-    def free_blocks(self, ordered: list[int | None], group: int) -> None:
+    def free_blocks(self, ordered: Sequence[int | None], group: int) -> None:
         """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
         head, in the given order; hashed at the tail)."""
-        ref_cnt, released = self.ref_cnt, []
-        for block in ordered:
-            if block is not None:
+        ref_cnt = self.ref_cnt
+        blocks = [block for block in ordered if block is not None]
+        if not blocks:
+            return
+        if max(map(ref_cnt.__getitem__, blocks)) == 1:  # the usual case: no other request shares them
+            released = blocks
+            ref_cnt.update(dict.fromkeys(blocks, 0))
+        else:
+            released = []
+            for block in blocks:
                 count = ref_cnt[block] - 1
                 ref_cnt[block] = count
                 if not count:
                     released.append(block)
-        if not released:
-            return
+            if not released:
+                return
         kind, key_of = self.group_kinds[group], self.key_of
         self.held[kind] -= len(released)
         hashed = [block for block in released if block in key_of]
-        if len(hashed) < len(released):
-            head, unhashed = self._head, [block for block in released if block not in key_of]
-            for block in reversed(unhashed):  # first given, first out
-                head[block] = None
-                head.move_to_end(block, last=False)
+        if len(hashed) < len(released):  # onto the head, first given on top: first given, first out
+            unhashed = [block for block in released if block not in key_of]
+            self._head.extend(reversed(unhashed))
             if self._discarded:
                 emit(self._discarded, BlocksDiscarded(group, unhashed))
         self._tail.update(dict.fromkeys(hashed))
@@ -140,4 +153,4 @@ class BlockPool:
 
     def queue(self) -> list[int]:
         """The free queue, head first (for tests and integrity checks)."""
-        return list(self._head) + list(range(self._fresh, self.num_blocks)) + list(self._tail)
+        return self._head[::-1] + list(range(self._fresh, self.num_blocks)) + list(self._tail)

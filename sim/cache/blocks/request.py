@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.cache.blocks.hit import Hit
+from sim.cache.blocks.keys import KeyChain
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 
@@ -16,7 +17,7 @@ class BlockRequest:
     prompt_len: int
     match: MatchResult
     hit: Hit
-    chain: list[bytes]  # block keys of the whole blocks seen so far (extended as blocks fill)
+    chain: KeyChain  # block keys of the whole blocks seen so far (extended as blocks fill)
     tables: list[list[int | None]]  # per group: block ids by block index, None for the null block
     num_cached: list[int]  # per group: blocks cache_blocks has looked at (a block skipped once stays so)
     retired: list[int]  # per group: Mamba blocks below this index were released

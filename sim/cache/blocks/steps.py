@@ -34,12 +34,15 @@ def _release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
+    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)) - 1
+    if top < 0 or table[top] is None:
+        return  # most steps: the window's first block has not moved
     freed = []
-    below = max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)
-    for index in range(min(len(table), below) - 1, -1, -1):
-        if table[index] is None:
+    for index in range(top, -1, -1):
+        block = table[index]
+        if block is None:
             break
-        freed.append(table[index])
+        freed.append(block)
         table[index] = None
     pool.free_blocks(freed, group)
 
@@ -48,6 +51,8 @@ def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: i
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
     last = min((processed - 1) // layout.block_of(MAMBA), len(table))
+    if last <= retired:
+        return  # most steps: the running state's block has not moved
     freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
     for index in range(retired, last):
         table[index] = None
@@ -95,7 +100,9 @@ def cache_blocks(
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
     groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``); ``on_skip`` (the
     handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
-    keys.chain(req.tokens, end // layout.hash_block, req.chain)
+    if all(end // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True)):
+        return  # most decode steps: no block became full in any group
+    keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     for group, kind in enumerate(layout.group_kinds):
@@ -111,7 +118,7 @@ def cache_blocks(
         for index in indices:
             block = table[index]
             if block is not None:
-                key = (req.chain[layout.key_index(kind, index)], group)
+                key = (keys_of[layout.key_index(kind, index)], group)
                 pool.cache(block, key)
                 if kind == MAMBA and mamba_keys is not None:
                     mamba_keys.add(key)
@@ -123,7 +130,9 @@ def cache_blocks(
 def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
     kind, table = layout.group_kinds[group], req.tables[group]
     keys = [
-        (req.chain[layout.key_index(kind, i)], group) for i in span if table[i] is not None and i not in kept
+        (req.chain.keys[layout.key_index(kind, i)], group)
+        for i in span
+        if table[i] is not None and i not in kept
     ]
     if keys:
         emit(on_skip, BlocksSkipped(keys))

@@ -1,5 +1,5 @@
 """What callers read of the block cache manager: pool usage per group kind, capacities, evictions, the start-up
-limit on a request's length, and the integrity check (mixed into ``BlockCacheManager``)."""
+limit on a request's length, and the integrity check (the first of ``BlockCacheManager``'s bases)."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from sim.cache.resolve import Resolved
 from sim.cache.results import MatchResult, Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 from sim.tokens import TokenSeq
 
 
@@ -37,6 +38,7 @@ def overlap_knob():
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # an engine of its own may extend these rules
 class EngineRules:
     name = ""
     keeps_cache = True  # False: the null strategy (nothing is matched or kept)

@@ -13,8 +13,10 @@ from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_gdn import GdnRules, SwaGdnRules
 from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.resolve import Resolved
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FreeTokenRules(FreeTokenCommon):
     @classmethod
     def check(cls, resolved: Resolved) -> None:

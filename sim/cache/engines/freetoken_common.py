@@ -7,36 +7,24 @@ states: in rounds until enough are free). The engine's entry, which picks a cach
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines.base import EngineRules, overlap_knob
+from sim.cache.engines.base import EngineRules
+from sim.cache.engines.freetoken_knobs import FreeTokenKnobs
 from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.eviction import NoEviction
-from sim.cache.knobs import MAX_INT, knob
 from sim.cache.ops import RadixOps
-from sim.cache.policy import EngineKnobs, own_knobs
+from sim.cache.policy import own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 
-@dataclass(frozen=True)
-class FreeTokenKnobs(EngineKnobs):
-    finish_trim_gap: int | None = knob(
-        None,
-        "finish-time head trim: SWA kept for [prompt - W - gap, prompt)",
-        unit="tokens",
-        minimum=0,
-        maximum=MAX_INT,
-        none_means="no trim (#488)",
-    )
-    overlap: bool = overlap_knob()
-
-
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FreeTokenCommon(EngineRules):
     name = "freetoken"
     budget_before_states = True  # _try_allocate_one: the KV reservation first, then the GDN state slots
@@ -87,6 +75,13 @@ class FreeTokenCommon(EngineRules):
         self.commit(manager, req, in_flight)
 
     def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
+        raise NotImplementedError
+
+    def insert_state(
+        self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
+    ) -> bool:
+        """Insert ``[0, end)`` with the request's checkpoint at ``end`` (the GDN caches); True if the tree took
+        the state."""
         raise NotImplementedError
 
     # ---- admission (``PrefillAdder``) ----------------------------------------------------------------

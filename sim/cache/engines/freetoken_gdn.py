@@ -18,8 +18,10 @@ from sim.cache.insert import attach_checkpoint
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GdnRules(FreeTokenCommon):
     admission_states = 3  # the live slot and the ping-pong pair (_try_allocate_one)
 
@@ -33,36 +35,13 @@ class GdnRules(FreeTokenCommon):
         return aligned if aligned > 0 else chunk_len
 
     def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
-        if req.kv_len + chunk_len < req.prompt_len:
-            return None  # a continuation chunk's snapshot is never committed
-        chunks = (chunk_len - 1) // self.resolved.mamba_chunk
-        position = req.kv_len + chunks * self.resolved.mamba_chunk
-        return position if chunks >= 1 and position % self.page_size == 0 else None
+        return prompt_snapshot(self, req, chunk_len)
 
     def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
-        """``_cache_req_hybrid(finished=False)``: donate the snapshot, lock it, replace the slot."""
-        if req.checkpoint is None:
-            return
-        end, slot = req.checkpoint
-        taken = self.insert_state(
-            manager, req, end, keep_duplicate=True
-        )  # locked at the node ending at `end`
-        self.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
-        if not taken:
-            req.checkpoint = None
-            req.spare_states.append(slot)
-        elif self.reserve(manager, 0, 0, 1) is None:
-            req.spare_states.append(manager.pools[MAMBA].alloc_one())
+        commit_snapshot(self, manager, req)
 
     def finish(self, manager: RadixOps, req: RequestCache) -> None:
-        """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""
-        if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
-            self.insert_state(manager, req, req.checkpoint[0])
-        if req.kv_len % self.page_size == 0 and req.kv_len > req.prefix_len:
-            state = req.state
-            assert state is not None  # a GDN request holds its running state until it is released
-            req.checkpoint, req.state = (req.kv_len, state), None
-            self.insert_state(manager, req, req.kv_len)
+        finish_states(self, manager, req)
 
     def insert_state(
         self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
@@ -74,10 +53,22 @@ class GdnRules(FreeTokenCommon):
         return taken
 
 
-class SwaGdnRules(GdnRules, SwaRules):
-    """GDN's states and commits, SWA's frees, admission, chunks and finish-time trim (not a FreeToken setup)."""
+@mypyc_attr(allow_interpreted_subclasses=True)
+class SwaGdnRules(SwaRules):
+    """GDN's states and commits, SWA's frees, admission, chunks and finish-time trim (not a FreeToken setup):
+    the SWA rules with ``GdnRules``' state hooks (the same functions, as the compiled core takes single
+    inheritance only)."""
 
-    refresh_after_match = SwaRules.refresh_after_match
+    admission_states = 3
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        return prompt_snapshot(self, req, chunk_len)
+
+    def commit(self, manager: RadixOps, req: RequestCache, in_flight: int = 0) -> None:
+        commit_snapshot(self, manager, req)
+
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
+        finish_states(self, manager, req)
 
     def insert_state(
         self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
@@ -87,5 +78,36 @@ class SwaGdnRules(GdnRules, SwaRules):
         manager.relock(req, node)
         return taken
 
-    def finish(self, manager: RadixOps, req: RequestCache) -> None:
-        GdnRules.finish(self, manager, req)
+
+def prompt_snapshot(rules: FreeTokenCommon, req: RequestCache, chunk_len: int) -> int | None:
+    """The prompt's one snapshot, strictly inside its last chunk, if it lies on a page."""
+    if req.kv_len + chunk_len < req.prompt_len:
+        return None  # a continuation chunk's snapshot is never committed
+    chunks = (chunk_len - 1) // rules.resolved.mamba_chunk
+    position = req.kv_len + chunks * rules.resolved.mamba_chunk
+    return position if chunks >= 1 and position % rules.page_size == 0 else None
+
+
+def commit_snapshot(rules: FreeTokenCommon, manager: RadixOps, req: RequestCache) -> None:
+    """``_cache_req_hybrid(finished=False)``: donate the snapshot, lock it, replace the slot."""
+    if req.checkpoint is None:
+        return
+    end, slot = req.checkpoint
+    taken = rules.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
+    rules.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
+    if not taken:
+        req.checkpoint = None
+        req.spare_states.append(slot)
+    elif rules.reserve(manager, 0, 0, 1) is None:
+        req.spare_states.append(manager.pools[MAMBA].alloc_one())
+
+
+def finish_states(rules: FreeTokenCommon, manager: RadixOps, req: RequestCache) -> None:
+    """``_cache_req_hybrid(finished=True)``: the pending snapshot, then the final state if on a page."""
+    if req.checkpoint is not None and req.checkpoint[0] > req.prefix_len:
+        rules.insert_state(manager, req, req.checkpoint[0])
+    if req.kv_len % rules.page_size == 0 and req.kv_len > req.prefix_len:
+        state = req.state
+        assert state is not None  # a GDN request holds its running state until it is released
+        req.checkpoint, req.state = (req.kv_len, state), None
+        rules.insert_state(manager, req, req.kv_len)

@@ -17,10 +17,12 @@ from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SwaRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_path(node)

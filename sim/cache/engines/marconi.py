@@ -31,8 +31,10 @@ from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MarconiRules(EngineRules):
     name = "marconi"
     supports_byte_budget = True
@@ -143,8 +145,9 @@ class MarconiRules(EngineRules):
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         if not self.has_mamba:
             return 1 << 62
-        if self.every_page:
-            return -(req.kv_len + 1) % self.page_size
+        if self.every_page:  # a state taken at the last page goes to the tree in the next step
+            pending = req.checkpoint is not None and req.checkpoint[0] > req.prefix_len
+            return 0 if pending else -(req.kv_len + 1) % self.page_size
         last = self.last_position(req)
         return last - req.kv_len - 1 if last > req.kv_len else 1 << 62
 

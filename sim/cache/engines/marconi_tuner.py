@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_knobs import MarconiKnobs
+from sim.cache.errors import ReplayRefused
 from sim.cache.ops import RadixOps
 from sim.cache.policy import Policy, own_knobs
-from sim.cache.solo_run import ReplayRefused, run_alone
+from sim.cache.solo_run import run_alone
 from sim.tokens import TokenSeq
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
@@ -67,6 +68,7 @@ class AlphaTuner:
                     fresh.abort(request_id)
                 cached.append(0)
             prompts.append(prompt_len)
+        fresh.discard()
         cached, prompts = cached[-TUNING_TAIL:], prompts[-TUNING_TAIL:]
         if self.knobs.marconi_follows == "code":
             return float(sum(cost.prefill_flops(0, hit) for hit in cached))

@@ -7,8 +7,10 @@ from __future__ import annotations
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.ops import RadixOps
 from sim.cache.results import MatchResult
+from sim.compiled_core import mypyc_attr
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class NoCacheRules(SGLangRules):
     name = "none"
     keeps_cache = False

@@ -9,32 +9,21 @@ Admission, chunk caps and the decode-memory check are the scheduler's budget (``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sim.align import ceil_to, floor_to
 from sim.cache.components import MAMBA
-from sim.cache.engines.base import overlap_knob
 from sim.cache.engines.sglang_admission import SGLangAdmission
+from sim.cache.engines.sglang_knobs import SGLangKnobs
 from sim.cache.engines.swa_trigger import SwaTrigger
-from sim.cache.knobs import knob
 from sim.cache.matching import refresh_after_match
 from sim.cache.ops import RadixOps
-from sim.cache.policy import EngineKnobs, own_knobs
+from sim.cache.policy import own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
+from sim.compiled_core import mypyc_attr
 
 
-@dataclass(frozen=True)
-class SGLangKnobs(EngineKnobs):
-    retain_floor: str | None = knob(
-        None,
-        "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
-        choices=(None, "request", "tree"),
-    )
-    overlap: bool = overlap_knob()
-
-
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SGLangRules(SGLangAdmission):
     name = "sglang"
     split_stamps_halves = True  # UnifiedTreeCore._split_node: child.last_access_time = the current time

@@ -20,10 +20,12 @@ from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.results import Refusal
+from sim.compiled_core import mypyc_attr
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SGLangAdmission(EngineRules):
     """SGLang's admission and chunk gates; ``SGLangRules`` adds the rest of the engine."""
 

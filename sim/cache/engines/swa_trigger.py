@@ -5,7 +5,15 @@ tests over windows, pages and intervals that are not multiples of each other.
 
 from __future__ import annotations
 
-from sim.cache.request import RequestCache
+from typing import Protocol
+
+
+class DecodeProgress(Protocol):
+    """What the trigger reads of a running request (``RequestCache`` has it)."""
+
+    kv_len: int
+    decode_steps: int
+    swa_frontier: int
 
 
 class SwaTrigger:
@@ -18,7 +26,7 @@ class SwaTrigger:
         self.interval = interval
         self.window = window
 
-    def fires(self, req: RequestCache, iteration: int, lag: int = 0) -> bool:
+    def fires(self, req: DecodeProgress, iteration: int, lag: int = 0) -> bool:
         """``lag``: tokens in KV whose output the engine has not processed yet (its ``seqlen`` trails)."""
         if req.decode_steps < 1:
             return False
@@ -27,7 +35,7 @@ class SwaTrigger:
             return iteration % self.interval == 0 and pre_len - self.window >= req.swa_frontier + 1
         return pre_len - self.window >= req.swa_frontier + self.interval
 
-    def silent_steps(self, req: RequestCache, iteration: int) -> int:
+    def silent_steps(self, req: DecodeProgress, iteration: int) -> int:
         """Decode steps from ``iteration`` on that certainly do not fire (may be fewer than the truth)."""
         if self.by_iterations:
             return -iteration % self.interval

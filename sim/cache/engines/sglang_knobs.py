@@ -1,0 +1,21 @@
+"""SGLang's own knobs (the SWA retain floor, the overlap loop), apart from its rules: knobs are read once per run, and the
+compiled core (``sim/compiled_core.py``) leaves them interpreted (mypyc cannot compile a dataclass whose base
+is an interpreted class)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.cache.engines.base import overlap_knob
+from sim.cache.knobs import knob
+from sim.cache.policy import EngineKnobs
+
+
+@dataclass(frozen=True)
+class SGLangKnobs(EngineKnobs):
+    retain_floor: str | None = knob(
+        None,
+        "SWA retain floor: none (before PR #34729), request (#34729), tree (its first TODO)",
+        choices=(None, "request", "tree"),
+    )
+    overlap: bool = overlap_knob()

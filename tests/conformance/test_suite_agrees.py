@@ -3,7 +3,6 @@ gets the same cached tokens from ``simulate`` (replay and timed) as from the eng
 requests in flight (the concurrent scenarios), every step's batch and pools and every request's outcome agree. A change that
 breaks exactness against SGLang, FreeToken or vLLM fails here. ``HYBRIDCACHE_CONFORMANCE_SEEDS`` widens the
 set (the default keeps CI short; ``python cli.py conformance ENGINE --scenarios 200`` is the full check)."""
-
 from __future__ import annotations
 
 import os
@@ -28,10 +27,8 @@ PACKAGES = {"sglang": "sglang", "freetoken": "freetoken", "vllm": "vllm"}
 @pytest.mark.parametrize("engine", list(PACKAGES))
 def test_every_request_agrees_with_the_engine(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     if engine not in {p.engine for p in PRESETS.values()}:
         pytest.skip(f"the simulator has no {engine} preset yet")
     result = run_suite(engine, range(NUM_SEEDS), (pressure,))
@@ -43,10 +40,8 @@ def test_every_request_agrees_with_the_engine(engine, pressure):
 @pytest.mark.parametrize("engine", CONCURRENT)
 def test_every_step_agrees_with_the_engine_under_concurrent_load(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     result = run_concurrent(driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,))
     assert result.all_equal, report_steps(result)
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
@@ -59,13 +54,9 @@ def test_every_step_agrees_one_request_at_a_time(engine, pressure):
     """The one-at-a-time scenarios on the step clock: each step's chunks and the pools after it (free and
     tree-held), not only each request's cached tokens."""
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
-    result = run_concurrent(
-        driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,), make=generate_spaced
-    )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
+    result = run_concurrent(driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,), make=generate_spaced)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(KNOWN), report_steps(result)  # the open differences are listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
@@ -78,10 +69,8 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
     """The boundary family: lengths, windows and pools at every boundary the rules name (+-1), identical
     prompts in one step, up to 40 requests over shared prefixes (conformance/generate_boundary.py)."""
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     seeds = range(min(NUM_SEEDS, BOUNDARY_SEEDS))
     result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
     assert result.all_equal, report_steps(result)

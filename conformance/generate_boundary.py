@@ -50,8 +50,6 @@ KNOWN = {
     ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "
     "simulator's 508 with 4 free",
     ("sglang", 21, True): "at step 400 the step clock differs (SGLang 400, simulator 402)",
-    ("vllm", 7, True): "retract shape: at step 832 vLLM prefills 64 tokens of r5 where the simulator "
-    "prefills 65",
 }
 
 

@@ -49,7 +49,6 @@ KNOWN = {
     "the tree (0 free) than the simulator (1 free)",
     ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "
     "simulator's 508 with 4 free",
-    ("sglang", 21, True): "at step 400 the step clock differs (SGLang 400, simulator 402)",
 }
 
 

@@ -27,3 +27,12 @@ def test_a_clipped_request_fits_where_the_unclipped_one_would_not():
     # page 16, FULL pool 336: e1d0 (224 + 104 asked) would need 344 tokens; clipped to 95 SGLang serves it
     run = simulated_steps(generate_boundary("sglang", 9, pressure=True), "sglang")
     assert run.requests["e1d0"].served and run.requests["e1d0"].finished_at == 496
+
+
+def test_a_request_clipped_to_nothing_is_admitted_on_a_budget_of_no_decode():
+    # page 1, FULL pool 323: e0d0 (321 prompt tokens, 192 cached) is clipped to 0 new tokens, so PrefillAdder
+    # charges 129 + 0 + 1 < 131 free: SGLang admits it (it would not charge the one output token it generates)
+    run = simulated_steps(generate_boundary("sglang", 21, pressure=True), "sglang")
+    assert run.requests["e0d0"] == run.requests["e0d0"]._replace(
+        cached_tokens=192, served=True, finished_at=403
+    )

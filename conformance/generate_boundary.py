@@ -32,6 +32,9 @@ _PAGES = {
 }
 _GAP = 128  # SGLang's / FreeToken's swa_eviction_interval default: the "window + gap" boundary
 _MAX_REQUESTS = 40
+CLIP_MAX_NEW_TOKENS = (
+    4096  # SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: admission budgets decode up to this
+)
 CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite_agrees.py)
 # Open differences the family found and the simulator does not yet explain, each with its first differing step:
 # reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
@@ -43,8 +46,6 @@ KNOWN = {
     ): "FULL + MAMBA, page 1, FULL pool 447: at step 83 (e0d0's 255-token prefill while e0's "
     "last decode is in flight) SGLang keeps e0's 192 prompt tokens in the tree with 0 free; the simulator "
     "evicts 129 of them (129 free, 63 held) and one MAMBA state",
-    ("sglang", 13, True): "retract shape: at step 527 SGLang's prefill batch holds r1 alone, the simulator's "
-    "r1 and r5 (a re-admission after retraction)",
     ("sglang", 14, True): "FULL + SWA + MAMBA: at step 200 SGLang holds one more SWA page and MAMBA state in "
     "the tree (0 free) than the simulator (1 free)",
     ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "
@@ -59,7 +60,8 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
     shape = rng.choice(SHAPES)
     config = _config(rng, engine)
     edges = boundaries(config)
-    requests = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract}[shape](rng, edges)
+    make = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract}[shape]
+    requests = make(rng, edges, past_clip=engine != "freetoken")  # FreeToken retracts nothing
     requests = sorted(requests, key=lambda r: r["arrival"])[:_MAX_REQUESTS]
     pool_requests = [{k: v for k, v in r.items() if k != "arrival"} for r in requests]
     config = _with_edge_pools(rng, config, requests, pressure or shape == "retract")
@@ -115,7 +117,7 @@ def _request(name: str, at: int, parts: list[tuple[str, int]], output_len: int) 
     return {"id": name, "arrival": float(at), "prompt": prompt, "output_len": output_len}
 
 
-def _edges(rng: random.Random, edges: list[int]) -> list[dict]:
+def _edges(rng: random.Random, edges: list[int], past_clip: bool = False) -> list[dict]:
     """Prefixes at boundary lengths, each shared by later requests that diverge exactly at a boundary: some
     served alone (far apart), some together."""
     requests, at = [], 0
@@ -133,7 +135,7 @@ def _edges(rng: random.Random, edges: list[int]) -> list[dict]:
     return requests
 
 
-def _ties(rng: random.Random, edges: list[int]) -> list[dict]:
+def _ties(rng: random.Random, edges: list[int], past_clip: bool = False) -> list[dict]:
     """Identical prompts and fan-out siblings in one step (the same stamps, the same continuation inserted by
     two requests), then requests that reuse part of them after eviction."""
     requests, at = [], 0
@@ -165,7 +167,7 @@ def _ties(rng: random.Random, edges: list[int]) -> list[dict]:
     return requests
 
 
-def _evict(rng: random.Random, edges: list[int]) -> list[dict]:
+def _evict(rng: random.Random, edges: list[int], past_clip: bool = False) -> list[dict]:
     """Up to 40 requests over 2-5 shared prefixes, arriving in waves."""
     prefixes = [rng.choice(edges) for _ in range(rng.randint(2, 5))]
     requests, at = [], 0
@@ -185,10 +187,11 @@ def _evict(rng: random.Random, edges: list[int]) -> list[dict]:
     return requests
 
 
-def _retract(rng: random.Random, edges: list[int]) -> list[dict]:
-    """Several requests decoding long outputs at once (in the small pools every ``retract`` scenario gets)."""
+def _retract(rng: random.Random, edges: list[int], past_clip: bool = False) -> list[dict]:
+    """Several requests decoding long outputs at once (in the small pools every ``retract`` scenario gets);
+    ``past_clip``: in half of them two or three outputs longer than SGLang's admission budgets a decode."""
     system = rng.choice(edges)
-    return [
+    requests = [
         _request(
             f"r{i}",
             rng.choice((0, 0, 1, 2)),
@@ -197,6 +200,17 @@ def _retract(rng: random.Random, edges: list[int]) -> list[dict]:
         )
         for i in range(rng.randint(3, 8))
     ]
+    if past_clip and rng.random() < 0.5:  # SGLang admits two on 4096 each, then retracts one of the tied pair
+        requests = [
+            _request(
+                f"r{i}",
+                0,
+                [("sys", rng.randint(1, 64)), (f"r{i}", rng.randint(1, 64))],
+                rng.randint(5300, 5500),
+            )
+            for i in range(rng.randint(2, 3))
+        ]
+    return requests
 
 
 def _with_edge_pools(
@@ -221,6 +235,10 @@ def _with_edge_pools(
     if config.has_swa:
         swa = ceil_to(config.window + config.chunked_prefill_size, page) + page * rng.choice((0, 1, 2, 4))
     states = rng.randint(4, 8) if config.has_mamba else 0
+    if max(r["output_len"] for r in requests) > CLIP_MAX_NEW_TOKENS:  # two admitted on their clipped decode
+        prompts = sorted(length - r["output_len"] for length, r in zip(lengths, requests, strict=True))[-2:]
+        full = sum(ceil_to(p, page) + CLIP_MAX_NEW_TOKENS + 3 * page for p in prompts) + page * (states % 3)
+        states = 12 if config.has_mamba else 0  # three slots a running request: room for three at once
     return replace(config, full_tokens=full, swa_tokens=swa, mamba_states=states)
 
 

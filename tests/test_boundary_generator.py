@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.generate_boundary import SHAPES, boundaries, generate_boundary
+from conformance.generate_boundary import CLIP_MAX_NEW_TOKENS, SHAPES, boundaries, generate_boundary
 from conformance.scenario import arrival_steps
 
 ENGINES = ("sglang", "freetoken", "vllm")
@@ -73,8 +73,17 @@ def test_pressure_pools_sit_at_one_requests_need():
     for seed in range(40):
         scenario = generate_boundary("sglang", seed, pressure=True)
         trace, page = scenario.trace(), scenario.config.page_size
-        need = max(-(-(trace.prompt_len(r.id) + r.output_len) // page) * page for r in trace)
-        assert need <= scenario.config.full_tokens <= need + 12 * page
+        needs = sorted(-(-(trace.prompt_len(r.id) + r.output_len) // page) * page for r in trace)
+        if max(r.output_len for r in trace) > CLIP_MAX_NEW_TOKENS:  # two admitted, both cannot finish
+            assert needs[-2] + CLIP_MAX_NEW_TOKENS // 2 < scenario.config.full_tokens < needs[-1] + needs[-2]
+            continue
+        assert needs[-1] <= scenario.config.full_tokens <= needs[-1] + 12 * page
+
+
+def test_outputs_past_sglangs_decode_estimate_are_drawn():
+    every = [generate_boundary(e, seed, p) for e in ENGINES for seed in range(40) for p in (False, True)]
+    past = [s for s in every if max(r.output_len for r in s.trace()) > CLIP_MAX_NEW_TOKENS]
+    assert {s.engine for s in past} == {"sglang", "vllm"}  # FreeToken retracts nothing
 
 
 def test_an_unknown_engine_is_named():

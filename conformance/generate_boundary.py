@@ -39,13 +39,6 @@ CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite
 # Open differences the family found and the simulator does not yet explain, each with its first differing step:
 # reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
 KNOWN = {
-    (
-        "sglang",
-        5,
-        True,
-    ): "FULL + MAMBA, page 1, FULL pool 447: at step 83 (e0d0's 255-token prefill while e0's "
-    "last decode is in flight) SGLang keeps e0's 192 prompt tokens in the tree with 0 free; the simulator "
-    "evicts 129 of them (129 free, 63 held) and one MAMBA state",
     ("sglang", 14, True): "FULL + SWA + MAMBA: at step 200 SGLang holds one more SWA page and MAMBA state in "
     "the tree (0 free) than the simulator (1 free)",
     ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "

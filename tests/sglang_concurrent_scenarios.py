@@ -51,3 +51,27 @@ NUM_STEPS = 73
 RETRACTED = [(37, ("d",))]
 # (cached tokens, served, finished at) per request
 OUTCOMES = {"a": (0, True, 64), "b": (256, True, 53), "c": (256, True, 64), "d": (288, True, 73), "e": (0, True, 62)}
+
+
+def chunked_plain_loop() -> Scenario:
+    """``--disable-overlap-schedule`` (``event_loop_normal``): a 160-token prompt in chunks of 64 beside a
+    sibling arriving at step 1. A middle chunk reaches the tree only at the next step's scheduling
+    (``stash_chunked_request``), the last one when its result is processed, in the same iteration."""
+    requests = [_request("a", [("sys", 100), ("a", 60)], 4, 0), _request("b", [("sys", 100), ("b", 20)], 3, 1)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 64, 128, full_tokens=1024, swa_tokens=512,
+                          mamba_states=0, overlap=False)
+    return Scenario("sglang-plain-loop", "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# what SGLang 0.5.23 answered (event_loop_normal): per step the batch and the pools after it, ((FULL free,
+# FULL in the tree), (SWA free, SWA in the tree)) in pages: nothing in the tree after a's first chunk, its first
+# chunk after the second; b reuses the 96 tokens of a's first two chunks (its shared 100, floored to a page)
+PLAIN_LOOP_STEPS = [
+    (0, (("a", 64, True),), ((60, 0), (28, 0))),
+    (1, (("a", 64, True),), ((56, 4), (24, 4))),
+    (2, (("a", 32, True), ("b", 24, True)), ((52, 11), (20, 11))),
+    (3, (("a", 1, False), ("b", 1, False)), ((51, 11), (19, 11))),
+    (4, (("a", 1, False), ("b", 1, False)), ((52, 11), (20, 11))),
+    (5, (("a", 1, False),), ((53, 11), (21, 11))),
+]
+PLAIN_LOOP_OUTCOMES = {"a": (0, True, 6), "b": (96, True, 5)}

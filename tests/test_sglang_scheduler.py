@@ -21,3 +21,11 @@ def test_a_batch_is_all_prefill_or_all_decode():
     # SGLang's default loop runs no mixed chunk: a step extends or decodes, never both
     for step in simulated_steps(hand.siblings(), "sglang").steps:
         assert len({prefill for _, _, prefill in step.batch}) == 1
+
+
+def test_the_plain_loop_commits_a_middle_chunk_at_the_next_scheduling():
+    # --disable-overlap-schedule: stash_chunked_request commits a middle chunk when the next step is scheduled,
+    # so the tree holds nothing after the first chunk; the last chunk is committed as its result is processed
+    run = simulated_steps(hand.chunked_plain_loop(), "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == hand.PLAIN_LOOP_STEPS
+    assert hand.outcomes(run.requests) == hand.PLAIN_LOOP_OUTCOMES

@@ -167,3 +167,16 @@ def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees():
     assert [(step.at, step.retracted) for step in run.steps if step.retracted] == steps.RETRACTED
     assert steps.outcomes(run.requests) == steps.OUTCOMES
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
+def test_the_plain_loop_gives_the_recorded_steps_and_simulate_agrees():
+    # tests/sglang_concurrent_scenarios.py: event_loop_normal, a middle chunk stashed at the next scheduling
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.chunked_plain_loop()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.PLAIN_LOOP_STEPS
+    assert steps.outcomes(run.requests) == steps.PLAIN_LOOP_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None

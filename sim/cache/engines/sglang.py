@@ -92,12 +92,12 @@ class SGLangRules(SGLangAdmission):
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         """``checkpoint_kv_cache`` after every chunk; a request that finishes at its prompt goes straight to
-        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free). Under the overlap loop
-        the chunk is committed when the loop settles it: a middle chunk at the next step's scheduling
-        (``stash_chunked_request``), the last one when its result is processed."""
+        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free). A middle chunk is
+        committed at the next step's scheduling (``stash_chunked_request``) in either loop; the last one when
+        its result is processed (``process_batch_result_prefill``), which the overlap loop does a step late."""
         if is_last and req.output_len < 2:
             return
-        if self.knobs.overlap:
+        if self.knobs.overlap or not is_last:
             req.commit_pending = True
         else:
             self.checkpoint_into_tree(manager, req, finished=False)

@@ -75,3 +75,36 @@ PLAIN_LOOP_STEPS = [
     (5, (("a", 1, False),), ((53, 11), (21, 11))),
 ]
 PLAIN_LOOP_OUTCOMES = {"a": (0, True, 6), "b": (96, True, 5)}
+
+
+def queued(schedule_policy: str) -> Scenario:
+    """``--schedule-policy``: ``a`` (a 200-token system prompt) prefills in chunks of 64 while four requests
+    queue behind it: ``x1`` and ``x2`` share 34 tokens the tree does not hold, ``s1`` shares ``a``'s system
+    prompt, ``y`` shares nothing; outputs of different lengths. FCFS admits them in arrival order; LPM the longest tree match
+    first, and ``x2`` last, behind ``y`` (in-batch prefix caching: ``x1`` and ``x2`` match nothing and share 32
+    tokens); LOF the longest output first."""
+    system = ("sys", 200)
+    requests = [_request("a", [system, ("a", 20)], 30, 0), _request("x1", [("x", 34)], 5, 1),
+                _request("x2", [("x", 34), ("x2", 2)], 20, 1), _request("s1", [system, ("s1", 10)], 9, 1),
+                _request("y", [("y", 8)], 3, 2)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 64, 128, full_tokens=2048, swa_tokens=2048,
+                          mamba_states=0, schedule_policy=schedule_policy)
+    name = f"sglang-queued-{schedule_policy}"
+    return Scenario(name, "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# what SGLang 0.5.23 answered per policy: its prefill steps from step 3 on (steps 0-2 are a's chunks in every
+# policy), and (cached tokens, served, finished at) per request
+QUEUED_PREFILLS = {
+    "fcfs": [(3, (("a", 28, True), ("x1", 32, True))), (4, (("x1", 2, True), ("x2", 4, True), ("s1", 18, True))),
+             (5, (("y", 8, True),))],
+    "lpm": [(3, (("a", 28, True), ("s1", 18, True))), (4, (("x1", 34, True), ("y", 8, True))),
+            (5, (("x2", 36, True),))],
+    "lof": [(3, (("a", 28, True), ("x2", 32, True))), (4, (("x2", 4, True), ("s1", 18, True), ("x1", 2, True))),
+            (5, (("y", 8, True),))],
+}
+QUEUED_OUTCOMES = {
+    "fcfs": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (32, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "lpm": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "lof": {"a": (0, True, 35), "x1": (32, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+}

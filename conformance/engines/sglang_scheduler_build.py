@@ -20,7 +20,7 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     s = Scheduler.__new__(Scheduler)
-    s.__dict__.update(_flags(config.overlap), **_sizes(config, pools))
+    s.__dict__.update(_flags(config.overlap, config.schedule_policy), **_sizes(config, pools))
     s.__dict__.update(
         tree_cache=pools.tree_cache,
         token_to_kv_pool_allocator=pools.allocator,
@@ -50,13 +50,13 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     return s
 
 
-def _flags(overlap: bool = True) -> dict:
+def _flags(overlap: bool = True, schedule_policy: str = "fcfs") -> dict:
     """What Scheduler.__init__ reads off the server arguments for this server (all features off)."""
     return dict(
         forward_ct=0,
         processed_tokens_counter=0,
         cur_batch_for_debug=None,
-        schedule_policy="fcfs",
+        schedule_policy=schedule_policy,  # --schedule-policy
         enable_hierarchical_cache=False,
         enable_priority_scheduling=False,
         schedule_low_priority_values_first=False,

@@ -64,6 +64,7 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
             max_running_requests=sglang_max_running(config),
             overlap=config.overlap,
             schedule_policy=config.schedule_policy,
+            mixed_chunk=config.mixed_chunk,
         )
     if PRESETS[preset].engine == "vllm":
         knobs.update(

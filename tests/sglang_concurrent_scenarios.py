@@ -108,3 +108,30 @@ QUEUED_OUTCOMES = {
     "lpm": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
     "lof": {"a": (0, True, 35), "x1": (32, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
 }
+
+
+def mixed_chunks() -> Scenario:
+    """``--enable-mixed-chunk``: ``a`` decodes inside ``b``'s prefill batches. Each pass's chunk budget loses a
+    token per running request, so ``b``'s chunks are cut off the page grid (63, then continuations cut
+    anywhere); ``a``'s decode rows ride in those batches, where SGLang tracks no MAMBA state (its decode
+    checkpoint at 64 is never saved), so ``c``, ``a``'s follow-up, reuses less of ``a``."""
+    requests = [_request("a", [("a", 50)], 40, 0), _request("b", [("b", 300)], 3, 10),
+                {"id": "c", "arrival": 60.0, "output_len": 2,
+                 "prompt": [{"ref": "a", "len": 50}, {"output_of": "a"}, {"ref": "c", "len": 10}]}]
+    config = EngineConfig("full+mamba", 16, 0, 64, 64, 64, 128, full_tokens=2048, swa_tokens=0,
+                          mamba_states=40, mixed_chunk=True)
+    return Scenario("sglang-mixed-chunks", "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# what SGLang 0.5.23 answered (--enable-mixed-chunk): b's prefill steps with a's decode row riding in them,
+# b's order first (mix_with_running appends the running batch), then both decode
+MIXED_STEPS = [
+    (10, (("b", 48, True), ("a", 1, False))),
+    (11, (("b", 63, True), ("a", 1, False))),
+    (12, (("b", 63, True), ("a", 1, False))),
+    (13, (("b", 63, True), ("a", 1, False))),
+    (14, (("b", 63, True), ("a", 1, False))),
+    (15, (("b", 1, False), ("a", 1, False))),
+]
+MIXED_NUM_STEPS = 43
+MIXED_OUTCOMES = {"a": (0, True, 40), "b": (0, True, 17), "c": (0, True, 63)}

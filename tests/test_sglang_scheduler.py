@@ -4,6 +4,8 @@ it retracted, keeps the rest in retract_decode's keep order and ends each reques
 tests/conformance runs SGLang again)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conformance.compare_steps import simulated_steps
@@ -46,3 +48,23 @@ def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_po
 def test_an_unmodelled_schedule_policy_is_refused_by_name():
     with pytest.raises(ValueError, match="schedule_policy"):
         simulated_steps(hand.queued("dfs-weight"), "sglang")
+
+
+def test_mixed_chunks_carry_the_decode_rows_and_track_no_decode_state():
+    # --enable-mixed-chunk: each pass's chunk budget loses a token per running request (63, cut anywhere after
+    # the first chunk's page floor); a's decode row rides in b's prefill batches, and its step at the track
+    # grid (64) saves no state there, so its follow-up c reuses nothing
+    run = simulated_steps(hand.mixed_chunks(), "sglang")
+    assert [(step.at, step.batch) for step in run.steps if 10 <= step.at <= 15] == hand.MIXED_STEPS
+    assert len(run.steps) == hand.MIXED_NUM_STEPS
+    assert hand.outcomes(run.requests) == hand.MIXED_OUTCOMES
+
+
+def test_without_mixed_chunks_a_decodes_apart_and_its_state_is_reused():
+    # the same scenario on SGLang's default loop: b's prefill batches hold no decode row, a's decode step at 64
+    # saves its state, and c reuses it
+    scenario = hand.mixed_chunks()
+    plain = replace(scenario, config=replace(scenario.config, mixed_chunk=False))
+    run = simulated_steps(plain, "sglang")
+    assert all(len({prefill for _, _, prefill in step.batch}) == 1 for step in run.steps)
+    assert run.requests["c"].cached_tokens == 64

@@ -29,9 +29,16 @@ from sim.sched.sglang_policy import WaitingOrder
 
 
 class SGLangScheduler(SGLangDecode):
-    def __init__(self, manager: CacheManager, max_running: int, overlap: bool, schedule_policy: str = "fcfs"):
+    def __init__(
+        self,
+        manager: CacheManager,
+        max_running: int,
+        overlap: bool,
+        schedule_policy: str = "fcfs",
+        mixed_chunk: bool = False,
+    ):
         self.manager, self.rules = manager, manager.rules
-        self.max_running, self.overlap = max_running, overlap
+        self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
         self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
@@ -116,9 +123,13 @@ class SGLangScheduler(SGLangDecode):
         self._last_extend = []
         self._filter_running()
         self.manager.begin_pass(in_flight)
+        if self.mixed_chunk:  # PrefillAdder(num_mixed_decode_tokens=running_bs)
+            self.rules.reserve_mixed_decode(len(self.running))
         self._prefill(batch)
         if batch.items:
             self._last_extend = [self._state(item.plan.request_id) for item in batch.items]
+            if self.mixed_chunk and self.running:
+                self._mix_running(batch)
         else:
             self._decode(batch)
         return batch

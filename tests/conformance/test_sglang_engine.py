@@ -194,3 +194,16 @@ def test_each_schedule_policy_gives_the_recorded_order_and_simulate_agrees(sched
     assert prefills == steps.QUEUED_PREFILLS[schedule_policy]
     assert steps.outcomes(run.requests) == steps.QUEUED_OUTCOMES[schedule_policy]
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
+def test_mixed_chunks_give_the_recorded_steps_and_simulate_agrees():
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.mixed_chunks()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch) for step in run.steps if 10 <= step.at <= 15] == steps.MIXED_STEPS
+    assert len(run.steps) == steps.MIXED_NUM_STEPS
+    assert steps.outcomes(run.requests) == steps.MIXED_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None

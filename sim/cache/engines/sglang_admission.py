@@ -56,6 +56,18 @@ class SGLangAdmission(EngineRules):
         chunk = self.policy.chunked_prefill_size
         self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
 
+    def reserve_mixed_decode(self, num_running: int) -> None:
+        """``PrefillAdder(num_mixed_decode_tokens=running_bs)`` under ``--enable-mixed-chunk``: a token per running
+        request, charged to both FULL offsets and both token budgets (not to SWA's: ``SWAPrefillBudget``)."""
+        b = self.pass_budget
+        self.pass_budget = PassBudget(
+            b.total + num_running,
+            b.current + num_running,
+            b.swa,
+            b.chunk - num_running,
+            b.input - num_running,
+        )
+
     def budget_state(self, manager: RadixOps) -> str:
         """``PrefillAdder.budget_state``: ``no_token`` (no memory left this pass), ``other`` (no prefill or
         chunk tokens left) or ``continue``."""
@@ -127,13 +139,20 @@ class SGLangAdmission(EngineRules):
             _waits(SWA.pool_name, needed_swa, remaining_swa),
         )
 
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """A first chunk's end is floored to a page (``_select_prefill_admission``); a continuation is cut
+        anywhere (``add_chunked_req``: ``floor_chunked_tokens``' grid is 1 without DCP)."""
+        return chunk_len if req.kv_len > req.cached_len else super().align_chunk(req, chunk_len)
+
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
-        """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
-        later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page. The chunk
-        is charged to the pass."""
+        """The first chunk: cut to whole pages where its paged length passes the cap ``check_prefill`` set at
+        admission (``_select_prefill_admission``). A later one: at most ``available_chunk_tokens``, cut
+        anywhere (0: no chunk this pass). The chunk is charged to the pass."""
         page = self.page_size
         if req.kv_len == req.cached_len:
             cap = req.first_chunk_cap
+            if cap is not None and budget.ceil_page(chunk_len, page) > cap:
+                chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
         else:
             cap = budget.available_chunk_tokens(
                 chunk_len,
@@ -143,8 +162,7 @@ class SGLangAdmission(EngineRules):
             )
             if cap is None:
                 return 0
-        if cap is not None and cap < chunk_len:
-            chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
+            chunk_len = min(chunk_len, cap)
         if chunk_len > 0:
             self.charge(req, chunk_len)
         return chunk_len

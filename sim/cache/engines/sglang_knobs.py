@@ -1,4 +1,4 @@
-"""SGLang's own knobs (the SWA retain floor, the overlap loop, the schedule policy), apart from its rules: knobs are read once per run, and the
+"""SGLang's own knobs (the SWA retain floor, the overlap loop, the schedule policy, mixed chunks), apart from its rules: knobs are read once per run, and the
 compiled core (``sim/compiled_core.py``) leaves them interpreted (mypyc cannot compile a dataclass whose base
 is an interpreted class)."""
 
@@ -27,4 +27,9 @@ class SGLangKnobs(EngineKnobs):
         "--schedule-policy: the waiting queue's order: fcfs (arrival), lpm (longest prefix match first, "
         "in-batch prefix caching), lof (longest output first)",
         choices=SCHEDULE_POLICIES,
+    )
+    mixed_chunk: bool = knob(
+        False,
+        "--enable-mixed-chunk: the running requests' decode rides in the prefill batch (and is charged to the "
+        "pass's chunk and memory budgets) instead of waiting for a decode batch",
     )

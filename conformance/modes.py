@@ -8,7 +8,7 @@ scheduler, vLLM's async scheduling); the others are SGLang's.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from conformance.scenario import EngineConfig, Scenario
 
@@ -17,7 +17,7 @@ SGLANG_ONLY = ("schedule_policy", "mixed_chunk")
 Make = Callable[[str, int, bool], Scenario]
 
 
-def forced(make: Make, engine: str, overrides: dict[str, object]) -> Make:
+def forced(make: Make, engine: str, overrides: dict[str, Any]) -> Make:
     """``make`` with ``overrides`` (EngineConfig fields; None: as drawn) replacing the drawn knobs."""
     given = {name: value for name, value in overrides.items() if value is not None}
     wrong = [name for name in given if name in SGLANG_ONLY and engine != "sglang"]

@@ -68,3 +68,33 @@ def test_without_mixed_chunks_a_decodes_apart_and_its_state_is_reused():
     run = simulated_steps(plain, "sglang")
     assert all(len({prefill for _, _, prefill in step.batch}) == 1 for step in run.steps)
     assert run.requests["c"].cached_tokens == 64
+
+
+def test_lpm_falls_back_to_fcfs_above_128_waiting():
+    # _determine_active_policy: over WAITING_QUEUE_PREFIX_MATCH_MAX waiting requests LPM neither matches every
+    # request nor sorts; it touches the prefixes every 32nd pass as FCFS does
+    from collections import deque
+
+    from sim.sched.request import RequestState
+    from sim.sched.sglang_policy import WaitingOrder
+    from sim.tokens import TokenSeq
+
+    matched: list[int] = []
+
+    def match(tokens, known):
+        matched.append(known)
+        return known  # the longer the prompt, the longer the match: LPM would reverse the queue
+
+    def waiting(count):
+        return deque(
+            RequestState(f"r{i}", None, 10 + i, 1, None, tokens=TokenSeq.of(f"r{i}", 11 + i)) for i in range(count)
+        )
+
+    order = WaitingOrder("lpm", match, lambda state: state.prompt_len)
+    queue = waiting(129)
+    order.calc_priority(queue)
+    assert [s.request_id for s in queue] == [f"r{i}" for i in range(129)]
+    assert len(matched) == 128  # the first pass touches the first 128, head last
+    queue = waiting(128)
+    order.calc_priority(queue)
+    assert [s.request_id for s in queue] == [f"r{i}" for i in reversed(range(128))]

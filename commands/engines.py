@@ -75,23 +75,29 @@ def policies(model):
     help="one request at a time on the step clock: every step's chunks and pools compared (conformance/spaced.py)",
 )
 @option(
+    "--boundary",
+    is_flag=True,
+    help="step by step, lengths, windows and pools at the rules' boundaries, ties, many requests "
+    "(conformance/generate_boundary.py)",
+)
+@option(
     "--overlap/--no-overlap",
     default=None,
     show_default="as each scenario draws it",
-    help="with --concurrent/--spaced: force the engine's overlap loop (vLLM: async scheduling) on or off",
+    help="with --concurrent/--spaced/--boundary: force the engine's overlap loop (vLLM: async scheduling) on or off",
 )
 @option(
     "--schedule-policy",
     type=click.Choice(SCHEDULE_POLICIES),
     default=None,
     show_default="fcfs",
-    help="with --concurrent/--spaced, SGLang only: force --schedule-policy on every scenario",
+    help="with --concurrent/--spaced/--boundary, SGLang only: force --schedule-policy on every scenario",
 )
 @option(
     "--mixed-chunk/--no-mixed-chunk",
     default=None,
     show_default="off",
-    help="with --concurrent/--spaced, SGLang only: force --enable-mixed-chunk on every scenario",
+    help="with --concurrent/--spaced/--boundary, SGLang only: force --enable-mixed-chunk on every scenario",
 )
 @click.pass_context
 def conformance(
@@ -104,6 +110,7 @@ def conformance(
     modes,
     concurrent,
     spaced,
+    boundary,
     overlap,
     schedule_policy,
     mixed_chunk,
@@ -115,14 +122,15 @@ def conformance(
 
     pressures = (False, True) if pressure is None else (pressure,)
     forced = {"overlap": overlap, "schedule_policy": schedule_policy, "mixed_chunk": mixed_chunk}
-    if concurrent or spaced:
+    if concurrent or spaced or boundary:
         seeds = range(seed, seed + num_scenarios)
-        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, spaced, forced)
+        family = "spaced" if spaced else "boundary" if boundary else "concurrent"
+        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, family, forced)
         return
     given = [name for name, value in forced.items() if value is not None]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise InputError(f"{flags}: only with --concurrent or --spaced (the step-clock runs)")
+        raise InputError(f"{flags}: only with --concurrent, --spaced or --boundary (the step-clock runs)")
     try:
         result = run_suite(
             engine,
@@ -138,16 +146,18 @@ def conformance(
 
 
 def _concurrent(
-    ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, spaced: bool, forced: dict
+    ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, family: str, forced: dict
 ) -> None:
+    from conformance.generate_boundary import generate_boundary
     from conformance.generate_concurrent import generate_concurrent
     from conformance.modes import forced as forced_modes
     from conformance.spaced import generate_spaced
     from conformance.suite import EngineMissing, driver
     from conformance.suite_steps import report_steps, run_concurrent
 
+    drawn = {"spaced": generate_spaced, "boundary": generate_boundary}.get(family, generate_concurrent)
     try:
-        make = forced_modes(generate_spaced if spaced else generate_concurrent, engine, forced)
+        make = forced_modes(drawn, engine, forced)
     except ValueError as e:
         raise InputError(str(e)) from e
     try:

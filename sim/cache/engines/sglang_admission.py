@@ -10,12 +10,13 @@ alone do not already settle the answer.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import NamedTuple
 
 import sim.cache.engines.sglang_budget as budget
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
+from sim.cache.engines.sglang_budget import PassBudget
+from sim.cache.engines.sglang_locked import locked_pages
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -75,7 +76,7 @@ class SGLangAdmission(EngineRules):
         chunk tokens left) or ``continue``."""
         b = self.pass_budget
         free = manager.pools[FULL].num_free * self.page_size
-        evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
+        evictable = (manager.tree.num_full_pages - locked_pages(manager, None, swa=False)) * self.page_size
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.resolved.has_swa:
             remaining = self._remaining_swa(manager, None, 0)
@@ -204,7 +205,7 @@ class SGLangAdmission(EngineRules):
         free = manager.pools[FULL].num_free * self.page_size - self.pass_budget.total
         if free > enough:
             return free
-        locked = _locked_pages(manager, req, swa=False)
+        locked = locked_pages(manager, req, swa=False)
         return free + (manager.tree.num_full_pages - locked) * self.page_size
 
     def _remaining_swa(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int | None:
@@ -215,7 +216,7 @@ class SGLangAdmission(EngineRules):
         free = manager.pools[SWA].num_free * self.page_size - self.pass_budget.swa
         if free > enough:
             return free
-        locked = _locked_pages(manager, req, swa=True)
+        locked = locked_pages(manager, req, swa=True)
         return free + (manager.tree.num_swa_pages - locked) * self.page_size
 
     def _copy_on_write_eviction(self, manager: RadixOps, req: RequestCache) -> None:
@@ -225,39 +226,8 @@ class SGLangAdmission(EngineRules):
             self.reserve(manager, 0, 0, 1)
 
 
-class PassBudget(NamedTuple):
-    """One ``PrefillAdder``'s accounts, in tokens: reserved against the whole pool (``total_offset``: the
-    running decode and every request added with its decode), against what is free now (``current_offset``),
-    against SWA (``swa_offset``), and the chunk and prefill tokens left (``rem_chunk_tokens``,
-    ``rem_input_tokens``)."""
-
-    total: int
-    current: int
-    swa: int
-    chunk: int
-    input: int
-
-
 def _waits(pool: str, needed: int, available: int) -> str:
     return (
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
         f"needs {needed} {pool} tokens, at most {available} can be freed"
     )
-
-
-def _locked_pages(manager, candidate: RequestCache | None, swa: bool) -> int:
-    """Pages of the tree that running requests' locks (and the candidate's) keep from eviction: FULL on
-    their paths to the root, SWA on the live nodes of their windows."""
-    seen: set[int] = set()
-    locked = 0
-    holders = list(manager.requests.values())
-    if candidate is not None and candidate.request_id not in manager.requests:
-        holders.append(candidate)
-    for holder in holders:
-        nodes = holder.locks.swa_nodes if swa else holder.last_node.path_from_root()
-        for node in nodes:
-            pages = node.swa_pages if swa else node.full_pages
-            if node.id not in seen and pages is not None:
-                seen.add(node.id)
-                locked += len(pages)
-    return locked

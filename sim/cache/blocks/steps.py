@@ -128,14 +128,11 @@ def cache_blocks(
 
 
 def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
-    kind, table = layout.group_kinds[group], req.tables[group]
-    keys = [
-        (req.chain.keys[layout.key_index(kind, i)], group)
-        for i in span
-        if table[i] is not None and i not in kept
-    ]
+    table = req.tables[group]
+    chain_keys, stride = req.chain.keys, layout.key_stride[layout.group_kinds[group]]
+    keys = [chain_keys[(i + 1) * stride - 1] for i in span if table[i] is not None and i not in kept]
     if keys:
-        emit(on_skip, BlocksSkipped(keys))
+        emit(on_skip, BlocksSkipped(group, keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

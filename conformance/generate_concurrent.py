@@ -38,7 +38,9 @@ def generate_concurrent(engine: str, seed: int, pressure: bool = False) -> Scena
     pool_requests = [{key: value for key, value in r.items() if key != "arrival"} for r in requests]
     config = with_pools(rng, config, pool_requests, pressure, engine)
     if engine == "vllm":
-        config = with_vllm_pool(rng, config, pool_requests, pressure)
+        # per-group block sizes from a stream of their own: the other draws stay as they were
+        geometry = one_at_a_time_generator.with_geometry(seed, pressure, config)
+        config = with_vllm_pool(rng, geometry, pool_requests, pressure)
     if engine == "sglang" and config.has_mamba and config.mamba_states < SGLANG_MIN_STATES:
         config = replace(config, mamba_states=SGLANG_MIN_STATES)
     if engine == "freetoken":

@@ -52,4 +52,4 @@ def test_the_script_checks_for_a_browser_before_installing_one_and_parses():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
     check = text.index('if command -v chromium >/dev/null 2>&1 || command -v chromium-browser')
     assert check < text.index("\n  install_browser\n") and "HYBRIDCACHE_NO_BROWSER_INSTALL" in text
-    assert " -q " not in text.split("step \"1/4")[1].split("step \"3/4")[0]  # pip shows what it installs
+    assert " -q " not in text.split("step \"1/5")[1].split("step \"3/5")[0]  # pip shows what it installs

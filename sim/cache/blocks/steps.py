@@ -100,15 +100,18 @@ def cache_blocks(
     """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
     An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
     groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``); ``on_skip`` (the
-    handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed."""
-    if all(end // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True)):
+    handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed. A hit is a multiple of the
+    scheduler block, so only the tokens below the last one are hashed (``HybridKVCacheCoordinator.
+    get_num_cacheable_tokens``): a group with smaller blocks leaves the ones past it unhashed."""
+    cacheable = end // layout.block_size * layout.block_size
+    if all(cacheable // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True)):
         return  # most decode steps: no block became full in any group
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     cache, stride_of = pool.cache, layout.key_stride
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
-        full_blocks = end // B
+        full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
         indices = reachable_indices(

@@ -41,15 +41,18 @@ def oracle_path(oracle_dir: Path, engine: str) -> Path:
     return oracle_dir / f"oracle-{engine}.pickle"
 
 
-def ensure_oracle(oracle_dir: Path, engine: str, seeds: int) -> Path:
-    """The engine's kept answers, rebuilt (in a fresh interpreter) when missing or stale."""
+def ensure_oracle(oracle_dir: Path, engine: str, seeds: int, kinds: str = ",".join(KINDS)) -> Path:
+    """The engine's kept answers to (at least) ``kinds``, rebuilt (in a fresh interpreter) when missing or
+    stale."""
     path = oracle_path(oracle_dir, engine)
     if path.exists():
         kept = pickle.loads(path.read_bytes())
-        if kept["digest"] == conformance_digest() and kept["seeds"] == seeds:
+        fresh = kept["digest"] == conformance_digest() and kept["seeds"] == seeds
+        if fresh and set(kinds.split(",")) <= set(kept.get("kinds", ())):
             return path
     command = [sys.executable, str(REPO_ROOT / "benchmarks/mutant_oracle.py"), "--engine", engine]
-    subprocess.run(command + ["--seeds", str(seeds), "--out", str(path)], check=True, cwd=REPO_ROOT)
+    command += ["--seeds", str(seeds), "--kinds", kinds, "--out", str(path)]
+    subprocess.run(command, check=True, cwd=REPO_ROOT)
     return path
 
 
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
     engines = tuple(args.engines.split(","))
     wanted = set(args.only.split(",")) if args.only else None
     mutants = [m for m in load() if (wanted is None or m.name in wanted) and set(m.engines) & set(engines)]
-    oracles = {engine: ensure_oracle(args.oracle_dir, engine, args.seeds) for engine in engines}
+    oracles = {engine: ensure_oracle(args.oracle_dir, engine, args.seeds, args.kinds) for engine in engines}
     started = time.perf_counter()
     flagged = {} if args.skip_baseline else baseline(oracles, args.timeout, args.kinds)
     for engine, answer in flagged.items():

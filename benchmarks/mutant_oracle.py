@@ -7,8 +7,8 @@ a process of its own, and every mutant is compared against the kept answers: the
 ``tests/conformance/test_suite_agrees.py`` makes, without rerunning SGLang, FreeToken and vLLM per mutant.
 
 A case is (kind, engine, seed, pressure, preset): kind ``single`` (one request at a time, replay and timed),
-``spaced`` (one request at a time, step by step: ``conformance/spaced.py``) or ``concurrent`` (many in flight,
-step by step), seeds ``0..seeds-1``, both pressures, every preset of the engine's driver.
+``spaced`` (one request at a time, step by step: ``conformance/spaced.py``), ``concurrent`` (many in flight,
+step by step) or ``boundary`` (step by step, lengths and pools at the rules' boundaries: ``generate_boundary``), seeds ``0..seeds-1``, both pressures, every preset of the engine's driver.
 The kept answers are stamped with a digest of ``conformance/``: a changed driver or generator rebuilds them.
 
     python benchmarks/mutant_oracle.py --engine vllm --seeds 30 --out out/oracle-vllm.pickle
@@ -28,11 +28,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-KINDS = ("single", "spaced", "concurrent")
+KINDS = ("single", "spaced", "concurrent", "boundary")
 
 
 class Case(NamedTuple):
-    kind: str  # "single" | "concurrent"
+    kind: str  # one of KINDS
     engine: str
     seed: int
     pressure: bool
@@ -70,16 +70,22 @@ def conformance_digest(root: Path = REPO_ROOT) -> str:
 
 def scenario_of(kind: str, engine: str, seed: int, pressure: bool):
     from conformance.generate import generate
+    from conformance.generate_boundary import generate_boundary
     from conformance.generate_concurrent import generate_concurrent
     from conformance.spaced import generate_spaced
 
-    make = {"single": generate, "spaced": generate_spaced, "concurrent": generate_concurrent}[kind]
+    make = {
+        "single": generate,
+        "spaced": generate_spaced,
+        "concurrent": generate_concurrent,
+        "boundary": generate_boundary,
+    }[kind]
     return make(engine, seed, pressure)
 
 
 def kinds_of(engine: str) -> tuple[str, ...]:
-    """The CI runs every engine one request at a time, and step by step (one at a time spaced out, and
-    concurrent) those with a concurrent driver."""
+    """The CI runs every engine one request at a time, and step by step (one at a time spaced out, concurrent,
+    and the boundary family) those with a concurrent driver."""
     from conformance import spaced
     from conformance.suite import CONCURRENT
 
@@ -90,10 +96,16 @@ def kinds_of(engine: str) -> tuple[str, ...]:
     )
 
 
+def _known(kind: str) -> dict:
+    """The open differences listed for this kind of case (reported, not compared)."""
+    from conformance import generate_boundary, spaced
+
+    return {"spaced": spaced.KNOWN, "boundary": generate_boundary.KNOWN}.get(kind, {})
+
+
 def answer_all(engine: str, seeds: range, kinds: tuple[str, ...] = KINDS) -> dict[Case, Answer]:
     """Every CI case of ``engine`` (of ``kinds``) through its own code (in this process: call it in a fresh
     one)."""
-    from conformance import spaced
     from conformance.suite import driver
     from conformance.trajectory import EngineCorrupt
 
@@ -108,7 +120,7 @@ def answer_all(engine: str, seeds: range, kinds: tuple[str, ...] = KINDS) -> dic
                     if why is not None:
                         answers[case] = Answer(scenario.to_json(), None, f"rejected: {why}")
                         continue
-                    if kind == "spaced" and (engine, seed, pressure) in spaced.KNOWN:
+                    if (engine, seed, pressure) in _known(kind):
                         answers[case] = Answer(scenario.to_json(), None, "a known difference")
                         continue
                     try:
@@ -132,8 +144,9 @@ def main(argv=None) -> int:
     answers = answer_all(args.engine, seeds, tuple(args.kinds.split(",")))
     # plain tuples: the kept file must not name this script's classes as ``__main__``'s
     plain = {tuple(case): tuple(answer) for case, answer in answers.items()}
-    kept = {"digest": conformance_digest(), "seeds": args.seeds, "answers": plain}
-    if args.first_seed or args.kinds != ",".join(KINDS):
+    kinds = sorted(args.kinds.split(","))
+    kept = {"digest": conformance_digest(), "seeds": args.seeds, "kinds": kinds, "answers": plain}
+    if args.first_seed:
         kept["seeds"] = None  # a part of the CI set: never taken for the whole
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(pickle.dumps(kept))

@@ -73,17 +73,24 @@ def policies(model):
     is_flag=True,
     help="one request at a time on the step clock: every step's chunks and pools compared (conformance/spaced.py)",
 )
+@option(
+    "--boundary",
+    is_flag=True,
+    help="step by step, lengths, windows and pools at the rules' boundaries, ties, many requests "
+    "(conformance/generate_boundary.py)",
+)
 @click.pass_context
-def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent, spaced):
+def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent, spaced, boundary):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
     each request's cached tokens with `simulate` (with --concurrent: every step's batch and pools too); exit 1
     when anything disagrees."""
     from conformance.suite import EngineMissing, report, run_suite
 
     pressures = (False, True) if pressure is None else (pressure,)
-    if concurrent or spaced:
+    if concurrent or spaced or boundary:
         seeds = range(seed, seed + num_scenarios)
-        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, spaced)
+        family = "spaced" if spaced else "boundary" if boundary else "concurrent"
+        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, family)
         return
     try:
         result = run_suite(
@@ -99,9 +106,8 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, conc
     ctx.exit(0 if result.all_equal else 1)
 
 
-def _concurrent(
-    ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, spaced: bool
-) -> None:
+def _concurrent(ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, family: str) -> None:
+    from conformance.generate_boundary import generate_boundary
     from conformance.generate_concurrent import generate_concurrent
     from conformance.spaced import generate_spaced
     from conformance.suite import EngineMissing, driver
@@ -111,8 +117,7 @@ def _concurrent(
         module = driver(engine, concurrent=True)
     except EngineMissing as e:
         raise InputError(str(e)) from e
-    result = run_concurrent(
-        module, seeds, pressures, presets, generate_spaced if spaced else generate_concurrent
-    )
+    make = {"spaced": generate_spaced, "boundary": generate_boundary}.get(family, generate_concurrent)
+    result = run_concurrent(module, seeds, pressures, presets, make)
     click.echo(report_steps(result))
     ctx.exit(0 if result.all_equal else 1)

@@ -14,9 +14,7 @@ from dataclasses import replace
 from conformance.generate import generate
 from conformance.scenario import Scenario
 
-# SGLang's step driver runs into its livelock guard on a spaced scenario of the CI set (sglang_steps.py:
-# max_polls): not run spaced until that is understood
-ENGINES = ("freetoken", "vllm")
+ENGINES = ("freetoken", "vllm", "sglang")
 SPACING = 1 << 20  # steps between arrivals: more than any scenario's request needs, so each runs alone
 # Open differences the spaced comparison found, each named with its first differing step: a case listed here
 # is reported, not failed (tests/conformance/test_suite_agrees.py), and the mutation harness does not compare it

@@ -114,6 +114,11 @@ def report_steps(result: StepsResult) -> str:
     return "\n".join(rows)
 
 
+def _family(kind: str) -> str:
+    """The CLI flag that regenerates a scenario of this kind."""
+    return next((f for f in ("spaced", "boundary") if kind.startswith(f)), "concurrent")
+
+
 _NAMES = ("scenarios", "scenarios_equal", "steps", "steps_equal", "requests", "requests_equal")
 
 
@@ -127,7 +132,7 @@ def smallest_step_difference(result: StepsResult) -> str:
     scenario, preset, difference = min(result.found, key=size)
     lines = [
         f"smallest disagreement: {scenario.name} ({preset}); rerun with python cli.py conformance "
-        f"{scenario.engine} {'--spaced' if scenario.kind.startswith('spaced') else '--concurrent'} "
+        f"{scenario.engine} --{_family(scenario.kind)} "
         f"--seed {scenario.seed} --scenarios 1"
         f"{' --pressure' if scenario.pressure else ' --no-pressure'} --preset {preset}",
         f"  first difference: {difference.describe()}",

@@ -48,8 +48,9 @@ def test_locked_path_survives_pressure():
 def test_request_larger_than_pool_is_refused_cleanly():
     mgr = filled()
     refusal = mgr.admit("huge", seq(("huge", 400)) + out("huge", 1), 400)
-    # PrefillAdder.add_one_req: 400 + 1 + a page against 8 free + 32 evictable pages of 4 tokens
-    assert isinstance(refusal, Refusal) and refusal.pool == "FULL" and refusal.needed == 405
+    # PrefillAdder.add_one_req: 400 + 0 + a page against 8 free + 32 evictable pages of 4 tokens (the one output
+    # is clipped to 0 new tokens: init_req_max_new_tokens leaves none beside a prompt the pool cannot hold)
+    assert isinstance(refusal, Refusal) and refusal.pool == "FULL" and refusal.needed == 404
     assert refusal.available == 160 and "NO_TOKEN" in str(refusal)
     assert "huge" not in mgr.requests
     mgr.check_integrity()

@@ -65,18 +65,28 @@ class StepClient(Client):
         )
 
     def _give_up_if_stalled(self) -> None:
-        """Nothing runs, nothing is in flight, and the waiting head has not been admitted for STALL_POLLS
-        iterations: SGLang would wait forever. The client gives up on it (it leaves the queue)."""
+        """Nothing runs, nothing is in flight, and for STALL_POLLS iterations neither the waiting head nor the
+        chunked request's next chunk has been admitted: SGLang would wait forever. The client gives up: a
+        stalled chunked request is aborted through SGLang's own path (``_pending_chunked_abort_req``, as
+        ``abort_request`` does), else the waiting head leaves the queue."""
         s = self.scheduler
         moved = s.forward_ct != self.last_forward_ct or s.result_queue or s.last_batch is not None
         self.last_forward_ct = s.forward_ct
-        stuck = s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None and not moved
+        chunked = s.chunked_req
+        if chunked is not None and chunked.rid in self.never_admitted:
+            return  # its abort is pending: the next pass releases it
+        stuck = (s.waiting_queue or chunked is not None) and s.running_batch.is_empty() and not moved
         self.num_stalled_polls = self.num_stalled_polls + 1 if stuck else 0
-        if self.num_stalled_polls >= STALL_POLLS:
-            head = s.waiting_queue.pop(0)
-            s.output_streamer.finished.add(head.rid)
-            self.never_admitted[head.rid] = "waiting"
-            self.num_stalled_polls = 0
+        if self.num_stalled_polls < STALL_POLLS:
+            return
+        self.num_stalled_polls = 0
+        if chunked is not None:
+            s._pending_chunked_abort_req = chunked
+            self.never_admitted[chunked.rid] = "chunked"
+            return
+        head = s.waiting_queue.pop(0)
+        s.output_streamer.finished.add(head.rid)
+        self.never_admitted[head.rid] = "waiting"
 
     def _pools(self) -> tuple[tuple[int, int], ...]:
         s, page = self.scheduler, self.page

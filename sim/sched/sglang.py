@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.align import ceil_div
+from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
@@ -48,6 +49,12 @@ class SGLangScheduler(SGLangDecode):
         self._num_priority_calls = 0
 
     def add(self, state: RequestState) -> None:
+        page = self.manager.page_size
+        full_pool_tokens = self.manager.sizes.full_pages * page
+        clipped = max_new_tokens_for_memory(state.prompt_len, state.output_len, full_pool_tokens, page)
+        state.output_len = max(1, clipped)  # init_req_max_new_tokens: SGLang generates no more than this
+        if state.tokens is not None:
+            state.tokens = state.tokens.slice(0, state.prompt_len + state.output_len)
         self.waiting.append(state)
 
     def has_work(self) -> bool:

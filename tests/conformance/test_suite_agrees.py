@@ -10,6 +10,9 @@ from importlib.util import find_spec
 
 import pytest
 
+from conformance.generate_boundary import CI_SEEDS as BOUNDARY_SEEDS
+from conformance.generate_boundary import KNOWN as BOUNDARY_KNOWN
+from conformance.generate_boundary import generate_boundary
 from conformance.spaced import ENGINES as SPACED
 from conformance.spaced import KNOWN
 from conformance.spaced import generate_spaced
@@ -59,3 +62,19 @@ def test_every_step_agrees_one_request_at_a_time(engine, pressure):
     assert found <= set(KNOWN), report_steps(result)  # the open differences are listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
     assert compared >= NUM_SEEDS // 2  # FreeToken refuses its three-component scenarios up front
+
+
+@pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
+@pytest.mark.parametrize("engine", CONCURRENT)
+def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
+    """The boundary family: lengths, windows and pools at every boundary the rules name (+-1), identical
+    prompts in one step, up to 40 requests over shared prefixes (conformance/generate_boundary.py)."""
+    if find_spec(PACKAGES[engine]) is None:
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
+    seeds = range(min(NUM_SEEDS, BOUNDARY_SEEDS))
+    result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
+    found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
+    assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons
+    compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
+    assert compared >= len(seeds) // 2  # FreeToken's own double frees leave most scenarios compared

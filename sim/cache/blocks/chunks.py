@@ -29,13 +29,33 @@ def exports_checkpoint(B: int, start: int, end: int, prompt_len: int, every_chun
     return (end >= prompt_len or every_chunk) and checkpoint_valid(B, start, end, (end - 1) // B * B)
 
 
+def replay_end(num_prompt_tokens: int, num_tokens: int) -> int:
+    """Where a prefill of ``num_tokens`` ends (``_mamba_block_aligned_split``'s ``prefill_end``): the prompt's end,
+    but one token short of it for a preempted request replaying its outputs (``num_tokens - 1``: its last
+    token is decoded)."""
+    replaying = 0 < num_prompt_tokens < num_tokens
+    return max(num_prompt_tokens, num_tokens - 1) if replaying else num_tokens
+
+
 def aligned_end(
-    B: int, start: int, end: int, prompt_len: int, junction: int, max_batched: int, internal_checkpoints: bool
+    B: int,
+    start: int,
+    end: int,
+    prompt_len: int,
+    junction: int,
+    max_batched: int,
+    internal_checkpoints: bool,
+    prefill_end: int | None = None,
 ) -> int:
-    """Where a prefill chunk ``[start, end)`` of a model with Mamba really ends."""
+    """Where a prefill chunk ``[start, end)`` of a model with Mamba really ends. ``prompt_len``: the tokens to
+    prefill (vLLM's ``num_tokens``); ``prefill_end``: where its prefill ends, ``prompt_len`` but for a
+    preempted request replaying its outputs (``max(num_prompt_tokens, num_tokens - 1)``), whose internal
+    checkpoint is taken below that end while the last cacheable boundary stays below ``num_tokens``."""
+    prefill_end = prompt_len if prefill_end is None else prefill_end
     last = (prompt_len - 1) // B * B
-    internal = internal_checkpoints and end >= prompt_len and checkpoint_valid(B, start, end, last)
-    if end < prompt_len and (end // B * B > start or B <= max_batched):
+    checkpoint = (prefill_end - 1) // B * B
+    internal = internal_checkpoints and end >= prefill_end and checkpoint_valid(B, start, end, checkpoint)
+    if end < prefill_end and (end // B * B > start or B <= max_batched):
         end = end // B * B  # a block wider than the budget advances sub-block instead
     stops = [0 if internal else last, (start // B + 1) * B if start % B and not internal else 0]
     if start < junction < end:

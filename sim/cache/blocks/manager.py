@@ -19,7 +19,7 @@ from sim.cache.blocks.admission import (
     hit_tables,
     state_cached_this_step,
 )
-from sim.cache.blocks.chunks import aligned_end, exports_checkpoint
+from sim.cache.blocks.chunks import aligned_end, exports_checkpoint, replay_end
 from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
@@ -82,7 +82,7 @@ class BlockCacheManager(PlainBlockDecodes):
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
         tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state)
-        refusal = self._admission_refusal(hit, tables, prompt_len, budget)
+        refusal = self._admission_refusal(hit, tables, prompt_len, budget, request_id)
         if refusal is not None:
             self._waiting_chains[request_id] = chain
             return refusal
@@ -106,12 +106,12 @@ class BlockCacheManager(PlainBlockDecodes):
         )
 
     def _admission_refusal(
-        self, hit, tables: list[list[int | None]], prompt_len: int, budget: int | None
+        self, hit, tables: list[list[int | None]], prompt_len: int, budget: int | None, request_id: str
     ) -> Refusal | None:
         """The scheduler's and ``allocate_slots``' checks, in their order, none touching a block: the chunk
         align-mode Mamba leaves, a Mamba hit hashed this step, the whole prompt, the first chunk."""
-        end = self._chunk_end(hit.tokens, prompt_len, budget, hit.junction) if budget is not None else None
-        if end is not None and end <= hit.tokens:
+        end = budget and self._chunk_end(hit.tokens, prompt_len, budget, hit.junction, request_id)
+        if budget is not None and end <= hit.tokens:
             return Refusal(POOL, 1, 0, "align-mode Mamba cuts the first chunk to nothing this step")
         if state_cached_this_step(self.layout, self.pool, tables, self._mamba_keys_this_step):
             return Refusal(
@@ -141,21 +141,19 @@ class BlockCacheManager(PlainBlockDecodes):
         req = self.requests[request_id]
         if budget <= 0:
             return 0
-        return max(self._chunk_end(req.kv_len, req.prompt_len, budget, req.junction) - req.kv_len, 0)
+        return max(
+            self._chunk_end(req.kv_len, req.prompt_len, budget, req.junction, request_id) - req.kv_len, 0
+        )
 
-    def _chunk_end(self, start: int, prompt_len: int, budget: int, junction: int) -> int:
+    def _chunk_end(self, start: int, prompt_len: int, budget: int, junction: int, rid: str = "") -> int:
         end = start + min(prompt_len - start, budget)
         if not self.has_mamba:
             return end
-        return aligned_end(
-            self.layout.block_of(MAMBA),
-            start,
-            end,
-            prompt_len,
-            junction,
-            self.policy.chunked_prefill_size,
-            bool(self.layout.checkpoint_blocks),
-        )
+        running = self.requests.get(rid)
+        sent = self._prompts.get(rid, running.num_prompt_tokens if running else 0)  # the prompt as sent
+        B, internal = self.layout.block_of(MAMBA), bool(self.layout.checkpoint_blocks)
+        max_batched, prefill_end = self.policy.chunked_prefill_size, replay_end(sent, prompt_len)
+        return aligned_end(B, start, end, prompt_len, junction, max_batched, internal, prefill_end)
 
     # ---- steps --------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:

@@ -42,13 +42,15 @@ class SGLangAdmission(EngineRules):
         self.pass_budget = PassBudget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
         # the pass's requests with a step launched, not yet processed
         self.in_flight: AbstractSet[str] = frozenset()
+        self.full_pool_tokens = 0  # set by each pass (the FULL pool's size, for the generation clip)
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """A new ``PrefillAdder``: the running requests' remaining decode reserved (a request with a step in
         flight has not produced that step's output yet, so it owes one more), the pass's budgets full."""
+        self.full_pool_tokens = manager.pools[FULL].size * self.page_size
         owed = [
-            r.output_len - 1 - r.decode_steps + (r.request_id in in_flight)
+            self._max_new(r) - 1 - r.decode_steps + (r.request_id in in_flight)
             for r in manager.requests.values()
             if r.kv_len >= r.prompt_len
         ]
@@ -75,7 +77,9 @@ class SGLangAdmission(EngineRules):
         chunk ends its prompt)."""
         page, b = self.page_size, self.pass_budget
         paged = budget.ceil_page(chunk_len, page)
-        max_new = budget.clipped_new_tokens(req.output_len) if req.kv_len + chunk_len >= req.prompt_len else 0
+        max_new = (
+            budget.clipped_new_tokens(self._max_new(req)) if req.kv_len + chunk_len >= req.prompt_len else 0
+        )
         swa = budget.estimate_swa_kv_tokens(paged, max_new, self.window, page, b.chunk)
         self.pass_budget = PassBudget(
             b.total + paged + page + max_new,
@@ -89,8 +93,8 @@ class SGLangAdmission(EngineRules):
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``add_one_req`` with the matched prefix locked (``_lock_node``): SGLang's ``check_prefill``."""
         page, extend_len = self.page_size, req.prompt_len - req.kv_len
-        max_new = budget.clipped_new_tokens(req.output_len)
-        total = budget.new_request_total_tokens(extend_len, req.output_len, page)
+        max_new = budget.clipped_new_tokens(self._max_new(req))
+        total = budget.new_request_total_tokens(extend_len, self._max_new(req), page)
         chunk = self.pass_budget.chunk
         needed_swa = budget.estimate_swa_kv_tokens(
             budget.ceil_page(extend_len, page), max_new, self.window, page, chunk
@@ -166,6 +170,15 @@ class SGLangAdmission(EngineRules):
         )
 
     # ---- counts -------------------------------------------------------------------------------------
+    def _max_new(self, req: RequestCache) -> int:
+        """Its ``max_new_tokens`` as ``init_req_max_new_tokens`` clipped it: the outputs it generates, but 0
+        where the pool left no room (it still generates its first token)."""
+        if not self.full_pool_tokens:
+            return req.output_len
+        return budget.max_new_tokens_for_memory(
+            req.prompt_len, req.output_len, self.full_pool_tokens, self.page_size
+        )
+
     def _remaining_total(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int:
         """``remaining_total``: free + evictable FULL tokens, less what the pass reserved (the running
         requests' decode and each request added). The tree is only counted when the free pages are not

@@ -28,6 +28,15 @@ def ceil_page(tokens: int, page: int) -> int:
     return ceil_to(tokens, page)
 
 
+def max_new_tokens_for_memory(prompt_len: int, max_new_tokens: int, full_pool_tokens: int, page: int) -> int:
+    """``Scheduler.init_req_max_new_tokens`` at arrival (``BaseTokenToKVPoolAllocator.max_new_tokens_for_memory``,
+    the paged and SWA allocators'): the generation is clipped to what an empty FULL pool holds beside the
+    paged prompt, a page and one token; ``max_req_len`` (pool - 1) clips no further. At 0 the request still
+    samples its first token and finishes with it."""
+    budget = full_pool_tokens - ceil_to(prompt_len, page) - page - 1
+    return max(0, min(max_new_tokens, budget))
+
+
 def clipped_new_tokens(max_new_tokens: int) -> int:
     """``PrefillAdder._swa_new_tokens``: the decode a request still owes, clipped for the estimate."""
     return min(max(max_new_tokens, 0), CLIP_MAX_NEW_TOKENS)

@@ -84,11 +84,9 @@ class BlockMissTracker:
     def _window_cause(self, chain: list, end: int) -> str:
         """Why the window before ``end`` is short: a block of it evicted, else one left unhashed."""
         B, need = self.layout.block_of(SWA), self.layout.swa_need  # a SWA group's blocks hold B tokens
+        keys = [chain[self.layout.key_index(SWA, i)] for i in range(max(0, end // B - need), end // B)]
         missing = [
-            (chain[self.layout.key_index(SWA, i)], g)
-            for i in range(max(0, end // B - need), end // B)
-            for g in self.layout.groups_of(SWA)
-            if self.pool.cached((chain[i], g)) is None
+            (key, g) for key in keys for g in self.layout.groups_of(SWA) if self.pool.cached((key, g)) is None
         ]
         return self._cause(missing, SWA_EVICTION, BLOCKED_OTHER)
 

@@ -9,6 +9,7 @@ from commands.options import (
     option,
 )
 from commands.param_types import Integer
+from sim.cache.engines.sglang_knobs import SCHEDULE_POLICIES
 from sim.models import MODELS
 
 
@@ -79,19 +80,57 @@ def policies(model):
     help="step by step, lengths, windows and pools at the rules' boundaries, ties, many requests "
     "(conformance/generate_boundary.py)",
 )
+@option(
+    "--overlap/--no-overlap",
+    default=None,
+    show_default="as each scenario draws it",
+    help="with --concurrent/--spaced/--boundary: force the engine's overlap loop (vLLM: async scheduling) on or off",
+)
+@option(
+    "--schedule-policy",
+    type=click.Choice(SCHEDULE_POLICIES),
+    default=None,
+    show_default="fcfs",
+    help="with --concurrent/--spaced/--boundary, SGLang only: force --schedule-policy on every scenario",
+)
+@option(
+    "--mixed-chunk/--no-mixed-chunk",
+    default=None,
+    show_default="off",
+    help="with --concurrent/--spaced/--boundary, SGLang only: force --enable-mixed-chunk on every scenario",
+)
 @click.pass_context
-def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, concurrent, spaced, boundary):
+def conformance(
+    ctx,
+    engine,
+    num_scenarios,
+    seed,
+    pressure,
+    presets,
+    modes,
+    concurrent,
+    spaced,
+    boundary,
+    overlap,
+    schedule_policy,
+    mixed_chunk,
+):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
     each request's cached tokens with `simulate` (with --concurrent: every step's batch and pools too); exit 1
     when anything disagrees."""
     from conformance.suite import EngineMissing, report, run_suite
 
     pressures = (False, True) if pressure is None else (pressure,)
+    forced = {"overlap": overlap, "schedule_policy": schedule_policy, "mixed_chunk": mixed_chunk}
     if concurrent or spaced or boundary:
         seeds = range(seed, seed + num_scenarios)
         family = "spaced" if spaced else "boundary" if boundary else "concurrent"
-        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, family)
+        _concurrent(ctx, engine, seeds, pressures, tuple(presets) or None, family, forced)
         return
+    given = [name for name, value in forced.items() if value is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"{flags}: only with --concurrent, --spaced or --boundary (the step-clock runs)")
     try:
         result = run_suite(
             engine,
@@ -106,18 +145,25 @@ def conformance(ctx, engine, num_scenarios, seed, pressure, presets, modes, conc
     ctx.exit(0 if result.all_equal else 1)
 
 
-def _concurrent(ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, family: str) -> None:
+def _concurrent(
+    ctx, engine: str, seeds: range, pressures: tuple, presets: tuple | None, family: str, forced: dict
+) -> None:
     from conformance.generate_boundary import generate_boundary
     from conformance.generate_concurrent import generate_concurrent
+    from conformance.modes import forced as forced_modes
     from conformance.spaced import generate_spaced
     from conformance.suite import EngineMissing, driver
     from conformance.suite_steps import report_steps, run_concurrent
 
+    drawn = {"spaced": generate_spaced, "boundary": generate_boundary}.get(family, generate_concurrent)
+    try:
+        make = forced_modes(drawn, engine, forced)
+    except ValueError as e:
+        raise InputError(str(e)) from e
     try:
         module = driver(engine, concurrent=True)
     except EngineMissing as e:
         raise InputError(str(e)) from e
-    make = {"spaced": generate_spaced, "boundary": generate_boundary}.get(family, generate_concurrent)
     result = run_concurrent(module, seeds, pressures, presets, make)
     click.echo(report_steps(result))
     ctx.exit(0 if result.all_equal else 1)

@@ -60,7 +60,12 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
     if PRESETS[preset].engine == "sglang":  # the driver's resolve_max_num_reqs and event loop
-        knobs.update(max_running_requests=sglang_max_running(config), overlap=config.overlap)
+        knobs.update(
+            max_running_requests=sglang_max_running(config),
+            overlap=config.overlap,
+            schedule_policy=config.schedule_policy,
+            mixed_chunk=config.mixed_chunk,
+        )
     if PRESETS[preset].engine == "vllm":
         knobs.update(
             max_running_requests=min(1024, config.chunked_prefill_size),  # the driver's max_num_seqs

@@ -46,6 +46,8 @@ class EngineConfig:
     full_kv_heads: int = 1
     swa_kv_heads: int = 1
     long_prefill_threshold: int = 0  # vLLM: long_prefill_token_threshold (0: none, its default)
+    schedule_policy: str = "fcfs"  # SGLang: --schedule-policy
+    mixed_chunk: bool = False  # SGLang: --enable-mixed-chunk
 
     @property
     def has_swa(self) -> bool:

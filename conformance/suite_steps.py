@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from conformance.compare_steps import simulated_steps
 from conformance.generate_concurrent import generate_concurrent
+from conformance.modes import rerun_flags
 from conformance.scenario import Scenario
 from conformance.trajectory import Difference, EngineCorrupt, Trajectory, first_difference, same_outcome
 
@@ -134,7 +135,7 @@ def smallest_step_difference(result: StepsResult) -> str:
         f"smallest disagreement: {scenario.name} ({preset}); rerun with python cli.py conformance "
         f"{scenario.engine} --{_family(scenario.kind)} "
         f"--seed {scenario.seed} --scenarios 1"
-        f"{' --pressure' if scenario.pressure else ' --no-pressure'} --preset {preset}",
+        f"{' --pressure' if scenario.pressure else ' --no-pressure'} --preset {preset}{rerun_flags(scenario.config)}",
         f"  first difference: {difference.describe()}",
         f"  config: {scenario.config}",
         "  trace:",

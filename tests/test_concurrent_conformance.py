@@ -3,6 +3,8 @@ seeded concurrent scenarios (pure, within their ranges, arriving at whole steps)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conformance.compare_steps import simulated_steps
@@ -91,3 +93,36 @@ def test_simulate_counts_steps_on_the_step_clock():
     assert all(later.at > earlier.at for earlier, later in zip(run.steps, run.steps[1:], strict=False))
     finished = [served.finished_at for served in run.requests.values() if served.served]
     assert max(finished) == run.steps[-1].at + 1
+
+
+def test_a_forced_mode_replaces_only_the_knob_it_names():
+    # the generator draws as always (same requests, same pools); only the chosen knobs change, and the rerun
+    # line names them
+    from conformance.modes import forced, rerun_flags
+
+    make = forced(generate_concurrent, "sglang", {"overlap": False, "schedule_policy": "lpm", "mixed_chunk": None})
+    for seed in range(5):
+        drawn, changed = generate_concurrent("sglang", seed, True), make("sglang", seed, True)
+        assert changed.trace_lines == drawn.trace_lines
+        assert changed.config == replace(drawn.config, overlap=False, schedule_policy="lpm")
+        assert rerun_flags(changed.config) == " --no-overlap --schedule-policy lpm"
+        assert rerun_flags(drawn.config) == ""
+    assert forced(generate_concurrent, "vllm", {"overlap": None}) is generate_concurrent
+
+
+def test_an_sglang_mode_on_another_engine_is_refused_by_name():
+    from conformance.modes import forced
+
+    with pytest.raises(ValueError, match="--mixed-chunk: only SGLang"):
+        forced(generate_concurrent, "vllm", {"mixed_chunk": True})
+
+
+def test_the_cli_refuses_a_mode_without_a_step_clock_run():
+    from click.testing import CliRunner
+
+    from commands.main import cli as main
+
+    result = CliRunner().invoke(main, ["conformance", "sglang", "--schedule-policy", "lpm", "--scenarios", "1"])
+    assert result.exit_code != 0 and "--schedule-policy: only with --concurrent, --spaced or --boundary" in result.output
+    result = CliRunner().invoke(main, ["conformance", "freetoken", "--concurrent", "--mixed-chunk"])
+    assert result.exit_code != 0 and "--mixed-chunk: only SGLang has this knob, not freetoken" in result.output

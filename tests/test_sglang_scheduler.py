@@ -4,6 +4,10 @@ it retracted, keeps the rest in retract_decode's keep order and ends each reques
 tests/conformance runs SGLang again)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from conformance.compare_steps import simulated_steps
 from tests import sglang_concurrent_scenarios as hand
 
@@ -21,3 +25,76 @@ def test_a_batch_is_all_prefill_or_all_decode():
     # SGLang's default loop runs no mixed chunk: a step extends or decodes, never both
     for step in simulated_steps(hand.siblings(), "sglang").steps:
         assert len({prefill for _, _, prefill in step.batch}) == 1
+
+
+def test_the_plain_loop_commits_a_middle_chunk_at_the_next_scheduling():
+    # --disable-overlap-schedule: stash_chunked_request commits a middle chunk when the next step is scheduled,
+    # so the tree holds nothing after the first chunk; the last chunk is committed as its result is processed
+    run = simulated_steps(hand.chunked_plain_loop(), "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == hand.PLAIN_LOOP_STEPS
+    assert hand.outcomes(run.requests) == hand.PLAIN_LOOP_OUTCOMES
+
+
+@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof"])
+def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_policy):
+    # calc_priority: FCFS keeps arrival order; LPM the longest tree match first and x2 behind x1 (in-batch
+    # prefix caching); LOF the longest output first. The first three steps are a's chunks in every policy.
+    run = simulated_steps(hand.queued(schedule_policy), "sglang")
+    prefills = [(step.at, step.batch) for step in run.steps if step.batch[0][2] and step.at >= 3]
+    assert prefills == hand.QUEUED_PREFILLS[schedule_policy]
+    assert hand.outcomes(run.requests) == hand.QUEUED_OUTCOMES[schedule_policy]
+
+
+def test_an_unmodelled_schedule_policy_is_refused_by_name():
+    with pytest.raises(ValueError, match="schedule_policy"):
+        simulated_steps(hand.queued("dfs-weight"), "sglang")
+
+
+def test_mixed_chunks_carry_the_decode_rows_and_track_no_decode_state():
+    # --enable-mixed-chunk: each pass's chunk budget loses a token per running request (63, cut anywhere after
+    # the first chunk's page floor); a's decode row rides in b's prefill batches, and its step at the track
+    # grid (64) saves no state there, so its follow-up c reuses nothing
+    run = simulated_steps(hand.mixed_chunks(), "sglang")
+    assert [(step.at, step.batch) for step in run.steps if 10 <= step.at <= 15] == hand.MIXED_STEPS
+    assert len(run.steps) == hand.MIXED_NUM_STEPS
+    assert hand.outcomes(run.requests) == hand.MIXED_OUTCOMES
+
+
+def test_without_mixed_chunks_a_decodes_apart_and_its_state_is_reused():
+    # the same scenario on SGLang's default loop: b's prefill batches hold no decode row, a's decode step at 64
+    # saves its state, and c reuses it
+    scenario = hand.mixed_chunks()
+    plain = replace(scenario, config=replace(scenario.config, mixed_chunk=False))
+    run = simulated_steps(plain, "sglang")
+    assert all(len({prefill for _, _, prefill in step.batch}) == 1 for step in run.steps)
+    assert run.requests["c"].cached_tokens == 64
+
+
+def test_lpm_falls_back_to_fcfs_above_128_waiting():
+    # _determine_active_policy: over WAITING_QUEUE_PREFIX_MATCH_MAX waiting requests LPM neither matches every
+    # request nor sorts; it touches the prefixes every 32nd pass as FCFS does
+    from collections import deque
+
+    from sim.sched.request import RequestState
+    from sim.sched.sglang_policy import WaitingOrder
+    from sim.tokens import TokenSeq
+
+    matched: list[int] = []
+
+    def match(tokens, known):
+        matched.append(known)
+        return known  # the longer the prompt, the longer the match: LPM would reverse the queue
+
+    def waiting(count):
+        return deque(
+            RequestState(f"r{i}", None, 10 + i, 1, None, tokens=TokenSeq.of(f"r{i}", 11 + i)) for i in range(count)
+        )
+
+    order = WaitingOrder("lpm", match, lambda state: state.prompt_len)
+    queue = waiting(129)
+    order.calc_priority(queue)
+    assert [s.request_id for s in queue] == [f"r{i}" for i in range(129)]
+    assert len(matched) == 128  # the first pass touches the first 128, head last
+    queue = waiting(128)
+    order.calc_priority(queue)
+    assert [s.request_id for s in queue] == [f"r{i}" for i in reversed(range(128))]

@@ -20,7 +20,7 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     s = Scheduler.__new__(Scheduler)
-    s.__dict__.update(_flags(config.overlap), **_sizes(config, pools))
+    s.__dict__.update(_flags(config.overlap, config.schedule_policy), **_sizes(config, pools))
     s.__dict__.update(
         tree_cache=pools.tree_cache,
         token_to_kv_pool_allocator=pools.allocator,
@@ -34,7 +34,7 @@ def make_scheduler(config: EngineConfig, pools: Pools):
         sliding_window_size=config.window if config.has_swa else None,
         scheduler_stage_metrics=SchedulerStageMetricsRecorder(enabled=False),
     )
-    _chunked_prefill(s, get_schedule())
+    _chunked_prefill(s, get_schedule(), config.mixed_chunk)
     s.init_running_status()
     s.init_schedule_policy()
     s.init_mamba_truncation_align()
@@ -50,13 +50,13 @@ def make_scheduler(config: EngineConfig, pools: Pools):
     return s
 
 
-def _flags(overlap: bool = True) -> dict:
+def _flags(overlap: bool = True, schedule_policy: str = "fcfs") -> dict:
     """What Scheduler.__init__ reads off the server arguments for this server (all features off)."""
     return dict(
         forward_ct=0,
         processed_tokens_counter=0,
         cur_batch_for_debug=None,
-        schedule_policy="fcfs",
+        schedule_policy=schedule_policy,  # --schedule-policy
         enable_hierarchical_cache=False,
         enable_priority_scheduling=False,
         schedule_low_priority_values_first=False,
@@ -130,8 +130,9 @@ def _model_config(config: EngineConfig) -> SimpleNamespace:
     )
 
 
-def _chunked_prefill(s, schedule) -> None:
-    """Scheduler.init_chunked_prefill for a text-only model (its model-architecture lookup needs an HF config)."""
+def _chunked_prefill(s, schedule, mixed_chunk: bool) -> None:
+    """Scheduler.init_chunked_prefill for a text-only model (its model-architecture lookup needs an HF config);
+    ``mixed_chunk``: --enable-mixed-chunk."""
     size = schedule.chunked_prefill_size
     s.__dict__.update(
         chunked_prefill_size=size if size and size > 0 else None,
@@ -140,7 +141,7 @@ def _chunked_prefill(s, schedule) -> None:
         _prefill_decode_interval_remaining=0,
         prefill_decode_interval_min_bs=schedule.prefill_decode_interval_min_bs,
         _pending_chunked_abort_req=None,
-        is_mixed_chunk=False,
+        is_mixed_chunk=bool(size and size > 0) and mixed_chunk,
     )
 
 

@@ -141,7 +141,11 @@ def serve_steps(
 
     def run_batch(batch, pp_proxy_tensors=None):
         extend = batch.forward_mode.is_extend()
-        client.launched = tuple((req.rid, req.extend_len if extend else 1, extend) for req in batch.reqs)
+        decoding = set(batch.decoding_reqs or ()) if extend else set()  # a mixed batch's decode rows
+        client.launched = tuple(
+            (req.rid, 1, False) if req in decoding else (req.rid, req.extend_len if extend else 1, extend)
+            for req in batch.reqs
+        )
         result = forward(batch, pp_proxy_tensors)
         result.launched_at = client.clock
         return result

@@ -164,8 +164,9 @@ class BlockEvicted:
 @dataclass(frozen=True, slots=True)
 class BlocksSkipped:
     """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
-    their (block key, group) keys. No later request can hit them."""
+    their block keys, all of one group. No later request can hit them."""
 
+    group: int
     keys: list
 
 

@@ -4,7 +4,8 @@ prefill batch whenever the prefill pass yields one, else a decode batch of the r
 Each step (``get_next_batch_to_run``): the chunked request's last chunk reaches the tree
 (``stash_chunked_request``); the last prefill batch's other requests join the running batch, whose requests the
 processed steps finished leave it; then the prefill pass (``_get_new_batch_prefill_raw``): the chunked request's
-next chunk first (``add_chunked_req``), then waiting requests in order (FCFS) while rows are free
+next chunk first (``add_chunked_req``), then waiting requests in the schedule policy's order
+(``calc_priority``: ``sglang_policy``; FCFS by default) while rows are free
 (``get_num_allocatable_reqs``) and the ``PrefillAdder`` budget lasts (``add_one_req``; the first that does not fit
 ends the pass and marks the batch full). Without a prefill batch, the decode batch (``update_running_batch``):
 requests whose step in flight ends them by length sit it out, and where the pool cannot back the step
@@ -25,15 +26,21 @@ from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_decode import SGLangDecode
-
-WAITING_PREFIX_REFRESH_INTERVAL = 32  # schedule_policy.py: waiting prefixes are touched every 32nd pass
-WAITING_QUEUE_PREFIX_MATCH_MAX = 128
+from sim.sched.sglang_policy import WaitingOrder
 
 
 class SGLangScheduler(SGLangDecode):
-    def __init__(self, manager: CacheManager, max_running: int, overlap: bool):
+    def __init__(
+        self,
+        manager: CacheManager,
+        max_running: int,
+        overlap: bool,
+        schedule_policy: str = "fcfs",
+        mixed_chunk: bool = False,
+    ):
         self.manager, self.rules = manager, manager.rules
-        self.max_running, self.overlap = max_running, overlap
+        self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
+        self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None
@@ -46,7 +53,6 @@ class SGLangScheduler(SGLangDecode):
         self._done: list[RequestState] = []  # finished by length in that step
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
         self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
-        self._num_priority_calls = 0
 
     def add(self, state: RequestState) -> None:
         page = self.manager.page_size
@@ -124,9 +130,13 @@ class SGLangScheduler(SGLangDecode):
         self._last_extend = []
         self._filter_running()
         self.manager.begin_pass(in_flight)
+        if self.mixed_chunk:  # PrefillAdder(num_mixed_decode_tokens=running_bs)
+            self.rules.reserve_mixed_decode(len(self.running))
         self._prefill(batch)
         if batch.items:
             self._last_extend = [self._state(item.plan.request_id) for item in batch.items]
+            if self.mixed_chunk and self.running:
+                self._mix_running(batch)
         else:
             self._decode(batch)
         return batch
@@ -139,7 +149,7 @@ class SGLangScheduler(SGLangDecode):
         if self._allocatable(0) <= 0 and self.chunked is None:
             self.batch_is_full = True
             return
-        self._touch_waiting_prefixes()
+        self.order.calc_priority(self.waiting)  # SchedulePolicy.calc_priority
         added: list[tuple[RequestState, int]] = []
         if self.chunked is not None:
             chunk = self.manager.next_chunk_len(self.chunked.request_id, self.rules.pass_budget.chunk)
@@ -214,15 +224,10 @@ class SGLangScheduler(SGLangDecode):
         rows_free = self.max_running - len(self.manager.requests) + held
         return min(self.max_running - len(self.running), rows_free)
 
-    def _touch_waiting_prefixes(self) -> None:
-        """``SchedulePolicy._touch_waiting_prefixes``: every 32nd pass the waiting requests' prefixes are
-        matched (split and refreshed as a match does), the head last; a pass with none waiting is not counted."""
-        if not self.waiting:
-            return
-        calls, self._num_priority_calls = self._num_priority_calls, self._num_priority_calls + 1
-        if calls % WAITING_PREFIX_REFRESH_INTERVAL:
-            return
-        for state in reversed(list(self.waiting)[:WAITING_QUEUE_PREFIX_MATCH_MAX]):
-            assert state.tokens is not None, "a request is queued with its tokens"
-            known = self._known.get(state.request_id, state.prompt_len)
-            self.rules.match(self.manager.tree, state.tokens, known + 1)
+    def _known_len(self, state: RequestState) -> int:
+        """The tokens a waiting request prefills: its prompt, and a retracted one's processed outputs."""
+        return self._known.get(state.request_id, state.prompt_len)
+
+    def _match_len(self, tokens, known: int) -> int:
+        """``match_kv_cache`` on a waiting request's tokens (all of them: no prompt-less-one limit)."""
+        return self.rules.match(self.manager.tree, tokens, known + 1).cached_len

@@ -45,7 +45,30 @@ class SGLangDecode:
                 self.batch_is_full = False
                 return
             self._retract(batch)
-        for state in self.running:  # prepare_for_decode: maybe_evict_swa, before the allocation's eviction
+        self._decode_items(batch)
+
+    def _mix_running(self, batch: Batch) -> None:
+        """``--enable-mixed-chunk`` (``_get_new_batch_prefill_raw``'s tail): the running requests decode in the
+        prefill batch (``mix_with_running``) unless their step in flight ends them, or ``check_decode_mem``
+        finds no room after the prefill's allocation (then they sit this step out, never retracted). Mixed in,
+        they leave the running batch and come back with the prefill batch's requests, after them."""
+        finishing = [s for s in self.running if s in self._done]
+        if finishing:  # _reqs_finishing_inflight
+            self.running = [s for s in self.running if s not in finishing]
+            self.batch_is_full = False
+        if not self.running or not self._check_decode_mem(self.running):
+            return
+        self.rules.decode_untracked = True
+        try:
+            self._decode_items(batch)
+        finally:
+            self.rules.decode_untracked = False
+        self._last_extend += self.running
+        self.running = []
+
+    def _decode_items(self, batch: Batch) -> None:
+        """``prepare_for_decode`` for the running requests: their decode step planned into ``batch``."""
+        for state in self.running:  # maybe_evict_swa, before the allocation's eviction
             self.manager.free_out_of_window(state.request_id, batch.iteration)
         self._evict_for(len(self.running))  # alloc_paged_token_slots_decode: a page per request, at once
         for state in self.running:

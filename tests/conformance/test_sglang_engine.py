@@ -167,3 +167,43 @@ def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees():
     assert [(step.at, step.retracted) for step in run.steps if step.retracted] == steps.RETRACTED
     assert steps.outcomes(run.requests) == steps.OUTCOMES
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
+def test_the_plain_loop_gives_the_recorded_steps_and_simulate_agrees():
+    # tests/sglang_concurrent_scenarios.py: event_loop_normal, a middle chunk stashed at the next scheduling
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.chunked_plain_loop()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.PLAIN_LOOP_STEPS
+    assert steps.outcomes(run.requests) == steps.PLAIN_LOOP_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
+@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof"])
+def test_each_schedule_policy_gives_the_recorded_order_and_simulate_agrees(schedule_policy):
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.queued(schedule_policy)
+    run = driver.run_steps(scenario, "sglang")
+    prefills = [(step.at, step.batch) for step in run.steps if step.batch[0][2] and step.at >= 3]
+    assert prefills == steps.QUEUED_PREFILLS[schedule_policy]
+    assert steps.outcomes(run.requests) == steps.QUEUED_OUTCOMES[schedule_policy]
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
+def test_mixed_chunks_give_the_recorded_steps_and_simulate_agrees():
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.mixed_chunks()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch) for step in run.steps if 10 <= step.at <= 15] == steps.MIXED_STEPS
+    assert len(run.steps) == steps.MIXED_NUM_STEPS
+    assert steps.outcomes(run.requests) == steps.MIXED_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None

@@ -78,3 +78,30 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
     assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
     assert compared >= len(seeds) // 2  # FreeToken's own double frees leave most scenarios compared
+
+
+NUM_MODE_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_MODE_SEEDS", "8"))
+SGLANG_MODES = {
+    "no-overlap": {"overlap": False},
+    "lpm": {"schedule_policy": "lpm"},
+    "lof": {"schedule_policy": "lof"},
+    "mixed-chunk": {"mixed_chunk": True},
+}
+
+
+@pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
+@pytest.mark.parametrize("mode", list(SGLANG_MODES))
+def test_sglangs_other_modes_agree_under_concurrent_load(mode, pressure):
+    """SGLang's non-default modes (``cli.py conformance sglang --concurrent --no-overlap``, ``--schedule-policy
+    lpm|lof``, ``--mixed-chunk``) on the first seeds of the concurrent scenarios, as shipped (sglang-retain)."""
+    if find_spec("sglang") is None:
+        pytest.skip("sglang is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    "conformance/requirements.txt)")
+    from conformance.generate_concurrent import generate_concurrent
+    from conformance.modes import forced
+
+    make = forced(generate_concurrent, "sglang", SGLANG_MODES[mode])
+    result = run_concurrent(driver("sglang", concurrent=True), range(NUM_MODE_SEEDS), (pressure,),
+                            ("sglang-retain",), make)
+    assert result.all_equal, report_steps(result)
+    assert sum(v for k, v in result.counts.items() if k[2] == "scenarios") == NUM_MODE_SEEDS

@@ -47,7 +47,12 @@ class Layout:
 
     def block_of(self, kind: str) -> int:
         """The block size of a kind's groups (tokens a block of that group holds)."""
-        return dict(self.kind_blocks).get(kind, self.block_size)
+        return self._kind_block.get(kind, self.block_size)
+
+    @cached_property
+    def _kind_block(self) -> dict[str, int]:
+        """``kind_blocks`` as a map, built once: ``block_of`` runs several times per block per step."""
+        return dict(self.kind_blocks)
 
     @cached_property
     def group_blocks(self) -> tuple[int, ...]:
@@ -62,7 +67,12 @@ class Layout:
 
     def key_index(self, kind: str, index: int) -> int:
         """The hash block whose key names block ``index`` of a ``kind`` group (the one it ends with)."""
-        return (index + 1) * (self.block_of(kind) // self.hash_block) - 1
+        return (index + 1) * self.key_stride[kind] - 1
+
+    @cached_property
+    def key_stride(self) -> dict[str, int]:
+        """Hash blocks per block of each kind (computed once: read for every block hashed)."""
+        return {kind: self.block_of(kind) // self.hash_block for kind in (FULL, SWA, MAMBA)}
 
     @cached_property
     def swa_need(self) -> int:

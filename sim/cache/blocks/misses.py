@@ -31,13 +31,23 @@ class BlockMissTracker:
     pool: BlockPool
     events: EventBus
     misses: dict[str, MatchMiss] = field(default_factory=dict)
-    evicted: set = field(default_factory=set)  # (block key, group) that were cached and lost their hash
-    skipped: set = field(default_factory=set)  # (block key, group) computed and left unhashed by retention
+    # per group, the block keys that were cached and lost their hash, and those computed and left unhashed by
+    # retention: sets of bytes, which the cycle collector never tracks (a set of (key, group) tuples held
+    # millions of tracked tuples by the end of a long trace)
+    evicted: dict[int, set] = field(default_factory=dict)
+    skipped: dict[int, set] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.events.subscribe(BlockEvicted, lambda event: self.evicted.add(event.key))
-        self.events.subscribe(BlocksSkipped, lambda event: self.skipped.update(event.keys))
+        self.events.subscribe(BlockEvicted, self._on_evicted)
+        self.events.subscribe(BlocksSkipped, self._on_skipped)
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
+
+    def _on_evicted(self, event: BlockEvicted) -> None:
+        key, group = event.key
+        self.evicted.setdefault(group, set()).add(key)
+
+    def _on_skipped(self, event: BlocksSkipped) -> None:
+        self.skipped.setdefault(event.group, set()).update(event.keys)
 
     def _on_hit(self, event: BlockHit) -> None:
         """A preempted request admitted again reports its first hit (``BlockCacheManager._start``): so
@@ -49,7 +59,7 @@ class BlockMissTracker:
     def classify(self, chain: list, cached: int, full: int) -> MatchMiss:
         key = self.layout.key_index(FULL, full // self.layout.block_of(FULL))  # FULL's next block
         next_evicted = key < len(chain) and any(
-            (chain[key], g) in self.evicted for g in self.layout.groups_of(FULL)
+            chain[key] in self.evicted.get(g, ()) for g in self.layout.groups_of(FULL)
         )
         return MatchMiss(self._blocked(chain, cached, full) if full > cached else (), next_evicted)
 
@@ -74,11 +84,9 @@ class BlockMissTracker:
     def _window_cause(self, chain: list, end: int) -> str:
         """Why the window before ``end`` is short: a block of it evicted, else one left unhashed."""
         B, need = self.layout.block_of(SWA), self.layout.swa_need  # a SWA group's blocks hold B tokens
+        keys = [chain[self.layout.key_index(SWA, i)] for i in range(max(0, end // B - need), end // B)]
         missing = [
-            (chain[self.layout.key_index(SWA, i)], g)
-            for i in range(max(0, end // B - need), end // B)
-            for g in self.layout.groups_of(SWA)
-            if self.pool.cached((chain[i], g)) is None
+            (key, g) for key in keys for g in self.layout.groups_of(SWA) if self.pool.cached((key, g)) is None
         ]
         return self._cause(missing, SWA_EVICTION, BLOCKED_OTHER)
 
@@ -92,7 +100,7 @@ class BlockMissTracker:
             ends = [
                 e
                 for e in range(start + B, full + 1, B)
-                if any((chain[e // B - 1], g) in seen for g in self.layout.groups_of(MAMBA))
+                if any(chain[e // B - 1] in seen.get(g, ()) for g in self.layout.groups_of(MAMBA))
             ]
             if ends:
                 ranges.append((start, ends[-1], reason))
@@ -100,6 +108,6 @@ class BlockMissTracker:
         return ranges + ([(start, full, MAMBA_STATE)] if start < full else [])
 
     def _cause(self, missing: list, evicted_reason: str, otherwise: str) -> str:
-        if any(key in self.evicted for key in missing):
+        if any(key in self.evicted.get(g, ()) for key, g in missing):
             return evicted_reason
-        return RETENTION if any(key in self.skipped for key in missing) else otherwise
+        return RETENTION if any(key in self.skipped.get(g, ()) for key, g in missing) else otherwise

@@ -65,9 +65,9 @@ def blocks_to_allocate(
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
     plan = []
-    for group, kind in enumerate(layout.group_kinds):
-        needed = ceil_div(end, layout.block_of(kind))
-        have = len(tables[group])
+    for kind, B, table in zip(layout.group_kinds, layout.group_blocks, tables, strict=True):
+        needed = -(-end // B)  # ceil_div inline: this runs for every group of every step
+        have = len(table)
         if kind != MAMBA:
             plan.append((0, max(0, needed - have)))
         elif needed <= have and not checkpoint:
@@ -80,7 +80,8 @@ def blocks_to_allocate(
 
 def allocate(pool: BlockPool, req: BlockRequest, plan: list[tuple[int, int]]) -> None:
     for group, (nulls, count) in enumerate(plan):
-        req.tables[group].extend([None] * nulls)
+        if nulls:
+            req.tables[group].extend([None] * nulls)
         if count:
             req.tables[group].extend(pool.get_new_blocks(count, group))
 
@@ -108,8 +109,8 @@ def cache_blocks(
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
-    for group, kind in enumerate(layout.group_kinds):
-        B = layout.block_of(kind)
+    cache, stride_of = pool.cache, layout.key_stride
+    for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
@@ -118,27 +119,25 @@ def cache_blocks(
         )
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
+        stride, new_mamba = stride_of[kind], mamba_keys if kind == MAMBA else None
         for index in indices:
             block = table[index]
             if block is not None:
-                key = (keys_of[layout.key_index(kind, index)], group)
-                pool.cache(block, key)
-                if kind == MAMBA and mamba_keys is not None:
-                    mamba_keys.add(key)
+                key = (keys_of[(index + 1) * stride - 1], group)  # Layout.key_index inline
+                cache(block, key)
+                if new_mamba is not None:
+                    new_mamba.add(key)
         if on_skip and kind != FULL and first < stop:
             _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
         req.num_cached[group] = max(first, full_blocks)
 
 
 def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
-    kind, table = layout.group_kinds[group], req.tables[group]
-    keys = [
-        (req.chain.keys[layout.key_index(kind, i)], group)
-        for i in span
-        if table[i] is not None and i not in kept
-    ]
+    table = req.tables[group]
+    chain_keys, stride = req.chain.keys, layout.key_stride[layout.group_kinds[group]]
+    keys = [chain_keys[(i + 1) * stride - 1] for i in span if table[i] is not None and i not in kept]
     if keys:
-        emit(on_skip, BlocksSkipped(keys))
+        emit(on_skip, BlocksSkipped(group, keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

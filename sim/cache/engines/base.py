@@ -133,7 +133,13 @@ class EngineRules:
         """Runs before a chunk's pages are reserved."""
 
     def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
-        """One checkpoint per extend at its last grid point, or at the branching point inside it."""
+        """``prefill_track_position``, where it lands on a page."""
+        position = self.prefill_track_position(req, chunk_len)
+        return position if position is not None and position % self.page_size == 0 else None
+
+    def prefill_track_position(self, req: RequestCache, chunk_len: int) -> int | None:
+        """One checkpoint per extend at its last grid point from the chunk's start, or at the branching point
+        inside it."""
         grid, start = self.resolved.checkpoint_grid, req.kv_len
         if not self.resolved.has_mamba or chunk_len < grid:
             return None
@@ -141,7 +147,7 @@ class EngineRules:
         branch = req.match.full_depth // grid * grid
         if branch > req.cached_len and start < branch < start + chunk_len and (branch - start) % grid == 0:
             position = branch
-        return position if position % self.page_size == 0 else None
+        return position
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         raise NotImplementedError

@@ -53,7 +53,7 @@ class MarconiRules(EngineRules):
         self.has_mamba = resolved.has_mamba
         self.every_page = knobs.marconi_checkpoints == "every-page" and self.has_mamba
         self.path_refresh = knobs.marconi_eviction == "lru"
-        self.recency = Recency()
+        self.recency = Recency(whole_paths=self.path_refresh)
         self.tuner = AlphaTuner(resolved.policy)
         self._evictor: MarconiEvictor | None = None
         self._cost: NodeCost | None = None
@@ -94,7 +94,8 @@ class MarconiRules(EngineRules):
         """Marconi refreshes only the node a hit resumes from; SGLang+ / vLLM+ every node the walk visits."""
         self.recency.tick()
         if self.path_refresh:
-            self.recency.stamp_path(path, every=True)
+            if path:  # the walk from the root: a path down to its last node
+                self.recency.stamp_down_to(path[-1])
         elif node is not tree.root:
             self.recency.stamp(node)
 
@@ -167,4 +168,7 @@ class MarconiRules(EngineRules):
             return
         self.recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
         manager.insert(req, end)
-        self.recency.stamp_path(req.last_node.path_from_root(), every=self.path_refresh)
+        if self.path_refresh:
+            self.recency.stamp_down_to(req.last_node)
+        else:
+            self.recency.stamp_path(req.last_node.path_from_root(), every=False)

@@ -51,6 +51,9 @@ class SGLangRules(SGLangAdmission):
         self.trigger = SwaTrigger(
             self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
         )
+        # decode rows of a mixed batch: their track slots are dropped (mix_with_running) and their result is
+        # processed as a prefill's, so the step saves no decode checkpoint
+        self.decode_untracked = False
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         refresh_after_match(tree, path, node, self.window, "window")
@@ -92,12 +95,12 @@ class SGLangRules(SGLangAdmission):
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         """``checkpoint_kv_cache`` after every chunk; a request that finishes at its prompt goes straight to
-        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free). Under the overlap loop
-        the chunk is committed when the loop settles it: a middle chunk at the next step's scheduling
-        (``stash_chunked_request``), the last one when its result is processed."""
+        ``release_kv_cache`` instead (its finish inserts, with no out-of-window free). A middle chunk is
+        committed at the next step's scheduling (``stash_chunked_request``) in either loop; the last one when
+        its result is processed (``process_batch_result_prefill``), which the overlap loop does a step late."""
         if is_last and req.output_len < 2:
             return
-        if self.knobs.overlap:
+        if self.knobs.overlap or not is_last:
             req.commit_pending = True
         else:
             self.checkpoint_into_tree(manager, req, finished=False)
@@ -120,12 +123,21 @@ class SGLangRules(SGLangAdmission):
                 if self.reserve(manager, 0, 0, 1) is None:
                     req.spare_states.append(manager.pools[MAMBA].alloc_one())
         end = floor_to(key_len, self.page_size)
+        if req.checkpoint is not None and req.checkpoint[0] == key_len != end:
+            # the radix key is page-aligned but the state is the one tracked at key_len: the node ending at
+            # end gets it (a continuation cut off the page grid tracks off it: mixed chunks)
+            req.checkpoint = (end, req.checkpoint[1])
         if end >= req.prefix_len and end > 0:  # an insert adding nothing still walks (and stamps) the path
             manager.insert(req, end)
         if req.swa_branch is not None and end >= req.swa_branch:
             req.swa_branch = None
             if not finished:
                 self.free_before_key(manager, req, req.kv_len)
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        """``_mamba_radix_cache_v2_req_prepare_for_extend`` without DCP: tracked relative to the chunk's start,
+        on the page grid or not (a continuation starts off it where mixed decode rows cut the chunk before)."""
+        return self.prefill_track_position(req, chunk_len)
 
     def key_len(self, req: RequestCache, finished: bool) -> int:
         if self.resolved.has_mamba:
@@ -142,9 +154,10 @@ class SGLangRules(SGLangAdmission):
 
     def decode_checkpoint(self, req: RequestCache) -> int | None:
         """``prepare_for_decode``: a state where the sequence reaches the track grid, lcm of the scan's
-        checkpoint grid and ``--mamba-track-interval``."""
+        checkpoint grid and ``--mamba-track-interval``; none for a mixed batch's decode row."""
         position = req.kv_len + 1
-        return position if self.resolved.has_mamba and position % self.resolved.track_grid == 0 else None
+        tracked = self.resolved.has_mamba and not self.decode_untracked
+        return position if tracked and position % self.resolved.track_grid == 0 else None
 
     def decode_free_target(self, req: RequestCache, iteration: int) -> int | None:
         """``maybe_evict_swa`` at ``req.seqlen - 1``: under the overlap loop a request whose last step is in

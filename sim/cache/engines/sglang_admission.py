@@ -10,12 +10,13 @@ alone do not already settle the answer.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import NamedTuple
 
 import sim.cache.engines.sglang_budget as budget
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
+from sim.cache.engines.sglang_budget import PassBudget
+from sim.cache.engines.sglang_locked import locked_pages
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -58,12 +59,24 @@ class SGLangAdmission(EngineRules):
         chunk = self.policy.chunked_prefill_size
         self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
 
+    def reserve_mixed_decode(self, num_running: int) -> None:
+        """``PrefillAdder(num_mixed_decode_tokens=running_bs)`` under ``--enable-mixed-chunk``: a token per running
+        request, charged to both FULL offsets and both token budgets (not to SWA's: ``SWAPrefillBudget``)."""
+        b = self.pass_budget
+        self.pass_budget = PassBudget(
+            b.total + num_running,
+            b.current + num_running,
+            b.swa,
+            b.chunk - num_running,
+            b.input - num_running,
+        )
+
     def budget_state(self, manager: RadixOps) -> str:
         """``PrefillAdder.budget_state``: ``no_token`` (no memory left this pass), ``other`` (no prefill or
         chunk tokens left) or ``continue``."""
         b = self.pass_budget
         free = manager.pools[FULL].num_free * self.page_size
-        evictable = (manager.tree.num_full_pages - _locked_pages(manager, None, swa=False)) * self.page_size
+        evictable = (manager.tree.num_full_pages - locked_pages(manager, None, swa=False)) * self.page_size
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.resolved.has_swa:
             remaining = self._remaining_swa(manager, None, 0)
@@ -131,13 +144,20 @@ class SGLangAdmission(EngineRules):
             _waits(SWA.pool_name, needed_swa, remaining_swa),
         )
 
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """A first chunk's end is floored to a page (``_select_prefill_admission``); a continuation is cut
+        anywhere (``add_chunked_req``: ``floor_chunked_tokens``' grid is 1 without DCP)."""
+        return chunk_len if req.kv_len > req.cached_len else super().align_chunk(req, chunk_len)
+
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
-        """The first chunk: the cap ``check_prefill`` set at admission (``_select_prefill_admission``). A
-        later one: ``available_chunk_tokens`` (0: no chunk this pass). A cut chunk ends on a page. The chunk
-        is charged to the pass."""
+        """The first chunk: cut to whole pages where its paged length passes the cap ``check_prefill`` set at
+        admission (``_select_prefill_admission``). A later one: at most ``available_chunk_tokens``, cut
+        anywhere (0: no chunk this pass). The chunk is charged to the pass."""
         page = self.page_size
         if req.kv_len == req.cached_len:
             cap = req.first_chunk_cap
+            if cap is not None and budget.ceil_page(chunk_len, page) > cap:
+                chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
         else:
             cap = budget.available_chunk_tokens(
                 chunk_len,
@@ -147,8 +167,7 @@ class SGLangAdmission(EngineRules):
             )
             if cap is None:
                 return 0
-        if cap is not None and cap < chunk_len:
-            chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
+            chunk_len = min(chunk_len, cap)
         if chunk_len > 0:
             self.charge(req, chunk_len)
         return chunk_len
@@ -186,7 +205,7 @@ class SGLangAdmission(EngineRules):
         free = manager.pools[FULL].num_free * self.page_size - self.pass_budget.total
         if free > enough:
             return free
-        locked = _locked_pages(manager, req, swa=False)
+        locked = locked_pages(manager, req, swa=False)
         return free + (manager.tree.num_full_pages - locked) * self.page_size
 
     def _remaining_swa(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int | None:
@@ -197,7 +216,7 @@ class SGLangAdmission(EngineRules):
         free = manager.pools[SWA].num_free * self.page_size - self.pass_budget.swa
         if free > enough:
             return free
-        locked = _locked_pages(manager, req, swa=True)
+        locked = locked_pages(manager, req, swa=True)
         return free + (manager.tree.num_swa_pages - locked) * self.page_size
 
     def _copy_on_write_eviction(self, manager: RadixOps, req: RequestCache) -> None:
@@ -207,39 +226,8 @@ class SGLangAdmission(EngineRules):
             self.reserve(manager, 0, 0, 1)
 
 
-class PassBudget(NamedTuple):
-    """One ``PrefillAdder``'s accounts, in tokens: reserved against the whole pool (``total_offset``: the
-    running decode and every request added with its decode), against what is free now (``current_offset``),
-    against SWA (``swa_offset``), and the chunk and prefill tokens left (``rem_chunk_tokens``,
-    ``rem_input_tokens``)."""
-
-    total: int
-    current: int
-    swa: int
-    chunk: int
-    input: int
-
-
 def _waits(pool: str, needed: int, available: int) -> str:
     return (
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
         f"needs {needed} {pool} tokens, at most {available} can be freed"
     )
-
-
-def _locked_pages(manager, candidate: RequestCache | None, swa: bool) -> int:
-    """Pages of the tree that running requests' locks (and the candidate's) keep from eviction: FULL on
-    their paths to the root, SWA on the live nodes of their windows."""
-    seen: set[int] = set()
-    locked = 0
-    holders = list(manager.requests.values())
-    if candidate is not None and candidate.request_id not in manager.requests:
-        holders.append(candidate)
-    for holder in holders:
-        nodes = holder.locks.swa_nodes if swa else holder.last_node.path_from_root()
-        for node in nodes:
-            pages = node.swa_pages if swa else node.full_pages
-            if node.id not in seen and pages is not None:
-                seen.add(node.id)
-                locked += len(pages)
-    return locked

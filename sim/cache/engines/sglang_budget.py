@@ -24,6 +24,19 @@ class PrefillVerdict(NamedTuple):
     chunk_cap: int | None
 
 
+class PassBudget(NamedTuple):
+    """One ``PrefillAdder``'s accounts, in tokens: reserved against the whole pool (``total_offset``: the
+    running decode and every request added with its decode), against what is free now (``current_offset``),
+    against SWA (``swa_offset``), and the chunk and prefill tokens left (``rem_chunk_tokens``,
+    ``rem_input_tokens``)."""
+
+    total: int
+    current: int
+    swa: int
+    chunk: int
+    input: int
+
+
 def ceil_page(tokens: int, page: int) -> int:
     return ceil_to(tokens, page)
 

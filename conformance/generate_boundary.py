@@ -39,17 +39,14 @@ CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite
 # Open differences the family found and the simulator does not yet explain, each with its first differing step:
 # reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
 KNOWN = {
-    (
-        "sglang",
-        5,
-        True,
-    ): "FULL + MAMBA, page 1, FULL pool 447: at step 83 (e0d0's 255-token prefill while e0's "
-    "last decode is in flight) SGLang keeps e0's 192 prompt tokens in the tree with 0 free; the simulator "
-    "evicts 129 of them (129 free, 63 held) and one MAMBA state",
-    ("sglang", 14, True): "FULL + SWA + MAMBA: at step 200 SGLang holds one more SWA page and MAMBA state in "
-    "the tree (0 free) than the simulator (1 free)",
-    ("sglang", 18, True): "FULL + SWA + MAMBA: at step 9 SGLang's tree holds 512 SWA pages with 0 free, the "
-    "simulator's 508 with 4 free",
+    ("sglang", 14, True): "FULL + SWA + MAMBA: at step 379 SGLang frees a MAMBA state by tombstoning "
+    "g1[:128]'s where the simulator deletes the 2-token leaf [190, 192) (0 free either way): the simulator's "
+    "waiting-prefix refresh (SchedulePolicy._touch_waiting_prefixes, every 32nd pass) touched t-r5's prefix "
+    "after t-r3's insert, SGLang's did not (21 touches in all, among them the requests no pool holds while "
+    "the client polls before giving up; the simulator's 3)",
+    ("sglang", 18, True): "FULL + SWA + MAMBA: at step 10, after the client gave up on e0's stalled "
+    "chunked prefill (SGLang would wait forever), SGLang's tree holds 509 SWA tokens with 3 free, the "
+    "simulator's 512 with 0 free",
 }
 
 

@@ -198,12 +198,13 @@ class SGLangScheduler(SGLangDecode):
         return self.rules.budget_state(self.manager)
 
     def _allocate(self, batch: Batch, added: list[tuple[RequestState, int]]) -> None:
-        """``prepare_for_extend``: room evicted for every chunk plus a page per request at once
-        (``alloc_paged_token_slots_extend``), then each chunk's pages; a request whose last chunk this is
-        leaves ``chunked``."""
+        """``prepare_for_extend``: room evicted for every chunk at once, plus a page per request where pages
+        are longer than a token (``alloc_paged_token_slots_extend``; ``alloc_token_slots`` asks only the
+        chunks), then each chunk's pages; a request whose last chunk this is leaves ``chunked``."""
         if added:
             page = self.manager.page_size
-            room = ceil_div(sum(chunk for _, chunk in added) + len(added) * page, page)
+            slack = len(added) * page if page > 1 else 0
+            room = ceil_div(sum(chunk for _, chunk in added) + slack, page)
             self._evict_for(room)
         for state, chunk in added:
             plan = self.manager.prepare_prefill(state.request_id, chunk, batch.iteration)

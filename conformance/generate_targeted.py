@@ -12,7 +12,11 @@ seeds ``TARGETED_FROM`` and up, per engine, so its earlier seeds stay as they we
     budget, so a prompt between the last page and the budget is cut at a page, not at the budget;
 ``tied-states`` (FreeToken GDN) two snapshots on one path with one walk's timestamp, the oldest in a full
     state pool, so the heap's tie-break (and the scan order it is built in) decides which one a new request
-    evicts, and a later prompt reuses the shallower one.
+    evicts, and a later prompt reuses the shallower one;
+``swa-admit`` (FreeToken SWA) three prompts longer than the window in one step, the SWA pool where one of
+    them is admitted or not on the last token of its need (``min(extend, W) + 1``);
+``swa-cap`` (vLLM) a prompt longer than the SWA group's admission cap (``W - 1`` plus the batch budget, one
+    block of slack) arriving while another decodes, the pool one block short of its need.
 
 ``generate_targeted(engine, seed, pressure)`` is a pure function of its arguments; the pressure flag picks a
 variant of the shape (both hold pools at an edge).
@@ -21,16 +25,21 @@ variant of the shape (both hold pools at an edge).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 
 TARGETED_FROM = 20  # the first boundary seed that is a targeted scenario
-SHAPES = {"sglang": ("dup-insert", "decode-edge", "mixed-cut"), "freetoken": ("tied-states",), "vllm": ()}
+SHAPES = {
+    "sglang": ("dup-insert", "decode-edge", "mixed-cut"),
+    "freetoken": ("tied-states", "swa-admit"),
+    "vllm": ("swa-cap",),
+}
 _GAP = 128  # swa_eviction_interval: unused by these FULL + MAMBA configurations, kept at its default
 
 
 def targeted_seeds(engine: str) -> range:
-    """The boundary seeds of ``engine`` that are targeted scenarios (none for vLLM yet)."""
+    """The boundary seeds of ``engine`` that are targeted scenarios."""
     return range(TARGETED_FROM, TARGETED_FROM + len(SHAPES[engine]))
 
 
@@ -44,6 +53,8 @@ def generate_targeted(engine: str, seed: int, pressure: bool) -> Scenario:
         "decode-edge": _decode_edge,
         "mixed-cut": _mixed_cut,
         "tied-states": _tied_states,
+        "swa-admit": _swa_admit,
+        "swa-cap": _swa_cap,
     }[shape]
     config, requests = make(rng, pressure)
     name = f"{engine}-boundary-{seed}{'-pressure' if pressure else ''}-{shape}"
@@ -134,3 +145,23 @@ def _tied_states(rng: random.Random, pressure: bool) -> tuple[EngineConfig, list
     requests.append(_request("G", at, [("g", 50)], 10))  # evicts one state, leaves none (59: off the page)
     requests.append(_request("C", at + 100, [("x", 128 + rng.randint(1, 15))], 3))
     return _config(16, 100_000, 16, overlap=False), requests
+
+
+def _swa_admit(rng: random.Random, pressure: bool) -> tuple[EngineConfig, list[dict]]:
+    """Prompts of 120 tokens (W = 64, page 1) with two-token outputs: short decodes keep FreeToken within its
+    pool below its four-request floor. The two pools are where, scanning the SWA pool token by token, the
+    admission check ``available < need`` turns on its last token (found on the simulator's rule, each
+    verified on FreeToken: tests/conformance/test_suite_agrees.py)."""
+    requests = [_request(f"s{i}", 0, [(f"p{i}", 120)], 2) for i in range(3)]
+    config = EngineConfig("full+swa", 1, 64, 256, 64, 8192, _GAP, 20_000, 224 if pressure else 304, 0)
+    return replace(config, overlap=False), requests
+
+
+def _swa_cap(rng: random.Random, pressure: bool) -> tuple[EngineConfig, list[dict]]:
+    """Blocks of 16, W = 32, a batch budget of 64: the SWA group's admission cap is ceil((32 - 1 + 64) / 16)
+    + 1 = 7 blocks. A (300 tokens) holds 19 FULL and 3 SWA blocks while it decodes; B (300 tokens, arriving
+    at step 8) needs 19 FULL and 7 SWA: 26. With the null block, 47 blocks leave B 25: it waits for A to
+    finish (48: B starts at step 8, and the cap decides a later step, 24)."""
+    requests = [_request("A", 0, [("pa", 300)], 30), _request("B", 8, [("pb", 300)], 5)]
+    config = EngineConfig("full+swa", 16, 32, 256, 64, 64, _GAP, 0, 0, 0, overlap=False, max_model_len=512)
+    return replace(config, num_blocks=48 if pressure else 47), requests

@@ -66,3 +66,20 @@ def test_tied_states_evict_the_deeper_snapshot(preset, pressure):
     trajectory = simulated_steps(generate_boundary("freetoken", TARGETED_FROM, pressure), preset)
     assert trajectory.requests["B"].cached_tokens == 160
     assert trajectory.requests["C"].cached_tokens == 128
+
+
+@pytest.mark.parametrize("pressure", [False, True])
+def test_swa_admit_turns_on_one_swa_token(pressure):
+    """FreeToken admits the third prompt one step earlier with one more SWA token: its need is met exactly."""
+    scenario = generate_boundary("freetoken", TARGETED_FROM + 1, pressure)
+    roomier = replace(scenario, config=replace(scenario.config, swa_tokens=scenario.config.swa_tokens + 1))
+    at_edge = _first_batch_of(simulated_steps(scenario, "freetoken"), "s2").at
+    assert _first_batch_of(simulated_steps(roomier, "freetoken"), "s2").at == at_edge - 1
+
+
+def test_swa_cap_leaves_the_long_prompt_one_block_short():
+    scenario = generate_boundary("vllm", TARGETED_FROM, pressure=False)
+    at_edge = simulated_steps(scenario, "vllm")
+    assert _first_batch_of(at_edge, "B").at == at_edge.requests["A"].finished_at  # B waits for A
+    roomier = replace(scenario, config=replace(scenario.config, num_blocks=scenario.config.num_blocks + 1))
+    assert _first_batch_of(simulated_steps(roomier, "vllm"), "B").at == 8  # its arrival

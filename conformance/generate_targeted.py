@@ -73,9 +73,9 @@ def _config(page: int, full_tokens: int, mamba_states: int, **knobs) -> EngineCo
 
 
 def _dup_insert(rng: random.Random, pressure: bool) -> tuple[EngineConfig, list[dict]]:
-    """X, Y, X again in one batch (page 1: SGLang 0.5.23's own leak check fails a duplicate insert at larger
-    pages). Pressure: a request that evicts one prompt's leaf, not both; without: twelve one-state fillers
-    until a filler must evict one of the two prompt states."""
+    """X, Y, X again in one batch, at page 1 so every pool below is in whole tokens. Pressure: a request that
+    evicts one prompt's leaf, not both; without: twelve one-state fillers until a filler must evict one of the
+    two prompt states."""
     prompt_len, output_len = 256, 16  # on the 64-token Mamba grid: each prompt leaves one state at its end
     requests = [
         _request(name, 0, [(ref, prompt_len)], output_len)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from unittest import mock
 
+import pytest
 from cache_helpers import seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,8 @@ from test_marconi_recency import tight_lru_runs
 from sim.cache.engines import marconi_lru
 from sim.cache.engines.marconi_evict import candidates
 from sim.cache.node import Node
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
@@ -48,6 +51,7 @@ def checked_picks():
 _NUM_VICTIMS: list[int] = []
 
 
+@pytest.mark.interpreted
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(
     tight_lru_runs(),
@@ -72,6 +76,7 @@ def test_every_heap_pick_is_the_scans_pick(configuration, requests):
     _NUM_VICTIMS.append(sum(node is not None for node in picks))
 
 
+@pytest.mark.interpreted
 def test_the_property_evicts():
     """The configurations above do reach eviction (else the property compares nothing)."""
     _NUM_VICTIMS.clear()
@@ -80,7 +85,7 @@ def test_the_property_evicts():
 
 
 def _tree(*branches: tuple[str, ...]) -> Node:
-    root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]
+    root = RadixTree(1, Pool("full", 0), Pool("swa", 0), Pool("states", 0)).root
     for branch in branches:
         node = root
         for name in branch:

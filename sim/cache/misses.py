@@ -106,17 +106,19 @@ class TreeMissTracker:
         self.evicted_pages.setdefault(hash(node.edge), []).append(above)
         self._prefix_links.pop(node.id, None)
 
-    def _prefix_link(self, node) -> tuple | None:
+    def _prefix_link(self, node: Node) -> tuple | None:
         """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,
         so that a chain evicted leaf by leaf costs a step per node, not its depth. A node's tokens from the
         root never change (a split keeps its end and what lies above), so a chain once made stays right."""
-        links, chain = self._prefix_links, []
+        links = self._prefix_links
+        chain: list[Node] = []
         while node.parent is not None and node.id not in links:
             chain.append(node)
             node = node.parent
-        link = links.get(node.id)  # None: the root, an empty prefix
+        link: tuple | None = links.get(node.id)  # None: the root, an empty prefix
         for below in reversed(chain):
-            link = links[below.id] = (below.key, link)
+            link = (below.key, link)
+            links[below.id] = link
         return link
 
     def _on_split(self, event: Split) -> None:

@@ -180,7 +180,9 @@ class MarconiEvictor:
             self.recency.forget(node)
             tree.delete_leaf(node)
             if self.recency.leaves is not None and parent.parent is not None and not parent.children:
-                self.recency.leaves.push(parent, self.recency.of(parent))  # a leaf now (forget moves a stamp up only if the child had one)
+                self.recency.leaves.push(
+                    parent, self.recency.of(parent)
+                )  # a leaf now (forget moves a stamp up only if the child had one)
             if (
                 parent.parent is None
                 or parent.children

@@ -30,7 +30,9 @@ class LeafHeap:
     def pick(self, root: Node, stamp_of) -> Node | None:
         """The unlocked leaf with the lowest stamp, the first in preorder among equals; None if none."""
         self._compact(root, stamp_of)
-        heap, locked, tied = self.heap, [], []
+        heap = self.heap
+        locked: list[tuple[int, int, Node]] = []
+        tied: list[tuple[int, int, Node]] = []
         while heap:
             entry = heap[0]
             if tied and entry[0] != tied[0][0]:

@@ -211,8 +211,9 @@ def test_the_steps_before_a_page_freed_twice_are_compared():
     scenario, result = hand.double_free(), StepsResult("freetoken")
     _check(freetoken, scenario, "freetoken", result)
     assert len(result.corrupt) == 1 and not result.found and result.corrupt_steps == 17
-    # from step 0 (the three prompts' commit, b's finish) simulate holds 98 more SWA pages in the tree than
-    # FreeToken, in this scenario built to reach the double free: reported apart, not failed (not traced)
+    # from step 0 simulate holds 98 more SWA pages in the tree: c's window [973 - 256 - 16, 799) stays live
+    # for simulate, while FreeToken's trim at b's finish tombstones it (c's prompt is not committed yet), the
+    # start of the double free (c's commit then frees its copies and its re-match stops short): apart, not failed
     [(_, _, difference)] = result.corrupt_found
     assert (difference.at, difference.what) == (0, "pools") and result.corrupt_steps_equal == 0
     assert len(simulated_steps(scenario, "freetoken").steps) > result.corrupt_steps  # simulate runs on past it

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 
-TARGETED_FROM = 20  # the first boundary seed that is a targeted scenario
+TARGETED_FROM = 1000  # the first boundary seed that is a targeted scenario: far past every drawn one
 SHAPES = {
     "sglang": ("dup-insert", "decode-edge", "mixed-cut"),
     "freetoken": ("tied-states", "swa-admit"),
@@ -47,7 +47,7 @@ def generate_targeted(engine: str, seed: int, pressure: bool) -> Scenario:
     if seed not in targeted_seeds(engine):
         raise ValueError(f"{engine} has no targeted boundary scenario at seed {seed}")
     shape = SHAPES[engine][seed - TARGETED_FROM]
-    rng = random.Random(f"targeted/{engine}/{seed}/{pressure}")
+    rng = random.Random(f"targeted/{engine}/{shape}/{pressure}")
     make = {
         "dup-insert": _dup_insert,
         "decode-edge": _decode_edge,

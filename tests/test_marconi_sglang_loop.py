@@ -11,8 +11,9 @@ import pytest
 from sim.cache.events import EventBus, StepStarted
 from sim.run.backend import FixedStepBackend
 from sim.run.setup import build
-from sim.run.simulate import SimConfig, run_timed
+from sim.run.simulate import SimConfig, run_timed, simulate
 from sim.trace import Request, Segment, Trace
+from sim.trace.jsonl import load_trace
 
 
 def _steps(trace: Trace, policy: str, model: str, **config) -> tuple[list[tuple], list[tuple]]:
@@ -46,11 +47,12 @@ def _unshared() -> Trace:
     return Trace([_request(f"r{i}", at, [(f"p{i}", n)], out) for i, (at, n, out) in enumerate(lengths)])
 
 
+@pytest.mark.parametrize("pool_tokens", [None, 1550])  # 1550: requests wait for room, the tree is evicted
 @pytest.mark.parametrize("page", [1, 16])
 @pytest.mark.parametrize("model", ["tiny", "tiny-swa", "qwen3-next"])
 @pytest.mark.parametrize("marconi", ["marconi", "marconi-sglang"])
-def test_marconi_schedules_sglangs_batches_where_its_policy_cannot_matter(model, marconi, page):
-    config = {"knobs": {"chunked_prefill_size": 256, "page_size": page}}
+def test_marconi_schedules_sglangs_batches_where_its_policy_cannot_matter(model, marconi, page, pool_tokens):
+    config = {"knobs": {"chunked_prefill_size": 256, "page_size": page}, "pool_tokens": pool_tokens}
     batches, rows = _steps(_unshared(), marconi, model, **config)
     sglang_batches, sglang_rows = _steps(_unshared(), "sglang", model, **config)
     assert batches == sglang_batches
@@ -91,3 +93,27 @@ def test_a_hand_trace_runs_sglangs_loop_with_marconis_two_pass_prefill(policy):
         (("d", 10, True),),
     ]
     assert rows == [(0, 1.0, 4.0), (0, 2.0, 3.0), (0, 10.0, 10.0), (40, 13.0, 13.0)]
+
+
+def _runs(trace: Trace, policy: str, mode: str, cache_bytes: float | None) -> None:
+    summary = simulate(
+        trace, SimConfig(policy=policy, model="qwen3-next", mode=mode, cache_bytes=cache_bytes, bounds=False)
+    ).summary
+    assert summary.requests == len(trace.requests)
+    assert summary.cached_tokens <= summary.prompt_tokens
+
+
+# 2 GB: SGLang's budget must weigh each request's MAMBA slots against KV, or it admits chunks the bytes refuse
+@pytest.mark.parametrize("cache_bytes", [None, 2e9])
+@pytest.mark.parametrize("mode", ["replay", "timed"])
+@pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
+def test_every_marconi_preset_runs_the_fanout_sample(policy, mode, cache_bytes):
+    _runs(load_trace("traces/fanout.jsonl"), policy, mode, cache_bytes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache_bytes", [None, 5e9])
+@pytest.mark.parametrize("mode", ["replay", "timed"])
+@pytest.mark.parametrize("policy", ["marconi", "marconi-sglang", "marconi-vllm"])
+def test_every_marconi_preset_runs_the_mooncake_sample(policy, mode, cache_bytes):
+    _runs(load_trace("traces/mooncake_conversation_500.jsonl"), policy, mode, cache_bytes)

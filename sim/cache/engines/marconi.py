@@ -16,8 +16,9 @@ Marconi's system sits on SGLang, so Marconi and SGLang+ run SGLang's loop and an
 own gates (``SGLangAdmission``): a request holds SGLang's three MAMBA slots (its running state and two track
 slots, which its branch and last states use), and a two-pass cut makes it SGLang's one chunked request,
 which ends the pass. Under a byte budget the budget's counts are bytes, expressed in tokens of KV (FULL and
-SWA together): free = what the budget takes now, evictable = the unlocked tree pages. vLLM+ runs the
-default loop with none of SGLang's gates (``marconi_vllm.py``).
+SWA together): free = what the budget takes now, evictable = the unlocked tree pages and states, and a
+request's slots charged to its admission. vLLM+ runs the default loop with none of SGLang's gates
+(``marconi_vllm.py``).
 """
 
 from __future__ import annotations

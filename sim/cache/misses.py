@@ -62,6 +62,7 @@ class TreeMissTracker:
     state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefixes before it: their path's keys, hashed when first asked
     evicted_pages: dict[int, list] = field(default_factory=dict)
+    _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
     _pending: MatchMiss = MatchMiss()
@@ -101,8 +102,24 @@ class TreeMissTracker:
         """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
         again later is a new node, but the same tokens."""
         node = event.node
-        keys = tuple(above.key for above in node.parent.path_from_root())  # hashed lazily: most never asked
-        self.evicted_pages.setdefault(hash(node.edge), []).append(keys)
+        above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
+        self.evicted_pages.setdefault(hash(node.edge), []).append(above)
+        self._prefix_links.pop(node.id, None)
+
+    def _prefix_link(self, node: Node) -> tuple | None:
+        """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,
+        so that a chain evicted leaf by leaf costs a step per node, not its depth. A node's tokens from the
+        root never change (a split keeps its end and what lies above), so a chain once made stays right."""
+        links = self._prefix_links
+        chain: list[Node] = []
+        while node.parent is not None and node.id not in links:
+            chain.append(node)
+            node = node.parent
+        link: tuple | None = links.get(node.id)  # None: the root, an empty prefix
+        for below in reversed(chain):
+            link = (below.key, link)
+            links[below.id] = link
+        return link
 
     def _on_split(self, event: Split) -> None:
         upper, lower = event.upper, event.lower
@@ -137,7 +154,7 @@ class TreeMissTracker:
         wanted = hash(tokens.slice(0, depth))
         for index, prefix in enumerate(prefixes):
             if not isinstance(prefix, int):
-                prefix = prefixes[index] = hash(TokenSeq([run for key in prefix for run in key.runs]))
+                prefix = prefixes[index] = hash(TokenSeq([run for key in _keys(prefix) for run in key.runs]))
             if prefix == wanted:
                 return True
         return False
@@ -184,3 +201,13 @@ class TreeMissTracker:
         last = evicted[-1]
         ranges = [(start, last.end, self.state_evicted[last.id])]
         return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
+
+
+def _keys(link: tuple | None) -> list:
+    """The keys of a ``_prefix_link`` chain, root first."""
+    keys = []
+    while link is not None:
+        keys.append(link[0])
+        link = link[1]
+    keys.reverse()
+    return keys

@@ -14,6 +14,7 @@ from __future__ import annotations
 from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal
@@ -35,25 +36,32 @@ class Recency:
         self.now = 0
         self.stamps: dict[int, int] = {}
         self.whole_paths = whole_paths
+        # LRU over leaves (whole-path mode) reads the lowest stamp from a heap fed by every stamp written
+        self.leaves = LeafHeap() if whole_paths else None
+
+    def set(self, node: Node, stamp: int) -> None:
+        self.stamps[node.id] = stamp
+        if self.leaves is not None:
+            self.leaves.push(node, stamp)
 
     def tick(self, count: int = 1) -> None:
         self.now += count
 
     def stamp(self, node: Node) -> None:
-        self.stamps[node.id] = self.now
+        self.set(node, self.now)
 
     def stamp_path(self, nodes, every: bool) -> None:
         """``every``: each node (a whole-path refresh); else only nodes not seen yet (new or split)."""
         for node in nodes:
             if every or node.id not in self.stamps:
-                self.stamps[node.id] = self.now
+                self.set(node, self.now)
 
     def stamp_down_to(self, node: Node) -> None:
         """Every node from the root down to ``node`` accessed now (whole-path mode: held at ``node``)."""
         if node.parent is None:
             return  # the root: an empty path
         if self.whole_paths:
-            self.stamps[node.id] = self.now
+            self.set(node, self.now)
         else:
             self.stamp_path(node.path_from_root(), every=True)
 
@@ -62,7 +70,7 @@ class Recency:
         stamp = self.stamps.pop(node.id, None)
         parent = node.parent
         if self.whole_paths and stamp is not None and parent is not None and parent.parent is not None:
-            self.stamps[parent.id] = max(self.stamps.get(parent.id, 0), stamp)
+            self.set(parent, max(self.stamps.get(parent.id, 0), stamp))
 
     def of(self, node: Node) -> int:
         return self.stamps.get(node.id, 0)
@@ -122,6 +130,8 @@ class MarconiEvictor:
     def pick(self, tree, comp: str) -> tuple[Node | None, int | None]:
         """The victim for ``comp`` (a component, or ``BYTES``) and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
         the edge of the last candidate scored)."""
+        if self.recency.leaves is not None and not self.flop_aware and not self.code_counting:
+            return self.recency.leaves.pick(tree.root, self.recency.of), None
         found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
         if not found:
             return None, 0
@@ -157,7 +167,7 @@ class MarconiEvictor:
         below = next(iter(victim.children.values()))
         while below.state is None and len(below.children) == 1:
             below = next(iter(below.children.values()))
-        self.recency.stamps[below.id] = max(self.recency.of(below), self.recency.of(victim))
+        self.recency.set(below, max(self.recency.of(below), self.recency.of(victim)))
 
     def _delete_with_exposed(self, tree, leaf: Node) -> int:
         """Delete ``leaf`` and the unlocked stateless ancestors left as leaves; returns the bytes freed."""
@@ -169,6 +179,10 @@ class MarconiEvictor:
             )
             self.recency.forget(node)
             tree.delete_leaf(node)
+            if self.recency.leaves is not None and parent.parent is not None and not parent.children:
+                self.recency.leaves.push(
+                    parent, self.recency.of(parent)
+                )  # a leaf now (forget moves a stamp up only if the child had one)
             if (
                 parent.parent is None
                 or parent.children

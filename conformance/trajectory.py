@@ -17,7 +17,12 @@ COMPONENTS = ("FULL", "SWA", "MAMBA")
 
 
 class EngineCorrupt(RuntimeError):
-    """The engine's own bookkeeping broke (e.g. a page freed twice): what it does next cannot be compared."""
+    """The engine's own bookkeeping broke (e.g. a page freed twice): what it does next cannot be compared,
+    what it did before can. ``steps``: the engine's steps before ``at``, the step clock it broke at."""
+
+    def __init__(self, message: str, steps: tuple = (), at: int | None = None):
+        super().__init__(message)
+        self.steps, self.at = steps, at
 
 
 class Step(NamedTuple):

@@ -105,7 +105,9 @@ class _StepLoop:
         if twice:
             raise EngineCorrupt(
                 f"FreeToken freed {twice} KV page(s) twice by step {clock}: its free list would hand "
-                "them out twice (docs/notes/conformance-concurrent-findings.md)"
+                "them out twice (docs/notes/conformance-concurrent-findings.md)",
+                tuple(self.steps),
+                clock,
             )
 
     def _process(self, data) -> None:

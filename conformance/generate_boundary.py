@@ -38,16 +38,7 @@ CLIP_MAX_NEW_TOKENS = (
 CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite_agrees.py)
 # Open differences the family found and the simulator does not yet explain, each with its first differing step:
 # reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
-KNOWN = {
-    ("sglang", 14, True): "FULL + SWA + MAMBA: at step 379 SGLang frees a MAMBA state by tombstoning "
-    "g1[:128]'s where the simulator deletes the 2-token leaf [190, 192) (0 free either way): the simulator's "
-    "waiting-prefix refresh (SchedulePolicy._touch_waiting_prefixes, every 32nd pass) touched t-r5's prefix "
-    "after t-r3's insert, SGLang's did not (21 touches in all, among them the requests no pool holds while "
-    "the client polls before giving up; the simulator's 3)",
-    ("sglang", 18, True): "FULL + SWA + MAMBA: at step 10, after the client gave up on e0's stalled "
-    "chunked prefill (SGLang would wait forever), SGLang's tree holds 509 SWA tokens with 3 free, the "
-    "simulator's 512 with 0 free",
-}
+KNOWN: dict[tuple[str, int, bool], str] = {}  # none open (SGLang 14 and 18 with pressure were the last)
 
 
 def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenario:

@@ -6,12 +6,13 @@ The client (``ingest_requests``) submits request i at the start of the first loo
 token, and whether the batch extends), and the step's pools are read when the next iteration starts, once the
 loop processed the step before (free and tree-held FULL and SWA pages, MAMBA states). A request finishes at the
 step after the one whose result finished it; a request retracted to the waiting queue is listed in the step being
-scheduled. A waiting head that an idle loop never admits is given up on, as the one-at-a-time client does.
+scheduled. A chunked request whose next chunk an idle loop never admits, or a waiting head it never admits, is
+given up on after the one pass that admitted nothing, as ``simulate`` gives up on it.
 """
 
 from __future__ import annotations
 
-from conformance.engines.sglang_scheduler import STALL_POLLS, Client, teacher_forced_forward
+from conformance.engines.sglang_scheduler import Client, teacher_forced_forward
 from conformance.engines.sglang_scheduler import outcome as served_outcome
 from conformance.scenario import ServedRequest
 from conformance.trajectory import Served, Step, Trajectory, pools_of
@@ -28,6 +29,7 @@ class StepClient(Client):
         self.launched: tuple | None = None  # the batch this iteration launched, recorded at the next one
         self.retracted: list[str] = []
         self.finished_at: dict[str, int] = {}
+        self.idle_pass: tuple | None = None  # what the last pass saw, where it admitted nothing
         self.max_polls = 40 * sum(len(r.prompt) + len(r.output) for r in requests) + 1000
 
     def __call__(self, stop_at_pause: bool = False) -> list:
@@ -64,22 +66,38 @@ class StepClient(Client):
             and s.last_batch is None
         )
 
+    def after_prefill(self, batch) -> None:
+        """``get_new_batch_prefill`` returned ``batch``: where it is None, what that prefill pass saw (the
+        decode half of the step may free memory after it: a lone request that cannot decode is aborted)."""
+        self.idle_pass = None if batch is not None else (self._pools(), len(self.finished_at), self._queue())
+
     def _give_up_if_stalled(self) -> None:
-        """Nothing runs, nothing is in flight, and for STALL_POLLS iterations neither the waiting head nor the
-        chunked request's next chunk has been admitted: SGLang would wait forever. The client gives up: a
-        stalled chunked request is aborted through SGLang's own path (``_pending_chunked_abort_req``, as
-        ``abort_request`` does), else the waiting head leaves the queue."""
+        """The last pass admitted nothing, and since it nothing finished, freed or took memory, nothing runs
+        and nothing is in flight: the pass about to run would see what it saw and admit nothing either, so
+        SGLang would wait forever. The client gives up at once, before that pass: a stalled chunked request
+        is aborted through SGLang's own path (``_pending_chunked_abort_req``, as ``abort_request`` does), else
+        the waiting head leaves the queue. Waiting longer would let the idle loop run passes whose number only
+        a real client's timeout decides, and each counts towards the waiting-prefix refresh
+        (``SchedulePolicy._touch_waiting_prefixes``, every 32nd pass), which splits and re-stamps the tree;
+        ``simulate`` gives up after the one idle pass, as here."""
         s = self.scheduler
-        moved = s.forward_ct != self.last_forward_ct or s.result_queue or s.last_batch is not None
-        self.last_forward_ct = s.forward_ct
-        chunked = s.chunked_req
-        if chunked is not None and chunked.rid in self.never_admitted:
-            return  # its abort is pending: the next pass releases it
-        stuck = (s.waiting_queue or chunked is not None) and s.running_batch.is_empty() and not moved
-        self.num_stalled_polls = self.num_stalled_polls + 1 if stuck else 0
-        if self.num_stalled_polls < STALL_POLLS:
+        running = s.result_queue or s.last_batch is not None or not s.running_batch.is_empty()
+        if self.idle_pass is None or running:
             return
-        self.num_stalled_polls = 0
+        queue = self._queue()
+        if queue[1:] != (None, None) and (self._pools(), len(self.finished_at), queue) == self.idle_pass:
+            self._give_up(s.chunked_req)
+
+    def _queue(self) -> tuple[int, str | None, str | None]:
+        """What a pass would try to admit: the requests submitted so far (one submitted since the last pass
+        has not been tried), the waiting head and the chunked request."""
+        s = self.scheduler
+        head = s.waiting_queue[0].rid if s.waiting_queue else None
+        chunked = s.chunked_req.rid if s.chunked_req is not None else None
+        return self.submitted, head, chunked
+
+    def _give_up(self, chunked) -> None:
+        s = self.scheduler
         if chunked is not None:
             s._pending_chunked_abort_req = chunked
             self.never_admitted[chunked.rid] = "chunked"
@@ -165,6 +183,22 @@ def serve_steps(
             client.retracted.append(req.rid)
         return add(req, is_retracted=is_retracted)
 
+    next_batch, prefill = scheduler.get_next_batch_to_run, scheduler.get_new_batch_prefill
+
+    def get_next_batch_to_run(running_batch, last_batch):
+        client.idle_pass = None  # set by a prefill pass that admits nothing
+        plan = next_batch(running_batch=running_batch, last_batch=last_batch)
+        if plan.batch_to_run is not None:
+            client.idle_pass = None
+        return plan
+
+    def get_new_batch_prefill(running_batch):
+        plan = prefill(running_batch)
+        client.after_prefill(plan.batch_to_run)
+        return plan
+
+    scheduler.get_next_batch_to_run = get_next_batch_to_run
+    scheduler.get_new_batch_prefill = get_new_batch_prefill
     scheduler.run_batch = run_batch
     scheduler.process_batch_result = process_batch_result
     scheduler._add_request_to_queue = add_request_to_queue

@@ -35,6 +35,7 @@ class RequestCache:
     commit_pending: bool = False  # the prefill's commit waits for the first decode step (overlap)
     swa_branch: int | None = None  # a FULL hit deeper than its SWA-valid match: the first insert stops there
     first_chunk_cap: int | None = None  # the engine's cap on the first prefill chunk, set at admission
+    num_outputs_known: int = 0  # outputs a retracted request prefills again as part of its prompt
 
     @property
     def last_node(self) -> Node:

@@ -184,6 +184,7 @@ class SGLangScheduler(SGLangDecode):
         if isinstance(result, Refusal):
             state.last_refusal = str(result)
             return "no_token"
+        self.manager.requests[state.request_id].num_outputs_known = known - state.prompt_len
         chunk = self.manager.next_chunk_len(state.request_id, self.rules.pass_budget.chunk)
         if chunk <= 0:
             self.manager.abort(state.request_id)

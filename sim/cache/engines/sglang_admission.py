@@ -88,12 +88,13 @@ class SGLangAdmission(EngineRules):
 
     def charge(self, req: RequestCache, chunk_len: int) -> None:
         """``_update_prefill_budget`` for a request added with ``chunk_len`` tokens (its decode too when the
-        chunk ends its prompt)."""
+        chunk ends its prompt). The decode charged is the request's whole ``max_new_tokens``
+        (``_select_prefill_admission``, ``add_chunked_req``): a retracted request's outputs, though prefilled
+        again, are charged again, where ``add_one_req``'s check counted only the outputs still to come."""
         page, b = self.page_size, self.pass_budget
         paged = budget.ceil_page(chunk_len, page)
-        max_new = (
-            budget.clipped_new_tokens(self._max_new(req)) if req.kv_len + chunk_len >= req.prompt_len else 0
-        )
+        whole = self._max_new(req) + req.num_outputs_known
+        max_new = budget.clipped_new_tokens(whole) if req.kv_len + chunk_len >= req.prompt_len else 0
         swa = budget.estimate_swa_kv_tokens(paged, max_new, self.window, page, b.chunk)
         self.pass_budget = PassBudget(
             b.total + paged + page + max_new,

@@ -50,10 +50,10 @@ def test_without_mamba_every_computed_page_is_kept():
 
 
 def _budget_for_one_eviction() -> float:
-    """Room for A (4000 tokens) and B (64) with their states, and C running beside them less one state's
-    worth: C's admission must evict A or B."""
+    """Room for A (4000 tokens) and B (64) with their states, and C running beside them with SGLang's three
+    MAMBA slots less one state's worth: C's admission must evict A or B."""
     kv, _, state = unit_bytes(get_model("qwen3-next"), 1)
-    return (4000 + 64 + 80) * kv + 3 * state
+    return (4000 + 64 + 80) * kv + 4 * state
 
 
 @pytest.mark.parametrize("last, lru_hit, flop_hit", [(("A", 4000), 0, 4000), (("B", 64), 64, 0)])

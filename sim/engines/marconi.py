@@ -7,10 +7,17 @@ from dataclasses import replace
 
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.marconi_knobs import MarconiKnobs
-from sim.cache.policy import Policy
+from sim.cache.engines.marconi_vllm import MarconiVllmRules
+from sim.cache.events import EventBus
+from sim.cache.interface import CacheModel
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_sizing import separate_pool_sizes
 from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+from sim.engines.sglang import sglang_loop
+from sim.models import ModelSpec
+from sim.sched.interface import Scheduler
 
 # page 1: Marconi's radix tree is token-granular; vLLM+ keeps its 32-token blocks as pages of 32
 _MARCONI = Policy(
@@ -21,6 +28,27 @@ _MARCONI = Policy(
     "FLOP-aware eviction over leaves and single-child nodes, alpha tuned online",
     own=MarconiKnobs(),
 )
+
+
+def _vllm_plus(policy: Policy) -> bool:
+    return own_knobs(policy, MarconiKnobs).marconi_checkpoints == "every-page"
+
+
+def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
+    """vLLM+ leaves SGLang's gates out (``MarconiVllmRules``); Marconi and SGLang+ answer SGLang's budget."""
+    return radix_manager(MarconiVllmRules if _vllm_plus(policy) else MarconiRules)(
+        model, policy, sizes, events
+    )
+
+
+def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
+    """Marconi and SGLang+ on SGLang's loop as it ships (overlap, FCFS, no mixed chunks): Marconi's system sits
+    on SGLang. vLLM+ on the default loop: vLLM's scheduler gates on vLLM's block pool, which a radix tree of
+    32-token pages does not keep."""
+    if _vllm_plus(policy):
+        return capped_scheduler(manager, policy, sizes)
+    return sglang_loop(manager, policy, sizes, overlap=True, schedule_policy="fcfs", mixed=False)
+
 
 ENGINE = Engine(
     name="marconi",
@@ -42,8 +70,8 @@ ENGINE = Engine(
             own=MarconiKnobs(marconi_checkpoints="every-page", marconi_eviction="lru"),
         ),
     ),
-    manager=radix_manager(MarconiRules),
-    scheduler=capped_scheduler,
+    manager=_manager,
+    scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=MarconiRules,
     check=decode_interval_on_pages,

@@ -29,15 +29,23 @@ _SGLANG = Policy(
 )
 
 
-def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
-    """SGLang's own loop: ``--max-running-requests`` capped by the MAMBA pool (separate pools), the overlap
-    loop unless switched off, the waiting queue in ``--schedule-policy`` order, mixed chunks if enabled."""
-    assert isinstance(manager, CacheManager), "SGLang runs the radix cache manager"
+def sglang_loop(
+    manager: CacheModel, policy: Policy, sizes: PoolSizes, overlap: bool, schedule_policy: str, mixed: bool
+) -> Scheduler:
+    """SGLang's own loop over a radix cache whose rules answer its budget (``SGLangAdmission``):
+    ``--max-running-requests`` capped by the MAMBA pool (separate pools)."""
+    assert isinstance(manager, CacheManager), "SGLang's loop runs the radix cache manager"
     cap = policy.max_running_requests
     if manager.has_mamba and sizes.budget_bytes is None:
         cap = max(1, min(cap, sizes.states // MAMBA_SLOTS_PER_REQUEST))
+    return SGLangScheduler(manager, cap, overlap, schedule_policy, mixed)
+
+
+def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
+    """The overlap loop unless switched off, the waiting queue in ``--schedule-policy`` order, mixed chunks
+    if enabled."""
     knobs = own_knobs(policy, SGLangKnobs)
-    return SGLangScheduler(manager, cap, knobs.overlap, knobs.schedule_policy, knobs.mixed_chunk)
+    return sglang_loop(manager, policy, sizes, knobs.overlap, knobs.schedule_policy, knobs.mixed_chunk)
 
 
 ENGINE = Engine(

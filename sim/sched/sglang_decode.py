@@ -86,10 +86,8 @@ class SGLangDecode:
         return self._evict_for(needed)
 
     def _evict_for(self, pages: int) -> bool:
-        """``evict_to_free_tokens``: each KV pool's shortfall evicted for on its own (FULL first; a pool that
-        cannot free enough does not stop the other's eviction); True if both then fit."""
-        full = self.rules.reserve(self.manager, pages, 0, 0) is None
-        return (not self.manager.has_swa or self.rules.reserve(self.manager, 0, pages, 0) is None) and full
+        """``evict_to_free_tokens`` for ``pages`` pages of each KV pool (the rules' ``evict_for_pages``)."""
+        return self.rules.evict_for_pages(self.manager, pages)
 
     def _retract(self, batch: Batch) -> None:
         """``retract_decode``: fewest outputs (then longest prompt) first, until the rest fit; one is always

@@ -11,17 +11,26 @@ token. A cache without MAMBA state (a FULL or FULL + SWA model) keeps every whol
 with the same eviction over leaves: the paper's pure-Transformer point. Eviction and recency:
 ``marconi_evict.py``; alpha: ``marconi_tuner.py``; one byte budget
 (``--cache-bytes``): ``sim/cache/byte_budget.py``, else the engine's pools apart.
+
+Marconi's system sits on SGLang, so Marconi and SGLang+ run SGLang's loop and answer its budget with SGLang's
+own gates (``SGLangAdmission``): a request holds SGLang's three MAMBA slots (its running state and two track
+slots, which its branch and last states use), and a two-pass cut makes it SGLang's one chunked request,
+which ends the pass. Under a byte budget the budget's counts are bytes, expressed in tokens of KV (FULL and
+SWA together): free = what the budget takes now, evictable = the unlocked tree pages and states, and a
+request's slots charged to its admission. vLLM+ runs the default loop with none of SGLang's gates
+(``marconi_vllm.py``).
 """
 
 from __future__ import annotations
 
 from sim.align import floor_to
 from sim.cache.byte_budget import ByteBudget
-from sim.cache.engines.base import EngineRules
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.engines.marconi_tuner import AlphaTuner
+from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.events import EventBus
 from sim.cache.eviction import NoEviction
 from sim.cache.ops import RadixOps
@@ -35,9 +44,10 @@ from sim.compiled_core import mypyc_attr
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class MarconiRules(EngineRules):
+class MarconiRules(SGLangAdmission):
     name = "marconi"
     supports_byte_budget = True
+    admission_states = 3  # SGLang's slots: the running state and two track slots (extra_buffer)
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:
@@ -57,12 +67,56 @@ class MarconiRules(EngineRules):
         self.tuner = AlphaTuner(resolved.policy)
         self._evictor: MarconiEvictor | None = None
         self._cost: NodeCost | None = None
+        self._bytes: ByteBudget | None = None
 
     # ---- layout, eviction --------------------------------------------------------------------------
     def topology(self, sizes, has_swa: bool, has_mamba: bool, events: EventBus):
         if sizes.budget_bytes is None:
             return SeparatePools(sizes, has_swa, has_mamba, events)
-        return ByteBudget(sizes, has_swa, has_mamba, events)
+        self._bytes = ByteBudget(sizes, has_swa, has_mamba, events)
+        self.swa_budget = False  # SWA is paid for in the same bytes as FULL: no budget of its own
+        return self._bytes
+
+    def free_tokens(self, manager: RadixOps, swa: bool) -> int:
+        """A byte budget: the tokens of KV (FULL and SWA together) it takes now."""
+        if self._bytes is None:
+            return super().free_tokens(manager, swa)
+        return self._bytes.kv_room(self.resolved.has_swa) * self.page_size
+
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
+        """SGLang's ``add_one_req``; under a byte budget the request's MAMBA slots come out of the same bytes,
+        so the check counts them as the tokens of KV they displace (once allocated, the free bytes show them)."""
+        if self._bytes is None:
+            return super().admission_refusal(manager, req)
+        states = self.admission_states if self.resolved.has_mamba else 0
+        tokens = -self._as_kv_tokens(-states * self._bytes.unit[MAMBA])  # rounded up
+        b = self.pass_budget
+        self.pass_budget = b._replace(total=b.total + tokens, current=b.current + tokens)
+        refusal = super().admission_refusal(manager, req)
+        b = self.pass_budget
+        self.pass_budget = b._replace(total=b.total - tokens, current=b.current - tokens)
+        return refusal
+
+    def evictable_tokens(self, manager: RadixOps, req: RequestCache | None, swa: bool) -> int:
+        """A byte budget: the unlocked tree pages, and its unlocked states as the tokens of KV they weigh."""
+        pages = super().evictable_tokens(manager, req, swa)
+        if self._bytes is None or not self.resolved.has_mamba:
+            return pages
+        holders = [*manager.requests.values(), *([req] if req is not None else [])]
+        locked = {n.id for h in holders for n in h.last_node.path_from_root() if n.state is not None}
+        return pages + self._as_kv_tokens((manager.tree.num_states - len(locked)) * self._bytes.unit[MAMBA])
+
+    def _as_kv_tokens(self, num_bytes: int) -> int:
+        """Bytes of the budget as the tokens of KV (FULL and SWA together) they hold, rounded down."""
+        assert self._bytes is not None, "only a byte budget weighs states against KV"
+        units = self._bytes.unit
+        return num_bytes * self.page_size // (units[FULL] + units[SWA])
+
+    def evict_for_pages(self, manager: RadixOps, num_pages: int) -> bool:
+        """A byte budget: the FULL and SWA pages evicted for together (one shortfall in bytes)."""
+        if self._bytes is None:
+            return super().evict_for_pages(manager, num_pages)
+        return self.reserve(manager, num_pages, num_pages if self.resolved.has_swa else 0, 0) is None
 
     def eviction(self):
         return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)
@@ -114,6 +168,15 @@ class MarconiRules(EngineRules):
         return floor_to(len(req.tokens) - 1, self.page_size)
 
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+        """SGLang's cap and charge on the two-pass chunk; a cut chunk makes the request SGLang's chunked
+        request, and SGLang has one at a time: no chunk tokens are left to this pass."""
+        cut = self.two_pass(req, chunk_len)
+        allowed = super().chunk_len(manager, req, cut)
+        if cut < chunk_len and allowed > 0:
+            self.pass_budget = self.pass_budget._replace(chunk=0)
+        return allowed
+
+    def two_pass(self, req: RequestCache, chunk_len: int) -> int:
         """Two-pass prefill: a chunk stops at the branch-off point (or, vLLM+, at the next page)."""
         stop = floor_to(req.kv_len, self.page_size) + self.page_size if self.every_page else self.branch(req)
         if stop is not None and req.kv_len < stop < req.kv_len + chunk_len:

@@ -44,6 +44,7 @@ class SGLangAdmission(EngineRules):
         # the pass's requests with a step launched, not yet processed
         self.in_flight: AbstractSet[str] = frozenset()
         self.full_pool_tokens = 0  # set by each pass (the FULL pool's size, for the generation clip)
+        self.swa_budget = resolved.has_swa  # an SWA pool of its own, budgeted apart (SWAPrefillBudget)
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
@@ -75,10 +76,10 @@ class SGLangAdmission(EngineRules):
         """``PrefillAdder.budget_state``: ``no_token`` (no memory left this pass), ``other`` (no prefill or
         chunk tokens left) or ``continue``."""
         b = self.pass_budget
-        free = manager.pools[FULL].num_free * self.page_size
-        evictable = (manager.tree.num_full_pages - locked_pages(manager, None, swa=False)) * self.page_size
+        free = self.free_tokens(manager, swa=False)
+        evictable = self.evictable_tokens(manager, None, swa=False)
         room = free + evictable - b.total > 0 and free + evictable - b.current > 0
-        if room and self.resolved.has_swa:
+        if room and self.swa_budget:
             remaining = self._remaining_swa(manager, None, 0)
             room = remaining is not None and remaining > 0
         if not room:
@@ -98,7 +99,7 @@ class SGLangAdmission(EngineRules):
         self.pass_budget = PassBudget(
             b.total + paged + page + max_new,
             b.current + paged + page,
-            b.swa + (swa if self.resolved.has_swa else 0),
+            b.swa + (swa if self.swa_budget else 0),
             b.chunk - paged,
             b.input - paged,
         )
@@ -178,8 +179,9 @@ class SGLangAdmission(EngineRules):
         free FULL and SWA page after eviction (a lone request that cannot get it is aborted)."""
         if not budget.decode_tokens_needed(req.kv_len, self.page_size):
             return None
-        pools = manager.pools
-        if pools[FULL].num_free and (not self.resolved.has_swa or pools[SWA].num_free):
+        if self.free_tokens(manager, swa=False) and (
+            not self.swa_budget or self.free_tokens(manager, swa=True)
+        ):
             return None  # nothing to evict: the usual case, asked at every page a decode starts
         refusal = self.reserve(manager, 1, 1 if self.resolved.has_swa else 0, 0)
         if refusal is None:
@@ -203,22 +205,36 @@ class SGLangAdmission(EngineRules):
         """``remaining_total``: free + evictable FULL tokens, less what the pass reserved (the running
         requests' decode and each request added). The tree is only counted when the free pages are not
         already more than ``enough``."""
-        free = manager.pools[FULL].num_free * self.page_size - self.pass_budget.total
+        free = self.free_tokens(manager, swa=False) - self.pass_budget.total
         if free > enough:
             return free
-        locked = locked_pages(manager, req, swa=False)
-        return free + (manager.tree.num_full_pages - locked) * self.page_size
+        return free + self.evictable_tokens(manager, req, swa=False)
 
     def _remaining_swa(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int | None:
         """``remaining_swa``: free + evictable SWA tokens, less the pass's SWA reservations (None without
         SWA)."""
-        if not self.resolved.has_swa:
+        if not self.swa_budget:
             return None
-        free = manager.pools[SWA].num_free * self.page_size - self.pass_budget.swa
+        free = self.free_tokens(manager, swa=True) - self.pass_budget.swa
         if free > enough:
             return free
-        locked = locked_pages(manager, req, swa=True)
-        return free + (manager.tree.num_swa_pages - locked) * self.page_size
+        return free + self.evictable_tokens(manager, req, swa=True)
+
+    def free_tokens(self, manager: RadixOps, swa: bool) -> int:
+        """Free tokens of the FULL (or SWA) pool (``available_size``)."""
+        return manager.pools[SWA if swa else FULL].num_free * self.page_size
+
+    def evictable_tokens(self, manager: RadixOps, req: RequestCache | None, swa: bool) -> int:
+        """``full_evictable_size`` (or ``swa_evictable_size``): the tree's pages no running request (nor
+        ``req``) locks."""
+        pages = manager.tree.num_swa_pages if swa else manager.tree.num_full_pages
+        return (pages - locked_pages(manager, req, swa)) * self.page_size
+
+    def evict_for_pages(self, manager: RadixOps, num_pages: int) -> bool:
+        """``evict_to_free_tokens``: each KV pool's shortfall evicted for on its own (FULL first; a pool that
+        cannot free enough does not stop the other's eviction); True if both then fit."""
+        full = self.reserve(manager, num_pages, 0, 0) is None
+        return (not manager.has_swa or self.reserve(manager, 0, num_pages, 0) is None) and full
 
     def _copy_on_write_eviction(self, manager: RadixOps, req: RequestCache) -> None:
         """A MAMBA hit copies its state into a slot of the request's own when it is matched, before the

@@ -1,0 +1,39 @@
+"""Marconi's vLLM+ baseline (a MAMBA state at every 32-token block) on the default loop: Marconi's rules with
+SGLang's gates left out. vLLM's own scheduler gates on vLLM's block pool (``full_sequence_must_fit``,
+``allocate_slots``), which this radix tree of 32-token pages does not keep, and SGLang's budget is not vLLM's."""
+
+from __future__ import annotations
+
+from sim.align import floor_to
+from sim.cache.engines.marconi import MarconiRules
+from sim.cache.ops import RadixOps
+from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
+from sim.cache.results import Refusal
+from sim.compiled_core import mypyc_attr
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class MarconiVllmRules(MarconiRules):
+    """vLLM+ on the default loop: Marconi's rules with none of SGLang's gates (no pass budget, no decode
+    check, a request holding its running state only, a lone request requeued)."""
+
+    admission_states = 1
+    budget_before_states = False
+    requeues_lone_request = True
+
+    def __init__(self, resolved: Resolved):
+        super().__init__(resolved)
+        self.alloc_slack_pages = 0
+
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
+        return None
+
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len
+
+    def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
+        return self.two_pass(req, chunk_len)
+
+    def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
+        return None

@@ -103,6 +103,14 @@ def _known(kind: str) -> dict:
     return {"spaced": spaced.KNOWN, "boundary": generate_boundary.KNOWN}.get(kind, {})
 
 
+def _seeds_of(kind: str, engine: str, seeds: range) -> list[int]:
+    """The seeds CI runs of this kind: ``seeds``, and for the boundary family its targeted seeds too."""
+    from conformance.generate_targeted import targeted_seeds
+
+    extra = targeted_seeds(engine) if kind == "boundary" else ()
+    return [*seeds, *(seed for seed in extra if seed not in seeds)]
+
+
 def answer_all(engine: str, seeds: range, kinds: tuple[str, ...] = KINDS) -> dict[Case, Answer]:
     """Every CI case of ``engine`` (of ``kinds``) through its own code (in this process: call it in a fresh
     one)."""
@@ -112,7 +120,7 @@ def answer_all(engine: str, seeds: range, kinds: tuple[str, ...] = KINDS) -> dic
     module, answers = driver(engine), {}
     for kind in (k for k in kinds_of(engine) if k in kinds):
         for pressure in (False, True):
-            for seed in seeds:
+            for seed in _seeds_of(kind, engine, seeds):
                 scenario = scenario_of(kind, engine, seed, pressure)
                 why = module.accepts(scenario.config)
                 for preset in tuple(module.PRESETS):

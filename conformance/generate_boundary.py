@@ -10,7 +10,8 @@ step clock in waves (``concurrent``'s form); shapes:
 ``evict``  many requests over 2-5 shared prefixes in waves, pools near the edge, so eviction must choose;
 ``retract`` several requests decoding long outputs at once in a small pool (SGLang retracts, vLLM preempts).
 
-A family of its own beside ``generate`` and ``generate_concurrent`` (whose seeds stay as they were).
+A family of its own beside ``generate`` and ``generate_concurrent`` (whose seeds stay as they were). Seeds
+from ``generate_targeted.TARGETED_FROM`` on are built on purpose, one shape each (``generate_targeted``).
 ``generate_boundary(engine, seed, pressure)`` is a pure function of its arguments.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import replace
 
 from conformance.generate import _COMPONENTS
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_vllm_pool
+from conformance.generate_targeted import generate_targeted, targeted_seeds
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from sim.align import ceil_to
 
@@ -44,6 +46,8 @@ KNOWN: dict[tuple[str, int, bool], str] = {}  # none open (SGLang 14 and 18 with
 def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenario:
     if engine not in _COMPONENTS:
         raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(_COMPONENTS)}")
+    if seed in targeted_seeds(engine):
+        return generate_targeted(engine, seed, pressure)
     rng = random.Random(f"boundary/{engine}/{seed}/{pressure}")
     shape = rng.choice(SHAPES)
     config = _config(rng, engine)

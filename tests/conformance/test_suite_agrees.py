@@ -13,6 +13,7 @@ import pytest
 from conformance.generate_boundary import CI_SEEDS as BOUNDARY_SEEDS
 from conformance.generate_boundary import KNOWN as BOUNDARY_KNOWN
 from conformance.generate_boundary import generate_boundary
+from conformance.generate_targeted import targeted_seeds
 from conformance.spaced import ENGINES as SPACED
 from conformance.spaced import KNOWN
 from conformance.spaced import generate_spaced
@@ -72,7 +73,7 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
         pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
                     f"conformance/requirements.txt)")
-    seeds = range(min(NUM_SEEDS, BOUNDARY_SEEDS))
+    seeds = [*range(min(NUM_SEEDS, BOUNDARY_SEEDS)), *targeted_seeds(engine)]  # and the built-on-purpose ones
     result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons

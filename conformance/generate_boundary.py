@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from conformance.generate import _COMPONENTS
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_vllm_pool
-from conformance.generate_targeted import generate_targeted, targeted_seeds
+from conformance.generate_targeted import generate_targeted, long_prompts, long_seeds, targeted_seeds
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from sim.align import ceil_to
 
@@ -49,10 +49,10 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
     if seed in targeted_seeds(engine):
         return generate_targeted(engine, seed, pressure)
     rng = random.Random(f"boundary/{engine}/{seed}/{pressure}")
-    shape = rng.choice(SHAPES)
+    shape = "long" if seed in long_seeds(engine) else rng.choice(SHAPES)
     config = _config(rng, engine)
     edges = boundaries(config)
-    make = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract}[shape]
+    make = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract, "long": long_prompts}[shape]
     requests = make(rng, edges, past_clip=engine != "freetoken")  # FreeToken retracts nothing
     requests = sorted(requests, key=lambda r: r["arrival"])[:_MAX_REQUESTS]
     pool_requests = [{k: v for k, v in r.items() if k != "arrival"} for r in requests]

@@ -18,6 +18,9 @@ seeds ``TARGETED_FROM`` and up, per engine, so its earlier seeds stay as they we
 ``swa-cap`` (vLLM) a prompt longer than the SWA group's admission cap (``W - 1`` plus the batch budget, one
     block of slack) arriving while another decodes, the pool one block short of its need.
 
+Seeds from ``LONG_FROM`` on are drawn by ``generate_boundary`` like its own, with ``long_prompts``' requests
+(16k to 32k tokens) in place of a drawn shape's.
+
 ``generate_targeted(engine, seed, pressure)`` is a pure function of its arguments; the pressure flag picks a
 variant of the shape (both hold pools at an edge).
 """
@@ -36,6 +39,30 @@ SHAPES = {
     "vllm": ("swa-cap",),
 }
 _GAP = 128  # swa_eviction_interval: unused by these FULL + MAMBA configurations, kept at its default
+
+
+LONG_FROM, NUM_LONG = 2000, 8  # boundary seeds drawn as the boundary family draws, with 16k-32k-token prompts
+
+
+def long_seeds(engine: str) -> range:
+    """The boundary seeds of ``engine`` whose requests are ``long_prompts``."""
+    return range(LONG_FROM, LONG_FROM + NUM_LONG)
+
+
+def long_prompts(rng: random.Random, edges: list[int], past_clip: bool) -> list[dict]:
+    """A prompt of 16k to 30k tokens; a sibling sharing half of it or more arriving while it prefills; its
+    follow-up (the prompt, its answer, a new turn) at most 32,768 tokens long, arriving while it decodes or
+    after. The configuration and pools are drawn as for every boundary seed."""
+    first, output = rng.randint(16_000, 30_000), rng.randint(2, 64)
+    shared = rng.choice([rng.randint(first // 2, first), *[e for e in edges if first // 2 <= e <= first][:2]])
+    tail = rng.randint(1, 32_768 - first - output)
+    return [
+        _request("L0", 0, [("l", first)], output),
+        _request("L1", rng.randint(1, 4), [("l", shared), ("l1", rng.randint(1, 500))], rng.randint(2, 64)),
+        _request(
+            "L2", rng.randint(5, 400), [("l", first), {"output_of": "L0"}, ("l2", tail)], rng.randint(2, 32)
+        ),
+    ]
 
 
 def targeted_seeds(engine: str) -> range:

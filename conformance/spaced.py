@@ -12,6 +12,8 @@ import json
 from dataclasses import replace
 
 from conformance.generate import generate
+from conformance.generate_boundary import generate_boundary
+from conformance.generate_targeted import long_seeds
 from conformance.scenario import Scenario
 
 ENGINES = ("freetoken", "vllm", "sglang")
@@ -36,4 +38,7 @@ def spaced(scenario: Scenario) -> Scenario:
 
 
 def generate_spaced(engine: str, seed: int, pressure: bool = False) -> Scenario:
+    """Seeds from ``generate_targeted.LONG_FROM`` on: the boundary family's 16k-32k-token prompts, spaced."""
+    if seed in long_seeds(engine):
+        return spaced(generate_boundary(engine, seed, pressure))
     return spaced(generate(engine, seed, pressure))

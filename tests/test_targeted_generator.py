@@ -83,3 +83,22 @@ def test_swa_cap_leaves_the_long_prompt_one_block_short():
     assert _first_batch_of(at_edge, "B").at == at_edge.requests["A"].finished_at  # B waits for A
     roomier = replace(scenario, config=replace(scenario.config, num_blocks=scenario.config.num_blocks + 1))
     assert _first_batch_of(simulated_steps(roomier, "vllm"), "B").at == 8  # its arrival
+
+
+def test_the_long_seeds_draw_prompts_of_16k_to_32k_tokens_spaced_too():
+    from conformance.generate_boundary import generate_boundary
+    from conformance.generate_targeted import long_seeds
+    from conformance.scenario import served_requests
+    from conformance.spaced import generate_spaced
+
+    longest = 0
+    for engine in ("sglang", "freetoken", "vllm"):
+        for seed in long_seeds(engine):
+            for pressure in (False, True):
+                scenario = generate_boundary(engine, seed, pressure)
+                first, sibling, follow_up = (len(r.prompt) for r in served_requests(scenario))
+                assert 16_000 <= first <= 30_000 and first // 2 <= sibling - 1 and first < follow_up <= 32_768
+                longest = max(longest, follow_up)
+                spaced = generate_spaced(engine, seed, pressure)
+                assert [len(r.prompt) for r in served_requests(spaced)] == [first, sibling, follow_up]
+    assert longest > 32_000

@@ -13,7 +13,7 @@ import pytest
 from conformance.generate_boundary import CI_SEEDS as BOUNDARY_SEEDS
 from conformance.generate_boundary import KNOWN as BOUNDARY_KNOWN
 from conformance.generate_boundary import generate_boundary
-from conformance.generate_targeted import targeted_seeds
+from conformance.generate_targeted import long_seeds, targeted_seeds
 from conformance.spaced import ENGINES as SPACED
 from conformance.spaced import KNOWN
 from conformance.spaced import generate_spaced
@@ -58,7 +58,8 @@ def test_every_step_agrees_one_request_at_a_time(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
         pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
                     f"conformance/requirements.txt)")
-    result = run_concurrent(driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,), make=generate_spaced)
+    seeds = [*range(NUM_SEEDS), *long_seeds(engine)]  # and the boundary family's 16k-32k-token prompts
+    result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_spaced)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(KNOWN), report_steps(result)  # the open differences are listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
@@ -73,7 +74,8 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
         pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
                     f"conformance/requirements.txt)")
-    seeds = [*range(min(NUM_SEEDS, BOUNDARY_SEEDS)), *targeted_seeds(engine)]  # and the built-on-purpose ones
+    # and the built-on-purpose ones, and 16k-32k-token prompts
+    seeds = [*range(min(NUM_SEEDS, BOUNDARY_SEEDS)), *targeted_seeds(engine), *long_seeds(engine)]
     result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons

@@ -1,6 +1,6 @@
 """A hand-made concurrent scenario where SGLang 0.5.23 re-admits a retracted request beside another one, with
 what SGLang answered step by step (its own ``Scheduler.event_loop_overlap`` on CPU,
-conformance/engines/sglang_steps.py; tests/conformance/test_sglang_retraction_charge.py runs it again,
+conformance/engines/sglang_steps.py; tests/conformance/test_sglang_hand_steps.py runs it again,
 tests/test_sglang_retraction.py checks that simulate answers the same without SGLang installed). Found as
 boundary seed 13 under pressure with ``--schedule-policy lpm``.
 

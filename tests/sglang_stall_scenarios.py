@@ -1,6 +1,6 @@
 """A hand-made concurrent scenario where a chunked prefill stalls on SGLang 0.5.23 and the client gives up on
 it, with what SGLang answered step by step (its own ``Scheduler.event_loop_overlap`` on CPU, driven by
-conformance/engines/sglang_steps.py; tests/conformance/test_sglang_stall_give_up.py runs it again,
+conformance/engines/sglang_steps.py; tests/conformance/test_sglang_hand_steps.py runs it again,
 tests/test_sglang_stall.py checks that simulate answers the same without SGLang installed).
 
 FULL + SWA + MAMBA, page 1, window 511, chunks of 64, an SWA pool of 576 tokens. ``e0`` (638 tokens) prefills

@@ -12,9 +12,8 @@ from unittest import mock
 import pytest
 from cache_helpers import seq
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from test_decode_fast_path_property import Run
-from test_marconi_recency import tight_lru_runs
+from test_marconi_recency import request_lists, tight_lru_runs
 
 from sim.cache.engines import marconi_lru
 from sim.cache.engines.marconi_evict import candidates
@@ -53,14 +52,7 @@ _NUM_VICTIMS: list[int] = []
 
 @pytest.mark.interpreted
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(
-    tight_lru_runs(),
-    st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(1, 200), st.integers(2, 200)),
-        min_size=2,
-        max_size=10,
-    ),
-)
+@given(tight_lru_runs(), request_lists(10))
 def test_every_heap_pick_is_the_scans_pick(configuration, requests):
     preset, model, knobs, sizes = configuration
     run = Run(preset, model, knobs, fast=True, sizes=sizes)

@@ -42,15 +42,14 @@ def _leaf_stamps(run: Run) -> list[tuple[int, int, int]]:
     return [(n.start, n.end, recency.of(n)) for n in run.manager.tree.nodes() if not n.children]
 
 
+def request_lists(max_size: int):
+    """Requests as (shared-prefix family, shared length, own length, output length)."""
+    request = st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(1, 200), st.integers(2, 200))
+    return st.lists(request, min_size=2, max_size=max_size)
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(
-    tight_lru_runs(),
-    st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(1, 200), st.integers(2, 200)),
-        min_size=2,
-        max_size=8,
-    ),
-)
+@given(tight_lru_runs(), request_lists(8))
 def test_lazy_whole_path_stamps_evict_as_stamping_every_node(configuration, requests):
     preset, model, knobs, sizes = configuration
     lazy, eager = (Run(preset, model, knobs, fast=True, sizes=sizes) for _ in range(2))

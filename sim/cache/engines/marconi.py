@@ -119,7 +119,7 @@ class MarconiRules(SGLangAdmission):
         return self.reserve(manager, num_pages, num_pages if self.resolved.has_swa else 0, 0) is None
 
     def eviction(self):
-        return NoEviction()  # victims are chosen by scanning the tree (marconi_evict.candidates)
+        return NoEviction()  # Marconi's evictor picks the victims (marconi_evict.py; LRU: marconi_lru.py)
 
     def cost(self, manager: RadixOps) -> NodeCost:
         if self._cost is None:

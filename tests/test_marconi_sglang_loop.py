@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sim.cache.events import EventBus, StepStarted
+from sim.engines.registry import make_policy
 from sim.run.backend import FixedStepBackend
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, run_timed, simulate
@@ -60,6 +61,42 @@ def test_marconi_schedules_sglangs_batches_where_its_policy_cannot_matter(model,
     assert (
         any(len(batch) > 1 for batch in batches) and len(batches) > 20
     )  # batched, and long enough to mean it
+
+
+def _siblings_in_a_burst() -> Trace:
+    """``_unshared`` and two siblings arriving together, sharing a 40-token head and nothing else: LPM's
+    in-batch prefix caching puts the second last; no later request shares a token with either."""
+    siblings = [_request(f"x{i}", 5, [("s", 40), (f"x{i}", 10)], 3 - i) for i in (1, 2)]
+    return Trace(sorted([*_unshared(), *siblings], key=lambda request: request.arrival))
+
+
+# each of SGLang's loop knobs, with a trace and pool where it changes SGLang's batches (2,000 tokens: finishes
+# release what waiting requests need, so the overlap loop's late release shows)
+LOOP_KNOBS = {
+    "no-overlap": ({"overlap": False}, _unshared, 2000),
+    "lpm": ({"schedule_policy": "lpm"}, _siblings_in_a_burst, None),
+    "lof": ({"schedule_policy": "lof"}, _unshared, 2000),
+    "mixed-chunk": ({"mixed_chunk": True}, _unshared, 2000),
+}
+
+
+@pytest.mark.parametrize("page", [1, 16])
+@pytest.mark.parametrize("model", ["tiny", "qwen3-next"])
+@pytest.mark.parametrize("marconi", ["marconi", "marconi-sglang"])
+@pytest.mark.parametrize("knob", list(LOOP_KNOBS))
+def test_marconi_on_sglangs_loop_follows_each_of_its_knobs(knob, marconi, model, page):
+    knobs, trace, pool_tokens = LOOP_KNOBS[knob]
+    config = {"knobs": {"chunked_prefill_size": 256, "page_size": page, **knobs}, "pool_tokens": pool_tokens}
+    sglang_batches, sglang_rows = _steps(trace(), "sglang", model, **config)
+    assert _steps(trace(), marconi, model, **config) == (sglang_batches, sglang_rows)
+    config["knobs"] = {"chunked_prefill_size": 256, "page_size": page}
+    assert _steps(trace(), "sglang", model, **config)[0] != sglang_batches  # the knob changes the batches
+
+
+def test_vllm_plus_refuses_sglangs_loop_knobs():
+    with pytest.raises(ValueError, match="--schedule-policy, --mixed-chunk: SGLang's loop; 'marconi-vllm'"):
+        make_policy("marconi-vllm", schedule_policy="lpm", mixed_chunk=True)
+    assert make_policy("marconi-vllm", overlap=True).name == "marconi-vllm"  # the default, as every run has
 
 
 @pytest.mark.parametrize("policy", ["marconi", "marconi-sglang"])

@@ -42,12 +42,28 @@ def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBu
 
 
 def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
-    """Marconi and SGLang+ on SGLang's loop as it ships (overlap, FCFS, no mixed chunks): Marconi's system sits
-    on SGLang. vLLM+ on the default loop: vLLM's scheduler gates on vLLM's block pool, which a radix tree of
-    32-token pages does not keep."""
+    """Marconi and SGLang+ on SGLang's loop (as it ships unless its knobs say otherwise: overlap, FCFS, no
+    mixed chunks): Marconi's system sits on SGLang. vLLM+ on the default loop: vLLM's scheduler gates on
+    vLLM's block pool, which a radix tree of 32-token pages does not keep."""
     if _vllm_plus(policy):
         return capped_scheduler(manager, policy, sizes)
-    return sglang_loop(manager, policy, sizes, overlap=True, schedule_policy="fcfs", mixed=False)
+    knobs = own_knobs(policy, MarconiKnobs)
+    return sglang_loop(manager, policy, sizes, knobs.overlap, knobs.schedule_policy, knobs.mixed_chunk)
+
+
+_SGLANG_LOOP = ("overlap", "schedule_policy", "mixed_chunk")
+
+
+def _check(policy: Policy) -> None:
+    """vLLM+ runs the default loop, not SGLang's: SGLang's loop knobs away from their defaults are refused."""
+    decode_interval_on_pages(policy)
+    if not _vllm_plus(policy):
+        return
+    knobs, defaults = own_knobs(policy, MarconiKnobs), MarconiKnobs()
+    changed = [name for name in _SGLANG_LOOP if getattr(knobs, name) != getattr(defaults, name)]
+    if changed:
+        flags = ", ".join("--" + name.replace("_", "-") for name in changed)
+        raise ValueError(f"{flags}: SGLang's loop; {policy.name!r} (vLLM+) runs the default loop instead")
 
 
 ENGINE = Engine(
@@ -74,6 +90,6 @@ ENGINE = Engine(
     scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=MarconiRules,
-    check=decode_interval_on_pages,
+    check=_check,
     byte_budget=True,
 )

@@ -1,9 +1,12 @@
-"""Marconi's own knobs: which MAMBA states a request leaves, the eviction, and its alpha."""
+"""Marconi's own knobs: which MAMBA states a request leaves, the eviction, and its alpha; and SGLang's loop
+knobs (the overlap loop, the schedule policy, mixed chunks) for the presets that run on SGLang's loop."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.cache.engines.base import overlap_knob
+from sim.cache.engines.sglang_knobs import mixed_chunk_knob, schedule_policy_knob
 from sim.cache.knobs import MAX_INT, knob
 from sim.cache.policy import EngineKnobs
 
@@ -48,3 +51,8 @@ class MarconiKnobs(EngineKnobs):
         "FLOPs, the stale node's bytes counted, alpha tuned for FLOPs saved)",
         choices=("paper", "code"),
     )
+    # SGLang's loop as Marconi's system runs it (Marconi and SGLang+; vLLM+ runs the default loop and refuses
+    # them: sim/engines/marconi.py)
+    overlap: bool = overlap_knob()
+    schedule_policy: str = schedule_policy_knob()
+    mixed_chunk: bool = mixed_chunk_knob()

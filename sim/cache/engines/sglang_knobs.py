@@ -14,6 +14,25 @@ from sim.cache.policy import EngineKnobs
 SCHEDULE_POLICIES = ("fcfs", "lpm", "lof")
 
 
+def schedule_policy_knob():
+    """SGLang's --schedule-policy, a knob of every engine on SGLang's loop (one spec, so one CLI option)."""
+    return knob(
+        "fcfs",
+        "--schedule-policy: the waiting queue's order: fcfs (arrival), lpm (longest prefix match first, "
+        "in-batch prefix caching), lof (longest output first)",
+        choices=SCHEDULE_POLICIES,
+    )
+
+
+def mixed_chunk_knob():
+    """SGLang's --enable-mixed-chunk, a knob of every engine on SGLang's loop (one spec, so one CLI option)."""
+    return knob(
+        False,
+        "--enable-mixed-chunk: the running requests' decode rides in the prefill batch (and is charged to the "
+        "pass's chunk and memory budgets) instead of waiting for a decode batch",
+    )
+
+
 @dataclass(frozen=True)
 class SGLangKnobs(EngineKnobs):
     retain_floor: str | None = knob(
@@ -22,14 +41,5 @@ class SGLangKnobs(EngineKnobs):
         choices=(None, "request", "tree"),
     )
     overlap: bool = overlap_knob()
-    schedule_policy: str = knob(
-        "fcfs",
-        "--schedule-policy: the waiting queue's order: fcfs (arrival), lpm (longest prefix match first, "
-        "in-batch prefix caching), lof (longest output first)",
-        choices=SCHEDULE_POLICIES,
-    )
-    mixed_chunk: bool = knob(
-        False,
-        "--enable-mixed-chunk: the running requests' decode rides in the prefill batch (and is charged to the "
-        "pass's chunk and memory budgets) instead of waiting for a decode batch",
-    )
+    schedule_policy: str = schedule_policy_knob()
+    mixed_chunk: bool = mixed_chunk_knob()

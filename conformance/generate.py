@@ -12,10 +12,11 @@ import random
 from dataclasses import replace
 from typing import Any
 
+from conformance.generate_long import is_long, long_requests
 from conformance.generate_pools import SGLANG_MIN_STATES, with_fillers, with_pools, with_vllm_pool
 from conformance.scenario import EngineConfig, Scenario, one_at_a_time, trace_lines
 
-KINDS = ("fanout", "multiturn", "diverge", "repeat", "mixed")
+KINDS = ("fanout", "multiturn", "diverge", "repeat", "mixed")  # and "long" (generate_long.py)
 _COMPONENTS = {
     "sglang": ("full+swa", "full+mamba", "full+swa+mamba"),
     "freetoken": ("full+swa", "full+mamba"),
@@ -31,10 +32,12 @@ def generate(engine: str, seed: int, pressure: bool = False) -> Scenario:
     rng = random.Random(f"{engine}/{seed}/{pressure}")
     kind = rng.choice(KINDS)
     config = _config(rng, engine)
-    requests = _requests(rng, kind, config)
+    if is_long(engine, seed, pressure):  # the rest of the draw as for every seed, the requests long
+        kind = "long"
+    requests = long_requests(rng, config, "p0") if kind == "long" else _requests(rng, kind, config)
     if engine == "vllm" and pressure:
         requests = with_fillers(rng, config, requests)
-    config = with_pools(rng, config, requests, pressure, engine)
+    config = with_pools(rng, config, requests, pressure, engine, edge=kind == "long")
     if engine == "vllm":
         config = with_vllm_pool(rng, with_geometry(seed, pressure, config), requests, pressure)
     if engine == "sglang" and config.has_mamba and config.mamba_states < SGLANG_MIN_STATES:

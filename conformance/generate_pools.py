@@ -13,15 +13,22 @@ SGLANG_MIN_STATES = 5
 
 
 def with_pools(
-    rng: random.Random, config: EngineConfig, requests: list[dict], pressure: bool, engine: str = ""
+    rng: random.Random,
+    config: EngineConfig,
+    requests: list[dict],
+    pressure: bool,
+    engine: str = "",
+    edge: bool = False,
 ) -> EngineConfig:
+    """``edge``: under pressure the FULL pool a few pages over the largest request's need (not up to twice it),
+    so every follow-up of a long prompt evicts part of it."""
 
     lengths = _lengths(config, requests)
     page = config.page_size
     longest = ceil_to(max(lengths), page)
     total = ceil_to(sum(lengths), page) + page * len(lengths)
     if pressure:
-        full = longest + page * rng.randint(2, 8) + rng.randint(0, longest)
+        full = longest + page * rng.randint(2, 8) + (0 if edge else rng.randint(0, longest))
         swa = (
             (config.window + config.chunked_prefill_size + page * rng.randint(2, 6)) if config.has_swa else 0
         )

@@ -135,3 +135,26 @@ MIXED_STEPS = [
 ]
 MIXED_NUM_STEPS = 43
 MIXED_OUTCOMES = {"a": (0, True, 40), "b": (0, True, 17), "c": (0, True, 63)}
+
+
+def clipped_to_nothing() -> Scenario:
+    """``--schedule-policy lof`` where a request's ``max_new_tokens`` is clipped to 0: ``a``'s 170-token prompt
+    leaves no room in a 192-token pool for a decode (``init_req_max_new_tokens``: 192 - 176 - 16 - 1 < 0), so
+    it sorts after ``b``'s one output though it asked for six; ``c`` (four) first. The pass admits ``c`` and
+    ``b``, then stops at ``a``, which waits for the room they leave."""
+    requests = [_request("a", [("a", 170)], 6, 0), _request("b", [("b", 20)], 1, 0), _request("c", [("c", 30)], 4, 0)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=192, swa_tokens=1024, mamba_states=0,
+                          schedule_policy="lof")
+    return Scenario("sglang-clipped-to-nothing", "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
+
+
+# what SGLang 0.5.23 answered: every step's batch and the pools after it, ((FULL free, FULL in the tree),
+# (SWA free, SWA in the tree)) in pages; (cached tokens, served, finished at) per request (a: its first token)
+CLIPPED_STEPS = [
+    (0, (("c", 30, True), ("b", 20, True)), ((8, 0), (60, 0))),
+    (1, (("c", 1, False),), ((9, 2), (61, 2))),
+    (2, (("c", 1, False),), ((9, 2), (61, 2))),
+    (3, (("c", 1, False),), ((8, 2), (60, 2))),
+    (4, (("a", 170, True),), ((1, 0), (53, 0))),
+]
+CLIPPED_OUTCOMES = {"a": (0, True, 5), "b": (0, True, 1), "c": (0, True, 4)}

@@ -45,6 +45,15 @@ def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_po
     assert hand.outcomes(run.requests) == hand.QUEUED_OUTCOMES[schedule_policy]
 
 
+def test_lof_sorts_on_max_new_tokens_as_clipped_even_to_nothing():
+    # a asked for six outputs, but the pool leaves none beside its prompt (max_new_tokens 0): LOF puts it after
+    # b's one output, so the pass admits c and b and stops at a (sorted on the six, or on the one token a still
+    # samples, a would go before b and stop the pass there)
+    run = simulated_steps(hand.clipped_to_nothing(), "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == hand.CLIPPED_STEPS
+    assert hand.outcomes(run.requests) == hand.CLIPPED_OUTCOMES
+
+
 def test_an_unmodelled_schedule_policy_is_refused_by_name():
     with pytest.raises(ValueError, match="schedule_policy"):
         simulated_steps(hand.queued("dfs-weight"), "sglang")

@@ -40,7 +40,7 @@ class SGLangScheduler(SGLangDecode):
     ):
         self.manager, self.rules = manager, manager.rules
         self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
-        self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len)
+        self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len, self._max_new_tokens)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None
@@ -53,12 +53,16 @@ class SGLangScheduler(SGLangDecode):
         self._done: list[RequestState] = []  # finished by length in that step
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
         self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
+        self._max_new: dict[
+            str, int
+        ] = {}  # sampling_params.max_new_tokens as clipped at arrival (0 possible)
 
     def add(self, state: RequestState) -> None:
         page = self.manager.page_size
         full_pool_tokens = self.manager.sizes.full_pages * page
         clipped = max_new_tokens_for_memory(state.prompt_len, state.output_len, full_pool_tokens, page)
         state.output_len = max(1, clipped)  # init_req_max_new_tokens: SGLang generates no more than this
+        self._max_new[state.request_id] = clipped
         if state.tokens is not None:
             state.tokens = state.tokens.slice(0, state.prompt_len + state.output_len)
         self.waiting.append(state)
@@ -228,6 +232,11 @@ class SGLangScheduler(SGLangDecode):
     def _known_len(self, state: RequestState) -> int:
         """The tokens a waiting request prefills: its prompt, and a retracted one's processed outputs."""
         return self._known.get(state.request_id, state.prompt_len)
+
+    def _max_new_tokens(self, state: RequestState) -> int:
+        """``sampling_params.max_new_tokens`` as ``init_req_max_new_tokens`` left it: 0 where the pool left no
+        room, though the request still samples its first token."""
+        return self._max_new[state.request_id]
 
     def _match_len(self, tokens, known: int) -> int:
         """``match_kv_cache`` on a waiting request's tokens (all of them: no prompt-less-one limit)."""

@@ -1,7 +1,8 @@
 """SGLang 0.5.23's waiting-queue order (``--schedule-policy``, ``SchedulePolicy.calc_priority``), asked once per
 prefill pass that gets past the pass's early returns.
 
-- ``fcfs`` (the default) keeps arrival order; ``lof`` sorts by the longest output (``max_new_tokens``), stable.
+- ``fcfs`` (the default) keeps arrival order; ``lof`` sorts by the longest output (``max_new_tokens`` as
+  ``init_req_max_new_tokens`` clipped it, 0 where the pool left no room), stable.
   Both, cache-agnostic, touch the waiting requests' prefixes every 32nd pass with requests waiting
   (``_touch_waiting_prefixes``: a match's splits and refreshes, the head last).
 - ``lpm`` matches every waiting request against the tree (``_compute_prefix_matches``: a real match, so it
@@ -30,14 +31,22 @@ IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 32  # ... and put last if a che
 
 class WaitingOrder:
     """``SchedulePolicy``: ``known(state)`` is the tokens a waiting request prefills (prompt, plus the
-    processed outputs of a retracted one); ``match(tokens, length)`` matches them against the tree."""
+    processed outputs of a retracted one); ``match(tokens, length)`` matches them against the tree;
+    ``max_new(state)`` its ``sampling_params.max_new_tokens`` (None: its output length)."""
 
-    def __init__(self, policy: str, match: Callable[[Any, int], int], known: Callable[[RequestState], int]):
+    def __init__(
+        self,
+        policy: str,
+        match: Callable[[Any, int], int],
+        known: Callable[[RequestState], int],
+        max_new: Callable[[RequestState], int] | None = None,
+    ):
         if policy not in SCHEDULE_POLICIES:
             raise ValueError(
                 f"schedule_policy {policy!r} is not modelled; choose from {', '.join(SCHEDULE_POLICIES)}"
             )
         self.policy, self.match, self.known = policy, match, known
+        self.max_new = max_new or (lambda state: state.output_len)
         self._num_refresh_calls = 0
 
     def calc_priority(self, waiting: deque[RequestState]) -> None:
@@ -45,7 +54,7 @@ class WaitingOrder:
             self._longest_prefix_first(waiting)
             return
         if self.policy == "lof":
-            _sort_in_place(waiting, lambda state: -state.output_len)
+            _sort_in_place(waiting, lambda state: -self.max_new(state))
         self._touch_waiting_prefixes(waiting)
 
     def _longest_prefix_first(self, waiting: deque[RequestState]) -> None:

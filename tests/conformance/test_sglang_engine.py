@@ -196,6 +196,18 @@ def test_each_schedule_policy_gives_the_recorded_order_and_simulate_agrees(sched
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
 
 
+def test_lof_with_a_request_clipped_to_nothing_gives_the_recorded_steps_and_simulate_agrees():
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.clipped_to_nothing()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.CLIPPED_STEPS
+    assert steps.outcomes(run.requests) == steps.CLIPPED_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
 def test_mixed_chunks_give_the_recorded_steps_and_simulate_agrees():
     from conformance.compare_steps import simulated_steps
     from conformance.trajectory import first_difference

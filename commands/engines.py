@@ -90,13 +90,13 @@ def policies(model):
     "--schedule-policy",
     type=click.Choice(SCHEDULE_POLICIES),
     default=None,
-    show_default="fcfs",
+    show_default="as each scenario draws it",
     help="with --concurrent/--spaced/--boundary, SGLang only: force --schedule-policy on every scenario",
 )
 @option(
     "--mixed-chunk/--no-mixed-chunk",
     default=None,
-    show_default="off",
+    show_default="as each scenario draws it",
     help="with --concurrent/--spaced/--boundary, SGLang only: force --enable-mixed-chunk on every scenario",
 )
 @click.pass_context

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from conformance import generate_knobs as drawn
 from conformance.generate import _COMPONENTS
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_vllm_pool
 from conformance.generate_targeted import generate_targeted, long_prompts, long_seeds, targeted_seeds
@@ -50,7 +51,9 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
         return generate_targeted(engine, seed, pressure)
     rng = random.Random(f"boundary/{engine}/{seed}/{pressure}")
     shape = "long" if seed in long_seeds(engine) else rng.choice(SHAPES)
-    config = _config(rng, engine)
+    knobs = drawn.knob_stream("boundary", engine, seed, pressure)
+    config = _config(rng, engine, drawn.mamba_chunk(knobs, engine))
+    config = drawn.with_sglang_loop(knobs, engine, drawn.with_swa_interval(knobs, engine, config))
     edges = boundaries(config)
     make = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract, "long": long_prompts}[shape]
     requests = make(rng, edges, past_clip=engine != "freetoken")  # FreeToken retracts nothing
@@ -60,6 +63,7 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
     if engine == "vllm":
         config = with_vllm_pool(rng, config, pool_requests, pressure or shape == "retract")
         config = replace(config, overlap=rng.random() < 0.7)
+        config = replace(config, long_prefill_threshold=drawn.long_prefill_threshold(knobs, config))
     if engine == "sglang" and config.has_mamba:
         config = replace(config, mamba_states=max(config.mamba_states, SGLANG_MIN_STATES))
     if engine == "freetoken":
@@ -68,11 +72,11 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
     return Scenario(name, engine, seed, f"boundary-{shape}", pressure, config, trace_lines(requests))
 
 
-def _config(rng: random.Random, engine: str) -> EngineConfig:
+def _config(rng: random.Random, engine: str, chunk: int) -> EngineConfig:
+    """``chunk``: the model's Mamba chunk (drawn apart: ``generate_knobs``); the checkpoint grid follows it."""
     components = rng.choice(_COMPONENTS[engine])
     has_swa, has_mamba = "swa" in components, "mamba" in components
     page = 1 if engine == "freetoken" and has_swa else rng.choice(_PAGES[engine])
-    chunk = 64
     grid = max(chunk, page)
     window = 0
     if has_swa:  # W at a multiple of the page or block, one more (W - 1 on the grid: an odd window), one less

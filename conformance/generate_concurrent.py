@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from conformance import generate as one_at_a_time_generator
+from conformance.generate_knobs import knob_stream, long_prefill_threshold, with_mamba_chunk, with_sglang_loop
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_pools, with_vllm_pool
 from conformance.scenario import Scenario, trace_lines
 
@@ -34,6 +35,8 @@ def generate_concurrent(engine: str, seed: int, pressure: bool = False) -> Scena
     config = one_at_a_time_generator._config(rng, engine)
     if config.has_swa and rng.random() < 0.3:
         config = replace(config, window=rng.choice(_WINDOWS))
+    knobs = knob_stream("concurrent", engine, seed, pressure)
+    config = with_sglang_loop(knobs, engine, with_mamba_chunk(knobs, engine, config))
     requests = _requests(rng, shape, config.chunked_prefill_size)
     pool_requests = [{key: value for key, value in r.items() if key != "arrival"} for r in requests]
     config = with_pools(rng, config, pool_requests, pressure, engine)
@@ -46,8 +49,7 @@ def generate_concurrent(engine: str, seed: int, pressure: bool = False) -> Scena
     if engine == "freetoken":
         config = with_freetoken_floors(replace(config, overlap=rng.random() < 0.7))
     if engine == "vllm":  # async scheduling off in 30%, a long-prefill cap in 20%
-        threshold = config.page_size * rng.choice((1, 2, 4, 8)) if rng.random() < 0.2 else 0
-        threshold = min(threshold, config.max_model_len)  # vLLM refuses one above max_model_len
+        threshold = long_prefill_threshold(rng, config)
         config = replace(config, overlap=rng.random() < 0.7, long_prefill_threshold=threshold)
     name = f"{engine}-concurrent-{seed}{'-pressure' if pressure else ''}-{shape}"
     return Scenario(name, engine, seed, f"concurrent-{shape}", pressure, config, trace_lines(requests))

@@ -142,10 +142,12 @@ def clipped_to_nothing() -> Scenario:
     leaves no room in a 192-token pool for a decode (``init_req_max_new_tokens``: 192 - 176 - 16 - 1 < 0), so
     it sorts after ``b``'s one output though it asked for six; ``c`` (four) first. The pass admits ``c`` and
     ``b``, then stops at ``a``, which waits for the room they leave."""
-    requests = [_request("a", [("a", 170)], 6, 0), _request("b", [("b", 20)], 1, 0), _request("c", [("c", 30)], 4, 0)]
-    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=192, swa_tokens=1024, mamba_states=0,
-                          schedule_policy="lof")
-    return Scenario("sglang-clipped-to-nothing", "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
+    requests = [_request("a", [("a", 170)], 6, 0), _request("b", [("b", 20)], 1, 0),
+                _request("c", [("c", 30)], 4, 0)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=192, swa_tokens=1024,
+                          mamba_states=0, schedule_policy="lof")
+    name = "sglang-clipped-to-nothing"
+    return Scenario(name, "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
 
 
 # what SGLang 0.5.23 answered: every step's batch and the pools after it, ((FULL free, FULL in the tree),

@@ -100,13 +100,20 @@ def test_a_forced_mode_replaces_only_the_knob_it_names():
     # line names them
     from conformance.modes import forced, rerun_flags
 
-    make = forced(generate_concurrent, "sglang", {"overlap": False, "schedule_policy": "lpm", "mixed_chunk": None})
+    make = forced(
+        generate_concurrent, "sglang", {"overlap": False, "schedule_policy": "lpm", "mixed_chunk": None}
+    )
+    drawn_flags = set()
     for seed in range(5):
         drawn, changed = generate_concurrent("sglang", seed, True), make("sglang", seed, True)
         assert changed.trace_lines == drawn.trace_lines
         assert changed.config == replace(drawn.config, overlap=False, schedule_policy="lpm")
-        assert rerun_flags(changed.config) == " --no-overlap --schedule-policy lpm"
-        assert rerun_flags(drawn.config) == ""
+        mixed = " --mixed-chunk" if drawn.config.mixed_chunk else ""  # as drawn: not forced
+        assert rerun_flags(changed.config) == " --no-overlap --schedule-policy lpm" + mixed
+        drawn_flags.add(rerun_flags(drawn.config))
+        defaults = replace(drawn.config, overlap=True, schedule_policy="fcfs", mixed_chunk=False)
+        assert rerun_flags(defaults) == ""
+    assert len(drawn_flags) > 1  # the family draws SGLang's modes (conformance/generate_knobs.py)
     assert forced(generate_concurrent, "vllm", {"overlap": None}) is generate_concurrent
 
 

@@ -1,6 +1,6 @@
 """SGLang clips a request's generation at arrival (``Scheduler.init_req_max_new_tokens`` through
 ``BaseTokenToKVPoolAllocator.max_new_tokens_for_memory``) to what an empty FULL pool holds beside the paged
-prompt, one page and one token. Pinned with SGLang 0.5.23's answers on two boundary scenarios whose FULL pool
+prompt, one page and one token. Pinned with SGLang 0.5.23's answers on boundary scenarios whose FULL pool
 sits at a request's edge (conformance/generate_boundary.py; tests/conformance runs SGLang again)."""
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ def test_the_clip_is_the_pool_less_the_paged_prompt_a_page_and_a_token():
 
 
 def test_a_request_clipped_to_nothing_finishes_with_its_first_token():
-    # page 32, FULL pool 576: t0s1 (515 prompt tokens, 21 asked) ends after its prefill, at step 3, as in SGLang
-    run = simulated_steps(generate_boundary("sglang", 8, pressure=True), "sglang")
-    assert run.requests["t0s1"].served and run.requests["t0s1"].finished_at == 3
-    assert [step.batch for step in run.steps if step.at == 3] == [(("t0s0", 3, True),)]
+    # page 128, FULL pool 640: e0 (385 prompt tokens, 20 asked) ends after its prefill at step 0, as in SGLang;
+    # nothing decodes at step 1 (e0d1 waits for step 2 to arrive)
+    run = simulated_steps(generate_boundary("sglang", 3, pressure=True), "sglang")
+    assert run.requests["e0"].served and run.requests["e0"].finished_at == 1
+    first_two = [(step.at, step.batch) for step in run.steps[:2]]
+    assert first_two == [(0, (("e0", 385, True),)), (2, (("e0d1", 256, True),))]
 
 
 def test_a_clipped_request_fits_where_the_unclipped_one_would_not():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from conformance.engines.sglang_runtime import max_running_requests as sglang_max_running
+from conformance.engines.vllm_build import max_num_seqs as vllm_max_num_seqs
 from conformance.scenario import EngineOutcome, Scenario
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import PRESETS, make_policy
@@ -68,7 +69,7 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
         )
     if PRESETS[preset].engine == "vllm":
         knobs.update(
-            max_running_requests=min(1024, config.chunked_prefill_size),  # the driver's max_num_seqs
+            max_running_requests=vllm_max_num_seqs(config),
             async_scheduling=config.overlap,
             long_prefill_token_threshold=config.long_prefill_threshold,
             retention_interval="none" if config.retention_interval is None else config.retention_interval,

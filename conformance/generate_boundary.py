@@ -54,6 +54,7 @@ def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenari
     knobs = drawn.knob_stream("boundary", engine, seed, pressure)
     config = _config(rng, engine, drawn.mamba_chunk(knobs, engine))
     config = drawn.with_sglang_loop(knobs, engine, drawn.with_swa_interval(knobs, engine, config))
+    config = drawn.with_max_running(knobs, engine, config)
     edges = boundaries(config)
     make = {"edges": _edges, "ties": _ties, "evict": _evict, "retract": _retract, "long": long_prompts}[shape]
     requests = make(rng, edges, past_clip=engine != "freetoken")  # FreeToken retracts nothing

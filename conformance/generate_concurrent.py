@@ -17,7 +17,13 @@ from dataclasses import replace
 from typing import Any
 
 from conformance import generate as one_at_a_time_generator
-from conformance.generate_knobs import knob_stream, long_prefill_threshold, with_mamba_chunk, with_sglang_loop
+from conformance.generate_knobs import (
+    knob_stream,
+    long_prefill_threshold,
+    with_mamba_chunk,
+    with_max_running,
+    with_sglang_loop,
+)
 from conformance.generate_pools import SGLANG_MIN_STATES, with_freetoken_floors, with_pools, with_vllm_pool
 from conformance.scenario import Scenario, trace_lines
 
@@ -37,6 +43,7 @@ def generate_concurrent(engine: str, seed: int, pressure: bool = False) -> Scena
         config = replace(config, window=rng.choice(_WINDOWS))
     knobs = knob_stream("concurrent", engine, seed, pressure)
     config = with_sglang_loop(knobs, engine, with_mamba_chunk(knobs, engine, config))
+    config = with_max_running(knobs, engine, config)
     requests = _requests(rng, shape, config.chunked_prefill_size)
     pool_requests = [{key: value for key, value in r.items() if key != "arrival"} for r in requests]
     config = with_pools(rng, config, pool_requests, pressure, engine)

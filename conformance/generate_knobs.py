@@ -5,9 +5,9 @@ engine allows (docs/conformance.md lists every knob an engine entry accepts and 
   Falcon-H1 and Granite 4, 128 where a Mamba2 config sets it; ``mamba_cache_chunk_size`` needs it and the page
   to divide one another, and the extra buffer a track interval no shorter than it:
   ``HybridLinearAttnBackend``), the SWA eviction interval (``SGLANG_SWA_EVICTION_INTERVAL``), and its loop:
-  the overlap loop, ``--schedule-policy``, ``--enable-mixed-chunk``;
+  the overlap loop, ``--schedule-policy``, ``--enable-mixed-chunk``; ``--max-running-requests``;
 - FreeToken: the SWA eviction interval (its GDN scan chunk is fixed: ``CHUNK_SIZE`` = 64);
-- vLLM: ``long_prefill_token_threshold`` (its Mamba block is its block size in align mode, the only mode
+- vLLM: ``long_prefill_token_threshold``, ``--max-num-seqs`` (its Mamba block is its block size in align mode, the only mode
   with prefix caching: ``_align_hybrid_block_size``).
 
 Drawn from a stream of their own, so the rest of a seed's scenario is drawn as before.
@@ -59,6 +59,15 @@ def with_sglang_loop(rng: random.Random, engine: str, config: EngineConfig) -> E
         schedule_policy=rng.choice(("fcfs", "fcfs", "lpm", "lof")),
         mixed_chunk=rng.random() < 0.25,
     )
+
+
+def with_max_running(rng: random.Random, engine: str, config: EngineConfig) -> EngineConfig:
+    """SGLang's --max-running-requests and vLLM's --max-num-seqs (at most max_num_batched_tokens, as vLLM
+    requires) in a quarter of scenarios; FreeToken's floors are sized for its default of 4."""
+    if engine == "freetoken" or rng.random() >= 0.25:
+        return config
+    cap = rng.choice((1, 2, 3, 4, 8))
+    return replace(config, max_running=min(cap, config.chunked_prefill_size) if engine == "vllm" else cap)
 
 
 def long_prefill_threshold(rng: random.Random, config: EngineConfig) -> int:

@@ -48,6 +48,7 @@ class EngineConfig:
     long_prefill_threshold: int = 0  # vLLM: long_prefill_token_threshold (0: none, its default)
     schedule_policy: str = "fcfs"  # SGLang: --schedule-policy
     mixed_chunk: bool = False  # SGLang: --enable-mixed-chunk
+    max_running: int = 0  # SGLang --max-running-requests, vLLM --max-num-seqs (0: not given, the default)
 
     @property
     def has_swa(self) -> bool:

@@ -76,9 +76,10 @@ def server_args(config: EngineConfig):
 
 
 def max_running_requests(config: EngineConfig) -> int:
-    """KVCacheConfigurator.resolve_max_num_reqs without --max-running-requests."""
+    """KVCacheConfigurator.resolve_max_num_reqs: --max-running-requests if given (``max_running``), else an
+    estimate from the pool, at most half the FULL pool's tokens, and capped by the MAMBA pool."""
     estimated = max(min(int(config.full_tokens / CONTEXT_LEN * 512), 4096), 2048)
-    limit = min(estimated, config.full_tokens // 2)
+    limit = min(config.max_running or estimated, config.full_tokens // 2)
     if config.has_mamba:
         limit = min(limit, config.mamba_states // MAMBA_SLOTS_PER_REQUEST)
     return limit

@@ -51,12 +51,11 @@ def vllm_config(config: EngineConfig, async_scheduling: bool = True):
         prefix_cache_retention_interval=config.retention_interval,
         num_gpu_blocks_override=config.num_blocks,
     )
-    # vLLM requires max_num_seqs <= max_num_batched_tokens; one request runs at a time, so the cap is moot
     scheduler = cfg.SchedulerConfig(
         max_model_len=config.max_model_len,
         is_encoder_decoder=False,
         max_num_batched_tokens=config.chunked_prefill_size,
-        max_num_seqs=min(MAX_NUM_SEQS, config.chunked_prefill_size),
+        max_num_seqs=max_num_seqs(config),
         async_scheduling=async_scheduling,
         long_prefill_token_threshold=config.long_prefill_threshold,
     )
@@ -114,6 +113,12 @@ def kv_cache_config(vllm, config: EngineConfig):
     kv_config = get_kv_cache_configs(vllm, [specs], [unlimited_bytes], groups)[0]
     vllm.cache_config.num_gpu_blocks = kv_config.num_blocks
     return kv_config
+
+
+def max_num_seqs(config: EngineConfig) -> int:
+    """--max-num-seqs as given (``max_running``), else the GPU default capped at max_num_batched_tokens (vLLM
+    requires max_num_seqs <= max_num_batched_tokens)."""
+    return config.max_running or min(MAX_NUM_SEQS, config.chunked_prefill_size)
 
 
 def config_error(config: EngineConfig) -> str | None:

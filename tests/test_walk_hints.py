@@ -1,7 +1,8 @@
 """A walk that climbs up from where the last walk of the same sequence, or of one sharing its head, ended
-(``sim/cache/walk_hints.py``) returns what a walk from the root returns and leaves the tree as that walk leaves it: same path, depth,
-splits and stamps, on generated runs of inserts, walks (to any end, from the root or from a node on the
-path, stamping or not) and leaf deletions. And the tree's count of unlocked tokens stays its nodes' sum."""
+(``sim/cache/walk_hints.py``) returns what a walk from the root returns and leaves the tree as that walk
+leaves it: same path, depth, splits and stamps, on generated runs of inserts, walks (to any end, from the
+root or from a node on the path, stamping or not) and leaf deletions. And the tree's count of unlocked
+tokens stays its nodes' sum."""
 
 from __future__ import annotations
 

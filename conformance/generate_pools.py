@@ -21,7 +21,7 @@ def with_pools(
     edge: bool = False,
 ) -> EngineConfig:
     """``edge``: under pressure the FULL pool a few pages over the largest request's need (not up to twice it),
-    so every follow-up of a long prompt evicts part of it."""
+    so a long prompt's follow-ups evict what it left in the tree."""
 
     lengths = _lengths(config, requests)
     page = config.page_size

@@ -160,3 +160,29 @@ CLIPPED_STEPS = [
     (4, (("a", 170, True),), ((1, 0), (53, 0))),
 ]
 CLIPPED_OUTCOMES = {"a": (0, True, 5), "b": (0, True, 1), "c": (0, True, 4)}
+
+
+def freed_at_prefill() -> Scenario:
+    """``--disable-overlap-schedule`` with ``--max-running-requests 2``: ``a`` and ``b`` fill the two rows at step
+    0 and ``a`` (one output) finishes with its prefill, released in the same iteration. At step 1 the last
+    batch, filtered, has shrunk (``get_next_batch_to_run``: ``filter_batch`` then ``batch_is_full = False``),
+    so the pass admits ``c`` instead of decoding ``b`` alone."""
+    requests = [_request("a", [("a", 40)], 1, 0), _request("b", [("b", 40)], 5, 0),
+                _request("c", [("c", 40)], 3, 0)]
+    config = EngineConfig("full+mamba", 16, 0, 64, 64, 8192, 128, full_tokens=1024, swa_tokens=0,
+                          mamba_states=40, overlap=False, max_running=2)
+    name = "sglang-freed-at-prefill"
+    return Scenario(name, "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# what SGLang 0.5.23 answered (event_loop_normal): every step's batch and the pools after it, ((FULL free,
+# FULL in the tree), (MAMBA free, MAMBA in the tree))
+FREED_STEPS = [
+    (0, (("a", 40, True), ("b", 40, True)), ((61, 0), (37, 0))),
+    (1, (("c", 40, True),), ((58, 0), (34, 0))),
+    (2, (("b", 1, False), ("c", 1, False)), ((58, 0), (34, 0))),
+    (3, (("b", 1, False), ("c", 1, False)), ((61, 0), (37, 0))),
+    (4, (("b", 1, False),), ((61, 0), (37, 0))),
+    (5, (("b", 1, False),), ((64, 0), (40, 0))),
+]
+FREED_OUTCOMES = {"a": (0, True, 1), "b": (0, True, 6), "c": (0, True, 4)}

@@ -54,6 +54,14 @@ def test_lof_sorts_on_max_new_tokens_as_clipped_even_to_nothing():
     assert hand.outcomes(run.requests) == hand.CLIPPED_OUTCOMES
 
 
+def test_a_request_finished_at_its_prefill_frees_its_row_for_the_next_pass():
+    # the plain loop releases a in the iteration that ran its prefill; the last batch shrinks when it is
+    # merged, so the running cap of 2 no longer holds c back at step 1
+    run = simulated_steps(hand.freed_at_prefill(), "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == hand.FREED_STEPS
+    assert hand.outcomes(run.requests) == hand.FREED_OUTCOMES
+
+
 def test_an_unmodelled_schedule_policy_is_refused_by_name():
     with pytest.raises(ValueError, match="schedule_policy"):
         simulated_steps(hand.queued("dfs-weight"), "sglang")

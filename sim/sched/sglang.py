@@ -130,6 +130,8 @@ class SGLangScheduler(SGLangDecode):
         merged = [
             s for s in self._last_extend if s is not self.chunked and s.request_id in self.manager.requests
         ]
+        if len(merged) < len(self._last_extend):  # filter_batch shrank the last batch: room for more
+            self.batch_is_full = False
         self.running += merged
         self._last_extend = []
         self._filter_running()

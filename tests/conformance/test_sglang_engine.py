@@ -208,6 +208,18 @@ def test_lof_with_a_request_clipped_to_nothing_gives_the_recorded_steps_and_simu
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
 
 
+def test_a_row_freed_at_a_prefill_gives_the_recorded_steps_and_simulate_agrees():
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import sglang_concurrent_scenarios as steps
+
+    scenario = steps.freed_at_prefill()
+    run = driver.run_steps(scenario, "sglang")
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.FREED_STEPS
+    assert steps.outcomes(run.requests) == steps.FREED_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "sglang")) is None
+
+
 def test_mixed_chunks_give_the_recorded_steps_and_simulate_agrees():
     from conformance.compare_steps import simulated_steps
     from conformance.trajectory import first_difference

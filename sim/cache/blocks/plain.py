@@ -49,7 +49,9 @@ class PlainBlockDecodes(BlockViews):
             return 0
         # every group's block size is a multiple of the hash block: counting in it stops no later
         B, first = self.layout.hash_block, req.kv_len + 1
-        busy = [0, 1]  # e fills a block; e - 1 starts one
+        # the tokens hashed reach e - lag + 1 (the processed ones and the next; the step's settle reaches
+        # e - 1): a block fills there; e - 1 starts one
+        busy = [(lag - 1) % B, 1]
         if self.has_swa:
             busy.append((lag + self.window - 1) % B)
         if self.has_mamba:

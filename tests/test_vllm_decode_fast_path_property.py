@@ -29,8 +29,20 @@ from sim.tokens import TokenSeq
 
 
 def conformance_model(components: str, page: int, window: int, full_heads: int, swa_heads: int):
-    engine = EngineConfig(components, page, window if "swa" in components else 0, page * 4, 64, 8192, 128,
-                          0, 0, 0, full_kv_heads=full_heads, swa_kv_heads=swa_heads)
+    engine = EngineConfig(
+        components,
+        page,
+        window if "swa" in components else 0,
+        page * 4,
+        64,
+        8192,
+        128,
+        0,
+        0,
+        0,
+        full_kv_heads=full_heads,
+        swa_kv_heads=swa_heads,
+    )
     return model_for(Scenario("probe", "vllm", 0, "", False, engine, ()))
 
 
@@ -46,10 +58,19 @@ def configurations(draw):
         model = conformance_model(components, page, window, full_heads, 1)
     else:
         model, page = get_model(kind).replace(window=window), 16
-    knobs = dict(page_size=page, async_scheduling=draw(st.booleans()), junction=draw(st.booleans()),
-                 prefill_checkpoints=draw(st.booleans()), chunked_prefill_size=page * draw(st.integers(2, 12)))
+    knobs = dict(
+        page_size=page,
+        async_scheduling=draw(st.booleans()),
+        junction=draw(st.booleans()),
+        prefill_checkpoints=draw(st.booleans()),
+        chunked_prefill_size=page * draw(st.integers(2, 12)),
+    )
     # the interval must be a multiple of the scheduler block (the lcm of the groups' block sizes)
     scheduler_block = policy_layout(model, make_policy("vllm", **knobs)).block_size
+    if model.window and draw(st.booleans()):  # W = 2 (mod B): the window and the states move in one step
+        model = model.replace(
+            window=scheduler_block * draw(st.integers(1, 4)) + draw(st.sampled_from([1, 2, 3]))
+        )
     knobs["retention_interval"] = draw(st.sampled_from([None, 0, scheduler_block, 3 * scheduler_block]))
     return model, knobs, draw(st.integers(60, 700))
 
@@ -57,8 +78,11 @@ def configurations(draw):
 @st.composite
 def workloads(draw):
     """Requests (shared prefix, own prompt, output) and the decode segments the two managers take."""
-    requests = draw(st.lists(st.tuples(st.integers(0, 300), st.integers(1, 300), st.integers(2, 600)),
-                             min_size=1, max_size=4))
+    requests = draw(
+        st.lists(
+            st.tuples(st.integers(0, 300), st.integers(1, 300), st.integers(2, 600)), min_size=1, max_size=4
+        )
+    )
     segments = draw(st.lists(st.integers(1, 200), min_size=3, max_size=30))
     return requests, segments
 
@@ -67,7 +91,9 @@ class Run:
     """One block manager driven through admission, chunked prefill and segmented decoding, its events kept."""
 
     def __init__(self, model, knobs: dict, num_blocks: int, fast: bool):
-        self.manager = make_manager(model, make_policy("vllm", **knobs), PoolSizes(0, 0, 0, blocks=num_blocks))
+        self.manager = make_manager(
+            model, make_policy("vllm", **knobs), PoolSizes(0, 0, 0, blocks=num_blocks)
+        )
         self.events: list = []
         for kind in (BlockEvicted, BlocksDiscarded, BlocksSkipped, BlockHit):
             self.manager.events.subscribe(kind, self.events.append)
@@ -110,12 +136,31 @@ class Run:
 def snapshot(run: Run) -> tuple:
     manager, pool = run.manager, run.manager.pool
     requests = tuple(
-        (rid, r.kv_len, r.decode_steps, r.history, tuple(map(tuple, r.tables)), tuple(r.num_cached),
-         tuple(r.retired), len(r.chain.keys))
-        for rid, r in sorted(manager.requests.items()))
+        (
+            rid,
+            r.kv_len,
+            r.decode_steps,
+            r.history,
+            tuple(map(tuple, r.tables)),
+            tuple(r.num_cached),
+            tuple(r.retired),
+            len(r.chain.keys),
+        )
+        for rid, r in sorted(manager.requests.items())
+    )
     blocks_of = tuple(sorted((repr(key), tuple(blocks)) for key, blocks in pool.blocks_of.items()))
     counters = (pool.held, pool.cached_free, pool.num_evictions, pool.num_free, manager.usage())
-    return requests, tuple(pool.queue()), pool.ref_cnt, pool.key_of, blocks_of, repr(counters), repr(run.events)
+    mamba_keys = sorted(map(repr, manager._mamba_keys_this_step))  # a Mamba hit hashed this step waits
+    return (
+        requests,
+        tuple(pool.queue()),
+        pool.ref_cnt,
+        pool.key_of,
+        blocks_of,
+        repr(counters),
+        mamba_keys,
+        repr(run.events),
+    )
 
 
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -77,6 +77,27 @@ class BlockPool:
         self.held[kind] += count
         return blocks
 
+    def get_block_per_group(self) -> list[int]:
+        """One new block for each group, in group order: what ``get_new_blocks(1, group)`` for each group in
+        turn hands out (a decode step starting a block in every group), in one call."""
+        if len(self.group_kinds) > self.num_free:
+            raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
+        head, ref_cnt, held = self._head, self.ref_cnt, self.held
+        blocks: list[int] = []
+        for kind in self.group_kinds:
+            if head:
+                block = head.pop()
+            elif self._fresh < self.num_blocks:
+                block = self._fresh
+                self._fresh += 1
+            else:  # only the tail holds hashed blocks: an eviction
+                block = self._tail.popitem(last=False)[0]
+                self._evict(block)
+            ref_cnt[block] = 1
+            held[kind] += 1
+            blocks.append(block)
+        return blocks
+
     def _evict(self, block: int) -> None:
         key = self.key_of.pop(block, None)
         if key is None:

@@ -25,12 +25,12 @@ def release_skipped(
     """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], group, processed, int(early))
+            release_window(layout, pool, req.tables[group], group, processed, int(early))
         elif kind == MAMBA and processed > 1:
-            _release_states(layout, pool, req, group, processed)
+            release_states(layout, pool, req, group, processed)
 
 
-def _release_window(
+def release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
@@ -47,7 +47,7 @@ def _release_window(
     pool.free_blocks(freed, group)
 
 
-def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
+def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
     last = min((processed - 1) // layout.block_of(MAMBA), len(table))

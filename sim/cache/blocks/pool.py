@@ -131,7 +131,9 @@ class BlockPool:
         head, in the given order; hashed at the tail)."""
         ref_cnt = self.ref_cnt
         blocks = [block for block in ordered if block is not None]
-        if not blocks:
+        if len(blocks) < 2:  # a decode step frees one block per group at most
+            if blocks:
+                self._free_one(blocks[0], group)
             return
         if max(map(ref_cnt.__getitem__, blocks)) == 1:  # the usual case: no other request shares them
             released = blocks
@@ -155,6 +157,22 @@ class BlockPool:
                 emit(self._discarded, BlocksDiscarded(group, unhashed))
         self._tail.update(dict.fromkeys(hashed))
         self.cached_free[kind] += len(hashed)
+
+    def _free_one(self, block: int, group: int) -> None:
+        """``free_blocks`` of one block."""
+        count = self.ref_cnt[block] - 1
+        self.ref_cnt[block] = count
+        if count:
+            return
+        kind = self.group_kinds[group]
+        self.held[kind] -= 1
+        if block in self.key_of:
+            self._tail[block] = None
+            self.cached_free[kind] += 1
+        else:
+            self._head.append(block)
+            if self._discarded:
+                emit(self._discarded, BlocksDiscarded(group, [block]))
 
     # ---- the cache map ------------------------------------------------------------------------------
     def cache(self, block: int, key: Key) -> None:

@@ -99,12 +99,26 @@ class BoundaryDecodes(BlockViews):
         state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
         if window_moves and state_moves:  # both in one step: in group order
             steps.release_skipped(layout, pool, req, processed)
-        elif window_moves:
+        elif window_moves:  # the block leaving the window, where the one below it is gone already
+            top = (processed - self.window + 1) // B - 1
             for group in layout.groups_of(SWA):
-                steps.release_window(layout, pool, req.tables[group], group, processed)
-        elif state_moves:
+                table = req.tables[group]
+                if not 0 <= top < len(table) or table[top] is None or (top and table[top - 1] is not None):
+                    steps.release_window(layout, pool, table, group, processed)
+                else:
+                    pool.free_one(table[top], group)
+                    table[top] = None
+        elif state_moves:  # the state below the running one, where every one below it is released
+            below = (processed - 1) // B - 1
             for group in layout.groups_of(MAMBA):
-                steps.release_states(layout, pool, req, group, processed)
+                table = req.tables[group]
+                if req.retired[group] != below or below >= len(table):
+                    steps.release_states(layout, pool, req, group, processed)
+                    continue
+                if table[below] is not None:
+                    pool.free_one(table[below], group)
+                    table[below] = None
+                req.retired[group] = below + 1
 
     def _hash_block(self, req: BlockRequest, index: int) -> None:
         """``cache_blocks`` when block ``index`` of every group is the one that filled: hashed where the

@@ -109,7 +109,7 @@ def cache_blocks(
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
-    cache, stride_of = pool.cache, layout.key_stride
+    stride_of = layout.key_stride
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
@@ -119,14 +119,12 @@ def cache_blocks(
         )
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
-        stride, new_mamba = stride_of[kind], mamba_keys if kind == MAMBA else None
-        for index in indices:
-            block = table[index]
-            if block is not None:
-                key = (keys_of[(index + 1) * stride - 1], group)  # Layout.key_index inline
-                cache(block, key)
-                if new_mamba is not None:
-                    new_mamba.add(key)
+        stride = stride_of[kind]
+        held = [index for index in indices if table[index] is not None]
+        new_keys = [(keys_of[(index + 1) * stride - 1], group) for index in held]  # Layout.key_index inline
+        pool.cache_all([table[index] for index in held], new_keys)
+        if kind == MAMBA and mamba_keys is not None:
+            mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
             _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
         req.num_cached[group] = max(first, full_blocks)

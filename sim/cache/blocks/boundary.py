@@ -103,10 +103,11 @@ class BoundaryDecodes(BlockViews):
             top = (processed - self.window + 1) // B - 1
             for group in layout.groups_of(SWA):
                 table = req.tables[group]
-                if not 0 <= top < len(table) or table[top] is None or (top and table[top - 1] is not None):
+                block = table[top] if 0 <= top < len(table) else None
+                if block is None or (top and table[top - 1] is not None):
                     steps.release_window(layout, pool, table, group, processed)
                 else:
-                    pool.free_one(table[top], group)
+                    pool.free_one(block, group)
                     table[top] = None
         elif state_moves:  # the state below the running one, where every one below it is released
             below = (processed - 1) // B - 1
@@ -115,8 +116,9 @@ class BoundaryDecodes(BlockViews):
                 if req.retired[group] != below or below >= len(table):
                     steps.release_states(layout, pool, req, group, processed)
                     continue
-                if table[below] is not None:
-                    pool.free_one(table[below], group)
+                block = table[below]
+                if block is not None:
+                    pool.free_one(block, group)
                     table[below] = None
                 req.retired[group] = below + 1
 

@@ -120,9 +120,14 @@ def cache_blocks(
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         stride = stride_of[kind]
-        held = [index for index in indices if table[index] is not None]
-        new_keys = [(keys_of[(index + 1) * stride - 1], group) for index in held]  # Layout.key_index inline
-        pool.cache_all([table[index] for index in held], new_keys)
+        blocks: list[int] = []
+        new_keys: list[tuple[object, int]] = []
+        for index in indices:
+            block = table[index]
+            if block is not None:
+                blocks.append(block)
+                new_keys.append((keys_of[(index + 1) * stride - 1], group))  # Layout.key_index inline
+        pool.cache_all(blocks, new_keys)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:

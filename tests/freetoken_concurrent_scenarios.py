@@ -105,19 +105,23 @@ OUTCOMES = {
 }
 
 
-def double_free() -> Scenario:
-    """FreeToken frees pages twice (docs/notes/conformance-freetoken-findings.md): three siblings of a 909-token
+def double_free(lead: int = 0) -> Scenario:
+    """FreeToken frees pages twice (docs/notes/conformance-concurrent-findings.md): three siblings of a 909-token
     prompt prefill together (W 256, page 1, the plain loop). b is done at its prompt: its finish inserts the
     prompt and trims the head's SWA below 1071 - 256 - 16, a tombstone over most of the shared prefix. c's
-    commit then finds [0, 909) in the tree, frees its own copies of those pages as duplicates, and re-matches
-    its prompt, which stops short (the window at its end is not live), so its page table keeps the freed pages;
-    its finish frees the same 909 pages again, at step 17."""
+    commit (``CacheManager._cache_req_swa(finished=False)``) then finds [0, 909) in the tree, frees its own
+    copies of those pages as duplicates and re-matches its prompt, which stops short (the window at its end is
+    not live), so its page table keeps the 909 freed pages: the first, wrong free, in the siblings' first step.
+    Its finish frees the same pages again, 17 steps later. ``lead``: the siblings arrive at that step, after
+    a stranger decoding alone from step 0 (steps both sides agree on before the wrong free)."""
     system = ("sys", 909)
     requests = [
-        _request("a", [system, ("a", 192)], 27, 0),
-        _request("b", [system, ("b", 162)], 1, 0),
-        _request("c", [system, ("c", 64)], 18, 0),
+        _request("a", [system, ("a", 192)], 27, lead),
+        _request("b", [system, ("b", 162)], 1, lead),
+        _request("c", [system, ("c", 64)], 18, lead),
     ]
+    if lead:
+        requests.insert(0, _request("z", [("z", 100)], lead + 30, 0))
     config = EngineConfig(
         "full+swa",
         1,
@@ -131,7 +135,8 @@ def double_free() -> Scenario:
         mamba_states=0,
         overlap=False,
     )
-    return Scenario("double-free", "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
+    name = f"double-free-lead-{lead}" if lead else "double-free"
+    return Scenario(name, "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
 
 
 def outcomes(requests: dict[str, Served]) -> dict[str, tuple[int, int | None]]:

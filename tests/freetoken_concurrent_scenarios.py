@@ -139,5 +139,30 @@ def double_free(lead: int = 0) -> Scenario:
     return Scenario(name, "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
 
 
+def done_first() -> Scenario:
+    """The plain loop processes a step in its order (``_process_last_data``): a request done at its prompt is
+    released before the next one commits its prompt. W 128, page 1. r0 (300 shared + 20) finishes at step 1
+    and its finish trims the shared head's SWA below 320 - 144 (tombstones). At step 2 r1 (done at its prompt)
+    and r2 both recompute the prompt (the live run after the tombstones is shorter than a window). r1's finish
+    revives the head with its own pages and trims it again below 350 - 144; r2's commit then revives those
+    196 pages once more (``SWARadixCache.insert``, Branch 1): all 411 SWA pages in use are the tree's. Had r2
+    committed first, r1's trim would have tombstoned them (215 in the tree)."""
+    system = ("sys", 300)
+    requests = [
+        _request("r0", [system, ("q0", 20)], 2, 0),
+        _request("r1", [system, ("q1", 50)], 1, 2),
+        _request("r2", [system, ("q2", 40)], 3, 2),
+    ]
+    config = EngineConfig(
+        "full+swa", 1, 128, 256, 64, 8192, 128, full_tokens=4000, swa_tokens=4000, mamba_states=0, overlap=False
+    )
+    return Scenario("done-first", "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# (free, tree-held) FULL and SWA pages after steps 2 and 4, and (cached tokens, finished at), as FreeToken answered
+DONE_FIRST_POOLS = {2: ((3589, 411), (3589, 411)), 4: ((3587, 413), (3783, 217))}
+DONE_FIRST_OUTCOMES = {"r0": (0, 2), "r1": (0, 3), "r2": (0, 5)}
+
+
 def outcomes(requests: dict[str, Served]) -> dict[str, tuple[int, int | None]]:
     return {name: (served.cached_tokens, served.finished_at) for name, served in requests.items()}

@@ -188,3 +188,18 @@ def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees(ove
     assert [(step.at, step.batch) for step in run.steps] == hand.BATCHES[overlap]
     assert hand.outcomes(run.requests) == hand.OUTCOMES[overlap]
     assert first_difference(run, simulated_steps(scenario, "freetoken")) is None
+
+
+def test_a_request_done_at_its_prompt_is_released_before_the_next_commits():
+    # FreeToken's plain loop walks the step in order (_process_last_data): r1's finish trims the head, then r2's
+    # commit revives it (tests/freetoken_concurrent_scenarios.py: done_first); simulate agrees step by step
+    from conformance.compare_steps import simulated_steps
+    from conformance.trajectory import first_difference
+    from tests import freetoken_concurrent_scenarios as hand
+
+    scenario = hand.done_first()
+    run = freetoken.run_steps(scenario, "freetoken")
+    pools = {step.at: step.pools for step in run.steps}
+    assert {at: pools[at] for at in hand.DONE_FIRST_POOLS} == hand.DONE_FIRST_POOLS
+    assert hand.outcomes(run.requests) == hand.DONE_FIRST_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "freetoken")) is None

@@ -24,8 +24,7 @@ class PageAudit:
 
     def __init__(self, cache_manager, names: dict[int, str]):
         self.cm, self.names = cache_manager, names  # names: uid -> the scenario's request id
-        # (engine function, full-pool slots) for each free since the last audit
-        self.freed_by: list[tuple[str, Any]] = []
+        self.freed_by: list[tuple[str, str, Any]] = []  # (engine function, "KV" or "SWA", full-pool slots)
         self.live: dict[int, Any] = {}  # uid -> the request's latest Req (one per chunk, then decode)
         self._install()
 
@@ -35,8 +34,15 @@ class PageAudit:
 
         def recording(free):
             def record(indices) -> None:
-                audit._record(indices)
+                audit._record("KV", indices)
                 free(indices)
+
+            return record
+
+        def recording_swa(free_swa):
+            def record(indices) -> None:  # only the slots that still map to a live SWA slot are freed
+                audit._record("SWA", indices[cm.swa_pool.full_to_swa_index_mapping[indices.long()] > 0])
+                free_swa(indices)
 
             return record
 
@@ -51,14 +57,14 @@ class PageAudit:
 
         cm._free, cm.lazy_free_region = recording(class_free), lazy_region
         if cm.swa_pool is not None:
-            cm.swa_pool.free_swa = recording(cm.swa_pool.free_swa)
+            cm.swa_pool.free_swa = recording_swa(cm.swa_pool.free_swa)
 
-    def _record(self, indices) -> None:
+    def _record(self, kind: str, indices) -> None:
         if len(indices):
             frame = sys._getframe(2)
             while frame.f_back is not None and frame.f_code.co_name in _PLUMBING:
                 frame = frame.f_back
-            self.freed_by.append((frame.f_code.co_qualname, indices.clone()))
+            self.freed_by.append((frame.f_code.co_qualname, kind, indices.clone()))
 
     def launched(self, reqs) -> None:
         for req in reqs:
@@ -104,14 +110,18 @@ class PageAudit:
             dead = slots[mapping[slots.long()] == 0]
             if len(dead):
                 where = f"request {self.names[uid]}'s window [{start}, {req.cached_len})"
-                return self._report(dead // cm.page_size, where, "page(s)' SWA slots")
+                return self._report(dead // cm.page_size, where, "SWA")
         return None
 
-    def _report(self, pages, holder: str, what: str = "KV page(s)") -> str:
-        size = self.cm.page_size
+    def _report(self, pages, holder: str, kind: str = "KV") -> str:
+        size, what = self.cm.page_size, "KV page(s)" if kind == "KV" else "page(s)' SWA slots"
         wanted = set(pages.tolist())
         callers = sorted(
-            {caller for caller, slots in self.freed_by if wanted & set((slots // size).tolist())}
+            {
+                name
+                for name, freed, slots in self.freed_by
+                if freed == kind and wanted & set((slots // size).tolist())
+            }
         )
         shown = ", ".join(map(str, sorted(wanted)[:5])) + (", ..." if len(wanted) > 5 else "")
         return (

@@ -74,7 +74,7 @@ class FreeTokenScheduler:
                 finished.append(run)
                 if not self.overlap:
                     self._process(Batch(batch.iteration, [item]), None)
-        return StepOutcome(first_tokens, finished)
+        return StepOutcome(first_tokens, list(self._done) if self.overlap else finished)
 
     def park_newest(self) -> bool:
         return False  # nothing is ever retracted: a stalled head waits (the engine gives up on it)

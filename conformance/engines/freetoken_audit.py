@@ -12,7 +12,6 @@ them (the audit records each ``CacheManager._free`` and ``free_swa`` with its ca
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import Any
 
@@ -46,16 +45,8 @@ class PageAudit:
 
             return record
 
-        @contextlib.contextmanager
-        def lazy_region():
-            try:
-                with region():
-                    cm._free = recording(cm._free)  # the region's own deferred free, recorded
-                    yield
-            finally:
-                cm._free = recording(class_free)  # the region's exit deleted the instance attribute
-
-        cm._free, cm.lazy_free_region = recording(class_free), lazy_region
+        cm._free = recording(class_free)
+        cm.lazy_free_region = _RecordedRegion(cm, region, recording)
         if cm.swa_pool is not None:
             cm.swa_pool.free_swa = recording_swa(cm.swa_pool.free_swa)
 
@@ -80,21 +71,27 @@ class PageAudit:
         return why
 
     def _free_but_held(self) -> str | None:
+        """One lookup of every held page in the free list's mask; the holder is looked for only on a hit."""
         import torch
 
         cm, size = self.cm, self.cm.page_size
         free = torch.zeros(cm.num_pages, dtype=torch.bool)
         free[(cm.free_slots // size).long()] = True
-        for uid, req in sorted(self.live.items()):
-            pages = cm.page_table[req.table_idx, : req.cached_len : size] // size
-            wrong = pages[free[pages.long()]]
+        requests = [
+            (uid, req, cm.page_table[req.table_idx, : req.cached_len : size])
+            for uid, req in self.live.items()
+        ]
+        nodes = list(_nodes(cm.prefix_cache.root))
+        held = [slots for _, _, slots in requests] + [node.value[::size] for _, node in nodes]
+        if not held or not free[(torch.cat(held) // size).long()].any():
+            return None
+        for uid, req, slots in sorted(requests, key=lambda entry: entry[0]):
+            wrong = slots[free[(slots // size).long()]] // size
             if len(wrong):
-                return self._report(
-                    wrong, f"request {self.names[uid]}'s page table (its tokens [0, {req.cached_len}))"
-                )
-        for start, node in _nodes(cm.prefix_cache.root):
-            pages = node.value[::size] // size
-            wrong = pages[free[pages.long()]]
+                where = f"request {self.names[uid]}'s page table (its tokens [0, {req.cached_len}))"
+                return self._report(wrong, where)
+        for start, node in nodes:
+            wrong = node.value[::size][free[(node.value[::size] // size).long()]] // size
             if len(wrong):
                 return self._report(wrong, f"the tree's node [{start}, {start + node.length})")
         return None
@@ -128,6 +125,30 @@ class PageAudit:
             f"FreeToken freed {len(wanted)} {what} still in use (pages {shown}), named by {holder}; freed by "
             f"{', '.join(callers) or 'an engine function the audit did not see'}"
         )
+
+
+class _RecordedRegion:
+    """``CacheManager.lazy_free_region`` with its deferred free recorded (a plain context manager: it is
+    entered once per processed step)."""
+
+    def __init__(self, cm, region, recording):
+        self.cm, self.region, self.recording = cm, region, recording
+        self.recorded_free = cm._free  # the recorded class free, put back when the region ends
+        self.inner: Any = None
+
+    def __call__(self) -> _RecordedRegion:
+        return self
+
+    def __enter__(self) -> None:
+        self.inner = self.region()
+        self.inner.__enter__()
+        self.cm._free = self.recording(self.cm._free)  # the region's own deferred free, recorded
+
+    def __exit__(self, *raised) -> None:
+        try:
+            self.inner.__exit__(*raised)
+        finally:
+            self.cm._free = self.recorded_free  # the region's exit deleted the instance attribute
 
 
 def _nodes(root):

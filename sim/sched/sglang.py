@@ -22,7 +22,7 @@ from collections import deque
 from sim.align import ceil_div
 from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
-from sim.cache.results import Refusal
+from sim.cache.results import MatchResult, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_decode import SGLangDecode
@@ -40,7 +40,7 @@ class SGLangScheduler(SGLangDecode):
     ):
         self.manager, self.rules = manager, manager.rules
         self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
-        self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len)
+        self.order = WaitingOrder(schedule_policy, self._match, self._known_len)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None
@@ -229,6 +229,6 @@ class SGLangScheduler(SGLangDecode):
         """The tokens a waiting request prefills: its prompt, and a retracted one's processed outputs."""
         return self._known.get(state.request_id, state.prompt_len)
 
-    def _match_len(self, tokens, known: int) -> int:
+    def _match(self, tokens, known: int) -> MatchResult:
         """``match_kv_cache`` on a waiting request's tokens (all of them: no prompt-less-one limit)."""
-        return self.rules.match(self.manager.tree, tokens, known + 1).cached_len
+        return self.rules.match(self.manager.tree, tokens, known + 1)

@@ -35,10 +35,11 @@ def test_the_plain_loop_commits_a_middle_chunk_at_the_next_scheduling():
     assert hand.outcomes(run.requests) == hand.PLAIN_LOOP_OUTCOMES
 
 
-@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof", "dfs-weight"])
+@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof", "dfs-weight", "hrrn"])
 def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_policy):
     # calc_priority: FCFS keeps arrival order; LPM the longest tree match first and x2 behind x1 (in-batch
-    # prefix caching); LOF the longest output first; DFS-weight the tree depth first, the heaviest subtree first.
+    # prefix caching); LOF the longest output first; DFS-weight the tree depth first, the heaviest subtree first;
+    # HRRN the most prefill tokens processed while waiting per token to prefill (y, the shortest, first).
     # The first three steps are a's chunks in every policy.
     run = simulated_steps(hand.queued(schedule_policy), "sglang")
     prefills = [(step.at, step.batch) for step in run.steps if step.batch[0][2] and step.at >= 3]
@@ -48,7 +49,7 @@ def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_po
 
 def test_an_unmodelled_schedule_policy_is_refused_by_name():
     with pytest.raises(ValueError, match="schedule_policy"):
-        simulated_steps(hand.queued("hrrn"), "sglang")
+        simulated_steps(hand.queued("random"), "sglang")
 
 
 def test_mixed_chunks_carry_the_decode_rows_and_track_no_decode_state():
@@ -124,3 +125,28 @@ def test_dfs_weight_orders_the_heaviest_subtree_first_and_a_node_after_its_child
                below_b: states("d1")}
     order = [state.request_id for state in _dfs_weight_order(at_node)]
     assert order == ["d1", "b1", "a1", "c1", "r1", "r2"]
+
+
+def test_hrrns_clock_counts_a_decode_step_as_the_prefill_batch_that_became_the_running_batch():
+    # run_batch adds extend_num_tokens; a decode batch is the running batch object, which keeps the field of the
+    # prefill batch it was (prepare_for_decode never resets it); merging into a running batch keeps the object
+    from sim.cache.results import ChunkPlan
+    from sim.sched.batch import Batch, BatchItem
+    from sim.sched.sglang_clock import TokenClock
+
+    def batch(*items):
+        return Batch(0, [BatchItem(ChunkPlan(rid, start, end, None), prefill) for rid, start, end, prefill in items])
+
+    clock = TokenClock()
+    clock.entered("late")
+    clock.launched(batch(("a", 0, 10, True), ("b", 0, 6, True)))
+    clock.joined_running(True)  # a and b become the running batch: it carries 16
+    clock.launched(batch(("a", 10, 11, False), ("b", 6, 7, False)))
+    assert clock.processed == 32
+    clock.launched(batch(("c", 0, 5, True), ("a", 11, 12, False)))  # mixed: the decode row counts a token
+    clock.joined_running(False)  # merged into the running batch: it still carries 16
+    clock.launched(batch(("a", 12, 13, False)))
+    assert clock.processed == 32 + 6 + 16
+    clock.entered("retracted")
+    clock.launched(batch(("a", 13, 14, False)))
+    assert (clock.waited("late"), clock.waited("retracted")) == (70, 16)

@@ -11,12 +11,18 @@ class PagePaths:
     def __init__(self, trace: Trace, page_size: int):
         self.trace, self.page_size = trace, page_size
         self.parent: list[int] = [0]
+        self.depth: list[int] = [0]  # the page depth of each node (the root: 0)
         self._ids: dict[tuple, int] = {}
         self._paths: dict[str, list[int]] = {}
 
     @property
     def num_nodes(self) -> int:
         return len(self.parent)
+
+    @property
+    def length(self) -> list[int]:
+        """Pages per node: one, the root none (what ``segment_trie.SegmentTrie`` has per chain)."""
+        return [0] + [1] * (len(self.parent) - 1)
 
     def path(self, request_id: str, num_pages: int) -> list[int]:
         """Node ids of the request's first ``num_pages`` pages (of its prompt + output), cached per request."""
@@ -40,6 +46,7 @@ class PagePaths:
                 if child is None:
                     child = ids[key] = len(parent)
                     parent.append(node)
+                    self.depth.append(len(path) + 1)
                 path.append(child)
                 node, start = child, start + page
             position = run_end

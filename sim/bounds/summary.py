@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sim.bounds.belady import belady_hits
 from sim.bounds.events import Produce
-from sim.bounds.page_paths import PagePaths
+from sim.bounds.segment_trie import SegmentTrie
 from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.interface import CacheModel
@@ -46,8 +46,7 @@ def bounds_summary(
     has_mamba: bool,
     cached_tokens: int,
 ) -> BoundFigures:
-    paths = PagePaths(trace, page_size)
-    paths.prefetch(events)
+    paths = SegmentTrie(trace, page_size, events)
     belady = sum(belady_hits(events, paths, caps[FULL]).values())
     bound = belady
     if has_mamba or has_swa:

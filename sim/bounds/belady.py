@@ -102,10 +102,13 @@ class _Cache:
         return 0
 
 
-def belady_hits(events: list, paths: SegmentTrie | PagePaths, capacity_pages: int) -> dict[str, int]:
+def belady_hits(
+    events: list, paths: SegmentTrie | PagePaths, capacity_pages: int, nodes_of: list[list[int]] | None = None
+) -> dict[str, int]:
     """Request id -> tokens its counted lookup hits under Belady with ``capacity_pages`` pages; ``paths`` a
-    ``SegmentTrie`` (or the per-page ``PagePaths``): its ``pages(event)``, ``parent`` and ``length``."""
-    nodes_of = [paths.pages(event) for event in events]
+    ``SegmentTrie`` (or the per-page ``PagePaths``): its ``pages(event)`` (or ``nodes_of``, those of every
+    event), ``parent`` and ``length``."""
+    nodes_of = nodes_of if nodes_of is not None else [paths.pages(event) for event in events]
     hits = belady_node_hits(events, nodes_of, paths.parent, paths.length, capacity_pages)
     return {request_id: pages * paths.page_size for request_id, pages in hits.items()}
 

@@ -38,17 +38,20 @@ class SegmentTrie:
         self.trace, self.page_size = trace, page_size
         self.parent: list[int] = [0]
         self.depth: list[int] = [0]
-        self._label: list[TokenSeq] = [TokenSeq()]  # the tokens of the node's pages
+        # a node's pages are tokens [at, at + its pages * page size) of the sequence that made it
+        self._label_seq: list[TokenSeq] = [TokenSeq()]
+        self._label_at: list[int] = [0]
         self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
-        reach = event_reach(events)
-        for request_id, (deepest, cuts) in reach.items():
-            self._insert(trace.request_seq(request_id), deepest, cuts)
-        self._paths: dict[str, list[int]] = {}
-        self._depths: dict[str, list[int]] = {}
-        for request_id, (deepest, _) in reach.items():
-            path = self._walk(trace.request_seq(request_id), deepest)
-            self._paths[request_id] = path
-            self._depths[request_id] = [self.depth[node] for node in path]
+        # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
+        # ends at when inserted ends it for good: its path is that node's ancestors
+        ends = {
+            request_id: self._insert(trace.request_seq(request_id), deepest, cuts)
+            for request_id, (deepest, cuts) in event_reach(events).items()
+        }
+        self._paths = {request_id: self._ancestors(end) for request_id, end in ends.items()}
+        self._depths = {
+            request_id: [self.depth[node] for node in path] for request_id, path in self._paths.items()
+        }
 
     @property
     def num_nodes(self) -> int:
@@ -70,11 +73,12 @@ class SegmentTrie:
         ]
 
     def _first_page(self, seq: TokenSeq, at_page: int) -> tuple:
-        start = at_page * self.page_size
-        return seq.slice(start, start + self.page_size).runs
+        return seq.first_page(self.page_size, at_page * self.page_size)
 
-    def _insert(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> None:
-        """Descend along ``seq`` to page ``deepest``, splitting where it parts from the tree or a cut falls."""
+    def _insert(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
+        """Descend along ``seq`` to page ``deepest``, splitting where it parts from the tree or a cut falls;
+        the node that ends at ``deepest``."""
+        page = self.page_size
         node = position = 0
         next_cut = 0  # index into cuts of the first cut past position
         while position < deepest:
@@ -82,45 +86,48 @@ class SegmentTrie:
                 next_cut += 1
             child = self._children[node].get(self._first_page(seq, position))
             if child is None:
-                self._add_chain(node, seq, position, cuts[next_cut:])
-                return
+                return self._add_chain(node, seq, position, cuts[next_cut:])
             span = self.depth[child] - position
-            same = self._label[child].common_prefix_len(seq, position * self.page_size) // self.page_size
-            stop = min(span, same, cuts[next_cut] - position)
+            start = self._label_at[child]
+            label = self._label_seq[child].slice(start, start + span * page)
+            stop = min(span, label.common_prefix_len(seq, position * page) // page, cuts[next_cut] - position)
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
+        return node
 
-    def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> None:
-        """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``."""
-        page = self.page_size
+    def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
+        """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
         for end in ends:
-            child = self._new_node(node, end, seq.slice(position * page, end * page))
+            child = self._new_node(node, end, seq, position * self.page_size)
             self._children[node][self._first_page(seq, position)] = child
             node, position = child, end
+        return node
 
-    def _new_node(self, parent: int, depth: int, label: TokenSeq) -> int:
+    def _new_node(self, parent: int, depth: int, seq: TokenSeq, token_at: int) -> int:
         self.parent.append(parent)
         self.depth.append(depth)
-        self._label.append(label)
+        self._label_seq.append(seq)
+        self._label_at.append(token_at)
         self._children.append({})
         return len(self.parent) - 1
 
     def _split(self, child: int, num_pages: int) -> int:
         """Cut ``child`` after its first ``num_pages`` pages; the new upper node takes its place."""
-        parent, label, cut = self.parent[child], self._label[child], num_pages * self.page_size
-        top = self._new_node(parent, self.depth[parent] + num_pages, label.slice(0, cut))
-        self._children[parent][self._first_page(label, 0)] = top
-        self._label[child] = rest = label.slice(cut)
-        self._children[top][self._first_page(rest, 0)] = child
+        parent, seq, at = self.parent[child], self._label_seq[child], self._label_at[child]
+        top = self._new_node(parent, self.depth[parent] + num_pages, seq, at)
+        self._children[parent][seq.first_page(self.page_size, at)] = top
+        self._label_at[child] = rest = at + num_pages * self.page_size
+        self._children[top][seq.first_page(self.page_size, rest)] = child
         self.parent[child] = top
         return top
 
-    def _walk(self, seq: TokenSeq, deepest: int) -> list[int]:
+    def _ancestors(self, node: int) -> list[int]:
+        """The nodes from the root's child down to ``node`` (none for the root)."""
         path: list[int] = []
-        node = position = 0
-        while position < deepest:
-            node = self._children[node][self._first_page(seq, position)]
+        parent = self.parent
+        while node:
             path.append(node)
-            position = self.depth[node]
+            node = parent[node]
+        path.reverse()
         return path

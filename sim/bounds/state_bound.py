@@ -46,10 +46,14 @@ class Options:
         return float(np.maximum.reduceat(self.weight, _group_starts(self.owner)).sum())
 
 
-def state_options(events: list, paths: SegmentTrie | PagePaths) -> Options:
-    """The options of every counted lookup. ``paths``' nodes may be chains of pages (``SegmentTrie``): all
-    pages of a node share their last touch, so only a node's deepest page can be an option."""
-    nodes_of = [paths.pages(event) for event in events]  # all first: the per-page trie grows as it goes
+def state_options(
+    events: list, paths: SegmentTrie | PagePaths, nodes_of: list[list[int]] | None = None
+) -> Options:
+    """The options of every counted lookup (``nodes_of``: ``paths.pages`` of every event, if known). The
+    nodes may be chains of pages (``SegmentTrie``): all pages of a node share their last touch, so only a
+    node's deepest page can be an option."""
+    if nodes_of is None:  # all first: the per-page trie grows as it goes
+        nodes_of = [paths.pages(event) for event in events]
     last_touch = [-1] * paths.num_nodes  # event index -> below, the number of lookups up to it
     lookups_upto: list[int] = []
     owners: list[int] = []

@@ -47,12 +47,13 @@ def bounds_summary(
     cached_tokens: int,
 ) -> BoundFigures:
     paths = SegmentTrie(trace, page_size, events)
-    belady = sum(belady_hits(events, paths, caps[FULL]).values())
+    nodes_of = [paths.pages(event) for event in events]
+    belady = sum(belady_hits(events, paths, caps[FULL], nodes_of).values())
     bound = belady
     if has_mamba or has_swa:
         limits = [caps[MAMBA]] if has_mamba else []
         limits += [caps[SWA]] if has_swa else []
-        bound = min(bound, state_bound(state_options(events, paths), min(limits)))
+        bound = min(bound, state_bound(state_options(events, paths, nodes_of), min(limits)))
     return BoundFigures(
         bound_belady_tokens=belady,
         bound_tokens=bound,

@@ -1,6 +1,9 @@
 """Pages as nodes of a prefix trie: the page at position ``q`` of a sequence is one node per distinct
 ``(previous page's node, this page's tokens)``, so two requests share a node exactly where a radix cache of
-that page size could share the page. Node 0 is the root (no page)."""
+that page size could share the page. Node 0 is the root (no page).
+
+The bounds run on the compressed trie (``segment_trie.py``); this one, a node a page, is the reference the
+tests hold it to, and what the brute-force optima of ``tests/bounds_helpers.py`` enumerate."""
 
 from __future__ import annotations
 

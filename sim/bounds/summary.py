@@ -8,7 +8,9 @@
 - ``cached_of_bound``: the run's reused tokens over ``bound_tokens`` ("x% of what any policy could reach").
 
 A run whose events cover more than ``MAX_BOUND_PAGES`` pages (one trie node each at most: a whole-hour trace
-at page 1) gets ``bound_skipped`` instead, naming why: the trie would take many GB.
+at page 1) gets ``bound_skipped`` instead, naming why: the limit dates from the per-page trie, which
+would have taken many GB; the compressed one (``segment_trie.py``) would not, but raising the limit
+changes which runs report bounds, so it is left for a change of its own.
 """
 
 from __future__ import annotations

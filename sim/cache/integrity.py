@@ -35,6 +35,11 @@ def check_integrity(manager) -> None:
             f"{node}: full_lock {node.full_lock} != {full_locks[node.id]}",
         )
         _expect(node.swa_holders <= set(manager.requests), f"{node}: SWA held by finished requests")
+    unlocked = sum(node.end - node.start for node in manager.tree.nodes() if node.full_lock == 0)
+    _expect(
+        manager.tree.num_unlocked_tokens == unlocked,
+        f"tree counts {manager.tree.num_unlocked_tokens} unlocked tokens, its nodes {unlocked}",
+    )
 
 
 def _collect_tree(manager, owned: dict[Component, list[int]]) -> None:

@@ -35,6 +35,8 @@ def lock(
     stop = tree.root if locked_above is None else locked_above
     current = node
     while current is not stop:
+        if current.full_lock == 0:
+            tree.num_unlocked_tokens -= current.end - current.start
         current.full_lock += 1
         current = current.parent
     _lock_window_and_state(held, node, tree, window, has_swa, has_mamba)
@@ -64,6 +66,7 @@ def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> Non
     while current is not stop:
         current.full_lock -= 1
         if current.full_lock == 0:
+            tree.num_unlocked_tokens += current.end - current.start
             tree.release(current)
         current = current.parent
     for node in held.swa_nodes:

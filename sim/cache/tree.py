@@ -13,6 +13,7 @@ from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropp
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.pools import Pool
+from sim.cache.walk_hints import WalkHints
 from sim.tokens import TokenSeq
 
 __all__ = ["RadixTree"]
@@ -33,8 +34,9 @@ class RadixTree:
         self.root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]  # the one parentless node
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
-        self.num_full_pages = self.num_swa_pages = self.num_states = 0
+        self.num_full_pages = self.num_swa_pages = self.num_states = self.num_unlocked_tokens = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
+        self._hints = WalkHints()  # where each sequence's last walk ended
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
         # SGLang's _split_node stamps both halves with the current time (the new upper half at its creation,
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
@@ -53,9 +55,14 @@ class RadixTree:
         a node matched part-way is split so the walk ends on a node end. Returns the nodes walked below
         the starting node and the matched (FULL) depth. ``touch``: each node reached is FULL-stamped before
         it is split (SGLang's insert walk, ``_insert_walk_step``)."""
-        node = self.root if start is None else start
-        path, pos, page = [], node.end if start is not None else 0, self.page_size
         end = len(key) if end is None else min(end, len(key))
+        node = self.root if start is None else start
+        path = self._hints.climb(key, end, node)
+        if touch:
+            for passed in path:
+                self.touch(passed, FULL)
+        node = path[-1] if path else node
+        pos, page = node.end, self.page_size
         while end - pos >= page:
             child = node.children.get(key.first_page(page, pos))
             if child is None:
@@ -66,10 +73,13 @@ class RadixTree:
             if matched < child.end - child.start:
                 child = self.split(child, matched)
                 path.append(child)
+                self._hints.remember(key, child)
                 return path, pos + matched
             path.append(child)
             pos += matched
             node = child
+        if node is not self.root:
+            self._hints.remember(key, node)
         return path, pos
 
     def split(self, node: Node, offset: int) -> Node:
@@ -117,6 +127,7 @@ class RadixTree:
         node.edge = key.first_page(self.page_size)
         parent.children[node.edge] = node
         self.num_full_pages += len(full_pages)
+        self.num_unlocked_tokens += len(key)
         self.num_swa_pages += 0 if swa_pages is None else len(swa_pages)
         self.num_states += state is not None
         clock = self.clock  # stamped as three touches (FULL, SWA, STATE) would stamp it
@@ -132,6 +143,7 @@ class RadixTree:
         del node.parent.children[node.edge]
         self.full_pool.free(node.full_pages)
         self.num_full_pages -= len(node.full_pages)
+        self.num_unlocked_tokens -= node.end - node.start
         self.tombstone(node)
         self.drop_state(node)
         node.alive = False

@@ -102,7 +102,7 @@ class FreeTokenCommon(EngineRules):
         free = manager.pools[FULL].num_free * self.page_size
         if free >= need:
             return None
-        evictable = sum(n.end - n.start for n in manager.tree.nodes() if n.full_lock == 0)
+        evictable = manager.tree.num_unlocked_tokens
         return Refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
 
     def reservation(self, req: RequestCache) -> int:

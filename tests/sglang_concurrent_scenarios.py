@@ -102,11 +102,18 @@ QUEUED_PREFILLS = {
             (5, (("x2", 36, True),))],
     "lof": [(3, (("a", 28, True), ("x2", 32, True))), (4, (("x2", 4, True), ("s1", 18, True), ("x1", 2, True))),
             (5, (("y", 8, True),))],
+    "dfs-weight": [(3, (("a", 28, True), ("s1", 18, True))), (4, (("x1", 34, True), ("x2", 16, True))),
+                   (5, (("x2", 20, True), ("y", 8, True)))],
+    "hrrn": [(3, (("a", 28, True), ("y", 8, True), ("s1", 16, True))), (4, (("s1", 2, True), ("x1", 34, True))),
+             (5, (("x2", 36, True),))],
 }
 QUEUED_OUTCOMES = {
     "fcfs": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (32, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
     "lpm": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
     "lof": {"a": (0, True, 35), "x1": (32, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "dfs-weight": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14),
+                   "y": (0, True, 8)},
+    "hrrn": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
 }
 
 

@@ -35,10 +35,12 @@ def test_the_plain_loop_commits_a_middle_chunk_at_the_next_scheduling():
     assert hand.outcomes(run.requests) == hand.PLAIN_LOOP_OUTCOMES
 
 
-@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof"])
+@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof", "dfs-weight", "hrrn"])
 def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_policy):
     # calc_priority: FCFS keeps arrival order; LPM the longest tree match first and x2 behind x1 (in-batch
-    # prefix caching); LOF the longest output first. The first three steps are a's chunks in every policy.
+    # prefix caching); LOF the longest output first; DFS-weight the tree depth first, the heaviest subtree first;
+    # HRRN the most prefill tokens processed while waiting per token to prefill (y, the shortest, first).
+    # The first three steps are a's chunks in every policy.
     run = simulated_steps(hand.queued(schedule_policy), "sglang")
     prefills = [(step.at, step.batch) for step in run.steps if step.batch[0][2] and step.at >= 3]
     assert prefills == hand.QUEUED_PREFILLS[schedule_policy]
@@ -47,7 +49,7 @@ def test_the_schedule_policy_orders_the_waiting_queue_as_sglang_does(schedule_po
 
 def test_an_unmodelled_schedule_policy_is_refused_by_name():
     with pytest.raises(ValueError, match="schedule_policy"):
-        simulated_steps(hand.queued("dfs-weight"), "sglang")
+        simulated_steps(hand.queued("random"), "sglang")
 
 
 def test_mixed_chunks_carry_the_decode_rows_and_track_no_decode_state():
@@ -75,6 +77,7 @@ def test_lpm_falls_back_to_fcfs_above_128_waiting():
     # request nor sorts; it touches the prefixes every 32nd pass as FCFS does
     from collections import deque
 
+    from sim.cache.results import MatchResult
     from sim.sched.request import RequestState
     from sim.sched.sglang_policy import WaitingOrder
     from sim.tokens import TokenSeq
@@ -83,7 +86,7 @@ def test_lpm_falls_back_to_fcfs_above_128_waiting():
 
     def match(tokens, known):
         matched.append(known)
-        return known  # the longer the prompt, the longer the match: LPM would reverse the queue
+        return MatchResult(known, known, None)  # the longer the prompt, the longer the match: LPM would reverse it
 
     def waiting(count):
         return deque(
@@ -98,3 +101,52 @@ def test_lpm_falls_back_to_fcfs_above_128_waiting():
     queue = waiting(128)
     order.calc_priority(queue)
     assert [s.request_id for s in queue] == [f"r{i}" for i in reversed(range(128))]
+
+
+def test_dfs_weight_orders_the_heaviest_subtree_first_and_a_node_after_its_children():
+    # _dfs_weight_order: a's subtree holds one match, b's two (one at b, one below it), c's one (a tie with a:
+    # the children's order keeps a first); the root's own (nothing matched) go last, in queue order
+    from sim.cache.pools import Pool
+    from sim.cache.tree import RadixTree
+    from sim.sched.request import RequestState
+    from sim.sched.sglang_policy import _dfs_weight_order
+    from tests.cache_helpers import seq
+
+    tree = RadixTree(4, Pool("full", 64), Pool("swa", 0), Pool("mamba", 0))
+    a = tree.add_leaf(tree.root, seq(("a", 4)), [0], None)
+    b = tree.add_leaf(tree.root, seq(("b", 4)), [1], None)
+    c = tree.add_leaf(tree.root, seq(("c", 4)), [2], None)
+    below_b = tree.add_leaf(b, seq(("b", 4), ("d", 4)).slice(4), [3], None)
+
+    def states(*names):
+        return [RequestState(name, None, 8, 1, None) for name in names]
+
+    at_node = {tree.root: states("r1", "r2"), c: states("c1"), b: states("b1"), a: states("a1"),
+               below_b: states("d1")}
+    order = [state.request_id for state in _dfs_weight_order(at_node)]
+    assert order == ["d1", "b1", "a1", "c1", "r1", "r2"]
+
+
+def test_hrrns_clock_counts_a_decode_step_as_the_prefill_batch_that_became_the_running_batch():
+    # run_batch adds extend_num_tokens; a decode batch is the running batch object, which keeps the field of the
+    # prefill batch it was (prepare_for_decode never resets it); merging into a running batch keeps the object
+    from sim.cache.results import ChunkPlan
+    from sim.sched.batch import Batch, BatchItem
+    from sim.sched.sglang_clock import TokenClock
+
+    def batch(*items):
+        return Batch(0, [BatchItem(ChunkPlan(rid, start, end, None), prefill) for rid, start, end, prefill in items])
+
+    clock = TokenClock()
+    clock.entered("late")
+    clock.launched(batch(("a", 0, 10, True), ("b", 0, 6, True)))
+    clock.joined_running(True)  # a and b become the running batch: it carries 16
+    clock.launched(batch(("a", 10, 11, False), ("b", 6, 7, False)))
+    assert clock.processed == 32
+    clock.launched(batch(("c", 0, 5, True), ("a", 11, 12, False)))  # mixed: the decode row counts a token
+    clock.joined_running(False)  # merged into the running batch: it still carries 16
+    clock.launched(batch(("a", 12, 13, False)))
+    assert clock.processed == 32 + 6 + 16
+    clock.entered("retracted")
+    clock.launched(batch(("a", 13, 14, False)))
+    assert (clock.waited("late"), clock.waited("retracted")) == (70, 16)

@@ -22,9 +22,10 @@ from collections import deque
 from sim.align import ceil_div
 from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
-from sim.cache.results import Refusal
+from sim.cache.results import MatchResult, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
+from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_decode import SGLangDecode
 from sim.sched.sglang_policy import WaitingOrder
 
@@ -40,7 +41,9 @@ class SGLangScheduler(SGLangDecode):
     ):
         self.manager, self.rules = manager, manager.rules
         self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
-        self.order = WaitingOrder(schedule_policy, self._match_len, self._known_len)
+        self.order = WaitingOrder(schedule_policy, self._match, self._known_len)
+        self.clock = TokenClock()  # processed_tokens_counter, for hrrn
+        self.order.waited = lambda state: self.clock.waited(state.request_id)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None
@@ -62,6 +65,7 @@ class SGLangScheduler(SGLangDecode):
         if state.tokens is not None:
             state.tokens = state.tokens.slice(0, state.prompt_len + state.output_len)
         self.waiting.append(state)
+        self.clock.entered(state.request_id)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked or self._launched or self._last_extend)
@@ -77,6 +81,7 @@ class SGLangScheduler(SGLangDecode):
         if released and not batch:
             batch = self._launch(iteration)
         self._launched = batch if (self.overlap and batch) else None
+        self.clock.launched(batch)
         return batch
 
     def postprocess(self, batch: Batch) -> StepOutcome:
@@ -126,6 +131,7 @@ class SGLangScheduler(SGLangDecode):
         merged = [
             s for s in self._last_extend if s is not self.chunked and s.request_id in self.manager.requests
         ]
+        self.clock.joined_running(bool(merged) and not self.running)
         self.running += merged
         self._last_extend = []
         self._filter_running()
@@ -229,6 +235,6 @@ class SGLangScheduler(SGLangDecode):
         """The tokens a waiting request prefills: its prompt, and a retracted one's processed outputs."""
         return self._known.get(state.request_id, state.prompt_len)
 
-    def _match_len(self, tokens, known: int) -> int:
+    def _match(self, tokens, known: int) -> MatchResult:
         """``match_kv_cache`` on a waiting request's tokens (all of them: no prompt-less-one limit)."""
-        return self.rules.match(self.manager.tree, tokens, known + 1).cached_len
+        return self.rules.match(self.manager.tree, tokens, known + 1)

@@ -14,6 +14,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem
 from sim.sched.request import RequestState
+from sim.sched.sglang_clock import TokenClock
 
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: room a retraction frees for each request kept
 
@@ -31,6 +32,7 @@ class SGLangDecode:
     _known: dict[str, int]
     _last_extend: list[RequestState]
     _admitted: dict[str, RequestState]  # every request holding KV, by id
+    clock: TokenClock
 
     def _decode(self, batch: Batch) -> None:
         """``update_running_batch``."""
@@ -133,6 +135,7 @@ class SGLangDecode:
         self.manager.events.publish(Retracted(victim.request_id, reached, "KV cache pool is full"))
         victim.num_retractions += 1
         self.waiting.append(victim)
+        self.clock.entered(victim.request_id)  # _add_request_to_queue(is_retracted=True) stamps it again
 
     # ---- processing a step's results ----------------------------------------------------------------
     def _process(self, batch: Batch) -> bool:

@@ -182,7 +182,7 @@ def test_the_plain_loop_gives_the_recorded_steps_and_simulate_agrees():
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
 
 
-@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof"])
+@pytest.mark.parametrize("schedule_policy", ["fcfs", "lpm", "lof", "dfs-weight", "hrrn"])
 def test_each_schedule_policy_gives_the_recorded_order_and_simulate_agrees(schedule_policy):
     from conformance.compare_steps import simulated_steps
     from conformance.trajectory import first_difference

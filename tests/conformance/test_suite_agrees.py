@@ -88,6 +88,8 @@ SGLANG_MODES = {
     "no-overlap": {"overlap": False},
     "lpm": {"schedule_policy": "lpm"},
     "lof": {"schedule_policy": "lof"},
+    "dfs-weight": {"schedule_policy": "dfs-weight"},
+    "hrrn": {"schedule_policy": "hrrn"},
     "mixed-chunk": {"mixed_chunk": True},
 }
 
@@ -96,7 +98,7 @@ SGLANG_MODES = {
 @pytest.mark.parametrize("mode", list(SGLANG_MODES))
 def test_sglangs_other_modes_agree_under_concurrent_load(mode, pressure):
     """SGLang's non-default modes (``cli.py conformance sglang --concurrent --no-overlap``, ``--schedule-policy
-    lpm|lof``, ``--mixed-chunk``) on the first seeds of the concurrent scenarios, as shipped (sglang-retain)."""
+    lpm|lof|dfs-weight|hrrn``, ``--mixed-chunk``) on the first seeds of the concurrent scenarios, as shipped (sglang-retain)."""
     if find_spec("sglang") is None:
         pytest.skip("sglang is not installed (pip install --no-deps -c constraints-cpu.txt -r "
                     "conformance/requirements.txt)")

@@ -11,7 +11,7 @@ from sim.cache.knobs import knob
 from sim.cache.policy import EngineKnobs
 
 # --schedule-policy values modelled (sim/sched/sglang_policy.py); random is not deterministic, dfs-weight not done
-SCHEDULE_POLICIES = ("fcfs", "lpm", "lof")
+SCHEDULE_POLICIES = ("fcfs", "lpm", "lof", "dfs-weight", "hrrn")
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,8 @@ class SGLangKnobs(EngineKnobs):
     schedule_policy: str = knob(
         "fcfs",
         "--schedule-policy: the waiting queue's order: fcfs (arrival), lpm (longest prefix match first, "
-        "in-batch prefix caching), lof (longest output first)",
+        "in-batch prefix caching), lof (longest output first), dfs-weight (the tree depth first, heaviest "
+        "subtree first), hrrn (highest ratio of prefill tokens processed while waiting to tokens to prefill)",
         choices=SCHEDULE_POLICIES,
     )
     mixed_chunk: bool = knob(

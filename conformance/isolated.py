@@ -3,7 +3,8 @@ parallel info, compiled kernels) stay out of the caller's process.
 
 ``isolate(module)`` swaps ``module.run`` (and ``module.run_steps``, the concurrent run, where the driver has one)
 for a proxy that sends each call to one spawned worker, which imports the module afresh and calls the real
-function; exceptions come back as they were raised. ``close()`` stops the workers.
+function; exceptions come back as they were raised. ``call_beside(module, target, function, *args)`` runs
+another function where ``module`` runs (a test's instrumented run of the engine). ``close()`` stops the workers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ def isolate(module) -> None:
     module.run = proxy("run")
     if hasattr(module, "run_steps"):
         module.run_steps = proxy("run_steps")
+
+
+def call_beside(module, target: str, function: str, *args):
+    """``target.function(*args)`` in the process that runs ``module``: its worker if isolated, else here."""
+    pool = _POOLS.get(module.__name__)
+    if pool is None:
+        return _call(target, function, args, {})
+    return pool.submit(_call, target, function, args, {}).result()
 
 
 def close() -> None:

@@ -105,19 +105,23 @@ OUTCOMES = {
 }
 
 
-def double_free() -> Scenario:
-    """FreeToken frees pages twice (docs/notes/conformance-freetoken-findings.md): three siblings of a 909-token
+def double_free(lead: int = 0) -> Scenario:
+    """FreeToken frees pages twice (docs/notes/conformance-concurrent-findings.md): three siblings of a 909-token
     prompt prefill together (W 256, page 1, the plain loop). b is done at its prompt: its finish inserts the
     prompt and trims the head's SWA below 1071 - 256 - 16, a tombstone over most of the shared prefix. c's
-    commit then finds [0, 909) in the tree, frees its own copies of those pages as duplicates, and re-matches
-    its prompt, which stops short (the window at its end is not live), so its page table keeps the freed pages;
-    its finish frees the same 909 pages again, at step 17."""
+    commit (``CacheManager._cache_req_swa(finished=False)``) then finds [0, 909) in the tree, frees its own
+    copies of those pages as duplicates and re-matches its prompt, which stops short (the window at its end is
+    not live), so its page table keeps the 909 freed pages: the first, wrong free, in the siblings' first step.
+    Its finish frees the same pages again, 17 steps later. ``lead``: the siblings arrive at that step, after
+    a stranger decoding alone from step 0 (steps both sides agree on before the wrong free)."""
     system = ("sys", 909)
     requests = [
-        _request("a", [system, ("a", 192)], 27, 0),
-        _request("b", [system, ("b", 162)], 1, 0),
-        _request("c", [system, ("c", 64)], 18, 0),
+        _request("a", [system, ("a", 192)], 27, lead),
+        _request("b", [system, ("b", 162)], 1, lead),
+        _request("c", [system, ("c", 64)], 18, lead),
     ]
+    if lead:
+        requests.insert(0, _request("z", [("z", 100)], lead + 30, 0))
     config = EngineConfig(
         "full+swa",
         1,
@@ -131,7 +135,33 @@ def double_free() -> Scenario:
         mamba_states=0,
         overlap=False,
     )
-    return Scenario("double-free", "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
+    name = f"double-free-lead-{lead}" if lead else "double-free"
+    return Scenario(name, "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+def done_first() -> Scenario:
+    """The plain loop processes a step in its order (``_process_last_data``): a request done at its prompt is
+    released before the next one commits its prompt. W 128, page 1. r0 (300 shared + 20) finishes at step 1
+    and its finish trims the shared head's SWA below 320 - 144 (tombstones). At step 2 r1 (done at its prompt)
+    and r2 both recompute the prompt (the live run after the tombstones is shorter than a window). r1's finish
+    revives the head with its own pages and trims it again below 350 - 144; r2's commit then revives those
+    196 pages once more (``SWARadixCache.insert``, Branch 1): all 411 SWA pages in use are the tree's. Had r2
+    committed first, r1's trim would have tombstoned them (215 in the tree)."""
+    system = ("sys", 300)
+    requests = [
+        _request("r0", [system, ("q0", 20)], 2, 0),
+        _request("r1", [system, ("q1", 50)], 1, 2),
+        _request("r2", [system, ("q2", 40)], 3, 2),
+    ]
+    config = EngineConfig(
+        "full+swa", 1, 128, 256, 64, 8192, 128, full_tokens=4000, swa_tokens=4000, mamba_states=0, overlap=False
+    )
+    return Scenario("done-first", "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
+
+
+# (free, tree-held) FULL and SWA pages after steps 2 and 4, and (cached tokens, finished at), as FreeToken answered
+DONE_FIRST_POOLS = {2: ((3589, 411), (3589, 411)), 4: ((3587, 413), (3783, 217))}
+DONE_FIRST_OUTCOMES = {"r0": (0, 2), "r1": (0, 3), "r2": (0, 5)}
 
 
 def outcomes(requests: dict[str, Served]) -> dict[str, tuple[int, int | None]]:

@@ -34,3 +34,12 @@ def test_a_batch_is_all_prefill_or_all_decode():
     for overlap in (True, False):
         for step in simulated_steps(hand.siblings(overlap), "freetoken").steps:
             assert len({prefill for _, _, prefill in step.batch}) == 1
+
+
+def test_the_plain_loop_releases_a_request_done_at_its_prompt_before_the_next_commits():
+    # tests/freetoken_concurrent_scenarios.py: done_first (FreeToken's answers; simulate committed r2's prompt
+    # before r1's finish and kept 215 SWA pages in the tree after step 2, not 411)
+    run = simulated_steps(hand.done_first(), "freetoken")
+    pools = {step.at: step.pools for step in run.steps}
+    assert {at: pools[at] for at in hand.DONE_FIRST_POOLS} == hand.DONE_FIRST_POOLS
+    assert hand.outcomes(run.requests) == hand.DONE_FIRST_OUTCOMES

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 
+from conformance.engines.freetoken_audit import PageAudit
 from conformance.engines.freetoken_loop import _fake_forward, _prepare_batch
 from conformance.scenario import ServedRequest
 from conformance.trajectory import EngineCorrupt, Served, Step, Trajectory, pools_of
@@ -56,6 +57,7 @@ class _StepLoop:
         self.finished_at: dict[int, int] = {}
         self.refused: dict[int, str] = {}
         self.num_free = 0  # the free list's length when last checked
+        self.audit = PageAudit(engine.cache_manager, {i + 1: r.request_id for i, r in enumerate(requests)})
 
     def submit(self, index: int) -> None:
         import torch
@@ -79,6 +81,7 @@ class _StepLoop:
         launched = None
         if forward_input is not None:
             batch = self._batch(forward_input.batch)  # before the forward advances every request
+            self.audit.launched(forward_input.batch.reqs)
             s._restore_linear_states(forward_input.batch)
             launched = (forward_input, self.forward(forward_input), clock)
         if self.overlap:
@@ -94,8 +97,12 @@ class _StepLoop:
         return launched is not None
 
     def _check_pages(self, clock: int) -> None:
-        """FreeToken's free list must hold each page once: a page freed twice is handed out twice later,
-        so from here on the engine's own state is corrupt and nothing it does can be compared."""
+        """No page in use may be free (``PageAudit``: the first, wrong free of FreeToken's double free), and
+        the free list must hold each page once (the second free): from a break on the engine's own state is
+        corrupt and nothing it does can be compared."""
+        why = self.audit.check()
+        if why is not None:
+            raise EngineCorrupt(f"{why}, by step {clock}", tuple(self.steps), clock)
         free = self.engine.cache_manager.free_slots
         if len(free) <= self.num_free:  # nothing freed since the last look: the cheap usual case
             self.num_free = len(free)

@@ -54,9 +54,12 @@ class FreeTokenScheduler:
         return batch
 
     def postprocess(self, batch: Batch) -> StepOutcome:
-        """The step's forward: every request advances (``Req.complete_one``). Without overlap the step is
-        processed at once; with it, when the next one has been launched."""
+        """The step's forward: every request advances (``Req.complete_one``). With overlap the step is processed
+        once the next one has been launched. Without it (``normal_loop``) it is processed at once, in the
+        step's order: a request done at its prompt is released before a later request of the step commits its
+        prompt (the plain loop's commit is ``complete_prefill``'s), as ``_process_last_data`` walks the batch."""
         first_tokens: list[RequestState] = []
+        finished: list[RequestState] = []
         for item in batch.items:
             run = self.running[item.plan.request_id]
             if item.is_prefill:
@@ -68,10 +71,10 @@ class FreeTokenScheduler:
                 run.decoded += 1
             if self._prompt_done(run) and run.decoded == run.output_len - 1:
                 self._done.append(run)
-        finished = list(self._done)
-        if not self.overlap:
-            self._process(batch, None)
-        return StepOutcome(first_tokens, finished)
+                finished.append(run)
+                if not self.overlap:
+                    self._process(Batch(batch.iteration, [item]), None)
+        return StepOutcome(first_tokens, list(self._done) if self.overlap else finished)
 
     def park_newest(self) -> bool:
         return False  # nothing is ever retracted: a stalled head waits (the engine gives up on it)

@@ -190,47 +190,16 @@ def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees(ove
     assert first_difference(run, simulated_steps(scenario, "freetoken")) is None
 
 
-def test_a_page_freed_twice_stops_the_concurrent_run():
-    # FreeToken 0.2.1 frees a request's duplicate prefix pages at its prompt's commit and again at its finish
-    # when the commit's re-match stopped short (tests/freetoken_concurrent_scenarios.py: double_free); the
-    # driver refuses to compare what follows
-    from conformance.trajectory import EngineCorrupt
-    from tests import freetoken_concurrent_scenarios as hand
-
-    with pytest.raises(EngineCorrupt, match="freed 909 KV page.* by step 17") as raised:
-        freetoken.run_steps(hand.double_free(), "freetoken")
-    assert raised.value.at == 17 and raised.value.steps and all(s.at < 17 for s in raised.value.steps)
-
-
-def test_the_steps_before_a_page_freed_twice_are_compared():
-    # what the engine did before its double free showed is compared, and a difference reported apart
+def test_a_request_done_at_its_prompt_is_released_before_the_next_commits():
+    # FreeToken's plain loop walks the step in order (_process_last_data): r1's finish trims the head, then r2's
+    # commit revives it (tests/freetoken_concurrent_scenarios.py: done_first); simulate agrees step by step
     from conformance.compare_steps import simulated_steps
-    from conformance.suite_steps import StepsResult, _check
+    from conformance.trajectory import first_difference
     from tests import freetoken_concurrent_scenarios as hand
 
-    scenario, result = hand.double_free(), StepsResult("freetoken")
-    _check(freetoken, scenario, "freetoken", result)
-    assert len(result.corrupt) == 1 and not result.found and result.corrupt_steps == 17
-    # from step 0 simulate holds 98 more SWA pages in the tree: c's window [973 - 256 - 16, 799) stays live
-    # for simulate, while FreeToken's trim at b's finish tombstones it (c's prompt is not committed yet), the
-    # start of the double free (c's commit then frees its copies and its re-match stops short): apart, not failed
-    [(_, _, difference)] = result.corrupt_found
-    assert (difference.at, difference.what) == (0, "pools") and result.corrupt_steps_equal == 0
-    assert len(simulated_steps(scenario, "freetoken").steps) > result.corrupt_steps  # simulate runs on past it
-
-
-def test_a_difference_before_the_engine_breaks_is_found(monkeypatch):
-    # a planted mistake in simulate's first step: found, though the engine's run ends in its double free
-    from conformance import suite_steps
-    from tests import freetoken_concurrent_scenarios as hand
-
-    def off_by_one(scenario, preset):
-        run = simulate_steps(scenario, preset)
-        first = run.steps[0]
-        return run._replace(steps=(first._replace(batch=first.batch[:-1]),) + run.steps[1:])
-
-    simulate_steps = suite_steps.simulated_steps
-    monkeypatch.setattr(suite_steps, "simulated_steps", off_by_one)
-    result = suite_steps.StepsResult("freetoken")
-    suite_steps._check(freetoken, hand.double_free(), "freetoken", result)
-    assert [difference.what for _, _, difference in result.corrupt_found] == ["batch"]
+    scenario = hand.done_first()
+    run = freetoken.run_steps(scenario, "freetoken")
+    pools = {step.at: step.pools for step in run.steps}
+    assert {at: pools[at] for at in hand.DONE_FIRST_POOLS} == hand.DONE_FIRST_POOLS
+    assert hand.outcomes(run.requests) == hand.DONE_FIRST_OUTCOMES
+    assert first_difference(run, simulated_steps(scenario, "freetoken")) is None

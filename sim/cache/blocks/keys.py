@@ -62,7 +62,7 @@ class BlockKeys:
             if at is None:
                 at = _digest(before + repr(runs[run][:2]).encode())
             last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
-            keys.extend(at + (k * size + size - run_start).to_bytes(8, "little") for k in range(index, last))
+            keys += [at + (k * size + size - run_start).to_bytes(8, "little") for k in range(index, last)]
             index = last
         chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
         return chain

@@ -86,7 +86,15 @@ class Layout:
         return tuple(dict.fromkeys(self.group_kinds))
 
     def groups_of(self, kind: str) -> list[int]:
-        return [index for index, k in enumerate(self.group_kinds) if k == kind]
+        return self._groups_by_kind.get(kind, [])
+
+    @cached_property
+    def _groups_by_kind(self) -> dict[str, list[int]]:
+        """Each kind's group indices, in order (computed once: read at every block boundary of a decode)."""
+        groups: dict[str, list[int]] = {}
+        for index, kind in enumerate(self.group_kinds):
+            groups.setdefault(kind, []).append(index)
+        return groups
 
     def min_blocks(self, max_model_len: int, max_in_flight_tokens: int) -> int:
         """The fewest blocks vLLM starts with: the null block plus one ``max_model_len`` request per group

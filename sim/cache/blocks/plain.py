@@ -11,22 +11,29 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 from __future__ import annotations
 
 from sim.cache import decode_runs
+from sim.cache.blocks.boundary import BoundaryDecodes
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.blocks.views import BlockViews
 
 
-class PlainBlockDecodes(BlockViews):
-    """The base of ``BlockCacheManager`` (views <- plain decodes <- manager: one line of classes, as the compiled
-    core takes single inheritance only): uses its ``requests``, ``layout``, ``window``, ``has_swa``,
-    ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
+class PlainBlockDecodes(BoundaryDecodes):
+    """The base of ``BlockCacheManager`` (views <- boundary decodes <- plain decodes <- manager: one line of
+    classes, as the compiled core takes single inheritance only): uses its ``requests``, ``layout``,
+    ``window``, ``has_swa``, ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
     requests: dict[str, BlockRequest]
     window: int
     async_scheduling: bool
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
-        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step (``decode_runs``)."""
-        return decode_runs.advance_decode(self, request_id, num_steps, iteration)
+        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step: steady runs in one
+        loop (``BoundaryDecodes``), the other steps through ``decode_runs``. Fewer where a step is refused."""
+        req, done = self.requests[request_id], 0
+        while done < num_steps:
+            taken = self.take_boundary_run(req, iteration + done, num_steps - done)
+            if not taken and not decode_runs.advance_decode(self, request_id, 1, iteration + done):
+                return done
+            done += taken or 1
+        return num_steps
 
     def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
         last_at = req.history[-1][0] + num_steps
@@ -49,7 +56,9 @@ class PlainBlockDecodes(BlockViews):
             return 0
         # every group's block size is a multiple of the hash block: counting in it stops no later
         B, first = self.layout.hash_block, req.kv_len + 1
-        busy = [0, 1]  # e fills a block; e - 1 starts one
+        # the tokens hashed reach e - lag + 1 (the processed ones and the next; the step's settle reaches
+        # e - 1): a block fills there; e - 1 starts one
+        busy = [(lag - 1) % B, 1]
         if self.has_swa:
             busy.append((lag + self.window - 1) % B)
         if self.has_mamba:

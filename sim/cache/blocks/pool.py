@@ -69,29 +69,57 @@ class BlockPool:
             fresh = min(count - len(blocks), self.num_blocks - self._fresh)
             blocks += range(self._fresh, self._fresh + fresh)
             self._fresh += fresh
-        for _ in range(count - len(blocks)):  # only the tail holds hashed blocks: these are evictions
-            block = self._tail.popitem(last=False)[0]
-            self._evict(block)
-            blocks.append(block)
+        if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
+            blocks += self._evict_oldest(count - len(blocks))
         self.ref_cnt.update(dict.fromkeys(blocks, 1))
         self.held[kind] += count
         return blocks
 
-    def _evict(self, block: int) -> None:
-        key = self.key_of.pop(block, None)
-        if key is None:
-            return
-        if self._discarded:
-            emit(self._discarded, BlocksDiscarded(key[1], [block]))
-        kind = self.group_kinds[key[1]]
-        self.cached_free[kind] -= 1
-        self.num_evictions[kind] += 1
-        if self.on_evict:
-            emit(self.on_evict, BlockEvicted(key))
-        holders = self.blocks_of[key]
-        holders.remove(block)
-        if not holders:
-            del self.blocks_of[key]
+    def get_block_per_group(self) -> list[int]:
+        """One new block for each group, in group order: what ``get_new_blocks(1, group)`` for each group in
+        turn hands out (a decode step starting a block in every group), in one call."""
+        if len(self.group_kinds) > self.num_free:
+            raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
+        head, ref_cnt, held = self._head, self.ref_cnt, self.held
+        blocks: list[int] = []
+        for kind in self.group_kinds:
+            if head:
+                block = head.pop()
+            elif self._fresh < self.num_blocks:
+                block = self._fresh
+                self._fresh += 1
+            else:  # only the tail holds hashed blocks: an eviction
+                block = self._evict_oldest(1)[0]
+            ref_cnt[block] = 1
+            held[kind] += 1
+            blocks.append(block)
+        return blocks
+
+    def _evict_oldest(self, count: int) -> list[int]:
+        """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
+        (a prefill step evicts hundreds: one loop, not a call per block)."""
+        tail, key_of, blocks_of, group_kinds = self._tail, self.key_of, self.blocks_of, self.group_kinds
+        discarded, on_evict = self._discarded, self.on_evict
+        cached_free, num_evictions = self.cached_free, self.num_evictions
+        blocks: list[int] = []
+        for _ in range(count):
+            block = tail.popitem(last=False)[0]
+            blocks.append(block)
+            key = key_of.pop(block, None)
+            if key is None:
+                continue
+            if discarded:
+                emit(discarded, BlocksDiscarded(key[1], [block]))
+            kind = group_kinds[key[1]]
+            cached_free[kind] -= 1
+            num_evictions[kind] += 1
+            for handler in on_evict:  # emit() inline: a prefill step evicts hundreds
+                handler(BlockEvicted(key))
+            holders = blocks_of[key]
+            holders.remove(block)
+            if not holders:
+                del blocks_of[key]
+        return blocks
 
     def touch(self, blocks: list[int | None], group: int) -> None:
         """A hit: each block leaves the free queue (if there) and gains a reference."""
@@ -110,7 +138,9 @@ class BlockPool:
         head, in the given order; hashed at the tail)."""
         ref_cnt = self.ref_cnt
         blocks = [block for block in ordered if block is not None]
-        if not blocks:
+        if len(blocks) < 2:  # a decode step frees one block per group at most
+            if blocks:
+                self.free_one(blocks[0], group)
             return
         if max(map(ref_cnt.__getitem__, blocks)) == 1:  # the usual case: no other request shares them
             released = blocks
@@ -135,12 +165,40 @@ class BlockPool:
         self._tail.update(dict.fromkeys(hashed))
         self.cached_free[kind] += len(hashed)
 
+    def free_one(self, block: int, group: int) -> None:
+        """``free_blocks`` of one block."""
+        count = self.ref_cnt[block] - 1
+        self.ref_cnt[block] = count
+        if count:
+            return
+        kind = self.group_kinds[group]
+        self.held[kind] -= 1
+        if block in self.key_of:
+            self._tail[block] = None
+            self.cached_free[kind] += 1
+        else:
+            self._head.append(block)
+            if self._discarded:
+                emit(self._discarded, BlocksDiscarded(group, [block]))
+
     # ---- the cache map ------------------------------------------------------------------------------
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
         if block not in self.key_of:
             self.key_of[block] = key
             self.blocks_of.setdefault(key, []).append(block)
+
+    def cache_all(self, blocks: list[int], keys: list[Key]) -> None:
+        """``cache`` for each block with its key, in order (a prefill step hashes hundreds)."""
+        key_of, blocks_of = self.key_of, self.blocks_of
+        for block, key in zip(blocks, keys, strict=True):
+            if block not in key_of:
+                key_of[block] = key
+                holders = blocks_of.get(key)
+                if holders is None:
+                    blocks_of[key] = [block]
+                else:
+                    holders.append(block)
 
     def cached(self, key: Key) -> int | None:
         """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""

@@ -25,12 +25,12 @@ def release_skipped(
     """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
     for group, kind in enumerate(layout.group_kinds):
         if kind == SWA:
-            _release_window(layout, pool, req.tables[group], group, processed, int(early))
+            release_window(layout, pool, req.tables[group], group, processed, int(early))
         elif kind == MAMBA and processed > 1:
-            _release_states(layout, pool, req, group, processed)
+            release_states(layout, pool, req, group, processed)
 
 
-def _release_window(
+def release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
@@ -47,7 +47,7 @@ def _release_window(
     pool.free_blocks(freed, group)
 
 
-def _release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
+def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
     last = min((processed - 1) // layout.block_of(MAMBA), len(table))
@@ -109,7 +109,7 @@ def cache_blocks(
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
-    cache, stride_of = pool.cache, layout.key_stride
+    stride_of = layout.key_stride
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
@@ -119,14 +119,17 @@ def cache_blocks(
         )
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
-        stride, new_mamba = stride_of[kind], mamba_keys if kind == MAMBA else None
+        stride = stride_of[kind]
+        blocks: list[int] = []
+        new_keys: list[tuple[object, int]] = []
         for index in indices:
             block = table[index]
             if block is not None:
-                key = (keys_of[(index + 1) * stride - 1], group)  # Layout.key_index inline
-                cache(block, key)
-                if new_mamba is not None:
-                    new_mamba.add(key)
+                blocks.append(block)
+                new_keys.append((keys_of[(index + 1) * stride - 1], group))  # Layout.key_index inline
+        pool.cache_all(blocks, new_keys)
+        if kind == MAMBA and mamba_keys is not None:
+            mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
             _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
         req.num_cached[group] = max(first, full_blocks)

@@ -1,0 +1,156 @@
+"""Steady decode steps taken in one loop, those at block boundaries included (``advance_decode``: a request
+decoding alone, replay mode's path), without ``allocate_slots``' walk of every group at every step.
+
+With one block size ``B`` for every group and a steady decode (one token a step, each step one iteration after
+the last, the prompt done), step ``e`` (the step's end; the processed tokens ``p = e - lag``, the hashed ones
+``h = e - lag + 1``) does, in ``_step``'s order: (1) each SWA group frees the block leaving its window when
+``p - W + 1`` is a multiple of B, each Mamba group its state below the running one when ``p - 1`` is; (2)
+every group takes one new block when ``e - 1`` is; (3) when ``h`` is, every group's block ending at ``h`` is
+hashed or, where the retention mask leaves it, told skipped. ``settle`` then hashes nothing more (its tokens,
+``e - 1``, are no more than ``h``). Every other step only lengthens the request. The loop visits only those
+steps and does what fires there through the pool calls ``_step`` makes, in its order; a step of another shape
+(a table not at its length, a group hashed out of step, too few free blocks) ends the run untouched, and the
+caller takes it step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sim.cache.blocks import steps
+from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.knobs import VllmKnobs
+from sim.cache.blocks.request import BlockRequest
+from sim.cache.blocks.retention import reachable_indices
+from sim.cache.blocks.views import BlockViews
+from sim.cache.events import BlocksSkipped, emit
+from sim.cache.policy import Policy
+from sim.models import FULL, MAMBA, SWA
+
+
+class BoundaryDecodes(BlockViews):
+    """A base of ``BlockCacheManager`` (views <- boundary decodes <- plain decodes <- manager): uses its
+    ``layout``, ``pool``, ``keys``, ``knobs``, ``policy``, ``window``, ``async_scheduling``, the Mamba keys
+    hashed this step and the skip handlers."""
+
+    keys: BlockKeys
+    knobs: VllmKnobs
+    policy: Policy
+    window: int
+    async_scheduling: bool
+    _mamba_keys_this_step: set
+    _on_skip: list[Callable[[Any], None]]
+
+    def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
+        """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
+        (0: the next one is not a steady step of a one-block-size layout)."""
+        layout, lag = self.layout, 2 if self.async_scheduling else 1
+        steady = tuple((iteration - lag + i, 1) for i in range(lag))
+        if layout.kind_blocks or req.kv_len < req.prompt_len or req.history[-lag:] != steady:
+            return 0
+        if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
+            return 0
+        B, start = layout.block_size, req.kv_len
+        busy = [1, (lag - 1) % B]
+        if self.has_swa:
+            busy.append((lag + self.window - 1) % B)
+        if self.has_mamba:
+            busy.append((lag + 1) % B)
+        end, last = start + 1, start + num_steps  # the ends of the next step and of the last one
+        while True:
+            end += min((residue - end) % B for residue in busy)  # the next step that does anything
+            if end > last:
+                end = last + 1
+                break
+            if not self._boundary_step(req, end, lag):
+                break
+            end += 1
+        taken = end - 1 - start  # the steps before ``end``'s
+        if taken:
+            last_at = iteration + taken - 1
+            req.history = ((last_at - 1, 1), (last_at, 1))
+            req.kv_len += taken
+            req.decode_steps += taken
+        return taken
+
+    def _boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
+        """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""
+        B, tables = self.layout.block_size, req.tables
+        allocates, hashed = (end - 1) % B == 0, end - lag + 1
+        if allocates and (
+            len(tables) > self.pool.num_free or any(len(table) != (end - 1) // B for table in tables)
+        ):
+            return False
+        if hashed % B == 0 and any(num != hashed // B - 1 for num in req.num_cached):
+            return False
+        self._release(req, end - lag)
+        if allocates:
+            for table, block in zip(tables, self.pool.get_block_per_group(), strict=True):
+                table.append(block)
+        if hashed % B == 0:
+            self._hash_block(req, hashed // B - 1)
+        return True
+
+    def _release(self, req: BlockRequest, processed: int) -> None:
+        """``release_skipped`` for the groups whose first live block moves at ``processed``."""
+        layout, pool, B = self.layout, self.pool, self.layout.block_size
+        window_moves = self.has_swa and (processed - self.window + 1) % B == 0
+        state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
+        if window_moves and state_moves:  # both in one step: in group order
+            steps.release_skipped(layout, pool, req, processed)
+        elif window_moves:  # the block leaving the window, where the one below it is gone already
+            top = (processed - self.window + 1) // B - 1
+            for group in layout.groups_of(SWA):
+                table = req.tables[group]
+                block = table[top] if 0 <= top < len(table) else None
+                if block is None or (top and table[top - 1] is not None):
+                    steps.release_window(layout, pool, table, group, processed)
+                else:
+                    pool.free_one(block, group)
+                    table[top] = None
+        elif state_moves:  # the state below the running one, where every one below it is released
+            below = (processed - 1) // B - 1
+            for group in layout.groups_of(MAMBA):
+                table = req.tables[group]
+                if req.retired[group] != below or below >= len(table):
+                    steps.release_states(layout, pool, req, group, processed)
+                    continue
+                block = table[below]
+                if block is not None:
+                    pool.free_one(block, group)
+                    table[below] = None
+                req.retired[group] = below + 1
+
+    def _hash_block(self, req: BlockRequest, index: int) -> None:
+        """``cache_blocks`` when block ``index`` of every group is the one that filled: hashed where the
+        group's mask reaches it, told skipped where it does not."""
+        layout, pool = self.layout, self.pool
+        keys = self.keys.chain(req.tokens, index + 1, req.chain).keys
+        boundaries, retention = (req.replay_boundary, req.junction), self.knobs.retention_interval
+        reached = {
+            kind: bool(
+                reachable_indices(
+                    kind,
+                    index,
+                    index + 1,
+                    retention,
+                    layout.block_size,
+                    layout.swa_need,
+                    boundaries,
+                    layout.block_size,
+                )
+            )
+            for kind in layout.kinds
+        }
+        for group, kind in enumerate(layout.group_kinds):
+            block = req.tables[group][index]
+            if block is not None:
+                key = (keys[(index + 1) * layout.key_stride[kind] - 1], group)
+                if reached[kind]:
+                    pool.cache(block, key)
+                    if kind == MAMBA:
+                        self._mamba_keys_this_step.add(key)
+                elif self._on_skip and kind != FULL:
+                    emit(self._on_skip, BlocksSkipped(group, [key[0]]))
+            req.num_cached[group] = index + 1

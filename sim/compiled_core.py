@@ -37,6 +37,7 @@ COMPILED_MODULES = (
     "sim/run/replay.py",
     "sim/bounds/belady.py",
     "sim/bounds/page_paths.py",
+    "sim/bounds/segment_trie.py",
     "sim/bounds/events.py",
 )
 INTERPRETED = (

@@ -64,6 +64,7 @@ class EventRecorder:
     def __init__(self, events: EventBus, trace: Trace, page_size: int):
         self._trace, self._page = trace, page_size
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
+        self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
         self._events: list = []
         events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager))
 
@@ -75,12 +76,16 @@ class EventRecorder:
             if self._seen.get(request_id) is not req:
                 self._seen[request_id] = req
                 self._events.append(Lookup(request_id, key_pages(req.prompt_len, page), False))
+        last_page = self._last_page
         for item in batch.items:
             plan = item.plan
-            last = computed_pages(self._trace, plan.request_id, page)
+            request_id = plan.request_id
+            last = last_page.get(request_id)
+            if last is None:
+                last = last_page[request_id] = computed_pages(self._trace, request_id, page)
             first, end = plan.start // page, min(ceil_div(plan.end, page), last)
             if first < end:
-                self._events.append(Produce(plan.request_id, first, end))
+                self._events.append(Produce(request_id, first, end))
 
     def events(self, served: set[str]) -> list:
         """The log, each served request's last lookup marked as the counted one."""

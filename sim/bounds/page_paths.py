@@ -1,6 +1,9 @@
 """Pages as nodes of a prefix trie: the page at position ``q`` of a sequence is one node per distinct
 ``(previous page's node, this page's tokens)``, so two requests share a node exactly where a radix cache of
-that page size could share the page. Node 0 is the root (no page)."""
+that page size could share the page. Node 0 is the root (no page).
+
+The bounds run on the compressed trie (``segment_trie.py``); this one, a node a page, is the reference the
+tests hold it to, and what the brute-force optima of ``tests/bounds_helpers.py`` enumerate."""
 
 from __future__ import annotations
 
@@ -11,12 +14,18 @@ class PagePaths:
     def __init__(self, trace: Trace, page_size: int):
         self.trace, self.page_size = trace, page_size
         self.parent: list[int] = [0]
+        self.depth: list[int] = [0]  # the page depth of each node (the root: 0)
         self._ids: dict[tuple, int] = {}
         self._paths: dict[str, list[int]] = {}
 
     @property
     def num_nodes(self) -> int:
         return len(self.parent)
+
+    @property
+    def length(self) -> list[int]:
+        """Pages per node: one, the root none (what ``segment_trie.SegmentTrie`` has per chain)."""
+        return [0] + [1] * (len(self.parent) - 1)
 
     def path(self, request_id: str, num_pages: int) -> list[int]:
         """Node ids of the request's first ``num_pages`` pages (of its prompt + output), cached per request."""
@@ -40,6 +49,7 @@ class PagePaths:
                 if child is None:
                     child = ids[key] = len(parent)
                     parent.append(node)
+                    self.depth.append(len(path) + 1)
                 path.append(child)
                 node, start = child, start + page
             position = run_end

@@ -24,6 +24,7 @@ import numpy as np
 
 from sim.bounds.events import Lookup
 from sim.bounds.page_paths import PagePaths
+from sim.bounds.segment_trie import SegmentTrie
 
 
 class Options:
@@ -45,8 +46,14 @@ class Options:
         return float(np.maximum.reduceat(self.weight, _group_starts(self.owner)).sum())
 
 
-def state_options(events: list, paths: PagePaths) -> Options:
-    paths.prefetch(events)
+def state_options(
+    events: list, paths: SegmentTrie | PagePaths, nodes_of: list[list[int]] | None = None
+) -> Options:
+    """The options of every counted lookup (``nodes_of``: ``paths.pages`` of every event, if known). The
+    nodes may be chains of pages (``SegmentTrie``): all pages of a node share their last touch, so only a
+    node's deepest page can be an option."""
+    if nodes_of is None:  # all first: the per-page trie grows as it goes
+        nodes_of = [paths.pages(event) for event in events]
     last_touch = [-1] * paths.num_nodes  # event index -> below, the number of lookups up to it
     lookups_upto: list[int] = []
     owners: list[int] = []
@@ -55,11 +62,10 @@ def state_options(events: list, paths: PagePaths) -> Options:
     last: list[int] = []
     requests: list[str] = []
     num_lookups = 0
-    for index, event in enumerate(events):
-        pages = paths.pages(event)
+    for index, (event, pages) in enumerate(zip(events, nodes_of, strict=True)):
         if isinstance(event, Lookup):
             if event.counted:
-                found = _pareto(pages, last_touch)
+                found = _pareto(pages, last_touch, paths.depth)
                 for depth, touched in found:
                     owners.append(len(requests))
                     weights.append(depth * paths.page_size)
@@ -74,13 +80,13 @@ def state_options(events: list, paths: PagePaths) -> Options:
     return Options(owners, weights, first, last, num_lookups, requests)
 
 
-def _pareto(pages: list[int], last_touch: list[int]) -> list[tuple[int, int]]:
+def _pareto(nodes: list[int], last_touch: list[int], depth: list[int]) -> list[tuple[int, int]]:
     """(depth, last touch) for each depth no deeper option beats: deeper, or touched later."""
     found, latest = [], -2
-    for depth in range(len(pages), 0, -1):
-        touched = last_touch[pages[depth - 1]]
+    for node in reversed(nodes):
+        touched = last_touch[node]
         if touched >= 0 and touched > latest:
-            found.append((depth, touched))
+            found.append((depth[node], touched))
             latest = touched
     return found
 

@@ -1,0 +1,133 @@
+"""The page trie compressed: a node is a run of pages that no branch and no event boundary splits.
+
+``page_paths.PagePaths`` makes a node of every page (at page 1, of every token: millions of nodes and GB of
+keys for a 1,000-request trace). Here a node stands for a chain of those pages: the trie is a radix tree of
+the requests' token sequences (prompt + output), split wherever two requests part and wherever any event
+(``events.Lookup``, ``events.Produce``) of a request starts or ends. So every event covers whole nodes, all
+pages of a node are covered by the same events, and a node's pages share their next use and last touch:
+the bounds can treat the node as one item with a count of pages (``belady.py``, ``state_bound.py``) and get
+exactly what the page trie gives (``tests/test_segment_trie.py``).
+
+Node 0 is the root (no pages); ``depth[n]`` is the page depth where node ``n`` ends, ``length[n]`` its pages.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from sim.bounds.events import Lookup
+from sim.tokens import TokenSeq
+from sim.trace import Trace
+
+
+def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
+    """Request id -> (the deepest page any of its events reaches, every page boundary its events have)."""
+    cuts: dict[str, set[int]] = {}
+    for event in events:
+        if isinstance(event, Lookup):
+            cuts.setdefault(event.request_id, set()).add(event.key_pages)
+        else:
+            cuts.setdefault(event.request_id, set()).update((event.first_page, event.end_page))
+    return {request_id: (max(ends), sorted(ends)) for request_id, ends in cuts.items()}
+
+
+class SegmentTrie:
+    """The compressed page trie of the requests an event list names, split at every event's boundaries."""
+
+    def __init__(self, trace: Trace, page_size: int, events: list):
+        self.trace, self.page_size = trace, page_size
+        self.parent: list[int] = [0]
+        self.depth: list[int] = [0]
+        # a node's pages are tokens [at, at + its pages * page size) of the sequence that made it
+        self._label_seq: list[TokenSeq] = [TokenSeq()]
+        self._label_at: list[int] = [0]
+        self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
+        # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
+        # ends at when inserted ends it for good: its path is that node's ancestors
+        ends = {
+            request_id: self._insert(trace.request_seq(request_id), deepest, cuts)
+            for request_id, (deepest, cuts) in event_reach(events).items()
+        }
+        self._paths = {request_id: self._ancestors(end) for request_id, end in ends.items()}
+        self._depths = {
+            request_id: [self.depth[node] for node in path] for request_id, path in self._paths.items()
+        }
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.parent)
+
+    @property
+    def length(self) -> list[int]:
+        """Pages per node (the root: 0)."""
+        depth, parent = self.depth, self.parent
+        return [depth[node] - depth[parent[node]] for node in range(len(parent))]
+
+    def pages(self, event) -> list[int]:
+        """The nodes an event covers (whole nodes: the trie is split at the event's boundaries)."""
+        path, depths = self._paths[event.request_id], self._depths[event.request_id]
+        if isinstance(event, Lookup):
+            return path[: bisect.bisect_right(depths, event.key_pages)]
+        return path[
+            bisect.bisect_right(depths, event.first_page) : bisect.bisect_right(depths, event.end_page)
+        ]
+
+    def _first_page(self, seq: TokenSeq, at_page: int) -> tuple:
+        return seq.first_page(self.page_size, at_page * self.page_size)
+
+    def _insert(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
+        """Descend along ``seq`` to page ``deepest``, splitting where it parts from the tree or a cut falls;
+        the node that ends at ``deepest``."""
+        page = self.page_size
+        node = position = 0
+        next_cut = 0  # index into cuts of the first cut past position
+        while position < deepest:
+            while cuts[next_cut] <= position:
+                next_cut += 1
+            child = self._children[node].get(self._first_page(seq, position))
+            if child is None:
+                return self._add_chain(node, seq, position, cuts[next_cut:])
+            span = self.depth[child] - position
+            start = self._label_at[child]
+            label = self._label_seq[child].slice(start, start + span * page)
+            stop = min(span, label.common_prefix_len(seq, position * page) // page, cuts[next_cut] - position)
+            if stop < span:
+                child = self._split(child, stop)
+            node, position = child, position + stop
+        return node
+
+    def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
+        """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
+        for end in ends:
+            child = self._new_node(node, end, seq, position * self.page_size)
+            self._children[node][self._first_page(seq, position)] = child
+            node, position = child, end
+        return node
+
+    def _new_node(self, parent: int, depth: int, seq: TokenSeq, token_at: int) -> int:
+        self.parent.append(parent)
+        self.depth.append(depth)
+        self._label_seq.append(seq)
+        self._label_at.append(token_at)
+        self._children.append({})
+        return len(self.parent) - 1
+
+    def _split(self, child: int, num_pages: int) -> int:
+        """Cut ``child`` after its first ``num_pages`` pages; the new upper node takes its place."""
+        parent, seq, at = self.parent[child], self._label_seq[child], self._label_at[child]
+        top = self._new_node(parent, self.depth[parent] + num_pages, seq, at)
+        self._children[parent][seq.first_page(self.page_size, at)] = top
+        self._label_at[child] = rest = at + num_pages * self.page_size
+        self._children[top][seq.first_page(self.page_size, rest)] = child
+        self.parent[child] = top
+        return top
+
+    def _ancestors(self, node: int) -> list[int]:
+        """The nodes from the root's child down to ``node`` (none for the root)."""
+        path: list[int] = []
+        parent = self.parent
+        while node:
+            path.append(node)
+            node = parent[node]
+        path.reverse()
+        return path

@@ -1,0 +1,74 @@
+"""The compressed page trie gives the bounds the per-page trie gives: Belady's hits request by request and the
+state bound's options, on generated traces and event logs (replay's, and timed-like ones: produced pages in
+chunks, requests interleaved, re-admissions)."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.bounds.belady import belady_hits
+from sim.bounds.events import Lookup, Produce, replay_events
+from sim.bounds.page_paths import PagePaths
+from sim.bounds.segment_trie import SegmentTrie
+from sim.bounds.state_bound import state_options
+from sim.run.replay import replay_order
+from sim.trace import Request, Segment, Trace
+from tests.bounds_helpers import small_traces
+
+EXAMPLES = int(os.environ.get("HYBRIDCACHE_HYPOTHESIS_EXAMPLES", "120"))
+
+
+@st.composite
+def event_logs(draw, trace: Trace, page: int) -> list:
+    """Replay's events with each request's pages produced in chunks, some lookups repeated uncounted
+    before the counted one, and the requests' streams interleaved (their own order kept)."""
+    order = replay_order(trace)
+    streams = []
+    for event in replay_events(trace, order, set(order), set(order), page):
+        if isinstance(event, Lookup):
+            streams.append([event._replace(counted=False)] * draw(st.integers(0, 1)) + [event])
+            continue
+        cuts = sorted(
+            draw(st.sets(st.integers(event.first_page + 1, max(event.end_page - 1, 1)), max_size=3))
+        )
+        ends = [end for end in cuts if end < event.end_page] + [event.end_page]
+        starts = [event.first_page] + ends[:-1]
+        streams[-1] += [Produce(event.request_id, a, b) for a, b in zip(starts, ends, strict=True) if a < b]
+    events: list = []
+    while streams:
+        stream = streams[draw(st.integers(0, min(len(streams), 3) - 1))]
+        events.append(stream.pop(0))
+        streams = [s for s in streams if s]
+    return events
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), trace=small_traces(max_requests=8), page=st.sampled_from([1, 2, 4, 8]))
+def test_segment_trie_bounds_equal_the_page_tries(data, trace, page):
+    events = data.draw(event_logs(trace, page))
+    segments, pages = SegmentTrie(trace, page, events), PagePaths(trace, page)
+    for capacity in (0, 1, 3, 7, 20, 1000):
+        assert belady_hits(events, segments, capacity) == belady_hits(events, pages, capacity), capacity
+    by_segment, by_page = state_options(events, segments), state_options(events, pages)
+    assert by_segment.requests == by_page.requests
+    for field in ("owner", "weight", "first", "last"):
+        assert getattr(by_segment, field).tolist() == getattr(by_page, field).tolist(), field
+
+
+def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
+    prompt = [Segment(ref="sys", len=40)]
+    trace = Trace(
+        [
+            Request(id="r0", arrival=0.0, prompt=prompt, output_len=1),
+            Request(id="r1", arrival=1.0, prompt=prompt + [Segment(ref="u", len=8)], output_len=1),
+        ]
+    )
+    order = replay_order(trace)
+    events = replay_events(trace, order, set(order), set(order), 4)
+    trie = SegmentTrie(trace, 4, events)
+    # r0 computes 10 pages and looks up 9; r1 shares them, looks up 11 and computes 12: nodes end at 9, 10, 11, 12
+    assert [trie.depth[node] for node in trie.pages(events[-1])] == [9, 10, 11, 12]
+    assert trie.num_nodes == 5  # the root and four chains, where the page trie has 12 pages

@@ -41,12 +41,7 @@ CLIP_MAX_NEW_TOKENS = (
 CI_SEEDS = 20  # seeds per engine x pressure in CI (tests/conformance/test_suite_agrees.py)
 # Open differences the family found and the simulator does not yet explain, each with its first differing step:
 # reported, not failed (tests/conformance/test_suite_agrees.py); the mutation harness does not compare them
-KNOWN: dict[tuple[str, int, bool], str] = {
-    ("sglang", 2007, False): "step 191, MAMBA pool (free, tree) engine (1, 72), simulate (3, 70): with mixed "
-    "chunks L1's first chunk is cut to no page (127 of 128 tokens left beside L0's decode row), after the "
-    "simulator's admission evicted three tree states for L1's slots; SGLang evicted one (docs/notes/"
-    "conformance-concurrent-findings.md, session 5)",
-}
+KNOWN: dict[tuple[str, int, bool], str] = {}
 
 
 def generate_boundary(engine: str, seed: int, pressure: bool = False) -> Scenario:

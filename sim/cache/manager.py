@@ -85,8 +85,9 @@ class CacheManager(SchedulingPasses):
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
     ) -> AdmitResult | Refusal:
-        """``budget`` is for an engine that sizes the first chunk before it admits (vLLM); a radix engine's
-        rules size it after (``next_chunk_len``)."""
+        """``budget``: the first chunk's token budget, where the scheduler gives it (SGLang drops a request
+        whose first chunk gets no page before taking its slots); the rules size the chunk after admission
+        (``next_chunk_len``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
         self._ensure_pass()
@@ -97,7 +98,7 @@ class CacheManager(SchedulingPasses):
             request_id, tokens, prompt_len, match, held, self.page_size, kv_len=cached, prefix_len=cached
         )
         num_states = self.rules.admission_states if self.has_mamba else 0
-        refusal = self._admission_refusal(req, num_states)
+        refusal = self._admission_refusal(req, num_states, budget)
         if refusal is not None:
             locks.unlock(self.tree, held)
             return refusal
@@ -117,10 +118,7 @@ class CacheManager(SchedulingPasses):
         page-aligned part of it, as the engine sizes it (0: none this step)."""
         req = self.requests[request_id]
         self._ensure_pass()
-        remaining = req.prompt_len - req.kv_len
-        chunk = min(budget, remaining)
-        if chunk < remaining:  # a non-final chunk ends on a page boundary (as the engine aligns it)
-            chunk = self.rules.align_chunk(req, chunk)
+        chunk = self.rules.budgeted_chunk(req, budget)  # a non-final chunk ends where the engine aligns it
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
     # ---- prefill ------------------------------------------------------------------------------------
@@ -211,14 +209,16 @@ class CacheManager(SchedulingPasses):
         )
 
     # ---- internals ----------------------------------------------------------------------------------
-    def _admission_refusal(self, req: RequestCache, num_states: int) -> Refusal | None:
-        """The engine's admission check and the admission states' reservation, in the engine's order."""
+    def _admission_refusal(self, req: RequestCache, num_states: int, budget: int | None) -> Refusal | None:
+        """The engine's admission check (and its first chunk's) and the admission states' reservation, in the
+        engine's order."""
 
         def reserve_states() -> Refusal | None:
             return self.rules.reserve(self, 0, 0, num_states) if num_states else None
 
         if self.rules.budget_before_states:
-            return self.rules.admission_refusal(self, req) or reserve_states()
+            refusal = self.rules.admission_refusal(self, req)
+            return refusal or self.rules.first_chunk_refusal(self, req, budget) or reserve_states()
         return reserve_states() or self.rules.admission_refusal(self, req)
 
     def _resume_state(self, match: MatchResult) -> int | None:

@@ -34,6 +34,9 @@ class MatchResult(NamedTuple):
         return self.full_depth - self.cached_len
 
 
+NO_FIRST_CHUNK = "first prefill chunk"  # Refusal.pool of a request whose first chunk gets no page this pass
+
+
 class Refusal(NamedTuple):
     """Why the pools cannot take a request's next step now (the scheduler waits or retracts)."""
 

@@ -22,7 +22,7 @@ from collections import deque
 from sim.align import ceil_div
 from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
-from sim.cache.results import MatchResult, Refusal
+from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
@@ -188,16 +188,16 @@ class SGLangScheduler(SGLangDecode):
                 return
 
     def _add_one(self, state: RequestState, added: list[tuple[RequestState, int]]) -> str:
-        """``add_one_req``: ``no_token`` where the budget refuses, ``other`` where no chunk fits, else the
-        budget's state once the request is added."""
+        """``add_one_req``: ``no_token`` where the budget refuses, ``other`` where no chunk fits (before a slot
+        is taken), else the budget's state once the request is added."""
         assert state.tokens is not None, "a request is queued with its tokens"
-        known = self._known.get(state.request_id, state.prompt_len)
-        result = self.manager.admit(state.request_id, state.tokens, known)
+        known, budget = self._known.get(state.request_id, state.prompt_len), self.rules.pass_budget.chunk
+        result = self.manager.admit(state.request_id, state.tokens, known, budget)
         if isinstance(result, Refusal):
             state.last_refusal = str(result)
-            return "no_token"
+            return "other" if result.pool == NO_FIRST_CHUNK else "no_token"
         self.manager.requests[state.request_id].num_outputs_known = known - state.prompt_len
-        chunk = self.manager.next_chunk_len(state.request_id, self.rules.pass_budget.chunk)
+        chunk = self.manager.next_chunk_len(state.request_id, budget)
         if chunk <= 0:
             self.manager.abort(state.request_id)
             return "other"

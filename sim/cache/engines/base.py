@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from sim.align import floor_to
+from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
@@ -20,7 +20,7 @@ from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import MatchResult, Refusal
+from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
@@ -123,6 +123,34 @@ class EngineRules:
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """A non-final chunk's length: its end floored to a page (0: no whole page fits)."""
         return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len
+
+    def budgeted_chunk(self, req: RequestCache, budget: int) -> int:
+        """The rest of the prompt, or a part of it the engine aligns, under a token budget."""
+        remaining = req.prompt_len - req.kv_len
+        chunk = min(budget, remaining)
+        return self.align_chunk(req, chunk) if chunk < remaining else chunk
+
+    def first_chunk_len(self, req: RequestCache, chunk_len: int) -> int:
+        """A first chunk cut to whole pages where its paged length passes ``req.first_chunk_cap`` (the cap an
+        engine's admission check sets: SGLang's ``check_prefill``)."""
+        cap, page = req.first_chunk_cap, self.page_size
+        if cap is not None and ceil_div(chunk_len, page) * page > cap:
+            return floor_to(req.kv_len + cap, page) - req.kv_len
+        return chunk_len
+
+    def first_chunk_refusal(self, manager: RadixOps, req: RequestCache, budget: int | None) -> Refusal | None:
+        """Where the scheduler gives the pass's chunk ``budget``, a request whose first chunk gets no page is
+        dropped after the admission check, before its slots are taken (SGLang's ``_select_prefill_admission``
+        returns OTHER; ``prepare_for_extend`` allocates them later). Only the slot its match took to copy the
+        hit's MAMBA state into (``finalize_match_result_in_cache``) was evicted for, and is freed with it."""
+        if budget is None:
+            return None
+        chunk = self.budgeted_chunk(req, budget)
+        if chunk > 0 and self.first_chunk_len(req, chunk) > 0:
+            return None
+        if self.resolved.has_mamba and req.match.cached_len:
+            self.reserve(manager, 0, 0, 1)
+        return Refusal(NO_FIRST_CHUNK, self.page_size, chunk, "no page of its first chunk fits the pass")
 
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 import sim.cache.engines.sglang_budget as budget
-from sim.align import floor_to
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_budget import PassBudget
@@ -157,9 +156,7 @@ class SGLangAdmission(EngineRules):
         anywhere (0: no chunk this pass). The chunk is charged to the pass."""
         page = self.page_size
         if req.kv_len == req.cached_len:
-            cap = req.first_chunk_cap
-            if cap is not None and budget.ceil_page(chunk_len, page) > cap:
-                chunk_len = floor_to(req.kv_len + cap, page) - req.kv_len
+            chunk_len = self.first_chunk_len(req, chunk_len)
         else:
             cap = budget.available_chunk_tokens(
                 chunk_len,

@@ -38,8 +38,8 @@ class CacheProbe:
         admit, prefill, decode = CacheManager.admit, CacheManager.prepare_prefill, CacheManager.prepare_decode
         finish = CacheManager.finish
 
-        def probed_admit(manager, request_id, tokens, prompt_len):
-            result = admit(manager, request_id, tokens, prompt_len)
+        def probed_admit(manager, request_id, tokens, prompt_len, budget=None):
+            result = admit(manager, request_id, tokens, prompt_len, budget)
             if isinstance(result, AdmitResult) and result.match.cached_len:
                 probe._record_hit(manager, request_id, result)
             return result

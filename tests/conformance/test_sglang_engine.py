@@ -196,27 +196,22 @@ def test_each_schedule_policy_gives_the_recorded_order_and_simulate_agrees(sched
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
 
 
-def test_lof_with_a_request_clipped_to_nothing_gives_the_recorded_steps_and_simulate_agrees():
+@pytest.mark.parametrize(
+    "name, recorded",
+    [("clipped_to_nothing", "CLIPPED"), ("freed_at_prefill", "FREED")],
+    ids=["lof-clipped-to-nothing", "row-freed-at-a-prefill"],
+)
+def test_a_hand_made_scenario_gives_the_recorded_steps_and_simulate_agrees(name, recorded):
+    # clipped_to_nothing: LOF sorts on max_new_tokens as SGLang clips it at arrival (0 here);
+    # freed_at_prefill: a last prefill batch that filter_batch shrinks clears batch_is_full as it is merged
     from conformance.compare_steps import simulated_steps
     from conformance.trajectory import first_difference
     from tests import sglang_concurrent_scenarios as steps
 
-    scenario = steps.clipped_to_nothing()
+    scenario = getattr(steps, name)()
     run = driver.run_steps(scenario, "sglang")
-    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.CLIPPED_STEPS
-    assert steps.outcomes(run.requests) == steps.CLIPPED_OUTCOMES
-    assert first_difference(run, simulated_steps(scenario, "sglang")) is None
-
-
-def test_a_row_freed_at_a_prefill_gives_the_recorded_steps_and_simulate_agrees():
-    from conformance.compare_steps import simulated_steps
-    from conformance.trajectory import first_difference
-    from tests import sglang_concurrent_scenarios as steps
-
-    scenario = steps.freed_at_prefill()
-    run = driver.run_steps(scenario, "sglang")
-    assert [(step.at, step.batch, step.pools) for step in run.steps] == steps.FREED_STEPS
-    assert steps.outcomes(run.requests) == steps.FREED_OUTCOMES
+    assert [(step.at, step.batch, step.pools) for step in run.steps] == getattr(steps, f"{recorded}_STEPS")
+    assert steps.outcomes(run.requests) == getattr(steps, f"{recorded}_OUTCOMES")
     assert first_difference(run, simulated_steps(scenario, "sglang")) is None
 
 

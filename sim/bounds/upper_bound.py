@@ -55,8 +55,11 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
     requests = requests.assign(ideal_cached_tokens=column)
     if "inserted_tokens" not in requests:
         return requests
-    inserted = dict(zip(requests["id"], requests["inserted_tokens"], strict=True))
     parents = followup_parents(trace)
+    quoted = set(parents.values())  # only what a follow-up's parent kept is asked: no map of every request
+    inserted = {
+        i: kept for i, kept in zip(requests["id"], requests["inserted_tokens"], strict=True) if i in quoted
+    }
     previous = [inserted[parents[i]] if i in parents else None for i in requests["id"]]
     return requests.assign(previous_inserted_tokens=pd.array(previous, dtype="Int64"))
 

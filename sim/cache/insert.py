@@ -46,7 +46,9 @@ def insert(
     node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
-        node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
+        node = _add_new(
+            tree, req, node, req.tokens.slice(depth, end), _from(full, lo), _from(swa, lo), window, has_swa
+        )
     if attach:
         attach_checkpoint(tree, req, node, end)
     if touch_path and has_swa and node is not tree.root:
@@ -100,7 +102,7 @@ def _add_new(
     if dead == len(key):
         return parent
     lo = dead // page
-    return tree.add_leaf(parent, key.slice(dead), full[lo:], _live(swa[lo:]))
+    return tree.add_leaf(parent, key.slice(dead), _from(full, lo), _live(_from(swa, lo)))
 
 
 def attach_checkpoint(
@@ -121,6 +123,12 @@ def attach_checkpoint(
         tree.state_pool.free([state_id])
     tree.touch(node, MAMBA)
     return False
+
+
+def _from(pages: list, index: int) -> list:
+    """``pages[index:]``; the list itself from 0: the pages ``take_own_pages`` hands over pass to the tree
+    uncopied (at page 1, a list per token)."""
+    return pages if index == 0 else pages[index:]
 
 
 def free_live(tree: RadixTree, swa: list[int | None]) -> None:

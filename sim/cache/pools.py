@@ -56,7 +56,7 @@ class Pool:
                 )
             ids = self._take(self._num_returned)
             fresh = count - len(ids)
-            ids += range(self.high_water, self.high_water + fresh)
+            ids += _id_objects(self.high_water, fresh)
             self.high_water += fresh
         self.num_free -= count
         return ids
@@ -105,6 +105,20 @@ class Pool:
         for held, first in zip(self._lists, self._firsts, strict=True):
             stack += held[first:][::-1]
         return stack
+
+
+# Every id's int, made once and shared by all pools: a fresh pool would otherwise make (and later free) an int
+# per id it hands out for the first time, at page 1 a token's worth each; Marconi's tuner replays its window on
+# 21 fresh caches. Held up to the highest id any pool has handed out, as the pools hold them anyway.
+_ID_OBJECTS: list[int] = []
+
+
+def _id_objects(first: int, count: int) -> list[int]:
+    """The ids ``first, first + 1, ..`` (``count`` of them), as the shared ints."""
+    end = first + count
+    if end > len(_ID_OBJECTS):
+        _ID_OBJECTS.extend(range(len(_ID_OBJECTS), end))
+    return _ID_OBJECTS[first:end]
 
 
 class PoolUsage(NamedTuple):  # a tuple: made for every pool at every engine step, it must be cheap

@@ -54,9 +54,12 @@ class Pool:
                 raise PoolExhausted(
                     f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}"
                 )
-            ids = self._take(self._num_returned)
+            ids = self._take(self._num_returned) if self._num_returned else []
             fresh = count - len(ids)
-            ids += _id_objects(self.high_water, fresh)
+            if ids:
+                ids += _id_objects(self.high_water, fresh)
+            else:  # a fresh pool: the slice itself
+                ids = _id_objects(self.high_water, fresh)
             self.high_water += fresh
         self.num_free -= count
         return ids

@@ -46,7 +46,9 @@ def insert(
     node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
-        node = _add_new(tree, req, node, req.tokens.slice(depth, end), full[lo:], swa[lo:], window, has_swa)
+        node = _add_new(
+            tree, req, node, req.tokens.slice(depth, end), _from(full, lo), _from(swa, lo), window, has_swa
+        )
     if attach:
         attach_checkpoint(tree, req, node, end)
     if touch_path and has_swa and node is not tree.root:
@@ -81,6 +83,7 @@ def _add_new(
     window: int,
     has_swa: bool,
 ) -> Node:
+    """New nodes for ``key`` below ``parent``, holding ``full`` and ``swa`` (taken: cut in place)."""
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
@@ -90,17 +93,22 @@ def _add_new(
         parent = tree.add_leaf(parent, key.slice(0, dead), full[: dead // page], None)
     live = len(key) - dead
     tail = ceil_to(max(window, 1), page)
+    shift = 0  # pages cut off the front of ``full`` and ``swa``
     if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
         cut = (live - tail) // page
         lo = dead // page
-        parent = tree.add_leaf(
-            parent, key.slice(dead, dead + live - tail), full[lo : lo + cut], _live(swa[lo : lo + cut])
-        )
+        if lo == 0:  # the lists go to the upper node less the window's pages: at page 1, no copy of the rest
+            upper_full, upper_swa, full, swa = full, swa, full[cut:], swa[cut:]
+            del upper_full[cut:], upper_swa[cut:]
+            shift = cut
+        else:
+            upper_full, upper_swa = full[lo : lo + cut], swa[lo : lo + cut]
+        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), upper_full, _live(upper_swa))
         dead += live - tail
     if dead == len(key):
         return parent
-    lo = dead // page
-    return tree.add_leaf(parent, key.slice(dead), full[lo:], _live(swa[lo:]))
+    lo = dead // page - shift
+    return tree.add_leaf(parent, key.slice(dead), _from(full, lo), _live(_from(swa, lo)))
 
 
 def attach_checkpoint(
@@ -121,6 +129,12 @@ def attach_checkpoint(
         tree.state_pool.free([state_id])
     tree.touch(node, MAMBA)
     return False
+
+
+def _from(pages: list, index: int) -> list:
+    """``pages[index:]``; the list itself from 0: the pages ``take_own_pages`` hands over pass to the tree
+    uncopied (at page 1, a list per token)."""
+    return pages if index == 0 else pages[index:]
 
 
 def free_live(tree: RadixTree, swa: list[int | None]) -> None:

@@ -17,7 +17,13 @@ from sim.cache.events import EventBus, SlotsFreed, emit
 
 class Pool:
     """Free ids are the ones handed back (reused last-freed first) and, above a high-water mark, the ones
-    never handed out yet (lowest first): a pool of a billion states costs nothing until it is used."""
+    never handed out yet (lowest first): a pool of a billion states costs nothing until it is used.
+
+    The ids handed back are kept as the lists they came in, newest last, each from its first id not yet
+    handed out again: ``alloc`` takes the newest list's ids in their order, then the next newest's, the order
+    a stack of every freed id (each list pushed in reverse) would pop them. At page 1 a request's pages are a
+    list per token, and pushing each freed id onto one stack was a sixth of a Marconi run. ``free`` takes its
+    list: no caller changes a list after freeing it, and the pool never changes or hands out a kept list."""
 
     def __init__(
         self, name: str, size: int, component: Component = Component.FULL, events: EventBus | None = None
@@ -28,7 +34,9 @@ class Pool:
         # every free is announced (SlotsFreed): the executor poisons that memory with NaN
         self._freed = (events or EventBus()).channel(SlotsFreed)
         self.high_water = 0  # ids below it have been handed out at least once
-        self._returned: list[int] = []  # a stack: the last id freed is the next one handed out
+        self._lists: list[list[int]] = []  # the freed lists, newest last
+        self._firsts: list[int] = []  # per list, its first id not handed out again
+        self._num_returned = 0  # ids in those lists not handed out again
         # kept, not derived: asked several times per simulated step (check_integrity recounts it)
         self.num_free = size
 
@@ -37,39 +45,83 @@ class Pool:
         return self.size - self.num_free
 
     def alloc(self, count: int) -> list[int]:
-        returned = self._returned
-        if count <= len(returned):  # the usual case: ids freed before
+        if count <= self._num_returned:  # the usual case: ids freed before
             if count == 0:
                 return []
-            ids = returned[-count:]
-            del returned[-count:]
-            ids.reverse()
-            self.num_free -= count
-            return ids
-        if count > self.num_free:
-            raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
-        ids = returned[::-1]
-        returned.clear()
-        fresh = count - len(ids)
-        ids += range(self.high_water, self.high_water + fresh)
-        self.high_water += fresh
+            ids = self._take(count)
+        else:
+            if count > self.num_free:
+                raise PoolExhausted(
+                    f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}"
+                )
+            ids = self._take(self._num_returned) if self._num_returned else []
+            fresh = count - len(ids)
+            if ids:
+                ids += _id_objects(self.high_water, fresh)
+            else:  # a fresh pool: the slice itself
+                ids = _id_objects(self.high_water, fresh)
+            self.high_water += fresh
         self.num_free -= count
+        return ids
+
+    def _take(self, count: int) -> list[int]:
+        """The next ``count`` freed ids (no more than there are), newest list first, each from its first."""
+        lists, firsts = self._lists, self._firsts
+        self._num_returned -= count
+        ids: list[int] = []
+        while count:
+            held, first = lists[-1], firsts[-1]
+            end = min(first + count, len(held))
+            part = held[first:end]
+            if ids:
+                ids += part
+            else:
+                ids = part
+            count -= end - first
+            if end == len(held):
+                lists.pop()
+                firsts.pop()
+            elif end > len(held) - end:  # more handed out than left: keep a copy of the rest (memory)
+                lists[-1], firsts[-1] = held[end:], 0
+            else:
+                firsts[-1] = end
         return ids
 
     def alloc_one(self) -> int:
         return self.alloc(1)[0]
 
     def free(self, ids: list[int]) -> None:
+        """Take ``ids`` back; the list is kept as it is (the caller no longer changes it)."""
         if not ids:
             return
         if self._freed:
             emit(self._freed, SlotsFreed(self.component, ids))
-        self._returned.extend(reversed(ids))
+        self._lists.append(ids)
+        self._firsts.append(0)
+        self._num_returned += len(ids)
         self.num_free += len(ids)
 
     def returned_ids(self) -> list[int]:
-        """The free ids below the high-water mark (every id at or above it is free too)."""
-        return list(self._returned)
+        """The free ids below the high-water mark (every id at or above it is free too), in the order of a
+        stack of them: the next to be handed out last."""
+        stack: list[int] = []
+        for held, first in zip(self._lists, self._firsts, strict=True):
+            stack += held[first:][::-1]
+        return stack
+
+
+# Every id's int, made once and shared by all pools: a fresh pool would otherwise make (and later free) an int
+# per id it hands out for the first time, at page 1 a token's worth each; Marconi's tuner replays its window on
+# 21 fresh caches. Held up to the highest id any pool has handed out, as the pools hold them anyway.
+_ID_OBJECTS: list[int] = []
+
+
+def _id_objects(first: int, count: int) -> list[int]:
+    """The ids ``first, first + 1, ..`` (``count`` of them), as the shared ints."""
+    end = first + count
+    if end > len(_ID_OBJECTS):
+        _ID_OBJECTS.extend(range(len(_ID_OBJECTS), end))
+    return _ID_OBJECTS[first:end]
 
 
 class PoolUsage(NamedTuple):  # a tuple: made for every pool at every engine step, it must be cheap

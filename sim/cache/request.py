@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -97,9 +98,22 @@ class RequestCache:
             swa += node.swa_pages if node.swa_pages is not None else [None] * len(node.full_pages)
         return full + self.own_full, swa + self.own_swa
 
+    def add_own_pages(self, full: list[int], swa: Sequence[int | None]) -> None:
+        """Append newly allocated pages (fresh lists the request may keep: at page 1 a chunk's pages are a
+        list per token, so the first chunk's become the request's own lists instead of being copied)."""
+        if self.own_full:
+            self.own_full += full
+            self.own_swa += swa
+        else:
+            self.own_full, self.own_swa = full, cast("list[int | None]", swa)  # SWA ids, or None per page
+
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""
         count = (end - self.prefix_len) // self.page_size
+        if count >= len(self.own_full):  # all of them (a finish): hand the lists over, copying no page id
+            full, swa = self.own_full, self.own_swa
+            self.own_full, self.own_swa = [], []
+            return full, swa
         full, swa = self.own_full[:count], self.own_swa[:count]
         del self.own_full[:count], self.own_swa[:count]
         return full, swa

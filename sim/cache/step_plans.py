@@ -22,8 +22,10 @@ class StepPlans(ManagerViews):
         refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
             return refusal
-        req.own_full += self.pools[FULL].alloc(num_pages)
-        req.own_swa += self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages
+        req.add_own_pages(
+            self.pools[FULL].alloc(num_pages),
+            self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages,
+        )
         planned: tuple[tuple[int, int], ...] = ()
         if checkpoint:
             slot = self.pools[MAMBA].alloc_one() if new_state else req.spare_states.pop()

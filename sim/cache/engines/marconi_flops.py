@@ -16,6 +16,8 @@ from __future__ import annotations
 from sim.cost import attended_sum
 from sim.models import FULL, SWA, ModelSpec
 
+_MAX_REMEMBERED = 1 << 16  # efficiencies a NodeCost keeps (a pure function of two ends: forgetting is safe)
+
 
 class NodeCost:
     def __init__(self, model: ModelSpec, window: int, follows: str):
@@ -27,6 +29,7 @@ class NodeCost:
         self.kv_bytes = model.full_kv_bytes_per_token() + model.swa_kv_bytes_per_token()
         self.state_bytes = model.mamba_state_bytes() if model.has_mamba else 0
         self._mlp_vs_attention = _mlp_vs_attention(model)
+        self._efficiency: dict[tuple[int, int], float] = {}
 
     def prefill_flops(self, start: int, count: int) -> int:
         """FLOPs of computing tokens ``[start, start + count)`` with ``[0, start)`` cached."""
@@ -46,8 +49,16 @@ class NodeCost:
         return self.state_bytes + self.kv_bytes * tokens
 
     def efficiency(self, parent_end: int, end: int) -> float:
-        held = self.held_bytes(parent_end, end)
-        return self.saved(parent_end, end) / held if held else 0.0
+        """Remembered: every eviction scores every candidate, and most candidates stay from one to the next."""
+        key = (parent_end, end)
+        known = self._efficiency.get(key)
+        if known is None:
+            held = self.held_bytes(parent_end, end)
+            known = self.saved(parent_end, end) / held if held else 0.0
+            if len(self._efficiency) >= _MAX_REMEMBERED:  # memory flat in trace length
+                self._efficiency.clear()
+            self._efficiency[key] = known
+        return known
 
     def leaf_bytes_counted(self, edge_len: int) -> int:
         """What the reference code adds to its evicted-bytes count for a leaf: one state and ``edge_len``

@@ -17,6 +17,7 @@ from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
 
@@ -101,13 +102,7 @@ class DefaultScheduler:
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
-        own_steps = []
-        for run in decoding:
-            req = self.manager.requests[run.request_id]
-            own_steps.append(
-                min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            )
-        num_steps = max(min(own_steps), 0)
+        num_steps = plain_steps(self.manager, decoding, iteration)
         budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
         for run in self.running.values():
             if num_steps and self._in_prefill(run):

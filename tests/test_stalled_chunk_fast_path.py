@@ -95,3 +95,39 @@ def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
     ]
     knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
     assert run_both(Trace(requests), "no-cache", knobs, 8000) > 1000
+
+
+def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
+    """Each plain step re-sizes the stalled chunk to nothing, as the step's ``_add_prefill`` would: the run leaves
+    the request's ``last_refusal`` naming that, even where nothing had set it before the run."""
+    stalled_runs = [0]
+
+    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int) -> None:
+        stalled = [run for run in scheduler.running.values() if scheduler._in_prefill(run)]
+        for run in stalled:
+            run.last_refusal = ""
+        _ADVANCE_PLAIN(scheduler, runs, num_steps)
+        for run in stalled:
+            position = scheduler.manager.requests[run.request_id].kv_len
+            assert run.last_refusal == f"no prefill chunk fits at position {position}"
+        stalled_runs[0] += bool(stalled)
+
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=index / 100,
+            output_len=600 + 37 * index,
+            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
+        )
+        for index in range(8)
+    ]
+    config = SimConfig(
+        policy="no-cache",
+        model="inkling",
+        knobs=dict(page_size=16, track_interval=64, chunked_prefill_size=512),
+        pool_tokens=8000,
+        mamba_states=64,
+    )
+    with mock.patch.object(DefaultScheduler, "advance_plain", autospec=True, side_effect=advance_plain):
+        simulate(Trace(requests), config, fast_path=True)
+    assert stalled_runs[0] > 10

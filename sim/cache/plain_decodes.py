@@ -61,6 +61,23 @@ class PlainDecodes(StepPlans):
         rule_steps = self.rules.plain_decode_steps(req, iteration + self.policy.iteration_phase)
         return max(min(steps, rule_steps), 0)
 
+    def stalled_chunk_steps(self, request_id: str, budget: int, max_steps: int) -> int:
+        """How many of the next ``max_steps`` plain decode steps of the other requests leave this request's
+        next prefill chunk sized to nothing (``next_chunk_len`` answers 0 under ``budget``), taken as the rules
+        answer it: a chunk stalled at a step was stalled at every step before."""
+        req = self.requests[request_id]
+        chunk = self.rules.budgeted_chunk(req, budget)
+        if chunk <= 0:
+            return max_steps
+        stalled, unknown = 0, max_steps  # stalled for the first ``stalled`` steps, not beyond ``unknown``
+        while stalled < unknown:
+            steps = (stalled + unknown + 1) // 2
+            if self.rules.chunk_stalled_at(self, req, chunk, steps - 1):
+                stalled = steps
+            else:
+                unknown = steps - 1
+        return stalled
+
     def _has_slack(self) -> bool:
         """Whether each KV pool already has the engine's slack free (a decode step would evict nothing)."""
         slack = self.rules.alloc_slack_pages

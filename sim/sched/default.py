@@ -17,6 +17,7 @@ from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
 
@@ -92,26 +93,31 @@ class DefaultScheduler:
         return StepOutcome(first_tokens, finished)
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """The running requests, oldest first, and how many coming steps are decodes only and plain
-        for all of them (no page, checkpoint, SWA free, finish or admission attempt)."""
+        """The running requests past their prompt, oldest first, and how many coming steps are decodes only
+        and plain for all of them (no page, checkpoint, SWA free, finish or admission attempt), while every
+        request still in its prompt gets no chunk."""
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
         runs = sorted(self.running.values(), key=_order)
-        own_steps = []
-        for run in runs:
-            req = self.manager.requests[run.request_id]
-            if req.kv_len < run.prompt_len:
-                return [], 0
-            own_steps.append(
-                min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            )
-        return runs, max(min(own_steps), 0)
+        decoding = [run for run in runs if not self._in_prefill(run)]
+        if not decoding:
+            return [], 0
+        num_steps = plain_steps(self.manager, decoding, iteration)
+        budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
+        for run in self.running.values():
+            if num_steps and self._in_prefill(run):
+                num_steps = self.manager.stalled_chunk_steps(run.request_id, budget, num_steps)
+        return decoding, num_steps
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
-        """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and no more."""
+        """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and what each step's
+        stalled chunks would, and no more."""
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
+        for run in self.running.values():
+            if self._in_prefill(run):
+                self._stall(run, self.budget - len(runs))
 
     # ---- internals ----------------------------------------------------------------------------------
     def _in_prefill(self, run: RequestState) -> bool:
@@ -138,9 +144,7 @@ class DefaultScheduler:
     def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
-            if budget > 0:  # the engine itself sized the chunk to nothing
-                position = self.manager.requests[run.request_id].kv_len
-                run.last_refusal = f"no prefill chunk fits at position {position}"
+            self._stall(run, budget)
             return budget
         plan = self.manager.prepare_prefill(run.request_id, chunk, batch.iteration)
         if isinstance(plan, Refusal):
@@ -149,6 +153,13 @@ class DefaultScheduler:
         batch.items.append(BatchItem(plan, True, run.copy_state_from))
         run.copy_state_from = None
         return budget - chunk
+
+    def _stall(self, run: RequestState, budget: int) -> None:
+        """Its prefill chunk was sized to nothing: where the budget left tokens, the engine itself did it."""
+        if budget > 0:
+            run.last_refusal = (
+                f"no prefill chunk fits at position {self.manager.requests[run.request_id].kv_len}"
+            )
 
     def _admit_head(self) -> RequestState | None:
         state = self.waiting[0]

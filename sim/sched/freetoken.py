@@ -22,6 +22,7 @@ from collections import deque
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
 
@@ -88,15 +89,9 @@ class FreeTokenScheduler:
         if self.waiting or self._done or not self.running or not self._all_plain_launched():
             return [], 0
         runs = sorted(self.running.values(), key=_uid)
-        own_steps = []
-        for run in runs:
-            req = self.manager.requests[run.request_id]
-            if not self._prompt_done(run):
-                return [], 0
-            own_steps.append(
-                min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            )
-        return runs, max(min(own_steps), 0)
+        if not all(self._prompt_done(run) for run in runs):
+            return [], 0
+        return runs, plain_steps(self.manager, runs, iteration)
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
         for run in runs:

@@ -13,6 +13,7 @@ from sim.cache.events import Retracted
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem
+from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -184,13 +185,7 @@ class SGLangDecode:
             self.manager.has_swa and pools[Component.SWA].num_free < need
         ):
             return [], 0
-        own_steps = []
-        for state in self.running:
-            req = self.manager.requests[state.request_id]
-            own_steps.append(
-                min(state.output_len - state.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            )
-        return list(self.running), max(min(own_steps), 0)
+        return list(self.running), plain_steps(self.manager, self.running, iteration)
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
         for state in runs:

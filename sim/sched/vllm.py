@@ -22,6 +22,7 @@ from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
 
@@ -94,15 +95,9 @@ class VllmScheduler:
         """Decode-only steps with nothing waiting, nothing finishing, every request decoding."""
         if self.waiting or self._done or not self.running or len(self.running) > self.budget:
             return [], 0
-        own_steps = []
-        for run in self.running:
-            req = self.manager.requests[run.request_id]
-            if not self._prompt_done(run):
-                return [], 0
-            own_steps.append(
-                min(run.output_len - run.decoded - 2, self.manager.plain_decode_steps(req, iteration))
-            )
-        return list(self.running), max(min(own_steps), 0)
+        if not all(self._prompt_done(run) for run in self.running):
+            return [], 0
+        return list(self.running), plain_steps(self.manager, self.running, iteration)
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
         for run in runs:

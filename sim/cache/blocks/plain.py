@@ -64,3 +64,8 @@ class PlainBlockDecodes(BoundaryDecodes):
         if self.has_mamba:
             busy.append((lag + 1) % B)
         return min((residue - first) % B for residue in busy)
+
+    def stalled_chunk_steps(self, request_id: str, budget: int, max_steps: int) -> int:
+        """vLLM's blocks have no model of a stalled chunk across decode steps (its own loop never asks):
+        none are known to stay stalled, so a loop that asks takes its steps one by one."""
+        return 0

@@ -156,6 +156,13 @@ class EngineRules:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""
         return chunk_len
 
+    def chunk_stalled_at(
+        self, manager: RadixOps, req: RequestCache, chunk_len: int, steps_ahead: int
+    ) -> bool:
+        """Whether ``chunk_len`` would size this chunk to nothing in the pass ``steps_ahead`` plain decode
+        steps of the other requests from now (a loop without overlap). False: it gives the chunk back."""
+        return False
+
     # ---- prefill ------------------------------------------------------------------------------------
     def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
         """Runs before a chunk's pages are reserved."""

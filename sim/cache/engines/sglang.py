@@ -167,6 +167,21 @@ class SGLangRules(SGLangAdmission):
             return None
         return self.frontier(req, req.kv_len - lag, self.retain_floor(req, lag))
 
+    def chunk_stalled_at(
+        self, manager: RadixOps, req: RequestCache, chunk_len: int, steps_ahead: int
+    ) -> bool:
+        """``chunk_len``'s answer of 0 for this chunk in the pass ``steps_ahead`` plain decode steps from now.
+        Those steps allocate and free nothing and take a token off what each running request owes, so only
+        the pass's reservation moves, downwards: a chunk stalled at a step was stalled at every step before
+        (the first chunk's cap does not move at all)."""
+        if req.kv_len == req.cached_len:
+            return self.first_chunk_len(req, chunk_len) <= 0
+        current = self.pass_budget
+        self.pass_budget = self.pass_ahead(manager, frozenset(), steps_ahead)
+        stalled = self.continuation_cap(manager, req, chunk_len) is None
+        self.pass_budget = current
+        return stalled
+
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         steps = -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62
         if self.resolved.has_swa:

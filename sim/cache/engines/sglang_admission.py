@@ -50,14 +50,19 @@ class SGLangAdmission(EngineRules):
         """A new ``PrefillAdder``: the running requests' remaining decode reserved (a request with a step in
         flight has not produced that step's output yet, so it owes one more), the pass's budgets full."""
         self.full_pool_tokens = manager.pools[FULL].size * self.page_size
+        self.in_flight = in_flight
+        self.pass_budget = self.pass_ahead(manager, in_flight, 0)
+
+    def pass_ahead(self, manager: RadixOps, in_flight: AbstractSet[str], steps_ahead: int) -> PassBudget:
+        """A new pass's accounts ``steps_ahead`` plain decode steps from now: each step takes a token off
+        what every running request still owes."""
         owed = [
-            self._max_new(r) - 1 - r.decode_steps + (r.request_id in in_flight)
+            self._max_new(r) - 1 - r.decode_steps - steps_ahead + (r.request_id in in_flight)
             for r in manager.requests.values()
             if r.kv_len >= r.prompt_len
         ]
-        self.in_flight = in_flight
         chunk = self.policy.chunked_prefill_size
-        self.pass_budget = PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
+        return PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
 
     def reserve_mixed_decode(self, num_running: int) -> None:
         """``PrefillAdder(num_mixed_decode_tokens=running_bs)`` under ``--enable-mixed-chunk``: a token per running
@@ -131,19 +136,9 @@ class SGLangAdmission(EngineRules):
             return None
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
-            return Refusal(
-                FULL.pool_name,
-                total,
-                remaining_total,
-                _waits(FULL.pool_name, total, remaining_total),
-            )
+            return _no_token(FULL.pool_name, total, remaining_total)
         assert remaining_swa is not None  # without SWA only the FULL budget refuses
-        return Refusal(
-            SWA.pool_name,
-            needed_swa,
-            remaining_swa,
-            _waits(SWA.pool_name, needed_swa, remaining_swa),
-        )
+        return _no_token(SWA.pool_name, needed_swa, remaining_swa)
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """A first chunk's end is floored to a page (``_select_prefill_admission``); a continuation is cut
@@ -154,22 +149,23 @@ class SGLangAdmission(EngineRules):
         """The first chunk: cut to whole pages where its paged length passes the cap ``check_prefill`` set at
         admission (``_select_prefill_admission``). A later one: at most ``available_chunk_tokens``, cut
         anywhere (0: no chunk this pass). The chunk is charged to the pass."""
-        page = self.page_size
         if req.kv_len == req.cached_len:
             chunk_len = self.first_chunk_len(req, chunk_len)
         else:
-            cap = budget.available_chunk_tokens(
-                chunk_len,
-                self._remaining_total(manager, req, chunk_len),
-                self._remaining_swa(manager, req, chunk_len + page),
-                page,
-            )
+            cap = self.continuation_cap(manager, req, chunk_len)
             if cap is None:
                 return 0
             chunk_len = min(chunk_len, cap)
         if chunk_len > 0:
             self.charge(req, chunk_len)
         return chunk_len
+
+    def continuation_cap(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int | None:
+        """``available_chunk_tokens`` under the pass's accounts (None: no chunk this pass)."""
+        remaining_swa = self._remaining_swa(manager, req, chunk_len + self.page_size)
+        return budget.available_chunk_tokens(
+            chunk_len, self._remaining_total(manager, req, chunk_len), remaining_swa, self.page_size
+        )
 
     def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         """``check_decode_mem`` before the step's out-of-window free: a step that starts a page needs one
@@ -240,8 +236,9 @@ class SGLangAdmission(EngineRules):
             self.reserve(manager, 0, 0, 1)
 
 
-def _waits(pool: str, needed: int, available: int) -> str:
-    return (
+def _no_token(pool: str, needed: int, available: int) -> Refusal:
+    why = (
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
         f"needs {needed} {pool} tokens, at most {available} can be freed"
     )
+    return Refusal(pool, needed, available, why)

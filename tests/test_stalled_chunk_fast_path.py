@@ -1,0 +1,133 @@
+"""The default loop's fast path with prefills stalled beside the decodes: where SGLang's budget sizes a running
+request's next chunk to nothing, plain decode steps of the others go on in runs (``stalled_chunk_steps``), and
+every table stays as step by step. Generated bursts of requests on pools small enough that chunks stall, on
+the presets that run the default loop; each run is also counted for the plain steps it took beside a stalled
+prefill, so the property is not met by never taking one."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.run.simulate import SimConfig, simulate
+from sim.sched.default import DefaultScheduler
+from sim.trace import Request, Segment, Trace
+
+_ADVANCE_PLAIN = DefaultScheduler.advance_plain
+
+
+@st.composite
+def bursts(draw):
+    """Requests arriving close together (prompt and output lengths, arrival), and the run's knobs."""
+    num_requests = draw(st.integers(4, 16))
+    lengths = st.tuples(st.integers(1, 3000), st.integers(2, 1200), st.integers(0, 500))
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=arrival_ms / 1000,
+            output_len=output_len,
+            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
+        )
+        for index, (prompt_len, output_len, arrival_ms) in enumerate(
+            draw(st.lists(lengths, min_size=num_requests, max_size=num_requests))
+        )
+    ]
+    page = draw(st.sampled_from([2, 16, 64]))
+    knobs = dict(
+        page_size=page,
+        track_interval=page * draw(st.integers(1, 8)),
+        chunked_prefill_size=page * draw(st.integers(4, 32)),
+        max_running_requests=draw(st.integers(2, 12)),
+    )
+    policy = draw(st.sampled_from(["no-cache", "marconi-vllm"]))
+    pool_tokens = draw(st.sampled_from([4000, 8000, 16000]))
+    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens
+
+
+def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int) -> int:
+    """Fast and step-by-step runs of the trace, asserted equal; the plain steps the fast run took while a
+    running request was still in its prompt."""
+    config = SimConfig(policy=policy, model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=64)
+    beside_stalled = [0]
+
+    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int) -> None:
+        if any(scheduler._in_prefill(run) for run in scheduler.running.values()):
+            beside_stalled[0] += num_steps
+        _ADVANCE_PLAIN(scheduler, runs, num_steps)
+
+    with mock.patch.object(DefaultScheduler, "advance_plain", autospec=True, side_effect=advance_plain):
+        fast = simulate(trace, config, fast_path=True)
+    slow = simulate(trace, config, fast_path=False)
+    assert fast.requests.equals(slow.requests)
+    assert fast.steps.equals(slow.steps)
+    assert fast.summary == slow.summary
+    return beside_stalled[0]
+
+
+TOTALS = {"runs": 0, "beside_stalled": 0}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(bursts())
+def test_plain_steps_beside_stalled_chunks_change_no_table(burst):
+    TOTALS["runs"] += 1
+    TOTALS["beside_stalled"] += run_both(*burst)
+
+
+def test_the_generated_runs_take_plain_steps_beside_stalled_chunks():
+    """The property above is exercised: its runs took plain steps while a chunk was stalled."""
+    if not TOTALS["runs"]:
+        test_plain_steps_beside_stalled_chunks_change_no_table()
+    assert TOTALS["beside_stalled"] > 1000, TOTALS
+
+
+def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=index / 100,
+            output_len=600 + 37 * index,
+            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
+        )
+        for index in range(8)
+    ]
+    knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
+    assert run_both(Trace(requests), "no-cache", knobs, 8000) > 1000
+
+
+def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
+    """Each plain step re-sizes the stalled chunk to nothing, as the step's ``_add_prefill`` would: the run leaves
+    the request's ``last_refusal`` naming that, even where nothing had set it before the run."""
+    stalled_runs = [0]
+
+    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int) -> None:
+        stalled = [run for run in scheduler.running.values() if scheduler._in_prefill(run)]
+        for run in stalled:
+            run.last_refusal = ""
+        _ADVANCE_PLAIN(scheduler, runs, num_steps)
+        for run in stalled:
+            position = scheduler.manager.requests[run.request_id].kv_len
+            assert run.last_refusal == f"no prefill chunk fits at position {position}"
+        stalled_runs[0] += bool(stalled)
+
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=index / 100,
+            output_len=600 + 37 * index,
+            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
+        )
+        for index in range(8)
+    ]
+    config = SimConfig(
+        policy="no-cache",
+        model="inkling",
+        knobs=dict(page_size=16, track_interval=64, chunked_prefill_size=512),
+        pool_tokens=8000,
+        mamba_states=64,
+    )
+    with mock.patch.object(DefaultScheduler, "advance_plain", autospec=True, side_effect=advance_plain):
+        simulate(Trace(requests), config, fast_path=True)
+    assert stalled_runs[0] > 10

@@ -155,10 +155,10 @@ class BlockHit:
 
 
 @dataclass(frozen=True, slots=True)
-class BlockEvicted:
-    """A cached block lost its hash to a new allocation: ``key`` is (block key, group)."""
+class BlocksEvicted:
+    """Cached blocks lost their hash to one allocation, oldest first: ``keys`` are (block key, group)."""
 
-    key: tuple
+    keys: list
 
 
 @dataclass(frozen=True, slots=True)

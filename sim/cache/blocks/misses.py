@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
-from sim.cache.events import BlockEvicted, BlockHit, BlocksSkipped, EventBus
+from sim.cache.events import BlockHit, BlocksEvicted, BlocksSkipped, EventBus
 from sim.cache.misses import MatchMiss
 from sim.cache.reasons import (
     BLOCKED_OTHER,
@@ -38,13 +38,17 @@ class BlockMissTracker:
     skipped: dict[int, set] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.events.subscribe(BlockEvicted, self._on_evicted)
+        self.events.subscribe(BlocksEvicted, self._on_evicted)
         self.events.subscribe(BlocksSkipped, self._on_skipped)
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
 
-    def _on_evicted(self, event: BlockEvicted) -> None:
-        key, group = event.key
-        self.evicted.setdefault(group, set()).add(key)
+    def _on_evicted(self, event: BlocksEvicted) -> None:
+        evicted = self.evicted
+        for key, group in event.keys:
+            seen = evicted.get(group)
+            if seen is None:
+                seen = evicted[group] = set()
+            seen.add(key)
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
         self.skipped.setdefault(event.group, set()).update(event.keys)

@@ -37,14 +37,10 @@ def release_window(
     top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)) - 1
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    freed = []
-    for index in range(top, -1, -1):
-        block = table[index]
-        if block is None:
-            break
-        freed.append(block)
-        table[index] = None
-    pool.free_blocks(freed, group)
+    below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
+    num_freed = below.index(None) if None in below else len(below)
+    table[top + 1 - num_freed : top + 1] = [None] * num_freed
+    pool.free_blocks(below[:num_freed], group)
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:

@@ -164,9 +164,10 @@ class BlocksEvicted:
 @dataclass(frozen=True, slots=True)
 class BlocksSkipped:
     """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
-    their block keys, all of one group. No later request can hit them."""
+    their block keys, the same in each of ``groups`` (a model's SWA or Mamba groups skip alike: one event,
+    one set in the watcher, for all of them). No later request can hit them."""
 
-    group: int
+    groups: tuple[int, ...]
     keys: list
 
 

@@ -7,6 +7,7 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
 from sim.align import ceil_div
@@ -106,6 +107,7 @@ def cache_blocks(
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     stride_of = layout.key_stride
+    skipped: dict[int, list] = {}
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
@@ -127,16 +129,35 @@ def cache_blocks(
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
-            _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
+            skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
         req.num_cached[group] = max(first, full_blocks)
+    if skipped:
+        tell_skipped(on_skip, skipped)
 
 
-def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
-    table = req.tables[group]
-    chain_keys, stride = req.chain.keys, layout.key_stride[layout.group_kinds[group]]
-    keys = [chain_keys[(i + 1) * stride - 1] for i in span if table[i] is not None and i not in kept]
-    if keys:
-        emit(on_skip, BlocksSkipped(group, keys))
+def _unhashed_keys(table: list[int | None], keys_of: list, stride: int, first: int, stop: int, kept) -> list:
+    """The keys of the held blocks of ``[first, stop)`` the mask left out (a block id is never 0, the null
+    block: a held block is truthy)."""
+    held = table[first:stop]
+    for index in kept:
+        held[index - first] = None
+    return list(compress(keys_of[(first + 1) * stride - 1 : stop * stride : stride], held))
+
+
+def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, list]) -> None:
+    """One ``BlocksSkipped`` for the groups told the same keys, in group order; none for no keys."""
+    told: list[tuple[list, list[int]]] = []
+    for group, keys in keys_of_group.items():
+        if not keys:
+            continue
+        for seen, groups in told:
+            if seen == keys:
+                groups.append(group)
+                break
+        else:
+            told.append((keys, [group]))
+    for keys, groups in told:
+        emit(on_skip, BlocksSkipped(tuple(groups), keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

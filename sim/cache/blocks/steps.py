@@ -7,8 +7,8 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
-from typing import Any
+from itertools import compress, repeat
+from typing import Any, cast
 
 from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKeys
@@ -118,21 +118,29 @@ def cache_blocks(
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         stride = stride_of[kind]
-        blocks: list[int] = []
-        new_keys: list[tuple[object, int]] = []
-        for index in indices:
-            block = table[index]
-            if block is not None:
-                blocks.append(block)
-                new_keys.append((keys_of[(index + 1) * stride - 1], group))  # Layout.key_index inline
+        blocks, new_keys = _hashed_blocks(table, keys_of, stride, group, indices)
         pool.cache_all(blocks, new_keys)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
             skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
         req.num_cached[group] = max(first, full_blocks)
-    if skipped:
+    if on_skip and skipped:
         tell_skipped(on_skip, skipped)
+
+
+def _hashed_blocks(
+    table: list[int | None], keys_of: list, stride: int, group: int, indices: range | list[int]
+) -> tuple[list[int], list[tuple[object, int]]]:
+    """The held blocks at ``indices`` and their (key, group); a run with no null (FULL's, a dense mask's:
+    hundreds a prefill step) by slicing. Block ``i``'s key is ``keys_of[(i + 1) * stride - 1]``."""
+    if isinstance(indices, range) and indices:
+        blocks = table[indices.start : indices.stop]
+        if None not in blocks:
+            keys = keys_of[(indices.start + 1) * stride - 1 : indices.stop * stride : stride]
+            return cast(list[int], blocks), list(zip(keys, repeat(group)))
+    held = [index for index in indices if table[index] is not None]
+    return [cast(int, table[i]) for i in held], [(keys_of[(i + 1) * stride - 1], group) for i in held]
 
 
 def _unhashed_keys(table: list[int | None], keys_of: list, stride: int, first: int, stop: int, kept) -> list:

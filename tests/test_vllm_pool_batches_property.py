@@ -10,8 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cache.blocks import steps
-from sim.cache.blocks.hit import cached_flags
-from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.events import BlocksEvicted, BlocksSkipped, EventBus
@@ -159,21 +157,3 @@ def test_shared_skip_sets_answer_as_one_set_per_group(tellings):
     for group in range(6):
         for key in range(10):
             assert tracker._was_skipped(bytes([key]), group) == (bytes([key]) in per_group.get(group, ()))
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.sets(st.tuples(st.integers(0, 12), st.integers(0, 3))), st.integers(0, 14), st.integers(0, 16))
-def test_cached_flags_are_each_blocks_lookup_in_every_group_of_its_kind(cached, chain_len, num_blocks):
-    layout = Layout(16, ("swa", "full", "swa", "mamba"), 0, 64, 0)
-    chain = [bytes([k]) for k in range(chain_len)]
-    pool = BlockPool(64, layout.group_kinds)
-    for index, group in sorted(cached):
-        if index < chain_len:
-            pool.cache(pool.get_new_blocks(1, group)[0], (chain[index], group))
-    for kind in ("swa", "full", "mamba"):
-        expected = [
-            index < chain_len
-            and all(pool.cached((chain[index], g)) is not None for g in layout.groups_of(kind))
-            for index in range(num_blocks)
-        ]
-        assert cached_flags(layout, pool, chain, kind, num_blocks) == expected

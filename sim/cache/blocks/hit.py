@@ -10,7 +10,6 @@ answers first, then the other kinds in group order, each passing on ``h``; the p
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import NamedTuple
 
 from sim.cache.blocks.keys import BlockKey
@@ -25,17 +24,14 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def cached_flags(
-    layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, num_blocks: int
-) -> list[bool]:
-    """Whether each of blocks ``0 .. num_blocks - 1`` of the ``kind`` groups is cached in every one of them (a
-    block past the chain is not): every block's lookups in one pass, a hit looks up hundreds per kind."""
-    stride, first_of = layout.key_stride[kind], pool.first_of
-    keys = chain[stride - 1 : num_blocks * stride : stride]
-    flags = [True] * len(keys) + [False] * (num_blocks - len(keys))  # past the chain: not cached
-    for group in layout.groups_of(kind):
-        flags[: len(keys)] = map(bool.__and__, flags, map(first_of.__contains__, zip(keys, repeat(group))))
-    return flags
+def is_cached(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, index: int) -> bool:
+    """Block ``index`` of the ``kind`` groups is cached in every one of them."""
+    key = layout.key_index(kind, index)
+    return (
+        0 <= index
+        and key < len(chain)
+        and all(pool.cached((chain[key], g)) is not None for g in layout.groups_of(kind))
+    )
 
 
 def answer(
@@ -45,10 +41,9 @@ def answer(
     (a negative control): Mamba also accepts the boundary one block after a cached state."""
     B, A = layout.block_of(kind), layout.block_size
     top = limit // B
-    flags = cached_flags(layout, pool, chain, kind, top + 1)  # block ``top`` too: read only by mutants
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
         run = 0
-        while run < top and flags[run]:
+        while run < top and is_cached(layout, pool, chain, kind, run):
             run += 1
         return run * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
@@ -56,13 +51,13 @@ def answer(
         found = (
             end * B
             for end in range(top, 0, -1)
-            if end * B % A == 0 and 0 <= end - 1 - late and flags[end - 1 - late]
+            if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1 - late)
         )
         return next(found, 0)
-    return _swa_answer(layout, flags, top)
+    return _swa_answer(layout, pool, chain, top)
 
 
-def _swa_answer(layout: Layout, flags: list[bool], top: int) -> int:
+def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
     """Right to left: the first run of ``need`` cached blocks ending on an aligned point ends the hit; without
     one, the run of cached blocks from block 0, popped back to an aligned point."""
     B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
@@ -70,7 +65,7 @@ def _swa_answer(layout: Layout, flags: list[bool], top: int) -> int:
         return top * B // A * A
     run = 0  # cached blocks from ``index`` rightwards
     for index in range(top - 1, -1, -1):
-        if not flags[index]:
+        if not is_cached(layout, pool, chain, SWA, index):
             run = 0
             continue
         if run == 0 and (index + 1) * B % A:

@@ -22,15 +22,4 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            _age_survivors()
             gc.enable()
-
-
-def _age_survivors() -> None:
-    """Move what the run left alive to the oldest generation. With the collector paused it all stayed in the
-    youngest, so the first young collection after the run walked every object (the vLLM block pool's 330,000
-    key tuples: a tenth of a replay); the oldest is walked only by a full collection, by when the run's
-    objects have mostly died with it. A caller who froze objects keeps them frozen: then nothing moves."""
-    if not gc.get_freeze_count():
-        gc.freeze()  # every tracked object to the permanent generation...
-        gc.unfreeze()  # ...and back, into the oldest

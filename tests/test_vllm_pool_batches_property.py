@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cache.blocks import steps
+from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.events import BlocksEvicted, BlocksSkipped, EventBus
@@ -109,43 +110,34 @@ def test_sliced_step_helpers_match_their_index_by_index_forms(table, stride, dat
     ]
 
 
-class FreedBlocks:
-    def __init__(self) -> None:
-        self.freed: list = []
-
-    def free_blocks(self, blocks, group) -> None:
-        self.freed.append((list(blocks), group))
-
-
-class WindowLayout:
-    window, block_size = 8, 4
-
-    def block_of(self, kind: str) -> int:
-        return self.block_size
-
-
 @settings(max_examples=200, deadline=None)
-@given(st.lists(table_entry, max_size=30), st.integers(0, 140))
-def test_the_window_release_matches_a_scan_down_to_the_first_null(table, processed):
-    released, pool = list(table), FreedBlocks()
-    steps.release_window(WindowLayout(), pool, released, 2, processed)  # type: ignore[arg-type]
-    top = min(len(table), max(0, (processed - 8 + 1) // 4)) - 1
+@given(st.lists(st.booleans(), max_size=30), st.integers(0, 140))
+def test_the_window_release_matches_a_scan_down_to_the_first_null(nulls, processed):
+    layout = Layout(4, ("full", "swa"), 0, 8, 0)  # a window of 8 tokens, blocks of 4
+    pool = BlockPool(64, layout.group_kinds)
+    table: list[int | None] = [
+        None if null else block for null, block in zip(nulls, pool.get_new_blocks(len(nulls), 1), strict=True)
+    ]
     expected, freed = list(table), []
+    top = min(len(table), max(0, (processed - 8 + 1) // 4)) - 1
     if top >= 0 and table[top] is not None:
         for index in range(top, -1, -1):
             if expected[index] is None:
                 break
             freed.append(expected[index])
             expected[index] = None
-    assert released == expected
-    assert pool.freed == ([(freed, 2)] if freed else [])
+    steps.release_window(layout, pool, table, 1, processed)
+    assert table == expected
+    assert pool.queue()[: len(freed)] == freed  # unhashed: onto the head, the first given first out
+    assert sum(pool.ref_cnt[block] == 0 for block in pool.ref_cnt) == len(freed)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.dictionaries(st.integers(0, 5), st.lists(st.integers(0, 9), max_size=4)), max_size=8))
 def test_shared_skip_sets_answer_as_one_set_per_group(tellings):
     bus = EventBus()
-    tracker = BlockMissTracker(None, None, bus)  # type: ignore[arg-type]
+    layout = Layout(4, ("swa",) * 6, 0, 8, 0)
+    tracker = BlockMissTracker(layout, BlockPool(2, layout.group_kinds), bus)
     handlers = bus.channel(BlocksSkipped)
     per_group: dict[int, set] = {}
     for keys_of_group in tellings:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from conformance.compare import model_for
 from conformance.scenario import EngineConfig, Scenario
 from sim.cache.blocks.layout import policy_layout
-from sim.cache.events import BlockEvicted, BlockHit, BlocksDiscarded, BlocksSkipped
+from sim.cache.events import BlockHit, BlocksDiscarded, BlocksEvicted, BlocksSkipped
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
@@ -95,7 +95,7 @@ class Run:
             model, make_policy("vllm", **knobs), PoolSizes(0, 0, 0, blocks=num_blocks)
         )
         self.events: list = []
-        for kind in (BlockEvicted, BlocksDiscarded, BlocksSkipped, BlockHit):
+        for kind in (BlocksEvicted, BlocksDiscarded, BlocksSkipped, BlockHit):
             self.manager.events.subscribe(kind, self.events.append)
         self.chunk, self.fast, self.iteration = knobs["chunked_prefill_size"], fast, 0
         self.remaining: dict[str, int] = {}  # running request -> decode steps left

@@ -27,7 +27,7 @@ def test_a_window_block_cached_again_is_not_counted_missing():
     for index, block in enumerate(blocks):
         pool.cache(block, (chain[layout.key_index(SWA, index)], 0))
     tracker.evicted[0] = {chain[5]}  # SWA block 2 was evicted once, and is cached again since
-    tracker.skipped[0] = {chain[7]}  # SWA block 3 was computed and left unhashed by retention
+    tracker.skipped[(0,)] = {chain[7]}  # SWA block 3 was computed and left unhashed by retention
     # the window before 128 tokens (blocks 2 and 3) lacks block 3 only: retention, not an eviction
     assert tracker._window_cause(chain, 128) == RETENTION
     assert tracker._window_cause(chain, 64) == BLOCKED_OTHER  # blocks 0 and 1 are there

@@ -32,6 +32,13 @@ class EventBus:
         for handler in self._channels.get(type(event), ()):
             handler(event)
 
+    def close(self) -> None:
+        """Drop every handler (the run is over). An observer holds what it watches and the publisher holds
+        the observer's handlers: left connected, a finished run is cyclic garbage (a vLLM replay: 332,099
+        objects, the block pool's keys), freed only by the next collection's walk over all of it."""
+        for handlers in self._channels.values():
+            handlers.clear()
+
 
 def emit(channel: list[Callable[[Any], None]], event: object) -> None:
     for handler in channel:
@@ -155,18 +162,19 @@ class BlockHit:
 
 
 @dataclass(frozen=True, slots=True)
-class BlockEvicted:
-    """A cached block lost its hash to a new allocation: ``key`` is (block key, group)."""
+class BlocksEvicted:
+    """Cached blocks lost their hash to one allocation, oldest first: ``keys`` are (block key, group)."""
 
-    key: tuple
+    keys: list
 
 
 @dataclass(frozen=True, slots=True)
 class BlocksSkipped:
     """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
-    their block keys, all of one group. No later request can hit them."""
+    their block keys, the same in each of ``groups`` (a model's SWA or Mamba groups skip alike: one event,
+    one set in the watcher, for all of them). No later request can hit them."""
 
-    group: int
+    groups: tuple[int, ...]
     keys: list
 
 

@@ -44,6 +44,8 @@ class WalkHints:
         node = known[1]
         while node.end > shared:
             node = node.parent
+        if node.end <= below.end:  # at or above ``below`` (both on the path): climbing would find the root
+            return []  # (an insert walks on from the leaf it added last, below the node remembered)
         path = []
         while node is not below:
             if node.parent is None:  # the remembered node is not below ``below``

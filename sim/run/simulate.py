@@ -157,6 +157,9 @@ def _result(
         upper_bound(requests),
     )
     summary = Summary.of(reuse, *sections, why_summary(why_totals), bounds)
+    # the run's state then dies by reference counting when the run returns, not in the next collection's walk
+    manager.events.close()
+    manager.discard()
     return SimResult(setup, requests, steps, summary)
 
 

@@ -24,7 +24,6 @@ from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
 from sim.cache.blocks.views import BlockViews
-from sim.cache.events import BlocksSkipped, emit
 from sim.cache.policy import Policy
 from sim.models import FULL, MAMBA, SWA
 
@@ -143,6 +142,7 @@ class BoundaryDecodes(BlockViews):
             )
             for kind in layout.kinds
         }
+        skipped: dict[int, list] = {}
         for group, kind in enumerate(layout.group_kinds):
             block = req.tables[group][index]
             if block is not None:
@@ -152,5 +152,7 @@ class BoundaryDecodes(BlockViews):
                     if kind == MAMBA:
                         self._mamba_keys_this_step.add(key)
                 elif self._on_skip and kind != FULL:
-                    emit(self._on_skip, BlocksSkipped(group, [key[0]]))
+                    skipped[group] = [key[0]]
             req.num_cached[group] = index + 1
+        if skipped:
+            steps.tell_skipped(self._on_skip, skipped)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
-from sim.cache.events import BlockEvicted, BlockHit, BlocksSkipped, EventBus
+from sim.cache.events import BlockHit, BlocksEvicted, BlocksSkipped, EventBus
 from sim.cache.misses import MatchMiss
 from sim.cache.reasons import (
     BLOCKED_OTHER,
@@ -31,23 +31,35 @@ class BlockMissTracker:
     pool: BlockPool
     events: EventBus
     misses: dict[str, MatchMiss] = field(default_factory=dict)
-    # per group, the block keys that were cached and lost their hash, and those computed and left unhashed by
-    # retention: sets of bytes, which the cycle collector never tracks (a set of (key, group) tuples held
-    # millions of tracked tuples by the end of a long trace)
+    # per group, the block keys that were cached and lost their hash; per set of groups told alike (a model's
+    # SWA or Mamba groups), those computed and left unhashed by retention: sets of bytes, which the cycle
+    # collector never tracks (a set of (key, group) tuples held millions of tracked tuples by the end of a
+    # long trace), one for the groups of a kind rather than one per group (a set insert per key and group
+    # was a sixth of a vLLM replay)
     evicted: dict[int, set] = field(default_factory=dict)
-    skipped: dict[int, set] = field(default_factory=dict)
+    skipped: dict[tuple[int, ...], set] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.events.subscribe(BlockEvicted, self._on_evicted)
+        self.events.subscribe(BlocksEvicted, self._on_evicted)
         self.events.subscribe(BlocksSkipped, self._on_skipped)
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
 
-    def _on_evicted(self, event: BlockEvicted) -> None:
-        key, group = event.key
-        self.evicted.setdefault(group, set()).add(key)
+    def _on_evicted(self, event: BlocksEvicted) -> None:
+        evicted = self.evicted
+        for key, group in event.keys:
+            seen = evicted.get(group)
+            if seen is None:
+                seen = evicted[group] = set()
+            seen.add(key)
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
-        self.skipped.setdefault(event.group, set()).update(event.keys)
+        self.skipped.setdefault(event.groups, set()).update(event.keys)
+
+    def _was_evicted(self, key: object, group: int) -> bool:
+        return key in self.evicted.get(group, ())
+
+    def _was_skipped(self, key: object, group: int) -> bool:
+        return any(key in keys for groups, keys in self.skipped.items() if group in groups)
 
     def _on_hit(self, event: BlockHit) -> None:
         """A preempted request admitted again reports its first hit (``BlockCacheManager._start``): so
@@ -59,7 +71,7 @@ class BlockMissTracker:
     def classify(self, chain: list, cached: int, full: int) -> MatchMiss:
         key = self.layout.key_index(FULL, full // self.layout.block_of(FULL))  # FULL's next block
         next_evicted = key < len(chain) and any(
-            chain[key] in self.evicted.get(g, ()) for g in self.layout.groups_of(FULL)
+            self._was_evicted(chain[key], g) for g in self.layout.groups_of(FULL)
         )
         return MatchMiss(self._blocked(chain, cached, full) if full > cached else (), next_evicted)
 
@@ -96,11 +108,11 @@ class BlockMissTracker:
         computes one only at chunk ends, prefill checkpoints and the prompt's last block)."""
         B, ranges = self.layout.block_size, []
         for reason in (MAMBA_EVICTED, RETENTION):
-            seen = self.evicted if reason == MAMBA_EVICTED else self.skipped
+            seen = self._was_evicted if reason == MAMBA_EVICTED else self._was_skipped
             ends = [
                 e
                 for e in range(start + B, full + 1, B)
-                if any(chain[e // B - 1] in seen.get(g, ()) for g in self.layout.groups_of(MAMBA))
+                if any(seen(chain[e // B - 1], g) for g in self.layout.groups_of(MAMBA))
             ]
             if ends:
                 ranges.append((start, ends[-1], reason))
@@ -108,6 +120,6 @@ class BlockMissTracker:
         return ranges + ([(start, full, MAMBA_STATE)] if start < full else [])
 
     def _cause(self, missing: list, evicted_reason: str, otherwise: str) -> str:
-        if any(key in self.evicted.get(g, ()) for key, g in missing):
+        if any(self._was_evicted(key, g) for key, g in missing):
             return evicted_reason
-        return RETENTION if any(key in self.skipped.get(g, ()) for key, g in missing) else otherwise
+        return RETENTION if any(self._was_skipped(key, g) for key, g in missing) else otherwise

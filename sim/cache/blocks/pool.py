@@ -6,7 +6,9 @@ id order; ``get_new_blocks`` pops from its head, and a popped block that still h
 eviction); ``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks
 that reach ref count 0 without a hash (given order kept: the first given is popped first) and appends the
 hashed ones (LRU). The cache map keys ``(block key, group)`` to every block hashed to it, oldest first: there
-is no de-duplication, and a lookup takes the oldest one still cached.
+is no de-duplication, and a lookup takes the oldest one still cached. A key almost always has one block, so
+the map is kept as its oldest block (``first_of``) and, for the rare keys with more, the newer ones in a list
+(``more_of``): a list per key held hundreds of thousands of lists the collector walks after a run.
 
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
@@ -17,10 +19,10 @@ block out of it anywhere.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
-from sim.cache.events import BlockEvicted, BlocksDiscarded, EventBus, emit
+from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
 
 Key = tuple[object, int]  # (block key, group index)
 
@@ -38,7 +40,8 @@ class BlockPool:
         self._tail: OrderedDict[int, None] = OrderedDict()
         self.ref_cnt: dict[int, int] = {}  # handed-out ids only (absent: never used, 0 when free)
         self.key_of: dict[int, Key] = {}
-        self.blocks_of: dict[Key, list[int]] = {}
+        self.first_of: dict[Key, int] = {}  # each cached key's oldest block
+        self.more_of: dict[Key, list[int]] = {}  # its newer blocks, oldest first, where it has any
         kinds = set(group_kinds)
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
@@ -46,7 +49,9 @@ class BlockPool:
         bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
         self._discarded = bus.channel(BlocksDiscarded)
-        self.on_evict = bus.channel(BlockEvicted)  # each eviction of a cached block (the why watcher)
+        self.on_evict = bus.channel(
+            BlocksEvicted
+        )  # the cached blocks each allocation evicts (the why watcher)
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -97,29 +102,35 @@ class BlockPool:
 
     def _evict_oldest(self, count: int) -> list[int]:
         """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
-        (a prefill step evicts hundreds: one loop, not a call per block)."""
-        tail, key_of, blocks_of, group_kinds = self._tail, self.key_of, self.blocks_of, self.group_kinds
-        discarded, on_evict = self._discarded, self.on_evict
-        cached_free, num_evictions = self.cached_free, self.num_evictions
-        blocks: list[int] = []
-        for _ in range(count):
-            block = tail.popitem(last=False)[0]
-            blocks.append(block)
-            key = key_of.pop(block, None)
-            if key is None:
-                continue
-            if discarded:
-                emit(discarded, BlocksDiscarded(key[1], [block]))
-            kind = group_kinds[key[1]]
-            cached_free[kind] -= 1
-            num_evictions[kind] += 1
-            for handler in on_evict:  # emit() inline: a prefill step evicts hundreds
-                handler(BlockEvicted(key))
-            holders = blocks_of[key]
-            holders.remove(block)
-            if not holders:
-                del blocks_of[key]
+        (a prefill step evicts hundreds: batched, in the queue's order). Every tail block is hashed."""
+        tail, key_of, group_kinds = self._tail, self.key_of, self.group_kinds
+        blocks = [tail.popitem(last=False)[0] for _ in range(count)]
+        keys = list(map(key_of.pop, blocks))
+        if self._discarded:
+            for block, key in zip(blocks, keys, strict=True):
+                emit(self._discarded, BlocksDiscarded(key[1], [block]))
+        for group, num_group in Counter(key[1] for key in keys).items():
+            self.cached_free[group_kinds[group]] -= num_group
+            self.num_evictions[group_kinds[group]] += num_group
+        if self.on_evict:
+            emit(self.on_evict, BlocksEvicted(keys))
+        first_of, more_of = self.first_of, self.more_of
+        for block, key in zip(blocks, keys, strict=True):
+            if key in more_of:
+                self._forget_duplicate(block, key)
+            else:
+                del first_of[key]
         return blocks
+
+    def _forget_duplicate(self, block: int, key: Key) -> None:
+        """``block`` leaves a key that has more than one block: the next oldest becomes its first."""
+        newer = self.more_of[key]
+        if self.first_of[key] == block:
+            self.first_of[key] = newer.pop(0)
+        else:
+            newer.remove(block)
+        if not newer:
+            del self.more_of[key]
 
     def touch(self, blocks: list[int | None], group: int) -> None:
         """A hit: each block leaves the free queue (if there) and gains a reference."""
@@ -186,24 +197,40 @@ class BlockPool:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
         if block not in self.key_of:
             self.key_of[block] = key
-            self.blocks_of.setdefault(key, []).append(block)
+            self._list(block, key)
+
+    def _list(self, block: int, key: Key) -> None:
+        if key in self.first_of:
+            self.more_of.setdefault(key, []).append(block)
+        else:
+            self.first_of[key] = block
 
     def cache_all(self, blocks: list[int], keys: list[Key]) -> None:
-        """``cache`` for each block with its key, in order (a prefill step hashes hundreds)."""
-        key_of, blocks_of = self.key_of, self.blocks_of
+        """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
+        block is new to the map and every key too: then in two updates."""
+        key_of, first_of = self.key_of, self.first_of
+        new_keys = dict(zip(keys, blocks, strict=True))
+        if (
+            len(new_keys) == len(blocks)
+            and key_of.keys().isdisjoint(blocks)
+            and first_of.keys().isdisjoint(keys)
+        ):
+            key_of.update(zip(blocks, keys, strict=True))
+            first_of.update(new_keys)
+            return
         for block, key in zip(blocks, keys, strict=True):
             if block not in key_of:
                 key_of[block] = key
-                holders = blocks_of.get(key)
-                if holders is None:
-                    blocks_of[key] = [block]
-                else:
-                    holders.append(block)
+                self._list(block, key)
 
     def cached(self, key: Key) -> int | None:
         """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
-        blocks = self.blocks_of.get(key)
-        return blocks[0] if blocks else None
+        return self.first_of.get(key)
+
+    @property
+    def blocks_of(self) -> dict[Key, list[int]]:
+        """Every cached key's blocks, oldest first (for tests and integrity checks)."""
+        return {key: [block, *self.more_of.get(key, ())] for key, block in self.first_of.items()}
 
     def is_evictable(self, block: int | None) -> bool:
         """A cached block no running request holds: touching it takes it out of the free queue."""

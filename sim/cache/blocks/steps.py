@@ -7,7 +7,8 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from itertools import compress, repeat
+from typing import Any, cast
 
 from sim.align import ceil_div
 from sim.cache.blocks.keys import BlockKeys
@@ -37,14 +38,10 @@ def release_window(
     top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)) - 1
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    freed = []
-    for index in range(top, -1, -1):
-        block = table[index]
-        if block is None:
-            break
-        freed.append(block)
-        table[index] = None
-    pool.free_blocks(freed, group)
+    below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
+    num_freed = below.index(None) if None in below else len(below)
+    table[top + 1 - num_freed : top + 1] = [None] * num_freed
+    pool.free_blocks(below[:num_freed], group)
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
@@ -110,6 +107,7 @@ def cache_blocks(
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     stride_of = layout.key_stride
+    skipped: dict[int, list] = {}
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
@@ -120,27 +118,54 @@ def cache_blocks(
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         stride = stride_of[kind]
-        blocks: list[int] = []
-        new_keys: list[tuple[object, int]] = []
-        for index in indices:
-            block = table[index]
-            if block is not None:
-                blocks.append(block)
-                new_keys.append((keys_of[(index + 1) * stride - 1], group))  # Layout.key_index inline
+        blocks, new_keys = _hashed_blocks(table, keys_of, stride, group, indices)
         pool.cache_all(blocks, new_keys)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
-            _tell_skipped(on_skip, layout, req, group, range(first, stop), set(indices))
+            skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
         req.num_cached[group] = max(first, full_blocks)
+    if on_skip and skipped:
+        tell_skipped(on_skip, skipped)
 
 
-def _tell_skipped(on_skip, layout: Layout, req: BlockRequest, group: int, span: range, kept: set) -> None:
-    table = req.tables[group]
-    chain_keys, stride = req.chain.keys, layout.key_stride[layout.group_kinds[group]]
-    keys = [chain_keys[(i + 1) * stride - 1] for i in span if table[i] is not None and i not in kept]
-    if keys:
-        emit(on_skip, BlocksSkipped(group, keys))
+def _hashed_blocks(
+    table: list[int | None], keys_of: list, stride: int, group: int, indices: range | list[int]
+) -> tuple[list[int], list[tuple[object, int]]]:
+    """The held blocks at ``indices`` and their (key, group); a run with no null (FULL's, a dense mask's:
+    hundreds a prefill step) by slicing. Block ``i``'s key is ``keys_of[(i + 1) * stride - 1]``."""
+    if isinstance(indices, range) and indices:
+        blocks = table[indices.start : indices.stop]
+        if None not in blocks:
+            keys = keys_of[(indices.start + 1) * stride - 1 : indices.stop * stride : stride]
+            return cast(list[int], blocks), list(zip(keys, repeat(group)))
+    held = [index for index in indices if table[index] is not None]
+    return [cast(int, table[i]) for i in held], [(keys_of[(i + 1) * stride - 1], group) for i in held]
+
+
+def _unhashed_keys(table: list[int | None], keys_of: list, stride: int, first: int, stop: int, kept) -> list:
+    """The keys of the held blocks of ``[first, stop)`` the mask left out (a block id is never 0, the null
+    block: a held block is truthy)."""
+    held = table[first:stop]
+    for index in kept:
+        held[index - first] = None
+    return list(compress(keys_of[(first + 1) * stride - 1 : stop * stride : stride], held))
+
+
+def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, list]) -> None:
+    """One ``BlocksSkipped`` for the groups told the same keys, in group order; none for no keys."""
+    told: list[tuple[list, list[int]]] = []
+    for group, keys in keys_of_group.items():
+        if not keys:
+            continue
+        for seen, groups in told:
+            if seen == keys:
+                groups.append(group)
+                break
+        else:
+            told.append((keys, [group]))
+    for keys, groups in told:
+        emit(on_skip, BlocksSkipped(tuple(groups), keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

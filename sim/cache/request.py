@@ -101,6 +101,8 @@ class RequestCache:
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""
         count = (end - self.prefix_len) // self.page_size
-        full, swa = self.own_full[:count], self.own_swa[:count]
-        del self.own_full[:count], self.own_swa[:count]
+        # the lists pass as they are and keep what stays: a commit or finish takes all or all but a page
+        full, swa = self.own_full, self.own_swa
+        self.own_full, self.own_swa = full[count:], swa[count:]
+        del full[count:], swa[count:]
         return full, swa

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from cache_helpers import seq
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
@@ -83,6 +84,7 @@ def cases(draw):
     return trace, config
 
 
+@pytest.mark.interpreted  # patches freetoken_common.evict_full, which the compiled core calls directly
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases())
 def test_kept_heap_evicts_as_the_scan(case, monkeypatch):
@@ -97,6 +99,7 @@ def test_kept_heap_evicts_as_the_scan(case, monkeypatch):
     assert kept.summary == scan.summary
 
 
+@pytest.mark.interpreted  # patches freetoken_common.evict_full, which the compiled core calls directly
 def test_the_property_meets_evictions(monkeypatch):
     """The generated cases do evict (a test of the generator: a heap never asked would pass anything)."""
     trace = multiturn(

@@ -14,19 +14,10 @@ from sim.cache.components import SWA
 from sim.cache.insert import free_live
 from sim.cache.integrity import IntegrityError
 from sim.cache.locks import LockSet
+from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 from sim.cache.results import MatchResult
-
-
-class Freed:
-    """Stands for the tree: ``free_live`` hands its SWA pool the pages."""
-
-    def __init__(self):
-        self.swa_pool = self
-        self.ids: list = []
-
-    def free(self, ids):
-        self.ids += ids
+from sim.cache.tree import RadixTree
 
 
 def fresh(page: int) -> RequestCache:
@@ -62,9 +53,9 @@ def test_freed_pages_stay_a_prefix_and_the_ends_tell(page, ops):
             req.prefix_len = end
         elif op == "slice":
             run = req.own_swa[min(a, b) : max(a, b)]
-            tree = Freed()
+            tree = RadixTree(page, Pool("full", 0), Pool("swa", 10_000), Pool("state", 0))
             free_live(tree, run)
-            assert tree.ids == [p for p in run if p is not None]
+            assert tree.swa_pool.returned_ids() == [p for p in reversed(run) if p is not None]
         live_from = next((i for i, p in enumerate(req.own_swa) if p is not None), len(req.own_swa))
         assert None not in req.own_swa[live_from:]
 

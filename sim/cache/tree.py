@@ -1,7 +1,5 @@
-"""The radix tree: structure, page-granular walks, splits, LRU stamps.
-
-Policy (what to keep, when a match is acceptable) lives in the manager; this file only keeps the
-structure consistent and the pools' tree-held counts exact.
+"""The radix tree: structure, page-granular walks, splits, LRU stamps. Policy (what to keep, when a match is
+acceptable) lives in the manager; this file only keeps the structure consistent and the pools' counts exact.
 """
 
 from __future__ import annotations
@@ -168,11 +166,13 @@ class RadixTree:
         if self._evicting:
             emit(self._evicting, Evicting(comp, node))
 
-    def revive(self, node: Node, swa_pages: list[int]) -> None:
+    def revive(self, node: Node, swa_pages: list[int], stamp: bool = True) -> None:
+        """``stamp``: SWA-stamp it (False: rules that keep no SWA stamp, FreeToken's one timestamp a node)."""
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages
         self.num_swa_pages += len(swa_pages)
-        self.touch(node, SWA)
+        if stamp:
+            self.touch(node, SWA)
 
     def drop_state(self, node: Node) -> int:
         if self._state_dropping:

@@ -47,7 +47,7 @@ def _reconcile(tree: RadixTree, req: RequestCache, node: Node, swa: list, clock:
         free_live(tree, swa[:cut])
         tree.split(node, frontier - node.start)
         swa = swa[cut:]
-    tree.revive(node, swa)
+    tree.revive(node, swa, stamp=False)  # no SWA stamp: FreeToken's one timestamp, the FULL one, is new
     clock.stamp_new(node)
 
 

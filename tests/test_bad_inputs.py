@@ -92,14 +92,14 @@ def test_bad_numbers_are_named_by_their_option(tmp_path, good_trace, options, lo
 def test_a_billion_mamba_states_cost_nothing_until_used(good_trace):
     result = invoke(["simulate", "--trace", good_trace, "--mamba-states", "1000000000", "--format", "json"], seconds=30)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["summary"]["rejected_requests"] == 0
+    assert json.loads(result.stdout)["summary"]["rejected_requests"] == 0
 
 
 def test_the_fit_check_is_the_one_admission_applies(good_trace):
     """SGLang holds 3 states per running request: 2 states reject every request up front, with no retraction."""
     result = invoke(["simulate", "--trace", good_trace, "--policy", "sglang", "--mamba-states", "2", "--format",
                      "json"])
-    summary = json.loads(result.output)["summary"]
+    summary = json.loads(result.stdout)["summary"]
     assert summary["rejected_requests"] == 2 and summary["retractions"] == 0
     result = invoke(["simulate", "--trace", good_trace, "--policy", "sglang", "--mamba-states", "2"])
     assert "needs 3 MAMBA states (the running state + 2 checkpoint slots), the pool has 2" in result.output

@@ -85,7 +85,7 @@ def test_trace_gen_and_import_say_what_they_wrote(tmp_path, data_dir):
     assert result.exit_code == 0 and result.output.rstrip().endswith(f"wrote {imported}")
     stats = CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "md"])
     assert stats.output.startswith("| statistic | value |\n|:---|---:|\n| requests | 40 |")
-    assert json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).output)[
+    assert json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).stdout)[
         "requests"] == 40
 
 

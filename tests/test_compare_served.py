@@ -28,7 +28,7 @@ ARGS = [
 
 
 def test_requests_one_run_never_served_are_counted_apart():
-    payload = json.loads(CliRunner().invoke(cli, [*ARGS, "--format", "json"], catch_exceptions=False).output)
+    payload = json.loads(CliRunner().invoke(cli, [*ARGS, "--format", "json"], catch_exceptions=False).stdout)
     compared = payload["compare"]
     assert compared["summary"]["rejected_requests"] == 128 and payload["summary"]["rejected_requests"] == 0
     assert compared["served_by_both"] == 0 and compared["served_by_base_only"] == 128

@@ -31,7 +31,7 @@ def test_simulate_json_and_compare(tmp_path):
     result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "freetoken", "--model",
                     "gemma-4-26b-a4b", "--compare", "freetoken-lazy", "--format", "json", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert {"trace", "policy", "config", "resolved", "pools", "summary", "compare"} <= set(payload)
     assert JSON_KEYS <= set(payload["summary"]) and JSON_KEYS <= set(payload["compare"]["summary"])
     assert payload["config"]["policy"] == "freetoken" and payload["compare"]["config"]["policy"] == "freetoken-lazy"
@@ -171,7 +171,7 @@ def test_replay_mode_equals_timed_mode_when_requests_never_overlap(trace_kind, t
     for mode in ("timed", "replay"):
         result = invoke("simulate", "--trace", str(path), "--policy", "freetoken-lazy", "--model", "gemma-4-26b-a4b",
                         "--mode", mode, "--format", "json")
-        outputs[mode] = json.loads(result.output)["summary"]
+        outputs[mode] = json.loads(result.stdout)["summary"]
     for key in ("cached_tokens", "recomputed_tokens", "hits", "peak_swa_slots"):
         assert outputs["timed"][key] == outputs["replay"][key], key
     assert outputs["replay"]["makespan_s"] == 0.0  # replay has no time
@@ -188,7 +188,7 @@ def test_replay_summary_says_it_has_no_time():
 
 def test_replay_mode_on_the_mooncake_slice_reports_every_request():
     result = invoke("simulate", "--trace", "traces/mooncake_conversation_500.jsonl", "--mode", "replay", "--format", "json")
-    payload = json.loads(result.output)["summary"]
+    payload = json.loads(result.stdout)["summary"]
     assert payload["requests"] == 500 and payload["num_steps"] == 500 and payload["cached_tokens"] > 0
 
 
@@ -212,7 +212,7 @@ def test_simulate_compare_changes_each_percentile_and_each_pool_separately(tmp_p
     result = invoke("simulate", "--trace", str(trace), "--policy", "sglang", "--compare", "sglang-retain",
                     "--chunked-prefill-size", "16384", "--format", "json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     before, after = data["summary"], data["compare"]["summary"]
     table = invoke("simulate", "--trace", str(trace), "--policy", "sglang", "--compare", "sglang-retain",
                    "--chunked-prefill-size", "16384", "--format", "md").output

@@ -84,7 +84,7 @@ def test_policies_and_simulate_on_the_command_line(toy, tmp_path):
         cli, ["simulate", "--trace", str(path), "--policy", "radix-fifo", "--format", "json"]
     )
     assert ran.exit_code == 0, ran.output
-    assert json.loads(ran.output)["summary"]["requests"] == len(TRACE)
+    assert json.loads(ran.stdout)["summary"]["requests"] == len(TRACE)
 
 
 def test_a_grid_runs_it(toy, tmp_path):

@@ -8,7 +8,7 @@ watcher or none (its blocked ranges are then ``blocked_other``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from sim.cache.components import SWA
 from sim.cache.events import (
@@ -46,6 +46,9 @@ class MatchMiss:
     next_page_evicted: bool = False  # the page at full_depth was in the tree under this path, and evicted
 
 
+_NO_MISS = MatchMiss()  # most matches lose nothing: one shared record for them (frozen)
+
+
 class MissWatcher(Protocol):
     misses: dict[str, MatchMiss]  # request id -> what its (last) admitted match lost
 
@@ -60,12 +63,16 @@ class TreeMissTracker:
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
-    # an evicted node's first page (hashed) -> the prefixes before it: their path's keys, hashed when first asked
-    evicted_pages: dict[int, list] = field(default_factory=dict)
+    # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
+    # path's keys, hashed when first asked (per evicted leaf, so kept as small as an entry can be)
+    evicted_pages: dict[int, Any] = field(default_factory=dict)
     _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
-    _pending: MatchMiss = MatchMiss()
+    # the leaf being deleted: its tombstone and state drop follow its deletion, and nothing can ask about it
+    # again (a later match walks live nodes only), so the two node-id tables record only live nodes
+    _deleted: Node | None = None
+    _pending: MatchMiss = _NO_MISS
 
     def __post_init__(self):
         subscribe = self.events.subscribe
@@ -87,14 +94,14 @@ class TreeMissTracker:
     def _on_tombstone(self, event: Tombstoning) -> None:
         node, evicted = event.node, self._swa_eviction_pending
         self._swa_eviction_pending = False
-        if node.swa_pages is not None:
+        if node.swa_pages is not None and node is not self._deleted:
             self.tomb_cause[node.id] = (
                 SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
             )
 
     def _on_drop_state(self, event: StateDropping) -> None:
         node = event.node
-        if node.state is not None:
+        if node.state is not None and node is not self._deleted:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
@@ -103,8 +110,18 @@ class TreeMissTracker:
         again later is a new node, but the same tokens."""
         node = event.node
         above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
-        self.evicted_pages.setdefault(hash(node.edge), []).append(above)
+        key = hash(node.edge)
+        earlier = self.evicted_pages.get(key, _NONE)
+        if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
+            self.evicted_pages[key] = above
+        elif type(earlier) is list:
+            earlier.append(above)
+        else:
+            self.evicted_pages[key] = [earlier, above]
         self._prefix_links.pop(node.id, None)
+        self.tomb_cause.pop(node.id, None)
+        self.state_evicted.pop(node.id, None)
+        self._deleted = node
 
     def _prefix_link(self, node: Node) -> tuple | None:
         """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,
@@ -144,17 +161,22 @@ class TreeMissTracker:
         page = self.tree.page_size
         evicted = self._was_evicted(tokens, full_depth, page)
         blocked = self._blocked(path, cached, full_depth) if full_depth > cached else ()
-        return MatchMiss(blocked, evicted)
+        return MatchMiss(blocked, evicted) if blocked or evicted else _NO_MISS
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
         """Whether a node starting at ``depth`` after exactly these tokens was evicted."""
-        prefixes = self.evicted_pages.get(hash(tokens.first_page(page, depth)))
-        if not prefixes:
+        first = hash(tokens.first_page(page, depth))
+        entry = self.evicted_pages.get(first, _NONE)
+        if entry is _NONE:
             return False
         wanted = hash(tokens.slice(0, depth))
-        for index, prefix in enumerate(prefixes):
+        if type(entry) is not list:
+            if not isinstance(entry, int):
+                entry = self.evicted_pages[first] = _prefix_hash(entry)
+            return entry == wanted
+        for index, prefix in enumerate(entry):
             if not isinstance(prefix, int):
-                prefix = prefixes[index] = hash(TokenSeq([run for key in _keys(prefix) for run in key.runs]))
+                prefix = entry[index] = _prefix_hash(prefix)
             if prefix == wanted:
                 return True
         return False
@@ -203,6 +225,13 @@ class TreeMissTracker:
         last = evicted[-1]
         ranges = [(start, last.end, self.state_evicted[last.id])]
         return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
+
+
+_NONE = object()  # no entry (None is a prefix link: the empty prefix)
+
+
+def _prefix_hash(link: tuple | None) -> int:
+    return hash(TokenSeq([run for key in _keys(link) for run in key.runs]))
 
 
 def _keys(link: tuple | None) -> list:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +12,7 @@ import pandas as pd
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.interface import CacheModel
 from sim.cache.sizing import PoolSizes
+from sim.run.table_chunks import frame_of_rows
 from sim.sched.request import REQUEST_COLUMNS, RequestState
 from sim.sched.request import served as served_rows
 
@@ -26,7 +27,8 @@ def pool_values(usage: dict) -> tuple[int, ...]:
 
 def request_table(states: Iterable[RequestState]) -> pd.DataFrame:
     """The request table: one row per request, in the order given (the trace's)."""
-    return pd.DataFrame([state.row() for state in states], columns=REQUEST_COLUMNS)
+    states = states if isinstance(states, Collection) else list(states)
+    return frame_of_rows(lambda: (state.row() for state in states), REQUEST_COLUMNS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ import simpy
 
 from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import BoundFigures, run_bounds, served_ids
-from sim.bounds.upper_bound import upper_bound, with_ideal
+from sim.bounds.upper_bound import ideal_by_request, upper_bound, with_ideal
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
 from sim.cache.misses import MissWatcher
@@ -24,7 +24,6 @@ from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
 from sim.run.metrics import (
-    POOL_COLUMNS,
     pool_figures,
     pool_values,
     request_table,
@@ -34,8 +33,9 @@ from sim.run.metrics import (
 from sim.run.replay import replay_trace
 from sim.run.setup import RunSetup, build
 from sim.run.slo import capacity_figures
+from sim.run.step_log import ReplaySteps
 from sim.run.summary import Summary
-from sim.run.why import why_ranges, why_summary, with_why
+from sim.run.why import why_column, why_summary
 from sim.sched.request import states_of
 from sim.trace import Trace
 
@@ -71,6 +71,9 @@ def simulate(
     steps without the scheduler; False forces the step-by-step loop (the tests compare the two).
     ``setup``: ``build(config)`` where the caller made it already."""
     setup = setup if setup is not None else build(config)
+    # the trace's ideal reuse (``with_ideal``, cached per trace) before the run: the trie it walks is freed
+    # before the run's state grows, so at a million requests the two never add up to the peak
+    ideal_by_request(trace)
     with collector_paused():
         if config.mode == "replay":
             return run_replay(trace, setup, on_step=on_step, on_phase=on_phase)
@@ -134,8 +137,8 @@ def _result(
 ) -> SimResult:
     """The tables and the summary's typed sections: reuse, time, occupancy against capacity and evictions, the
     upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
-    ranges = why_ranges(requests, watcher, manager.page_size)
-    requests = with_why(requests, ranges)
+    why, why_totals = why_column(requests, watcher, manager.page_size)
+    requests = requests.assign(why=why)
     reuse = reuse_figures(requests)
     if setup.config.bounds:
         if on_phase:
@@ -153,7 +156,7 @@ def _result(
         pool_figures(steps, setup.sizes, manager),
         upper_bound(requests),
     )
-    summary = Summary.of(reuse, *sections, why_summary(ranges), bounds)
+    summary = Summary.of(reuse, *sections, why_summary(why_totals), bounds)
     return SimResult(setup, requests, steps, summary)
 
 
@@ -171,20 +174,21 @@ def run_replay(
     manager = make_manager(model, policy, sizes, EventBus())
     tracker = manager.watch_misses()
     states = states_of(trace)
-    steps, order = [], []
+    steps = ReplaySteps()
     fits = _fits_check(trace, manager)
     runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
     for index, (request_id, run, usage) in enumerate(runs):
-        order.append(request_id)
         if isinstance(run, str):
             states[request_id].rejected = run
         else:
-            states[request_id].match, states[request_id].inserted_len = run.match, run.inserted_len
-        steps.append((index, request_id) + pool_values(usage))
+            # the row needs the match's lengths only: its node may be evicted later and should then go
+            states[request_id].match = run.match._replace(node=None)
+            states[request_id].inserted_len = run.inserted_len
+        steps.append(request_id, pool_values(usage))
         if on_step:
             on_step(index + 1)
     requests = with_ideal(trace, request_table(states.values()))
-    steps_frame = pd.DataFrame(steps, columns=("step", "request") + POOL_COLUMNS)
+    steps_frame, order = steps.frame(), steps.requests
     events = (
         replay_events(
             trace, order, served_ids(requests), {r for r in order if fits(r) is None}, manager.page_size

@@ -84,20 +84,21 @@ def parse_ranges(text: str) -> list[Range]:
     return ranges
 
 
-def why_ranges(requests: pd.DataFrame, watcher: MissWatcher | None, page_size: int) -> dict[str, list[Range]]:
-    """Every served request's recomputed ranges, by id. Without a watcher (a cache that has none) blocked
-    ranges are ``blocked_other``."""
+def why_column(requests: pd.DataFrame, watcher: MissWatcher | None, page_size: int) -> tuple[list[str], dict]:
+    """Every request's ``why`` text (empty for a request that never ran) and the recomputed tokens per reason,
+    in one pass: a million requests' ranges are never all held at once. Without a watcher (a cache that has
+    none) blocked ranges are ``blocked_other``."""
     misses = watcher.misses if watcher is not None else {}
-    return {
-        row.id: request_ranges(row, misses.get(row.id), page_size)
-        for row in requests.itertuples(index=False)
-        if row.rejected == ""
-    }
-
-
-def with_why(requests: pd.DataFrame, ranges: dict[str, list[Range]]) -> pd.DataFrame:
-    """The request table with its ``why`` column (empty for a request that never ran)."""
-    return requests.assign(why=[format_ranges(ranges[i]) if i in ranges else "" for i in requests["id"]])
+    totals, column = dict.fromkeys(REASONS, 0), []
+    for row in requests.itertuples(index=False):
+        if row.rejected != "":
+            column.append("")
+            continue
+        ranges = request_ranges(row, misses.get(row.id), page_size)
+        for start, end, reason in ranges:
+            totals[reason] += end - start
+        column.append(format_ranges(ranges))
+    return column, totals
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,12 +128,8 @@ def why_key(reason: str) -> str:
     return f"why_{reason}_tokens"
 
 
-def why_summary(ranges: dict[str, list[Range]]) -> WhyFigures:
-    """Recomputed tokens per reason over a run's typed ranges."""
-    totals = dict.fromkeys(REASONS, 0)
-    for request_ranges_ in ranges.values():
-        for start, end, reason in request_ranges_:
-            totals[reason] += end - start
+def why_summary(totals: dict[str, int]) -> WhyFigures:
+    """Recomputed tokens per reason, as ``why_column`` counted them."""
     return WhyFigures.of(totals)
 
 

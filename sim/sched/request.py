@@ -57,7 +57,7 @@ def served(table: Any) -> Any:
     return table[served_mask(table)]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # one per request of the trace: a million at the fan-out's scale
 class RequestState:
     request_id: str
     session: str | None

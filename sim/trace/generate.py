@@ -74,13 +74,14 @@ def fanout(
     arrivals = _arrivals("fanout", num_groups * prompts_per_group, request_rate, random.Random(seed))
     requests: list[Request] = []
     for group in range(num_groups):
+        system = _ref(f"sys-g{group}", system_len)  # one shared record: a million requests at memory scale
         for prompt in range(prompts_per_group):
             request_id = f"g{group}-p{prompt}"
             requests.append(
                 Request(
                     id=request_id,
                     arrival=arrivals[len(requests)],
-                    prompt=[_ref(f"sys-g{group}", system_len), _ref(f"q-{request_id}", question_len)],
+                    prompt=[system, _ref(f"q-{request_id}", question_len)],
                     output_len=output_len,
                 )
             )

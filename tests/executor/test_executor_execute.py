@@ -52,7 +52,7 @@ def test_execute_cli_json(tmp_path):
                                       "--track-interval", "16", "--format", "json", "--out", str(tmp_path / "out")],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert {"requests_checked", "requests_not_bit_exact", "not_bit_exact_ids", "logprob_max_abs_diff", "kl_max",
             "step_time_mape", "measured_tokens_per_s"} <= set(payload)
     assert payload["requests_not_bit_exact"] == 0 and payload["logprob_max_abs_diff"] == 0.0
@@ -69,7 +69,7 @@ def test_calibrate_writes_a_file_simulate_reads(tmp_path):
     assert result.exit_code == 0 and calibration.exists(), result.output
     simulated = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--model", "tiny", "--gpu", "cpu",
                                          "--calibration", str(calibration), "--format", "json"], catch_exceptions=False)
-    assert simulated.exit_code == 0 and json.loads(simulated.output)["summary"]["makespan_s"] > 0
+    assert simulated.exit_code == 0 and json.loads(simulated.stdout)["summary"]["makespan_s"] > 0
 
 
 def test_bit_exact_when_the_swa_pool_must_evict(device):
@@ -100,7 +100,7 @@ def test_a_rejected_request_is_reported_as_rejected_not_as_a_kl_alarm(tmp_path):
     result = CliRunner().invoke(cli, ["execute", "--trace", str(_trace_with_one_too_big(tmp_path)), "--kernels",
                                       "torch", "--pool-tokens", "256", "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert payload["requests_rejected"] == 1 and payload["rejected_ids"] == ["b"]
     assert payload["requests_checked"] == 1 and payload["kl_max"] == 0.0 and payload["requests_not_bit_exact"] == 0
 
@@ -154,7 +154,7 @@ def test_marconi_under_one_byte_budget_evicts_and_stays_bit_exact(tmp_path):
                                       "--chunked-prefill-size", "64", "--cache-bytes", str(12 * state + 300 * kv),
                                       "--format", "json", "--out", str(tmp_path / "out")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert payload["requests_not_bit_exact"] == 0 and payload["cached_tokens"] > 0
     measured = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert measured["evictions_full"] > 0 and measured["evictions_mamba"] > 0  # the budget was contended

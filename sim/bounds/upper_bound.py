@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from sim.sched.request import served as served_rows
@@ -30,9 +31,10 @@ from sim.trace.stats import followup_parents, ideal_cached_tokens
 _IDEAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Trace -> per-request ideal, computed once
 
 
-def ideal_by_request(trace: Trace) -> dict[str, int]:
+def ideal_in_trace_order(trace: Trace) -> np.ndarray:
+    """Every request's ideal reuse, in the trace's order (machine ints: a million requests' worth is 8 MB)."""
     if trace not in _IDEAL:
-        _IDEAL[trace] = dict(zip((r.id for r in trace), ideal_cached_tokens(trace), strict=True))
+        _IDEAL[trace] = np.array(ideal_cached_tokens(trace), dtype=np.int64)
     return _IDEAL[trace]
 
 
@@ -40,8 +42,17 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
     """The request table with ``ideal_cached_tokens`` and, where it has ``inserted_tokens`` (what the tree
     kept of each request at its finish), ``previous_inserted_tokens``: what it kept of a follow-up's
     previous turn (a MAMBA model's insert stops at the last checkpoint, so a short answer is never cached)."""
-    ideal = ideal_by_request(trace)
-    requests = requests.assign(ideal_cached_tokens=[ideal[request_id] for request_id in requests["id"]])
+    ideal = ideal_in_trace_order(trace)
+    ids = requests["id"]
+    column: np.ndarray | list
+    if not len(ids):
+        column = []
+    elif len(ids) == len(trace) and all(a == r.id for a, r in zip(ids, trace, strict=True)):
+        column = ideal.copy()
+    else:
+        by_id = dict(zip((r.id for r in trace), ideal.tolist(), strict=True))
+        column = np.array([by_id[request_id] for request_id in ids], dtype=np.int64)
+    requests = requests.assign(ideal_cached_tokens=column)
     if "inserted_tokens" not in requests:
         return requests
     inserted = dict(zip(requests["id"], requests["inserted_tokens"], strict=True))

@@ -10,7 +10,7 @@ import simpy
 
 from sim.bounds.events import EventRecorder, replay_events
 from sim.bounds.summary import BoundFigures, run_bounds, served_ids
-from sim.bounds.upper_bound import ideal_by_request, upper_bound, with_ideal
+from sim.bounds.upper_bound import ideal_in_trace_order, upper_bound, with_ideal
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
 from sim.cache.misses import MissWatcher
@@ -73,7 +73,7 @@ def simulate(
     setup = setup if setup is not None else build(config)
     # the trace's ideal reuse (``with_ideal``, cached per trace) before the run: the trie it walks is freed
     # before the run's state grows, so at a million requests the two never add up to the peak
-    ideal_by_request(trace)
+    ideal_in_trace_order(trace)
     with collector_paused():
         if config.mode == "replay":
             return run_replay(trace, setup, on_step=on_step, on_phase=on_phase)
@@ -188,7 +188,10 @@ def run_replay(
         if on_step:
             on_step(index + 1)
     requests = with_ideal(trace, request_table(states.values()))
+    # the tables hold all that is asked of the records now: at a million requests they are 400 MB to free
+    del states
     steps_frame, order = steps.frame(), steps.requests
+    del steps
     events = (
         replay_events(
             trace, order, served_ids(requests), {r for r in order if fits(r) is None}, manager.page_size

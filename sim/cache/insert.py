@@ -138,7 +138,11 @@ def _from(pages: list, index: int) -> list:
 
 
 def free_live(tree: RadixTree, swa: list[int | None]) -> None:
-    tree.swa_pool.free([page for page in swa if page is not None])
+    """``swa``: a run of a request's own SWA pages, whose None entries form a prefix (check_integrity)."""
+    if swa and swa[-1] is not None:  # else every entry is None
+        tree.swa_pool.free(
+            cast("list[int]", swa) if swa[0] is not None else [p for p in swa if p is not None]
+        )
 
 
 def _live(swa: list[int | None]) -> list[int]:

@@ -85,6 +85,8 @@ def _check_request(manager, req) -> None:
     _expect(
         req.last_node is manager.tree.root or req.last_node.alive, f"{req.request_id}: locked a dead node"
     )
+    live_from = next((i for i, page in enumerate(req.own_swa) if page is not None), len(req.own_swa))
+    _expect(None not in req.own_swa[live_from:], f"{req.request_id}: a freed SWA page among live ones")
     for node in req.locks.swa_nodes:
         _expect(
             node.alive and req.request_id in node.swa_holders,

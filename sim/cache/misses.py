@@ -183,8 +183,10 @@ class TreeMissTracker:
 
     def _path(self, tokens, depth: int) -> list:
         """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),
-        found without a walk that could split anything."""
-        node, path, page = self.tree.root, [], self.tree.page_size
+        found without a walk that could split anything: the walk hints' nodes first (no tokens compared)."""
+        tree = self.tree
+        path = tree.hints.climb(tokens, depth, tree.root)
+        node, page = path[-1] if path else tree.root, tree.page_size
         while node.end < depth:
             child = node.children.get(tokens.first_page(page, node.end))
             if child is None or child.end > depth:

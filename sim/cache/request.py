@@ -25,7 +25,7 @@ class RequestCache:
     kv_len: int = 0  # positions whose KV is written
     prefix_len: int = 0  # [0, prefix_len) belongs to the tree (SGLang's cache_protected_len)
     own_full: list[int] = field(default_factory=list)  # pages from prefix_len on
-    own_swa: list[int | None] = field(default_factory=list)  # same pages; None once freed
+    own_swa: list[int | None] = field(default_factory=list)  # same pages; None once freed (a prefix of it)
     swa_frontier: int = 0  # positions below it have had this request's SWA freed
     state: int | None = None  # running MAMBA state
     checkpoint: tuple[int, int] | None = None  # (position, state id) not yet handed to the tree
@@ -71,7 +71,8 @@ class RequestCache:
             lo, hi = max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
             if lo < hi:
                 held = own_swa[lo:hi]
-                freed = [page for page in held if page is not None] if None in held else cast(list, held)
+                # own_swa's None entries form a prefix (check_integrity): one is in held only if held[0] is
+                freed = [page for page in held if page is not None] if held[0] is None else cast(list, held)
                 own_swa[lo:hi] = [None] * (hi - lo)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return freed
@@ -110,10 +111,8 @@ class RequestCache:
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""
         count = (end - self.prefix_len) // self.page_size
-        if count >= len(self.own_full):  # all of them (a finish): hand the lists over, copying no page id
-            full, swa = self.own_full, self.own_swa
-            self.own_full, self.own_swa = [], []
-            return full, swa
-        full, swa = self.own_full[:count], self.own_swa[:count]
-        del self.own_full[:count], self.own_swa[:count]
+        # the lists pass as they are and keep what stays: a commit or finish takes all or all but a page
+        full, swa = self.own_full, self.own_swa
+        self.own_full, self.own_swa = full[count:], swa[count:]
+        del full[count:], swa[count:]
         return full, swa

@@ -1,7 +1,5 @@
-"""The radix tree: structure, page-granular walks, splits, LRU stamps.
-
-Policy (what to keep, when a match is acceptable) lives in the manager; this file only keeps the
-structure consistent and the pools' tree-held counts exact.
+"""The radix tree: structure, page-granular walks, splits, LRU stamps. Policy (what to keep, when a match is
+acceptable) lives in the manager; this file only keeps the structure consistent and the pools' counts exact.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ class RadixTree:
         self.eviction = eviction if eviction is not None else LRUEviction()
         self.num_full_pages = self.num_swa_pages = self.num_states = self.num_unlocked_tokens = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
-        self._hints = WalkHints()  # where each sequence's last walk ended
+        self.hints = WalkHints()  # where each sequence's last walk ended (the miss watcher reads them too)
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
         # SGLang's _split_node stamps both halves with the current time (the new upper half at its creation,
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
@@ -57,7 +55,7 @@ class RadixTree:
         it is split (SGLang's insert walk, ``_insert_walk_step``)."""
         end = len(key) if end is None else min(end, len(key))
         node = self.root if start is None else start
-        path = self._hints.climb(key, end, node)
+        path = self.hints.climb(key, end, node)
         if touch:
             for passed in path:
                 self.touch(passed, FULL)
@@ -73,13 +71,13 @@ class RadixTree:
             if matched < child.end - child.start:
                 child = self.split(child, matched)
                 path.append(child)
-                self._hints.remember(key, child)
+                self.hints.remember(key, child)
                 return path, pos + matched
             path.append(child)
             pos += matched
             node = child
         if node is not self.root:
-            self._hints.remember(key, node)
+            self.hints.remember(key, node)
         return path, pos
 
     def split(self, node: Node, offset: int) -> Node:
@@ -168,11 +166,13 @@ class RadixTree:
         if self._evicting:
             emit(self._evicting, Evicting(comp, node))
 
-    def revive(self, node: Node, swa_pages: list[int]) -> None:
+    def revive(self, node: Node, swa_pages: list[int], stamp: bool = True) -> None:
+        """``stamp``: SWA-stamp it (False: rules that keep no SWA stamp, FreeToken's one timestamp a node)."""
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages
         self.num_swa_pages += len(swa_pages)
-        self.touch(node, SWA)
+        if stamp:
+            self.touch(node, SWA)
 
     def drop_state(self, node: Node) -> int:
         if self._state_dropping:

@@ -12,9 +12,8 @@ from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_knobs import FreeTokenKnobs
-from sim.cache.engines.freetoken_tree import FreeTokenClock, evict_full, evict_states, evict_swa
+from sim.cache.engines.freetoken_tree import FreeTokenClock, LeafHeap, evict_full, evict_states, evict_swa
 from sim.cache.engines.swa_trigger import SwaTrigger
-from sim.cache.eviction import NoEviction
 from sim.cache.ops import RadixOps
 from sim.cache.policy import own_knobs
 from sim.cache.request import RequestCache
@@ -41,7 +40,8 @@ class FreeTokenCommon(EngineRules):
         self.reserved_tokens = self.reserved_swa = 0
 
     def eviction(self):
-        return NoEviction()
+        self.clock.leaves = LeafHeap()  # a fresh tree's: no entry of an earlier one
+        return self.clock.leaves
 
     # ---- the SWA free (``maybe_free_swa_out_of_window``, ``free_swa_out_of_window_extend``) -----------
     def frontier(self, req: RequestCache, pre_len: int) -> int:

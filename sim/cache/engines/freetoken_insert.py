@@ -47,8 +47,8 @@ def _reconcile(tree: RadixTree, req: RequestCache, node: Node, swa: list, clock:
         free_live(tree, swa[:cut])
         tree.split(node, frontier - node.start)
         swa = swa[cut:]
-    tree.revive(node, swa)
-    node.full_stamp = clock.tick()
+    tree.revive(node, swa, stamp=False)  # no SWA stamp: FreeToken's one timestamp, the FULL one, is new
+    clock.stamp_new(node)
 
 
 def _add_suffix(
@@ -68,10 +68,10 @@ def _add_suffix(
         cut = dead // page
         free_live(tree, swa[:cut])
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)
-        parent.full_stamp = clock.tick()
+        clock.stamp_new(parent)
         full, swa = full[cut:], swa[cut:]
     node = tree.add_leaf(parent, req.tokens.slice(depth + dead, end), full, swa)
-    node.full_stamp = clock.tick()
+    clock.stamp_new(node)
     return node
 
 
@@ -82,7 +82,7 @@ def insert_gdn(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClo
     walked = node.path_from_root()
     if known < end:
         clock.stamp_walk(walked[:-1])
-        node.full_stamp = clock.tick()
+        clock.stamp_new(node)
     else:
         clock.stamp_walk(walked)
     return node

@@ -4,32 +4,66 @@
 stamps the chosen path with stamps falling toward the root (SWA) or the whole walk with one stamp (GDN); a new
 or revived node gets a fresh tick; a split node's halves share one. Eviction builds its candidate list in the
 tree's depth-first order, heapifies it on the timestamp alone and pops until enough tokens are freed
-(``evict_full`` / ``evict_swa`` / ``evict_mamba``), deleting the tombstone leaves a deletion exposes. Ties are
-broken exactly as ``heapq`` breaks them for FreeToken, because the list and the comparisons are the same.
+(``evict_full_scan`` / ``evict_swa`` / ``evict_mamba``), deleting the tombstone leaves a deletion exposes. Ties
+are broken exactly as ``heapq`` breaks them for FreeToken, because the list and the comparisons are the same.
+
+FULL eviction, the one a long run calls all the time, takes its victims from a heap kept between calls
+(``LeafHeap``, ``evict_full``) instead: the same leaves in the same order, because no two candidates ever share
+a stamp. Each stamp event (one tick) stamps nodes of one path from the root, a split gives its upper half the
+lower half's stamp, and a tick's stamps lie below the next tick's (a path is shorter than ``_EVENT_STRIDE``):
+the nodes sharing a stamp lie on one root path, so at most one of them is a leaf, and a heap pops the same
+sequence whatever its ties. ``evict_full_scan`` stays as FreeToken's own procedure, the reference the
+property test holds ``evict_full`` to (tests/test_freetoken_leaf_heap.py).
 """
 
 from __future__ import annotations
 
 import heapq
 
-from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
 _EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
 
 
+class LeafHeap(LRUEviction):
+    """FULL candidates only (unlocked leaves), in a lazy heap: ``LRUEviction``'s entries, validity check and
+    compaction. The tree pushes a node that may have become a candidate (new, unlocked, lost its last
+    child); the clock pushes a leaf it restamps."""
+
+    name = "leaf-heap"
+
+    def push(self, comp: Component, node: Node, stamp: float) -> None:
+        if comp == FULL:
+            super().push(comp, node, stamp)
+
+    def release(self, node: Node) -> None:
+        if not node.children:
+            super().push(FULL, node, node.full_stamp)
+
+
 class FreeTokenClock:
     def __init__(self) -> None:
         self.events = 0
+        self.leaves = LeafHeap()  # the tree's eviction strategy (``FreeTokenCommon.eviction``)
 
     def tick(self) -> int:
         self.events += 1
         return self.events * _EVENT_STRIDE
 
+    def stamp_new(self, node: Node) -> None:
+        """A fresh tick (a new or revived node)."""
+        node.full_stamp = self.tick()
+        if not node.children:
+            self.leaves.push(FULL, node, node.full_stamp)
+
     def stamp_path(self, node: Node) -> None:
         """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root."""
         base = self.tick()
+        if not node.children and node.parent is not None:  # its ancestors are not leaves
+            self.leaves.push(FULL, node, base)
         offset = 0
         while node.parent is not None:
             node.full_stamp = base - offset
@@ -41,6 +75,8 @@ class FreeTokenClock:
         stamp = self.tick()
         for node in nodes:
             node.full_stamp = stamp
+            if not node.children:
+                self.leaves.push(FULL, node, stamp)
 
 
 class _ByStamp:
@@ -89,7 +125,23 @@ def _delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[No
     return parent, freed
 
 
+def _unlocked_leaf(node: Node) -> bool:
+    return not node.children and node.full_lock == 0
+
+
 def evict_full(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
+    """``evict_full_scan``'s victims, from the tree's ``LeafHeap``; returns the tokens freed."""
+    freed = 0
+    while freed < num_tokens:
+        node = tree.pop_lru(FULL, _unlocked_leaf)
+        if node is None:
+            break
+        tree.count_eviction(FULL, node)
+        freed += _delete_with_exposed(tree, node, has_swa)[1]
+    return freed
+
+
+def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
     """LRU over unlocked leaves until ``num_tokens`` tokens are freed; returns the tokens freed."""
     heap = _depth_first(tree, lambda n: not n.children and n.full_lock == 0)
     heapq.heapify(heap)

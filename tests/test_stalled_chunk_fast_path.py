@@ -83,8 +83,9 @@ def test_the_generated_runs_take_plain_steps_beside_stalled_chunks():
     assert TOTALS["beside_stalled"] > 1000, TOTALS
 
 
-def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
-    requests = [
+def _burst() -> list[Request]:
+    """Eight long prompts arriving together: the no-cache pools stall the later ones' chunks."""
+    return [
         Request(
             id=f"r{index}",
             arrival=index / 100,
@@ -93,6 +94,10 @@ def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
         )
         for index in range(8)
     ]
+
+
+def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
+    requests = _burst()
     knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
     assert run_both(Trace(requests), "no-cache", knobs, 8000) > 1000
 
@@ -112,15 +117,7 @@ def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
             assert run.last_refusal == f"no prefill chunk fits at position {position}"
         stalled_runs[0] += bool(stalled)
 
-    requests = [
-        Request(
-            id=f"r{index}",
-            arrival=index / 100,
-            output_len=600 + 37 * index,
-            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
-        )
-        for index in range(8)
-    ]
+    requests = _burst()
     config = SimConfig(
         policy="no-cache",
         model="inkling",

@@ -3,9 +3,10 @@
 Both sides count as the peer does: hits over the last 50% of requests (from request floor(N/2) in file
 order), in whole 512-token blocks, over the same cache budget in blocks. Ours is the ``radix`` policy
 (FULL only) at page 512 in replay mode; its per-request table gives the hits. Prints both hit rates
-and wall times for each of the peer's backends here (Python; C++, compiled on first use), the ratios,
-and two alignment checks: an unbounded cache (where the counting rules alone differ) and the peer fed
-whole blocks only (where its capacity no longer holds partial tail blocks). docs/benchmarks.md
+and CPU times (this process and the children it waited for: the peer's C++ binary) for each of the
+peer's backends here (Python; C++, compiled on first use), the ratios, and two alignment checks: an
+unbounded cache (where the counting rules alone differ) and the peer fed whole blocks only (where its
+capacity no longer holds partial tail blocks). docs/benchmarks.md
 explains what remains. Needs ``pip install kvcache-simulator==0.1.3``. Our side computes no offline
 bounds unless ``--bounds`` (the peer has none: without them both sides do the same work).
 

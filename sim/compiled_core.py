@@ -27,8 +27,10 @@ REBUILD = "python scripts/build_compiled.py"
 # the hot path of a run: token runs, the cache managers and rules, the block pool, the bounds' inner loops,
 # the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass).
 # ``INTERPRETED`` stays interpreted: ``errors`` and ``integrity`` (mypyc cannot subclass a built-in exception
-# other than Exception), and what a run reaches only once (knobs, policies, resolution, sizing, the
-# protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields
+# other than Exception), what a run reaches only once (knobs, policies, resolution, sizing, the
+# protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields, and vLLM's block
+# ``layout``: mypyc compiles a ``cached_property`` as a plain property, so its figures, computed once in
+# Python, would be rebuilt at every read (a compiled vLLM replay ran 1.4x slower than pure Python)
 COMPILED_MODULES = (
     "sim/tokens.py",
     "sim/align.py",
@@ -60,6 +62,7 @@ INTERPRETED = (
     "marconi_knobs.py",
     "sglang_knobs.py",
     "freetoken_knobs.py",
+    "layout.py",
 )
 
 

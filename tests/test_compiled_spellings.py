@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from sim.cache.components import Component
 from sim.cache.eviction import set_stamp, stamp_of
 from sim.cache.node import Node
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 RUNS = st.lists(
@@ -29,7 +31,8 @@ def test_run_starts_are_the_running_sum_of_the_run_lengths(raw, start, end):
 
 @given(st.sampled_from(list(Component)), st.integers(0, 1 << 40))
 def test_a_stamp_by_component_is_the_attribute_it_names(comp, stamp):
-    node = Node(TokenSeq.of("r:a", 4), 0, None, [1], [2], 3)  # type: ignore[arg-type]  # parentless, as a root
+    root = RadixTree(4, Pool("full", 0), Pool("swa", 0), Pool("state", 0)).root
+    node = Node(TokenSeq.of("r:a", 4), 0, root, [1], [2], 3)
     set_stamp(node, comp, stamp)
     assert getattr(node, comp.stamp) == stamp == stamp_of(node, comp)
     for other in Component:

@@ -145,6 +145,7 @@ def test_the_property_slides():
     assert sum(_NUM_SLIDES) > 500
 
 
+@pytest.mark.interpreted
 def test_marconi_vllm_slides_at_every_chunk():
     """A 640-token prompt at 32-token chunks: every chunk's relock after the first is a slide."""
     run = Run(

@@ -207,6 +207,9 @@ class CacheManager(SchedulingPasses):
     def relock(self, req: RequestCache, node) -> None:
         """Move the request's locks to ``node``, the end of its newly committed path."""
         old = req.locks
+        if self.rules.slides_window_locks and node.parent is old.node and old.in_walk_order:
+            locks.slide(self.tree, old, node, self.window, self.has_swa, self.has_mamba)  # vLLM+: every chunk
+            return
         # release the old window and state first: the new window may share nodes, and a holder is a set
         # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
         locks.unlock(self.tree, old, keep_from=old.node)
@@ -247,4 +250,6 @@ class CacheManager(SchedulingPasses):
     def _follow_split(self, upper, lower) -> None:
         """A split node's upper half inherits its SWA holders; their lock sets must name it too."""
         for holder in upper.swa_holders:
-            self.requests[holder].locks.swa_nodes.append(upper)
+            held = self.requests[holder].locks
+            held.swa_nodes.append(upper)
+            held.in_walk_order = False

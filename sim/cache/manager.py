@@ -11,7 +11,7 @@ tree, the pools (``self.topology``) and each running request's pages, and offers
 from __future__ import annotations
 
 from sim.cache import locks
-from sim.cache.components import MAMBA, SWA, Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.engines.base import EngineRules
 from sim.cache.events import (
     Aborted,
@@ -65,9 +65,15 @@ class CacheManager(SchedulingPasses):
         self._checkpoint_saved = self.events.channel(CheckpointSaved)
         self._finishing, self._finished = self.events.channel(FinishStarted), self.events.channel(Finished)
 
-    def empty_like(self, policy: Policy) -> CacheManager:
-        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
-        return type(self)(self.model, policy, self.sizes, self.rules_type)
+    def empty_like(self, policy: Policy, anonymous_pages: bool = False) -> CacheManager:
+        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one).
+        ``anonymous_pages``: its FULL and SWA pools hand out one id for every page (``Pool.make_anonymous``):
+        for a cache whose page ids nobody reads."""
+        fresh = type(self)(self.model, policy, self.sizes, self.rules_type)
+        if anonymous_pages:
+            fresh.pools[FULL].make_anonymous()
+            fresh.pools[SWA].make_anonymous()
+        return fresh
 
     def discard(self) -> None:
         """This cache is thrown away mid-run (a tuner's replay): unlink its tree, whose cycles the paused

@@ -154,7 +154,7 @@ def snapshot(run: Run) -> tuple:
     return (
         requests,
         tuple(pool.queue()),
-        pool.ref_cnt,
+        pool.ref_counts(),
         pool.key_of,
         blocks_of,
         repr(counters),

@@ -50,9 +50,8 @@ def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: in
     last = min((processed - 1) // layout.block_of(MAMBA), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
-    freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
-    for index in range(retired, last):
-        table[index] = None
+    freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
+    table[retired:last] = [None] * (last - retired)
     pool.free_blocks(freed, group)
     req.retired[group] = max(retired, last)
 

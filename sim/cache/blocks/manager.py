@@ -11,6 +11,7 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
+from operator import itemgetter
 
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import (
@@ -188,7 +189,7 @@ class BlockCacheManager(PlainBlockDecodes):
             self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
         )
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
-        needed = sum(count for _, count in plan)
+        needed = sum(map(itemgetter(1), plan))
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
         steps.allocate(self.pool, req, plan)

@@ -32,7 +32,7 @@ def release_skipped(
             top = min(len(table) - 1, swa_top)
             if top >= 0 and table[top] is not None:
                 release_window(layout, pool, table, group, processed, int(early))
-        elif kind == MAMBA and processed > 1 and min(state_last, len(table)) > req.retired[group]:
+        elif kind == MAMBA and processed > 1 and state_last > req.retired[group]:
             release_states(layout, pool, req, group, processed)
 
 
@@ -76,7 +76,7 @@ def blocks_to_allocate(
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
     B = layout.uniform_block
-    if B and not checkpoint and min(map(len, tables)) >= -(-end // B):
+    if B and min(map(len, tables)) >= -(-end // B):
         return [(0, 0)] * len(tables)  # most decode steps: every table reaches the step's end
     plan = []
     for kind, B, table in zip(layout.group_kinds, layout.group_blocks, tables, strict=True):

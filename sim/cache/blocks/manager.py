@@ -186,17 +186,17 @@ class BlockCacheManager(PlainBlockDecodes):
     def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
         """``allocate_slots`` for the step ``[kv_len, end)``."""
         early = self.policy.fault == "vllm-early-free"  # a negative control
-        steps.release_skipped(
-            self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
-        )
+        processed = req.processed(iteration, self.async_scheduling)
+        steps.release_skipped(self.layout, self.pool, req, processed, early)
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
-        needed = sum(map(itemgetter(1), plan))
+        needed = sum(map(itemgetter(1), plan))  # a Mamba group's nulls come with a block: none without
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
-        steps.allocate(self.pool, req, plan)
+        if needed:
+            steps.allocate(self.pool, req, plan)
         # only tokens the engine knows are hashed: under async scheduling the token of the step in flight is
         # a placeholder (``num_tokens_to_cache`` is capped at ``request.num_tokens``)
-        known = max(req.prompt_len, req.processed(iteration, self.async_scheduling) + 1)
+        known = max(req.prompt_len, processed + 1)
         self._cache(req, min(end, known), checkpoint)
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)

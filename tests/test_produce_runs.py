@@ -38,7 +38,8 @@ CAPS = (
 def page_logs(draw, trace: Trace, page: int) -> list:
     """Per request: maybe an admission that computes part of it and is dropped (an uncounted lookup), then
     its lookup and its pages, produced one to three at a time, a chunk sometimes starting a page before the
-    last one's end (a chunk ending mid-page); up to four requests' streams interleaved, their order kept."""
+    last one's end (a chunk ending mid-page), or past it, or at page 0 (no recorder logs those: merging
+    must not assume it); up to four requests' streams interleaved, their order kept."""
     streams = []
     for request_id in replay_order(trace):
         num_pages = computed_pages(trace, request_id, page)
@@ -59,7 +60,7 @@ def page_logs(draw, trace: Trace, page: int) -> list:
 def chunks(draw, request_id: str, num_pages: int) -> list:
     produced, at = [], 0
     while at < num_pages:
-        start = max(at - draw(st.sampled_from([0, 0, 1])), 0)
+        start = max(at + draw(st.sampled_from([0, 0, 0, -1, 1, -at])), 0)  # mostly where it left off
         end = min(at + draw(st.integers(1, 3)), num_pages)
         produced.append(Produce(request_id, start, end))
         at = end
@@ -105,12 +106,19 @@ def test_runs_merge_a_requests_pages_until_a_lookup():
         Produce("a", 1, 3),
         Produce("a", 3, 4),
     ]
-    log += [Produce("b", 6, 7), Produce("b", 9, 10), Lookup("c", 0, True), Produce("a", 4, 5)]
+    log += [
+        Produce("b", 6, 7),
+        Produce("b", 8, 10),
+        Produce("b", 7, 9),
+        Lookup("c", 0, True),
+        Produce("a", 4, 5),
+    ]
     assert merge_runs(log) == [
         Lookup("a", 3, True),
         Produce("b", 5, 7),  # b's gap ends its run where it is found
+        Produce("b", 8, 10),  # and so does a start before its run's
         Produce("a", 0, 4),
-        Produce("b", 9, 10),
+        Produce("b", 7, 9),
         Lookup("c", 0, True),
         Produce("a", 4, 5),
     ]

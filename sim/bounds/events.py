@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.align import ceil_div
 from sim.cache.events import EventBus, StepStarted
 from sim.trace import Trace
 
@@ -130,23 +129,27 @@ class EventRecorder:
         events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager))
 
     def record(self, batch, manager) -> None:
-        page, log = self._page, self._log
-        for item in batch.items:
-            request_id = item.plan.request_id
-            req = manager.requests[request_id]
-            if self._seen.get(request_id) is not req:
-                self._seen[request_id] = req
-                log.lookup(Lookup(request_id, key_pages(req.prompt_len, page), False))
-        last_page = self._last_page
-        for item in batch.items:
+        items = batch.items
+        self._record_lookups(items, manager.requests)
+        page, last_page, produce = self._page, self._last_page, self._log.produce
+        for item in items:  # a step per token at page 1 (every decoding request's page): kept lean
             plan = item.plan
             request_id = plan.request_id
             last = last_page.get(request_id)
             if last is None:
                 last = last_page[request_id] = computed_pages(self._trace, request_id, page)
-            first, end = plan.start // page, min(ceil_div(plan.end, page), last)
-            if first < end:
-                log.produce(request_id, first, end)
+            first, end = plan.start // page, -(-plan.end // page)
+            if first < end and first < last:
+                produce(request_id, first, end if end < last else last)
+
+    def _record_lookups(self, items, requests) -> None:
+        seen = self._seen
+        for item in items:
+            request_id = item.plan.request_id
+            req = requests[request_id]
+            if seen.get(request_id) is not req:
+                seen[request_id] = req
+                self._log.lookup(Lookup(request_id, key_pages(req.prompt_len, self._page), False))
 
     def events(self, served: set[str]) -> list:
         """The log, each served request's last lookup marked as the counted one."""

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.bounds.belady import belady_hits
-from sim.bounds.events import EventRecorder, Lookup, Produce, computed_pages, key_pages, merge_runs
+from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
 from sim.bounds.page_paths import PagePaths
+from sim.bounds.recorder import EventRecorder, concurrent_outputs, merge_runs
 from sim.bounds.segment_trie import SegmentTrie
 from sim.bounds.state_bound import state_options
 from sim.bounds.summary import bounds_summary, served_ids
@@ -21,7 +22,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.run.replay import replay_order
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, run_timed
-from sim.trace import Trace
+from sim.trace import Request, Segment, Trace
 from tests.bounds_helpers import small_traces
 
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_HYPOTHESIS_EXAMPLES", "120"))
@@ -39,20 +40,22 @@ def page_logs(draw, trace: Trace, page: int) -> list:
     """Per request: maybe an admission that computes part of it and is dropped (an uncounted lookup), then
     its lookup and its pages, produced one to three at a time, a chunk sometimes starting a page before the
     last one's end (a chunk ending mid-page), or past it, or at page 0 (no recorder logs those: merging
-    must not assume it); up to four requests' streams interleaved, their order kept."""
-    streams = []
+    must not assume it); up to four requests' streams interleaved, their order kept, a request sent after
+    another (``after``) starting once that one is done, as in a run."""
+    streams = {}
     for request_id in replay_order(trace):
         num_pages = computed_pages(trace, request_id, page)
         lookup = Lookup(request_id, key_pages(trace.prompt_len(request_id), page), False)
         stream: list = []
         if draw(st.booleans()):
             stream += [lookup] + draw(chunks(request_id, draw(st.integers(0, num_pages))))
-        streams.append(stream + [lookup._replace(counted=True)] + draw(chunks(request_id, num_pages)))
+        streams[request_id] = stream + [lookup._replace(counted=True)] + draw(chunks(request_id, num_pages))
     events: list = []
     while streams:
-        stream = streams[draw(st.integers(0, min(len(streams), 4) - 1))]
+        ready = [r for r in streams if trace.request(r).after not in streams][:4]
+        stream = streams[ready[draw(st.integers(0, len(ready) - 1))]]
         events.append(stream.pop(0))
-        streams = [s for s in streams if s]
+        streams = {r: s for r, s in streams.items() if s}
     return events
 
 
@@ -76,7 +79,7 @@ def chunks(draw, request_id: str, num_pages: int) -> list:
 )
 def test_runs_give_the_bounds_of_the_per_page_log(data, trace, page, caps):
     per_page = data.draw(page_logs(trace, page))
-    runs = merge_runs(per_page)
+    runs = merge_runs(per_page, trace, page)
     assert [e for e in runs if isinstance(e, Lookup)] == [e for e in per_page if isinstance(e, Lookup)]
     pages, segments = PagePaths(trace, page), SegmentTrie(trace, page, runs)
     for capacity in CAPACITIES:
@@ -98,30 +101,53 @@ def deepest_options(options) -> dict[tuple, float]:
     return deepest
 
 
-def test_runs_merge_a_requests_pages_until_a_lookup():
+def test_runs_fold_a_requests_output_pages_until_a_lookup():
+    trace = Trace(
+        [
+            Request(id="a", arrival=0.0, prompt=[Segment(ref="s", len=8)], output_len=12),
+            Request(id="b", arrival=0.0, prompt=[Segment(ref="s", len=20)], output_len=20),
+            Request(id="c", arrival=0.0, prompt=[Segment(ref="s", len=4)], output_len=2),
+        ]
+    )
     log = [
-        Lookup("a", 3, True),
+        Lookup("a", 1, True),
         Produce("a", 0, 2),
         Produce("b", 5, 6),
-        Produce("a", 1, 3),
-        Produce("a", 3, 4),
-    ]
-    log += [
+        Produce("a", 2, 3),
         Produce("b", 6, 7),
-        Produce("b", 8, 10),
-        Produce("b", 7, 9),
-        Lookup("c", 0, True),
-        Produce("a", 4, 5),
     ]
-    assert merge_runs(log) == [
-        Lookup("a", 3, True),
-        Produce("b", 5, 7),  # b's gap ends its run where it is found
-        Produce("b", 8, 10),  # and so does a start before its run's
-        Produce("a", 0, 4),
+    log += [Produce("a", 3, 4), Produce("b", 8, 10), Produce("b", 7, 9), Lookup("c", 0, True)]
+    log += [Produce("a", 4, 5), Produce("a", 5, 6)]
+    assert merge_runs(log, trace, 4) == [
+        Lookup("a", 1, True),
+        Produce("a", 0, 2),  # prompt pages (page 2 is a's first with output) stay as they come
+        Produce("b", 5, 7),  # b's gap ends its run where it was opened
+        Produce("a", 2, 4),
+        Produce("b", 8, 10),  # and so does a start before the run's
         Produce("b", 7, 9),
-        Lookup("c", 0, True),
-        Produce("a", 4, 5),
+        Lookup("c", 0, True),  # a lookup ends every run
+        Produce("a", 4, 6),
     ]
+
+
+def test_outputs_quoted_by_a_request_not_sent_after_them_are_concurrent():
+    prompt = [Segment(ref="s", len=4)]
+    trace = Trace(
+        [
+            Request(id="a", arrival=0.0, prompt=prompt, output_len=2),
+            Request(id="b", after="a", prompt=prompt + [Segment(output_of="a")], output_len=2),
+            Request(
+                id="c",
+                after="b",
+                prompt=prompt + [Segment(output_of="a"), Segment(output_of="b")],
+                output_len=2,
+            ),
+            Request(id="d", arrival=1.0, prompt=prompt + [Segment(output_of="b")], output_len=2),
+        ]
+    )
+    assert concurrent_outputs(trace) == {"b"}
+    log = [Lookup("b", 1, True), Produce("b", 1, 2), Produce("b", 2, 3)]
+    assert merge_runs(log, trace, 4) == log  # b's output may be computed by d while b runs: never folded
 
 
 @settings(max_examples=max(EXAMPLES // 8, 8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,5 +169,5 @@ def test_the_recorder_logs_the_runs_of_its_per_page_log(trace, preset):
     result = run_timed(trace, build(config), observe=observe)
     served = served_ids(result.requests)
     merged, per_page = (recorder.events(served) for recorder in recorders)
-    assert merged == merge_runs(per_page)
+    assert merged == merge_runs(per_page, trace, 1)
     assert len(per_page) >= len(merged)

@@ -9,10 +9,11 @@ per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). W
 
 - between two lookups nothing is hit, so a page produced there has the same next counted lookup (Belady's
   key) and the same count of lookups before it (the state bound's interval start) anywhere in the stretch;
-- a page holding output of request ``r`` is on no other request's path while ``r`` runs (only a request
-  sent after ``r`` finishes may quote its output: ``concurrent_outputs`` names those that break this, and
-  they are never folded), so a folded page's parent is its own run's previous page, or, for the run's
-  first page, checked where the run's first event was; and no other event of the stretch covers it;
+- a page holding output of request ``r`` is on no other request's path but those quoting ``r``'s output;
+  once one of those is looked up (it may compute those pages while ``r`` still decodes: an open-loop
+  follow-up) ``r``'s pages are never folded again, so a folded page's parent is its own run's previous
+  page, or, for the run's first page, checked where the run's first event was; and no other event of the
+  stretch covers it;
 - so a folded page is offered to Belady earlier, right after its parent: once the cache is full the
   furthest next use it holds only falls, so a page refused or evicted later in the stretch would be evicted
   again, and the pages of one next use (one lookup's chain) that end up kept are the same.
@@ -24,38 +25,32 @@ from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
 from sim.cache.events import EventBus, StepStarted
 from sim.trace import Trace
 
+NEVER = 2**62  # past any page
 
-def concurrent_outputs(trace: Trace) -> set[str]:
-    """Requests whose output some request quotes without being sent after it (directly or down its chain
-    of ``after``): that request may run, and compute those pages, while the quoted one still decodes."""
-    out: set[str] = set()
-    for request in trace:
-        quoted = {s.output_of for s in request.prompt if s.output_of is not None}
-        after = request.after
-        while quoted and after is not None:
-            quoted.discard(after)
-            after = trace.request(after).after
-        out |= quoted
-    return out
+
+def quoted_outputs(trace: Trace, request_id: str) -> set[str]:
+    """The requests whose output the request's prompt quotes."""
+    return {s.output_of for s in trace.request(request_id).prompt if s.output_of is not None}
 
 
 class ProduceRuns:
     """An event log that folds a request's produced pages into its open run: pages that extend it (start at
     or before its end, not before its start) where the run's and the pages' first pages hold some of the
-    request's output (``(page + 1) * page_size > prompt_len``) and its output is no other running request's
-    (``concurrent_outputs``). A lookup (of any request) closes every run; ``merge=False`` logs every event
-    as given (the per-page log, the reference)."""
+    request's output (``(page + 1) * page_size > prompt_len``) and no request quoting that output has been
+    looked up. A lookup (of any request) closes every run; ``merge=False`` logs every event as given (the
+    per-page log, the reference)."""
 
     def __init__(self, trace: Trace, page_size: int, merge: bool = True):
         self.merge, self._trace, self._page = merge, trace, page_size
         self._events: list = []
         self._open: dict[str, list[int]] = {}  # request id -> [its run's index in the log, first, end page]
-        self._first_output_page: dict[str, int] = {}  # the first page holding output (or none: never)
-        self._shared = concurrent_outputs(trace) if merge else set()
+        self._first_output_page: dict[str, int] = {}  # the first page to fold from (never: NEVER)
 
     def lookup(self, event: Lookup) -> None:
         self.close()
         self._events.append(event)
+        for quoted in quoted_outputs(self._trace, event.request_id):  # its output may be computed by two
+            self._first_output_page[quoted] = NEVER
 
     def produce(self, request_id: str, first_page: int, end_page: int) -> None:
         run = self._open.get(request_id)
@@ -72,10 +67,7 @@ class ProduceRuns:
     def _output_page(self, request_id: str) -> int:
         first = self._first_output_page.get(request_id)
         if first is None:
-            never = request_id in self._shared
-            first = self._first_output_page[request_id] = (
-                2**62 if never else self._trace.prompt_len(request_id) // self._page
-            )
+            first = self._first_output_page[request_id] = self._trace.prompt_len(request_id) // self._page
         return first
 
     def _close_run(self, request_id: str, run: list[int]) -> None:

@@ -1,4 +1,4 @@
-"""The timed run's events for the bounds (``events.py``), recorded step by step; a request's decode pages
+"""The timed run's events for the bounds (``events.py``), recorded step by step; a request's output pages
 between two lookups logged as one run.
 
 At page 1 a decode step produces a page per running request: the per-page log of a 1,000-request timed run
@@ -49,7 +49,7 @@ class ProduceRuns:
     def lookup(self, event: Lookup) -> None:
         self.close()
         self._events.append(event)
-        for quoted in quoted_outputs(self._trace, event.request_id):  # its output may be computed by two
+        for quoted in quoted_outputs(self._trace, event.request_id):  # now two requests may compute them
             self._first_output_page[quoted] = NEVER
 
     def produce(self, request_id: str, first_page: int, end_page: int) -> None:

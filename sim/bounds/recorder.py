@@ -90,7 +90,7 @@ def merge_runs(events: list, trace: Trace, page_size: int) -> list:
         if isinstance(event, Lookup):
             runs.lookup(event)
         else:
-            runs.produce(*event)
+            runs.produce(event.request_id, event.first_page, event.end_page)
     return runs.events()
 
 

@@ -12,9 +12,11 @@ import math
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
+from sim.cache.results import ChunkPlan
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog
+from sim.sched.batch import Batch, BatchItem
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
 from sim.trace import Trace
@@ -113,11 +115,52 @@ class Engine:
             return
         for delay in _event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
-        emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
+        paged = self.scheduler.advance_plain(runs, len(taken))
+        if paged:
+            self._record_batch_run(runs, starts, taken, paged)
+        else:
+            emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
-        self.scheduler.advance_plain(runs, len(taken))
+
+    def _record_batch_run(self, runs, starts: list[float], durations: list[float], paged) -> None:
+        """The rows of a run whose steps ``paged`` (offset, pages) started pages, taken: each such step was a
+        full step (its row reads the pools after it; the bounds see its batch), the others plain."""
+        first, num_decode = self.iteration, len(runs)
+        pools = list(pool_values(self.manager.usage()))  # after the run: walk back to before it
+        pages_left = sum(pages for _, pages in paged)
+        kv_columns = (0, 3) if self.manager.has_swa else (0,)  # FULL free and SWA free; running follows
+        for column in kv_columns:
+            pools[column] += pages_left
+            pools[column + 1] -= pages_left
+        done = 0
+        for offset, pages in paged:
+            if offset > done:
+                plain = PlainStepsEnded(first + done, starts[done:offset], durations[done:offset], num_decode)
+                emit(self._plain_ended, plain)
+            for column in kv_columns:
+                pools[column] -= pages
+                pools[column + 1] += pages
+            if self._step_started:
+                batch = self._decode_batch(runs, first, len(starts), offset)
+                emit(self._step_started, StepStarted(batch, self.manager))
+            step = (first + offset, starts[offset], durations[offset], 0, 0, num_decode)
+            emit(self._step_ended, StepEnded(step, tuple(pools)))
+            done = offset + 1
+        if done < len(starts):
+            emit(self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode))
+
+    def _decode_batch(self, runs, first: int, num_steps: int, offset: int) -> Batch:
+        """The batch of step ``offset`` of a run of ``num_steps`` (taken: the requests are at their lengths after
+        it)."""
+        requests = self.manager.requests
+        batch = Batch(first + offset)
+        for state in runs:
+            req = requests[state.request_id]
+            start = req.kv_len - num_steps + offset
+            batch.items.append(BatchItem(ChunkPlan(state.request_id, start, start + 1, req.state), False))
+        return batch
 
     def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
         """Start times and durations of the steps that end before the next scheduled event, as one step

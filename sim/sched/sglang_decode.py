@@ -174,7 +174,8 @@ class SGLangDecode:
 
     # ---- the engine loop's fast path ------------------------------------------------------------------
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """Decode-only steps with nothing to process or admit in between."""
+        """Decode-only steps with nothing to process or admit in between: a batch run (steps that may start
+        pages, taken without evicting: ``batch_decode_steps``), else plain steps."""
         if self.waiting or self.chunked or self._done or self._last_extend or not self.running:
             return [], 0
         launched = self._launched
@@ -185,9 +186,19 @@ class SGLangDecode:
             self.manager.has_swa and pools[Component.SWA].num_free < need
         ):
             return [], 0
-        return list(self.running), plain_steps(self.manager, self.running, iteration)
+        runs = list(self.running)
+        # each stops a step short of its last output (the step that ends it is processed in full)
+        fewest = min(state.output_len - state.decoded - 2 for state in runs)
+        requests = self.manager.requests
+        steps = self.manager.batch_decode_steps([requests[s.request_id] for s in runs], iteration, fewest)
+        return runs, steps or plain_steps(self.manager, runs, iteration)
 
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> list[tuple[int, int]]:
+        """Take the steps ``plain_decode_run`` allowed; each step that starts a page was a full step of the
+        loop, and the token clock counts it (a plain step it never counted)."""
+        requests = self.manager.requests
+        paged = self.manager.take_batch_decodes([requests[s.request_id] for s in runs], num_steps)
         for state in runs:
-            self.manager.take_plain_decodes(self.manager.requests[state.request_id], num_steps)
             state.decoded += num_steps
+        self.clock.decode_steps_launched(len(paged))
+        return paged

@@ -64,13 +64,17 @@ class PlainDecodes(StepPlans):
             if req.commit_pending:  # a commit waits for the next step's processing
                 return 0
             steps = min(steps, self.rules.plain_decode_steps(req, phase))
-        spare = self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages - len(reqs)
+        spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
             return 0
         starts = self._page_starts(reqs, steps)
         if starts is None:
             return 0
         return starts[spare][0] if len(starts) > spare else steps
+
+    def batch_run_room(self, reqs: list[RequestCache]) -> int:
+        """Pages a batch run may start without evicting: each KV pool keeps a page per request and the slack."""
+        return self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages - len(reqs)
 
     def take_batch_decodes(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]]:
         """What ``num_steps`` batch decode steps record: the pages they start, handed out in step then batch

@@ -192,6 +192,8 @@ class SGLangDecode:
         runs = list(self.running)
         # each stops a step short of its last output (the step that ends it is processed in full)
         fewest = min(state.output_len - state.decoded - 2 for state in runs)
+        if fewest <= 0:  # (a request the step just finished may still be listed: released without overlap)
+            return [], 0
         reqs = [self.manager.requests[state.request_id] for state in runs]
         if fewest > 0 and self.manager.batch_run_room(reqs) >= 0:
             self._batch_run_at = iteration

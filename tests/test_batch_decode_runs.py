@@ -107,4 +107,3 @@ def test_a_burst_at_page_1_takes_its_page_starting_steps_in_batch_runs():
 def test_a_burst_on_tight_pools_stops_its_runs_for_room_and_still_matches():
     knobs = dict(page_size=16, track_interval=64, swa_eviction_interval=32, max_running_requests=8)
     assert run_both(Trace(_burst(10)), "sglang-retain", knobs, 9000) > 200
-

@@ -12,11 +12,9 @@ import math
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
-from sim.cache.results import ChunkPlan
 from sim.run.backend import Backend, batch_shape
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog
-from sim.sched.batch import Batch, BatchItem
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
 from sim.trace import Trace
@@ -148,25 +146,15 @@ class Engine:
             for column in kv_columns if full.usage is None else ():
                 pools[column] -= full.pages
                 pools[column + 1] += full.pages
-            if self._step_started:
-                batch = full.batch or self._decode_batch(runs, first, len(starts), full.offset)
-                emit(self._step_started, StepStarted(batch, self.manager))
+            if self._step_started and full.batch is not None:
+                emit(self._step_started, StepStarted(full.batch, self.manager))
             step = (first + full.offset, starts[full.offset], durations[full.offset], 0, 0, num_decode)
             emit(self._step_ended, StepEnded(step, tuple(pools)))
             done = full.offset + 1
         if done < len(starts):
-            emit(self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode))
-
-    def _decode_batch(self, runs, first: int, num_steps: int, offset: int) -> Batch:
-        """The batch of step ``offset`` of a run of ``num_steps`` (taken: the requests are at their lengths after
-        it)."""
-        requests = self.manager.requests
-        batch = Batch(first + offset)
-        for state in runs:
-            req = requests[state.request_id]
-            start = req.kv_len - num_steps + offset
-            batch.items.append(BatchItem(ChunkPlan(state.request_id, start, start + 1, req.state), False))
-        return batch
+            emit(
+                self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode)
+            )
 
     def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
         """Start times and durations of the steps that end before the next scheduled event, as one step

@@ -36,8 +36,9 @@ class StepOutcome:
 
 class FullStep(NamedTuple):
     """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``): its offset in
-    the run, the pages it started, and for an event step its batch and the pools after it (None: only pages
-    moved from free to running)."""
+    the run, the pages it started, its batch (None where nothing reads it: a step that only started pages, with
+    no bounds recorded), and for an event step the pools after it (None: only pages moved from free to
+    running)."""
 
     offset: int
     pages: int

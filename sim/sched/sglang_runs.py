@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sim.cache.components import MAMBA
+from sim.cache.events import StepStarted
 from sim.cache.request import RequestCache
-from sim.sched.batch import Batch, FullStep
+from sim.cache.results import ChunkPlan, Refusal
+from sim.sched.batch import Batch, BatchItem, FullStep
 
 if TYPE_CHECKING:
     from sim.sched.sglang_decode import SGLangDecode
@@ -27,24 +29,42 @@ def take_batch_run(sched: SGLangDecode, iteration: int, max_steps: int) -> tuple
     (fewer where a step might evict) and the full steps among them."""
     manager = sched.manager
     reqs = [manager.requests[state.request_id] for state in sched.running]
-    in_flight = frozenset(req.request_id for req in reqs)  # each full step's is the step before's batch
+    # each full step's steps in flight are the step before's batch: the running requests
+    in_flight: frozenset[str] | None = frozenset(req.request_id for req in reqs)
     done, full_steps = 0, list[FullStep]()
+    announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     while done < max_steps:
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
+            lengths = [req.kv_len for req in reqs] if announced else None
             for offset, pages in manager.take_batch_decodes(reqs, stretch):
-                full_steps.append(FullStep(done + offset, pages, None, None))
+                batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
+                full_steps.append(FullStep(done + offset, pages, batch, None))
             done += stretch
             continue
         if not _event_step_fits(sched, reqs):
             break
-        batch = _event_step(sched, iteration + done, in_flight)
+        batch = _event_step(sched, reqs, iteration + done, in_flight)
+        in_flight = None  # one pass begun per run: nothing reads its accounts before the next full step's
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         done += 1
     for state in sched.running:
         state.decoded += done
     sched.clock.decode_steps_launched(len(full_steps))
     return done, full_steps
+
+
+def _page_step_batch(
+    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
+) -> Batch | None:
+    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted)."""
+    if lengths is None:
+        return None
+    batch = Batch(iteration)
+    for req, length in zip(reqs, lengths, strict=True):
+        start = length + offset
+        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
+    return batch
 
 
 def _event_step_fits(sched: SGLangDecode, reqs: list[RequestCache]) -> bool:
@@ -64,19 +84,31 @@ def _event_step_fits(sched: SGLangDecode, reqs: list[RequestCache]) -> bool:
     return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
 
 
-def _event_step(sched: SGLangDecode, iteration: int, in_flight: frozenset[str]) -> Batch:
-    """One decode step as the loop takes it with nothing to admit or process: the pass begins, the decode half
-    plans every running request's step (its SWA free, pages and checkpoint), and the step completes."""
+def _event_step(sched: SGLangDecode, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
+    """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
+    whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
+    window first, then each request in batch order plans its step (those and the ones starting a page through
+    ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
+    eviction for the batch and each step's eviction ahead find the room free, so they are not asked."""
     manager = sched.manager
-    manager.begin_pass(in_flight)
-    if sched.mixed_chunk:  # PrefillAdder(num_mixed_decode_tokens=running_bs), as _launch reserves it
-        sched.rules.reserve_mixed_decode(len(sched.running))
+    if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
+        manager.begin_pass(in_flight)
     if manager.has_swa:  # _prefill: hybrid SWA retries admission every pass
         sched.batch_is_full = False
-    if not sched._check_decode_mem(sched.running):
-        raise AssertionError("a batch run's event step found no room it was checked to have")
+    phase = iteration + manager.policy.iteration_phase
+    eventful = [sched.rules.plain_decode_steps(req, phase) <= 0 for req in reqs]
+    for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
+        if event:
+            manager.free_out_of_window(req.request_id, iteration)
     batch = Batch(iteration)
-    sched._decode_items(batch)
-    for item in batch.items:
-        manager.complete_decode(item.plan.request_id)
+    for req, event in zip(reqs, eventful, strict=True):
+        if event or req.pages_needed(req.kv_len + 1):
+            plan = manager.prepare_decode(req.request_id, iteration)
+            if isinstance(plan, Refusal):
+                raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        else:
+            plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
+        batch.items.append(BatchItem(plan, False))
+    for req in reqs:
+        manager.complete_decode(req.request_id)
     return batch

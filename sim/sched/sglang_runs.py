@@ -31,7 +31,8 @@ def take_batch_run(sched: SGLangDecode, iteration: int, max_steps: int) -> tuple
     reqs = [manager.requests[state.request_id] for state in sched.running]
     # each full step's steps in flight are the step before's batch: the running requests
     in_flight: frozenset[str] | None = frozenset(req.request_id for req in reqs)
-    done, full_steps = 0, list[FullStep]()
+    done = 0
+    full_steps: list[FullStep] = []
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     while done < max_steps:
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)

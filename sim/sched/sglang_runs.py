@@ -12,19 +12,29 @@ pools after it, and the bounds see its batch (``FullStep``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from sim.cache.components import MAMBA
 from sim.cache.events import StepStarted
+from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep
+from sim.sched.request import RequestState
+from sim.sched.sglang_clock import TokenClock
 
-if TYPE_CHECKING:
-    from sim.sched.sglang_decode import SGLangDecode
+
+class RunningBatch(Protocol):
+    """What a batch run reads and moves of the SGLang scheduler (``SGLangDecode``)."""
+
+    manager: CacheManager
+    rules: Any  # SGLangRules
+    running: list[RequestState]
+    batch_is_full: bool
+    clock: TokenClock
 
 
-def take_batch_run(sched: SGLangDecode, iteration: int, max_steps: int) -> tuple[int, list[FullStep]]:
+def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple[int, list[FullStep]]:
     """Up to ``max_steps`` decode steps of the running batch from ``iteration`` on; returns how many were taken
     (fewer where a step might evict) and the full steps among them."""
     manager = sched.manager
@@ -68,7 +78,7 @@ def _page_step_batch(
     return batch
 
 
-def _event_step_fits(sched: SGLangDecode, reqs: list[RequestCache]) -> bool:
+def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     """Whether the next step, taken in full, evicts nothing: its pages leave room for a page per request and
     the slack, and its new checkpoint states are free (on pools apart: a byte budget weighs them with KV)."""
     manager, rules = sched.manager, sched.rules
@@ -85,7 +95,7 @@ def _event_step_fits(sched: SGLangDecode, reqs: list[RequestCache]) -> bool:
     return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
 
 
-def _event_step(sched: SGLangDecode, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
+def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
     """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
     whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
     window first, then each request in batch order plans its step (those and the ones starting a page through

@@ -13,6 +13,9 @@ all three to the step-by-step result.
 
 from __future__ import annotations
 
+from collections import Counter
+from operator import itemgetter
+
 from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
 from sim.cache.request import RequestCache
@@ -67,6 +70,8 @@ class PlainDecodes(StepPlans):
         spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
             return 0
+        if self._in_lockstep(reqs):  # a page per request at every step
+            return min(steps, spare // len(reqs))
         starts = self._page_starts(reqs, steps)
         if starts is None:
             return 0
@@ -80,6 +85,8 @@ class PlainDecodes(StepPlans):
         """What ``num_steps`` batch decode steps record: the pages they start, handed out in step then batch
         order (a pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between), and
         the lengths. Returns each page-starting step's offset in the run and its number of pages."""
+        if self._in_lockstep(reqs):
+            return self._take_lockstep(reqs, num_steps)
         starts = self._page_starts(reqs, num_steps) or []
         if starts:
             full = self.pools[FULL].alloc(len(starts))
@@ -95,6 +102,25 @@ class PlainDecodes(StepPlans):
         for req in reqs:
             self.take_plain_decodes(req, num_steps)
         return _counted(starts)
+
+    def _in_lockstep(self, reqs: list[RequestCache]) -> bool:
+        """At page 1, requests whose slots end at their length start a page each at every step."""
+        if self.page_size != 1:
+            return False
+        return all(req.prefix_len + len(req.own_full) == req.kv_len for req in reqs)
+
+    def _take_lockstep(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]]:
+        """``take_batch_decodes`` in lockstep: step by step, each request in turn, so request ``j`` of ``n``
+        gets every ``n``-th id from the ``j``-th."""
+        num_reqs = len(reqs)
+        full = self.pools[FULL].alloc(num_steps * num_reqs)
+        swa = self.pools[SWA].alloc(num_steps * num_reqs) if self.has_swa else None
+        for index, req in enumerate(reqs):
+            req.add_own_pages(
+                full[index::num_reqs], swa[index::num_reqs] if swa is not None else [None] * num_steps
+            )
+            self.take_plain_decodes(req, num_steps)
+        return [(offset, num_reqs) for offset in range(num_steps)]
 
     def _page_starts(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]] | None:
         """(step offset, index in ``reqs``) of every page the next ``num_steps`` decode steps start, in step then
@@ -145,10 +171,4 @@ class PlainDecodes(StepPlans):
 
 def _counted(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """(offset, pages started) per step offset of sorted page starts."""
-    counts: list[tuple[int, int]] = []
-    for offset, _ in starts:
-        if counts and counts[-1][0] == offset:
-            counts[-1] = (offset, counts[-1][1] + 1)
-        else:
-            counts.append((offset, 1))
-    return counts
+    return list(Counter(map(itemgetter(0), starts)).items())  # a dict keeps the sorted offsets' order

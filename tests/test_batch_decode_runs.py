@@ -11,11 +11,13 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.run.engine import Engine
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang_decode
 from sim.trace import Request, Segment, Trace
 
-_TAKE_BATCH_RUN = sglang_decode.take_batch_run
+_RECORD_BATCH_RUN = (
+    Engine._record_batch_run
+)  # the engine stays interpreted: patched under the compiled core too
 
 
 @st.composite
@@ -69,12 +71,11 @@ def run_both(
     )
     full_steps = [0]
 
-    def take_batch_run(sched, iteration: int, max_steps: int):
-        taken, steps = _TAKE_BATCH_RUN(sched, iteration, max_steps)
+    def record_batch_run(engine: Engine, runs, starts, durations, steps, pools) -> None:
         full_steps[0] += len(steps)
-        return taken, steps
+        _RECORD_BATCH_RUN(engine, runs, starts, durations, steps, pools)
 
-    with mock.patch.object(sglang_decode, "take_batch_run", side_effect=take_batch_run):
+    with mock.patch.object(Engine, "_record_batch_run", autospec=True, side_effect=record_batch_run):
         fast = simulate(trace, config, fast_path=True)
     slow = simulate(trace, config, fast_path=False)
     assert fast.requests.equals(slow.requests)

@@ -2,6 +2,13 @@
 
 FULL: every node from ``last_node`` up to the root. SWA: live nodes from ``last_node`` upward until a
 window's worth of tokens is covered (tombstones skipped). MAMBA: the state the request resumed from.
+
+``slide`` moves a lock set one node down the holder's path (the node an insert of the next chunk ends on,
+a child of the locked node) without rebuilding it: the window gains that node and drops the nodes that fall
+out of it at its top. It is the rebuild (``unlock`` then ``lock``) only where the window's walk from the old
+node is still what it was (``LockSet.in_walk_order``: no split since) and releases are not recorded (the
+caller's rules say so: ``EngineRules.slides_window_locks``); tests/test_sliding_locks_property.py holds it
+to the rebuild.
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ class LockSet:
     node: Node  # the FULL lock runs from here to the root
     swa_nodes: list[Node] = field(default_factory=list)
     state_node: Node | None = None
+    swa_covered: int = 0  # tokens of the nodes in ``swa_nodes``
+    in_walk_order: bool = (
+        True  # ``swa_nodes`` is the window's walk from ``node`` (a split appends out of order)
+    )
 
 
 def lock(
@@ -54,6 +65,7 @@ def _lock_window_and_state(
             held.swa_nodes.append(current)
             covered += current.end - current.start
         current = current.parent
+    held.swa_covered = covered
     if has_mamba and node.state is not None:
         node.state_lock += 1
         held.state_node = node
@@ -75,3 +87,43 @@ def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> Non
     if held.state_node is not None:
         held.state_node.state_lock -= 1
         tree.release(held.state_node)
+
+
+def slide(tree: RadixTree, held: LockSet, node: Node, window: int, has_swa: bool, has_mamba: bool) -> None:
+    """Move ``held`` down to ``node``, a child of ``held.node``, as ``unlock(keep_from=held.node)`` then
+    ``lock(locked_above=held.node)`` would, in place; ``held.in_walk_order`` must hold."""
+    if node.full_lock == 0:
+        tree.num_unlocked_tokens -= node.end - node.start
+    node.full_lock += 1
+    if has_swa and window > 0:
+        _slide_window(held, node, tree, window)
+    old_state = held.state_node
+    if old_state is not None:
+        old_state.state_lock -= 1
+        tree.release(old_state)
+        held.state_node = None
+    if has_mamba and node.state is not None:
+        node.state_lock += 1
+        held.state_node = node
+    held.node = node
+
+
+def _slide_window(held: LockSet, node: Node, tree: RadixTree, window: int) -> None:
+    """The window's walk from ``node``: ``node`` if live, then the old walk's nodes while fewer than ``window``
+    tokens lie below each (the walk from the parent, already in ``swa_nodes``, visits the same nodes)."""
+    nodes = held.swa_nodes
+    if node.swa_pages is not None:
+        node.swa_holders.add(held.holder)
+        nodes.insert(0, node)
+        held.swa_covered += node.end - node.start
+    covered = held.swa_covered
+    while len(nodes) > 1:  # the walk stops once ``window`` is covered: the top nodes past that point go
+        top = nodes[-1]
+        below = covered - (top.end - top.start)
+        if below < window:
+            break
+        nodes.pop()
+        top.swa_holders.discard(held.holder)
+        tree.release(top)
+        covered = below
+    held.swa_covered = covered

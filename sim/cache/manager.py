@@ -11,7 +11,7 @@ tree, the pools (``self.topology``) and each running request's pages, and offers
 from __future__ import annotations
 
 from sim.cache import locks
-from sim.cache.components import MAMBA, SWA, Component
+from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.engines.base import EngineRules
 from sim.cache.events import (
     Aborted,
@@ -65,9 +65,15 @@ class CacheManager(SchedulingPasses):
         self._checkpoint_saved = self.events.channel(CheckpointSaved)
         self._finishing, self._finished = self.events.channel(FinishStarted), self.events.channel(Finished)
 
-    def empty_like(self, policy: Policy) -> CacheManager:
-        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one)."""
-        return type(self)(self.model, policy, self.sizes, self.rules_type)
+    def empty_like(self, policy: Policy, anonymous_pages: bool = False) -> CacheManager:
+        """An empty cache of the same model and pool sizes under ``policy`` (Marconi's tuner replays on one).
+        ``anonymous_pages``: its FULL and SWA pools hand out one id for every page (``Pool.make_anonymous``):
+        for a cache whose page ids nobody reads."""
+        fresh = type(self)(self.model, policy, self.sizes, self.rules_type)
+        if anonymous_pages:
+            fresh.pools[FULL].make_anonymous()
+            fresh.pools[SWA].make_anonymous()
+        return fresh
 
     def discard(self) -> None:
         """This cache is thrown away mid-run (a tuner's replay): unlink its tree, whose cycles the paused
@@ -201,6 +207,9 @@ class CacheManager(SchedulingPasses):
     def relock(self, req: RequestCache, node) -> None:
         """Move the request's locks to ``node``, the end of its newly committed path."""
         old = req.locks
+        if self.rules.slides_window_locks and node.parent is old.node and old.in_walk_order:
+            locks.slide(self.tree, old, node, self.window, self.has_swa, self.has_mamba)  # vLLM+: every chunk
+            return
         # release the old window and state first: the new window may share nodes, and a holder is a set
         # member, not a count. The new node extends the locked path, so the old FULL locks carry over.
         locks.unlock(self.tree, old, keep_from=old.node)
@@ -241,4 +250,6 @@ class CacheManager(SchedulingPasses):
     def _follow_split(self, upper, lower) -> None:
         """A split node's upper half inherits its SWA holders; their lock sets must name it too."""
         for holder in upper.swa_holders:
-            self.requests[holder].locks.swa_nodes.append(upper)
+            held = self.requests[holder].locks
+            held.swa_nodes.append(upper)
+            held.in_walk_order = False

@@ -39,12 +39,25 @@ class Pool:
         self._num_returned = 0  # ids in those lists not handed out again
         # kept, not derived: asked several times per simulated step (check_integrity recounts it)
         self.num_free = size
+        self.anonymous = False  # see ``make_anonymous``
+
+    def make_anonymous(self) -> None:
+        """From now on every id handed out is ``ANONYMOUS_ID`` and a free only counts: for a cache nobody reads
+        an id of (Marconi's tuner replays its window on 21 throwaway caches, reading only their hits). Which
+        ids a holder has never steers a rule (they are only moved, counted and freed), so such a cache makes
+        the same decisions, while a page-1 list of one shared int costs a fraction of one of distinct ints to
+        build, copy and drop (tests/test_anonymous_pages.py). Only an empty pool may switch, and its ids can no
+        longer be checked (``check_integrity``)."""
+        assert self.num_free == self.size, f"{self.name} pool: only an empty pool turns anonymous"
+        self.anonymous = True
 
     @property
     def num_used(self) -> int:
         return self.size - self.num_free
 
     def alloc(self, count: int) -> list[int]:
+        if self.anonymous:
+            return self._alloc_anonymous(count)
         if count <= self._num_returned:  # the usual case: ids freed before
             if count == 0:
                 return []
@@ -63,6 +76,12 @@ class Pool:
             self.high_water += fresh
         self.num_free -= count
         return ids
+
+    def _alloc_anonymous(self, count: int) -> list[int]:
+        if count > self.num_free:
+            raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
+        self.num_free -= count
+        return [ANONYMOUS_ID] * count
 
     def _take(self, count: int) -> list[int]:
         """The next ``count`` freed ids (no more than there are), newest list first, each from its first."""
@@ -96,6 +115,9 @@ class Pool:
             return
         if self._freed:
             emit(self._freed, SlotsFreed(self.component, ids))
+        if self.anonymous:  # the ids are all one: nothing to keep
+            self.num_free += len(ids)
+            return
         self._lists.append(ids)
         self._firsts.append(0)
         self._num_returned += len(ids)
@@ -109,6 +131,9 @@ class Pool:
             stack += held[first:][::-1]
         return stack
 
+
+# The one id an anonymous pool hands out: no real id is negative
+ANONYMOUS_ID = -1
 
 # Every id's int, made once and shared by all pools: a fresh pool would otherwise make (and later free) an int
 # per id it hands out for the first time, at page 1 a token's worth each; Marconi's tuner replays its window on

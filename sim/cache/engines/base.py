@@ -48,6 +48,9 @@ class EngineRules:
     requeues_lone_request = True  # False: a request retracted while running alone is given up on at once
     split_stamps_halves = False  # True: a split gives both halves a fresh FULL stamp (SGLang's _split_node)
     insert_touches_path = False  # True: an insert FULL-stamps every node it walks, root first (SGLang)
+    # True: a relock one node down slides the lock set (``locks.slide``) instead of rebuilding it; only for
+    # rules whose eviction ignores releases and whose cached nodes never change SWA liveness while locked
+    slides_window_locks = False
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:

@@ -48,6 +48,10 @@ class MarconiRules(SGLangAdmission):
     name = "marconi"
     supports_byte_budget = True
     admission_states = 3  # SGLang's slots: the running state and two track slots (extra_buffer)
+    # Marconi's evictor scans or keeps its own heap (the tree's releases are ignored: ``NoEviction``), and a
+    # cached node keeps its SWA until it is deleted (no tombstones to revive inside a window): vLLM+ relocks
+    # at every 32-token chunk, one node down
+    slides_window_locks = True
 
     @classmethod
     def check(cls, resolved: Resolved) -> None:

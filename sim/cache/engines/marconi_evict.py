@@ -86,6 +86,28 @@ def candidates(root: Node, leaves_only: bool) -> list[Node]:
     return out
 
 
+def scan(root: Node, leaves_only: bool, has_mamba: bool) -> tuple[list[Node], list[int]]:
+    """``candidates`` and each one's ``parent_end`` in one walk (every eviction scans the whole tree): the end
+    a hit would resume from is carried down the walk instead of climbed to per candidate."""
+    found: list[Node] = []
+    ends: list[int] = []
+    stack = [(child, root.end) for child in reversed(root.children.values())]
+    while stack:
+        node, end_above = stack.pop()
+        children = node.children
+        if not children:
+            if not node.is_locked:
+                found.append(node)
+                ends.append(end_above)
+            continue
+        if not leaves_only and len(children) == 1 and node.state is not None and node.state_lock == 0:
+            found.append(node)
+            ends.append(end_above)
+        below = node.end if node.state is not None or not has_mamba else end_above
+        stack.extend([(child, below) for child in reversed(children.values())])
+    return found, ends
+
+
 def _is_candidate(node: Node, leaves_only: bool) -> bool:
     if not node.children:
         return not node.is_locked
@@ -132,24 +154,38 @@ class MarconiEvictor:
         the edge of the last candidate scored)."""
         if self.recency.leaves is not None and not self.flop_aware and not self.code_counting:
             return self.recency.leaves.pick(tree.root, self.recency.of), None
-        found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
+        leaves_only = not self.flop_aware or comp in (FULL, SWA)
+        found, ends = scan(tree.root, leaves_only, self.has_mamba)
         if not found:
             return None, 0
-        ends = [parent_end(node, self.has_mamba) for node in found]
+        return self._best(found, ends)
+
+    def _best(self, found: list[Node], ends: list[int]) -> tuple[Node, int | None]:
+        """The lowest score among ``found`` (ends: each one's ``parent_end``), first of equals."""
         stale = self.cost.leaf_bytes_counted(found[-1].end - ends[-1]) if self.code_counting else None
+        stamp_of = self.recency.stamps.get
         if not self.flop_aware:
-            stamps = [self.recency.of(node) for node in found]
+            stamps = [stamp_of(node.id, 0) for node in found]
             return found[stamps.index(min(stamps))], stale
-        now = self.recency.now
-        recency = _normalize([1 / max(now - self.recency.of(node), 1) for node in found])
+        now, efficiency_of, has_mamba = self.recency.now, self.cost.efficiency, self.has_mamba
+        recency = _normalize([1 / max(now - stamp_of(node.id, 0), 1) for node in found])
         efficiency = _normalize(
             [
-                self.cost.efficiency(p, n.end) if n.state is not None or not self.has_mamba else 0.0
+                efficiency_of(p, n.end) if n.state is not None or not has_mamba else 0.0
                 for n, p in zip(found, ends, strict=True)
             ]
         )
-        scores = [r + self.alpha * e for r, e in zip(recency, efficiency, strict=True)]
+        alpha = self.alpha
+        scores = [r + alpha * e for r, e in zip(recency, efficiency, strict=True)]
         return found[scores.index(min(scores))], stale
+
+    def pick_by_scan(self, tree, comp: str) -> tuple[Node | None, int | None]:
+        """``pick`` as the rule reads (``candidates``, then each one's ``parent_end``): the reference the
+        one-walk ``scan`` is held to (tests/test_marconi_evict_scan.py)."""
+        found = candidates(tree.root, leaves_only=not self.flop_aware or comp in (FULL, SWA))
+        if not found:
+            return None, 0
+        return self._best(found, [parent_end(node, self.has_mamba) for node in found])
 
     def evict(self, tree, victim: Node, stale: int | None) -> int:
         """Evict ``victim``; returns the bytes the eviction counts (the code's count, or what it freed)."""

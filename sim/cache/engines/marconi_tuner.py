@@ -50,7 +50,8 @@ class AlphaTuner:
 
     def replay(self, manager: RadixOps, cost: NodeCost, alpha: float) -> float:
         """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed."""
-        fresh = manager.empty_like(self.policy.with_knobs(marconi_alpha=alpha))
+        # the replay reads only each request's hit: its page ids are never read (one shared id is cheaper)
+        fresh = manager.empty_like(self.policy.with_knobs(marconi_alpha=alpha), anonymous_pages=True)
         cached, prompts = [], []
         for request_id, tokens, prompt_len in self.history:
             try:

@@ -4,6 +4,8 @@ SGLang's gates left out. vLLM's own scheduler gates on vLLM's block pool (``full
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from sim.align import floor_to
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.ops import RadixOps
@@ -25,6 +27,18 @@ class MarconiVllmRules(MarconiRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.alloc_slack_pages = 0
+
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        """No pass accounts to reset: SGLang's budget is none of vLLM+'s gates (every rule that reads it,
+        ``admission_refusal``, ``chunk_len``, ``decode_refusal``, is overridden here), and replay begins a
+        pass at every 32-token chunk (tests/test_marconi_vllm_passes.py)."""
+
+    def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        """LRU (the preset's eviction) tunes no alpha: the tuner's first-eviction hook, and the eviction
+        count taken around the reserve for it, have nothing to do."""
+        if not self.tuner.done:
+            return super().reserve(manager, full_pages, swa_pages, states)
+        return self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
 
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         return None

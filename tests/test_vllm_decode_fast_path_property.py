@@ -4,8 +4,9 @@ step-by-step decoding does, as a property over layouts (one block size, groups o
 inkling and gemma-4 layouts), windows, retention intervals, async scheduling, the junction, prefill
 checkpoints and pools from a few dozen blocks (evictions, refusals) to roomy.
 
-Each example runs the same requests on two managers: one decodes through ``advance_decode``, the other calls
-``prepare_decode`` + ``settle`` + ``complete_decode`` once per step. Requests run together, each decoding in
+Each example runs the same requests on three managers: one decodes through ``advance_decode``, the others call
+``prepare_decode`` + ``settle`` + ``complete_decode`` once per step, one of them with every step's hashes taken by
+``cache_blocks`` (``one_block_hash`` off: the reference for the manager's one-block path the timed loop takes). Requests run together, each decoding in
 short segments at its own engine iterations; after every segment the two are compared whole: each request's
 tables, lengths, hashed and retired counts, history and keys; the pool's free queue in order, ref counts,
 hashes, counters; and every event the pool and manager sent, in order (evictions, discards, skipped blocks),
@@ -154,7 +155,7 @@ def snapshot(run: Run) -> tuple:
     return (
         requests,
         tuple(pool.queue()),
-        pool.ref_cnt,
+        pool.ref_counts(),
         pool.key_of,
         blocks_of,
         repr(counters),
@@ -173,19 +174,21 @@ def test_fast_decode_leaves_the_block_manager_as_step_by_step(configuration, wor
     except ValueError:  # the start-up check: the pool cannot hold one max_model_len request
         return
     slow = Run(model, knobs, num_blocks, fast=False)
+    plain = Run(model, knobs, num_blocks, fast=False)  # every step hashed by cache_blocks: the reference
+    plain.manager.one_block_hash = False
     for index, (shared_len, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"
         tokens = TokenSeq.of("r:shared", shared_len) + TokenSeq.of("r:" + rid, own_len)
         tokens = tokens + TokenSeq.of("o:" + rid, output_len)
-        for run in (fast, slow):
+        for run in (fast, slow, plain):
             run.start(rid, tokens, shared_len + own_len, output_len)
-        assert snapshot(fast) == snapshot(slow), f"after admitting {rid}"
+        assert snapshot(fast) == snapshot(slow) == snapshot(plain), f"after admitting {rid}"
     for position, num_steps in enumerate(segments):
         if not fast.remaining:
             break
         rid = sorted(fast.remaining)[position % len(fast.remaining)]
-        for run in (fast, slow):
+        for run in (fast, slow, plain):
             run.decode(rid, num_steps)
         assert fast.iteration == slow.iteration and fast.remaining == slow.remaining
-        assert snapshot(fast) == snapshot(slow), f"after {num_steps} decode steps of {rid}"
+        assert snapshot(fast) == snapshot(slow) == snapshot(plain), f"after {num_steps} decode steps of {rid}"
     fast.manager.check_integrity()

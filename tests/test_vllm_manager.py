@@ -83,7 +83,7 @@ def test_both_managers_offer_the_cache_interface():
 
 def snapshot(manager: BlockCacheManager) -> tuple:
     pool = manager.pool
-    return pool.queue(), dict(pool.key_of), dict(pool.ref_cnt), dict(pool.held), dict(pool.cached_free)
+    return pool.queue(), dict(pool.key_of), pool.ref_counts(), dict(pool.held), dict(pool.cached_free)
 
 
 @pytest.mark.parametrize(("components", "retention"), [("full+swa+mamba", 0), ("full+swa+mamba", None),

@@ -129,7 +129,7 @@ def test_the_window_release_matches_a_scan_down_to_the_first_null(nulls, process
     steps.release_window(layout, pool, table, 1, processed)
     assert table == expected
     assert pool.queue()[: len(freed)] == freed  # unhashed: onto the head, the first given first out
-    assert sum(pool.ref_cnt[block] == 0 for block in pool.ref_cnt) == len(freed)
+    assert sum(count == 0 for count in pool.ref_counts().values()) == len(freed)
 
 
 @settings(max_examples=150, deadline=None)

@@ -148,14 +148,17 @@ class RadixTree:
         self._push(FULL, node.parent)
 
     # ---- component changes -------------------------------------------------------------------------
-    def tombstone(self, node: Node) -> int:
-        """Free the node's SWA pages; returns how many."""
+    def tombstone(self, node: Node, held: list[list[int]] | None = None) -> int:
+        """Free the node's SWA pages (``held``: add them there, for the caller to free); returns how many."""
         if self._tombstoning:
             emit(self._tombstoning, Tombstoning(node))
         if node.swa_pages is None:
             return 0
         freed = len(node.swa_pages)
-        self.swa_pool.free(node.swa_pages)
+        if held is None:
+            self.swa_pool.free(node.swa_pages)
+        else:
+            held.append(node.swa_pages)
         self.num_swa_pages -= freed
         node.swa_pages = None
         return freed

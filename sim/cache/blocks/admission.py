@@ -30,7 +30,8 @@ def hit_tables(
         else:
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
-        blocks = [pool.cached((chain[layout.key_index(kind, i)], group)) for i in range(first, num_blocks)]
+        stride = layout.key_stride[kind]  # block i's key: chain[(i + 1) * stride - 1]
+        blocks = pool.cached_blocks(chain[(first + 1) * stride - 1 : num_blocks * stride : stride], group)
         if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
             blocks[-1] = pool.cached((chain[layout.key_index(kind, num_blocks - 2)], group))
         tables.append(unread + blocks)
@@ -47,7 +48,7 @@ def admission_need(
     for kind, table in zip(layout.group_kinds, tables, strict=True):
         needed = ceil_div(prompt_len, layout.block_of(kind))
         swa_cap_blocks = ceil_div(swa_cap_tokens, layout.block_of(kind)) + 1
-        evictable = sum(1 for block in table if pool.is_evictable(block))
+        evictable = pool.num_evictable(table)
         if kind == FULL:
             new = needed - len(table)
         elif kind == SWA:
@@ -64,7 +65,7 @@ def first_chunk_need(
     """``allocate_slots``' second check, for the first chunk ``[hit, end)``: its new blocks plus the hit blocks
     it takes out of the free queue (a prompt that fits whole can still find its first chunk refused)."""
     new = sum(count for _, count in blocks_to_allocate(layout, tables, end, checkpoint))
-    return new + sum(1 for table in tables for block in table if pool.is_evictable(block))
+    return new + sum(map(pool.num_evictable, tables))
 
 
 def state_cached_this_step(

@@ -42,10 +42,7 @@ def answer(
     B, A = layout.block_of(kind), layout.block_size
     top = limit // B
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
-        run = 0
-        while run < top and is_cached(layout, pool, chain, kind, run):
-            run += 1
-        return run * B // A * A
+        return _full_run(layout, pool, chain, top) * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
         late = int(past_state)
         found = (
@@ -55,6 +52,14 @@ def answer(
         )
         return next(found, 0)
     return _swa_answer(layout, pool, chain, top)
+
+
+def _full_run(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
+    """The blocks ``0 .. run - 1`` below ``top`` cached in every FULL group (``is_cached`` from block 0 while
+    it holds: a block past the chain is not cached). A block is in every group's run: the least run."""
+    stride = layout.key_stride[FULL]
+    keys = chain[stride - 1 : min(top, len(chain) // stride) * stride : stride]
+    return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
 
 
 def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:

@@ -21,9 +21,9 @@ def check_integrity(manager) -> None:
     for req in manager.requests.values():
         _check_request(manager, req)
         refs.update(req.blocks())
-    in_queue = set(queue)
+    in_queue, counts = set(queue), pool.ref_counts()
     for block in range(1, pool.num_blocks):
-        count = pool.ref_cnt.get(block)
+        count = counts.get(block)
         _expect(refs[block] == (count or 0), f"block {block}: ref count {count}, held {refs[block]} times")
         _expect((block in in_queue) == (not refs[block]), f"block {block}: free and held, or neither")
     _check_cache_map(pool)

@@ -13,12 +13,14 @@ trace).
 
 from __future__ import annotations
 
+from functools import partial
 from hashlib import blake2b
 
 from sim.tokens import TokenSeq
 
 BlockKey = object  # a prefix's identity (bytes here): equal keys mean equal prefixes
 ROOT = b""  # the digest of no runs (vLLM's NONE_HASH)
+_end_bytes = partial(int.to_bytes, length=8, byteorder="little")  # where in its run a block ends
 
 
 def _digest(data: bytes) -> bytes:
@@ -62,7 +64,8 @@ class BlockKeys:
             if at is None:
                 at = _digest(before + repr(runs[run][:2]).encode())
             last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
-            keys += [at + (k * size + size - run_start).to_bytes(8, "little") for k in range(index, last)]
+            ends = range((index + 1) * size - run_start, (last + 1) * size - run_start, size)  # in the run
+            keys += map(at.__add__, map(_end_bytes, ends))
             index = last
         chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
         return chain

@@ -65,6 +65,12 @@ class Layout:
         ``(j + 1) * block / hash_block - 1``."""
         return math.gcd(*(self.block_of(kind) for kind in self.kinds))
 
+    @cached_property
+    def uniform_block(self) -> int:
+        """The block size every group shares, or 0 where they differ (gemma-4): a step's "is there anything
+        to do" tests are then one comparison against the groups' least count, not one per group."""
+        return self.block_size if len(set(self.group_blocks)) == 1 else 0
+
     def key_index(self, kind: str, index: int) -> int:
         """The hash block whose key names block ``index`` of a ``kind`` group (the one it ends with)."""
         return (index + 1) * self.key_stride[kind] - 1

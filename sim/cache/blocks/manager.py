@@ -11,6 +11,7 @@ The rules and their vLLM functions: docs/vllm-rules.md.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
+from operator import itemgetter
 
 from sim.cache.blocks import steps
 from sim.cache.blocks.admission import (
@@ -64,6 +65,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
+        self.one_block_hash = True  # _cache's one-block path (a test turns it off for the reference)
 
     # ---- admission ----------------------------------------------------------------------------------
     def admit(
@@ -184,22 +186,29 @@ class BlockCacheManager(PlainBlockDecodes):
     def _step(self, req: BlockRequest, end: int, checkpoint: bool, iteration: int) -> ChunkPlan | Refusal:
         """``allocate_slots`` for the step ``[kv_len, end)``."""
         early = self.policy.fault == "vllm-early-free"  # a negative control
-        steps.release_skipped(
-            self.layout, self.pool, req, req.processed(iteration, self.async_scheduling), early
-        )
+        processed = req.processed(iteration, self.async_scheduling)
+        steps.release_skipped(self.layout, self.pool, req, processed, early)
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
-        needed = sum(count for _, count in plan)
+        needed = sum(map(itemgetter(1), plan))  # a Mamba group's nulls come with a block: none without
         if needed > self.pool.num_free:
             return Refusal(POOL, needed, self.pool.num_free)
-        steps.allocate(self.pool, req, plan)
+        if needed:
+            steps.allocate(self.pool, req, plan)
         # only tokens the engine knows are hashed: under async scheduling the token of the step in flight is
         # a placeholder (``num_tokens_to_cache`` is capped at ``request.num_tokens``)
-        known = max(req.prompt_len, req.processed(iteration, self.async_scheduling) + 1)
+        known = max(req.prompt_len, processed + 1)
         self._cache(req, min(end, known), checkpoint)
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
 
     def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
+        """``cache_blocks``; a step that fills one block in every group (a busy decode step of the timed loop,
+        which takes each step alone) as the decode fast path hashes it (``_hash_block``)."""
+        B = self.layout.uniform_block
+        index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
+        if 0 <= index == min(req.num_cached) == max(req.num_cached) < min(map(len, req.tables)):
+            self._hash_block(req, index)
+            return
         steps.cache_blocks(
             self.layout,
             self.pool,

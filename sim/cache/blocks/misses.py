@@ -9,6 +9,8 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -45,12 +47,14 @@ class BlockMissTracker:
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
 
     def _on_evicted(self, event: BlocksEvicted) -> None:
-        evicted = self.evicted
-        for key, group in event.keys:
+        evicted = (
+            self.evicted
+        )  # an allocation evicts runs of one group's keys (a request's blocks freed together)
+        for group, run in groupby(event.keys, key=itemgetter(1)):
             seen = evicted.get(group)
             if seen is None:
                 seen = evicted[group] = set()
-            seen.add(key)
+            seen.update(map(itemgetter(0), run))
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
         self.skipped.setdefault(event.groups, set()).update(event.keys)

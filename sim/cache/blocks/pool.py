@@ -5,43 +5,39 @@ Block 0 is the null block and never handed out. The free queue starts as blocks 
 id order; ``get_new_blocks`` pops from its head, and a popped block that still has a hash loses it (that is
 eviction); ``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks
 that reach ref count 0 without a hash (given order kept: the first given is popped first) and appends the
-hashed ones (LRU). The cache map keys ``(block key, group)`` to every block hashed to it, oldest first: there
-is no de-duplication, and a lookup takes the oldest one still cached. A key almost always has one block, so
-the map is kept as its oldest block (``first_of``) and, for the rare keys with more, the newer ones in a list
-(``more_of``): a list per key held hundreds of thousands of lists the collector walks after a run.
+hashed ones (LRU). The cache map (``cache_map.py``) keys ``(block key, group)`` to every block hashed to it.
 
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
 The head holds unhashed blocks only (a block is hashed while a request holds it), so nothing is ever taken
-out of its middle: it is a stack, its first block last. The tail is ordered for LRU and for hits taking a
-block out of it anywhere.
+out of its middle: it is a stack, its first block last. The tail is ordered for LRU; a hit takes a block
+out of it anywhere (``tail.py``: a list whose entries a hit leaves stale). Reference counts: ``cache_map.py``.
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter, deque
 from collections.abc import Sequence
+from itertools import compress
+from operator import itemgetter, not_
 
+from sim.cache.blocks.cache_map import CacheMap
+from sim.cache.blocks.tail import FreeTail
 from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
 
-Key = tuple[object, int]  # (block key, group index)
 
-
-class BlockPool:
+class BlockPool(CacheMap):
     def __init__(self, num_blocks: int, group_kinds: tuple[str, ...], events: EventBus | None = None):
         if num_blocks < 2:
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
             )
+        super().__init__()
         self.num_blocks = num_blocks
         self.group_kinds = group_kinds
         self._head: list[int] = []  # the queue's head part, its first block last
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
-        self._tail: OrderedDict[int, None] = OrderedDict()
-        self.ref_cnt: dict[int, int] = {}  # handed-out ids only (absent: never used, 0 when free)
-        self.key_of: dict[int, Key] = {}
-        self.first_of: dict[Key, int] = {}  # each cached key's oldest block
-        self.more_of: dict[Key, list[int]] = {}  # its newer blocks, oldest first, where it has any
+        self._tail = FreeTail()
         kinds = set(group_kinds)
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
@@ -57,7 +53,7 @@ class BlockPool:
     @property
     def num_free(self) -> int:
         """``get_num_free_blocks``: every block in the queue, cached or not."""
-        return len(self._head) + self.num_blocks - self._fresh + len(self._tail)
+        return len(self._head) + self.num_blocks - self._fresh + self._tail.size
 
     def get_new_blocks(self, count: int, group: int) -> list[int]:
         if count > self.num_free:
@@ -76,7 +72,6 @@ class BlockPool:
             self._fresh += fresh
         if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
             blocks += self._evict_oldest(count - len(blocks))
-        self.ref_cnt.update(dict.fromkeys(blocks, 1))
         self.held[kind] += count
         return blocks
 
@@ -85,7 +80,7 @@ class BlockPool:
         turn hands out (a decode step starting a block in every group), in one call."""
         if len(self.group_kinds) > self.num_free:
             raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
-        head, ref_cnt, held = self._head, self.ref_cnt, self.held
+        head, held = self._head, self.held
         blocks: list[int] = []
         for kind in self.group_kinds:
             if head:
@@ -95,7 +90,6 @@ class BlockPool:
                 self._fresh += 1
             else:  # only the tail holds hashed blocks: an eviction
                 block = self._evict_oldest(1)[0]
-            ref_cnt[block] = 1
             held[kind] += 1
             blocks.append(block)
         return blocks
@@ -103,139 +97,96 @@ class BlockPool:
     def _evict_oldest(self, count: int) -> list[int]:
         """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
         (a prefill step evicts hundreds: batched, in the queue's order). Every tail block is hashed."""
-        tail, key_of, group_kinds = self._tail, self.key_of, self.group_kinds
-        blocks = [tail.popitem(last=False)[0] for _ in range(count)]
-        keys = list(map(key_of.pop, blocks))
+        blocks = self._tail.pop_oldest(count)
+        group_kinds = self.group_kinds
+        keys = list(map(self.key_of.pop, blocks))
+        deque(map(self.ref_cnt.pop, blocks), 0)  # consumed in C
         if self._discarded:
             for block, key in zip(blocks, keys, strict=True):
                 emit(self._discarded, BlocksDiscarded(key[1], [block]))
-        for group, num_group in Counter(key[1] for key in keys).items():
+        for group, num_group in Counter(map(itemgetter(1), keys)).items():
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
         if self.on_evict:
             emit(self.on_evict, BlocksEvicted(keys))
-        first_of, more_of = self.first_of, self.more_of
-        for block, key in zip(blocks, keys, strict=True):
-            if key in more_of:
-                self._forget_duplicate(block, key)
-            else:
-                del first_of[key]
+        self._unlist(blocks, keys)
         return blocks
 
-    def _forget_duplicate(self, block: int, key: Key) -> None:
-        """``block`` leaves a key that has more than one block: the next oldest becomes its first."""
-        newer = self.more_of[key]
-        if self.first_of[key] == block:
-            self.first_of[key] = newer.pop(0)
-        else:
-            newer.remove(block)
-        if not newer:
-            del self.more_of[key]
-
-    def touch(self, blocks: list[int | None], group: int) -> None:
-        """A hit: each block leaves the free queue (if there) and gains a reference."""
-        kind = self.group_kinds[group]
-        for block in blocks:
-            if block is None:
-                continue
-            if self.ref_cnt[block] == 0:
-                del self._tail[block]  # a hit's block is hashed: if free, it is in the tail
-                self.cached_free[kind] -= 1
-                self.held[kind] += 1
-            self.ref_cnt[block] += 1
+    def touch(self, table: list[int | None], group: int) -> None:
+        """A hit: each block of a hit's table (hashed, each once) leaves the free queue (if there) and gains a
+        reference."""
+        blocks = list(filter(None, table))
+        ref_cnt, kind = self.ref_cnt, self.group_kinds[group]
+        counts = list(map(ref_cnt.__getitem__, blocks))
+        ref_cnt.update(zip(blocks, map((1).__add__, counts), strict=True))
+        freed = list(compress(blocks, map(not_, counts)))  # a hit's block is hashed: if free, in the tail
+        if not freed:
+            return
+        self._tail.take(freed)
+        self.cached_free[kind] -= len(freed)
+        self.held[kind] += len(freed)
 
     def free_blocks(self, ordered: Sequence[int | None], group: int) -> None:
         """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
         head, in the given order; hashed at the tail)."""
-        ref_cnt = self.ref_cnt
-        blocks = [block for block in ordered if block is not None]
+        blocks = list(filter(None, ordered))  # a held block is never 0, the null block
         if len(blocks) < 2:  # a decode step frees one block per group at most
             if blocks:
                 self.free_one(blocks[0], group)
             return
-        if max(map(ref_cnt.__getitem__, blocks)) == 1:  # the usual case: no other request shares them
-            released = blocks
-            ref_cnt.update(dict.fromkeys(blocks, 0))
+        flags = list(map(self.key_of.__contains__, blocks))
+        hashed = list(compress(blocks, flags))
+        kind = self.group_kinds[group]
+        if len(hashed) < len(blocks):  # onto the head, first given on top: first given, first out
+            unhashed = list(compress(blocks, map(not_, flags))) if hashed else blocks
+            self._head.extend(reversed(unhashed))
+            self.held[kind] -= len(unhashed)
+            if self._discarded:
+                emit(self._discarded, BlocksDiscarded(group, unhashed))
+        if hashed:
+            self._free_hashed(hashed, kind)
+
+    def _free_hashed(self, hashed: list[int], kind: str) -> None:
+        """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""
+        ref_cnt = self.ref_cnt
+        if max(map(ref_cnt.__getitem__, hashed)) == 1:  # the usual case: no other request shares them
+            released = hashed
+            ref_cnt.update(dict.fromkeys(hashed, 0))
         else:
             released = []
-            for block in blocks:
+            for block in hashed:
                 count = ref_cnt[block] - 1
                 ref_cnt[block] = count
                 if not count:
                     released.append(block)
-            if not released:
-                return
-        kind, key_of = self.group_kinds[group], self.key_of
         self.held[kind] -= len(released)
-        hashed = [block for block in released if block in key_of]
-        if len(hashed) < len(released):  # onto the head, first given on top: first given, first out
-            unhashed = [block for block in released if block not in key_of]
-            self._head.extend(reversed(unhashed))
-            if self._discarded:
-                emit(self._discarded, BlocksDiscarded(group, unhashed))
-        self._tail.update(dict.fromkeys(hashed))
-        self.cached_free[kind] += len(hashed)
+        self._tail.extend(released)
+        self.cached_free[kind] += len(released)
 
     def free_one(self, block: int, group: int) -> None:
         """``free_blocks`` of one block."""
-        count = self.ref_cnt[block] - 1
-        self.ref_cnt[block] = count
-        if count:
-            return
         kind = self.group_kinds[group]
-        self.held[kind] -= 1
         if block in self.key_of:
-            self._tail[block] = None
+            count = self.ref_cnt[block] - 1
+            self.ref_cnt[block] = count
+            if count:
+                return
+            self._tail.append(block)
             self.cached_free[kind] += 1
         else:
             self._head.append(block)
             if self._discarded:
                 emit(self._discarded, BlocksDiscarded(group, [block]))
-
-    # ---- the cache map ------------------------------------------------------------------------------
-    def cache(self, block: int, key: Key) -> None:
-        """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
-        if block not in self.key_of:
-            self.key_of[block] = key
-            self._list(block, key)
-
-    def _list(self, block: int, key: Key) -> None:
-        if key in self.first_of:
-            self.more_of.setdefault(key, []).append(block)
-        else:
-            self.first_of[key] = block
-
-    def cache_all(self, blocks: list[int], keys: list[Key]) -> None:
-        """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
-        block is new to the map and every key too: then in two updates."""
-        key_of, first_of = self.key_of, self.first_of
-        new_keys = dict(zip(keys, blocks, strict=True))
-        if (
-            len(new_keys) == len(blocks)
-            and key_of.keys().isdisjoint(blocks)
-            and first_of.keys().isdisjoint(keys)
-        ):
-            key_of.update(zip(blocks, keys, strict=True))
-            first_of.update(new_keys)
-            return
-        for block, key in zip(blocks, keys, strict=True):
-            if block not in key_of:
-                key_of[block] = key
-                self._list(block, key)
-
-    def cached(self, key: Key) -> int | None:
-        """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
-        return self.first_of.get(key)
-
-    @property
-    def blocks_of(self) -> dict[Key, list[int]]:
-        """Every cached key's blocks, oldest first (for tests and integrity checks)."""
-        return {key: [block, *self.more_of.get(key, ())] for key, block in self.first_of.items()}
-
-    def is_evictable(self, block: int | None) -> bool:
-        """A cached block no running request holds: touching it takes it out of the free queue."""
-        return block is not None and self.ref_cnt[block] == 0
+        self.held[kind] -= 1
 
     def queue(self) -> list[int]:
         """The free queue, head first (for tests and integrity checks)."""
-        return self._head[::-1] + list(range(self._fresh, self.num_blocks)) + list(self._tail)
+        return self._head[::-1] + list(range(self._fresh, self.num_blocks)) + self._tail.live()
+
+    def ref_counts(self) -> dict[int, int]:
+        """Every handed-out block's reference count, 0 when free (for tests and integrity checks)."""
+        free = set(self._head)
+        return {
+            block: self.ref_cnt[block] if block in self.key_of else int(block not in free)
+            for block in range(1, self._fresh)
+        }

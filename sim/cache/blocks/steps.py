@@ -23,19 +23,34 @@ from sim.models import FULL, MAMBA, SWA
 def release_skipped(
     layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool = False
 ) -> None:
-    """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows."""
+    """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows.
+    Most steps release nothing: each group's "has its first live block moved" is tested here, before a call."""
+    swa_top, state_last = window_top(layout, processed, int(early)), last_state(layout, processed)
     for group, kind in enumerate(layout.group_kinds):
+        table = req.tables[group]
         if kind == SWA:
-            release_window(layout, pool, req.tables[group], group, processed, int(early))
-        elif kind == MAMBA and processed > 1:
+            top = min(len(table) - 1, swa_top)
+            if top >= 0 and table[top] is not None:
+                release_window(layout, pool, table, group, processed, int(early))
+        elif kind == MAMBA and processed > 1 and state_last > req.retired[group]:
             release_states(layout, pool, req, group, processed)
+
+
+def window_top(layout: Layout, processed: int, extra: int = 0) -> int:
+    """The highest block wholly below the window once ``processed`` tokens are processed (-1: none)."""
+    return max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra) - 1
+
+
+def last_state(layout: Layout, processed: int) -> int:
+    """The running state's block once ``processed`` tokens are processed: every state block below it goes."""
+    return (processed - 1) // layout.block_of(MAMBA)
 
 
 def release_window(
     layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is."""
-    top = min(len(table), max(0, (processed - layout.window + 1) // layout.block_of(SWA) + extra)) - 1
+    top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
     below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
@@ -47,12 +62,11 @@ def release_window(
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
     """Every state block below the running one (``floor((p - 1)/B)``) goes, the prompt checkpoint too."""
     table, retired = req.tables[group], req.retired[group]
-    last = min((processed - 1) // layout.block_of(MAMBA), len(table))
+    last = min(last_state(layout, processed), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
-    freed = [table[index] for index in range(last - 1, retired - 1, -1) if table[index] is not None]
-    for index in range(retired, last):
-        table[index] = None
+    freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
+    table[retired:last] = [None] * (last - retired)
     pool.free_blocks(freed, group)
     req.retired[group] = max(retired, last)
 
@@ -61,6 +75,9 @@ def blocks_to_allocate(
     layout: Layout, tables: list[list[int | None]], end: int, checkpoint: bool
 ) -> list[tuple[int, int]]:
     """Per group: (nulls to append, new blocks to take) for a step ending at ``end``."""
+    B = layout.uniform_block
+    if B and min(map(len, tables)) >= -(-end // B):
+        return [(0, 0)] * len(tables)  # most decode steps: every table reaches the step's end
     plan = []
     for kind, B, table in zip(layout.group_kinds, layout.group_blocks, tables, strict=True):
         needed = -(-end // B)  # ceil_div inline: this runs for every group of every step
@@ -101,7 +118,12 @@ def cache_blocks(
     scheduler block, so only the tokens below the last one are hashed (``HybridKVCacheCoordinator.
     get_num_cacheable_tokens``): a group with smaller blocks leaves the ones past it unhashed."""
     cacheable = end // layout.block_size * layout.block_size
-    if all(cacheable // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True)):
+    B = layout.uniform_block
+    if (
+        cacheable // B <= min(req.num_cached)
+        if B
+        else all(cacheable // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True))
+    ):
         return  # most decode steps: no block became full in any group
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)

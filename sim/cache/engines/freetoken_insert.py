@@ -9,8 +9,9 @@ the new node newer); the caller hangs the state.
 
 from __future__ import annotations
 
+from sim.cache.engines.freetoken_frees import PoolFrees
 from sim.cache.engines.freetoken_tree import FreeTokenClock
-from sim.cache.insert import free_live, insert
+from sim.cache.insert import insert
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -19,32 +20,42 @@ from sim.cache.tree import RadixTree
 def insert_swa(
     tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock, has_swa: bool = True
 ) -> Node:
-    """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone."""
+    """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone. The
+    duplicates it frees go to the pools at the end, together (``PoolFrees``)."""
     page, base = tree.page_size, req.prefix_len
     path, depth = tree.walk(req.tokens, end, start=req.last_node)
     full, swa = req.take_own_pages(end)
-    for node in list(path):
-        lo, hi = (node.start - base) // page, (node.end - base) // page
-        tree.full_pool.free(full[lo:hi])
+    frees = PoolFrees(tree)
+    if path:
+        # page indices into full / swa of each walked node's span, taken before a revive splits a node
+        cuts = [(node.start - base) // page for node in path]
+        cuts.append((path[-1].end - base) // page)
+        frees.full_spans(full, cuts)  # the tree's copy stays; the request's goes
         if has_swa:
-            _reconcile(tree, req, node, swa[lo:hi], clock)
+            frontier = req.swa_frontier
+            for i, node in enumerate(path):
+                if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
+                    frees.swa_live(swa[cuts[i] : cuts[i + 1]])
+                else:
+                    _revive(tree, node, swa[cuts[i] : cuts[i + 1]], frontier, clock, frees)
     node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
-        node = _add_suffix(tree, req, node, depth, end, full[lo:], swa[lo:] if has_swa else None, clock)
+        swa_new = swa[lo:] if has_swa else None
+        node = _add_suffix(tree, req, node, depth, end, full[lo:], swa_new, clock, frees)
+    frees.flush()
     req.prefix_len = end
     return node
 
 
-def _reconcile(tree: RadixTree, req: RequestCache, node: Node, swa: list, clock: FreeTokenClock) -> None:
-    """The request's copy of a span the tree already holds: adopted by a tombstone it revives, else freed."""
-    frontier = req.swa_frontier
-    if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
-        free_live(tree, swa)
-        return
+def _revive(
+    tree: RadixTree, node: Node, swa: list, frontier: int, clock: FreeTokenClock, frees: PoolFrees
+) -> None:
+    """A tombstone, unlocked, that the request recomputed past its SWA frontier: it adopts the request's live
+    copy (elsewhere the request's copy of a span the tree holds is freed)."""
     if frontier > node.start:  # the head stays a tombstone; the tail past the frontier is revived
         cut = (frontier - node.start) // tree.page_size
-        free_live(tree, swa[:cut])
+        frees.swa_live(swa[:cut])
         tree.split(node, frontier - node.start)
         swa = swa[cut:]
     tree.revive(node, swa, stamp=False)  # no SWA stamp: FreeToken's one timestamp, the FULL one, is new
@@ -60,13 +71,14 @@ def _add_suffix(
     full: list,
     swa: list | None,
     clock: FreeTokenClock,
+    frees: PoolFrees,
 ) -> Node:
     page = tree.page_size
     dead = max(0, min(req.swa_frontier, end) - depth) if swa is not None else 0
     dead = min(dead, max(0, end - depth - page))
     if dead and swa is not None:  # (dead is 0 without SWA)
         cut = dead // page
-        free_live(tree, swa[:cut])
+        frees.swa_live(swa[:cut])
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)
         clock.stamp_new(parent)
         full, swa = full[cut:], swa[cut:]

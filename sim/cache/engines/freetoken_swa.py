@@ -12,6 +12,7 @@ from __future__ import annotations
 from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
+from sim.cache.engines.freetoken_frees import PoolFrees
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -106,8 +107,11 @@ class SwaRules(FreeTokenCommon):
         """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
         self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
         path, _ = tree.walk(tokens, keep_from)
+        frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
+        held = frees.swa_held()
         for node in path:
             if node.end > keep_from:
                 break
             if node.swa_pages is not None and not node.swa_holders and node.children:
-                tree.tombstone(node)
+                tree.tombstone(node, held)
+        frees.flush()

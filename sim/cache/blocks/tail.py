@@ -1,0 +1,76 @@
+"""The free queue's tail (``BlockPool``'s hashed free blocks, LRU first) as a list of entries, not an ordered
+map: a run of hashed blocks freed is one ``extend`` and an allocation's evictions one slice, where an ordered
+map made a node per block and popped them one by one.
+
+A hit takes a block out of the tail anywhere: here it leaves the block's entry in the list and counts it stale
+(``_stale``); the front skips it when it gets there. A block's stale entries are all older than its live one
+(the hit holds the block until it is freed and appended again), so the first entries of a block the front
+meets are its stale ones. The consumed front is cut off once it is most of the list.
+"""
+
+from __future__ import annotations
+
+
+class FreeTail:
+    def __init__(self, compact_at: int = 4096) -> None:
+        self._entries: list[int] = []  # oldest first, live and stale, read from _at on
+        self._at = 0
+        self._stale: dict[int, int] = {}  # block -> its stale entries still in _entries
+        self.size = 0  # the live entries: the blocks in the tail
+        self.compact_at = compact_at  # entries consumed before the list drops them (a test lowers it)
+
+    def extend(self, blocks: list[int]) -> None:
+        """Append ``blocks`` (none of them in the tail), in order."""
+        self._entries.extend(blocks)
+        self.size += len(blocks)
+
+    def append(self, block: int) -> None:
+        self._entries.append(block)
+        self.size += 1
+
+    def take(self, blocks: list[int]) -> None:
+        """A hit takes ``blocks`` (each in the tail, each once) out: their entries become stale."""
+        stale = self._stale
+        if stale.keys().isdisjoint(blocks):
+            stale.update(dict.fromkeys(blocks, 1))
+        else:
+            for block in blocks:
+                stale[block] = stale.get(block, 0) + 1
+        self.size -= len(blocks)
+
+    def pop_oldest(self, count: int) -> list[int]:
+        """The ``count`` oldest blocks, taken off: one slice, unless it meets stale entries."""
+        entries, at, stale = self._entries, self._at, self._stale
+        blocks = entries[at : at + count]
+        at += count
+        if stale and not stale.keys().isdisjoint(blocks):
+            blocks = [block for block in blocks if block not in stale or not self._drop_stale(block)]
+            while len(blocks) < count:
+                at += 1
+                if not self._drop_stale(entries[at - 1]):
+                    blocks.append(entries[at - 1])
+        self.size -= count
+        if at > self.compact_at and 2 * at > len(entries):  # the consumed front is most of the list
+            del entries[:at]
+            at = 0
+        self._at = at
+        return blocks
+
+    def _drop_stale(self, block: int) -> bool:
+        """``block``'s entry met at the front is stale (and is dropped): it has stale entries left."""
+        num_stale = self._stale.get(block, 0)
+        if num_stale == 1:
+            del self._stale[block]
+        elif num_stale:
+            self._stale[block] = num_stale - 1
+        return num_stale > 0
+
+    def live(self) -> list[int]:
+        """The blocks in the tail, oldest first (for tests and integrity checks)."""
+        stale, blocks = dict(self._stale), []
+        for block in self._entries[self._at :]:
+            if stale.get(block):
+                stale[block] -= 1
+            else:
+                blocks.append(block)
+        return blocks

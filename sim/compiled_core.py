@@ -45,6 +45,7 @@ COMPILED_MODULES = (
     "sim/bounds/page_paths.py",
     "sim/bounds/segment_trie.py",
     "sim/bounds/events.py",
+    "sim/bounds/recorder.py",
 )
 INTERPRETED = (
     "__init__.py",

@@ -5,10 +5,16 @@ engine's fast path takes runs of those for a whole batch (its step table reads t
 request decoding alone (replay mode, Marconi's tuner) also takes runs of *solo* steps: plain but for the pages
 they start, which the pools hand out without evicting (so no step's reservation, eviction ahead or decode
 refusal does anything but allocate); the run's pages are allocated in one go, as the steps would take them
-one by one. The tests hold both to the step-by-step result.
+one by one. A running batch (the SGLang loop in timed mode) takes runs of *batch* steps: plain but for the pages
+they start, in step then batch order, while every KV pool keeps room for a page per request and the engine's
+slack after each step (so no step's check, eviction or reservation does anything but allocate). The tests hold
+all three to the step-by-step result.
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from operator import itemgetter
 
 from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
@@ -52,6 +58,83 @@ class PlainDecodes(StepPlans):
         req.kv_len += num_steps
         req.decode_steps += num_steps
 
+    def batch_decode_steps(self, reqs: list[RequestCache], iteration: int, max_steps: int) -> int:
+        """How many of the next ``max_steps`` decode steps of the batch ``reqs`` (a token each per step, from
+        ``iteration`` on) take no checkpoint and free no SWA while the pages they start leave, after each step,
+        room for a page per request and the engine's slack in every KV pool; 0 where that cannot be said."""
+        phase, steps = iteration + self.policy.iteration_phase, max_steps
+        for req in reqs:
+            if req.commit_pending:  # a commit waits for the next step's processing
+                return 0
+            steps = min(steps, self.rules.plain_decode_steps(req, phase))
+        spare = self.batch_run_room(reqs)
+        if steps <= 0 or spare < 0:
+            return 0
+        if self._in_lockstep(reqs):  # a page per request at every step
+            return min(steps, spare // len(reqs))
+        starts = self._page_starts(reqs, steps)
+        if starts is None:
+            return 0
+        return starts[spare][0] if len(starts) > spare else steps
+
+    def batch_run_room(self, reqs: list[RequestCache]) -> int:
+        """Pages a batch run may start without evicting: each KV pool keeps a page per request and the slack."""
+        return self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages - len(reqs)
+
+    def take_batch_decodes(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]]:
+        """What ``num_steps`` batch decode steps record: the pages they start, handed out in step then batch
+        order (a pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between), and
+        the lengths. Returns each page-starting step's offset in the run and its number of pages."""
+        if self._in_lockstep(reqs):
+            return self._take_lockstep(reqs, num_steps)
+        starts = self._page_starts(reqs, num_steps) or []
+        if starts:
+            full = self.pools[FULL].alloc(len(starts))
+            swa = self.pools[SWA].alloc(len(starts)) if self.has_swa else [None] * len(starts)
+            own_full: list[list[int]] = [[] for _ in reqs]
+            own_swa: list[list[int | None]] = [[] for _ in reqs]
+            for (_, index), full_id, swa_id in zip(starts, full, swa, strict=True):
+                own_full[index].append(full_id)
+                own_swa[index].append(swa_id)
+            for req, full_ids, swa_ids in zip(reqs, own_full, own_swa, strict=True):
+                if full_ids:
+                    req.add_own_pages(full_ids, swa_ids)
+        for req in reqs:
+            self.take_plain_decodes(req, num_steps)
+        return _counted(starts)
+
+    def _in_lockstep(self, reqs: list[RequestCache]) -> bool:
+        """At page 1, requests whose slots end at their length start a page each at every step."""
+        if self.page_size != 1:
+            return False
+        return all(req.prefix_len + len(req.own_full) == req.kv_len for req in reqs)
+
+    def _take_lockstep(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]]:
+        """``take_batch_decodes`` in lockstep: step by step, each request in turn, so request ``j`` of ``n``
+        gets every ``n``-th id from the ``j``-th."""
+        num_reqs = len(reqs)
+        full = self.pools[FULL].alloc(num_steps * num_reqs)
+        swa = self.pools[SWA].alloc(num_steps * num_reqs) if self.has_swa else None
+        for index, req in enumerate(reqs):
+            req.add_own_pages(
+                full[index::num_reqs], swa[index::num_reqs] if swa is not None else [None] * num_steps
+            )
+            self.take_plain_decodes(req, num_steps)
+        return [(offset, num_reqs) for offset in range(num_steps)]
+
+    def _page_starts(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]] | None:
+        """(step offset, index in ``reqs``) of every page the next ``num_steps`` decode steps start, in step then
+        batch order (None if a request lacks slots below its length: no run is taken then)."""
+        page = self.page_size
+        starts: list[tuple[int, int]] = []
+        for index, req in enumerate(reqs):
+            first = (req.prefix_len // page + len(req.own_full)) * page - req.kv_len
+            if first < 0:
+                return None
+            starts.extend((offset, index) for offset in range(first, num_steps, page))
+        starts.sort()
+        return starts
+
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """How many decode steps from ``iteration`` on are plain (no page to allocate, no checkpoint,
         no SWA free fires, no eviction for the engine's slack), or fewer."""
@@ -84,3 +167,8 @@ class PlainDecodes(StepPlans):
         if not slack:
             return True
         return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)
+
+
+def _counted(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(offset, pages started) per step offset of sorted page starts."""
+    return list(Counter(map(itemgetter(0), starts)).items())  # a dict keeps the sorted offsets' order

@@ -101,8 +101,9 @@ class Engine:
                 yield from self._plain_run()
 
     def _plain_run(self):
-        """Decode-only steps that change nothing but lengths, ending before the next arrival or
-        follow-up, taken in one event (rarely a few): the same steps, times and rows as the full loop."""
+        """Decode-only steps that change nothing but lengths (or, in a batch run, also start pages, take
+        checkpoints and free SWA without evicting), ending before the next arrival or follow-up, taken in one
+        event (rarely a few): the same steps, times and rows as the full loop."""
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
             return
@@ -111,13 +112,49 @@ class Engine:
         starts, taken = self._steps_before_next_event(durations, num_steps)
         if not taken:
             return
+        # the steps are taken before the clock moves over them: nothing else happens before they end
+        pools = pool_values(self.manager.usage())
+        run = self.scheduler.advance_plain(runs, len(taken))
+        if run is not None:
+            num_taken, full_steps = run
+            starts, taken = starts[:num_taken], taken[:num_taken]
+            if not taken:
+                return
         for delay in _event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
-        emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
+        if run is None or not full_steps:
+            emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
+        else:
+            self._record_batch_run(runs, starts, taken, full_steps, list(pools))
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
-        self.scheduler.advance_plain(runs, len(taken))
+
+    def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
+        """The rows of a batch run, from the pools before it: each full step's from the pools after it (pages
+        moved from free to running, or as read after an event step), and the bounds see its batch; the
+        others' as plain steps."""
+        first, num_decode = self.iteration, len(runs)
+        kv_columns = (0, 3) if self.manager.has_swa else (0,)  # FULL free and SWA free; running follows
+        done = 0
+        for full in full_steps:
+            if full.offset > done:
+                plain = starts[done : full.offset], durations[done : full.offset]
+                emit(self._plain_ended, PlainStepsEnded(first + done, *plain, num_decode))
+            if full.usage is not None:
+                pools = list(pool_values(full.usage))
+            for column in kv_columns if full.usage is None else ():
+                pools[column] -= full.pages
+                pools[column + 1] += full.pages
+            if self._step_started and full.batch is not None:
+                emit(self._step_started, StepStarted(full.batch, self.manager))
+            step = (first + full.offset, starts[full.offset], durations[full.offset], 0, 0, num_decode)
+            emit(self._step_ended, StepEnded(step, tuple(pools)))
+            done = full.offset + 1
+        if done < len(starts):
+            emit(
+                self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode)
+            )
 
     def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
         """Start times and durations of the steps that end before the next scheduled event, as one step

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pandas as pd
 import simpy
 
-from sim.bounds.events import EventRecorder, replay_events
+from sim.bounds.events import replay_events
+from sim.bounds.recorder import EventRecorder
 from sim.bounds.summary import BoundFigures, run_bounds, served_ids
 from sim.bounds.upper_bound import ideal_in_trace_order, upper_bound, with_ideal
 from sim.cache.events import EventBus

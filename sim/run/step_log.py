@@ -19,6 +19,7 @@ class StepLog:
 
     def __init__(self, events: EventBus):
         self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
+        self._row_columns = list(self.columns.values())  # in a row's order
         events.subscribe(StepEnded, self._on_step)
         events.subscribe(PlainStepsEnded, self._on_plain_steps)
 
@@ -29,8 +30,8 @@ class StepLog:
         self.extend_decode_only(e.first_step, e.starts, e.durations, e.num_decode)
 
     def append(self, step: tuple, pools: tuple) -> None:
-        for name, value in zip(STEP_COLUMNS + POOL_COLUMNS, step + pools, strict=True):
-            self.columns[name].append(value)
+        for column, value in zip(self._row_columns, step + pools, strict=True):
+            column.append(value)
 
     def extend_decode_only(
         self, first_step: int, starts: list[float], durations: list[float], num_decode: int

@@ -4,7 +4,10 @@ what the step's end changed (first tokens, finished requests)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from sim.cache.components import Component
+from sim.cache.pools import PoolUsage
 from sim.cache.results import ChunkPlan
 from sim.sched.request import RequestState
 
@@ -29,3 +32,15 @@ class Batch:
 class StepOutcome:
     first_tokens: list[RequestState]  # requests whose prompt finished this step
     finished: list[RequestState]
+
+
+class FullStep(NamedTuple):
+    """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``): its offset in
+    the run, the pages it started, its batch (None where nothing reads it: a step that only started pages, with
+    no bounds recorded), and for an event step the pools after it (None: only pages moved from free to
+    running)."""
+
+    offset: int
+    pages: int
+    batch: Batch | None
+    usage: dict[Component, PoolUsage] | None

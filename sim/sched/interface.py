@@ -7,7 +7,7 @@ from collections import deque
 from typing import Protocol
 
 from sim.cache.interface import CacheModel
-from sim.sched.batch import Batch, StepOutcome
+from sim.sched.batch import Batch, FullStep, StepOutcome
 from sim.sched.request import RequestState
 
 
@@ -31,4 +31,7 @@ class Scheduler(Protocol):
         """The running requests and how many coming steps are plain decodes for all of them (the fast path)."""
         ...
 
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None: ...
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
+        """Take the steps, before the clock moves over them: None where all were plain, else how many were
+        taken (maybe fewer) and those the loop would have taken in full (the SGLang loop's batch runs)."""
+        ...

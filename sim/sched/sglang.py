@@ -56,6 +56,7 @@ class SGLangScheduler(SGLangDecode):
         self._done: list[RequestState] = []  # finished by length in that step
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
         self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
+        self._batch_run_at: int | None = None  # the fast path's batch run starts here (None: plain steps)
         self._max_new: dict[
             str, int
         ] = {}  # sampling_params.max_new_tokens as clipped at arrival (0 possible)

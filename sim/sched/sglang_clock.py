@@ -41,3 +41,7 @@ class TokenClock:
             self.processed += self._last_extend
         else:
             self.processed += self._running_extend
+
+    def decode_steps_launched(self, num_steps: int) -> None:
+        """``num_steps`` decode batches launched (the running batch's stale count, each)."""
+        self.processed += self._running_extend * num_steps

@@ -1,0 +1,137 @@
+"""The timed run's events for the bounds (``events.py``), recorded step by step; a request's output pages
+between two lookups logged as one run.
+
+At page 1 a decode step produces a page per running request: the per-page log of a 1,000-request timed run
+has 350,000 events, and its trie a node per event boundary. ``ProduceRuns`` folds a request's produced
+pages into its open run (the event that opened it keeps its place) when the run and the pages all hold
+some of the request's own output and no lookup came between; the bounds read the same figures as from the
+per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). Why:
+
+- between two lookups nothing is hit, so a page produced there has the same next counted lookup (Belady's
+  key) and the same count of lookups before it (the state bound's interval start) anywhere in the stretch;
+- a page holding output of request ``r`` is on no other request's path but those quoting ``r``'s output;
+  once one of those is looked up (it may compute those pages while ``r`` still decodes: an open-loop
+  follow-up) ``r``'s pages are never folded again, so a folded page's parent is its own run's previous
+  page, or, for the run's first page, checked where the run's first event was; and no other event of the
+  stretch covers it;
+- so a folded page is offered to Belady earlier, right after its parent: once the cache is full the
+  furthest next use it holds only falls, so a page refused or evicted later in the stretch would be evicted
+  again, and the pages of one next use (one lookup's chain) that end up kept are the same.
+"""
+
+from __future__ import annotations
+
+from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
+from sim.cache.events import EventBus, StepStarted
+from sim.trace import Trace
+
+NEVER = 2**62  # past any page
+
+
+def quoted_outputs(trace: Trace, request_id: str) -> set[str]:
+    """The requests whose output the request's prompt quotes."""
+    return {s.output_of for s in trace.request(request_id).prompt if s.output_of is not None}
+
+
+class ProduceRuns:
+    """An event log that folds a request's produced pages into its open run: pages that extend it (start at
+    or before its end, not before its start) where the run's and the pages' first pages hold some of the
+    request's output (``(page + 1) * page_size > prompt_len``) and no request quoting that output has been
+    looked up. A lookup (of any request) closes every run; ``merge=False`` logs every event as given (the
+    per-page log, the reference)."""
+
+    def __init__(self, trace: Trace, page_size: int, merge: bool = True):
+        self.merge, self._trace, self._page = merge, trace, page_size
+        self._events: list = []
+        self._open: dict[str, list[int]] = {}  # request id -> [its run's index in the log, first, end page]
+        self._first_output_page: dict[str, int] = {}  # the first page to fold from (never: NEVER)
+
+    def lookup(self, event: Lookup) -> None:
+        self.close()
+        self._events.append(event)
+        for quoted in quoted_outputs(self._trace, event.request_id):  # now two requests may compute them
+            self._first_output_page[quoted] = NEVER
+
+    def produce(self, request_id: str, first_page: int, end_page: int) -> None:
+        run = self._open.get(request_id)
+        if run is not None and run[1] <= first_page <= run[2]:
+            if end_page > run[2]:
+                run[2] = end_page
+            return
+        if run is not None:
+            self._close_run(request_id, run)
+        if self.merge and first_page >= self._output_page(request_id):
+            self._open[request_id] = [len(self._events), first_page, end_page]
+        self._events.append(Produce(request_id, first_page, end_page))
+
+    def _output_page(self, request_id: str) -> int:
+        first = self._first_output_page.get(request_id)
+        if first is None:
+            first = self._first_output_page[request_id] = self._trace.prompt_len(request_id) // self._page
+        return first
+
+    def _close_run(self, request_id: str, run: list[int]) -> None:
+        del self._open[request_id]
+        self._events[run[0]] = Produce(request_id, run[1], run[2])
+
+    def close(self) -> None:
+        for request_id, run in list(self._open.items()):
+            self._close_run(request_id, run)
+
+    def events(self) -> list:
+        self.close()
+        return self._events
+
+
+def merge_runs(events: list, trace: Trace, page_size: int) -> list:
+    """``events`` (a per-page log) with a request's output pages between two lookups folded into runs."""
+    runs = ProduceRuns(trace, page_size)
+    for event in events:
+        if isinstance(event, Lookup):
+            runs.lookup(event)
+        else:
+            runs.produce(event.request_id, event.first_page, event.end_page)
+    return runs.events()
+
+
+class EventRecorder:
+    """Subscribed to a timed run's ``StepStarted`` events: records the lookups and page allocations of every
+    step that runs (runs of plain decode steps allocate nothing), into ``ProduceRuns`` (``merge_runs=False``:
+    every allocation as its own event, the reference)."""
+
+    def __init__(self, events: EventBus, trace: Trace, page_size: int, merge_runs: bool = True):
+        self._trace, self._page = trace, page_size
+        self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
+        self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
+        self._log = ProduceRuns(trace, page_size, merge_runs)
+        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager))
+
+    def record(self, batch, manager) -> None:
+        items = batch.items
+        self._record_lookups(items, manager.requests)
+        page, last_page, produce = self._page, self._last_page, self._log.produce
+        for item in items:  # a step per token at page 1 (every decoding request's page): kept lean
+            plan = item.plan
+            request_id = plan.request_id
+            last = last_page.get(request_id)
+            if last is None:
+                last = last_page[request_id] = computed_pages(self._trace, request_id, page)
+            first, end = plan.start // page, -(-plan.end // page)
+            if first < end and first < last:
+                produce(request_id, first, end if end < last else last)
+
+    def _record_lookups(self, items, requests) -> None:
+        seen = self._seen
+        for item in items:
+            request_id = item.plan.request_id
+            req = requests[request_id]
+            if seen.get(request_id) is not req:
+                seen[request_id] = req
+                self._log.lookup(Lookup(request_id, key_pages(req.prompt_len, self._page), False))
+
+    def events(self, served: set[str]) -> list:
+        """The log, each served request's last lookup marked as the counted one."""
+        events = self._log.events()
+        last = {event.request_id: i for i, event in enumerate(events) if isinstance(event, Lookup)}
+        counted = {i for request_id, i in last.items() if request_id in served}
+        return [event._replace(counted=True) if i in counted else event for i, event in enumerate(events)]

@@ -1,0 +1,125 @@
+"""The SGLang loop's batch decode runs (timed mode): the running batch's decode steps taken in one event, with
+nothing to admit, process or finish in between, exactly as the loop's full steps would take them.
+
+A run is stretches of steps that take no checkpoint and free no SWA (``batch_decode_steps``: only the pages they
+start are allocated, in one go) between *event* steps, where some request takes a checkpoint or fires its SWA
+free: those run the full step's own decode half (``_check_decode_mem``, ``_decode_items``, ``complete_decode``).
+Every step keeps each KV pool room for a page per request and the engine's slack after it, and an event step's
+new checkpoint states are free, so no step evicts, refuses or retracts: the run stops before one that might.
+A step that started a page or was an event step was a full step of the loop: the engine writes its row from the
+pools after it, and the bounds see its batch (``FullStep``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from sim.cache.components import MAMBA
+from sim.cache.events import StepStarted
+from sim.cache.manager import CacheManager
+from sim.cache.request import RequestCache
+from sim.cache.results import ChunkPlan, Refusal
+from sim.sched.batch import Batch, BatchItem, FullStep
+from sim.sched.request import RequestState
+from sim.sched.sglang_clock import TokenClock
+
+
+class RunningBatch(Protocol):
+    """What a batch run reads and moves of the SGLang scheduler (``SGLangDecode``)."""
+
+    manager: CacheManager
+    rules: Any  # SGLangRules
+    running: list[RequestState]
+    batch_is_full: bool
+    clock: TokenClock
+
+
+def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple[int, list[FullStep]]:
+    """Up to ``max_steps`` decode steps of the running batch from ``iteration`` on; returns how many were taken
+    (fewer where a step might evict) and the full steps among them."""
+    manager = sched.manager
+    reqs = [manager.requests[state.request_id] for state in sched.running]
+    # each full step's steps in flight are the step before's batch: the running requests
+    in_flight: frozenset[str] | None = frozenset(req.request_id for req in reqs)
+    done = 0
+    full_steps: list[FullStep] = []
+    announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    while done < max_steps:
+        stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+        if stretch:
+            lengths = [req.kv_len for req in reqs] if announced else None
+            for offset, pages in manager.take_batch_decodes(reqs, stretch):
+                batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
+                full_steps.append(FullStep(done + offset, pages, batch, None))
+            done += stretch
+            continue
+        if not _event_step_fits(sched, reqs):
+            break
+        batch = _event_step(sched, reqs, iteration + done, in_flight)
+        in_flight = None  # one pass begun per run: nothing reads its accounts before the next full step's
+        full_steps.append(FullStep(done, 0, batch, manager.usage()))
+        done += 1
+    for state in sched.running:
+        state.decoded += done
+    sched.clock.decode_steps_launched(len(full_steps))
+    return done, full_steps
+
+
+def _page_step_batch(
+    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
+) -> Batch | None:
+    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted)."""
+    if lengths is None:
+        return None
+    batch = Batch(iteration)
+    for req, length in zip(reqs, lengths, strict=True):
+        start = length + offset
+        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
+    return batch
+
+
+def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
+    """Whether the next step, taken in full, evicts nothing: its pages leave room for a page per request and
+    the slack, and its new checkpoint states are free (on pools apart: a byte budget weighs them with KV)."""
+    manager, rules = sched.manager, sched.rules
+    pages = 0
+    for req in reqs:
+        if req.commit_pending:
+            return False
+        pages += req.pages_needed(req.kv_len + 1)
+    if manager.topology.kv_room(manager.has_swa) - rules.alloc_slack_pages - len(reqs) < pages:
+        return False
+    states = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None and not req.spare_states)
+    if not states:
+        return True
+    return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
+
+
+def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
+    """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
+    whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
+    window first, then each request in batch order plans its step (those and the ones starting a page through
+    ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
+    eviction for the batch and each step's eviction ahead find the room free, so they are not asked."""
+    manager = sched.manager
+    if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
+        manager.begin_pass(in_flight)
+    if manager.has_swa:  # _prefill: hybrid SWA retries admission every pass
+        sched.batch_is_full = False
+    phase = iteration + manager.policy.iteration_phase
+    eventful = [sched.rules.plain_decode_steps(req, phase) <= 0 for req in reqs]
+    for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
+        if event:
+            manager.free_out_of_window(req.request_id, iteration)
+    batch = Batch(iteration)
+    for req, event in zip(reqs, eventful, strict=True):
+        if event or req.pages_needed(req.kv_len + 1):
+            plan = manager.prepare_decode(req.request_id, iteration)
+            if isinstance(plan, Refusal):
+                raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        else:
+            plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
+        batch.items.append(BatchItem(plan, False))
+    for req in reqs:
+        manager.complete_decode(req.request_id)
+    return batch

@@ -1,0 +1,129 @@
+"""The SGLang loop's batch decode runs (``sim/sched/sglang_runs.py``): the running batch's decode steps that start
+pages, take checkpoints and fire SWA frees, taken in one event, leave every table as step by step (the full loop
+with the fast path off), bounds included. Generated bursts on pools small enough that runs stop for room, evict
+and retract around them, on the presets of SGLang's loop; each run also counts the full steps its batch runs
+took (page starts and event steps), so the property is not met by never taking one."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.run.engine import Engine
+from sim.run.simulate import SimConfig, simulate
+from sim.trace import Request, Segment, Trace
+
+_RECORD_BATCH_RUN = (
+    Engine._record_batch_run
+)  # the engine stays interpreted: patched under the compiled core too
+
+
+@st.composite
+def bursts(draw):
+    """Requests arriving close together (prompt and output lengths, arrival), and the run's knobs."""
+    num_requests = draw(st.integers(3, 12))
+    lengths = st.tuples(st.integers(1, 2500), st.integers(2, 900), st.integers(0, 400))
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=arrival_ms / 1000,
+            output_len=output_len,
+            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
+        )
+        for index, (prompt_len, output_len, arrival_ms) in enumerate(
+            draw(st.lists(lengths, min_size=num_requests, max_size=num_requests))
+        )
+    ]
+    policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"]))
+    page = 1 if policy == "marconi-sglang" else draw(st.sampled_from([1, 2, 16, 64]))
+    knobs = dict(
+        page_size=page,
+        track_interval=max(page, 16) * draw(st.integers(1, 8)),
+        chunked_prefill_size=max(page, 16) * draw(st.integers(4, 32)),
+        max_running_requests=draw(st.integers(2, 12)),
+        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
+        swa_eviction_interval=draw(st.sampled_from([1, 7, 32, 128])),
+        overlap=draw(st.booleans()),
+        schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "hrrn"])),
+        # (Marconi's rules compiled lack ``decode_untracked``, which mixed chunks set: a compiled-core gap)
+        mixed_chunk=draw(st.booleans()) and policy != "marconi-sglang",
+    )
+    pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
+    # Marconi's one byte budget (KV and states weighed together), about 4k to 30k tokens of KV
+    cache_bytes = draw(st.sampled_from([None, 1.5e8, 4e8, 1e9])) if policy == "marconi-sglang" else None
+    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, cache_bytes
+
+
+def run_both(
+    trace: Trace, policy: str, knobs: dict, pool_tokens: int, cache_bytes: float | None = None
+) -> int:
+    """Fast and step-by-step runs of the trace, asserted equal (bounds included); the full steps the fast run's
+    batch runs took."""
+    config = SimConfig(
+        policy=policy,
+        model="inkling",
+        knobs=knobs,
+        pool_tokens=pool_tokens,
+        mamba_states=48,
+        cache_bytes=cache_bytes,
+        bounds=True,
+    )
+    full_steps = [0]
+
+    def record_batch_run(engine: Engine, runs, starts, durations, steps, pools) -> None:
+        full_steps[0] += len(steps)
+        _RECORD_BATCH_RUN(engine, runs, starts, durations, steps, pools)
+
+    with mock.patch.object(Engine, "_record_batch_run", autospec=True, side_effect=record_batch_run):
+        fast = simulate(trace, config, fast_path=True)
+    slow = simulate(trace, config, fast_path=False)
+    assert fast.requests.equals(slow.requests)
+    assert fast.steps.equals(slow.steps)
+    assert fast.summary == slow.summary
+    return full_steps[0]
+
+
+TOTALS = {"runs": 0, "full_steps": 0}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(bursts())
+def test_batch_decode_runs_change_no_table(burst):
+    TOTALS["runs"] += 1
+    TOTALS["full_steps"] += run_both(*burst)
+
+
+def test_the_generated_runs_take_full_steps_in_batch_runs():
+    """The property above is exercised: its batch runs took steps the loop takes in full."""
+    if not TOTALS["runs"]:
+        test_batch_decode_runs_change_no_table()
+    assert TOTALS["full_steps"] > 2000, TOTALS
+
+
+def _burst(num_requests: int) -> list[Request]:
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=index / 50,
+            output_len=700 + 53 * index,
+            prompt=[Segment(ref=f"r{index}", len=900 + 173 * index)],
+        )
+        for index in range(num_requests)
+    ]
+
+
+def test_a_burst_at_page_1_takes_its_page_starting_steps_in_batch_runs():
+    assert run_both(Trace(_burst(6)), "marconi-sglang", dict(page_size=1), 20000) > 1000
+
+
+def test_a_burst_on_tight_pools_stops_its_runs_for_room_and_still_matches():
+    knobs = dict(page_size=16, track_interval=64, swa_eviction_interval=32, max_running_requests=8)
+    assert run_both(Trace(_burst(10)), "sglang-retain", knobs, 9000) > 200
+
+
+def test_a_burst_under_marconis_byte_budget_takes_batch_runs():
+    """One byte budget for KV and states: a run's room is the budget's, and an event step's new state weighs
+    in it too (those steps are left to the loop)."""
+    assert run_both(Trace(_burst(8)), "marconi-sglang", dict(page_size=1), 20000, 1.5e8) > 1000

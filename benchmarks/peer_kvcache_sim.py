@@ -3,13 +3,15 @@
 Both sides count as the peer does: hits over the last 50% of requests (from request floor(N/2) in file
 order), in whole 512-token blocks, over the same cache budget in blocks. Ours is the ``radix`` policy
 (FULL only) at page 512 in replay mode; its per-request table gives the hits. Prints both hit rates
-and wall times for each of the peer's backends here (Python; C++, compiled on first use), the ratios,
-and two alignment checks: an unbounded cache (where the counting rules alone differ) and the peer fed
-whole blocks only (where its capacity no longer holds partial tail blocks). docs/benchmarks.md
-explains what remains. Needs ``pip install kvcache-simulator==0.1.3``.
+and CPU times (this process and the children it waited for: the peer's C++ binary) for each of the
+peer's backends here (Python; C++, compiled on first use), the ratios, and two alignment checks: an
+unbounded cache (where the counting rules alone differ) and the peer fed whole blocks only (where its
+capacity no longer holds partial tail blocks). docs/benchmarks.md
+explains what remains. Needs ``pip install kvcache-simulator==0.1.3``. Our side computes no offline
+bounds unless ``--bounds`` (the peer has none: without them both sides do the same work).
 
     python benchmarks/peer_kvcache_sim.py [--trace T] [--budget-blocks B] [--limit N] [--backends python,cpp]
-                                          [--repeat 3]
+                                          [--repeat 3] [--bounds]
 """
 
 from __future__ import annotations
@@ -73,9 +75,15 @@ def measured_hits(requests: pd.DataFrame) -> tuple[int, int]:
 
 
 def run_ours(
-    path: Path, limit: int | None, budget_blocks: int | None, drop_outputs: bool, file_order: bool
+    path: Path,
+    limit: int | None,
+    budget_blocks: int | None,
+    drop_outputs: bool,
+    file_order: bool,
+    bounds: bool = False,
 ) -> SideRun:
-    """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts."""
+    """Replay with ``radix`` at page 512; ``budget_blocks`` None: a pool that never evicts. ``bounds``: the
+    offline bounds too (work the peer does not do)."""
     # the peer knows no sessions: the plain block structure, as it reads the file (and drop_outputs needs it)
     imported, load_s = _timed(import_mooncake, path, limit=limit, chains=False)
     trace = adapt(imported, path, drop_outputs, file_order)  # not timed: the peer has no such step
@@ -86,6 +94,7 @@ def run_ours(
         mode="replay",
         pool_tokens=budget_blocks * BLOCK_LEN,
         knobs={"page_size": BLOCK_LEN, "track_interval": BLOCK_LEN},
+        bounds=bounds,
     )
     result, sim_s = _timed(simulate, trace, config)
     hits, total = measured_hits(result.requests)
@@ -152,6 +161,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-checks", action="store_true", help="skip the two alignment checks")
     parser.add_argument(
+        "--bounds",
+        action="store_true",
+        help="our side also computes the offline bounds (the peer has none; off: the same work on both sides)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=3,
@@ -182,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         sides.append(lambda backend=backend: run_peer(backend, path, args.limit, args.budget_blocks))
     drops = {"drop": [True], "keep": [False], "both": [True, False]}[args.outputs]
     sides += [
-        lambda drop=drop: run_ours(path, args.limit, args.budget_blocks, drop, args.file_order)
+        lambda drop=drop: run_ours(path, args.limit, args.budget_blocks, drop, args.file_order, args.bounds)
         for drop in drops
     ]
     runs = fastest_of(sides, args.repeat)
@@ -194,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"FULL attention, LRU, block = page = {BLOCK_LEN} tokens, budget {args.budget_blocks} blocks; "
-        f"ours: policy radix, replay order {'file' if args.file_order else 'by arrival'}"
+        f"ours: policy radix, replay order {'file' if args.file_order else 'by arrival'}, "
+        f"bounds {'on' if args.bounds else 'off'}"
     )
     print(format_rows(peers + ours))
     print(format_ratios(ours[0], peers))

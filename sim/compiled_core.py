@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 SIM_DIR = Path(__file__).resolve().parent
 DEFAULT_BUILD = SIM_DIR.parent / "build" / "compiled"
@@ -24,9 +25,12 @@ ENV = "HYBRIDCACHE_COMPILED"
 REBUILD = "python scripts/build_compiled.py"
 
 # the hot path of a run: token runs, the cache managers and rules, the block pool, the bounds' inner loops,
-# the replay and the scheduler. ``INTERPRETED`` stays interpreted: ``errors`` and ``integrity`` (mypyc cannot
-# subclass a built-in exception other than Exception), and what a run reaches only once (knobs, policies,
-# resolution, sizing, the protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields
+# the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass).
+# ``INTERPRETED`` stays interpreted: ``errors`` and ``integrity`` (mypyc cannot subclass a built-in exception
+# other than Exception), what a run reaches only once (knobs, policies, resolution, sizing, the
+# protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields, and vLLM's block
+# ``layout``: mypyc compiles a ``cached_property`` as a plain property, so its figures, computed once in
+# Python, would be rebuilt at every read (a compiled vLLM replay ran 1.4x slower than pure Python)
 COMPILED_MODULES = (
     "sim/tokens.py",
     "sim/align.py",
@@ -35,6 +39,8 @@ COMPILED_MODULES = (
     "sim/cache/blocks/*.py",
     "sim/sched/*.py",
     "sim/run/replay.py",
+    "sim/trace/trace.py",
+    "sim/trace/stats.py",
     "sim/bounds/belady.py",
     "sim/bounds/page_paths.py",
     "sim/bounds/segment_trie.py",
@@ -57,15 +63,19 @@ INTERPRETED = (
     "marconi_knobs.py",
     "sglang_knobs.py",
     "freetoken_knobs.py",
+    "layout.py",
 )
 
 
-try:
+if TYPE_CHECKING:  # mypy and mypyc see the real decorator, whatever the build's own type-check options
     from mypy_extensions import mypyc_attr
-except ImportError:  # a pure-Python install has no mypy: the decorator only speaks to mypyc
+else:
+    try:
+        from mypy_extensions import mypyc_attr
+    except ImportError:  # a pure-Python install has no mypy: the decorator only speaks to mypyc
 
-    def mypyc_attr(*attrs: str, **kwattrs: object):  # type: ignore[no-redef]
-        return lambda cls: cls
+        def mypyc_attr(*attrs, **kwattrs):
+            return lambda cls: cls
 
 
 class StaleBuild(ImportError):

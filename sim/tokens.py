@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from itertools import accumulate
 
 import numpy as np
 
@@ -66,11 +65,14 @@ class TokenSeq:
         return cls(runs, length)
 
     def _run_starts(self) -> list[int]:
-        if self._starts is None:
-            self._starts = (
-                list(accumulate([run[2] for run in self.runs[:-1]], initial=0)) if self.runs else []
-            )
-        return self._starts
+        starts = self._starts
+        if starts is None:  # a plain loop: the compiled core runs it natively (``accumulate`` it cannot)
+            starts, position = [], 0
+            for run in self.runs:
+                starts.append(position)
+                position += run[2]
+            self._starts = starts
+        return starts
 
     @classmethod
     def of(cls, source: str, length: int, start: int = 0) -> "TokenSeq":

@@ -80,3 +80,11 @@ def test_every_hot_module_runs_compiled():
         name = ".".join(path.relative_to(SIM_DIR.parent).with_suffix("").parts)
         module = importlib.import_module(name)
         assert not str(module.__file__).endswith(".py"), f"{name} loads from {module.__file__}"
+
+
+def test_no_compiled_module_caches_with_cached_property():
+    """mypyc compiles ``functools.cached_property`` as a plain property: a compiled module's figure "computed
+    once" would be rebuilt at every read (vLLM's block layout was: a compiled replay 1.4x slower than pure
+    Python). Such a module stays in ``INTERPRETED``, or keeps its figures in attributes set once."""
+    offenders = [path for path in compiled_sources(SIM_DIR.parent) if "cached_property" in path.read_text()]
+    assert not offenders, offenders

@@ -9,6 +9,7 @@ summary's keys (``evictions_mamba``) and the model's layer kinds (``sim.models``
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 
 class Component(StrEnum):
@@ -32,8 +33,11 @@ class Component(StrEnum):
         return _STAMPS[self]
 
 
-# module-level names for the hot paths: reading a member off the Enum class costs several times a global lookup
-FULL, SWA, MAMBA = Component.FULL, Component.SWA, Component.MAMBA
+# module-level names for the hot paths: reading a member off the Enum class costs several times a global lookup;
+# ``Final`` lets the compiled core read them as C statics instead of looking them up in the module's dict
+FULL: Final = Component.FULL
+SWA: Final = Component.SWA
+MAMBA: Final = Component.MAMBA
 
 _POOL_NAMES = {Component.FULL: "FULL", Component.SWA: "SWA", Component.MAMBA: "MAMBA"}
 _LAYER_KINDS = {Component.FULL: "full", Component.SWA: "swa", Component.MAMBA: "mamba"}

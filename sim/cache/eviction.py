@@ -24,7 +24,7 @@ class LRUEviction:
     _CHECK_EVERY = 8192  # pushes between looks at the heaps' sizes
 
     def __init__(self) -> None:
-        self.heaps: dict[Component, list] = {comp: [] for comp in Component}
+        self.heaps: dict[Component, list[tuple[float, int, Node]]] = {comp: [] for comp in Component}
         self._limit = dict.fromkeys(Component, 4096)
         self._until_check = self._CHECK_EVERY
 
@@ -49,10 +49,10 @@ class LRUEviction:
     def pop(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
         """The least recently used eligible node, or None. Ineligible entries are dropped: whatever makes a
         node eligible again (unlock, losing its last child, a touch) pushes it anew."""
-        heap, stamp_of = self.heaps[comp], comp.stamp
+        heap = self.heaps[comp]
         while heap:
             stamp, _, node = heapq.heappop(heap)
-            if node.alive and stamp == getattr(node, stamp_of) and eligible(node):
+            if node.alive and stamp == stamp_of(node, comp) and eligible(node):
                 return node
         return None
 
@@ -65,11 +65,10 @@ class LRUEviction:
                     self._compact(comp)
 
     def _compact(self, comp: Component) -> None:
-        stamp_of = comp.stamp
-        live = {}
+        live: dict[int, tuple[float, int, Node]] = {}
         for entry in self.heaps[comp]:
             node = entry[2]
-            if node.alive and entry[0] == getattr(node, stamp_of) and _holds(node, comp):
+            if node.alive and entry[0] == stamp_of(node, comp) and _holds(node, comp):
                 live[node.id] = entry
         heap = list(live.values())
         heapq.heapify(heap)
@@ -78,9 +77,28 @@ class LRUEviction:
 
 
 def _holds(node: Node, comp: Component) -> bool:
-    if comp == FULL:
+    if comp is FULL:
         return not node.children
-    return (node.swa_pages if comp == SWA else node.state) is not None
+    return (node.swa_pages if comp is SWA else node.state) is not None
+
+
+def stamp_of(node: Node, comp: Component) -> float:
+    """The node's LRU stamp for ``comp`` (``getattr(node, comp.stamp)``, read without a lookup by name)."""
+    if comp is FULL:
+        return node.full_stamp
+    if comp is SWA:
+        return node.swa_stamp
+    return node.state_stamp
+
+
+def set_stamp(node: Node, comp: Component, stamp: int) -> None:
+    """``setattr(node, comp.stamp, stamp)``, without the lookup by name."""
+    if comp is FULL:
+        node.full_stamp = stamp
+    elif comp is SWA:
+        node.swa_stamp = float(stamp)  # a float slot (splits put a stamp between two touches)
+    else:
+        node.state_stamp = stamp
 
 
 class NoEviction:

@@ -8,7 +8,7 @@ from typing import Callable
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropping, Tombstoning, emit
-from sim.cache.eviction import LRUEviction
+from sim.cache.eviction import LRUEviction, set_stamp, stamp_of
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.walk_hints import WalkHints
@@ -196,7 +196,7 @@ class RadixTree:
     # ---- recency and eviction candidates -----------------------------------------------------------
     def touch(self, node: Node, comp: Component) -> None:
         self.clock += 1
-        setattr(node, comp.stamp, self.clock)
+        set_stamp(node, comp, self.clock)
         self._push(comp, node)
 
     def _push(self, comp: Component, node: Node) -> None:
@@ -204,12 +204,12 @@ class RadixTree:
         # component later (revive, set_state, losing its last child) pushes it then
         if node is self.root:
             return
-        if comp == FULL:
+        if comp is FULL:
             if node.children:
                 return
-        elif (node.swa_pages if comp == SWA else node.state) is None:
+        elif (node.swa_pages if comp is SWA else node.state) is None:
             return
-        self.eviction.push(comp, node, getattr(node, comp.stamp))
+        self.eviction.push(comp, node, stamp_of(node, comp))
 
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it

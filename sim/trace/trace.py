@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import cast
 
+from sim.compiled_core import mypyc_attr
 from sim.tokens import Run, TokenSeq, output_source, ref_source
 from sim.trace.checks import check_requests
 from sim.trace.records import Request, Segment
 
 
+# compiled, it stays a plain Python class: the ideal's cache holds traces by weak reference, and grids pickle them
+@mypyc_attr(native_class=False)
 class Trace:
     """Requests in file order, looked up by id. Every `after`/`output_of` target comes earlier."""
 

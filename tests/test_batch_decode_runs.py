@@ -47,8 +47,7 @@ def bursts(draw):
         swa_eviction_interval=draw(st.sampled_from([1, 7, 32, 128])),
         overlap=draw(st.booleans()),
         schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "hrrn"])),
-        # (Marconi's rules compiled lack ``decode_untracked``, which mixed chunks set: a compiled-core gap)
-        mixed_chunk=draw(st.booleans()) and policy != "marconi-sglang",
+        mixed_chunk=draw(st.booleans()),
     )
     pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
     # Marconi's one byte budget (KV and states weighed together), about 4k to 30k tokens of KV

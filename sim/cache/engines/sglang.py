@@ -51,9 +51,6 @@ class SGLangRules(SGLangAdmission):
         self.trigger = SwaTrigger(
             self.policy.swa_free_trigger, self.policy.swa_eviction_interval, self.window
         )
-        # decode rows of a mixed batch: their track slots are dropped (mix_with_running) and their result is
-        # processed as a prefill's, so the step saves no decode checkpoint
-        self.decode_untracked = False
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         refresh_after_match(tree, path, node, self.window, "window")
@@ -156,6 +153,8 @@ class SGLangRules(SGLangAdmission):
         """``prepare_for_decode``: a state where the sequence reaches the track grid, lcm of the scan's
         checkpoint grid and ``--mamba-track-interval``; none for a mixed batch's decode row."""
         position = req.kv_len + 1
+        # decode rows of a mixed batch (decode_untracked): their track slots are dropped (mix_with_running) and
+        # their result is processed as a prefill's, so the step saves no decode checkpoint
         tracked = self.resolved.has_mamba and not self.decode_untracked
         return position if tracked and position % self.resolved.track_grid == 0 else None
 

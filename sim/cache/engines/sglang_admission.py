@@ -44,6 +44,9 @@ class SGLangAdmission(EngineRules):
         self.in_flight: AbstractSet[str] = frozenset()
         self.full_pool_tokens = 0  # set by each pass (the FULL pool's size, for the generation clip)
         self.swa_budget = resolved.has_swa  # an SWA pool of its own, budgeted apart (SWAPrefillBudget)
+        # decode rows of a mixed batch (mix_with_running): set by SGLang's scheduler around them for any rules it
+        # drives (Marconi's too, whose rules read it not); declared here so a compiled rules class has the field
+        self.decode_untracked = False
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:

@@ -69,16 +69,18 @@ class VllmScheduler:
         for item in batch.items:
             run = self._running(item.plan.request_id)
             tokens = item.plan.end - item.plan.start
-            if not self._prompt_done(run):  # a prefill chunk, or a recompute of the outputs
+            if self._prompt_done(run):  # a decode: the prompt stays done (``_known`` only moves below)
+                self.manager.complete_decode(run.request_id)
+                run.decoded += 1
+                prompt_done = True
+            else:  # a prefill chunk, or a recompute of the outputs
                 self.manager.complete_prefill(run.request_id, tokens)
                 if item.plan.end == run.prompt_len:
                     first_tokens.append(run)
                 if item.plan.end == self._known.get(run.request_id):  # a recompute: its outputs' KV again
                     run.decoded = self._known.pop(run.request_id) - run.prompt_len
-            else:
-                self.manager.complete_decode(run.request_id)
-                run.decoded += 1
-            if self._prompt_done(run) and run.decoded >= run.output_len - 1:
+                prompt_done = self._prompt_done(run)
+            if prompt_done and run.decoded >= run.output_len - 1:
                 self._done.append(run)
         finished = list(self._done)
         if not self.async_scheduling:
@@ -123,11 +125,12 @@ class VllmScheduler:
             if run.request_id in done:  # async: its last token is in flight
                 index += 1
                 continue
-            wanted = self._wanted(run, budget, eligible)
+            prompt_done = self._prompt_done(run)  # a preemption frees other requests: it stays as it is
+            wanted = 1 if prompt_done else self._chunk_wanted(run, budget, eligible)
             if wanted <= 0:
                 index += 1
                 continue
-            plan = self._prepare(run, wanted, batch.iteration)
+            plan = self._prepare(run, wanted, batch.iteration, prompt_done)
             while isinstance(plan, Refusal):
                 victim = self.running.pop()
                 del self._by_id[victim.request_id]
@@ -135,10 +138,11 @@ class VllmScheduler:
                 preempted = True
                 if victim is run:
                     break
-                plan = self._prepare(run, wanted, batch.iteration)
+                plan = self._prepare(run, wanted, batch.iteration, prompt_done)
             if isinstance(plan, Refusal):
                 break
-            batch.items.append(BatchItem(plan, self._is_prefill(run, wanted)))
+            # a decode's one token lies past the prompt (kv_len >= known >= prompt_len): never a prefill
+            batch.items.append(BatchItem(plan, not prompt_done and self._is_prefill(run, wanted)))
             budget -= wanted
             index += 1
         return budget, preempted
@@ -159,8 +163,9 @@ class VllmScheduler:
             self.waiting.popleft()
             self.running.append(state)
             self._by_id[state.request_id] = state
-            wanted = self._wanted(state, budget, eligible)
-            plan = self._prepare(state, wanted, batch.iteration)
+            prompt_done = self._prompt_done(state)
+            wanted = 1 if prompt_done else self._chunk_wanted(state, budget, eligible)
+            plan = self._prepare(state, wanted, batch.iteration, prompt_done)
             if isinstance(plan, Refusal):  # the admission gate held the whole prompt: it cannot happen
                 raise AssertionError(
                     f"{state.request_id}: admitted, then its first chunk was refused ({plan})"
@@ -168,10 +173,8 @@ class VllmScheduler:
             batch.items.append(BatchItem(plan, self._is_prefill(state, wanted)))
             budget -= wanted
 
-    def _wanted(self, run: RequestState, budget: int, eligible: int) -> int:
-        """The tokens the step gives the request: one decode token, or a prefill chunk."""
-        if self._prompt_done(run):
-            return 1
+    def _chunk_wanted(self, run: RequestState, budget: int, eligible: int) -> int:
+        """The tokens a step gives a request whose prompt (or recompute) is not done (a decode gets one)."""
         remaining = (
             self._known.get(run.request_id, run.prompt_len) - self.manager.requests[run.request_id].kv_len
         )
@@ -180,8 +183,8 @@ class VllmScheduler:
             remaining = threshold
         return self.manager.next_chunk_len(run.request_id, min(remaining, budget))
 
-    def _prepare(self, run: RequestState, tokens: int, iteration: int):
-        if self._prompt_done(run):
+    def _prepare(self, run: RequestState, tokens: int, iteration: int, prompt_done: bool):
+        if prompt_done:
             return self.manager.prepare_decode(run.request_id, iteration)
         return self.manager.prepare_prefill(run.request_id, tokens, iteration)
 

@@ -9,15 +9,18 @@ from hypothesis import strategies as st
 
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_scan
 from sim.cache.node import Node
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 
 def path_of(shapes: list[tuple[int, bool, bool]]) -> list[Node]:
     """A root-first chain of nodes: (length in tokens, live SWA, has a MAMBA state) each."""
+    root = RadixTree(1, Pool("full", 0), Pool("swa", 0), Pool("state", 0)).root  # a Node wants a parent
     path: list[Node] = []
     start = 0
     for length, live, stateful in shapes:
-        parent = path[-1] if path else None
+        parent = path[-1] if path else root
         node = Node(
             TokenSeq.of("r:p", length), start, parent, [0], [0] if live else None, 1 if stateful else None
         )

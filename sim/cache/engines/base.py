@@ -17,6 +17,7 @@ from sim.cache.events import EventBus
 from sim.cache.eviction import LRUEviction
 from sim.cache.knobs import knob
 from sim.cache.matching import deepest_acceptable
+from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -72,8 +73,12 @@ class EngineRules:
         """The deepest node every component accepts, on the walk of ``page_floor(prompt_len - 1)``."""
         if prompt_len <= 1:
             return MatchResult(0, 0, tree.root)
-        r = self.resolved
         path, full_depth = tree.walk(tokens, floor_to(prompt_len - 1, self.page_size))
+        return self.match_walked(tree, path, full_depth)
+
+    def match_walked(self, tree: RadixTree, path: list[Node], full_depth: int) -> MatchResult:
+        """``match`` on the walk it made (a caller that needs the walk too makes it once)."""
+        r = self.resolved
         best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
         node = best if best is not None else tree.root
         self.refresh_after_match(tree, path, node)

@@ -21,6 +21,9 @@ from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
 
 RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
+# False: the reference trim, ``match_prefix`` then a second walk down the same path
+# (tests/test_freetoken_trim_walk.py compares them)
+TRIM_REUSES_WALK = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -105,8 +108,14 @@ class SwaRules(FreeTokenCommon):
 
     def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
         """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
-        self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
-        path, _ = tree.walk(tokens, keep_from)
+        if TRIM_REUSES_WALK:
+            # ``match_prefix(keep_from)`` (``keep_from`` is page-aligned) on the walk it makes: the walk cuts
+            # the tree at keep_from and the match only stamps, so that walk is the path the trim goes down
+            path, full_depth = tree.walk(tokens, keep_from)
+            self.match_walked(tree, path, full_depth)
+        else:
+            self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
+            path, _ = tree.walk(tokens, keep_from)
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
         for node in path:

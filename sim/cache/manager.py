@@ -80,7 +80,6 @@ class CacheManager(SchedulingPasses):
         collector would otherwise keep until the run ends."""
         self.tree.dismantle()
 
-    # ---- admission ----------------------------------------------------------------------------------
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:
         """The reusable prefix of a prompt; the last prompt token is always recomputed."""
         match = self.rules.match(self.tree, tokens, prompt_len)
@@ -127,7 +126,6 @@ class CacheManager(SchedulingPasses):
         chunk = self.rules.budgeted_chunk(req, budget)  # a non-final chunk ends where the engine aligns it
         return self.rules.chunk_len(self, req, chunk) if chunk > 0 else 0
 
-    # ---- prefill ------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
         if chunk_len <= 0 or req.kv_len + chunk_len > req.prompt_len:
@@ -145,7 +143,6 @@ class CacheManager(SchedulingPasses):
         self._take_planned_checkpoint(req)
         self.rules.after_prefill_chunk(self, req, req.kv_len >= req.prompt_len)
 
-    # ---- decode -------------------------------------------------------------------------------------
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
         refusal = self.rules.decode_refusal(self, req)
@@ -170,7 +167,6 @@ class CacheManager(SchedulingPasses):
         req.decode_steps += 1
         self._take_planned_checkpoint(req)
 
-    # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests[request_id]
         if self._finishing:
@@ -189,7 +185,6 @@ class CacheManager(SchedulingPasses):
         self._release(self.requests.pop(request_id))
         self.events.publish(Aborted(request_id))
 
-    # ---- primitives the rules call ------------------------------------------------------------------
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
         freed = req.drop_own_swa_below(frontier)
@@ -217,7 +212,6 @@ class CacheManager(SchedulingPasses):
             self.tree, req.request_id, node, self.window, self.has_swa, self.has_mamba, locked_above=old.node
         )
 
-    # ---- internals ----------------------------------------------------------------------------------
     def _admission_refusal(self, req: RequestCache, num_states: int, budget: int | None) -> Refusal | None:
         """The engine's admission check (and its first chunk's) and the admission states' reservation, in the
         engine's order."""

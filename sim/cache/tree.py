@@ -45,7 +45,6 @@ class RadixTree:
         self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
         self._leaf_deleting = events.channel(LeafDeleting)
 
-    # ---- structure -------------------------------------------------------------------------------
     def walk(
         self, key: TokenSeq, end: int | None = None, start: Node | None = None, touch: bool = False
     ) -> tuple[list[Node], int]:
@@ -147,7 +146,6 @@ class RadixTree:
         node.alive = False
         self._push(FULL, node.parent)
 
-    # ---- component changes -------------------------------------------------------------------------
     def tombstone(self, node: Node, held: list[list[int]] | None = None) -> int:
         """Free the node's SWA pages (``held``: add them there, for the caller to free); returns how many."""
         if self._tombstoning:
@@ -193,7 +191,6 @@ class RadixTree:
         self.num_states += 1
         self.touch(node, MAMBA)
 
-    # ---- recency and eviction candidates -----------------------------------------------------------
     def touch(self, node: Node, comp: Component) -> None:
         self.clock += 1
         set_stamp(node, comp, self.clock)

@@ -7,12 +7,12 @@ The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch)
 from __future__ import annotations
 
 import itertools
-import math
 
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.run.backend import Backend, batch_shape
+from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog
 from sim.sched.interface import Scheduler
@@ -120,7 +120,7 @@ class Engine:
             starts, taken = starts[:num_taken], taken[:num_taken]
             if not taken:
                 return
-        for delay in _event_delays(self.env.now, taken):
+        for delay in event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
             emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
@@ -227,32 +227,3 @@ class Engine:
             shape.num_decode_tokens,
         )
         emit(self._step_ended, StepEnded(step, pools))
-
-
-def _event_delays(now: float, durations: list[float]) -> list[float]:
-    """Timeouts that take the clock from ``now`` through steps of ``durations`` and end exactly where step
-    after step would (each end is the previous end plus a duration, in floating point): one jump to the
-    latest step end a single delay can land on exactly, then the remaining steps one by one. Usually
-    that is one jump; ``end - now`` can miss by an ulp, and rounding can make an end unreachable."""
-    ends, end = [], now
-    for duration in durations:
-        end = end + duration
-        ends.append(end)
-    for index in range(len(ends) - 1, 0, -1):
-        delay = _delay_landing_on(now, ends[index])
-        if delay is not None:
-            return [delay] + durations[index + 1 :]
-    return list(durations)  # the first end is now + durations[0] by definition
-
-
-def _delay_landing_on(now: float, end: float) -> float | None:
-    """A delay with ``now + delay == end`` exactly, or None where rounding skips ``end``."""
-    delay = end - now
-    for _ in range(4):
-        if now + delay < end:
-            delay = math.nextafter(delay, math.inf)
-        elif now + delay > end:
-            delay = math.nextafter(delay, -math.inf)
-        else:
-            return delay
-    return delay if now + delay == end else None

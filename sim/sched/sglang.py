@@ -125,7 +125,6 @@ class SGLangScheduler(SGLangDecode):
     def unpark(self) -> None:
         pass
 
-    # ---- the prefill pass ---------------------------------------------------------------------------
     def _launch(self, iteration: int) -> Batch:
         batch = Batch(iteration)
         in_flight = (

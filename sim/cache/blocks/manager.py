@@ -67,7 +67,6 @@ class BlockCacheManager(PlainBlockDecodes):
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
         self.one_block_hash = True  # _cache's one-block path (a test turns it off for the reference)
 
-    # ---- admission ----------------------------------------------------------------------------------
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
     ) -> AdmitResult | Refusal:
@@ -157,7 +156,6 @@ class BlockCacheManager(PlainBlockDecodes):
         max_batched, prefill_end = self.policy.chunked_prefill_size, replay_end(sent, prompt_len)
         return aligned_end(B, start, end, prompt_len, junction, max_batched, internal, prefill_end)
 
-    # ---- steps --------------------------------------------------------------------------------------
     def prepare_prefill(self, request_id: str, chunk_len: int, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
         start, end = req.kv_len, req.kv_len + chunk_len
@@ -194,16 +192,14 @@ class BlockCacheManager(PlainBlockDecodes):
             return Refusal(POOL, needed, self.pool.num_free)
         if needed:
             steps.allocate(self.pool, req, plan)
-        # only tokens the engine knows are hashed: under async scheduling the token of the step in flight is
-        # a placeholder (``num_tokens_to_cache`` is capped at ``request.num_tokens``)
+        # only known tokens are hashed: under async scheduling the step in flight is a placeholder token
         known = max(req.prompt_len, processed + 1)
         self._cache(req, min(end, known), checkpoint)
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
 
     def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
-        """``cache_blocks``; a step that fills one block in every group (a busy decode step of the timed loop,
-        which takes each step alone) as the decode fast path hashes it (``_hash_block``)."""
+        """``cache_blocks``; a step filling one block per group hashed as the decode fast path does it."""
         B = self.layout.uniform_block
         index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
         if 0 <= index == min(req.num_cached) == max(req.num_cached) < min(map(len, req.tables)):
@@ -221,7 +217,6 @@ class BlockCacheManager(PlainBlockDecodes):
             self._on_skip,
         )
 
-    # ---- finish -------------------------------------------------------------------------------------
     def finish(self, request_id: str) -> FinishResult:
         """The last step's output processed: its blocks hashed (``update_from_output``), then freed."""
         self._cache(self.requests[request_id], self.requests[request_id].kv_len, False)
@@ -237,9 +232,8 @@ class BlockCacheManager(PlainBlockDecodes):
         self._mamba_keys_this_step.clear()
 
     def settle(self, request_id: str, in_flight: int) -> None:
-        """``update_from_output`` of a step processed after the next was scheduled: the blocks its sampled token
-        completed are hashed now (``cache_blocks(request, num_computed - num_in_flight)``: the tokens computed
-        up to the processed step, ``kv_len`` here, which does not count the step launched after it)."""
+        """``update_from_output`` of a step processed after the next was scheduled: its sampled token's blocks
+        are hashed now (``cache_blocks(request, num_computed - num_in_flight)``: up to the processed step)."""
         req = self.requests[request_id]
         self._cache(req, req.kv_len, False)
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 from sim.align import floor_to
 from sim.cache.byte_budget import ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines.marconi_evict import MarconiEvictor, Recency
+from sim.cache.engines.marconi_evict import MarconiEvictor
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_knobs import MarconiKnobs
+from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.engines.sglang_admission import SGLangAdmission
 from sim.cache.events import EventBus

@@ -6,36 +6,23 @@ took (page starts and event steps), so the property is not met by never taking o
 
 from __future__ import annotations
 
-from unittest import mock
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.run.engine import Engine
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.trace import Request, Segment, Trace
+from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
 
-_RECORD_BATCH_RUN = (
-    Engine._record_batch_run
-)  # the engine stays interpreted: patched under the compiled core too
+# the engine stays interpreted: patched under the compiled core too
+_RECORD_BATCH_RUN = Engine._record_batch_run
 
 
 @st.composite
 def bursts(draw):
     """Requests arriving close together (prompt and output lengths, arrival), and the run's knobs."""
     num_requests = draw(st.integers(3, 12))
-    lengths = st.tuples(st.integers(1, 2500), st.integers(2, 900), st.integers(0, 400))
-    requests = [
-        Request(
-            id=f"r{index}",
-            arrival=arrival_ms / 1000,
-            output_len=output_len,
-            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
-        )
-        for index, (prompt_len, output_len, arrival_ms) in enumerate(
-            draw(st.lists(lengths, min_size=num_requests, max_size=num_requests))
-        )
-    ]
+    requests = burst_requests(draw, num_requests, 2500, 900, 400)
     policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"]))
     page = 1 if policy == "marconi-sglang" else draw(st.sampled_from([1, 2, 16, 64]))
     knobs = dict(
@@ -75,12 +62,7 @@ def run_both(
         full_steps[0] += len(steps)
         _RECORD_BATCH_RUN(engine, runs, starts, durations, steps, pools)
 
-    with mock.patch.object(Engine, "_record_batch_run", autospec=True, side_effect=record_batch_run):
-        fast = simulate(trace, config, fast_path=True)
-    slow = simulate(trace, config, fast_path=False)
-    assert fast.requests.equals(slow.requests)
-    assert fast.steps.equals(slow.steps)
-    assert fast.summary == slow.summary
+    assert_fast_equals_slow(trace, config, Engine, "_record_batch_run", record_batch_run)
     return full_steps[0]
 
 

@@ -19,29 +19,15 @@ REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("no-cache", "radix", "sglang", "sglang-retain", "freetoken", "freetoken-lazy", "vllm", "marconi")
 TRACES = ("fanout", "multiturn")
 
-pytestmark = pytest.mark.skipif(
-    requested_build() is None, reason=f"compares against the compiled core ({ENV}=1)"
-)
+pytestmark = pytest.mark.skipif(requested_build() is None, reason=f"compares against the compiled core ({ENV}=1)")
 
 
-def _simulate(trace: str, policy: str, mode: str, compiled: bool, extra: tuple | list = ()) -> str:
+def _simulate(trace: str, policy: str, mode: str, compiled: bool, extra: tuple[str, ...] = ()) -> str:
     env = {key: value for key, value in os.environ.items() if key != ENV}
     if compiled:
         env[ENV] = os.environ[ENV]
-    command = [
-        sys.executable,
-        "cli.py",
-        "simulate",
-        "--trace",
-        f"traces/{trace}.jsonl",
-        "--policy",
-        policy,
-        "--mode",
-        mode,
-        "--format",
-        "json",
-        *extra,
-    ]
+    command = [sys.executable, "cli.py", "simulate", "--trace", f"traces/{trace}.jsonl", "--policy", policy]
+    command += ["--mode", mode, "--format", "json", *extra]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -60,7 +46,7 @@ def test_compiled_prints_what_pure_python_prints(policy, mode, trace):
 def test_compiled_mixed_chunks_print_what_pure_python_prints(policy):
     """SGLang's scheduler marks a mixed batch's decode rows on whatever rules it drives: a compiled rules class
     must declare that field (Marconi's did not, and its mixed-chunk runs failed compiled only)."""
-    extra = ["--mixed-chunk", "true"]
+    extra = ("--mixed-chunk", "true")
     compiled = _simulate("multiturn", policy, "timed", compiled=True, extra=extra)
     assert '"policy"' in compiled
     assert compiled == _simulate("multiturn", policy, "timed", compiled=False, extra=extra)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from sim.run.simulate import SimConfig, simulate
 from sim.sched.default import DefaultScheduler
 from sim.trace import Request, Segment, Trace
+from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
 
 _ADVANCE_PLAIN = DefaultScheduler.advance_plain
 
@@ -22,18 +23,7 @@ _ADVANCE_PLAIN = DefaultScheduler.advance_plain
 def bursts(draw):
     """Requests arriving close together (prompt and output lengths, arrival), and the run's knobs."""
     num_requests = draw(st.integers(4, 16))
-    lengths = st.tuples(st.integers(1, 3000), st.integers(2, 1200), st.integers(0, 500))
-    requests = [
-        Request(
-            id=f"r{index}",
-            arrival=arrival_ms / 1000,
-            output_len=output_len,
-            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
-        )
-        for index, (prompt_len, output_len, arrival_ms) in enumerate(
-            draw(st.lists(lengths, min_size=num_requests, max_size=num_requests))
-        )
-    ]
+    requests = burst_requests(draw, num_requests, 3000, 1200, 500)
     page = draw(st.sampled_from([2, 16, 64]))
     knobs = dict(
         page_size=page,
@@ -57,12 +47,7 @@ def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int) -> int:
             beside_stalled[0] += num_steps
         _ADVANCE_PLAIN(scheduler, runs, num_steps)
 
-    with mock.patch.object(DefaultScheduler, "advance_plain", autospec=True, side_effect=advance_plain):
-        fast = simulate(trace, config, fast_path=True)
-    slow = simulate(trace, config, fast_path=False)
-    assert fast.requests.equals(slow.requests)
-    assert fast.steps.equals(slow.steps)
-    assert fast.summary == slow.summary
+    assert_fast_equals_slow(trace, config, DefaultScheduler, "advance_plain", advance_plain)
     return beside_stalled[0]
 
 

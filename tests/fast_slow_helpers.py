@@ -1,0 +1,38 @@
+"""What the timed loop's fast-path property tests share: a burst of requests arriving close together, and a fast
+run (a loop method counted through a patch) asserted equal, table by table, to the step-by-step run."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import strategies as st
+
+from sim.run.simulate import SimConfig, simulate
+from sim.trace import Request, Segment
+
+
+def burst_requests(draw, num_requests: int, max_prompt: int, max_output: int, max_arrival_ms: int) -> list[Request]:
+    """``num_requests`` requests of drawn prompt and output lengths, arriving within ``max_arrival_ms``."""
+    lengths = st.tuples(st.integers(1, max_prompt), st.integers(2, max_output), st.integers(0, max_arrival_ms))
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=arrival_ms / 1000,
+            output_len=output_len,
+            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
+        )
+        for index, (prompt_len, output_len, arrival_ms) in enumerate(
+            draw(st.lists(lengths, min_size=num_requests, max_size=num_requests))
+        )
+    ]
+
+
+def assert_fast_equals_slow(trace, config: SimConfig, owner: type, method: str, counting) -> None:
+    """The fast run (``owner.method`` replaced by ``counting``, which calls the original) and the step-by-step
+    run give equal request and step tables and summaries."""
+    with mock.patch.object(owner, method, autospec=True, side_effect=counting):
+        fast = simulate(trace, config, fast_path=True)
+    slow = simulate(trace, config, fast_path=False)
+    assert fast.requests.equals(slow.requests)
+    assert fast.steps.equals(slow.steps)
+    assert fast.summary == slow.summary

@@ -26,9 +26,8 @@ class LockSet:
     swa_nodes: list[Node] = field(default_factory=list)
     state_node: Node | None = None
     swa_covered: int = 0  # tokens of the nodes in ``swa_nodes``
-    in_walk_order: bool = (
-        True  # ``swa_nodes`` is the window's walk from ``node`` (a split appends out of order)
-    )
+    # ``swa_nodes`` is the window's walk from ``node`` (a split appends out of order)
+    in_walk_order: bool = True
 
 
 def lock(

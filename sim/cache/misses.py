@@ -22,6 +22,7 @@ from sim.cache.events import (
     Split,
     StateDropping,
     Tombstoning,
+    TombstoningRun,
 )
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -78,6 +79,7 @@ class TreeMissTracker:
         subscribe = self.events.subscribe
         subscribe(Evicting, self._on_evicting)
         subscribe(Tombstoning, self._on_tombstone)
+        subscribe(TombstoningRun, self._on_tombstone_run)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
         subscribe(Split, self._on_split)
@@ -98,6 +100,15 @@ class TreeMissTracker:
             self.tomb_cause[node.id] = (
                 SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
             )
+
+    def _on_tombstone_run(self, event: TombstoningRun) -> None:
+        """``_on_tombstone`` of each node: only the first can follow an eviction's count."""
+        evicted, self._swa_eviction_pending = self._swa_eviction_pending, False
+        cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
+        for node in event.nodes:
+            if node.swa_pages is not None and node is not self._deleted:
+                self.tomb_cause[node.id] = SWA_EVICTION if evicted else cause
+            evicted = False
 
     def _on_drop_state(self, event: StateDropping) -> None:
         node = event.node

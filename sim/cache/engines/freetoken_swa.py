@@ -24,6 +24,10 @@ RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tok
 # False: the reference trim, ``match_prefix`` then a second walk down the same path
 # (tests/test_freetoken_trim_walk.py compares them)
 TRIM_REUSES_WALK = True
+# False: the reference steps, a ``tombstone`` call (and event) per node the trim takes, and the prompt's re-match
+# walking from the root; True: one ``tombstone_run``, and the re-match walks on from the trim's walk
+# (tests/test_freetoken_path_runs.py compares them)
+TRIM_AS_RUN = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -99,15 +103,22 @@ class SwaRules(FreeTokenCommon):
         tree, page = manager.tree, self.page_size
         prompt_end = floor_to(req.prompt_len, page)
         gap = self.knobs.finish_trim_gap
+        trimmed: list = []
         if prompt_end > 0 and gap is not None and self.resolved.has_swa:
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
             if keep_from > 0:
-                self.trim_head(tree, req.tokens, keep_from)
-        if prompt_end > 0:
+                trimmed = self.trim_head(tree, req.tokens, keep_from)
+        if prompt_end > 0 and trimmed and TRIM_AS_RUN:
+            # ``match_prefix(prompt_end)``: its walk from the root passes the trim's path first, unchanged
+            # (a tombstone changes no structure), so it walks on from there
+            below, full_depth = tree.walk(req.tokens, prompt_end, start=trimmed[-1])
+            self.match_walked(tree, trimmed + below, full_depth)
+        elif prompt_end > 0:
             self.match_prefix(tree, req.tokens, prompt_end)
 
-    def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
-        """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
+    def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> list:
+        """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``.
+        Returns the walk down to ``keep_from`` (the nodes from the root)."""
         if TRIM_REUSES_WALK:
             # ``match_prefix(keep_from)`` (``keep_from`` is page-aligned) on the walk it makes: the walk cuts
             # the tree at keep_from and the match only stamps, so that walk is the path the trim goes down
@@ -118,9 +129,16 @@ class SwaRules(FreeTokenCommon):
             path, _ = tree.walk(tokens, keep_from)
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
+        doomed = []
         for node in path:
             if node.end > keep_from:
                 break
             if node.swa_pages is not None and not node.swa_holders and node.children:
-                tree.tombstone(node, held)
+                if TRIM_AS_RUN:
+                    doomed.append(node)
+                else:
+                    tree.tombstone(node, held)
+        if doomed:
+            tree.tombstone_run(doomed, held)
         frees.flush()
+        return path

@@ -7,16 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
-from sim.cache.events import (
-    EventBus,
-    Evicting,
-    LeafDeleting,
-    Split,
-    StateDropping,
-    Tombstoning,
-    TombstoningRun,
-    emit,
-)
+from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropping, Tombstoning, emit
 from sim.cache.eviction import LRUEviction, set_stamp, stamp_of
 from sim.cache.node import Node
 from sim.cache.pools import Pool
@@ -49,10 +40,10 @@ class RadixTree:
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
         # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
         self.split_stamps_halves = False
-        events = events if events is not None else EventBus()
+        self.events = events = events if events is not None else EventBus()  # FreeToken's trim announces runs
         self._evicting, self._split = events.channel(Evicting), events.channel(Split)
         self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
-        self._leaf_deleting, self._tombstoning_run = events.channel(LeafDeleting), events.channel(TombstoningRun)
+        self._leaf_deleting = events.channel(LeafDeleting)
 
     def walk(
         self, key: TokenSeq, end: int | None = None, start: Node | None = None, touch: bool = False
@@ -169,22 +160,6 @@ class RadixTree:
         self.num_swa_pages -= freed
         node.swa_pages = None
         return freed
-
-    def tombstone_run(self, nodes: list[Node], held: list[list[int]] | None = None) -> None:
-        """``tombstone`` each of ``nodes`` (all live), in order, announced as one ``TombstoningRun``."""
-        if self._tombstoning_run:
-            emit(self._tombstoning_run, TombstoningRun(nodes))
-        freed = 0
-        for node in nodes:
-            pages = node.swa_pages
-            assert pages is not None
-            if held is None:
-                self.swa_pool.free(pages)
-            else:
-                held.append(pages)
-            freed += len(pages)
-            node.swa_pages = None
-        self.num_swa_pages -= freed
 
     def count_eviction(self, comp: Component, node: Node) -> None:
         """An eviction of ``comp`` takes ``node`` (counted, and announced before it happens)."""

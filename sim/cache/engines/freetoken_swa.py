@@ -12,7 +12,7 @@ from __future__ import annotations
 from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
-from sim.cache.engines.freetoken_frees import PoolFrees
+from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -24,7 +24,7 @@ RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tok
 # False: the reference trim, ``match_prefix`` then a second walk down the same path
 # (tests/test_freetoken_trim_walk.py compares them)
 TRIM_REUSES_WALK = True
-# False: the reference steps, a ``tombstone`` call (and event) per node the trim takes, and the prompt's re-match
+# False: the reference steps, a ``tombstone`` call (and event) per node the trim takes, the prompt's re-match
 # walking from the root; True: one ``tombstone_run``, and the re-match walks on from the trim's walk
 # (tests/test_freetoken_path_runs.py compares them)
 TRIM_AS_RUN = True
@@ -139,6 +139,6 @@ class SwaRules(FreeTokenCommon):
                 else:
                     tree.tombstone(node, held)
         if doomed:
-            tree.tombstone_run(doomed, held)
+            tombstone_run(tree, doomed, held)
         frees.flush()
         return path

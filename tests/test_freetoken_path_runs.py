@@ -1,0 +1,101 @@
+"""FreeToken's per-path passes done as runs: the insert's SWA pass over the walked nodes inline
+(``freetoken_insert.INLINE_RECONCILE``), the finish trim's tombstones as one ``tombstone_run`` and the prompt's
+re-match walking on from the trim's walk (``freetoken_swa.TRIM_AS_RUN``). As a property over the generated
+FreeToken runs of ``test_freetoken_leaf_heap`` (page sizes 1, 2, 16; SWA, SWA + GDN and GDN models; the three
+presets; small pools; replay and timed): every id every pool hands out, in order, every tree's nodes at the end
+(span, SWA pages, stamp) and every node's tombstone cause the why watcher recorded, and the run's tables (the
+why column included) are those of the reference, where both flags are off.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from test_freetoken_leaf_heap import cases
+
+import sim.cache.engines.freetoken_insert as insert
+import sim.cache.engines.freetoken_swa as swa
+from sim.cache.misses import TreeMissTracker
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.generate import multiturn
+
+POOL_ALLOC, TREE_INIT, WATCHER_INIT = Pool.alloc, RadixTree.__init__, TreeMissTracker.__post_init__
+
+
+def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]:
+    """The run, every allocation's ids, and every tree's nodes and every watcher's causes at the end."""
+    log: list = []
+    trees: list = []
+    watchers: list = []
+
+    def logged_alloc(pool, count):
+        ids = POOL_ALLOC(pool, count)
+        log.append((pool.name, list(ids)))
+        return ids
+
+    def kept_init(tree, *args, **kwargs):
+        TREE_INIT(tree, *args, **kwargs)
+        trees.append(tree)
+
+    def kept_watcher(watcher):
+        WATCHER_INIT(watcher)
+        watchers.append(watcher)
+
+    monkeypatch.setattr(insert, "INLINE_RECONCILE", as_runs)
+    monkeypatch.setattr(swa, "TRIM_AS_RUN", as_runs)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(RadixTree, "__init__", kept_init)
+    monkeypatch.setattr(TreeMissTracker, "__post_init__", kept_watcher)
+    result = simulate(trace, config)
+    causes = {node_id: cause for w in watchers for node_id, cause in w.tomb_cause.items()}
+    for tree in trees:  # node ids differ between the two runs (one counter): each node's cause is compared
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append([(n.start, n.end, n.swa_pages, n.full_stamp, causes.get(n.id)) for n in nodes])
+        log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
+    return log, result
+
+
+@pytest.mark.interpreted  # patches Pool.alloc and module flags, which the compiled core binds
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases())
+def test_path_runs_equal_the_per_node_steps(case, monkeypatch):
+    trace, config = case
+    try:
+        runs_log, runs = run_logged(trace, config, True, monkeypatch)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+    plain_log, plain = run_logged(trace, config, False, monkeypatch)
+    assert runs_log == plain_log
+    assert runs.requests.equals(plain.requests)
+    assert runs.steps.equals(plain.steps)
+    assert runs.summary == plain.summary
+
+
+@pytest.mark.interpreted
+def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
+    """A test of the generator: the runs do revive nodes inline and trim several nodes at once (a run of one
+    node, or none, would pass anything)."""
+    trimmed: list[int] = []
+    tombstone_run = swa.tombstone_run
+
+    def counted(tree, nodes, held):
+        trimmed.append(len(nodes))
+        tombstone_run(tree, nodes, held)
+
+    monkeypatch.setattr(swa, "tombstone_run", counted)
+    trace = multiturn(
+        num_sessions=6,
+        num_turns=4,
+        system_len=600,
+        user_len=100,
+        output_len=100,
+        think_time=0.2,
+        request_rate=4.0,
+    )
+    config = SimConfig(
+        policy="freetoken", model="inkling", knobs=dict(page_size=1, window=64), pool_tokens=4_000, bounds=False
+    )
+    log, _ = run_logged(trace, config, True, monkeypatch)
+    assert max(trimmed) > 2

@@ -9,8 +9,11 @@ why column included) are those of the reference, where both flags are off.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_insert as insert
@@ -22,6 +25,19 @@ from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import multiturn
 
 POOL_ALLOC, TREE_INIT, WATCHER_INIT = Pool.alloc, RadixTree.__init__, TreeMissTracker.__post_init__
+
+
+@st.composite
+def short_window_cases(draw):
+    """``cases`` with short windows and few states, so that prompts trim and later prompts revive what a trim
+    left (a long window keeps the generated prompts' heads live; a turn that keeps its state never recomputes)."""
+    trace, config = draw(cases())
+    window = draw(st.sampled_from([None, 16, 32, 64, 128]))
+    config = replace(config, mamba_states=draw(st.sampled_from([12, 16, 24, 64])))
+    if window is None or config.model == "qwen3-next":  # qwen3-next: no SWA
+        return trace, config
+    page = config.knobs["page_size"]
+    return trace, replace(config, knobs={**config.knobs, "window": max(window // page, 1) * page})
 
 
 def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]:
@@ -59,7 +75,7 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
 
 @pytest.mark.interpreted  # patches Pool.alloc and module flags, which the compiled core binds
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=cases())
+@given(case=short_window_cases())
 def test_path_runs_equal_the_per_node_steps(case, monkeypatch):
     trace, config = case
     try:
@@ -78,24 +94,38 @@ def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
     """A test of the generator: the runs do revive nodes inline and trim several nodes at once (a run of one
     node, or none, would pass anything)."""
     trimmed: list[int] = []
-    tombstone_run = swa.tombstone_run
+    revived: list[int] = []
+    tombstone_run, reconcile = swa.tombstone_run, insert._reconcile_swa
 
     def counted(tree, nodes, held):
         trimmed.append(len(nodes))
         tombstone_run(tree, nodes, held)
 
+    def counted_revives(tree, frontier, path, *args):
+        dead = [node for node in path if node.swa_pages is None]
+        reconcile(tree, frontier, path, *args)
+        revived.append(sum(node.swa_pages is not None for node in dead))
+
     monkeypatch.setattr(swa, "tombstone_run", counted)
+    monkeypatch.setattr(insert, "_reconcile_swa", counted_revives)
     trace = multiturn(
-        num_sessions=6,
-        num_turns=4,
-        system_len=600,
+        num_sessions=4,
+        num_turns=6,
+        system_len=300,
         user_len=100,
         output_len=100,
         think_time=0.2,
         request_rate=4.0,
+        seed=1,
     )
-    config = SimConfig(
-        policy="freetoken", model="inkling", knobs=dict(page_size=1, window=64), pool_tokens=4_000, bounds=False
+    config = SimConfig(  # few states: turns lose their last one and recompute their trimmed path
+        policy="freetoken",
+        model="inkling",
+        knobs=dict(page_size=1, window=32),
+        pool_tokens=4_000,
+        mamba_states=16,
+        bounds=False,
     )
     log, _ = run_logged(trace, config, True, monkeypatch)
     assert max(trimmed) > 2
+    assert max(revived) > 2

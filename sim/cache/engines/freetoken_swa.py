@@ -14,6 +14,7 @@ from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
 from sim.cache.engines.freetoken_insert import insert_swa
+from sim.cache.matching import deepest_acceptable
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -103,22 +104,34 @@ class SwaRules(FreeTokenCommon):
         tree, page = manager.tree, self.page_size
         prompt_end = floor_to(req.prompt_len, page)
         gap = self.knobs.finish_trim_gap
-        trimmed: list = []
         if prompt_end > 0 and gap is not None and self.resolved.has_swa:
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
+            if keep_from > 0 and TRIM_AS_RUN:
+                self.trim_and_rematch(tree, req.tokens, keep_from, prompt_end)
+                return
             if keep_from > 0:
-                trimmed = self.trim_head(tree, req.tokens, keep_from)
-        if prompt_end > 0 and trimmed and TRIM_AS_RUN:
-            # ``match_prefix(prompt_end)``: its walk from the root passes the trim's path first, unchanged
-            # (a tombstone changes no structure), so it walks on from there
-            below, full_depth = tree.walk(req.tokens, prompt_end, start=trimmed[-1])
-            self.match_walked(tree, trimmed + below, full_depth)
-        elif prompt_end > 0:
+                self.trim_head(tree, req.tokens, keep_from)
+        if prompt_end > 0:
             self.match_prefix(tree, req.tokens, prompt_end)
 
-    def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> list:
-        """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``.
-        Returns the walk down to ``keep_from`` (the nodes from the root)."""
+    def trim_and_rematch(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
+        """``trim_head(keep_from)`` then ``match_prefix(prompt_end)``, with one walk and one stamping pass:
+        the re-match's walk passes the trim's path first, unchanged (a tombstone changes no structure), and
+        restamps every node above where it stops; nothing reads a stamp in between, so the trim's match
+        stamps only the nodes below that, afterwards (with its own, older, tick)."""
+        path, _ = tree.walk(tokens, keep_from)
+        r, clock = self.resolved, self.clock
+        trim_best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
+        trim_node = trim_best if trim_best is not None else tree.root
+        trim_base = clock.begin_path(trim_node)
+        self.tombstone_head(tree, path, keep_from)
+        start = path[-1] if path else None
+        below, full_depth = tree.walk(tokens, prompt_end, start=start)
+        matched = self.match_walked(tree, path + below, full_depth).tree_node
+        clock.stamp_from(trim_node, trim_base, matched.end)
+
+    def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
+        """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
         if TRIM_REUSES_WALK:
             # ``match_prefix(keep_from)`` (``keep_from`` is page-aligned) on the walk it makes: the walk cuts
             # the tree at keep_from and the match only stamps, so that walk is the path the trim goes down
@@ -127,6 +140,10 @@ class SwaRules(FreeTokenCommon):
         else:
             self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
             path, _ = tree.walk(tokens, keep_from)
+        self.tombstone_head(tree, path, keep_from)
+
+    def tombstone_head(self, tree: RadixTree, path: list, keep_from: int) -> None:
+        """The trim's tombstones on its walk (``path``, from the root)."""
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
         doomed = []
@@ -141,4 +158,3 @@ class SwaRules(FreeTokenCommon):
         if doomed:
             tombstone_run(tree, doomed, held)
         frees.flush()
-        return path

@@ -61,11 +61,19 @@ class FreeTokenClock:
 
     def stamp_path(self, node: Node) -> None:
         """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root."""
+        self.stamp_from(node, self.begin_path(node), 0)
+
+    def begin_path(self, node: Node) -> int:
+        """``stamp_path``'s tick and its leaf's candidacy; returns the stamp the node is due."""
         base = self.tick()
         if not node.children and node.parent is not None:  # its ancestors are not leaves
             self.leaves.push(FULL, node, base)
+        return base
+
+    def stamp_from(self, node: Node, base: int, above_end: int) -> None:
+        """``stamp_path``'s stamps, from ``node`` up to the ancestor ending at ``above_end`` (excluded)."""
         offset = 0
-        while node.parent is not None:
+        while node.parent is not None and node.end > above_end:
             node.full_stamp = base - offset
             offset += 1
             node = node.parent

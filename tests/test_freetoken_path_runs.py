@@ -24,7 +24,7 @@ from sim.cache.tree import RadixTree
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import multiturn
 
-POOL_ALLOC, TREE_INIT, WATCHER_INIT = Pool.alloc, RadixTree.__init__, TreeMissTracker.__post_init__
+POOL_ALLOC, DISMANTLE, WATCHER_INIT = Pool.alloc, RadixTree.dismantle, TreeMissTracker.__post_init__
 
 
 @st.composite
@@ -41,9 +41,8 @@ def short_window_cases(draw):
 
 
 def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]:
-    """The run, every allocation's ids, and every tree's nodes and every watcher's causes at the end."""
+    """The run, every allocation's ids, and every tree's nodes and their tombstone causes as the run ends."""
     log: list = []
-    trees: list = []
     watchers: list = []
 
     def logged_alloc(pool, count):
@@ -51,25 +50,24 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
         log.append((pool.name, list(ids)))
         return ids
 
-    def kept_init(tree, *args, **kwargs):
-        TREE_INIT(tree, *args, **kwargs)
-        trees.append(tree)
-
     def kept_watcher(watcher):
         WATCHER_INIT(watcher)
         watchers.append(watcher)
 
+    def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
+        causes = {node_id: cause for w in watchers for node_id, cause in w.tomb_cause.items()}
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        # node ids differ between the two runs (one counter for the process): each node's cause is compared
+        log.append([(n.start, n.end, n.swa_pages, n.full_stamp, causes.get(n.id)) for n in nodes])
+        log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
+        DISMANTLE(tree)
+
     monkeypatch.setattr(insert, "INLINE_RECONCILE", as_runs)
     monkeypatch.setattr(swa, "TRIM_AS_RUN", as_runs)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "__init__", kept_init)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
     monkeypatch.setattr(TreeMissTracker, "__post_init__", kept_watcher)
     result = simulate(trace, config)
-    causes = {node_id: cause for w in watchers for node_id, cause in w.tomb_cause.items()}
-    for tree in trees:  # node ids differ between the two runs (one counter): each node's cause is compared
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append([(n.start, n.end, n.swa_pages, n.full_stamp, causes.get(n.id)) for n in nodes])
-        log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
     return log, result
 
 
@@ -127,5 +125,6 @@ def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
         bounds=False,
     )
     log, _ = run_logged(trace, config, True, monkeypatch)
+    assert len(log[-2]) > 10  # the tree's nodes, as the run ended
     assert max(trimmed) > 2
     assert max(revived) > 2

@@ -34,6 +34,7 @@ class LeafHeap(LRUEviction):
     child); the clock pushes a leaf it restamps."""
 
     name = "leaf-heap"
+    leaves_only = True  # ``release`` of an inner node does nothing: the tree skips the call
 
     def push(self, comp: Component, node: Node, stamp: float) -> None:
         if comp == FULL:

@@ -90,7 +90,7 @@ def test_path_runs_equal_the_per_node_steps(case, monkeypatch):
 @pytest.mark.interpreted
 def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
     """A test of the generator: the runs do revive nodes inline and trim several nodes at once (a run of one
-    node, or none, would pass anything)."""
+    node, or none, would pass anything); and one fixed case of it, held to the reference."""
     trimmed: list[int] = []
     revived: list[int] = []
     tombstone_run, reconcile = swa.tombstone_run, insert._reconcile_swa
@@ -128,3 +128,6 @@ def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
     assert len(log[-2]) > 10  # the tree's nodes, as the run ended
     assert max(trimmed) > 2
     assert max(revived) > 2
+    # and there the runs equal the reference: this case also meets re-matches shallower than the trim's
+    # match (no state in the prompt's live tail), whose deeper stamps the trim's match makes afterwards
+    assert log == run_logged(trace, config, False, monkeypatch)[0]

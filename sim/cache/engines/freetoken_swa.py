@@ -14,7 +14,7 @@ from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
 from sim.cache.engines.freetoken_insert import insert_swa
-from sim.cache.matching import deepest_acceptable
+from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -129,6 +129,17 @@ class SwaRules(FreeTokenCommon):
         below, full_depth = tree.walk(tokens, prompt_end, start=start)
         matched = self.match_walked(tree, path + below, full_depth).tree_node
         clock.stamp_from(trim_node, trim_base, matched.end)
+
+    def rematch_at(self, tree: RadixTree, tokens, node) -> None:
+        """``match_prefix(node.end)`` where ``node`` (on ``tokens``' path) ends: the walk from the root ends on it
+        without a split, so the match climbs from it instead (the walk's one other effect, its hint, made)."""
+        if not TRIM_AS_RUN:
+            self.match_prefix(tree, tokens, node.end)
+            return
+        tree.hints.remember(tokens, node)
+        r = self.resolved
+        best = deepest_acceptable_above(node, r.window - r.window_slack, r.has_swa, r.has_mamba)
+        self.refresh_after_match(tree, [], best if best is not None else tree.root)
 
     def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
         """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""

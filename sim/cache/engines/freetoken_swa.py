@@ -130,11 +130,12 @@ class SwaRules(FreeTokenCommon):
         matched = self.match_walked(tree, path + below, full_depth).tree_node
         clock.stamp_from(trim_node, trim_base, matched.end)
 
-    def rematch_at(self, tree: RadixTree, tokens, node) -> None:
-        """``match_prefix(node.end)`` where ``node`` (on ``tokens``' path) ends: the walk from the root ends on it
-        without a split, so the match climbs from it instead (the walk's one other effect, its hint, made)."""
-        if not TRIM_AS_RUN:
-            self.match_prefix(tree, tokens, node.end)
+    def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:
+        """``match_prefix(end)`` where ``node`` (on ``tokens``' path) ends: the walk from the root ends on it
+        without a split, so the match climbs from it instead (the walk's one other effect, its hint, made), and
+        SWA's stamps (``stamp_path``) need no walk."""
+        if not TRIM_AS_RUN or node.end != end:
+            self.match_prefix(tree, tokens, end)
             return
         tree.hints.remember(tokens, node)
         r = self.resolved

@@ -229,8 +229,8 @@ class TreeMissTracker:
         last = next((n for n in reversed(path) if n.end <= start or n.id in self.state_evicted), None)
         if last is None or last.end <= start:
             return [(start, full_depth, MAMBA_STATE)]
-        tail = [(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else []
-        return [(start, last.end, self.state_evicted[last.id]), *tail]
+        ranges = [(start, last.end, self.state_evicted[last.id])]
+        return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
 
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)

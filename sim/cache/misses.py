@@ -2,8 +2,7 @@
 blocked reasons of the ``why`` column (``sim/run/why.py``): which tombstones an eviction or a finish-time trim
 made (every other one is the request's own out-of-window free), whose MAMBA state was evicted, which FULL
 pages were evicted. ``TreeMissTracker`` watches a radix cache; an engine whose cache is not a tree has its own
-watcher or none (its blocked ranges are then ``blocked_other``).
-"""
+watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
@@ -204,14 +203,13 @@ class TreeMissTracker:
     def _blocked(self, path: list, cached: int, full_depth: int) -> tuple[Range, ...]:
         """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
         cause); past it, no MAMBA state (or an evicted one) is why."""
-        resolved = self.resolved
         first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
         at = len(path) - 1  # the deepest of them with a state (any of them without MAMBA)
-        while resolved.has_mamba and at >= first and path[at].state is None:
+        while self.resolved.has_mamba and at >= first and path[at].state is None:
             at -= 1
         ranges, start = [], cached
         if at >= first:
-            cause = self._swa_cause(path, at) if resolved.has_swa else BLOCKED_OTHER
+            cause = self._swa_cause(path, at) if self.resolved.has_swa else BLOCKED_OTHER
             ranges.append((cached, path[at].end, cause))
             start = path[at].end
         if start < full_depth:
@@ -220,15 +218,17 @@ class TreeMissTracker:
 
     def _swa_cause(self, path: list[Node], at: int) -> str:
         """The cause of the deepest tombstone at or above ``path[at]``: it cut the window short."""
-        for node in reversed(path[: at + 1]):
-            if node.swa_pages is None:
-                return self.tomb_cause.get(node.id, SWA_TRIGGER)
-        return BLOCKED_OTHER
+        while at >= 0 and path[at].swa_pages is not None:
+            at -= 1
+        return self.tomb_cause.get(path[at].id, SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
 
-    def _stateless(self, path: list, start: int, full_depth: int) -> list[Range]:
-        last = next((n for n in reversed(path) if n.end <= start or n.id in self.state_evicted), None)
-        if last is None or last.end <= start:
+    def _stateless(self, path: list[Node], start: int, full_depth: int) -> list[Range]:
+        at = len(path) - 1  # the deepest node past ``start`` whose state was evicted, if any (ends rise)
+        while at >= 0 and path[at].end > start and path[at].id not in self.state_evicted:
+            at -= 1
+        if at < 0 or path[at].end <= start:
             return [(start, full_depth, MAMBA_STATE)]
+        last = path[at]
         ranges = [(start, last.end, self.state_evicted[last.id])]
         return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
 

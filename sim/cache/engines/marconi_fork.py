@@ -5,9 +5,10 @@ it run once, on one shared cache, and each alpha's replay goes on from a copy of
 Which request evicts first is known only once it has run, so the shared run stops before the first request
 that *could* evict (``could_evict``: a pool has less room than the request's every page and a few states);
 a request that evicts anyway (a wrong bound) sends every alpha back to a replay from scratch. The copy takes
-the tree (spans, page lists, states, stamps, in the children's order), the pools' counts and free lists and
-Marconi's recency stamps: everything a solo run carries to the next (a run begins its own scheduling pass;
-the walk hints only shorten walks). ``AlphaTuner.replay``, from scratch, is the reference (tests/test_marconi_fork.py).
+the tree (spans, page lists (shared: ``_copy_tree`` says why), states, stamps, in the children's order), the
+pools' counts and free lists and Marconi's recency stamps: everything a solo run carries to the next (a run
+begins its own scheduling pass; the walk hints only shorten walks). ``AlphaTuner.replay``, from scratch, is
+the reference (tests/test_marconi_fork.py).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def _copy_tree(tree: RadixTree, into: RadixTree) -> dict[int, Node]:
         node, copy = stack.pop()
         for edge, child in node.children.items():
             assert not child.is_locked, "a fork is taken between requests"
-            swa = None if child.swa_pages is None else child.swa_pages[:]
-            twin = Node(child.key, child.start, copy, child.full_pages[:], swa, child.state)
+            # the page lists are shared, not copied (a full cache holds about 1.5M ids): no code changes a
+            # node's list in place (a split slices it, a revive or tombstone replaces it) and an anonymous
+            # pool keeps no list it frees, so neither tree sees the other's changes
+            twin = Node(child.key, child.start, copy, child.full_pages, child.swa_pages, child.state)
             twin.edge = edge
             twin.full_stamp, twin.swa_stamp, twin.state_stamp = (
                 child.full_stamp,

@@ -127,7 +127,9 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
-            return take_loop_run(self._radix, runs, self._batch_run_at, num_steps, True, settles=True)
+            return take_loop_run(
+                self._radix, runs, self._batch_run_at, num_steps, begins_pass=True, settles=True
+            )
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps

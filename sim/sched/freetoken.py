@@ -91,8 +91,8 @@ class FreeTokenScheduler:
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
         """Decode-only steps with nothing to process in between: nothing finishing or committing in the step
         in flight, and nothing pending or no table row free (every prompt done: no continuation is pending, so
-        each step's prefill pass would begin and add nothing). A batch run where the pools have room (steps that start pages and
-        free SWA without evicting: ``sim/sched/loop_runs.py``), else plain steps."""
+        each step's prefill pass would begin and add nothing). A batch run where the pools have room (steps
+        that start pages and free SWA without evicting: ``sim/sched/loop_runs.py``), else plain steps."""
         self._batch_run_at = None
         if self._done or not self.running or not self._all_plain_launched():
             return [], 0

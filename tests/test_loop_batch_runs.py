@@ -71,7 +71,7 @@ def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int, mamba_sta
 TOTALS = {"runs": 0, "full_steps": 0}
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(bursts())
 def test_loop_batch_runs_change_no_table(burst):
     TOTALS["runs"] += 1

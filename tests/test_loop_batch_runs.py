@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from sim.run.engine import Engine
 from sim.run.simulate import SimConfig
-from sim.trace import Trace
+from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
-from tests.test_batch_decode_runs import _burst
 
 # the engine stays interpreted: patched under the compiled core too
 _RECORD_BATCH_RUN = Engine._record_batch_run
@@ -83,6 +82,19 @@ def test_the_generated_runs_take_full_steps_in_batch_runs():
     if not TOTALS["runs"]:
         test_loop_batch_runs_change_no_table()
     assert TOTALS["full_steps"] > 2000, TOTALS
+
+
+def _burst(num_requests: int) -> list[Request]:
+    """Requests 20 ms apart, each longer than the one before (as ``tests/test_batch_decode_runs.py``'s)."""
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=index / 50,
+            output_len=700 + 53 * index,
+            prompt=[Segment(ref=f"r{index}", len=900 + 173 * index)],
+        )
+        for index in range(num_requests)
+    ]
 
 
 def test_freetoken_at_page_1_takes_its_steps_in_batch_runs_with_requests_waiting():

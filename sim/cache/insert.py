@@ -32,18 +32,23 @@ def insert(
     node the insert walks from the root gets a fresh FULL stamp, root first (SGLang's ``_touch_node``), and
     the SWA window above the node ending at ``end`` is refreshed as a match refreshes it
     (``SWAComponent.refresh_lru`` at ``INSERT_END``)."""
-    page, base = tree.page_size, req.prefix_len
+    page, base, last = tree.page_size, req.prefix_len, req.last_node
     if touch_path:
-        for node in req.last_node.path_from_root():
+        for node in last.path_from_root():
             tree.touch(node, FULL)
-    # [0, prefix_len) is the request's locked path already: walk on from its end
-    path, depth = tree.walk(req.tokens, end, start=req.last_node, touch=touch_path)
+    if not touch_path and not last.children and last.parent is not None:
+        # nothing lies below a leaf: the walk on from it would only remember where it ended (vLLM+ inserts
+        # every 32-token chunk below the one before)
+        tree.hints.remember(req.tokens, last)
+        path, depth = [], base
+    else:  # [0, prefix_len) is the request's locked path already: walk on from its end
+        path, depth = tree.walk(req.tokens, end, start=last, touch=touch_path)
     full, swa = req.take_own_pages(end)
     for node in list(path):
         if node.end > base:
             lo, hi = (node.start - base) // page, (node.end - base) // page
             _merge_existing(tree, req, node, full[lo:hi], swa[lo:hi], has_swa)
-    node = path[-1] if path else req.last_node
+    node = path[-1] if path else last
     if depth < end:
         lo = (depth - base) // page
         node = _add_new(
@@ -87,6 +92,8 @@ def _add_new(
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
+    if req.swa_frontier <= parent.end and len(key) <= window:  # all live, within one window: one leaf
+        return tree.add_leaf(parent, key, full, _live(swa))
     dead = min(max(req.swa_frontier - parent.end, 0), len(key))
     if dead:
         free_live(tree, swa[: dead // page])

@@ -17,6 +17,10 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
+# Off: every insert walks on from the request's node and cuts its new KV as the general case does (the reference
+# the shortcuts are held to: tests/test_page_chunks_property.py)
+LEAF_SHORTCUTS = True
+
 
 def insert(
     tree: RadixTree,
@@ -36,7 +40,7 @@ def insert(
     if touch_path:
         for node in last.path_from_root():
             tree.touch(node, FULL)
-    if not touch_path and not last.children and last.parent is not None:
+    if LEAF_SHORTCUTS and not touch_path and not last.children and last.parent is not None:
         # nothing lies below a leaf: the walk on from it would only remember where it ended (vLLM+ inserts
         # every 32-token chunk below the one before)
         tree.hints.remember(req.tokens, last)
@@ -92,7 +96,7 @@ def _add_new(
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
-    if req.swa_frontier <= parent.end and len(key) <= window:  # all live, within one window: one leaf
+    if LEAF_SHORTCUTS and req.swa_frontier <= parent.end and len(key) <= window:  # all live, in one window
         return tree.add_leaf(parent, key, full, _live(swa))
     dead = min(max(req.swa_frontier - parent.end, 0), len(key))
     if dead:

@@ -44,7 +44,8 @@ def insert(
         # nothing lies below a leaf: the walk on from it would only remember where it ended (vLLM+ inserts
         # every 32-token chunk below the one before)
         tree.hints.remember(req.tokens, last)
-        path, depth = [], base
+        path: list[Node] = []
+        depth = base
     else:  # [0, prefix_len) is the request's locked path already: walk on from its end
         path, depth = tree.walk(req.tokens, end, start=last, touch=touch_path)
     full, swa = req.take_own_pages(end)

@@ -13,6 +13,8 @@ reference (tests/test_page_chunks_property.py).
 
 from __future__ import annotations
 
+from typing import cast
+
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.plain_decodes import PlainDecodes
@@ -43,7 +45,7 @@ class PageChunks(PlainDecodes):
                     return refusal
             # the request holds no page of its own between chunks: the chunk's pages become its lists
             req.own_full = full_pool.alloc(1)
-            req.own_swa = swa_pool.alloc(1) if has_swa else [None]
+            req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
             slot = state_pool.alloc_one()
             self._pass_open = False  # the chunk completed (``complete_prefill``)
             req.kv_len = end

@@ -35,6 +35,10 @@ class PlainBlockDecodes(BoundaryDecodes):
             done += taken or 1
         return num_steps
 
+    def take_page_chunks(self, request_id: str, budget: int) -> int:
+        """vLLM prefills a request alone chunk by chunk (``run_alone``): no chunks taken in one loop."""
+        return 0
+
     def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
         last_at = req.history[-1][0] + num_steps
         req.history = ((last_at - 1, 1), (last_at, 1))

@@ -25,6 +25,7 @@ from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
 from sim.cache.blocks.views import BlockViews
 from sim.cache.policy import Policy
+from sim.cache.results import ChunkPlan
 from sim.models import FULL, MAMBA, SWA
 
 
@@ -40,6 +41,7 @@ class BoundaryDecodes(BlockViews):
     async_scheduling: bool
     _mamba_keys_this_step: set
     _on_skip: list[Callable[[Any], None]]
+    steady_steps: bool  # prepare_decode's steady path (a test turns it off: ``_step`` is the reference)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
@@ -72,6 +74,27 @@ class BoundaryDecodes(BlockViews):
             req.kv_len += taken
             req.decode_steps += taken
         return taken
+
+    def steady_step(self, req: BlockRequest, iteration: int) -> ChunkPlan | None:
+        """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):
+        what ``_step`` does, through ``_boundary_step``, and the step recorded; None (nothing touched) where
+        it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
+        lag, history = 2 if self.async_scheduling else 1, req.history
+        if (
+            not self.steady_steps
+            or self.layout.kind_blocks
+            or req.kv_len < req.prompt_len
+            or len(history) < lag
+            or history[-1] != (iteration - 1, 1)
+            or (lag == 2 and history[-2] != (iteration - 2, 1))
+            or self.policy.fault == "vllm-early-free"  # the negative control frees by its own rule
+        ):
+            return None
+        end = req.kv_len + 1
+        if not self._boundary_step(req, end, lag):
+            return None
+        req.record_step(iteration, 1)
+        return ChunkPlan(req.request_id, req.kv_len, end, None)
 
     def _boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
         """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""

@@ -65,7 +65,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
-        self.one_block_hash = True  # _cache's one-block path (a test turns it off for the reference)
+        self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
@@ -174,7 +174,7 @@ class BlockCacheManager(PlainBlockDecodes):
 
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
-        return self._step(req, req.kv_len + 1, False, iteration)
+        return self.steady_step(req, iteration) or self._step(req, req.kv_len + 1, False, iteration)
 
     def complete_decode(self, request_id: str) -> None:
         req = self.requests[request_id]

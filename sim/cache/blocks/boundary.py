@@ -42,6 +42,7 @@ class BoundaryDecodes(BlockViews):
     _mamba_keys_this_step: set
     _on_skip: list[Callable[[Any], None]]
     steady_steps: bool  # prepare_decode's steady path (a test turns it off: ``_step`` is the reference)
+    one_block_hash: bool  # _cache's one-block path (the same test turns it off: ``cache_blocks``)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
@@ -95,6 +96,27 @@ class BoundaryDecodes(BlockViews):
             return None
         req.record_step(iteration, 1)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
+
+    def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
+        """``cache_blocks``; a step filling one block per group hashed as the decode fast path does it."""
+        B, least = self.layout.uniform_block, min(req.num_cached)
+        if B and end // B <= least:
+            return  # no block became full in any group: ``cache_blocks``' first test (every settle asks)
+        index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
+        if 0 <= index == least == max(req.num_cached) < min(map(len, req.tables)):
+            self._hash_block(req, index)
+            return
+        steps.cache_blocks(
+            self.layout,
+            self.pool,
+            self.keys,
+            req,
+            end,
+            checkpoint,
+            self.knobs.retention_interval,
+            self._mamba_keys_this_step,
+            self._on_skip,
+        )
 
     def _boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
         """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""

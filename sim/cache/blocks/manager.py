@@ -198,25 +198,6 @@ class BlockCacheManager(PlainBlockDecodes):
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
 
-    def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
-        """``cache_blocks``; a step filling one block per group hashed as the decode fast path does it."""
-        B = self.layout.uniform_block
-        index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
-        if 0 <= index == min(req.num_cached) == max(req.num_cached) < min(map(len, req.tables)):
-            self._hash_block(req, index)
-            return
-        steps.cache_blocks(
-            self.layout,
-            self.pool,
-            self.keys,
-            req,
-            end,
-            checkpoint,
-            self.knobs.retention_interval,
-            self._mamba_keys_this_step,
-            self._on_skip,
-        )
-
     def finish(self, request_id: str) -> FinishResult:
         """The last step's output processed: its blocks hashed (``update_from_output``), then freed."""
         self._cache(self.requests[request_id], self.requests[request_id].kv_len, False)

@@ -128,7 +128,11 @@ class BoundaryDecodes(BlockViews):
             return False
         if hashed % B == 0 and any(num != hashed // B - 1 for num in req.num_cached):
             return False
-        self._release(req, end - lag)
+        processed = end - lag
+        window_moves = self.has_swa and (processed - self.window + 1) % B == 0
+        state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
+        if window_moves or state_moves:  # most steps of a timed run free nothing (and fill nothing)
+            self._release(req, processed, window_moves, state_moves)
         if allocates:
             for table, block in zip(tables, self.pool.get_block_per_group(), strict=True):
                 table.append(block)
@@ -136,11 +140,10 @@ class BoundaryDecodes(BlockViews):
             self._hash_block(req, hashed // B - 1)
         return True
 
-    def _release(self, req: BlockRequest, processed: int) -> None:
-        """``release_skipped`` for the groups whose first live block moves at ``processed``."""
+    def _release(self, req: BlockRequest, processed: int, window_moves: bool, state_moves: bool) -> None:
+        """``release_skipped`` for the groups whose first live block moves at ``processed`` (the SWA window's,
+        the Mamba state's, or both)."""
         layout, pool, B = self.layout, self.pool, self.layout.block_size
-        window_moves = self.has_swa and (processed - self.window + 1) % B == 0
-        state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
         if window_moves and state_moves:  # both in one step: in group order
             steps.release_skipped(layout, pool, req, processed)
         elif window_moves:  # the block leaving the window, where the one below it is gone already

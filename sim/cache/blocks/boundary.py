@@ -22,7 +22,7 @@ from sim.cache.blocks import steps
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.blocks.retention import reachable_indices
+from sim.cache.blocks.retention import reachable
 from sim.cache.blocks.views import BlockViews
 from sim.cache.policy import Policy
 from sim.cache.results import ChunkPlan
@@ -175,19 +175,10 @@ class BoundaryDecodes(BlockViews):
         layout, pool = self.layout, self.pool
         keys = self.keys.chain(req.tokens, index + 1, req.chain).keys
         boundaries, retention = (req.replay_boundary, req.junction), self.knobs.retention_interval
+        B, need = layout.block_size, layout.swa_need
+        # the mask at one index: the scalar rule (``reachable``, which ``reachable_indices`` is held to)
         reached = {
-            kind: bool(
-                reachable_indices(
-                    kind,
-                    index,
-                    index + 1,
-                    retention,
-                    layout.block_size,
-                    layout.swa_need,
-                    boundaries,
-                    layout.block_size,
-                )
-            )
+            kind: kind == FULL or reachable(kind, index, retention, B, need, boundaries, B)
             for kind in layout.kinds
         }
         skipped: dict[int, list] = {}

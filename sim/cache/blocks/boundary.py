@@ -48,8 +48,7 @@ class BoundaryDecodes(BlockViews):
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
         (0: the next one is not a steady step of a one-block-size layout)."""
         layout, lag = self.layout, 2 if self.async_scheduling else 1
-        steady = tuple((iteration - lag + i, 1) for i in range(lag))
-        if layout.kind_blocks or req.kv_len < req.prompt_len or req.history[-lag:] != steady:
+        if layout.kind_blocks or not req.decodes_steadily(iteration, lag):
             return 0
         if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
             return 0
@@ -80,14 +79,11 @@ class BoundaryDecodes(BlockViews):
         """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):
         what ``_step`` does, through ``_boundary_step``, and the step recorded; None (nothing touched) where
         it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
-        lag, history = 2 if self.async_scheduling else 1, req.history
+        lag = 2 if self.async_scheduling else 1
         if (
             not self.steady_steps
             or self.layout.kind_blocks
-            or req.kv_len < req.prompt_len
-            or len(history) < lag
-            or history[-1] != (iteration - 1, 1)
-            or (lag == 2 and history[-2] != (iteration - 2, 1))
+            or not req.decodes_steadily(iteration, lag)
             or self.policy.fault == "vllm-early-free"  # the negative control frees by its own rule
         ):
             return None

@@ -48,9 +48,13 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
-            for offset, pages in manager.take_batch_decodes(reqs, stretch):
-                batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
-                full_steps.append(FullStep(done + offset, pages, batch, None))
+            page_steps = manager.take_batch_decodes(reqs, stretch)
+            if lengths is None:
+                full_steps += _page_step_runs(page_steps, done)
+            else:
+                for offset, pages in page_steps:
+                    batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
+                    full_steps.append(FullStep(done + offset, pages, batch, None))
             done += stretch
             continue
         if not _event_step_fits(sched, reqs):
@@ -63,6 +67,22 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         state.decoded += done
     sched.clock.decode_steps_launched(len(full_steps))
     return done, full_steps
+
+
+def _page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:
+    """Steps that only started pages, ``(offset, pages)`` from ``done`` on, as ``FullStep``s without a batch, a
+    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step)."""
+    runs: list[FullStep] = []
+    first = end = pages_each = 0
+    for offset, pages in page_steps:
+        if offset != end or pages != pages_each:
+            if end > first:
+                runs.append(FullStep(done + first, pages_each, None, None, end - first))
+            first, pages_each = offset, pages
+        end = offset + 1
+    if end > first:
+        runs.append(FullStep(done + first, pages_each, None, None, end - first))
+    return runs
 
 
 def _page_step_batch(

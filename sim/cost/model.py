@@ -11,6 +11,7 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim.cost.decode_run import roofline_decode_run, steps_before
 from sim.cost.gpus import GPUSpec
 from sim.cost.shape import StepShape, attended_sum, is_count
 from sim.models import FULL, SWA, ModelSpec
@@ -140,6 +141,15 @@ class CostModel:
             swa_att += below_window if co.swa_flops else 0
             state += n * co.full_bytes + bisect.bisect_left(ordered, co.window - step) * co.swa_bytes
             step += 1
+
+    def decode_run(
+        self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
+    ) -> tuple[list[float], list[float]]:
+        """The starts and durations of the decode steps ``decode_times`` gives that end before ``horizon``
+        (``steps_before``), at most ``max_steps``: the roofline's in one tight loop, the same floats."""
+        if self.calibration is not None:
+            return steps_before(self.decode_times(contexts), now, horizon, max_steps)
+        return roofline_decode_run(self._coefficients, self.gpu, contexts, now, horizon, max_steps)
 
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""

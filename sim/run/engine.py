@@ -108,8 +108,9 @@ class Engine:
         if not num_steps:
             return
         requests = self.manager.requests
-        durations = self.backend.decode_times(tuple(requests[r.request_id].kv_len for r in runs))
-        starts, taken = self._steps_before_next_event(durations, num_steps)
+        contexts = tuple(requests[r.request_id].kv_len for r in runs)
+        # the steps that end before the next scheduled event, as one step after another would move the clock
+        starts, taken = self.backend.decode_run(contexts, self.env.now, self.env.peek(), num_steps)
         if not taken:
             return
         # the steps are taken before the clock moves over them: nothing else happens before they end
@@ -142,7 +143,9 @@ class Engine:
         if self._step_started or self._step_ended or self._plain_ended:
             self._announce_batch_run(first, starts, durations, num_decode, full_steps, columns)
 
-    def _announce_batch_run(self, first: int, starts, durations, num_decode: int, full_steps, columns) -> None:
+    def _announce_batch_run(
+        self, first: int, starts, durations, num_decode: int, full_steps, columns
+    ) -> None:
         """A batch run's step events: each full step's batch and row, and the plain steps between them."""
         done = 0
         for full in full_steps:
@@ -159,20 +162,6 @@ class Engine:
             emit(
                 self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode)
             )
-
-    def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
-        """Start times and durations of the steps that end before the next scheduled event, as one step
-        after another would advance the clock (each start is the previous start plus its duration)."""
-        now, horizon = self.env.now, self.env.peek()
-        starts: list[float] = []
-        taken: list[float] = []
-        for duration in durations:
-            if len(taken) == num_steps or not now + duration < horizon:
-                break
-            starts.append(now)
-            taken.append(duration)
-            now = now + duration
-        return starts, taken
 
     # ---- events -------------------------------------------------------------------------------------
     def _submit(self, request_id: str) -> None:

@@ -59,7 +59,7 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
             continue
         if not _event_step_fits(sched, reqs):
             break
-        batch = _event_step(sched, reqs, iteration + done, in_flight)
+        batch = _event_step(sched, reqs, iteration + done, in_flight, announced)
         in_flight = None  # one pass begun per run: nothing reads its accounts before the next full step's
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         done += 1
@@ -115,12 +115,15 @@ def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
 
 
-def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
+def _event_step(
+    sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight, announced: bool
+) -> Batch | None:
     """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
     whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
     window first, then each request in batch order plans its step (those and the ones starting a page through
     ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
-    eviction for the batch and each step's eviction ahead find the room free, so they are not asked."""
+    eviction for the batch and each step's eviction ahead find the room free, so they are not asked. The batch is
+    made only where it is ``announced`` (the bounds read it); else None."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
         manager.begin_pass(in_flight)
@@ -131,15 +134,18 @@ def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, i
     for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
         if event:
             manager.free_out_of_window(req.request_id, iteration)
-    batch = Batch(iteration)
+    batch = Batch(iteration) if announced else None
     for req, event in zip(reqs, eventful, strict=True):
         if event or req.pages_needed(req.kv_len + 1):
             plan = manager.prepare_decode(req.request_id, iteration)
             if isinstance(plan, Refusal):
                 raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        elif batch is None:
+            continue
         else:
             plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
-        batch.items.append(BatchItem(plan, False))
+        if batch is not None:
+            batch.items.append(BatchItem(plan, False))
     for req in reqs:
         manager.complete_decode(req.request_id)
     return batch

@@ -146,19 +146,20 @@ class Engine:
     def _announce_batch_run(
         self, first: int, starts, durations, num_decode: int, full_steps, columns
     ) -> None:
-        """A batch run's step events: each full step's batch and row, and the plain steps between them."""
+        """A batch run's step events: each full step's batch (a run of page-starting steps at once) and row, and
+        the plain steps between them."""
         done = 0
         for full in full_steps:
-            if full.offset > done:
+            if full.offset > done and self._plain_ended:
                 plain = starts[done : full.offset], durations[done : full.offset]
                 emit(self._plain_ended, PlainStepsEnded(first + done, *plain, num_decode))
-            for offset in range(full.offset, full.offset + full.num_steps):
-                if self._step_started and full.batch is not None:
-                    emit(self._step_started, StepStarted(full.batch, self.manager))
+            if self._step_started and full.batch is not None:
+                emit(self._step_started, StepStarted(full.batch, self.manager, full.num_steps))
+            for offset in range(full.offset, full.offset + full.num_steps) if self._step_ended else ():
                 step = (first + offset, starts[offset], durations[offset], 0, 0, num_decode)
                 emit(self._step_ended, StepEnded(step, tuple(column[offset] for column in columns)))
             done = full.offset + full.num_steps
-        if done < len(starts):
+        if done < len(starts) and self._plain_ended:
             emit(
                 self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode)
             )

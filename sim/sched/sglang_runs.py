@@ -48,13 +48,10 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
-            page_steps = manager.take_batch_decodes(reqs, stretch)
-            if lengths is None:
-                full_steps += _page_step_runs(page_steps, done)
-            else:
-                for offset, pages in page_steps:
-                    batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
-                    full_steps.append(FullStep(done + offset, pages, batch, None))
+            for run in _page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+                offset = run.offset - done
+                batch = _page_step_batch(reqs, lengths, iteration + run.offset, offset)
+                full_steps.append(run if batch is None else run._replace(batch=batch))
             done += stretch
             continue
         if not _event_step_fits(sched, reqs):
@@ -71,7 +68,8 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
 
 def _page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:
     """Steps that only started pages, ``(offset, pages)`` from ``done`` on, as ``FullStep``s without a batch, a
-    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step)."""
+    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step; its
+    batch, where the bounds read it, is its first step's)."""
     runs: list[FullStep] = []
     first = end = pages_each = 0
     for offset, pages in page_steps:

@@ -11,7 +11,7 @@ import itertools
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
-from sim.run.backend import Backend, batch_shape
+from sim.run.backend import Backend
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
@@ -210,16 +210,15 @@ class Engine:
             )
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
-        shape = batch_shape(batch)
+        num_prefill = prefill_tokens = num_decode = 0  # ``batch_shape``'s counts, without the shape
+        for item in batch.items:
+            if item.is_prefill:
+                num_prefill += 1
+                prefill_tokens += item.plan.end - item.plan.start
+            else:
+                num_decode += 1
         pools = pool_values(self.manager.usage())
-        step = (
-            self.iteration,
-            started_at,
-            duration,
-            len(shape.prefill),
-            shape.num_prefill_tokens,
-            shape.num_decode_tokens,
-        )
+        step = (self.iteration, started_at, duration, num_prefill, prefill_tokens, num_decode)
         self.steps.append(step, pools)
         if self._step_ended:
             emit(self._step_ended, StepEnded(step, pools))

@@ -11,11 +11,23 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from sim.cost.gpus import GPUSpec
-    from sim.cost.model import _Coefficients
+from sim.cost.gpus import GPUSpec
+from sim.models import ModelSpec
+
+
+class RooflineFigures(Protocol):
+    """A model's per-token and per-run figures, as the roofline reads them (``model._Coefficients``)."""
+
+    model: ModelSpec
+    per_token_flops: int
+    full_flops: int
+    swa_flops: int
+    window: int
+    full_bytes: int
+    swa_bytes: int
+    state_bytes_twice: int
 
 
 def steps_before(
@@ -35,7 +47,7 @@ def steps_before(
 
 
 def roofline_decode_run(
-    co: _Coefficients, gpu: GPUSpec, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
+    co: RooflineFigures, gpu: GPUSpec, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
 ) -> tuple[list[float], list[float]]:
     """``steps_before(CostModel.decode_times(contexts), now, horizon, max_steps)`` of an uncalibrated model."""
     flops, bytes_read = _first_step(co, contexts)
@@ -64,7 +76,7 @@ def roofline_decode_run(
     return starts, taken
 
 
-def _first_step(co: _Coefficients, contexts: tuple[int, ...]) -> tuple[int, int]:
+def _first_step(co: RooflineFigures, contexts: tuple[int, ...]) -> tuple[int, int]:
     """The first step's FLOPs and bytes read (weights, KV, states), as ``_Coefficients`` counts them."""
     n = len(contexts)
     full_att = sum(c + 1 for c in contexts)

@@ -142,8 +142,11 @@ class MarconiRules(SGLangAdmission):
         return self._evictor
 
     def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        evictor = self.evictor(manager)
+        if self.tuner.done:  # no tuning waits for the first eviction (the tuner's own caches): none to count
+            return evictor.reserve(manager, full_pages, swa_pages, states)
         evictions = sum(manager.tree.num_evictions.values())
-        refusal = self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
+        refusal = evictor.reserve(manager, full_pages, swa_pages, states)
         if sum(manager.tree.num_evictions.values()) > evictions:
             self.tuner.first_eviction()
         return refusal

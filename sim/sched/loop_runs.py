@@ -54,9 +54,9 @@ def take_loop_run(
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
             # consecutive steps starting the same pages (at page 1, every step) go as one: column blocks
-            for run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
-                batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)
-                full_steps.append(run if batch is None else run._replace(batch=batch))
+            for page_run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+                batch = page_step_batch(reqs, lengths, iteration + page_run.offset, page_run.offset - done)
+                full_steps.append(page_run if batch is None else page_run._replace(batch=batch))
             done += stretch
             continue
         if not event_step_fits(manager, reqs):

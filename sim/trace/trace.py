@@ -69,7 +69,7 @@ class Trace:
         all_refs = True
         for segment in request.prompt:  # a loop over a module function: compiled, no Python call per segment
             runs.append(_segment_run(by_id, segment))
-            all_refs = all_refs and segment.ref is not None
+            all_refs = all_refs and segment[0] is not None  # ``segment.ref``, read natively
         runs.append((output_source(request_id), 0, request.output_len))
         if all_refs:
             # ref runs start at offset 0 with len > 0 (checked), so no two of them, and not the
@@ -79,10 +79,11 @@ class Trace:
 
 
 def _segment_run(by_id: dict[str, Request], segment: Segment) -> Run:
+    # unpacked, not read by name: the compiled core reads a tuple's items natively, a NamedTuple's names not
+    ref, length, output_of, skip = segment
     # casts: the checker (checks.py) let in only ref segments with a len and, else, an output_of segment
-    if segment.ref is not None:
-        return (ref_source(segment.ref), 0, cast(int, segment.len))
-    target = cast(str, segment.output_of)
+    if ref is not None:
+        return (ref_source(ref), 0, cast(int, length))
+    target = cast(str, output_of)
     target_len = by_id[target].output_len
-    length = target_len - segment.skip if segment.len is None else segment.len
-    return (output_source(target), segment.skip, length)
+    return (output_source(target), skip, target_len - skip if length is None else length)

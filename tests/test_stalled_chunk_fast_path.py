@@ -42,10 +42,10 @@ def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int) -> int:
     config = SimConfig(policy=policy, model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=64)
     beside_stalled = [0]
 
-    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int) -> None:
+    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int):
         if any(scheduler._in_prefill(run) for run in scheduler.running.values()):
             beside_stalled[0] += num_steps
-        _ADVANCE_PLAIN(scheduler, runs, num_steps)
+        return _ADVANCE_PLAIN(scheduler, runs, num_steps)  # a batch run's steps, or None
 
     assert_fast_equals_slow(trace, config, DefaultScheduler, "advance_plain", advance_plain)
     return beside_stalled[0]
@@ -92,15 +92,16 @@ def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
     the request's ``last_refusal`` naming that, even where nothing had set it before the run."""
     stalled_runs = [0]
 
-    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int) -> None:
+    def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int):
         stalled = [run for run in scheduler.running.values() if scheduler._in_prefill(run)]
         for run in stalled:
             run.last_refusal = ""
-        _ADVANCE_PLAIN(scheduler, runs, num_steps)
+        taken = _ADVANCE_PLAIN(scheduler, runs, num_steps)
         for run in stalled:
             position = scheduler.manager.requests[run.request_id].kv_len
             assert run.last_refusal == f"no prefill chunk fits at position {position}"
         stalled_runs[0] += bool(stalled)
+        return taken
 
     requests = _burst()
     config = SimConfig(

@@ -15,8 +15,10 @@ from collections import deque
 
 from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
+from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
+from sim.sched.loop_runs import batch_run_allowed, take_loop_run
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
@@ -35,6 +37,9 @@ class DefaultScheduler:
         # runs (else it would be re-admitted into the same stall at once)
         self.parked: list[RequestState] = []
         self._counter = itertools.count()
+        # the radix manager's batch decode runs (timed mode): where the fast path last chose one, its start
+        self._radix = manager if isinstance(manager, CacheManager) else None
+        self._batch_run_at: int | None = None
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -93,15 +98,23 @@ class DefaultScheduler:
         return StepOutcome(first_tokens, finished)
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """The running requests past their prompt, oldest first, and how many coming steps are decodes only
-        and plain for all of them (no page, checkpoint, SWA free, finish or admission attempt), while every
-        request still in its prompt gets no chunk."""
+        """The running requests past their prompt, oldest first, and how many coming steps are decodes only:
+        with none in its prompt, a batch run where the pools have room (steps that start pages, free SWA and
+        take checkpoints without evicting: ``sim/sched/loop_runs.py``); else steps plain for all of them (no
+        page, checkpoint, SWA free, finish or admission attempt), while every request still in its prompt gets
+        no chunk."""
+        self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
         runs = sorted(self.running.values(), key=_order)
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
+        if self._radix is not None and len(decoding) == len(runs):
+            allowed = batch_run_allowed(self._radix, decoding)
+            if allowed:
+                self._batch_run_at = iteration
+                return decoding, allowed
         num_steps = plain_steps(self.manager, decoding, iteration)
         budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
         for run in self.running.values():
@@ -109,15 +122,21 @@ class DefaultScheduler:
                 num_steps = self.manager.stalled_chunk_steps(run.request_id, budget, num_steps)
         return decoding, num_steps
 
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
-        """Take steps ``plain_decode_run`` allowed: what complete_decode would record, and what each step's
-        stalled chunks would, and no more."""
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
+        """Take steps ``plain_decode_run`` allowed: a batch run (as many as it can, and the full steps among
+        them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
+        and no more."""
+        if self._radix is not None and self._batch_run_at is not None:
+            return take_loop_run(
+                self._radix, runs, self._batch_run_at, num_steps, begins_pass=True, settles=True
+            )
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
         for run in self.running.values():
             if self._in_prefill(run):
                 self._stall(run, self.budget - len(runs))
+        return None
 
     # ---- internals ----------------------------------------------------------------------------------
     def _in_prefill(self, run: RequestState) -> bool:

@@ -20,8 +20,10 @@ import itertools
 from collections import deque
 
 from sim.cache.interface import CacheModel
+from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
+from sim.sched.loop_runs import batch_run_allowed, take_loop_run
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
@@ -37,6 +39,9 @@ class FreeTokenScheduler:
         self._uid = itertools.count()
         self._launched: Batch | None = None  # overlap: the step run but not yet processed
         self._done: list[RequestState] = []  # finished in that step, released when it is processed
+        # the radix manager's batch decode runs (timed mode): where the fast path last chose one, its start
+        self._radix = manager if isinstance(manager, CacheManager) else None
+        self._batch_run_at: int | None = None
 
     def add(self, state: RequestState) -> None:
         state.admission_order = next(self._uid)  # FreeToken's uid: decode batches run in its order
@@ -84,19 +89,35 @@ class FreeTokenScheduler:
         pass
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """Decode-only steps with nothing to process in between: nothing pending, nothing finishing or
-        committing in the step in flight."""
-        if self.waiting or self._done or not self.running or not self._all_plain_launched():
+        """Decode-only steps with nothing to process in between: nothing finishing or committing in the step
+        in flight, and nothing pending or no table row free (every prompt done: no continuation is pending, so
+        each step's prefill pass would begin and add nothing). A batch run where the pools have room (steps
+        that start pages and free SWA without evicting: ``sim/sched/loop_runs.py``), else plain steps."""
+        self._batch_run_at = None
+        if self._done or not self.running or not self._all_plain_launched():
             return [], 0
         runs = sorted(self.running.values(), key=_uid)
         if not all(self._prompt_done(run) for run in runs):
             return [], 0
+        if self.waiting and len(self.running) < self.max_running:
+            return [], 0
+        if self._radix is not None:
+            allowed = batch_run_allowed(self._radix, runs)
+            if allowed:
+                self._batch_run_at = iteration
+                return runs, allowed
         return runs, plain_steps(self.manager, runs, iteration)
 
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
+        """Take the steps ``plain_decode_run`` allowed: a batch run (as many as it can, and the full steps among
+        them), else plain steps."""
+        if self._radix is not None and self._batch_run_at is not None:
+            begins_pass = bool(self.waiting)  # the prefill pass that adds nothing
+            return take_loop_run(self._radix, runs, self._batch_run_at, num_steps, begins_pass, settles=False)
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
+        return None
 
     # ---- internals ----------------------------------------------------------------------------------
     def _launch(self, iteration: int) -> Batch:

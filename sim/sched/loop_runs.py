@@ -1,0 +1,119 @@
+"""Batch decode runs of FreeToken's loop and the default loop (timed mode): the running requests' decode steps,
+those that start pages, free SWA or take checkpoints included, taken in one event with nothing to admit, chunk,
+process or finish in between, exactly as the loop's full steps would take them.
+
+As in SGLang's loop (``sim/sched/sglang_runs.py``), stretches of steps that free no SWA and take no checkpoint
+(``batch_decode_steps``) allocate the pages they start in one go, while every KV pool keeps, after each step, a
+page per request and the engine's slack; so no step's decode check, eviction ahead or reservation does anything
+but allocate. An *event* step (some request's SWA free or checkpoint may come) is the loop's own decode half:
+these loops plan each request's step in full before the next one's (``prepare_decode``: its decode check, its
+SWA free, its eviction ahead and allocation, in batch order; the default loop begins its pass first and settles
+each), then every step completes. It is taken only where its pages leave the same room and its new checkpoint
+states are free on pools apart; the run stops before a step that might evict, refuse or retract.
+"""
+
+from __future__ import annotations
+
+from sim.cache.components import MAMBA
+from sim.cache.events import StepStarted
+from sim.cache.manager import CacheManager
+from sim.cache.request import RequestCache
+from sim.cache.results import ChunkPlan, Refusal
+from sim.sched.batch import Batch, BatchItem, FullStep
+from sim.sched.request import RequestState
+
+
+def batch_run_allowed(manager: CacheManager, runs: list[RequestState]) -> int:
+    """How many steps a batch run of ``runs`` (all past their prompt) may be asked for: each stops a step short
+    of its last output (the step that ends it goes through the loop); 0 where the pools have no room for one."""
+    fewest = min(run.output_len - run.decoded - 2 for run in runs)
+    if fewest <= 0:
+        return 0
+    reqs = [manager.requests[run.request_id] for run in runs]
+    return fewest if manager.batch_run_room(reqs) >= 0 else 0
+
+
+def take_loop_run(
+    manager: CacheManager,
+    runs: list[RequestState],
+    iteration: int,
+    max_steps: int,
+    begins_pass: bool,
+    settles: bool,
+) -> tuple[int, list[FullStep]]:
+    """Up to ``max_steps`` decode steps of ``runs`` (in the loop's batch order) from ``iteration`` on; returns
+    how many were taken (fewer where a step might evict) and the full steps among them. ``begins_pass``: each
+    step of the loop begins a scheduling pass (which admits nothing) before its decodes; ``settles``: it
+    settles each request it plans (the default loop)."""
+    reqs = [manager.requests[run.request_id] for run in runs]
+    announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    done = 0
+    full_steps: list[FullStep] = []
+    while done < max_steps:
+        stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+        if stretch:
+            lengths = [req.kv_len for req in reqs] if announced else None
+            for offset, pages in manager.take_batch_decodes(reqs, stretch):
+                batch = page_step_batch(reqs, lengths, iteration + done + offset, offset)
+                full_steps.append(FullStep(done + offset, pages, batch, None))
+            done += stretch
+            continue
+        if not event_step_fits(manager, reqs):
+            break
+        batch = _event_step(manager, reqs, iteration + done, begins_pass, settles)
+        full_steps.append(FullStep(done, 0, batch, manager.usage()))
+        done += 1
+    for run in runs:
+        run.decoded += done
+    return done, full_steps
+
+
+def page_step_batch(
+    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
+) -> Batch | None:
+    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted)."""
+    if lengths is None:
+        return None
+    batch = Batch(iteration)
+    for req, length in zip(reqs, lengths, strict=True):
+        start = length + offset
+        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
+    return batch
+
+
+def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:
+    """Whether the next step, taken in full, evicts nothing: its pages leave room for a page per request and
+    the slack (each request's turn then finds its page and the slack free), and its new checkpoint states are
+    free (on pools apart: a byte budget weighs them with KV)."""
+    rules = manager.rules
+    pages = 0
+    for req in reqs:
+        if req.commit_pending:
+            return False
+        pages += req.pages_needed(req.kv_len + 1)
+    if manager.batch_run_room(reqs) < pages:
+        return False
+    states = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None and not req.spare_states)
+    if not states:
+        return True
+    return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
+
+
+def _event_step(
+    manager: CacheManager, reqs: list[RequestCache], iteration: int, begins_pass: bool, settles: bool
+) -> Batch:
+    """One decode step as the loop takes it with nothing but decodes to schedule and room checked: each
+    request's step planned in batch order, then each completed."""
+    if begins_pass:
+        manager.begin_pass()
+    batch = Batch(iteration)
+    for req in reqs:
+        plan = manager.prepare_decode(req.request_id, iteration)
+        if isinstance(plan, Refusal):
+            raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        if settles:
+            manager.settle(req.request_id, 1)
+        batch.items.append(BatchItem(plan, False))
+    for req in reqs:
+        manager.complete_decode(req.request_id)
+    return batch

@@ -89,6 +89,9 @@ class ExecutorBackend:
     def decode_times(self, contexts: tuple[int, ...]):
         raise NotImplementedError("the executor runs every step on the model: run it with fast_path=False")
 
+    def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
+        raise NotImplementedError("the executor runs every step on the model: run it with fast_path=False")
+
     def _record_outputs(self, entries, logits: list[torch.Tensor], manager) -> None:
         """The output each item's last position predicts (teacher-forced from the trace), if it is one."""
         rows, targets, keys = [], [], []

@@ -10,7 +10,7 @@ from sim.run.backend import Backend, FixedStepBackend, PredictBackend
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import multiturn
 
-MEMBERS = ("predicts_only", "attach", "run", "decode_times")
+MEMBERS = ("predicts_only", "attach", "run", "decode_times", "decode_run")
 
 
 def _backends():

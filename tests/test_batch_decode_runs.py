@@ -1,6 +1,7 @@
 """The SGLang loop's batch decode runs (``sim/sched/sglang_runs.py``): the running batch's decode steps that start
 pages, take checkpoints and fire SWA frees, taken in one event, leave every table as step by step (the full loop
-with the fast path off), bounds included. Generated bursts on pools small enough that runs stop for room, evict
+with the fast path off), with and without bounds (the bounds read each full step's batch; without them a run of
+page-starting steps is one ``FullStep`` whose rows are column blocks). Generated bursts on pools small enough that runs stop for room, evict
 and retract around them, on the presets of SGLang's loop; each run also counts the full steps its batch runs
 took (page starts and event steps), so the property is not met by never taking one."""
 
@@ -39,14 +40,19 @@ def bursts(draw):
     pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
     # Marconi's one byte budget (KV and states weighed together), about 4k to 30k tokens of KV
     cache_bytes = draw(st.sampled_from([None, 1.5e8, 4e8, 1e9])) if policy == "marconi-sglang" else None
-    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, cache_bytes
+    bounds = draw(st.booleans())
+    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, cache_bytes, bounds
 
 
 def run_both(
-    trace: Trace, policy: str, knobs: dict, pool_tokens: int, cache_bytes: float | None = None
+    trace: Trace,
+    policy: str,
+    knobs: dict,
+    pool_tokens: int,
+    cache_bytes: float | None = None,
+    bounds: bool = True,
 ) -> int:
-    """Fast and step-by-step runs of the trace, asserted equal (bounds included); the full steps the fast run's
-    batch runs took."""
+    """Fast and step-by-step runs of the trace, asserted equal; the full steps the fast run's batch runs took."""
     config = SimConfig(
         policy=policy,
         model="inkling",
@@ -54,12 +60,12 @@ def run_both(
         pool_tokens=pool_tokens,
         mamba_states=48,
         cache_bytes=cache_bytes,
-        bounds=True,
+        bounds=bounds,
     )
     full_steps = [0]
 
     def record_batch_run(engine: Engine, runs, starts, durations, steps, pools) -> None:
-        full_steps[0] += len(steps)
+        full_steps[0] += sum(step.num_steps for step in steps)
         _RECORD_BATCH_RUN(engine, runs, starts, durations, steps, pools)
 
     assert_fast_equals_slow(trace, config, Engine, "_record_batch_run", record_batch_run)
@@ -97,6 +103,12 @@ def _burst(num_requests: int) -> list[Request]:
 
 def test_a_burst_at_page_1_takes_its_page_starting_steps_in_batch_runs():
     assert run_both(Trace(_burst(6)), "marconi-sglang", dict(page_size=1), 20000) > 1000
+
+
+def test_a_burst_at_page_1_without_bounds_takes_its_steps_as_column_blocks():
+    assert run_both(Trace(_burst(6)), "marconi-sglang", dict(page_size=1), 20000, bounds=False) > 1000
+    knobs = dict(page_size=1, track_interval=64, swa_eviction_interval=32)
+    assert run_both(Trace(_burst(6)), "sglang-retain", knobs, 20000, bounds=False) > 1000
 
 
 def test_a_burst_on_tight_pools_stops_its_runs_for_room_and_still_matches():

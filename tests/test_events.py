@@ -39,8 +39,9 @@ class _Spy:
         self.counts: dict[type, int] = {}
 
     def watch(self, events: EventBus) -> None:
-        for kind in (Matched, Admitted, Finished, Retracted, StepStarted):
+        for kind in (Matched, Admitted, Finished, Retracted):
             events.subscribe(kind, lambda event, kind=kind: self._count(kind, 1))
+        events.subscribe(StepStarted, lambda event: self._count(StepStarted, event.num_steps))
         events.subscribe(PlainStepsEnded, lambda event: self._count(PlainStepsEnded, len(event.starts)))
 
     def _count(self, kind: type, num: int) -> None:

@@ -175,7 +175,7 @@ def test_fast_decode_leaves_the_block_manager_as_step_by_step(configuration, wor
         return
     slow = Run(model, knobs, num_blocks, fast=False)
     plain = Run(model, knobs, num_blocks, fast=False)  # every step hashed by cache_blocks: the reference
-    plain.manager.one_block_hash = False
+    plain.manager.one_block_hash = plain.manager.steady_steps = False
     for index, (shared_len, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"
         tokens = TokenSeq.of("r:shared", shared_len) + TokenSeq.of("r:" + rid, own_len)

@@ -1,10 +1,11 @@
 """Block keys (sim/cache/blocks/keys.py): equal exactly when the prefixes up to the block's end are equal."""
+
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.keys import ROOT, BlockKeys, _digest, block_key
 from sim.tokens import TokenSeq
 
 
@@ -42,9 +43,16 @@ def test_only_whole_blocks_and_extension_in_place():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8),
-       st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8),
-       st.sampled_from((1, 3, 16)), st.lists(st.integers(0, 12), max_size=4))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8
+    ),
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(1, 40)), min_size=1, max_size=8
+    ),
+    st.sampled_from((1, 3, 16)),
+    st.lists(st.integers(0, 12), max_size=4),
+)
 def test_keys_are_equal_exactly_where_the_prefixes_are(parts, other_parts, size, steps):
     """Block i's keys agree exactly when the tokens [0, (i + 1) * size) do; extending a chain step by step
     gives the keys a chain made at once gives."""
@@ -59,3 +67,20 @@ def test_keys_are_equal_exactly_where_the_prefixes_are(parts, other_parts, size,
     for index, (mine, their) in enumerate(zip(whole, theirs, strict=False)):
         end = (index + 1) * size
         assert (mine == their) == (one.slice(0, end) == other.slice(0, end)), index
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=16, max_size=16), st.integers(0, 2**64 - 1))
+def test_a_packed_key_is_the_digest_then_the_end_as_8_little_endian_bytes(digest, end):
+    assert block_key(digest, end) == digest + end.to_bytes(8, "little")
+
+
+def test_a_chain_s_keys_are_its_run_digests_with_each_block_s_end_in_its_run():
+    """The reference form: each key built block by block as digest + end bytes (``block_key`` packs both)."""
+    tokens = seq(("x", 0, 40), ("y", 5, 70))
+    chain = BlockKeys(16).chain(tokens, 6)
+    x_at = _digest(ROOT + repr(("r:x", 0)).encode())
+    y_at = _digest(_digest(ROOT + repr(("r:x", 0, 40)).encode()) + repr(("r:y", 5)).encode())
+    expected = [x_at + end.to_bytes(8, "little") for end in (16, 32)]
+    expected += [y_at + end.to_bytes(8, "little") for end in (8, 24, 40, 56)]  # blocks end at 48..96: -40
+    assert chain.keys == expected

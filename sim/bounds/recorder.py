@@ -74,6 +74,10 @@ class ProduceRuns:
         del self._open[request_id]
         self._events[run[0]] = Produce(request_id, run[1], run[2])
 
+    def open_requests(self) -> set[str]:
+        """The requests whose run is open (a produced page that extends it is folded into it)."""
+        return set(self._open)
+
     def close(self) -> None:
         for request_id, run in list(self._open.items()):
             self._close_run(request_id, run)
@@ -104,11 +108,18 @@ class EventRecorder:
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
         self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
         self._log = ProduceRuns(trace, page_size, merge_runs)
-        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager))
+        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager, event.num_steps))
 
-    def record(self, batch, manager) -> None:
+    def record(self, batch, manager, num_steps: int = 1) -> None:
+        """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""
         items = batch.items
         self._record_lookups(items, manager.requests)
+        self._record_produced(items, 0)
+        if num_steps > 1:
+            self._record_later_steps(items, num_steps)
+
+    def _record_produced(self, items, shift: int) -> None:
+        """The pages each item computes, ``shift`` tokens further on (a decode's later step)."""
         page, last_page, produce = self._page, self._last_page, self._log.produce
         for item in items:  # a step per token at page 1 (every decoding request's page): kept lean
             plan = item.plan
@@ -116,9 +127,26 @@ class EventRecorder:
             last = last_page.get(request_id)
             if last is None:
                 last = last_page[request_id] = computed_pages(self._trace, request_id, page)
-            first, end = plan.start // page, -(-plan.end // page)
+            first, end = (plan.start + shift) // page, -(-(plan.end + shift) // page)
             if first < end and first < last:
                 produce(request_id, first, end if end < last else last)
+
+    def _record_later_steps(self, items, num_steps: int) -> None:
+        """Steps 1 .. ``num_steps`` - 1 of one-token decodes, as step after step would log them. A request whose
+        run is open after step 0 only extends it: each later step's first page is at most the run's end (its
+        token follows the last) and no lookup comes between, so the pages from step 0's to its last computing
+        step's end, folded at once, give the same run; the others' steps are logged one by one, step then
+        batch order."""
+        open_runs = self._log.open_requests()
+        one_by_one = [item for item in items if item.plan.request_id not in open_runs]
+        for item in items if len(one_by_one) < len(items) else ():
+            plan = item.plan
+            first, last = plan.start // self._page, self._last_page[plan.request_id]
+            if plan.request_id in open_runs and first < last:  # (past ``last`` no step computes a page)
+                end = -(-(plan.end + num_steps - 1) // self._page)
+                self._log.produce(plan.request_id, first, end if end < last else last)
+        for shift in range(1, num_steps) if one_by_one else ():
+            self._record_produced(one_by_one, shift)
 
     def _record_lookups(self, items, requests) -> None:
         seen = self._seen

@@ -188,10 +188,13 @@ class Retracted:
 
 @dataclass(frozen=True, slots=True)
 class StepStarted:
-    """A batch about to run (timed mode), with the manager its plans came from."""
+    """A batch about to run (timed mode), with the manager its plans came from. ``num_steps`` > 1: that many
+    decode-only steps of a batch run (``sim/sched/sglang_runs.py``), each item one token further at each step
+    than at the step before (the batch is the first step's; only the fast path sends these)."""
 
     batch: Any
     manager: Any
+    num_steps: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,10 @@ from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
+# Off: every insert walks on from the request's node and cuts its new KV as the general case does (the reference
+# the shortcuts are held to: tests/test_page_chunks_property.py)
+LEAF_SHORTCUTS = True
+
 
 def insert(
     tree: RadixTree,
@@ -32,18 +36,24 @@ def insert(
     node the insert walks from the root gets a fresh FULL stamp, root first (SGLang's ``_touch_node``), and
     the SWA window above the node ending at ``end`` is refreshed as a match refreshes it
     (``SWAComponent.refresh_lru`` at ``INSERT_END``)."""
-    page, base = tree.page_size, req.prefix_len
+    page, base, last = tree.page_size, req.prefix_len, req.last_node
     if touch_path:
-        for node in req.last_node.path_from_root():
+        for node in last.path_from_root():
             tree.touch(node, FULL)
-    # [0, prefix_len) is the request's locked path already: walk on from its end
-    path, depth = tree.walk(req.tokens, end, start=req.last_node, touch=touch_path)
+    if LEAF_SHORTCUTS and not touch_path and not last.children and last.parent is not None:
+        # nothing lies below a leaf: the walk on from it would only remember where it ended (vLLM+ inserts
+        # every 32-token chunk below the one before)
+        tree.hints.remember(req.tokens, last)
+        path: list[Node] = []
+        depth = base
+    else:  # [0, prefix_len) is the request's locked path already: walk on from its end
+        path, depth = tree.walk(req.tokens, end, start=last, touch=touch_path)
     full, swa = req.take_own_pages(end)
     for node in list(path):
         if node.end > base:
             lo, hi = (node.start - base) // page, (node.end - base) // page
             _merge_existing(tree, req, node, full[lo:hi], swa[lo:hi], has_swa)
-    node = path[-1] if path else req.last_node
+    node = path[-1] if path else last
     if depth < end:
         lo = (depth - base) // page
         node = _add_new(
@@ -87,6 +97,8 @@ def _add_new(
     if not has_swa:
         return tree.add_leaf(parent, key, full, None)
     page = tree.page_size
+    if LEAF_SHORTCUTS and req.swa_frontier <= parent.end and len(key) <= window:  # all live, in one window
+        return tree.add_leaf(parent, key, full, _live(swa))
     dead = min(max(req.swa_frontier - parent.end, 0), len(key))
     if dead:
         free_live(tree, swa[: dead // page])

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from sim.cache.plain_decodes import PlainDecodes
+from sim.cache.page_chunks import PageChunks
 
 
-class SchedulingPasses(PlainDecodes):
+class SchedulingPasses(PageChunks):
     """The last of ``CacheManager``'s bases (one line of classes, as the compiled core takes single
     inheritance only): uses its ``rules`` (whose begin_pass() and settle() take the manager itself) and
     ``requests``."""

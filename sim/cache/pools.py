@@ -51,6 +51,17 @@ class Pool:
         assert self.num_free == self.size, f"{self.name} pool: only an empty pool turns anonymous"
         self.anonymous = True
 
+    def copy_free_ids(self, other: Pool) -> None:
+        """Take ``other``'s free ids as they stand (a copy of a cache: Marconi's tuner forks its replays). The
+        kept lists are shared: neither pool ever changes one."""
+        assert self.size == other.size and self.anonymous == other.anonymous and not self._lists
+        self.high_water, self.num_free, self._num_returned = (
+            other.high_water,
+            other.num_free,
+            other._num_returned,
+        )
+        self._lists, self._firsts = list(other._lists), list(other._firsts)
+
     @property
     def num_used(self) -> int:
         return self.size - self.num_free

@@ -40,6 +40,10 @@ def run_alone(
         if position > admitted.match.cached_len:  # each later chunk is a pass of its own
             manager.settle(request_id, 0)  # an overlap loop commits the chunk before it schedules the next
             manager.begin_pass()
+        taken = _ok(manager.take_page_chunks(request_id, chunk_size), request_id)  # each a chunk as below
+        if taken:
+            position, iteration = position + taken * manager.page_size, iteration + taken
+            continue
         chunk = manager.next_chunk_len(request_id, chunk_size)
         if chunk <= 0:
             raise ReplayRefused(f"request {request_id}: no prefill chunk fits at position {position}")

@@ -11,6 +11,7 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim.cost.decode_run import roofline_decode_run, steps_before
 from sim.cost.gpus import GPUSpec
 from sim.cost.shape import StepShape, attended_sum, is_count
 from sim.models import FULL, SWA, ModelSpec
@@ -61,26 +62,34 @@ class _Coefficients:
         self._weights: dict[int, int] = {}
 
     def flops(self, shape: StepShape) -> int:
-        runs = shape.token_runs()
-        full = sum(attended_sum(start, count) for start, count in runs)
-        swa = sum(attended_sum(start, count, self.window) for start, count in runs) if self.swa_flops else 0
-        return shape.num_tokens * self.per_token_flops + self.full_flops * full + self.swa_flops * swa
+        """``num_tokens * per_token_flops`` plus each kind's FLOPs per attended key times the keys the step's
+        tokens attend (``shape.attended_context``); a decode at context ``c`` attends ``c + 1`` keys, at most
+        the window's, summed over the decodes at once (integers: the same sum)."""
+        decode, window = shape.decode, self.window
+        full = sum(decode) + len(decode)
+        full += sum(attended_sum(start, count) for start, count in shape.prefill)
+        num_tokens = len(decode) + sum(count for _, count in shape.prefill)
+        flops = num_tokens * self.per_token_flops + self.full_flops * full
+        if not self.swa_flops:
+            return flops
+        swa = sum(attended_sum(start, count, window) for start, count in shape.prefill)
+        swa += sum(c + 1 if c < window else window for c in decode)
+        return flops + self.swa_flops * swa
 
     def bytes_read(self, shape: StepShape) -> int:
-        num_tokens = shape.num_tokens
+        """Weights once, then per token run: FULL reads the whole prefix and writes the run, SWA reads only the
+        window below the run, a MAMBA state is read and written back once (a decode is a run of one, its sums
+        taken over the decodes at once: integers, the same sum)."""
+        decode, window, prefill = shape.decode, self.window, shape.prefill
+        num_tokens = len(decode) + sum(count for _, count in prefill)
         weights = self._weights.get(num_tokens)
         if weights is None:
             weights = self._weights[num_tokens] = self.model.weight_bytes_read(num_tokens)
-        # FULL reads the whole prefix and writes the run; SWA reads only the window below the run; a MAMBA
-        # state is read and written back once per step
-        state = 0
-        for start, count in shape.token_runs():
-            state += (
-                (start + count) * self.full_bytes
-                + (min(start, self.window) + count) * self.swa_bytes
-                + self.state_bytes_twice
-            )
-        return weights + state
+        num_runs = len(decode) + len(prefill)
+        full = sum(decode) + len(decode) + sum(start + count for start, count in prefill)
+        swa = sum(c if c < window else window for c in decode) + len(decode)
+        swa += sum(min(start, window) + count for start, count in prefill)
+        return weights + full * self.full_bytes + swa * self.swa_bytes + num_runs * self.state_bytes_twice
 
 
 class CostModel:
@@ -109,9 +118,13 @@ class CostModel:
         return StepCost(flops, bytes_read, compute_s, memory_s, self.gpu.step_overhead_s)
 
     def step_time(self, shape: StepShape) -> float:
+        """``roofline(shape).total_s`` (or the calibration's), the same float operations without the record."""
         if self.calibration is not None:
             return self.calibration.predict_s(shape)
-        return self.roofline(shape).total_s
+        co, gpu = self._coefficients, self.gpu
+        compute_s = co.flops(shape) / (gpu.peak_flops * gpu.mfu)
+        memory_s = co.bytes_read(shape) / (gpu.mem_bandwidth * gpu.bw_efficiency)
+        return gpu.step_overhead_s + max(compute_s, memory_s)
 
     def decode_times(self, contexts: tuple[int, ...]):
         """Step times of successive decode-only steps over the same requests, each context one longer
@@ -140,6 +153,15 @@ class CostModel:
             swa_att += below_window if co.swa_flops else 0
             state += n * co.full_bytes + bisect.bisect_left(ordered, co.window - step) * co.swa_bytes
             step += 1
+
+    def decode_run(
+        self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
+    ) -> tuple[list[float], list[float]]:
+        """The starts and durations of the decode steps ``decode_times`` gives that end before ``horizon``
+        (``steps_before``), at most ``max_steps``: the roofline's in one tight loop, the same floats."""
+        if self.calibration is not None:
+            return steps_before(self.decode_times(contexts), now, horizon, max_steps)
+        return roofline_decode_run(self._coefficients, self.gpu, contexts, now, horizon, max_steps)
 
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from sim.cache.interface import CacheModel
 from sim.cost import CostModel, StepShape
+from sim.cost.decode_run import steps_before
 from sim.sched.batch import Batch
 
 
@@ -33,6 +34,12 @@ class Backend(Protocol):
     def decode_times(self, contexts: tuple[int, ...]) -> Iterable[float]:
         """Durations of consecutive decode-only steps of requests at these context lengths, each one token
         longer than the last (asked only of a backend that ``predicts_only``)."""
+
+    def decode_run(
+        self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
+    ) -> tuple[list[float], list[float]]:
+        """The starts and durations of those steps, from ``now``, that end before ``horizon``, at most
+        ``max_steps``: ``steps_before(decode_times(contexts), ...)`` (``sim/cost/decode_run.py``)."""
 
 
 def batch_shape(batch: Batch) -> StepShape:
@@ -61,6 +68,9 @@ class PredictBackend:
     def decode_times(self, contexts: tuple[int, ...]):
         return self.cost.decode_times(contexts)
 
+    def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
+        return self.cost.decode_run(contexts, now, horizon, max_steps)
+
 
 class FixedStepBackend:
     """Every step takes the same time: exact, hand-checkable simulated times in tests and examples."""
@@ -82,3 +92,6 @@ class FixedStepBackend:
     def decode_times(self, contexts: tuple[int, ...]):
         while True:
             yield self.step_time(StepShape.trusted((), contexts))
+
+    def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
+        return steps_before(self.decode_times(contexts), now, horizon, max_steps)

@@ -11,10 +11,10 @@ import itertools
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
-from sim.run.backend import Backend, batch_shape
+from sim.run.backend import Backend
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
-from sim.run.step_log import StepLog
+from sim.run.step_log import StepLog, run_pool_columns
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
 from sim.trace import Trace
@@ -41,7 +41,7 @@ class Engine:
         )  # the run's bus: the cache's, the scheduler's and this loop's events
         # every request's record, in trace order, from before it arrives to its row
         self.states = states_of(trace)
-        self.steps = StepLog(self.events)
+        self.steps = StepLog()  # written here; the step events below are built only for other listeners
         self._step_started = self.events.channel(StepStarted)
         self._step_ended, self._plain_ended = (
             self.events.channel(StepEnded),
@@ -108,8 +108,9 @@ class Engine:
         if not num_steps:
             return
         requests = self.manager.requests
-        durations = self.backend.decode_times(tuple(requests[r.request_id].kv_len for r in runs))
-        starts, taken = self._steps_before_next_event(durations, num_steps)
+        contexts = tuple(requests[r.request_id].kv_len for r in runs)
+        # the steps that end before the next scheduled event, as one step after another would move the clock
+        starts, taken = self.backend.decode_run(contexts, self.env.now, self.env.peek(), num_steps)
         if not taken:
             return
         # the steps are taken before the clock moves over them: nothing else happens before they end
@@ -123,7 +124,9 @@ class Engine:
         for delay in event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
-            emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
+            self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
+            if self._plain_ended:
+                emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         else:
             self._record_batch_run(runs, starts, taken, full_steps, list(pools))
         self.iteration += len(taken)
@@ -131,44 +134,35 @@ class Engine:
             self.on_step()
 
     def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
-        """The rows of a batch run, from the pools before it: each full step's from the pools after it (pages
-        moved from free to running, or as read after an event step), and the bounds see its batch; the
-        others' as plain steps."""
+        """The rows of a batch run, from the pools before it (``run_pool_columns``), as column blocks; the
+        bounds see each full step's batch, and other listeners the steps' events as the loop would send them."""
         first, num_decode = self.iteration, len(runs)
         kv_columns = (0, 3) if self.manager.has_swa else (0,)  # FULL free and SWA free; running follows
+        columns = run_pool_columns(pools, full_steps, len(starts), kv_columns)
+        self.steps.extend_batch_run(first, starts, durations, num_decode, columns)
+        if self._step_started or self._step_ended or self._plain_ended:
+            self._announce_batch_run(first, starts, durations, num_decode, full_steps, columns)
+
+    def _announce_batch_run(
+        self, first: int, starts, durations, num_decode: int, full_steps, columns
+    ) -> None:
+        """A batch run's step events: each full step's batch (a run of page-starting steps at once) and row, and
+        the plain steps between them."""
         done = 0
         for full in full_steps:
-            if full.offset > done:
+            if full.offset > done and self._plain_ended:
                 plain = starts[done : full.offset], durations[done : full.offset]
                 emit(self._plain_ended, PlainStepsEnded(first + done, *plain, num_decode))
-            if full.usage is not None:
-                pools = list(pool_values(full.usage))
-            for column in kv_columns if full.usage is None else ():
-                pools[column] -= full.pages
-                pools[column + 1] += full.pages
             if self._step_started and full.batch is not None:
-                emit(self._step_started, StepStarted(full.batch, self.manager))
-            step = (first + full.offset, starts[full.offset], durations[full.offset], 0, 0, num_decode)
-            emit(self._step_ended, StepEnded(step, tuple(pools)))
-            done = full.offset + 1
-        if done < len(starts):
+                emit(self._step_started, StepStarted(full.batch, self.manager, full.num_steps))
+            for offset in range(full.offset, full.offset + full.num_steps) if self._step_ended else ():
+                step = (first + offset, starts[offset], durations[offset], 0, 0, num_decode)
+                emit(self._step_ended, StepEnded(step, tuple(column[offset] for column in columns)))
+            done = full.offset + full.num_steps
+        if done < len(starts) and self._plain_ended:
             emit(
                 self._plain_ended, PlainStepsEnded(first + done, starts[done:], durations[done:], num_decode)
             )
-
-    def _steps_before_next_event(self, durations, num_steps: int) -> tuple[list[float], list[float]]:
-        """Start times and durations of the steps that end before the next scheduled event, as one step
-        after another would advance the clock (each start is the previous start plus its duration)."""
-        now, horizon = self.env.now, self.env.peek()
-        starts: list[float] = []
-        taken: list[float] = []
-        for duration in durations:
-            if len(taken) == num_steps or not now + duration < horizon:
-                break
-            starts.append(now)
-            taken.append(duration)
-            now = now + duration
-        return starts, taken
 
     # ---- events -------------------------------------------------------------------------------------
     def _submit(self, request_id: str) -> None:
@@ -216,14 +210,15 @@ class Engine:
             )
 
     def _record_step(self, batch, started_at: float, duration: float) -> None:
-        shape = batch_shape(batch)
+        num_prefill = prefill_tokens = num_decode = 0  # ``batch_shape``'s counts, without the shape
+        for item in batch.items:
+            if item.is_prefill:
+                num_prefill += 1
+                prefill_tokens += item.plan.end - item.plan.start
+            else:
+                num_decode += 1
         pools = pool_values(self.manager.usage())
-        step = (
-            self.iteration,
-            started_at,
-            duration,
-            len(shape.prefill),
-            shape.num_prefill_tokens,
-            shape.num_decode_tokens,
-        )
-        emit(self._step_ended, StepEnded(step, pools))
+        step = (self.iteration, started_at, duration, num_prefill, prefill_tokens, num_decode)
+        self.steps.append(step, pools)
+        if self._step_ended:
+            emit(self._step_ended, StepEnded(step, pools))

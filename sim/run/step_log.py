@@ -4,30 +4,29 @@ million-request trace a million rows."""
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from sim.cache.events import EventBus, PlainStepsEnded, StepEnded
-from sim.run.metrics import POOL_COLUMNS
+from sim.run.metrics import POOL_COLUMNS, pool_values
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
+TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
 
 
 class StepLog:
-    """Subscribed to a run's ``StepEnded`` and ``PlainStepsEnded`` events: a row per step."""
+    """The timed engine's step table, a row per step, written by the engine (``sim/run/engine.py``): a full
+    step's row, a run of plain decode steps, or a batch run's rows as column blocks. The integer columns are
+    machine integers (``array('q')``: a Python int in a list costs 36 bytes, and numpy reads the array without
+    converting each); the times stay the floats the clock made."""
 
-    def __init__(self, events: EventBus):
-        self.columns: dict[str, list] = {name: [] for name in STEP_COLUMNS + POOL_COLUMNS}
+    def __init__(self) -> None:
+        self.columns: dict[str, list | array] = {
+            name: [] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS + POOL_COLUMNS
+        }
         self._row_columns = list(self.columns.values())  # in a row's order
-        events.subscribe(StepEnded, self._on_step)
-        events.subscribe(PlainStepsEnded, self._on_plain_steps)
-
-    def _on_step(self, event: StepEnded) -> None:
-        self.append(event.step, event.pools)
-
-    def _on_plain_steps(self, e: PlainStepsEnded) -> None:
-        self.extend_decode_only(e.first_step, e.starts, e.durations, e.num_decode)
+        self._pool_columns = [self.columns[name] for name in POOL_COLUMNS]
 
     def append(self, step: tuple, pools: tuple) -> None:
         for column, value in zip(self._row_columns, step + pools, strict=True):
@@ -37,24 +36,92 @@ class StepLog:
         self, first_step: int, starts: list[float], durations: list[float], num_decode: int
     ) -> None:
         """Steps that only decoded and allocated nothing: the pools read as after the step before."""
+        self._extend_decodes(first_step, starts, durations, num_decode)
+        count = len(starts)
+        for column in self._pool_columns:
+            column.extend(array("q", (column[-1],)) * count)
+
+    def extend_batch_run(
+        self, first_step: int, starts: list[float], durations: list[float], num_decode: int, pools: Sequence
+    ) -> None:
+        """A batch run's decode steps (``Engine._record_batch_run``), the pools after each step given as
+        columns (``pools[c][i]``: pool column ``c`` after step ``i``)."""
+        self._extend_decodes(first_step, starts, durations, num_decode)
+        for column, values in zip(self._pool_columns, pools, strict=True):
+            column.extend(values)
+
+    def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
         count, columns = len(starts), self.columns
         columns["step"].extend(range(first_step, first_step + count))
         columns["start_at"].extend(starts)
         columns["duration_s"].extend(durations)
         for name, value in (("num_prefill", 0), ("prefill_tokens", 0), ("num_decode", num_decode)):
-            columns[name].extend([value] * count)
-        for name in POOL_COLUMNS:
-            columns[name].extend([columns[name][-1]] * count)
+            columns[name].extend(array("q", (value,)) * count)
 
     def __len__(self) -> int:
         return len(self.columns["step"])
 
     def frame(self) -> pd.DataFrame:
-        """The table. Every column is all ints or all floats, so numpy makes the same dtypes pandas would,
-        three times faster than pandas reading a million-row list."""
+        """The table. Every column is all ints or all floats, so numpy makes the same dtypes pandas would
+        (int64 and float64), three times faster than pandas reading a million-row list."""
         if not len(self):
-            return pd.DataFrame(self.columns)
-        return pd.DataFrame({name: np.array(column) for name, column in self.columns.items()})
+            return pd.DataFrame({name: [] for name in self.columns})
+        return pd.DataFrame({name: _as_numpy(column) for name, column in self.columns.items()})
+
+
+def _as_numpy(column: list | array) -> np.ndarray:
+    if isinstance(column, array):
+        return np.frombuffer(column, dtype=np.int64)
+    return np.array(column)
+
+
+def run_pool_columns(pools: Sequence[int], full_steps, num_steps: int, kv_columns) -> list[array]:
+    """Each pool column after each of a batch run's ``num_steps`` steps, from the pools before it: a full step
+    (``FullStep``) that started pages moved them from free to running in each KV pool (``kv_columns``: each
+    one's free column, its running column next), an event step reads as its ``usage``; any other step as the
+    step before. A stretch of steps starting the same pages each is a range per KV column."""
+    pools = list(pools)
+    columns = [array("q") for _ in pools]
+    done = 0
+    for full in full_steps:
+        _repeat(columns, pools, full.offset - done)
+        if full.usage is not None:
+            pools = list(pool_values(full.usage))
+            _repeat(columns, pools, 1)
+        else:
+            _move_pages(columns, pools, kv_columns, full.pages, full.num_steps)
+        done = full.offset + full.num_steps
+    _repeat(columns, pools, num_steps - done)
+    return columns
+
+
+def _repeat(columns: list[array], pools: list[int], count: int) -> None:
+    if count == 1:
+        for column, value in zip(columns, pools, strict=True):
+            column.append(value)
+    elif count > 0:
+        for column, value in zip(columns, pools, strict=True):
+            column.extend(array("q", (value,)) * count)
+
+
+def _move_pages(columns: list[array], pools: list[int], kv_columns, pages: int, count: int) -> None:
+    """``count`` steps each moving ``pages`` pages from free to running in the KV pools; ``pools`` follows."""
+    moved = pages * count
+    for free in kv_columns:
+        if count == 1:
+            pools[free] -= pages
+            pools[free + 1] += pages
+            continue
+        columns[free].extend(range(pools[free] - pages, pools[free] - moved - 1, -pages))
+        columns[free + 1].extend(range(pools[free + 1] + pages, pools[free + 1] + moved + 1, pages))
+        pools[free] -= moved
+        pools[free + 1] += moved
+    if count == 1:
+        _repeat(columns, pools, 1)
+        return
+    for index, (column, value) in enumerate(zip(columns, pools, strict=True)):
+        if index not in kv_columns and index - 1 not in kv_columns:
+            column.extend(array("q", (value,)) * count)
 
 
 class ReplaySteps:

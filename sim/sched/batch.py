@@ -38,9 +38,10 @@ class FullStep(NamedTuple):
     """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``): its offset in
     the run, the pages it started, its batch (None where nothing reads it: a step that only started pages, with
     no bounds recorded), and for an event step the pools after it (None: only pages moved from free to
-    running)."""
+    running). ``num_steps`` > 1: that many steps from ``offset`` on, each starting ``pages`` pages, no batch."""
 
     offset: int
     pages: int
     batch: Batch | None
     usage: dict[Component, PoolUsage] | None
+    num_steps: int = 1

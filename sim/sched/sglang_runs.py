@@ -48,14 +48,15 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
-            for offset, pages in manager.take_batch_decodes(reqs, stretch):
-                batch = _page_step_batch(reqs, lengths, iteration + done + offset, offset)
-                full_steps.append(FullStep(done + offset, pages, batch, None))
+            for run in _page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+                offset = run.offset - done
+                batch = _page_step_batch(reqs, lengths, iteration + run.offset, offset)
+                full_steps.append(run if batch is None else run._replace(batch=batch))
             done += stretch
             continue
         if not _event_step_fits(sched, reqs):
             break
-        batch = _event_step(sched, reqs, iteration + done, in_flight)
+        batch = _event_step(sched, reqs, iteration + done, in_flight, announced)
         in_flight = None  # one pass begun per run: nothing reads its accounts before the next full step's
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         done += 1
@@ -63,6 +64,23 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         state.decoded += done
     sched.clock.decode_steps_launched(len(full_steps))
     return done, full_steps
+
+
+def _page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:
+    """Steps that only started pages, ``(offset, pages)`` from ``done`` on, as ``FullStep``s without a batch, a
+    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step; its
+    batch, where the bounds read it, is its first step's)."""
+    runs: list[FullStep] = []
+    first = end = pages_each = 0
+    for offset, pages in page_steps:
+        if offset != end or pages != pages_each:
+            if end > first:
+                runs.append(FullStep(done + first, pages_each, None, None, end - first))
+            first, pages_each = offset, pages
+        end = offset + 1
+    if end > first:
+        runs.append(FullStep(done + first, pages_each, None, None, end - first))
+    return runs
 
 
 def _page_step_batch(
@@ -95,12 +113,15 @@ def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
 
 
-def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight) -> Batch:
+def _event_step(
+    sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight, announced: bool
+) -> Batch | None:
     """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
     whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
     window first, then each request in batch order plans its step (those and the ones starting a page through
     ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
-    eviction for the batch and each step's eviction ahead find the room free, so they are not asked."""
+    eviction for the batch and each step's eviction ahead find the room free, so they are not asked. The batch is
+    made only where it is ``announced`` (the bounds read it); else None."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
         manager.begin_pass(in_flight)
@@ -111,15 +132,18 @@ def _event_step(sched: RunningBatch, reqs: list[RequestCache], iteration: int, i
     for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
         if event:
             manager.free_out_of_window(req.request_id, iteration)
-    batch = Batch(iteration)
+    batch = Batch(iteration) if announced else None
     for req, event in zip(reqs, eventful, strict=True):
         if event or req.pages_needed(req.kv_len + 1):
             plan = manager.prepare_decode(req.request_id, iteration)
             if isinstance(plan, Refusal):
                 raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        elif batch is None:
+            continue
         else:
             plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
-        batch.items.append(BatchItem(plan, False))
+        if batch is not None:
+            batch.items.append(BatchItem(plan, False))
     for req in reqs:
         manager.complete_decode(req.request_id)
     return batch

@@ -22,9 +22,10 @@ from sim.cache.blocks import steps
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.blocks.retention import reachable_indices
+from sim.cache.blocks.retention import reachable
 from sim.cache.blocks.views import BlockViews
 from sim.cache.policy import Policy
+from sim.cache.results import ChunkPlan
 from sim.models import FULL, MAMBA, SWA
 
 
@@ -40,13 +41,14 @@ class BoundaryDecodes(BlockViews):
     async_scheduling: bool
     _mamba_keys_this_step: set
     _on_skip: list[Callable[[Any], None]]
+    steady_steps: bool  # prepare_decode's steady path (a test turns it off: ``_step`` is the reference)
+    one_block_hash: bool  # _cache's one-block path (the same test turns it off: ``cache_blocks``)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
         (0: the next one is not a steady step of a one-block-size layout)."""
         layout, lag = self.layout, 2 if self.async_scheduling else 1
-        steady = tuple((iteration - lag + i, 1) for i in range(lag))
-        if layout.kind_blocks or req.kv_len < req.prompt_len or req.history[-lag:] != steady:
+        if layout.kind_blocks or not req.decodes_steadily(iteration, lag):
             return 0
         if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
             return 0
@@ -73,6 +75,45 @@ class BoundaryDecodes(BlockViews):
             req.decode_steps += taken
         return taken
 
+    def steady_step(self, req: BlockRequest, iteration: int) -> ChunkPlan | None:
+        """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):
+        what ``_step`` does, through ``_boundary_step``, and the step recorded; None (nothing touched) where
+        it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
+        lag = 2 if self.async_scheduling else 1
+        if (
+            not self.steady_steps
+            or self.layout.kind_blocks
+            or not req.decodes_steadily(iteration, lag)
+            or self.policy.fault == "vllm-early-free"  # the negative control frees by its own rule
+        ):
+            return None
+        end = req.kv_len + 1
+        if not self._boundary_step(req, end, lag):
+            return None
+        req.record_step(iteration, 1)
+        return ChunkPlan(req.request_id, req.kv_len, end, None)
+
+    def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
+        """``cache_blocks``; a step filling one block per group hashed as the decode fast path does it."""
+        B, least = self.layout.uniform_block, min(req.num_cached)
+        if B and end // B <= least:
+            return  # no block became full in any group: ``cache_blocks``' first test (every settle asks)
+        index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
+        if 0 <= index == least == max(req.num_cached) < min(map(len, req.tables)):
+            self._hash_block(req, index)
+            return
+        steps.cache_blocks(
+            self.layout,
+            self.pool,
+            self.keys,
+            req,
+            end,
+            checkpoint,
+            self.knobs.retention_interval,
+            self._mamba_keys_this_step,
+            self._on_skip,
+        )
+
     def _boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
         """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""
         B, tables = self.layout.block_size, req.tables
@@ -83,7 +124,11 @@ class BoundaryDecodes(BlockViews):
             return False
         if hashed % B == 0 and any(num != hashed // B - 1 for num in req.num_cached):
             return False
-        self._release(req, end - lag)
+        processed = end - lag
+        window_moves = self.has_swa and (processed - self.window + 1) % B == 0
+        state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
+        if window_moves or state_moves:  # most steps of a timed run free nothing (and fill nothing)
+            self._release(req, processed, window_moves, state_moves)
         if allocates:
             for table, block in zip(tables, self.pool.get_block_per_group(), strict=True):
                 table.append(block)
@@ -91,11 +136,10 @@ class BoundaryDecodes(BlockViews):
             self._hash_block(req, hashed // B - 1)
         return True
 
-    def _release(self, req: BlockRequest, processed: int) -> None:
-        """``release_skipped`` for the groups whose first live block moves at ``processed``."""
+    def _release(self, req: BlockRequest, processed: int, window_moves: bool, state_moves: bool) -> None:
+        """``release_skipped`` for the groups whose first live block moves at ``processed`` (the SWA window's,
+        the Mamba state's, or both)."""
         layout, pool, B = self.layout, self.pool, self.layout.block_size
-        window_moves = self.has_swa and (processed - self.window + 1) % B == 0
-        state_moves = self.has_mamba and processed > 1 and (processed - 1) % B == 0
         if window_moves and state_moves:  # both in one step: in group order
             steps.release_skipped(layout, pool, req, processed)
         elif window_moves:  # the block leaving the window, where the one below it is gone already
@@ -127,19 +171,10 @@ class BoundaryDecodes(BlockViews):
         layout, pool = self.layout, self.pool
         keys = self.keys.chain(req.tokens, index + 1, req.chain).keys
         boundaries, retention = (req.replay_boundary, req.junction), self.knobs.retention_interval
+        B, need = layout.block_size, layout.swa_need
+        # the mask at one index: the scalar rule (``reachable``, which ``reachable_indices`` is held to)
         reached = {
-            kind: bool(
-                reachable_indices(
-                    kind,
-                    index,
-                    index + 1,
-                    retention,
-                    layout.block_size,
-                    layout.swa_need,
-                    boundaries,
-                    layout.block_size,
-                )
-            )
+            kind: kind == FULL or reachable(kind, index, retention, B, need, boundaries, B)
             for kind in layout.kinds
         }
         skipped: dict[int, list] = {}

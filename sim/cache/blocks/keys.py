@@ -13,14 +13,17 @@ trace).
 
 from __future__ import annotations
 
-from functools import partial
 from hashlib import blake2b
+from itertools import repeat
+from struct import Struct
 
 from sim.tokens import TokenSeq
 
 BlockKey = object  # a prefix's identity (bytes here): equal keys mean equal prefixes
 ROOT = b""  # the digest of no runs (vLLM's NONE_HASH)
-_end_bytes = partial(int.to_bytes, length=8, byteorder="little")  # where in its run a block ends
+# a block's key: the 16-byte digest, then where in its run the block ends as 8 bytes little-endian (the
+# digest + ``end.to_bytes(8, "little")``, packed in one C call: a partial with keywords cost ~15x more)
+block_key = Struct("<16sQ").pack
 
 
 def _digest(data: bytes) -> bytes:
@@ -65,7 +68,7 @@ class BlockKeys:
                 at = _digest(before + repr(runs[run][:2]).encode())
             last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
             ends = range((index + 1) * size - run_start, (last + 1) * size - run_start, size)  # in the run
-            keys += map(at.__add__, map(_end_bytes, ends))
+            keys += map(block_key, repeat(at), ends)
             index = last
         chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
         return chain

@@ -65,7 +65,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
-        self.one_block_hash = True  # _cache's one-block path (a test turns it off for the reference)
+        self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
@@ -174,7 +174,7 @@ class BlockCacheManager(PlainBlockDecodes):
 
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:
         req = self.requests[request_id]
-        return self._step(req, req.kv_len + 1, False, iteration)
+        return self.steady_step(req, iteration) or self._step(req, req.kv_len + 1, False, iteration)
 
     def complete_decode(self, request_id: str) -> None:
         req = self.requests[request_id]
@@ -197,25 +197,6 @@ class BlockCacheManager(PlainBlockDecodes):
         self._cache(req, min(end, known), checkpoint)
         req.record_step(iteration, end - req.kv_len)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
-
-    def _cache(self, req: BlockRequest, end: int, checkpoint: bool) -> None:
-        """``cache_blocks``; a step filling one block per group hashed as the decode fast path does it."""
-        B = self.layout.uniform_block
-        index = end // B - 1 if B and self.one_block_hash and not checkpoint else -1
-        if 0 <= index == min(req.num_cached) == max(req.num_cached) < min(map(len, req.tables)):
-            self._hash_block(req, index)
-            return
-        steps.cache_blocks(
-            self.layout,
-            self.pool,
-            self.keys,
-            req,
-            end,
-            checkpoint,
-            self.knobs.retention_interval,
-            self._mamba_keys_this_step,
-            self._on_skip,
-        )
 
     def finish(self, request_id: str) -> FinishResult:
         """The last step's output processed: its blocks hashed (``update_from_output``), then freed."""

@@ -35,6 +35,10 @@ class PlainBlockDecodes(BoundaryDecodes):
             done += taken or 1
         return num_steps
 
+    def take_page_chunks(self, request_id: str, budget: int) -> int:
+        """vLLM prefills a request alone chunk by chunk (``run_alone``): no chunks taken in one loop."""
+        return 0
+
     def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
         last_at = req.history[-1][0] + num_steps
         req.history = ((last_at - 1, 1), (last_at, 1))
@@ -51,19 +55,18 @@ class PlainBlockDecodes(BoundaryDecodes):
     def plain_decode_steps(self, req: BlockRequest, iteration: int) -> int:
         """How many decode steps from ``iteration`` on change nothing but lengths (0: take the next one)."""
         lag = 2 if self.async_scheduling else 1
-        steady = [(iteration - lag + i, 1) for i in range(lag)]
-        if req.kv_len < req.prompt_len or list(req.history[-lag:]) != steady:
+        if not req.decodes_steadily(iteration, lag):
             return 0
         # every group's block size is a multiple of the hash block: counting in it stops no later
         B, first = self.layout.hash_block, req.kv_len + 1
         # the tokens hashed reach e - lag + 1 (the processed ones and the next; the step's settle reaches
-        # e - 1): a block fills there; e - 1 starts one
-        busy = [(lag - 1) % B, 1]
+        # e - 1): a block fills there; e - 1 starts one; the steps to the next busy residue, fewest first
+        fewest = min((lag - 1 - first) % B, (1 - first) % B)
         if self.has_swa:
-            busy.append((lag + self.window - 1) % B)
+            fewest = min(fewest, (lag + self.window - 1 - first) % B)
         if self.has_mamba:
-            busy.append((lag + 1) % B)
-        return min((residue - first) % B for residue in busy)
+            fewest = min(fewest, (lag + 1 - first) % B)
+        return fewest
 
     def stalled_chunk_steps(self, request_id: str, budget: int, max_steps: int) -> int:
         """vLLM's blocks have no model of a stalled chunk across decode steps (its own loop never asks):

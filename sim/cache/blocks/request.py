@@ -48,6 +48,17 @@ class BlockRequest:
             return self.kv_len - self.history[-1][1]
         return self.kv_len
 
+    def decodes_steadily(self, iteration: int, lag: int) -> bool:
+        """Its prompt is done and its last ``lag`` steps took one token each, in the iterations just before
+        ``iteration`` (a steady decode: the processed tokens advance one a step)."""
+        history = self.history
+        return (
+            self.kv_len >= self.prompt_len
+            and len(history) >= lag
+            and history[-1] == (iteration - 1, 1)
+            and (lag == 1 or history[-2] == (iteration - 2, 1))
+        )
+
     def record_step(self, iteration: int, num_tokens: int) -> None:
         self.history = self.history[-1:] + ((iteration, num_tokens),)
 

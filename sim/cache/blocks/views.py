@@ -10,6 +10,9 @@ from sim.cache.components import Component
 from sim.cache.events import EventBus
 from sim.cache.pools import PoolUsage
 
+# each component with its layer kind, read once (``usage`` runs at every engine step)
+_LAYER_KINDS = tuple((comp, comp.layer_kind) for comp in Component)
+
 
 class BlockViews:
     """Needs the manager's ``layout``, ``pool``, ``events``, ``num_blocks``, ``has_swa``, ``has_mamba`` and
@@ -27,12 +30,10 @@ class BlockViews:
         """Per group kind, in blocks of the one pool: free (unhashed, shared by all), held by running
         requests, cached in the free queue (hashed, evictable)."""
         pool = self.pool
-        empty = pool.num_free - sum(pool.cached_free.values())
+        held, cached_free = pool.held, pool.cached_free
+        empty = pool.num_free - sum(cached_free.values())
         return {
-            comp: PoolUsage(
-                empty, pool.held.get(comp.layer_kind, 0), pool.cached_free.get(comp.layer_kind, 0)
-            )
-            for comp in Component
+            comp: PoolUsage(empty, held.get(kind, 0), cached_free.get(kind, 0)) for comp, kind in _LAYER_KINDS
         }
 
     def capacities(self) -> dict[Component, int]:

@@ -142,8 +142,11 @@ class MarconiRules(SGLangAdmission):
         return self._evictor
 
     def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
+        evictor = self.evictor(manager)
+        if self.tuner.done:  # no tuning waits for the first eviction (the tuner's own caches): none to count
+            return evictor.reserve(manager, full_pages, swa_pages, states)
         evictions = sum(manager.tree.num_evictions.values())
-        refusal = self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
+        refusal = evictor.reserve(manager, full_pages, swa_pages, states)
         if sum(manager.tree.num_evictions.values()) > evictions:
             self.tuner.first_eviction()
         return refusal
@@ -214,16 +217,10 @@ class MarconiRules(SGLangAdmission):
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         if not self.has_mamba:
             return 1 << 62
-        if self.every_page:  # a state taken at the last page goes to the tree in the next step
-            pending = req.checkpoint is not None and req.checkpoint[0] > req.prefix_len
-            return 0 if pending else -(req.kv_len + 1) % self.page_size
+        if self.every_page:  # up to the next page's state (the one before waits for the finish's insert)
+            return -(req.kv_len + 1) % self.page_size
         last = self.last_position(req)
         return last - req.kv_len - 1 if last > req.kv_len else 1 << 62
-
-    def after_decode_planned(self, manager: RadixOps, req: RequestCache) -> None:
-        """vLLM+: the state the previous step took goes to the tree before the next one is taken."""
-        if self.every_page and req.checkpoint is not None:
-            self.insert(manager, req, req.checkpoint[0])
 
     # ---- commit -------------------------------------------------------------------------------------
     def finish(self, manager: RadixOps, req: RequestCache) -> None:

@@ -10,9 +10,13 @@ reference code tunes only once (its continuous re-tuning is dead code), and so d
 
 from __future__ import annotations
 
+from typing import cast
+
 from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.engines.marconi_fork import can_fork, could_evict, fork, num_evictions
 from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.errors import ReplayRefused
+from sim.cache.manager import CacheManager
 from sim.cache.ops import RadixOps
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.solo_run import run_alone
@@ -40,7 +44,7 @@ class AlphaTuner:
             return
         self.history.append((request_id, tokens, prompt_len))
         if self.window is not None and len(self.history) >= self.window:
-            self.tuned = {alpha: self.replay(manager, cost, alpha) for alpha in ALPHAS}
+            self.tuned = self.replay_all(manager, cost)
             self.alpha = max(self.tuned, key=self.tuned.__getitem__)  # the first (smallest) of equal bests
             self.done, self.history = True, []
 
@@ -48,29 +52,64 @@ class AlphaTuner:
         if not self.done and self.window is None:
             self.window = self.knobs.marconi_bootstrap * max(len(self.history), 1)
 
-    def replay(self, manager: RadixOps, cost: NodeCost, alpha: float) -> float:
-        """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed."""
-        # the replay reads only each request's hit: its page ids are never read (one shared id is cheaper)
-        fresh = manager.empty_like(self.policy.with_knobs(marconi_alpha=alpha), anonymous_pages=True)
-        cached, prompts = [], []
+    def replay_all(self, manager: RadixOps, cost: NodeCost) -> dict[float, float]:
+        """Every alpha's replay figure: the requests before the first eviction run once, each alpha goes on
+        from a copy of that cache (``marconi_fork.py``); from scratch where no copy can be taken."""
+        shared = self.fresh_cache(manager, ALPHAS[-1])
+        if not can_fork(shared):
+            shared.discard()
+            return {alpha: self.replay(manager, cost, alpha) for alpha in ALPHAS}
+        cached: list[int] = []
         for request_id, tokens, prompt_len in self.history:
-            try:
-                run = run_alone(
-                    fresh,
-                    request_id,
-                    tokens,
-                    prompt_len,
-                    len(tokens) - prompt_len,
-                    self.policy.chunked_prefill_size,
-                )
-                cached.append(run.match.cached_len)
-            except ReplayRefused:
-                if request_id in fresh.requests:
-                    fresh.abort(request_id)
-                cached.append(0)
-            prompts.append(prompt_len)
+            if could_evict(shared, len(tokens)):
+                break
+            cached.append(self.run(shared, request_id, tokens, prompt_len))
+            if num_evictions(shared):  # the bound missed a request: alpha may have decided it
+                shared.discard()
+                return {alpha: self.replay(manager, cost, alpha) for alpha in ALPHAS}
+        rest = self.history[len(cached) :]
+        figures = {}
+        for alpha in ALPHAS:
+            fresh = shared if alpha == ALPHAS[-1] else fork(shared, self.fresh_cache(manager, alpha))
+            figures[alpha] = self.figure(cost, cached + [self.run(fresh, *request) for request in rest])
+            fresh.discard()
+        return figures
+
+    def replay(self, manager: RadixOps, cost: NodeCost, alpha: float) -> float:
+        """The window replayed alone, in order, on a fresh cache of the same size with ``alpha`` fixed: the
+        reference ``replay_all`` is held to."""
+        fresh = self.fresh_cache(manager, alpha)
+        cached = [
+            self.run(fresh, request_id, tokens, prompt_len) for request_id, tokens, prompt_len in self.history
+        ]
         fresh.discard()
-        cached, prompts = cached[-TUNING_TAIL:], prompts[-TUNING_TAIL:]
+        return self.figure(cost, cached)
+
+    def fresh_cache(self, manager: RadixOps, alpha: float) -> CacheManager:
+        """An empty cache of the same size with ``alpha`` fixed. The replay reads only each request's hit: its
+        page ids are never read (one shared id is cheaper)."""
+        policy = self.policy.with_knobs(marconi_alpha=alpha)
+        return cast(CacheManager, manager.empty_like(policy, anonymous_pages=True))
+
+    def run(self, fresh: CacheManager, request_id: str, tokens: TokenSeq, prompt_len: int) -> int:
+        """One request of the window alone: its hit (0 where the pools cannot hold it)."""
+        chunk = self.policy.chunked_prefill_size
+        try:
+            return run_alone(
+                fresh, request_id, tokens, prompt_len, len(tokens) - prompt_len, chunk
+            ).match.cached_len
+        except ReplayRefused:
+            if request_id in fresh.requests:
+                fresh.abort(request_id)
+            return 0
+
+    def figure(self, cost: NodeCost, cached: list[int]) -> float:
+        """A replay's figure over its last ``TUNING_TAIL`` requests: the paper's token hit rate, or the
+        reference code's prefill FLOPs saved."""
+        hits, prompts = (
+            cached[-TUNING_TAIL:],
+            [prompt_len for _, _, prompt_len in self.history][-TUNING_TAIL:],
+        )
         if self.knobs.marconi_follows == "code":
-            return float(sum(cost.prefill_flops(0, hit) for hit in cached))
-        return sum(cached) / sum(prompts)
+            return float(sum(cost.prefill_flops(0, hit) for hit in hits))
+        return sum(hits) / sum(prompts)

@@ -43,6 +43,12 @@ class MarconiVllmRules(MarconiRules):
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         return None
 
+    def takes_page_chunks(self, manager: RadixOps) -> bool:
+        """A state at every page, pools apart (a byte budget's shortfall is not a pool's count): each chunk
+        stops at the next page and checkpoints there, no gate of SGLang's or slack is asked for, and the
+        evictor evicts nothing while every pool has the room."""
+        return self.every_page and self._bytes is None and not self.alloc_slack_pages
+
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len
 

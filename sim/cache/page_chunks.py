@@ -1,0 +1,74 @@
+"""A request prefilling alone in chunks of one whole page, each checkpointed at its end and handed to the tree
+at once (vLLM+'s state at every 32-token block): the chunks taken in one loop.
+
+``run_alone`` takes a chunk as ``settle``, ``begin_pass``, ``next_chunk_len``, ``prepare_prefill`` and
+``complete_prefill``: at page 32 a 13.7k-token prompt is 430 chunks, and those calls (the budget's chunk, the
+step's plan and its ``ChunkPlan``, the reservation asked when no pool is short) were a sixth of a
+``marconi-vllm`` replay. Where the rules say a chunk is nothing but its page, its checkpoint and its commit
+(``EngineRules.takes_page_chunks``), ``take_page_chunks`` does what those calls change, in their order: the
+reservation (the rules' own, asked only when a pool lacks the chunk's page or state), the allocations, the
+checkpoint recorded, and the rules' ``after_prefill_chunk`` (the commit). The per-chunk calls stay the
+reference (tests/test_page_chunks_property.py).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.events import CheckpointSaved, emit
+from sim.cache.plain_decodes import PlainDecodes
+from sim.cache.request import RequestCache
+from sim.cache.results import Refusal
+
+
+class PageChunks(PlainDecodes):
+    """A base of ``CacheManager``: uses its ``requests``, ``rules``, ``page_size``, ``pools``, ``has_swa`` and
+    the ``CheckpointSaved`` channel."""
+
+    def take_page_chunks(self, request_id: str, budget: int) -> int | Refusal:
+        """Prefill chunks of one page from the request's ``kv_len`` on, each as ``run_alone`` takes it under
+        ``budget``, while each is one (``is_page_chunk``); returns how many, or the refusal of the first the
+        pools cannot hold (after its evictions, as ``prepare_prefill`` returns it)."""
+        rules, page, req = self.rules, self.page_size, self.requests[request_id]
+        if budget < page or not rules.takes_page_chunks(self):
+            return 0
+        full_pool, swa_pool, state_pool = self.pools[FULL], self.pools[SWA], self.pools[MAMBA]
+        has_swa = self.has_swa
+        num_swa = 1 if has_swa else 0
+        done = 0
+        while is_page_chunk(req, page):
+            end = req.kv_len + page
+            if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
+                refusal = rules.reserve(self, 1, num_swa, 1)
+                if refusal is not None:
+                    return refusal
+            # the request holds no page of its own between chunks: the chunk's pages become its lists
+            req.own_full = full_pool.alloc(1)
+            req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
+            slot = state_pool.alloc_one()
+            self._pass_open = False  # the chunk completed (``complete_prefill``)
+            req.kv_len = end
+            req.earlier_checkpoint = None  # the chunk before handed its checkpoint to the tree
+            req.checkpoint = (end, slot)
+            if self._checkpoint_saved:
+                emit(self._checkpoint_saved, CheckpointSaved(request_id, end, slot))
+            rules.after_prefill_chunk(self, req, end >= req.prompt_len)
+            done += 1
+        return done
+
+
+def is_page_chunk(req: RequestCache, page: int) -> bool:
+    """The request's next chunk (under a budget of at least a page) is one whole page: its KV ends on a page
+    and all of it is the tree's, and nothing of the step before is pending (pages, checkpoint, commit)."""
+    kv_len = req.kv_len
+    return (
+        kv_len % page == 0
+        and kv_len + page <= req.prompt_len
+        and kv_len == req.prefix_len
+        and not req.own_full
+        and req.checkpoint is None
+        and not req.planned
+        and not req.spare_states
+        and not req.commit_pending
+    )

@@ -26,6 +26,9 @@ def run_logged(trace, config, reuses_walk: bool, monkeypatch) -> tuple[list, obj
         return TOMBSTONE(tree, node, held)
 
     monkeypatch.setattr(swa, "TRIM_REUSES_WALK", reuses_walk)
+    monkeypatch.setattr(
+        swa, "TRIM_AS_RUN", False
+    )  # the per-node trim (test_freetoken_path_runs holds the run)
     monkeypatch.setattr(RadixTree, "tombstone", logged_tombstone)
     return log, simulate(trace, config)
 

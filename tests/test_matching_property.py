@@ -1,13 +1,14 @@
-"""``deepest_acceptable`` (scans up from a path's end, stops at the first acceptable node) gives the same node
-as the rule it shortcuts, ``deepest_acceptable_scan`` (root first, the whole path), on random paths of live
-nodes, tombstones (SWA freed) and nodes with or without a MAMBA state, for every window and component set."""
+"""``deepest_acceptable`` (scans up from a path's end, stops at the first acceptable node) and
+``deepest_acceptable_above`` (the same up a node's parent links) give the same node as the rule they shortcut,
+``deepest_acceptable_scan`` (root first, the whole path), on random paths of live nodes, tombstones (SWA freed)
+and nodes with or without a MAMBA state, for every window and component set."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cache.matching import deepest_acceptable, deepest_acceptable_scan
+from sim.cache.matching import deepest_acceptable, deepest_acceptable_above, deepest_acceptable_scan
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -37,6 +38,16 @@ node_shapes = st.tuples(st.integers(1, 40), st.booleans(), st.booleans())
 def test_from_the_end_equals_the_root_first_scan(shapes, window, has_swa, has_mamba):
     path = path_of(shapes)
     assert deepest_acceptable(path, window, has_swa, has_mamba) is deepest_acceptable_scan(
+        path, window, has_swa, has_mamba
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(node_shapes, min_size=1, max_size=14), st.integers(-5, 120), st.booleans(), st.booleans())
+def test_up_the_links_equals_the_root_first_scan(shapes, window, has_swa, has_mamba):
+    """``deepest_acceptable_above`` (from the path's last node, up its parent links) is the same rule."""
+    path = path_of(shapes)
+    assert deepest_acceptable_above(path[-1], window, has_swa, has_mamba) is deepest_acceptable_scan(
         path, window, has_swa, has_mamba
     )
 

@@ -134,6 +134,14 @@ class Tombstoning:
 
 
 @dataclass(frozen=True, slots=True)
+class TombstoningRun:
+    """``Tombstoning`` for each of ``nodes`` (live), in order, as one event: FreeToken's finish trim tombstones
+    a hundred nodes of a path at once late in a run (``RadixTree.tombstone_run``)."""
+
+    nodes: Any
+
+
+@dataclass(frozen=True, slots=True)
 class StateDropping:
     node: Any  # its MAMBA state is about to be freed
 

@@ -46,6 +46,27 @@ def live_window_breaks_at(path: list[Node], at: int, window: int) -> int | None:
     return None
 
 
+def deepest_acceptable_above(node: Node, window: int, has_swa: bool, has_mamba: bool) -> Node | None:
+    """``deepest_acceptable(node.path_from_root(), ...)``, climbing the parent links instead of a list (a match
+    that knows where its walk ends: FreeToken's re-match after a commit)."""
+    while node.parent is not None:
+        if (has_swa and node.swa_pages is None) or (has_mamba and node.state is None):
+            node = node.parent
+            continue
+        if not has_swa:
+            return node
+        live_run, up = 0, node  # live_window_breaks_at, up the links
+        while up.parent is not None and up.swa_pages is not None:
+            live_run += up.end - up.start
+            if live_run >= window:
+                return node
+            up = up.parent
+        if up.parent is None:  # the root reached with no tombstone
+            return node
+        node = up.parent  # above the tombstone that cut the run short
+    return None
+
+
 def deepest_acceptable_scan(path: list[Node], window: int, has_swa: bool, has_mamba: bool) -> Node | None:
     """The rule, root first (the reference ``deepest_acceptable`` is proven equal to).
 

@@ -2,12 +2,13 @@
 blocked reasons of the ``why`` column (``sim/run/why.py``): which tombstones an eviction or a finish-time trim
 made (every other one is the request's own out-of-window free), whose MAMBA state was evicted, which FULL
 pages were evicted. ``TreeMissTracker`` watches a radix cache; an engine whose cache is not a tree has its own
-watcher or none (its blocked ranges are then ``blocked_other``).
-"""
+watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol
 
 from sim.cache.components import SWA
@@ -22,6 +23,7 @@ from sim.cache.events import (
     Split,
     StateDropping,
     Tombstoning,
+    TombstoningRun,
 )
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -78,6 +80,7 @@ class TreeMissTracker:
         subscribe = self.events.subscribe
         subscribe(Evicting, self._on_evicting)
         subscribe(Tombstoning, self._on_tombstone)
+        subscribe(TombstoningRun, self._on_tombstone)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
         subscribe(Split, self._on_split)
@@ -91,13 +94,15 @@ class TreeMissTracker:
         if event.component == SWA:  # every eviction is counted before it tombstones its node
             self._swa_eviction_pending = True
 
-    def _on_tombstone(self, event: Tombstoning) -> None:
-        node, evicted = event.node, self._swa_eviction_pending
-        self._swa_eviction_pending = False
-        if node.swa_pages is not None and node is not self._deleted:
-            self.tomb_cause[node.id] = (
-                SWA_EVICTION if evicted else SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
-            )
+    def _on_tombstone(self, event: Tombstoning | TombstoningRun) -> None:
+        """A node's SWA is about to go, or a run's (only its first node can follow an eviction's count)."""
+        nodes = event.nodes if isinstance(event, TombstoningRun) else (event.node,)
+        evicted, self._swa_eviction_pending = self._swa_eviction_pending, False
+        cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
+        for node in nodes:
+            if node.swa_pages is not None and node is not self._deleted:
+                self.tomb_cause[node.id] = SWA_EVICTION if evicted else cause
+            evicted = False
 
     def _on_drop_state(self, event: StateDropping) -> None:
         node = event.node
@@ -198,31 +203,32 @@ class TreeMissTracker:
     def _blocked(self, path: list, cached: int, full_depth: int) -> tuple[Range, ...]:
         """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
         cause); past it, no MAMBA state (or an evicted one) is why."""
-        resolved = self.resolved
-        deeper = [node for node in path if node.end > cached]
-        candidates = [n for n in deeper if n.state is not None] if resolved.has_mamba else deeper
+        first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
+        at = len(path) - 1  # the deepest of them with a state (any of them without MAMBA)
+        while self.resolved.has_mamba and at >= first and path[at].state is None:
+            at -= 1
         ranges, start = [], cached
-        if candidates:
-            target = candidates[-1]
-            cause = self._swa_cause(path, target) if resolved.has_swa else BLOCKED_OTHER
-            ranges.append((cached, target.end, cause))
-            start = target.end
+        if at >= first:
+            cause = self._swa_cause(path, at) if self.resolved.has_swa else BLOCKED_OTHER
+            ranges.append((cached, path[at].end, cause))
+            start = path[at].end
         if start < full_depth:
-            ranges += self._stateless(deeper, start, full_depth)
+            ranges += self._stateless(path, start, full_depth)
         return tuple(ranges)
 
-    def _swa_cause(self, path: list[Node], target: Node) -> str:
-        """The cause of the deepest tombstone at or above ``target``: it cut the window short."""
-        for node in reversed(path[: path.index(target) + 1]):
-            if node.swa_pages is None:
-                return self.tomb_cause.get(node.id, SWA_TRIGGER)
-        return BLOCKED_OTHER
+    def _swa_cause(self, path: list[Node], at: int) -> str:
+        """The cause of the deepest tombstone at or above ``path[at]``: it cut the window short."""
+        while at >= 0 and path[at].swa_pages is not None:
+            at -= 1
+        return self.tomb_cause.get(path[at].id, SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
 
-    def _stateless(self, deeper: list, start: int, full_depth: int) -> list[Range]:
-        evicted = [n for n in deeper if n.end > start and n.id in self.state_evicted]
-        if not evicted:
+    def _stateless(self, path: list[Node], start: int, full_depth: int) -> list[Range]:
+        at = len(path) - 1  # the deepest node past ``start`` whose state was evicted, if any (ends rise)
+        while at >= 0 and path[at].end > start and path[at].id not in self.state_evicted:
+            at -= 1
+        if at < 0 or path[at].end <= start:
             return [(start, full_depth, MAMBA_STATE)]
-        last = evicted[-1]
+        last = path[at]
         ranges = [(start, last.end, self.state_evicted[last.id])]
         return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
 

@@ -1,6 +1,5 @@
 """The radix tree: structure, page-granular walks, splits, LRU stamps. Policy (what to keep, when a match is
-acceptable) lives in the manager; this file only keeps the structure consistent and the pools' counts exact.
-"""
+acceptable) lives in the manager; this file only keeps the structure consistent and the pools' counts exact."""
 
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ class RadixTree:
         self.root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]  # the one parentless node
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
+        self.leaves_only: bool = getattr(self.eviction, "leaves_only", False)  # its candidates are leaves
         self.num_full_pages = self.num_swa_pages = self.num_states = self.num_unlocked_tokens = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.hints = WalkHints()  # where each sequence's last walk ended (the miss watcher reads them too)
@@ -40,7 +40,7 @@ class RadixTree:
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
         # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
         self.split_stamps_halves = False
-        events = events if events is not None else EventBus()
+        self.events = events = events if events is not None else EventBus()  # FreeToken's trim announces runs
         self._evicting, self._split = events.channel(Evicting), events.channel(Split)
         self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
         self._leaf_deleting = events.channel(LeafDeleting)
@@ -209,9 +209,9 @@ class RadixTree:
         self.eviction.push(comp, node, stamp_of(node, comp))
 
     def release(self, node: Node) -> None:
-        """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it
-        holds."""
-        if node is not self.root:
+        """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it holds
+        (a strategy of ``leaves_only`` is not told of an inner node: FreeToken's, ~250 per request late)."""
+        if node is not self.root and not (self.leaves_only and node.children):
             self.eviction.release(node)
 
     def pop_lru(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:

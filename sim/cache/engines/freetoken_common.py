@@ -140,6 +140,10 @@ class FreeTokenCommon(EngineRules):
                 return Refusal(pools[comp].name, needed, pools[comp].num_free)
         return None
 
+    def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:
+        """``match_prefix(end)`` right after a commit whose path ends on ``node`` (the SWA rules climb from it)."""
+        self.match_prefix(tree, tokens, end)
+
     def match_prefix(self, tree: RadixTree, tokens, length: int):
         """``match_prefix(ids[:length])``: the deepest acceptable node, stamped as a match stamps."""
         return super().match(tree, tokens, length + 1).node

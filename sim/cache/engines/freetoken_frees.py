@@ -12,6 +12,8 @@ the property test holds the batches to (tests/test_freetoken_batched_frees.py).
 
 from __future__ import annotations
 
+from sim.cache.events import TombstoningRun, emit
+from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
 BATCHED = True
@@ -61,6 +63,25 @@ class PoolFrees:
     def flush(self) -> None:
         _free_as_one(self.tree.full_pool, self.full_parts)
         _free_as_one(self.tree.swa_pool, self.swa_parts)
+
+
+def tombstone_run(tree: RadixTree, nodes: list[Node], held: list[list[int]] | None) -> None:
+    """``tree.tombstone(node, held)`` for each of ``nodes`` (all live), in order, announced as one
+    ``TombstoningRun`` (the why watcher's one handler call, not a hundred)."""
+    channel = tree.events.channel(TombstoningRun)
+    if channel:
+        emit(channel, TombstoningRun(nodes))
+    num_freed = 0
+    for node in nodes:
+        pages = node.swa_pages
+        assert pages is not None
+        if held is None:
+            tree.swa_pool.free(pages)
+        else:
+            held.append(pages)
+        num_freed += len(pages)
+        node.swa_pages = None
+    tree.num_swa_pages -= num_freed
 
 
 def _free_as_one(pool, parts: list[list[int]]) -> None:

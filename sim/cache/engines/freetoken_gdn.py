@@ -94,7 +94,7 @@ def commit_snapshot(rules: FreeTokenCommon, manager: RadixOps, req: RequestCache
         return
     end, slot = req.checkpoint
     taken = rules.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
-    rules.match_prefix(manager.tree, req.tokens, end)  # FreeToken re-matches it to lock it: a stamp
+    rules.rematch(manager.tree, req.tokens, end, req.last_node)  # FreeToken re-matches it to lock it: a stamp
     if not taken:
         req.checkpoint = None
         req.spare_states.append(slot)

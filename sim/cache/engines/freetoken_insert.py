@@ -9,12 +9,17 @@ the new node newer); the caller hangs the state.
 
 from __future__ import annotations
 
+from sim.cache.components import FULL
 from sim.cache.engines.freetoken_frees import PoolFrees
-from sim.cache.engines.freetoken_tree import FreeTokenClock
+from sim.cache.engines.freetoken_tree import EVENT_STRIDE, FreeTokenClock
 from sim.cache.insert import insert
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
+
+# False: every walked node through the reference steps (``swa_live`` on its slice, ``_revive``); the property
+# test holds the inline loop to it (tests/test_freetoken_path_runs.py)
+INLINE_RECONCILE = True
 
 
 def insert_swa(
@@ -32,12 +37,7 @@ def insert_swa(
         cuts.append((path[-1].end - base) // page)
         frees.full_spans(full, cuts)  # the tree's copy stays; the request's goes
         if has_swa:
-            frontier = req.swa_frontier
-            for i, node in enumerate(path):
-                if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
-                    frees.swa_live(swa[cuts[i] : cuts[i + 1]])
-                else:
-                    _revive(tree, node, swa[cuts[i] : cuts[i + 1]], frontier, clock, frees)
+            _reconcile_swa(tree, req.swa_frontier, path, cuts, swa, clock, frees)
     node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
@@ -46,6 +46,44 @@ def insert_swa(
     frees.flush()
     req.prefix_len = end
     return node
+
+
+def _reconcile_swa(
+    tree: RadixTree,
+    frontier: int,
+    path: list[Node],
+    cuts: list[int],
+    swa: list,
+    clock: FreeTokenClock,
+    frees: PoolFrees,
+) -> None:
+    """Each walked node's SWA: a tombstone the request recomputed takes the request's copy, anything else
+    leaves the request's copy to be freed. Late in a run the path holds a hundred nodes and more, most of
+    them revived (``_revive``'s work, inline where no split is needed), so the loop is kept tight."""
+    if not INLINE_RECONCILE:
+        for i, node in enumerate(path):
+            if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
+                frees.swa_live(swa[cuts[i] : cuts[i + 1]])
+            else:
+                _revive(tree, node, swa[cuts[i] : cuts[i + 1]], frontier, clock, frees)
+        return
+    leaves, num_revived = clock.leaves, 0
+    for i, node in enumerate(path):
+        hi = cuts[i + 1]
+        if node.swa_pages is not None or node.full_lock > 0 or frontier >= node.end:
+            # swa_live's own test before the slice: the request's freed entries (None) form a prefix
+            if swa[hi - 1] is not None:
+                frees.swa_live(swa[cuts[i] : hi])
+        elif frontier > node.start:
+            _revive(tree, node, swa[cuts[i] : hi], frontier, clock, frees)
+        else:  # tree.revive(node, pages, stamp=False), then clock.stamp_new(node)
+            node.swa_pages = swa[cuts[i] : hi]
+            num_revived += hi - cuts[i]
+            clock.events += 1
+            node.full_stamp = stamp = clock.events * EVENT_STRIDE
+            if not node.children:
+                leaves.push(FULL, node, stamp)
+    tree.num_swa_pages += num_revived
 
 
 def _revive(

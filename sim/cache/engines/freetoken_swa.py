@@ -12,8 +12,9 @@ from __future__ import annotations
 from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
-from sim.cache.engines.freetoken_frees import PoolFrees
+from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
 from sim.cache.engines.freetoken_insert import insert_swa
+from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -24,6 +25,10 @@ RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tok
 # False: the reference trim, ``match_prefix`` then a second walk down the same path
 # (tests/test_freetoken_trim_walk.py compares them)
 TRIM_REUSES_WALK = True
+# False: the reference steps, a ``tombstone`` call (and event) per node the trim takes, the prompt's re-match
+# walking from the root; True: one ``tombstone_run``, and the re-match walks on from the trim's walk
+# (tests/test_freetoken_path_runs.py compares them)
+TRIM_AS_RUN = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -101,10 +106,41 @@ class SwaRules(FreeTokenCommon):
         gap = self.knobs.finish_trim_gap
         if prompt_end > 0 and gap is not None and self.resolved.has_swa:
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
+            if keep_from > 0 and TRIM_AS_RUN:
+                self.trim_and_rematch(tree, req.tokens, keep_from, prompt_end)
+                return
             if keep_from > 0:
                 self.trim_head(tree, req.tokens, keep_from)
         if prompt_end > 0:
             self.match_prefix(tree, req.tokens, prompt_end)
+
+    def trim_and_rematch(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
+        """``trim_head(keep_from)`` then ``match_prefix(prompt_end)``, with one walk and one stamping pass:
+        the re-match's walk passes the trim's path first, unchanged (a tombstone changes no structure), and
+        restamps every node above where it stops; nothing reads a stamp in between, so the trim's match
+        stamps only the nodes below that, afterwards (with its own, older, tick)."""
+        path, _ = tree.walk(tokens, keep_from)
+        r, clock = self.resolved, self.clock
+        trim_best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
+        trim_node = trim_best if trim_best is not None else tree.root
+        trim_base = clock.begin_path(trim_node)
+        self.tombstone_head(tree, path, keep_from)
+        start = path[-1] if path else None
+        below, full_depth = tree.walk(tokens, prompt_end, start=start)
+        matched = self.match_walked(tree, path + below, full_depth).tree_node
+        clock.stamp_from(trim_node, trim_base, matched.end)
+
+    def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:
+        """``match_prefix(end)`` where ``node`` (on ``tokens``' path) ends: the walk from the root ends on it
+        without a split, so the match climbs from it instead (the walk's one other effect, its hint, made), and
+        SWA's stamps (``stamp_path``) need no walk."""
+        if not TRIM_AS_RUN or node.end != end:
+            self.match_prefix(tree, tokens, end)
+            return
+        tree.hints.remember(tokens, node)
+        r = self.resolved
+        best = deepest_acceptable_above(node, r.window - r.window_slack, r.has_swa, r.has_mamba)
+        self.refresh_after_match(tree, [], best if best is not None else tree.root)
 
     def trim_head(self, tree: RadixTree, tokens, keep_from: int) -> None:
         """``trim_head_swa``: tombstone every internal, live, unlocked node wholly below ``keep_from``."""
@@ -116,11 +152,21 @@ class SwaRules(FreeTokenCommon):
         else:
             self.match_prefix(tree, tokens, keep_from)  # cuts the tree at keep_from
             path, _ = tree.walk(tokens, keep_from)
+        self.tombstone_head(tree, path, keep_from)
+
+    def tombstone_head(self, tree: RadixTree, path: list, keep_from: int) -> None:
+        """The trim's tombstones on its walk (``path``, from the root)."""
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
+        doomed = []
         for node in path:
             if node.end > keep_from:
                 break
             if node.swa_pages is not None and not node.swa_holders and node.children:
-                tree.tombstone(node, held)
+                if TRIM_AS_RUN:
+                    doomed.append(node)
+                else:
+                    tree.tombstone(node, held)
+        if doomed:
+            tombstone_run(tree, doomed, held)
         frees.flush()

@@ -10,7 +10,7 @@ are broken exactly as ``heapq`` breaks them for FreeToken, because the list and 
 FULL eviction, the one a long run calls all the time, takes its victims from a heap kept between calls
 (``LeafHeap``, ``evict_full``) instead: the same leaves in the same order, because no two candidates ever share
 a stamp. Each stamp event (one tick) stamps nodes of one path from the root, a split gives its upper half the
-lower half's stamp, and a tick's stamps lie below the next tick's (a path is shorter than ``_EVENT_STRIDE``):
+lower half's stamp, and a tick's stamps lie below the next tick's (a path is shorter than ``EVENT_STRIDE``):
 the nodes sharing a stamp lie on one root path, so at most one of them is a leaf, and a heap pops the same
 sequence whatever its ties. ``evict_full_scan`` stays as FreeToken's own procedure, the reference the
 property test holds ``evict_full`` to (tests/test_freetoken_leaf_heap.py).
@@ -25,7 +25,7 @@ from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
-_EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
+EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
 
 
 class LeafHeap(LRUEviction):
@@ -34,6 +34,7 @@ class LeafHeap(LRUEviction):
     child); the clock pushes a leaf it restamps."""
 
     name = "leaf-heap"
+    leaves_only = True  # ``release`` of an inner node does nothing: the tree skips the call
 
     def push(self, comp: Component, node: Node, stamp: float) -> None:
         if comp == FULL:
@@ -51,7 +52,7 @@ class FreeTokenClock:
 
     def tick(self) -> int:
         self.events += 1
-        return self.events * _EVENT_STRIDE
+        return self.events * EVENT_STRIDE
 
     def stamp_new(self, node: Node) -> None:
         """A fresh tick (a new or revived node)."""
@@ -61,11 +62,19 @@ class FreeTokenClock:
 
     def stamp_path(self, node: Node) -> None:
         """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root."""
+        self.stamp_from(node, self.begin_path(node), 0)
+
+    def begin_path(self, node: Node) -> int:
+        """``stamp_path``'s tick and its leaf's candidacy; returns the stamp the node is due."""
         base = self.tick()
         if not node.children and node.parent is not None:  # its ancestors are not leaves
             self.leaves.push(FULL, node, base)
+        return base
+
+    def stamp_from(self, node: Node, base: int, above_end: int) -> None:
+        """``stamp_path``'s stamps, from ``node`` up to the ancestor ending at ``above_end`` (excluded)."""
         offset = 0
-        while node.parent is not None:
+        while node.parent is not None and node.end > above_end:
             node.full_stamp = base - offset
             offset += 1
             node = node.parent

@@ -15,6 +15,7 @@ from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
+from sim.trace.records import Segment
 
 RUNS = st.lists(
     st.tuples(st.sampled_from(["r:a", "r:b", "o:x"]), st.integers(0, 50), st.integers(0, 40)), max_size=12
@@ -38,3 +39,20 @@ def test_a_stamp_by_component_is_the_attribute_it_names(comp, stamp):
     for other in Component:
         if other is not comp:
             assert getattr(node, other.stamp) == stamp_of(node, other) == 0
+
+
+SEGMENTS = st.builds(
+    Segment,
+    ref=st.none() | st.sampled_from(["s", "t"]),
+    len=st.none() | st.integers(1, 50),
+    output_of=st.none() | st.just("a"),
+    skip=st.integers(0, 20),
+)
+
+
+@given(SEGMENTS)
+def test_a_segment_unpacked_is_its_fields_by_name(segment):
+    # ``trace._segment_run`` unpacks a segment (a tuple's items are read natively when compiled): the order
+    # must stay the fields' order
+    ref, length, output_of, skip = segment
+    assert (ref, length, output_of, skip) == (segment.ref, segment.len, segment.output_of, segment.skip)

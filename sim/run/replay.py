@@ -7,9 +7,22 @@ one engine iteration, which is what the ``iterations`` SWA trigger sees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.errors import ReplayRefused
 from sim.cache.interface import CacheModel
+from sim.cache.results import MatchResult
 from sim.cache.solo_run import run_alone
+from sim.sched.request import RequestState
+
+
+class RowLog(Protocol):
+    """``step_log.ReplaySteps`` (not imported: that module needs pandas, which the compiled core's build cannot
+    type-check)."""
+
+    def append(self, request_id: str, pools: tuple[int, ...]) -> None: ...
 
 
 def replay_order(trace) -> list[str]:
@@ -51,3 +64,27 @@ def replay_trace(trace, manager: CacheModel, chunk_size: int, fits=None):
             continue
         iteration = run.end_iteration
         yield request_id, run, run.peak_usage
+
+
+def replay_into(
+    trace,
+    manager: CacheModel,
+    chunk_size: int,
+    fits: Callable[[str], str | None],
+    states: dict[str, RequestState],
+    steps: RowLog,
+    on_step: Callable[[int], object] | None = None,
+) -> None:
+    """``replay_trace`` with each request's record and step row written as it ends: the run's per-request loop,
+    here so that the compiled core runs it natively (in ``simulate.py`` it stayed interpreted)."""
+    for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, chunk_size, fits)):
+        if isinstance(run, str):
+            states[request_id].rejected = run
+        else:
+            # the row needs the match's lengths only: its node may be evicted later and should then go
+            match = run.match
+            states[request_id].match = MatchResult(match.cached_len, match.full_depth, None, match.sound_len)
+            states[request_id].inserted_len = run.inserted_len
+        steps.append(request_id, usage[FULL] + usage[SWA] + usage[MAMBA])  # ``metrics.pool_values``
+        if on_step is not None:
+            on_step(index + 1)

@@ -26,12 +26,11 @@ from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
 from sim.run.metrics import (
     pool_figures,
-    pool_values,
     request_table,
     reuse_figures,
     time_figures,
 )
-from sim.run.replay import replay_trace
+from sim.run.replay import replay_into
 from sim.run.setup import RunSetup, build
 from sim.run.slo import capacity_figures
 from sim.run.step_log import ReplaySteps
@@ -180,17 +179,7 @@ def run_replay(
     states = states_of(trace)
     steps = ReplaySteps()
     fits = _fits_check(trace, manager)
-    runs = replay_trace(trace, manager, policy.chunked_prefill_size, fits)
-    for index, (request_id, run, usage) in enumerate(runs):
-        if isinstance(run, str):
-            states[request_id].rejected = run
-        else:
-            # the row needs the match's lengths only: its node may be evicted later and should then go
-            states[request_id].match = run.match._replace(node=None)
-            states[request_id].inserted_len = run.inserted_len
-        steps.append(request_id, pool_values(usage))
-        if on_step:
-            on_step(index + 1)
+    replay_into(trace, manager, policy.chunked_prefill_size, fits, states, steps, on_step or None)
     requests = with_ideal(trace, request_table(states.values()))
     # the tables hold all that is asked of the records now: at a million requests they are 400 MB to free
     del states

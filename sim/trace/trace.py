@@ -53,13 +53,7 @@ class Trace:
         return out
 
     def segment_run(self, segment: Segment) -> Run:
-        # casts: the checker (checks.py) let in only ref segments with a len and, else, an output_of segment
-        if segment.ref is not None:
-            return (ref_source(segment.ref), 0, cast(int, segment.len))
-        target = cast(str, segment.output_of)
-        target_len = self._by_id[target].output_len
-        length = target_len - segment.skip if segment.len is None else segment.len
-        return (output_source(target), segment.skip, length)
+        return _segment_run(self._by_id, segment)
 
     def prompt_seq(self, request_id: str) -> TokenSeq:
         return TokenSeq([self.segment_run(s) for s in self._by_id[request_id].prompt])
@@ -69,11 +63,27 @@ class Trace:
 
     def request_seq(self, request_id: str) -> TokenSeq:
         """The prompt followed by the request's own output: what its KV will hold."""
-        request = self._by_id[request_id]
-        runs = [self.segment_run(s) for s in request.prompt]
+        by_id = self._by_id
+        request = by_id[request_id]
+        runs: list[Run] = []
+        all_refs = True
+        for segment in request.prompt:  # a loop over a module function: compiled, no Python call per segment
+            runs.append(_segment_run(by_id, segment))
+            all_refs = all_refs and segment[0] is not None  # ``segment.ref``, read natively
         runs.append((output_source(request_id), 0, request.output_len))
-        if all(s.ref is not None for s in request.prompt):
+        if all_refs:
             # ref runs start at offset 0 with len > 0 (checked), so no two of them, and not the
             # request's own output after them, can merge: the runs are normal already
             return TokenSeq._trusted(tuple(runs), self._prompt_len[request_id] + request.output_len)
         return TokenSeq(runs)
+
+
+def _segment_run(by_id: dict[str, Request], segment: Segment) -> Run:
+    # unpacked, not read by name: the compiled core reads a tuple's items natively, a NamedTuple's names not
+    ref, length, output_of, skip = segment
+    # casts: the checker (checks.py) let in only ref segments with a len and, else, an output_of segment
+    if ref is not None:
+        return (ref_source(ref), 0, cast(int, length))
+    target = cast(str, output_of)
+    target_len = by_id[target].output_len
+    return (output_source(target), skip, target_len - skip if length is None else length)

@@ -2,8 +2,9 @@
 decode steps that start pages, free SWA and take checkpoints, taken in one event, leave every table as step by
 step (the full loop with the fast path off), bounds included. Generated bursts on pools small enough that runs
 stop for room, evict and (the default loop) retract around them, on FreeToken's presets and the default loop's
-(``no-cache``, ``marconi-vllm``) at several page sizes; each run counts the full steps its batch runs took, so
-the property is not met by never taking one."""
+(``no-cache``, ``marconi-vllm``) at several page sizes, bounds on and off (off: consecutive page-starting steps
+go to the step log as column blocks, ``page_step_runs``); each run counts the full steps its batch runs took, and
+how many went as runs of several, so the property is not met by never taking one."""
 
 from __future__ import annotations
 
@@ -43,31 +44,35 @@ def bursts(draw):
     pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
     # vLLM+ holds a state per page in the tree: a few dozen states starve its admissions
     mamba_states = draw(st.sampled_from([48, 400] if policy == "marconi-vllm" else [48]))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, mamba_states
+    bounds = draw(st.booleans())
+    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, mamba_states, bounds
 
 
-def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int, mamba_states: int = 48) -> int:
-    """Fast and step-by-step runs of the trace, asserted equal (bounds included); the full steps the fast run's
-    batch runs took."""
+def run_both(
+    trace: Trace, policy: str, knobs: dict, pool_tokens: int, mamba_states: int = 48, bounds: bool = True
+) -> int:
+    """Fast and step-by-step runs of the trace, asserted equal (bounds included where on); the full steps the
+    fast run's batch runs took (a run of page-starting steps counts each)."""
     config = SimConfig(
         policy=policy,
         model="inkling",
         knobs=knobs,
         pool_tokens=pool_tokens,
         mamba_states=mamba_states,
-        bounds=True,
+        bounds=bounds,
     )
     full_steps = [0]
 
     def record_batch_run(engine: Engine, runs, starts, durations, steps, pools) -> None:
-        full_steps[0] += len(steps)
+        full_steps[0] += sum(step.num_steps for step in steps)
+        TOTALS["merged_steps"] += sum(step.num_steps for step in steps if step.num_steps > 1)
         _RECORD_BATCH_RUN(engine, runs, starts, durations, steps, pools)
 
     assert_fast_equals_slow(trace, config, Engine, "_record_batch_run", record_batch_run)
     return full_steps[0]
 
 
-TOTALS = {"runs": 0, "full_steps": 0}
+TOTALS = {"runs": 0, "full_steps": 0, "merged_steps": 0}
 
 
 @settings(max_examples=50, deadline=None, derandomize=True)
@@ -82,6 +87,7 @@ def test_the_generated_runs_take_full_steps_in_batch_runs():
     if not TOTALS["runs"]:
         test_loop_batch_runs_change_no_table()
     assert TOTALS["full_steps"] > 2000, TOTALS
+    assert TOTALS["merged_steps"] > 1000, TOTALS  # page-starting steps handed on as runs of several
 
 
 def _burst(num_requests: int) -> list[Request]:
@@ -100,6 +106,16 @@ def _burst(num_requests: int) -> list[Request]:
 def test_freetoken_at_page_1_takes_its_steps_in_batch_runs_with_requests_waiting():
     """Four table rows for ten requests: the others wait, and each step's prefill pass adds nothing."""
     assert run_both(Trace(_burst(10)), "freetoken", dict(max_running_requests=4), 20000) > 1000
+
+
+def test_freetoken_at_page_1_hands_its_page_steps_on_as_column_blocks_without_bounds():
+    """Bounds off: nothing reads a page step's batch, so every stretch's steps go to the step log as runs."""
+    before = TOTALS["merged_steps"]
+    assert (
+        run_both(Trace(_burst(10)), "freetoken-budget", dict(max_running_requests=4), 20000, bounds=False)
+        > 1000
+    )
+    assert TOTALS["merged_steps"] - before > 1000
 
 
 def test_freetoken_on_tight_pools_stops_its_runs_for_room_and_still_matches():

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from sim.cache.components import Component
 from sim.cache.pools import PoolUsage
+from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan
 from sim.sched.request import RequestState
 
@@ -35,7 +36,7 @@ class StepOutcome:
 
 
 class FullStep(NamedTuple):
-    """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``): its offset in
+    """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``, ``loop_runs.py``): its offset in
     the run, the pages it started, its batch (None where nothing reads it: a step that only started pages, with
     no bounds recorded), and for an event step the pools after it (None: only pages moved from free to
     running). ``num_steps`` > 1: that many steps from ``offset`` on, each starting ``pages`` pages, no batch."""
@@ -45,3 +46,34 @@ class FullStep(NamedTuple):
     batch: Batch | None
     usage: dict[Component, PoolUsage] | None
     num_steps: int = 1
+
+
+def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:
+    """Steps that only started pages, ``(offset, pages)`` from ``done`` on, as ``FullStep``s without a batch, a
+    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step). The
+    step log writes such a run as column blocks; its batch, where the bounds read it, is its first step's."""
+    runs: list[FullStep] = []
+    first = end = pages_each = 0
+    for offset, pages in page_steps:
+        if offset != end or pages != pages_each:
+            if end > first:
+                runs.append(FullStep(done + first, pages_each, None, None, end - first))
+            first, pages_each = offset, pages
+        end = offset + 1
+    if end > first:
+        runs.append(FullStep(done + first, pages_each, None, None, end - first))
+    return runs
+
+
+def page_step_batch(
+    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
+) -> Batch | None:
+    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted): each
+    request's next token (a run's later steps are each a token further)."""
+    if lengths is None:
+        return None
+    batch = Batch(iteration)
+    for req, length in zip(reqs, lengths, strict=True):
+        start = length + offset
+        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
+    return batch

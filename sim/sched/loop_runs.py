@@ -18,8 +18,8 @@ from sim.cache.components import MAMBA
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep
+from sim.cache.results import Refusal
+from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs
 from sim.sched.request import RequestState
 
 
@@ -53,9 +53,10 @@ def take_loop_run(
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
-            for offset, pages in manager.take_batch_decodes(reqs, stretch):
-                batch = page_step_batch(reqs, lengths, iteration + done + offset, offset)
-                full_steps.append(FullStep(done + offset, pages, batch, None))
+            # consecutive steps starting the same pages (at page 1, every step) go as one: column blocks
+            for page_run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+                batch = page_step_batch(reqs, lengths, iteration + page_run.offset, page_run.offset - done)
+                full_steps.append(page_run if batch is None else page_run._replace(batch=batch))
             done += stretch
             continue
         if not event_step_fits(manager, reqs):
@@ -66,19 +67,6 @@ def take_loop_run(
     for run in runs:
         run.decoded += done
     return done, full_steps
-
-
-def page_step_batch(
-    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
-) -> Batch | None:
-    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted)."""
-    if lengths is None:
-        return None
-    batch = Batch(iteration)
-    for req, length in zip(reqs, lengths, strict=True):
-        start = length + offset
-        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
-    return batch
 
 
 def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:

@@ -19,7 +19,7 @@ from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep
+from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -48,9 +48,9 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
         if stretch:
             lengths = [req.kv_len for req in reqs] if announced else None
-            for run in _page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+            for run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
                 offset = run.offset - done
-                batch = _page_step_batch(reqs, lengths, iteration + run.offset, offset)
+                batch = page_step_batch(reqs, lengths, iteration + run.offset, offset)
                 full_steps.append(run if batch is None else run._replace(batch=batch))
             done += stretch
             continue
@@ -64,36 +64,6 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
         state.decoded += done
     sched.clock.decode_steps_launched(len(full_steps))
     return done, full_steps
-
-
-def _page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:
-    """Steps that only started pages, ``(offset, pages)`` from ``done`` on, as ``FullStep``s without a batch, a
-    run of consecutive steps starting the same pages each as one (``num_steps``: at page 1, every step; its
-    batch, where the bounds read it, is its first step's)."""
-    runs: list[FullStep] = []
-    first = end = pages_each = 0
-    for offset, pages in page_steps:
-        if offset != end or pages != pages_each:
-            if end > first:
-                runs.append(FullStep(done + first, pages_each, None, None, end - first))
-            first, pages_each = offset, pages
-        end = offset + 1
-    if end > first:
-        runs.append(FullStep(done + first, pages_each, None, None, end - first))
-    return runs
-
-
-def _page_step_batch(
-    reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
-) -> Batch | None:
-    """The batch of a step that only started pages, ``offset`` steps after ``lengths`` (None: not wanted)."""
-    if lengths is None:
-        return None
-    batch = Batch(iteration)
-    for req, length in zip(reqs, lengths, strict=True):
-        start = length + offset
-        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
-    return batch
 
 
 def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:

@@ -15,7 +15,7 @@ import sim.cache.engines.sglang_budget as budget
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_budget import PassBudget
-from sim.cache.engines.sglang_locked import locked_pages
+from sim.cache.engines.sglang_locked import locked_pages_shared
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -224,7 +224,7 @@ class SGLangAdmission(EngineRules):
         """``full_evictable_size`` (or ``swa_evictable_size``): the tree's pages no running request (nor
         ``req``) locks."""
         pages = manager.tree.num_swa_pages if swa else manager.tree.num_full_pages
-        return (pages - locked_pages(manager, req, swa)) * self.page_size
+        return (pages - locked_pages_shared(manager, req, swa)) * self.page_size
 
     def evict_for_pages(self, manager: RadixOps, num_pages: int) -> bool:
         """``evict_to_free_tokens``: each KV pool's shortfall evicted for on its own (FULL first; a pool that

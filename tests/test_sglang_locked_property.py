@@ -1,0 +1,90 @@
+"""SGLang's budget counts the tree's locked pages with ``locked_pages_shared`` (each FULL path walked up only to
+where an earlier holder's walk reached); ``locked_pages`` (every holder's whole path) is the reference. Every
+budget check of generated bursts (pages 1 and 64, SWA and not, pools tight enough to evict, retract and
+chunk) is asked of both, which must agree."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim.cache.engines.sglang_admission as admission
+from sim.cache.engines.sglang_locked import locked_pages, locked_pages_shared
+from sim.run.simulate import SimConfig, simulate
+from sim.trace import Request, Segment, Trace
+
+CHECKS = {"calls": 0, "shared": 0}
+
+
+def checked_locked_pages(manager, candidate, swa: bool) -> int:
+    """The fast count, asserted equal to the reference at each call."""
+    shared, reference = locked_pages_shared(manager, candidate, swa), locked_pages(manager, candidate, swa)
+    assert shared == reference, (shared, reference, swa)
+    CHECKS["calls"] += 1
+    CHECKS["shared"] += not swa and _paths_share_nodes(manager)
+    return shared
+
+
+def _paths_share_nodes(manager) -> bool:
+    """Some running requests' paths share nodes: a walk up stops early at a node an earlier one counted."""
+    paths = [r.last_node.path_from_root() for r in manager.requests.values()]
+    return sum(map(len, paths)) > len({node.id for path in paths for node in path})
+
+
+def _requests(draw, num_requests: int) -> list[Request]:
+    """Requests of a few shared prefixes (system prompts) each followed by their own text, arriving close."""
+    prefixes = draw(st.lists(st.integers(1, 1500), min_size=1, max_size=3))
+    shapes = st.tuples(
+        st.integers(0, len(prefixes) - 1), st.integers(1, 1200), st.integers(2, 500), st.integers(0, 300)
+    )
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=arrival_ms / 1000,
+            output_len=output_len,
+            prompt=[Segment(ref=f"p{group}", len=prefixes[group]), Segment(ref=f"r{index}", len=own_len)],
+        )
+        for index, (group, own_len, output_len, arrival_ms) in enumerate(
+            draw(st.lists(shapes, min_size=num_requests, max_size=num_requests))
+        )
+    ]
+
+
+@st.composite
+def bursts(draw):
+    """Requests sharing prefixes (a chained trace of turns), the page, the model (SWA or not) and the pool."""
+    requests = _requests(draw, draw(st.integers(3, 12)))
+    # not marconi-sglang: without a byte budget its tight pools reach "the budget admitted a chunk the pools
+    # refuse" on main as it is (its runs' tables are held to main's by the hash runs instead)
+    policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree"]))
+    page = draw(st.sampled_from([1, 64]))
+    knobs = dict(
+        page_size=page,
+        chunked_prefill_size=max(page, 64) * draw(st.integers(2, 16)),
+        max_running_requests=draw(st.integers(2, 12)),
+        overlap=draw(st.booleans()),
+        mixed_chunk=draw(st.booleans()),
+    )
+    model = draw(st.sampled_from(["inkling", "qwen3-next"]))  # SWA windows, or FULL and MAMBA alone
+    pool_tokens = draw(st.sampled_from([3000, 6000, 12000]))
+    return Trace(sorted(requests, key=lambda r: r.arrival)), policy, model, knobs, pool_tokens
+
+
+@pytest.mark.interpreted  # patches a module global the compiled core binds
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(bursts())
+def test_the_shared_walk_counts_what_every_path_counts(burst):
+    trace, policy, model, knobs, pool_tokens = burst
+    config = SimConfig(policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=48)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(admission, "locked_pages_shared", checked_locked_pages)
+        simulate(trace, config)
+
+
+@pytest.mark.interpreted
+def test_the_generated_bursts_ask_the_budget_with_pages_locked():
+    """The property above is exercised: the budget was asked while running requests shared their paths."""
+    if not CHECKS["calls"]:
+        test_the_shared_walk_counts_what_every_path_counts()
+    assert CHECKS["shared"] > 200, CHECKS

@@ -36,3 +36,16 @@ def assert_fast_equals_slow(trace, config: SimConfig, owner: type, method: str, 
     assert fast.requests.equals(slow.requests)
     assert fast.steps.equals(slow.steps)
     assert fast.summary == slow.summary
+
+
+def growing_burst(num_requests: int) -> list[Request]:
+    """Requests 20 ms apart, each longer (prompt and output) than the one before: the batch-run tests' burst."""
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=index / 50,
+            output_len=700 + 53 * index,
+            prompt=[Segment(ref=f"r{index}", len=900 + 173 * index)],
+        )
+        for index in range(num_requests)
+    ]

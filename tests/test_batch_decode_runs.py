@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from sim.run.engine import Engine
 from sim.run.simulate import SimConfig
-from sim.trace import Request, Segment, Trace
-from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
+from sim.trace import Trace
+from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests, growing_burst
 
 # the engine stays interpreted: patched under the compiled core too
 _RECORD_BATCH_RUN = Engine._record_batch_run
@@ -89,34 +89,22 @@ def test_the_generated_runs_take_full_steps_in_batch_runs():
     assert TOTALS["full_steps"] > 2000, TOTALS
 
 
-def _burst(num_requests: int) -> list[Request]:
-    return [
-        Request(
-            id=f"r{index}",
-            arrival=index / 50,
-            output_len=700 + 53 * index,
-            prompt=[Segment(ref=f"r{index}", len=900 + 173 * index)],
-        )
-        for index in range(num_requests)
-    ]
-
-
 def test_a_burst_at_page_1_takes_its_page_starting_steps_in_batch_runs():
-    assert run_both(Trace(_burst(6)), "marconi-sglang", dict(page_size=1), 20000) > 1000
+    assert run_both(Trace(growing_burst(6)), "marconi-sglang", dict(page_size=1), 20000) > 1000
 
 
 def test_a_burst_at_page_1_without_bounds_takes_its_steps_as_column_blocks():
-    assert run_both(Trace(_burst(6)), "marconi-sglang", dict(page_size=1), 20000, bounds=False) > 1000
+    assert run_both(Trace(growing_burst(6)), "marconi-sglang", dict(page_size=1), 20000, bounds=False) > 1000
     knobs = dict(page_size=1, track_interval=64, swa_eviction_interval=32)
-    assert run_both(Trace(_burst(6)), "sglang-retain", knobs, 20000, bounds=False) > 1000
+    assert run_both(Trace(growing_burst(6)), "sglang-retain", knobs, 20000, bounds=False) > 1000
 
 
 def test_a_burst_on_tight_pools_stops_its_runs_for_room_and_still_matches():
     knobs = dict(page_size=16, track_interval=64, swa_eviction_interval=32, max_running_requests=8)
-    assert run_both(Trace(_burst(10)), "sglang-retain", knobs, 9000) > 200
+    assert run_both(Trace(growing_burst(10)), "sglang-retain", knobs, 9000) > 200
 
 
 def test_a_burst_under_marconis_byte_budget_takes_batch_runs():
     """One byte budget for KV and states: a run's room is the budget's, and an event step's new state weighs
     in it too (those steps are left to the loop)."""
-    assert run_both(Trace(_burst(8)), "marconi-sglang", dict(page_size=1), 20000, 1.5e8) > 1000
+    assert run_both(Trace(growing_burst(8)), "marconi-sglang", dict(page_size=1), 20000, 1.5e8) > 1000

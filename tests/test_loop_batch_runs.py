@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from sim.run.engine import Engine
 from sim.run.simulate import SimConfig
-from sim.trace import Request, Segment, Trace
-from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
+from sim.trace import Trace
+from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests, growing_burst
 
 # the engine stays interpreted: patched under the compiled core too
 _RECORD_BATCH_RUN = Engine._record_batch_run
@@ -90,45 +90,32 @@ def test_the_generated_runs_take_full_steps_in_batch_runs():
     assert TOTALS["merged_steps"] > 1000, TOTALS  # page-starting steps handed on as runs of several
 
 
-def _burst(num_requests: int) -> list[Request]:
-    """Requests 20 ms apart, each longer than the one before (as ``tests/test_batch_decode_runs.py``'s)."""
-    return [
-        Request(
-            id=f"r{index}",
-            arrival=index / 50,
-            output_len=700 + 53 * index,
-            prompt=[Segment(ref=f"r{index}", len=900 + 173 * index)],
-        )
-        for index in range(num_requests)
-    ]
-
-
 def test_freetoken_at_page_1_takes_its_steps_in_batch_runs_with_requests_waiting():
     """Four table rows for ten requests: the others wait, and each step's prefill pass adds nothing."""
-    assert run_both(Trace(_burst(10)), "freetoken", dict(max_running_requests=4), 20000) > 1000
+    assert run_both(Trace(growing_burst(10)), "freetoken", dict(max_running_requests=4), 20000) > 1000
 
 
 def test_freetoken_at_page_1_hands_its_page_steps_on_as_column_blocks_without_bounds():
     """Bounds off: nothing reads a page step's batch, so every stretch's steps go to the step log as runs."""
     before = TOTALS["merged_steps"]
     assert (
-        run_both(Trace(_burst(10)), "freetoken-budget", dict(max_running_requests=4), 20000, bounds=False)
+        run_both(Trace(growing_burst(10)), "freetoken-budget", dict(max_running_requests=4), 20000, bounds=False)
         > 1000
     )
     assert TOTALS["merged_steps"] - before > 1000
 
 
 def test_freetoken_on_tight_pools_stops_its_runs_for_room_and_still_matches():
-    assert run_both(Trace(_burst(8)), "freetoken-lazy", dict(max_running_requests=8), 9000) > 500
+    assert run_both(Trace(growing_burst(8)), "freetoken-lazy", dict(max_running_requests=8), 9000) > 500
 
 
 def test_the_default_loop_takes_batch_runs_at_page_64_and_page_32():
-    assert run_both(Trace(_burst(8)), "no-cache", dict(page_size=64), 12000) > 50
-    assert run_both(Trace(_burst(8)), "marconi-vllm", {}, 20000, 400) > 50
+    assert run_both(Trace(growing_burst(8)), "no-cache", dict(page_size=64), 12000) > 50
+    assert run_both(Trace(growing_burst(8)), "marconi-vllm", {}, 20000, 400) > 50
 
 
 def test_the_default_loop_on_tight_pools_stops_its_runs_for_room_and_still_matches():
     """vLLM+ on pools its ten requests overrun: a run whose event step might find no page stops before it (the
     loop evicts or retracts there). Its full steps are the page-starting ones: a state taken at a page no
     longer makes every later decode step one (s8-mvllm's ``plain_decode_steps``)."""
-    assert run_both(Trace(_burst(10)), "marconi-vllm", dict(max_running_requests=8), 6000, 400) > 100
+    assert run_both(Trace(growing_burst(10)), "marconi-vllm", dict(max_running_requests=8), 6000, 400) > 100

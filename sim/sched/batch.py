@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sim.cache.components import Component
+from sim.cache.components import MAMBA, Component
+from sim.cache.manager import CacheManager
 from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan
@@ -77,3 +78,21 @@ def page_step_batch(
         start = length + offset
         batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
     return batch
+
+
+def step_fits_room(manager: CacheManager, reqs: list[RequestCache], room_pages: int) -> bool:
+    """Whether a decode step of ``reqs`` taken in full evicts nothing: its pages fit ``room_pages`` (what the
+    loop leaves after a page per request and its slack) and its new checkpoint states are free (on pools
+    apart: a byte budget weighs them with KV). Both batch-run loops ask it before an event step."""
+    pages = 0
+    for req in reqs:
+        if req.commit_pending:
+            return False
+        pages += req.pages_needed(req.kv_len + 1)
+    if room_pages < pages:
+        return False
+    rules = manager.rules
+    states = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None and not req.spare_states)
+    if not states:
+        return True
+    return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states

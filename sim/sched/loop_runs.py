@@ -14,12 +14,11 @@ states are free on pools apart; the run stops before a step that might evict, re
 
 from __future__ import annotations
 
-from sim.cache.components import MAMBA
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs
+from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs, step_fits_room
 from sim.sched.request import RequestState
 
 
@@ -70,21 +69,9 @@ def take_loop_run(
 
 
 def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:
-    """Whether the next step, taken in full, evicts nothing: its pages leave room for a page per request and
-    the slack (each request's turn then finds its page and the slack free), and its new checkpoint states are
-    free (on pools apart: a byte budget weighs them with KV)."""
-    rules = manager.rules
-    pages = 0
-    for req in reqs:
-        if req.commit_pending:
-            return False
-        pages += req.pages_needed(req.kv_len + 1)
-    if manager.batch_run_room(reqs) < pages:
-        return False
-    states = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None and not req.spare_states)
-    if not states:
-        return True
-    return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
+    """Whether the next step, taken in full, evicts nothing (``step_fits_room``): each request's turn then
+    finds its page and the slack free."""
+    return step_fits_room(manager, reqs, manager.batch_run_room(reqs))
 
 
 def _event_step(

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sim.cache.components import MAMBA
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs
+from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs, step_fits_room
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -67,20 +66,11 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
 
 
 def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
-    """Whether the next step, taken in full, evicts nothing: its pages leave room for a page per request and
-    the slack, and its new checkpoint states are free (on pools apart: a byte budget weighs them with KV)."""
-    manager, rules = sched.manager, sched.rules
-    pages = 0
-    for req in reqs:
-        if req.commit_pending:
-            return False
-        pages += req.pages_needed(req.kv_len + 1)
-    if manager.topology.kv_room(manager.has_swa) - rules.alloc_slack_pages - len(reqs) < pages:
-        return False
-    states = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None and not req.spare_states)
-    if not states:
-        return True
-    return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
+    """Whether the next step, taken in full, evicts nothing (``step_fits_room``), with SGLang's room: the KV
+    pools' less the rules' slack and a page per request."""
+    manager = sched.manager
+    room = manager.topology.kv_room(manager.has_swa) - sched.rules.alloc_slack_pages - len(reqs)
+    return step_fits_room(manager, reqs, room)
 
 
 def _event_step(

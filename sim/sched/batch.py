@@ -96,3 +96,26 @@ def step_fits_room(manager: CacheManager, reqs: list[RequestCache], room_pages: 
     if not states:
         return True
     return manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= states
+
+
+def take_quiet_stretch(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    iteration: int,
+    done: int,
+    max_steps: int,
+    announced: bool,
+) -> tuple[int, list[FullStep]]:
+    """The decode steps from ``iteration + done`` on that evict nothing and need no event (a batch-run loop's
+    quiet stretch: none where the next step needs one), taken at once; their page-starting steps as full
+    steps, consecutive ones starting the same pages (at page 1, every step) as one: column blocks.
+    ``announced``: the bounds read each full step's batch."""
+    stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+    if not stretch:
+        return 0, []
+    lengths = [req.kv_len for req in reqs] if announced else None
+    full_steps: list[FullStep] = []
+    for run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+        batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)
+        full_steps.append(run if batch is None else run._replace(batch=batch))
+    return stretch, full_steps

@@ -18,7 +18,7 @@ from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs, step_fits_room
+from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
 from sim.sched.request import RequestState
 
 
@@ -49,13 +49,9 @@ def take_loop_run(
     done = 0
     full_steps: list[FullStep] = []
     while done < max_steps:
-        stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+        stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
         if stretch:
-            lengths = [req.kv_len for req in reqs] if announced else None
-            # consecutive steps starting the same pages (at page 1, every step) go as one: column blocks
-            for page_run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
-                batch = page_step_batch(reqs, lengths, iteration + page_run.offset, page_run.offset - done)
-                full_steps.append(page_run if batch is None else page_run._replace(batch=batch))
+            full_steps += stretch_steps
             done += stretch
             continue
         if not event_step_fits(manager, reqs):

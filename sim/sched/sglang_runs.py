@@ -18,7 +18,7 @@ from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch, page_step_runs, step_fits_room
+from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -44,13 +44,9 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
     full_steps: list[FullStep] = []
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     while done < max_steps:
-        stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+        stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
         if stretch:
-            lengths = [req.kv_len for req in reqs] if announced else None
-            for run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
-                offset = run.offset - done
-                batch = page_step_batch(reqs, lengths, iteration + run.offset, offset)
-                full_steps.append(run if batch is None else run._replace(batch=batch))
+            full_steps += stretch_steps
             done += stretch
             continue
         if not _event_step_fits(sched, reqs):

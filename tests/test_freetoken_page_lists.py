@@ -111,7 +111,7 @@ def test_a_recomputed_suffix_cuts_a_tombstone_head(page, monkeypatch):
     config = SimConfig(
         policy="freetoken",
         model="gemma-4-26b-a4b",
-        knobs=dict(page_size=page, chunked_prefill_size=page * 16, max_running_requests=2, window=32 * page),
+        knobs=dict(page_size=page, chunked_prefill_size=page * 16, max_running_requests=2, window=32),
         pool_tokens=1_600 // page * page,
         mode="replay",
         bounds=False,

@@ -56,7 +56,7 @@ def release_window(
     below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
     num_freed = below.index(None) if None in below else len(below)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
-    pool.free_held(below[:num_freed], group)  # at least one, none null
+    pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:

@@ -127,12 +127,12 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
-            run = take_loop_run(
+            batch_run = take_loop_run(
                 self._radix, runs, self._batch_run_at, num_steps, begins_pass=True, settles=True
             )
-            if run[0]:
+            if batch_run[0]:  # its steps re-sized the stalled chunks to nothing, as the loop's would
                 self._stall_prefills(self.budget - len(runs))
-            return run
+            return batch_run
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps

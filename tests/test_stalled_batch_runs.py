@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,9 @@ from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
 
 _ADVANCE_PLAIN = DefaultScheduler.advance_plain
+
+# every test here counts through a patch of DefaultScheduler.advance_plain, which the compiled core binds
+pytestmark = pytest.mark.interpreted
 
 
 @st.composite

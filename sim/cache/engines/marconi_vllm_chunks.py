@@ -67,27 +67,25 @@ def least_recent_leaf(leaves: LeafHeap, root: Node, recency: Recency) -> Node | 
         return leaves.pick(root, recency.of)
     while heap:
         stamp, node_id, node = heap[0]
-        if not node.alive or node.children or stamps.get(node_id, 0) != stamp:
+        if not _is_current(node, stamp, stamps):
             heapq.heappop(heap)  # stale, as ``pick`` drops it
             continue
         if node.full_lock > 0 or node.swa_holders or node.state_lock > 0:
             break
         heapq.heappop(heap)
-        while (
-            heap and heap[0][0] == stamp
-        ):  # the next entries at the same stamp: stale, the same leaf, or a tie
+        while heap and heap[0][0] == stamp:  # the next at that stamp: stale, the same leaf again, or a tie
             other_id, other = heap[0][1], heap[0][2]
-            if (
-                other_id != node_id
-                and other.alive
-                and not other.children
-                and stamps.get(other_id, 0) == stamp
-            ):
+            if other_id != node_id and _is_current(other, stamp, stamps):
                 heapq.heappush(heap, (stamp, node_id, node))
-                return leaves.pick(root, recency.of)  # a tie: the first in preorder, as ``pick`` resolves it
+                return leaves.pick(root, recency.of)  # the first in preorder, as ``pick`` resolves a tie
             heapq.heappop(heap)
         return node
     return leaves.pick(root, recency.of)
+
+
+def _is_current(node: Node, stamp: int, stamps: dict[int, int]) -> bool:
+    """A heap entry of ``node`` at ``stamp`` names a leaf of the tree at its stamp (else it is stale)."""
+    return node.alive and not node.children and stamps.get(node.id, 0) == stamp
 
 
 def commit_leaf_chunk(

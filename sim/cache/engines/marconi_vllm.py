@@ -57,7 +57,7 @@ class MarconiVllmRules(MarconiRules):
         """A chunk's checkpoint committed as one new leaf below the request's, where it is one
         (``commit_leaf_chunk``); else as Marconi commits it."""
         checkpoint = req.checkpoint
-        if self.fused_chunks and self.every_page and self.path_refresh and checkpoint is not None:
+        if self.fused_chunks and self.every_page and self.recency.whole_paths and checkpoint is not None:
             end = checkpoint[0]
             if end <= req.prefix_len or commit_leaf_chunk(
                 manager, req, end, self.recency, self.window, self.has_mamba

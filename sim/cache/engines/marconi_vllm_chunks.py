@@ -91,7 +91,7 @@ def _is_current(node: Node, stamp: int, stamps: dict[int, int]) -> bool:
 def commit_leaf_chunk(
     manager: RadixOps, req: RequestCache, end: int, recency: Recency, window: int, has_mamba: bool
 ) -> bool:
-    """``MarconiRules.insert(manager, req, end)`` (whole-path recency, no touching insert) where the request's
+    """``MarconiRules.insert(manager, req, end)`` (whole-path recency, its stamp kept at the deepest node; no touching insert) where the request's
     node is a leaf below the root and the chunk's KV is one new leaf all live within the window (the insert's
     leaf shortcut, ``insert.py``): tick, remember the walk, the leaf with the request's pages and
     checkpoint, the locks slid onto it, ``Inserted``, the stamp. False, with nothing changed, elsewhere."""

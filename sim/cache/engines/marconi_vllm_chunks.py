@@ -21,6 +21,12 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_evict import MarconiEvictor, _refusal
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
+from sim.cache.engines.marconi_vllm_direct import (
+    add_checkpointed_leaf,
+    evict_lone_leaf,
+    exposes_nothing,
+    takes_direct_nodes,
+)
 from sim.cache.events import Inserted, emit
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
@@ -49,11 +55,15 @@ def reserve_page(manager: RadixOps, evictor: MarconiEvictor, swa_pages: int) -> 
     recency, tree = evictor.recency, manager.tree
     recency.tick()
     leaves = cast(LeafHeap, recency.leaves)
+    direct = takes_direct_nodes(tree)
     while True:
         victim = least_recent_leaf(leaves, tree.root, recency)
         if victim is None:
             return _refusal(manager.topology, 1, swa_pages, 1)
-        evictor.evict(tree, victim, None)
+        if direct and exposes_nothing(victim, evictor.has_mamba):
+            evict_lone_leaf(tree, recency, victim)
+        else:
+            evictor.evict(tree, victim, None)
         if full_pool.num_free >= 1 and swa_pool.num_free >= swa_pages and state_pool.num_free >= 1:
             return None
 
@@ -113,9 +123,14 @@ def commit_leaf_chunk(
     recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    node = tree.add_leaf(last, req.tokens.slice(base, end), full, cast("list[int]", swa) if has_swa else None)
-    req.checkpoint = None
-    tree.set_state(node, checkpoint[1])
+    key, own_swa = req.tokens.slice(base, end), cast("list[int]", swa) if has_swa else None
+    if takes_direct_nodes(tree):
+        node = add_checkpointed_leaf(tree, last, key, full, own_swa, checkpoint[1])
+        req.checkpoint = None
+    else:
+        node = tree.add_leaf(last, key, full, own_swa)
+        req.checkpoint = None
+        tree.set_state(node, checkpoint[1])
     req.prefix_len = end
     locks.slide(tree, req.locks, node, window, has_swa, has_mamba)  # ``CacheManager.relock``: one node down
     inserted = cast(_Inserts, manager)._inserted

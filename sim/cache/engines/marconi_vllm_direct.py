@@ -1,0 +1,99 @@
+"""vLLM+'s per-chunk leaf eviction and leaf insert without the calls between the evictor, the recency and the
+tree: each is the primitives' own statements, in their order, for the one shape a replay meets at every
+32-token chunk once the pools are full.
+
+``evict_lone_leaf`` is ``MarconiEvictor.evict(tree, victim, None)`` (``count_eviction``, then
+``_delete_with_exposed``: ``Recency.forget``, ``RadixTree.delete_leaf`` with its ``tombstone`` and
+``drop_state``, the exposed parent pushed on the leaf heap) where the deletion exposes nothing more to delete
+(the parent holds a state, is locked, has other children or is the root). ``add_checkpointed_leaf`` is
+``RadixTree.add_leaf`` then ``set_state``. Both run only over ``NoEviction`` (Marconi's evictor keeps its own
+heap: the tree's strategy hears nothing), so the strategy's ``push`` and ``release`` calls, which do
+nothing there, are left out. The general calls stay the reference (``MarconiVllmRules.fused_chunks`` off:
+tests/test_marconi_vllm_chunks_property.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from sim.cache.components import FULL
+from sim.cache.engines.marconi_recency import Recency
+from sim.cache.events import Evicting, LeafDeleting, StateDropping, Tombstoning, emit
+from sim.cache.eviction import NoEviction
+from sim.cache.node import Node
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
+
+
+def takes_direct_nodes(tree: RadixTree) -> bool:
+    """The tree's own eviction strategy is told nothing (its ``push`` and ``release`` do nothing)."""
+    return type(tree.eviction) is NoEviction
+
+
+def exposes_nothing(victim: Node, has_mamba: bool) -> bool:
+    """Deleting the leaf ``victim`` leaves no stateless unlocked leaf for ``_delete_with_exposed`` to take next."""
+    parent = victim.parent
+    return (
+        parent.parent is None
+        or len(parent.children) > 1
+        or parent.state is not None
+        or parent.is_locked
+        or not has_mamba
+    )
+
+
+def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node) -> None:
+    """``MarconiEvictor.evict(tree, victim, None)`` for an unlocked leaf that ``exposes_nothing``, whole-path
+    recency with its leaf heap, over ``NoEviction``."""
+    tree.num_evictions[FULL] += 1
+    if tree._evicting:
+        emit(tree._evicting, Evicting(FULL, victim))
+    parent, stamps = victim.parent, recency.stamps
+    heap = recency.leaves.heap  # type: ignore[union-attr]  # whole-path recency keeps one
+    stamp = stamps.pop(victim.id, None)  # ``forget``: the subtree's stamp stays with the parent
+    if stamp is not None and parent.parent is not None:
+        merged = max(stamps.get(parent.id, 0), stamp)
+        stamps[parent.id] = merged
+        heapq.heappush(heap, (merged, parent.id, parent))
+    if tree._leaf_deleting:  # ``delete_leaf``
+        emit(tree._leaf_deleting, LeafDeleting(victim))
+    del parent.children[victim.edge]
+    tree.full_pool.free(victim.full_pages)
+    tree.num_full_pages -= len(victim.full_pages)
+    tree.num_unlocked_tokens -= victim.end - victim.start
+    if tree._tombstoning:  # ``tombstone``
+        emit(tree._tombstoning, Tombstoning(victim))
+    swa = victim.swa_pages
+    if swa is not None:
+        tree.swa_pool.free(swa)
+        tree.num_swa_pages -= len(swa)
+        victim.swa_pages = None
+    if tree._state_dropping:  # ``drop_state``
+        emit(tree._state_dropping, StateDropping(victim))
+    state = victim.state
+    if state is not None:
+        tree.state_pool.free([state])
+        tree.num_states -= 1
+        victim.state = None
+    victim.alive = False
+    if parent.parent is not None and not parent.children:  # a leaf now: on the heap at its stamp
+        heapq.heappush(heap, (stamps.get(parent.id, 0), parent.id, parent))
+
+
+def add_checkpointed_leaf(
+    tree: RadixTree, parent: Node, key: TokenSeq, full: list[int], swa: list[int] | None, state: int
+) -> Node:
+    """``tree.add_leaf(parent, key, full, swa)`` then ``tree.set_state(node, state)``, over ``NoEviction``."""
+    node = Node(key, parent.end, parent, full, swa, None)
+    node.edge = edge = key.first_page(tree.page_size)
+    parent.children[edge] = node
+    tree.num_full_pages += len(full)
+    tree.num_unlocked_tokens += len(key)
+    if swa is not None:
+        tree.num_swa_pages += len(swa)
+    clock = tree.clock  # three touches as ``add_leaf`` stamps it, then the state's touch
+    node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4
+    tree.clock = clock + 4
+    node.state = state
+    tree.num_states += 1
+    return node

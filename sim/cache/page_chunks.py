@@ -26,6 +26,11 @@ class PageChunks(PlainDecodes):
     """A base of ``CacheManager``: uses its ``requests``, ``rules``, ``page_size``, ``pools``, ``has_swa`` and
     the ``CheckpointSaved`` channel."""
 
+    # a chunk's reservation may hand over the slots of the one leaf it evicted, which the chunk's allocations
+    # would take straight back from the pools (``marconi_vllm_chunks.reserve_page``): asked only here
+    takes_handed_slots: bool = False
+    handed_slots: tuple[list[int], list[int | None], int] | None = None
+
     def take_page_chunks(self, request_id: str, budget: int) -> int | Refusal:
         """Prefill chunks of one page from the request's ``kv_len`` on, each as ``run_alone`` takes it under
         ``budget``, while each is one (``is_page_chunk``); returns how many, or the refusal of the first the
@@ -40,13 +45,19 @@ class PageChunks(PlainDecodes):
         while is_page_chunk(req, page):
             end = req.kv_len + page
             if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
+                self.takes_handed_slots = True
                 refusal = rules.reserve(self, 1, num_swa, 1)
+                self.takes_handed_slots = False
                 if refusal is not None:
                     return refusal
-            # the request holds no page of its own between chunks: the chunk's pages become its lists
-            req.own_full = full_pool.alloc(1)
-            req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
-            slot = state_pool.alloc_one()
+            handed = self.handed_slots
+            if handed is not None:  # the allocations below, as the pools would answer them
+                self.handed_slots = None
+                req.own_full, req.own_swa, slot = handed
+            else:  # the request holds no page of its own between chunks: the chunk's pages become its lists
+                req.own_full = full_pool.alloc(1)
+                req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
+                slot = state_pool.alloc_one()
             self._pass_open = False  # the chunk completed (``complete_prefill``)
             req.kv_len = end
             req.earlier_checkpoint = None  # the chunk before handed its checkpoint to the tree

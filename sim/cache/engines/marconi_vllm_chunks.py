@@ -25,6 +25,7 @@ from sim.cache.engines.marconi_vllm_direct import (
     add_checkpointed_leaf,
     evict_lone_leaf,
     exposes_nothing,
+    hands_over,
     takes_direct_nodes,
 )
 from sim.cache.events import Inserted, emit
@@ -32,12 +33,20 @@ from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
+from sim.cache.tree import RadixTree
 
 
 class _Inserts(Protocol):
     """What of ``CacheManager`` beyond ``RadixOps`` an insert announces itself on."""
 
     _inserted: list
+
+
+class _TakesSlots(Protocol):
+    """What of ``CacheManager`` (``PageChunks``) a page chunk's reservation hands the victim's slots over on."""
+
+    takes_handed_slots: bool
+    handed_slots: tuple[list[int], list[int | None], int] | None
 
 
 def takes_lru_leaves(evictor: MarconiEvictor) -> bool:
@@ -56,16 +65,29 @@ def reserve_page(manager: RadixOps, evictor: MarconiEvictor, swa_pages: int) -> 
     recency.tick()
     leaves = cast(LeafHeap, recency.leaves)
     direct = takes_direct_nodes(tree)
+    chunk = cast(_TakesSlots, manager)
     while True:
         victim = least_recent_leaf(leaves, tree.root, recency)
         if victim is None:
             return _refusal(manager.topology, 1, swa_pages, 1)
         if direct and exposes_nothing(victim, evictor.has_mamba):
+            if chunk.takes_handed_slots and hands_over(victim, swa_pages, (full_pool, swa_pool, state_pool)):
+                _hand_over(chunk, tree, recency, victim)  # one of each freed: no pool is short after it
+                return None
             evict_lone_leaf(tree, recency, victim)
         else:
             evictor.evict(tree, victim, None)
         if full_pool.num_free >= 1 and swa_pool.num_free >= swa_pages and state_pool.num_free >= 1:
             return None
+
+
+def _hand_over(chunk: _TakesSlots, tree: RadixTree, recency: Recency, victim: Node) -> None:
+    """Evict ``victim`` and hand its page, SWA page and state to the chunk as its allocations."""
+    swa = victim.swa_pages
+    own_swa: list[int | None] = [None] if swa is None else cast("list[int | None]", swa)
+    handed = (victim.full_pages, own_swa, cast(int, victim.state))
+    evict_lone_leaf(tree, recency, victim, hand_over=True)
+    chunk.handed_slots = handed
 
 
 def least_recent_leaf(leaves: LeafHeap, root: Node, recency: Recency) -> Node | None:

@@ -18,9 +18,10 @@ import heapq
 
 from sim.cache.components import FULL
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.events import Evicting, LeafDeleting, StateDropping, Tombstoning, emit
+from sim.cache.events import Evicting, LeafDeleting, SlotsFreed, StateDropping, Tombstoning, emit
 from sim.cache.eviction import NoEviction
 from sim.cache.node import Node
+from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
@@ -42,9 +43,10 @@ def exposes_nothing(victim: Node, has_mamba: bool) -> bool:
     )
 
 
-def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node) -> None:
+def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: bool = False) -> None:
     """``MarconiEvictor.evict(tree, victim, None)`` for an unlocked leaf that ``exposes_nothing``, whole-path
-    recency with its leaf heap, over ``NoEviction``."""
+    recency with its leaf heap, over ``NoEviction``. ``hand_over``: its pages and state are announced freed
+    but kept from the pools, for the allocation that would take them straight back (``hands_over``)."""
     tree.num_evictions[FULL] += 1
     if tree._evicting:
         emit(tree._evicting, Evicting(FULL, victim))
@@ -58,26 +60,48 @@ def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node) -> None:
     if tree._leaf_deleting:  # ``delete_leaf``
         emit(tree._leaf_deleting, LeafDeleting(victim))
     del parent.children[victim.edge]
-    tree.full_pool.free(victim.full_pages)
+    _give_back(tree.full_pool, victim.full_pages, hand_over)
     tree.num_full_pages -= len(victim.full_pages)
     tree.num_unlocked_tokens -= victim.end - victim.start
     if tree._tombstoning:  # ``tombstone``
         emit(tree._tombstoning, Tombstoning(victim))
     swa = victim.swa_pages
     if swa is not None:
-        tree.swa_pool.free(swa)
+        _give_back(tree.swa_pool, swa, hand_over)
         tree.num_swa_pages -= len(swa)
         victim.swa_pages = None
     if tree._state_dropping:  # ``drop_state``
         emit(tree._state_dropping, StateDropping(victim))
     state = victim.state
     if state is not None:
-        tree.state_pool.free([state])
+        _give_back(tree.state_pool, [state], hand_over)
         tree.num_states -= 1
         victim.state = None
     victim.alive = False
     if parent.parent is not None and not parent.children:  # a leaf now: on the heap at its stamp
         heapq.heappush(heap, (stamps.get(parent.id, 0), parent.id, parent))
+
+
+def hands_over(victim: Node, swa_pages: int, pools: tuple[Pool, Pool, Pool]) -> bool:
+    """Whether the victim's slots are exactly the page chunk's allocation (``alloc(1)`` of FULL, ``alloc(swa_pages)``
+    of SWA, ``alloc_one`` of MAMBA) after its eviction: it holds one page, one SWA page (none: ``swa_pages``
+    0) and a state. A pool hands out the newest freed list first, from its first id (``Pool._take``), so a
+    free of one id and then an allocation of one leaves the pool as it was and hands out that id."""
+    swa = victim.swa_pages
+    return (
+        len(victim.full_pages) == 1
+        and victim.state is not None
+        and (swa is None if swa_pages == 0 else swa_pages == 1 and swa is not None and len(swa) == 1)
+        and not (pools[0].anonymous or pools[1].anonymous or pools[2].anonymous)
+    )
+
+
+def _give_back(pool: Pool, ids: list[int], hand_over: bool) -> None:
+    """``pool.free(ids)``; handed over: only its ``SlotsFreed`` (the next allocation takes ``ids`` back)."""
+    if not hand_over:
+        pool.free(ids)
+    elif pool._freed:
+        emit(pool._freed, SlotsFreed(pool.component, ids))
 
 
 def add_checkpointed_leaf(

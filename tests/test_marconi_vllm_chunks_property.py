@@ -25,7 +25,7 @@ from sim.cache.sizing import PoolSizes
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
 
-_TAKEN = {"evicted": 0, "committed": 0}
+_TAKEN = {"evicted": 0, "committed": 0, "direct": 0, "handed": 0}
 
 
 @st.composite
@@ -52,7 +52,15 @@ def _counting(monkeypatch):
         _TAKEN["committed"] += done
         return done
 
+    direct = chunks.evict_lone_leaf
+
+    def counted_direct(tree, recency, victim, hand_over=False):
+        _TAKEN["direct"] += 1
+        _TAKEN["handed"] += hand_over
+        return direct(tree, recency, victim, hand_over)
+
     monkeypatch.setattr(chunks.MarconiEvictor, "evict", counted_evict)
+    monkeypatch.setattr(chunks, "evict_lone_leaf", counted_direct)
     monkeypatch.setattr("sim.cache.engines.marconi_vllm.commit_leaf_chunk", counted_commit)
 
 
@@ -81,10 +89,12 @@ def test_direct_chunks_are_the_general_path(cache, requests, one_loop):
 @pytest.mark.interpreted
 def test_the_property_takes_the_direct_paths(monkeypatch):
     """The runs above do evict and commit directly, many times (else the property compares nothing)."""
-    _TAKEN.update(evicted=0, committed=0)
+    _TAKEN.update(evicted=0, committed=0, direct=0, handed=0)
     _counting(monkeypatch)
     test_direct_chunks_are_the_general_path()
     assert _TAKEN["committed"] > 1000 and _TAKEN["evicted"] > 1000, _TAKEN
+    # the lone-leaf eviction, and its hand-over of the victim's slots to a page chunk (marconi_vllm_direct.py)
+    assert _TAKEN["handed"] > 1000 and _TAKEN["direct"] - _TAKEN["handed"] > 100, _TAKEN
 
 
 def _trace() -> Trace:

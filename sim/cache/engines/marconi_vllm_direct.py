@@ -53,7 +53,8 @@ def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: 
     parent, stamps = victim.parent, recency.stamps
     heap = recency.leaves.heap  # type: ignore[union-attr]  # whole-path recency keeps one
     stamp = stamps.pop(victim.id, None)  # ``forget``: the subtree's stamp stays with the parent
-    if stamp is not None and parent.parent is not None:
+    pushed = stamp is not None and parent.parent is not None
+    if pushed:
         merged = max(stamps.get(parent.id, 0), stamp)
         stamps[parent.id] = merged
         heapq.heappush(heap, (merged, parent.id, parent))
@@ -78,7 +79,8 @@ def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: 
         tree.num_states -= 1
         victim.state = None
     victim.alive = False
-    if parent.parent is not None and not parent.children:  # a leaf now: on the heap at its stamp
+    if parent.parent is not None and not parent.children and not pushed:  # a leaf now: on the heap at its
+        # stamp (``forget`` pushed that very entry if it moved a stamp up: a second copy changes no pick)
         heapq.heappush(heap, (stamps.get(parent.id, 0), parent.id, parent))
 
 
@@ -109,7 +111,8 @@ def add_checkpointed_leaf(
 ) -> Node:
     """``tree.add_leaf(parent, key, full, swa)`` then ``tree.set_state(node, state)``, over ``NoEviction``."""
     node = Node(key, parent.end, parent, full, swa, None)
-    node.edge = edge = key.first_page(tree.page_size)
+    page = tree.page_size  # a key of one page is its own first page (``TokenSeq.first_page``'s value)
+    node.edge = edge = key.runs if len(key) == page else key.first_page(page)
     parent.children[edge] = node
     tree.num_full_pages += len(full)
     tree.num_unlocked_tokens += len(key)

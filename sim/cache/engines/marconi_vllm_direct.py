@@ -53,8 +53,9 @@ def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: 
     parent, stamps = victim.parent, recency.stamps
     heap = recency.leaves.heap  # type: ignore[union-attr]  # whole-path recency keeps one
     stamp = stamps.pop(victim.id, None)  # ``forget``: the subtree's stamp stays with the parent
-    pushed = stamp is not None and parent.parent is not None
-    if pushed:
+    pushed = False
+    if stamp is not None and parent.parent is not None:
+        pushed = True
         merged = max(stamps.get(parent.id, 0), stamp)
         stamps[parent.id] = merged
         heapq.heappush(heap, (merged, parent.id, parent))

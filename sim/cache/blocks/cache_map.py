@@ -14,7 +14,8 @@ writes no count. A block is hashed while the request that computed it holds it a
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import compress, repeat
+from operator import not_
 
 Key = tuple[object, int]  # (block key, group index)
 
@@ -93,10 +94,14 @@ class CacheMap:
     def _unlist(self, blocks: list[int], keys: list[Key]) -> None:
         """Evicted ``blocks`` (their ``keys`` in order) leave the map."""
         first_of, more_of = self.first_of, self.more_of
-        if not more_of:  # no key has a second block: each evicted key leaves the map
+        shared = list(map(more_of.__contains__, keys)) if more_of else []
+        if True not in shared:  # each evicted key has one block: it leaves the map
             deque(map(first_of.pop, keys), 0)  # consumed in C
             return
-        for block, key in zip(blocks, keys, strict=True):
+        # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
+        # with more (a few of hundreds) one by one, in order, as before
+        deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)
+        for block, key in zip(compress(blocks, shared), compress(keys, shared)):
             if key in more_of:
                 self._forget_duplicate(block, key)
             else:

@@ -105,7 +105,7 @@ class CacheMap:
         # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
         # with more (a few of hundreds) one by one, in order, as before
         deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)
-        for block, key in zip(compress(blocks, shared), compress(keys, shared)):
+        for block, key in zip(compress(blocks, shared), compress(keys, shared), strict=True):
             if key in more_of:
                 self._forget_duplicate(block, key)
             else:

@@ -18,16 +18,19 @@ KINDS = ("full", "swa")
 
 def _run(pool, steps: list[tuple[str, int, int]]) -> list:
     """Each step: ``new`` (a request of ``n`` blocks in ``group``, hashed), ``hit`` (a request touching the
-    first ``n`` blocks of an earlier request's table), ``free`` (request ``n mod live`` frees its table)."""
+    first hashed blocks of any earlier request's table, running or freed: counts 0 and 1 up), ``free``
+    (running request ``n mod live`` frees its table)."""
     tables: list[tuple[list[int | None], int]] = []
+    sources: list[tuple[list[int | None], int]] = []
     states = []
     for name, n, group in steps:
         if name == "new" and n <= pool.num_free:
             blocks = pool.get_new_blocks(n, group)
             pool.cache_all(blocks, [(index, group) for index in range(n)])
             tables.append((list(blocks), group))
-        elif name == "hit" and tables:
-            source, owner = tables[n % len(tables)]
+            sources.append((list(blocks), group))
+        elif name == "hit" and sources:
+            source, owner = sources[n % len(sources)]
             table = [block for block in source[: n + 1] if pool.key_of.get(block) is not None]
             pool.touch(table, owner)
             tables.append((table, owner))

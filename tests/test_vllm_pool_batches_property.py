@@ -83,7 +83,7 @@ def test_batched_evictions_and_cache_map_match_a_block_at_a_time_model(operation
     assert sum(pool.num_evictions.values()) == len(model.evicted)
     cached_free = {kind: 0 for kind in pool.cached_free}
     for block, (_, group) in pool.key_of.items():
-        cached_free[KINDS[group]] += not pool.ref_cnt[block]
+        cached_free[KINDS[group]] += not pool.count_of(block)
     assert pool.cached_free == cached_free
 
 

@@ -5,23 +5,26 @@ and a lookup takes the oldest one still cached. A key almost always has one bloc
 oldest block (``first_of``) and, for the rare keys with more, the newer ones in a list (``more_of``): a list
 per key held hundreds of thousands of lists the collector walks after a run.
 
-Reference counts are kept for hashed blocks only (``ref_cnt``'s keys are ``key_of``'s): only a hit shares a
-block and a hit takes hashed blocks, so an unhashed block is held once or is free, and allocating, freeing
-and re-allocating the hundreds of unhashed blocks of a prefill step (every SWA block the window leaves)
-writes no count. A block is hashed while the request that computed it holds it alone: its count starts at 1.
+Reference counts are kept for hashed blocks only: only a hit shares a block and a hit takes hashed blocks, so
+an unhashed block is held once or is free, and allocating, freeing and re-allocating the hundreds of unhashed
+blocks of a prefill step (every SWA block the window leaves) writes no count. A block is hashed while the
+request that computed it holds it alone: its count starts at 1, and a count of 1 is not written at all
+(``ref_cnt`` holds the hashed blocks counted 0, free in the tail, or 2 and more, shared: ``count_of``), so
+hashing the hundreds of blocks of a prefill step writes no count either.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import compress, repeat
+from operator import not_
 
 Key = tuple[object, int]  # (block key, group index)
 
 
 class CacheMap:
     def __init__(self) -> None:
-        self.ref_cnt: dict[int, int] = {}  # hashed blocks only (an unhashed one: 1 held, 0 free)
+        self.ref_cnt: dict[int, int] = {}  # hashed blocks counted other than 1 (see ``count_of``)
         self.key_of: dict[int, Key] = {}
         self.first_of: dict[Key, int] = {}  # each cached key's oldest block
         self.more_of: dict[Key, list[int]] = {}  # its newer blocks, oldest first, where it has any
@@ -29,8 +32,7 @@ class CacheMap:
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
         if block not in self.key_of:
-            self.key_of[block] = key
-            self.ref_cnt[block] = 1
+            self.key_of[block] = key  # counted 1: not written
             self._list(block, key)
 
     def _list(self, block: int, key: Key) -> None:
@@ -49,12 +51,15 @@ class CacheMap:
             num_keys = len(first_of)
             first_of.update(zip(keys, blocks, strict=True))
             if len(first_of) - num_keys == len(blocks):
-                key_of.update(zip(blocks, keys, strict=True))
-                self.ref_cnt.update(dict.fromkeys(blocks, 1))
+                key_of.update(zip(blocks, keys, strict=True))  # each counted 1: not written
                 return
             deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache(block, key)
+
+    def count_of(self, block: int) -> int:
+        """A hashed block's reference count (0: free, in the tail)."""
+        return self.ref_cnt.get(block, 1)
 
     def cached(self, key: Key) -> int | None:
         """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
@@ -82,7 +87,7 @@ class CacheMap:
         return {key: [block, *self.more_of.get(key, ())] for key, block in self.first_of.items()}
 
     def num_evictable(self, table: list[int | None]) -> int:
-        """``is_evictable`` counted over a hit's table."""
+        """``is_evictable`` counted over a hit's table (a block counted 1 or unhashed has no entry)."""
         return list(map(self.ref_cnt.get, filter(None, table))).count(0)
 
     def is_evictable(self, block: int | None) -> bool:
@@ -93,10 +98,14 @@ class CacheMap:
     def _unlist(self, blocks: list[int], keys: list[Key]) -> None:
         """Evicted ``blocks`` (their ``keys`` in order) leave the map."""
         first_of, more_of = self.first_of, self.more_of
-        if not more_of:  # no key has a second block: each evicted key leaves the map
+        shared = list(map(more_of.__contains__, keys)) if more_of else []
+        if True not in shared:  # each evicted key has one block: it leaves the map
             deque(map(first_of.pop, keys), 0)  # consumed in C
             return
-        for block, key in zip(blocks, keys, strict=True):
+        # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
+        # with more (a few of hundreds) one by one, in order, as before
+        deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)
+        for block, key in zip(compress(blocks, shared), compress(keys, shared), strict=True):
             if key in more_of:
                 self._forget_duplicate(block, key)
             else:

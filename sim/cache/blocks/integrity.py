@@ -65,7 +65,7 @@ def _check_counters(manager, pool) -> None:
         for kind, table in zip(manager.layout.group_kinds, req.tables, strict=True):
             held[kind].update(block for block in table if block is not None)
     cached = Counter(
-        pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.ref_cnt[block]
+        pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.count_of(block)
     )
     for kind in pool.held:
         _expect(

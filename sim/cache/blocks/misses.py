@@ -9,7 +9,7 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 
 from sim.cache.blocks.layout import Layout
@@ -112,6 +112,28 @@ class BlockMissTracker:
         computes one only at chunk ends, prefill checkpoints and the prompt's last block)."""
         B, ranges = self.layout.block_size, []
         for reason in (MAMBA_EVICTED, RETENTION):
+            # the points past ``start`` are ``start + k B`` (k = 1 .. K), point k named by ``chain[start // B
+            # + k - 1]``: a slice; the deepest point seen is the last key in any of the sets told the Mamba
+            # groups' keys, looked up a set at a time in C
+            keys = chain[start // B : start // B + len(range(start + B, full + 1, B))]
+            num_points = max(map(_last_in, repeat(keys), self._sets_of(reason)), default=0)
+            if num_points:
+                ranges.append((start, start + num_points * B, reason))
+                start += num_points * B
+        return ranges + ([(start, full, MAMBA_STATE)] if start < full else [])
+
+    def _sets_of(self, reason: str) -> list[set]:
+        """The sets a Mamba group's key is looked up in for ``reason``: each group's evicted keys, or the
+        skipped keys of every set of groups holding a Mamba group."""
+        groups = self.layout.groups_of(MAMBA)
+        if reason == MAMBA_EVICTED:
+            return [self.evicted[g] for g in groups if g in self.evicted]
+        return [keys for told, keys in self.skipped.items() if not set(told).isdisjoint(groups)]
+
+    def _stateless_stepwise(self, chain: list, start: int, full: int) -> list[Range]:
+        """``_stateless`` point by point (the reference its slices are tested against)."""
+        B, ranges = self.layout.block_size, []
+        for reason in (MAMBA_EVICTED, RETENTION):
             seen = self._was_evicted if reason == MAMBA_EVICTED else self._was_skipped
             ends = [
                 e
@@ -127,3 +149,9 @@ class BlockMissTracker:
         if any(self._was_evicted(key, g) for key, g in missing):
             return evicted_reason
         return RETENTION if any(self._was_skipped(key, g) for key, g in missing) else otherwise
+
+
+def _last_in(keys: list, seen: set) -> int:
+    """How many of ``keys`` up to and with the last one in ``seen`` (0: none in it)."""
+    found = list(map(seen.__contains__, keys))
+    return len(found) - found[::-1].index(True) if True in found else 0

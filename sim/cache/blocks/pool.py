@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, repeat
 from operator import itemgetter, not_
 
 from sim.cache.blocks.cache_map import CacheMap
@@ -117,11 +117,13 @@ class BlockPool(CacheMap):
         reference."""
         blocks = list(filter(None, table))
         ref_cnt, kind = self.ref_cnt, self.group_kinds[group]
-        counts = list(map(ref_cnt.__getitem__, blocks))
-        ref_cnt.update(zip(blocks, map((1).__add__, counts), strict=True))
+        counts = list(map(ref_cnt.get, blocks, repeat(1)))
+        held = list(compress(blocks, counts))  # counted 1 or more: one more
+        ref_cnt.update(zip(held, map((1).__add__, compress(counts, counts)), strict=True))
         freed = list(compress(blocks, map(not_, counts)))  # a hit's block is hashed: if free, in the tail
         if not freed:
             return
+        deque(map(ref_cnt.pop, freed), 0)  # counted 1 now: not written
         self._tail.take(freed)
         self.cached_free[kind] -= len(freed)
         self.held[kind] += len(freed)
@@ -158,15 +160,13 @@ class BlockPool(CacheMap):
     def _free_hashed(self, hashed: list[int], kind: str) -> None:
         """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""
         ref_cnt = self.ref_cnt
-        if max(map(ref_cnt.__getitem__, hashed)) == 1:  # the usual case: no other request shares them
+        if ref_cnt.keys().isdisjoint(hashed):  # the usual case: each counted 1, no other request shares them
             released = hashed
             ref_cnt.update(dict.fromkeys(hashed, 0))
         else:
             released = []
             for block in hashed:
-                count = ref_cnt[block] - 1
-                ref_cnt[block] = count
-                if not count:
+                if self._drop_reference(block) == 0:
                     released.append(block)
         self.held[kind] -= len(released)
         self._tail.extend(released)
@@ -176,9 +176,7 @@ class BlockPool(CacheMap):
         """``free_blocks`` of one block."""
         kind = self.group_kinds[group]
         if block in self.key_of:
-            count = self.ref_cnt[block] - 1
-            self.ref_cnt[block] = count
-            if count:
+            if self._drop_reference(block):
                 return
             self._tail.append(block)
             self.cached_free[kind] += 1
@@ -188,6 +186,15 @@ class BlockPool(CacheMap):
                 emit(self._discarded, BlocksDiscarded(group, [block]))
         self.held[kind] -= 1
 
+    def _drop_reference(self, block: int) -> int:
+        """A held hashed block's count, one less (written unless it is 1), returned."""
+        count = self.ref_cnt.get(block, 1) - 1
+        if count == 1:
+            del self.ref_cnt[block]
+        else:
+            self.ref_cnt[block] = count
+        return count
+
     def queue(self) -> list[int]:
         """The free queue, head first (for tests and integrity checks)."""
         return self._head[::-1] + list(range(self._fresh, self.num_blocks)) + self._tail.live()
@@ -196,6 +203,6 @@ class BlockPool(CacheMap):
         """Every handed-out block's reference count, 0 when free (for tests and integrity checks)."""
         free = set(self._head)
         return {
-            block: self.ref_cnt[block] if block in self.key_of else int(block not in free)
+            block: self.count_of(block) if block in self.key_of else int(block not in free)
             for block in range(1, self._fresh)
         }

@@ -28,8 +28,8 @@ INLINE_RECONCILE = True
 # touches every id again) (tests/test_freetoken_page_lists.py)
 LISTS_IN_PLACE = True
 # False: the inline loop over every walked node, its page cuts listed first; True: the FULL copies joined
-# straight from the nodes, and the SWA pass starts where the request's live SWA begins (most of a recomputed
-# path lies below the request's frontier, where nothing is revived) (tests/test_freetoken_frontier_pass.py)
+# straight from the nodes, and the SWA pass starts where the request's live SWA begins (about half of a
+# recomputed path lies below its frontier, where nothing is revived) (tests/test_freetoken_frontier_pass.py)
 PASS_FROM_FRONTIER = True
 
 

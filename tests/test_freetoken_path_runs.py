@@ -62,6 +62,7 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
         log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
         DISMANTLE(tree)
 
+    monkeypatch.setattr(insert, "PASS_FROM_FRONTIER", False)  # the inline loop (test_freetoken_frontier_pass)
     monkeypatch.setattr(insert, "INLINE_RECONCILE", as_runs)
     monkeypatch.setattr(swa, "TRIM_AS_RUN", as_runs)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)

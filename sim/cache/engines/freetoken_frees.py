@@ -46,6 +46,21 @@ class PoolFrees:
             ids += full[cuts[i] : cuts[i + 1]]
         self.full_parts.append(ids)
 
+    def full_path(self, full: list[int], path: list[Node], base: int) -> None:
+        """``full_spans`` of the walked nodes' spans (``path``, top first; ``full`` begins at ``base``), each
+        span's page indices read from its node."""
+        page = self.tree.page_size
+        hi = (path[-1].end - base) // page
+        if not BATCHED or len(path) == 1:
+            self.full_spans(full, [(node.start - base) // page for node in path] + [hi])
+            return
+        ids: list[int] = []
+        for node in reversed(path):  # joined last first, as the pool hands them out
+            lo = (node.start - base) // page
+            ids += full[lo:hi]
+            hi = lo
+        self.full_parts.append(ids)
+
     def swa_live(self, swa: list[int | None]) -> None:
         """``swa``: a run of a request's own SWA pages, whose None entries (already freed) form a prefix."""
         if not swa or swa[-1] is None:  # empty, or every entry is None

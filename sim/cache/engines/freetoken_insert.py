@@ -9,6 +9,9 @@ the new node newer); the caller hangs the state.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from operator import attrgetter
+
 from sim.cache.components import FULL
 from sim.cache.engines.freetoken_frees import PoolFrees
 from sim.cache.engines.freetoken_tree import EVENT_STRIDE, FreeTokenClock
@@ -24,6 +27,10 @@ INLINE_RECONCILE = True
 # request's own lists, cut in place (at page 1 a list per token: each copy of it, and the copied list's death,
 # touches every id again) (tests/test_freetoken_page_lists.py)
 LISTS_IN_PLACE = True
+# False: the inline loop over every walked node, its page cuts listed first; True: the FULL copies joined
+# straight from the nodes, and the SWA pass starts where the request's live SWA begins (about half of a
+# recomputed path lies below its frontier, where nothing is revived) (tests/test_freetoken_frontier_pass.py)
+PASS_FROM_FRONTIER = True
 
 
 def insert_swa(
@@ -35,7 +42,11 @@ def insert_swa(
     path, depth = tree.walk(req.tokens, end, start=req.last_node)
     full, swa = req.take_own_pages(end)
     frees = PoolFrees(tree)
-    if path:
+    if path and PASS_FROM_FRONTIER:
+        frees.full_path(full, path, base)  # the tree's copy stays; the request's goes
+        if has_swa:
+            _reconcile_from_frontier(tree, req.swa_frontier, path, base, swa, clock, frees)
+    elif path:
         # page indices into full / swa of each walked node's span, taken before a revive splits a node
         cuts = [(node.start - base) // page for node in path]
         cuts.append((path[-1].end - base) // page)
@@ -87,6 +98,45 @@ def _reconcile_swa(
         else:  # tree.revive(node, pages, stamp=False), then clock.stamp_new(node)
             node.swa_pages = swa[cuts[i] : hi]
             num_revived += hi - cuts[i]
+            clock.events += 1
+            node.full_stamp = stamp = clock.events * EVENT_STRIDE
+            if not node.children:
+                leaves.push(FULL, node, stamp)
+    tree.num_swa_pages += num_revived
+
+
+def _reconcile_from_frontier(
+    tree: RadixTree,
+    frontier: int,
+    path: list[Node],
+    base: int,
+    swa: list,
+    clock: FreeTokenClock,
+    frees: PoolFrees,
+) -> None:
+    """``_reconcile_swa``'s inline loop, from where it can do anything. A node ending at or below ``frontier``
+    takes its first branch, which frees only where the request's copy ends live; the request's freed entries
+    (None) are a prefix of ``swa``, so those nodes are the last ones below the frontier, found by climbing
+    back from it until an entry is None. Each span's page indices are read before its node is revived (a
+    revive's split moves the node's start; nodes below it are not touched yet)."""
+    page = tree.page_size
+    below = bisect_right(path, frontier, key=attrgetter("end"))  # path[:below] ends at or below frontier
+    live_from = below
+    while live_from > 0 and swa[(path[live_from - 1].end - base) // page - 1] is not None:
+        live_from -= 1
+    for node in path[live_from:below]:
+        frees.swa_live(swa[(node.start - base) // page : (node.end - base) // page])
+    leaves, num_revived = clock.leaves, 0
+    for node in path[below:]:
+        lo, hi = (node.start - base) // page, (node.end - base) // page
+        if node.swa_pages is not None or node.full_lock > 0:
+            if swa[hi - 1] is not None:
+                frees.swa_live(swa[lo:hi])
+        elif frontier > node.start:
+            _revive(tree, node, swa[lo:hi], frontier, clock, frees)
+        else:  # tree.revive(node, pages, stamp=False), then clock.stamp_new(node)
+            node.swa_pages = swa[lo:hi]
+            num_revived += hi - lo
             clock.events += 1
             node.full_stamp = stamp = clock.events * EVENT_STRIDE
             if not node.children:

@@ -158,15 +158,14 @@ class SwaRules(FreeTokenCommon):
         """The trim's tombstones on its walk (``path``, from the root)."""
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
-        doomed = []
-        for node in path:
-            if node.end > keep_from:
-                break
-            if node.swa_pages is not None and not node.swa_holders and node.children:
-                if TRIM_AS_RUN:
-                    doomed.append(node)
-                else:
+        if TRIM_AS_RUN:  # a walk to keep_from ends at or above it: every node of ``path`` lies wholly below
+            doomed = [n for n in path if n.swa_pages is not None and not n.swa_holders and n.children]
+            if doomed:
+                tombstone_run(tree, doomed, held)
+        else:
+            for node in path:
+                if node.end > keep_from:
+                    break
+                if node.swa_pages is not None and not node.swa_holders and node.children:
                     tree.tombstone(node, held)
-        if doomed:
-            tombstone_run(tree, doomed, held)
         frees.flush()

@@ -61,8 +61,13 @@ class FreeTokenClock:
             self.leaves.push(FULL, node, node.full_stamp)
 
     def stamp_path(self, node: Node) -> None:
-        """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root."""
-        self.stamp_from(node, self.begin_path(node), 0)
+        """``SWARadixCache._stamp_path``: the path to ``node`` newest at the node, older toward the root
+        (``stamp_from(node, base, 0)``: every node but the root ends past 0)."""
+        stamp = self.begin_path(node)
+        while node.parent is not None:
+            node.full_stamp = stamp
+            stamp -= 1
+            node = node.parent
 
     def begin_path(self, node: Node) -> int:
         """``stamp_path``'s tick and its leaf's candidacy; returns the stamp the node is due."""

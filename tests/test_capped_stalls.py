@@ -24,6 +24,9 @@ from tests.fast_slow_helpers import burst_requests
 _HOLDS = CappedStalls.holds
 _RETRACT = DefaultScheduler._retract
 
+# the runs here count through patches of CappedStalls.holds and DefaultScheduler._retract, which the compiled core binds
+pytestmark = pytest.mark.interpreted
+
 
 @st.composite
 def bursts(draw):
@@ -51,8 +54,8 @@ def run_recorded(trace: Trace, config: SimConfig, fast_path: bool, remember: boo
         retracted.append((victim.request_id, why))
         _RETRACT(scheduler, victim, why)
 
-    def holds(memo: CappedStalls, req) -> bool:
-        stalls = _HOLDS(memo, req)
+    def holds(memo: CappedStalls, request_id: str) -> bool:
+        stalls = _HOLDS(memo, request_id)
         answered[0] += stalls
         return stalls
 

@@ -23,23 +23,28 @@ REMEMBER_CAPPED = True
 
 
 class CappedStalls:
-    """A memo, per request id, of a ``RequestCache`` whose first chunk every budget stalls."""
+    """A memo, per request id, of a ``RequestCache`` whose first chunk every budget stalls (none where the manager
+    is not the radix one)."""
 
-    def __init__(self, manager: CacheManager):
+    def __init__(self, manager: CacheManager | None):
         self.manager = manager
         self._capped: dict[str, RequestCache] = {}
 
-    def holds(self, req: RequestCache) -> bool:
-        """Whether ``req`` (running, in its prompt) gets no chunk under any budget now (and so, while it runs,
-        at every step)."""
-        if not REMEMBER_CAPPED or req.kv_len != req.cached_len:
+    def holds(self, request_id: str) -> bool:
+        """Whether the request (running, in its prompt) gets no chunk under any budget now (and so, while it
+        runs, at every step)."""
+        manager = self.manager
+        if manager is None or not REMEMBER_CAPPED:
             return False
-        if self._capped.get(req.request_id) is req:
+        req = manager.requests[request_id]
+        if req.kv_len != req.cached_len:
+            return False
+        if self._capped.get(request_id) is req:
             return True
-        rules = self.manager.rules
-        if rules.first_chunk_len(req, 1) > 0 or not rules.chunk_stalled_at(self.manager, req, 1, 0):
+        rules = manager.rules
+        if rules.first_chunk_len(req, 1) > 0 or not rules.chunk_stalled_at(manager, req, 1, 0):
             return False
-        self._capped[req.request_id] = req
+        self._capped[request_id] = req
         return True
 
     def forget(self, request_id: str) -> None:

@@ -41,7 +41,7 @@ class DefaultScheduler:
         # the radix manager's batch decode runs (timed mode): where the fast path last chose one, its start
         self._radix = manager if isinstance(manager, CacheManager) else None
         self._batch_run_at: int | None = None
-        self._capped = CappedStalls(self._radix) if self._radix is not None else None
+        self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -129,8 +129,7 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
-            # no pass begun at its event steps: nothing reads a pass's accounts before the next one begins
-            # (``schedule``; its decodes read none), so only the pass flag moves, and a completed step clears it
+            # no pass begun at its event steps: their decodes read none of its accounts, ``schedule`` resets them
             batch_run = take_loop_run(
                 self._radix, runs, self._batch_run_at, num_steps, begins_pass=False, settles=True
             )
@@ -152,10 +151,8 @@ class DefaultScheduler:
         batch run, whatever pages it starts and SWA it frees (``chunk_stays_stalled``); True with none."""
         assert self._radix is not None
         requests = self._radix.requests
-        capped = self._capped
-        assert capped is not None
         return all(
-            capped.holds(requests[run.request_id])
+            self._capped.holds(run.request_id)
             or chunk_stays_stalled(self._radix, requests[run.request_id], budget)
             for run in self.running.values()
             if self._in_prefill(run)
@@ -186,7 +183,7 @@ class DefaultScheduler:
         return budget
 
     def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
-        if self._capped is not None and self._capped.holds(self.manager.requests[run.request_id]):
+        if self._capped.holds(run.request_id):
             self._stall(run, budget)  # what a chunk sized to nothing records (``CappedStalls``)
             return budget
         chunk = self.manager.next_chunk_len(run.request_id, budget)
@@ -227,8 +224,7 @@ class DefaultScheduler:
         reached = self.manager.requests[request_id].kv_len
         alone = len(self.running) == 1
         self.manager.abort(request_id)
-        if self._capped is not None:
-            self._capped.forget(request_id)
+        self._capped.forget(request_id)
         self.manager.events.publish(Retracted(request_id, reached, why))
         del self.running[request_id]
         victim.num_retractions += 1

@@ -68,11 +68,13 @@ def run_recorded(trace: Trace, config: SimConfig, fast_path: bool, remember: boo
     return result, retracted, answered[0]
 
 
-def assert_memo_changes_nothing(trace: Trace, knobs: dict, pool_tokens: int, bounds: bool) -> int:
+def assert_memo_changes_nothing(
+    trace: Trace, knobs: dict, pool_tokens: int, bounds: bool, policy: str = "no-cache"
+) -> int:
     """The memo on (fast loop, and step by step) against the reference (memo off, step by step); the chunks it
     answered in the fast run."""
     config = SimConfig(
-        policy="no-cache", model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=48, bounds=bounds
+        policy=policy, model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=48, bounds=bounds
     )
     reference, reference_retracted, _ = run_recorded(trace, config, fast_path=False, remember=False)
     answered = 0
@@ -110,3 +112,16 @@ def test_the_memo_answers_at_each_page_and_changes_nothing(page: int, bounds: bo
     knobs = dict(page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 3, max_running_requests=12)
     answered = assert_memo_changes_nothing(_burst(), knobs, 40000, bounds)
     assert answered > 0 or page == 1  # at page 1 a pass with tokens left caps no first chunk below a page
+
+
+@pytest.mark.parametrize("policy", ["no-cache", "marconi-vllm"])
+def test_later_chunks_the_pools_stall_are_not_remembered(policy: str):
+    """Eight long prompts arriving together on pools small enough that later chunks stall until decodes free
+    room (``test_stalled_chunk_fast_path.py``'s burst): such a stall hangs on the pools and must be asked anew."""
+    requests = [
+        Request(id=f"r{index}", arrival=index / 100, output_len=300 + 37 * index,
+                prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)])
+        for index in range(8)
+    ]
+    knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
+    assert_memo_changes_nothing(Trace(requests), knobs, 8000, False, policy)

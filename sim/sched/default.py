@@ -18,6 +18,7 @@ from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
+from sim.sched.capped_stalls import CappedStalls
 from sim.sched.loop_runs import batch_run_allowed, chunk_stays_stalled, take_loop_run
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
@@ -40,6 +41,7 @@ class DefaultScheduler:
         # the radix manager's batch decode runs (timed mode): where the fast path last chose one, its start
         self._radix = manager if isinstance(manager, CacheManager) else None
         self._batch_run_at: int | None = None
+        self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -127,8 +129,9 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
+            # no pass begun at its event steps: their decodes read none of its accounts, ``schedule`` resets them
             batch_run = take_loop_run(
-                self._radix, runs, self._batch_run_at, num_steps, begins_pass=True, settles=True
+                self._radix, runs, self._batch_run_at, num_steps, begins_pass=False, settles=True
             )
             if batch_run[0]:  # its steps re-sized the stalled chunks to nothing, as the loop's would
                 self._stall_prefills(self.budget - len(runs))
@@ -149,7 +152,8 @@ class DefaultScheduler:
         assert self._radix is not None
         requests = self._radix.requests
         return all(
-            chunk_stays_stalled(self._radix, requests[run.request_id], budget)
+            self._capped.holds(run.request_id)
+            or chunk_stays_stalled(self._radix, requests[run.request_id], budget)
             for run in self.running.values()
             if self._in_prefill(run)
         )
@@ -179,6 +183,9 @@ class DefaultScheduler:
         return budget
 
     def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
+        if self._capped.holds(run.request_id):
+            self._stall(run, budget)  # what a chunk sized to nothing records (``CappedStalls``)
+            return budget
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
             self._stall(run, budget)
@@ -217,6 +224,7 @@ class DefaultScheduler:
         reached = self.manager.requests[request_id].kv_len
         alone = len(self.running) == 1
         self.manager.abort(request_id)
+        self._capped.forget(request_id)
         self.manager.events.publish(Retracted(request_id, reached, why))
         del self.running[request_id]
         victim.num_retractions += 1

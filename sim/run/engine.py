@@ -129,6 +129,8 @@ class Engine:
                 emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         else:
             self._record_batch_run(runs, starts, taken, full_steps, list(pools))
+            for state in full_steps[-1].finished:  # the run's last step ended them, as a full step would
+                self._finish(state)
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()

@@ -57,9 +57,8 @@ class SGLangScheduler(SGLangDecode):
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
         self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
         self._batch_run_at: int | None = None  # the fast path's batch run starts here (None: plain steps)
-        self._max_new: dict[
-            str, int
-        ] = {}  # sampling_params.max_new_tokens as clipped at arrival (0 possible)
+        self._finishing_steps = 0  # ... and, taking this many steps, ends requests at its last (0: none)
+        self._max_new: dict[str, int] = {}  # max_new_tokens as clipped at arrival (0 possible)
 
     def add(self, state: RequestState) -> None:
         page = self.manager.page_size

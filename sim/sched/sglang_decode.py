@@ -16,7 +16,7 @@ from sim.sched.batch import Batch, BatchItem, FullStep
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
-from sim.sched.sglang_runs import take_batch_run
+from sim.sched.sglang_runs import take_batch_run, take_finishing_run
 
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: room a retraction frees for each request kept
 
@@ -37,6 +37,8 @@ class SGLangDecode:
     clock: TokenClock
     mixed_chunk: bool
     _batch_run_at: int | None  # the iteration a batch run starts at (None: plain steps)
+    _finishing_steps: int  # a batch run of this many steps ends requests at its last (0: none does)
+    overlap: bool
 
     def _decode(self, batch: Batch) -> None:
         """``update_running_batch``."""
@@ -190,13 +192,19 @@ class SGLangDecode:
         ):
             return [], 0
         runs = list(self.running)
-        # each stops a step short of its last output (the step that ends it is processed in full)
+        # each stops a step short of its last output (the step that ends it is processed in full), but an
+        # overlap loop's batch run takes that step too (``take_finishing_run``): only its processing is full
         fewest = min(state.output_len - state.decoded - 2 for state in runs)
+        if self.overlap and fewest >= 0:
+            reqs = [self.manager.requests[state.request_id] for state in runs]
+            if self.manager.batch_run_room(reqs) >= 0:
+                self._batch_run_at, self._finishing_steps = iteration, fewest + 1
+                return runs, fewest + 1
         if fewest <= 0:  # (a request the step just finished may still be listed: released without overlap)
             return [], 0
         reqs = [self.manager.requests[state.request_id] for state in runs]
         if fewest > 0 and self.manager.batch_run_room(reqs) >= 0:
-            self._batch_run_at = iteration
+            self._batch_run_at, self._finishing_steps = iteration, 0
             return runs, fewest
         self._batch_run_at = None
         return runs, plain_steps(self.manager, runs, iteration)
@@ -204,6 +212,13 @@ class SGLangDecode:
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
         """Take the steps ``plain_decode_run`` allowed: a batch run (as many as it can, and the full steps among
         them), else plain steps."""
+        if self._batch_run_at is not None and num_steps == self._finishing_steps:
+            done, full_steps, ended = take_finishing_run(self, self._batch_run_at, num_steps)
+            if ended:  # what the full step's postprocess leaves: finished by length, processed next step
+                self._done = ended
+                if self.manager.has_swa:  # its prefill pass: hybrid SWA retries admission every pass
+                    self.batch_is_full = False
+            return done, full_steps
         if self._batch_run_at is not None:
             return take_batch_run(self, self._batch_run_at, num_steps)
         for state in runs:

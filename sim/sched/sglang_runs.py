@@ -61,6 +61,29 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
     return done, full_steps
 
 
+def take_finishing_run(
+    sched: RunningBatch, iteration: int, num_steps: int
+) -> tuple[int, list[FullStep], list[RequestState]]:
+    """An overlap loop's batch run whose last step gives requests their last output (ends them), taken as any
+    run; that step is handed on as the loop's full step it was, with the requests it ended. Returns the steps
+    taken, the full steps, and the ended requests in batch order (none where the run stopped short). The rest
+    of what the full step did leaves nothing a later step reads: its pass is begun again by the next full step,
+    its batch in flight names the running requests as the one in flight before it does, and its prefill pass
+    stops at once (nothing waits, nothing is chunked)."""
+    done, full_steps = take_batch_run(sched, iteration, num_steps)
+    if done < num_steps:
+        return done, full_steps, []
+    ended = [state for state in sched.running if state.decoded >= state.output_len - 1]
+    last = full_steps[-1] if full_steps else None
+    if last is None or last.offset + last.num_steps < num_steps:  # it only moved lengths
+        full_steps.append(FullStep(num_steps - 1, 0, None, None, finished=tuple(ended)))
+    else:
+        full_steps[-1] = last._replace(finished=tuple(ended))
+    if last is None or last.offset != num_steps - 1:  # the loop launched it as a step of its own
+        sched.clock.decode_steps_launched(1)
+    return done, full_steps, ended
+
+
 def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     """Whether the next step, taken in full, evicts nothing (``step_fits_room``), with SGLang's room: the KV
     pools' less the rules' slack and a page per request."""

@@ -12,7 +12,7 @@ requests whose step in flight ends them by length sit it out, and where the pool
 (``check_decode_mem``) the batch waits for their release, or requests are retracted (``retract_decode``: fewest
 outputs first) until it can, the last one aborted if even it cannot. With the overlap loop (the default) a step
 is processed after the next is scheduled (``process_batch_result``): a prompt's commit and a finish's release
-land then. The decode half is ``sglang_decode``.
+land then. The decode half is ``sglang_decode``, the engine loop's fast path ``sglang_fast``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
-from sim.sched.sglang_decode import SGLangDecode
+from sim.sched.sglang_fast import SGLangFastPath
 from sim.sched.sglang_policy import WaitingOrder
 
 
-class SGLangScheduler(SGLangDecode):
+class SGLangScheduler(SGLangFastPath):
     def __init__(
         self,
         manager: CacheManager,

@@ -18,7 +18,7 @@ from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
-from sim.sched.loop_runs import batch_run_allowed, take_loop_run
+from sim.sched.loop_runs import batch_run_allowed, chunk_stays_stalled, take_loop_run
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
@@ -99,10 +99,10 @@ class DefaultScheduler:
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
         """The running requests past their prompt, oldest first, and how many coming steps are decodes only:
-        with none in its prompt, a batch run where the pools have room (steps that start pages, free SWA and
-        take checkpoints without evicting: ``sim/sched/loop_runs.py``); else steps plain for all of them (no
-        page, checkpoint, SWA free, finish or admission attempt), while every request still in its prompt gets
-        no chunk."""
+        a batch run where the pools have room (steps that start pages, free SWA and take checkpoints without
+        evicting: ``sim/sched/loop_runs.py``) with none in its prompt or beside chunks no such step unstalls
+        (``chunk_stays_stalled``); else steps plain for all of them (no page, checkpoint, SWA free, finish or
+        admission attempt), while every request still in its prompt gets no chunk."""
         self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
@@ -110,13 +110,13 @@ class DefaultScheduler:
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
-        if self._radix is not None and len(decoding) == len(runs):
+        budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
+        if self._radix is not None and self._chunks_stay_stalled(budget):
             allowed = batch_run_allowed(self._radix, decoding)
             if allowed:
                 self._batch_run_at = iteration
                 return decoding, allowed
         num_steps = plain_steps(self.manager, decoding, iteration)
-        budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
         for run in self.running.values():
             if num_steps and self._in_prefill(run):
                 num_steps = self.manager.stalled_chunk_steps(run.request_id, budget, num_steps)
@@ -127,20 +127,38 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
-            return take_loop_run(
+            batch_run = take_loop_run(
                 self._radix, runs, self._batch_run_at, num_steps, begins_pass=True, settles=True
             )
+            if batch_run[0]:  # its steps re-sized the stalled chunks to nothing, as the loop's would
+                self._stall_prefills(self.budget - len(runs))
+            return batch_run
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
-        for run in self.running.values():
-            if self._in_prefill(run):
-                self._stall(run, self.budget - len(runs))
+        self._stall_prefills(self.budget - len(runs))
         return None
 
     # ---- internals ----------------------------------------------------------------------------------
     def _in_prefill(self, run: RequestState) -> bool:
         return self.manager.requests[run.request_id].kv_len < run.prompt_len
+
+    def _chunks_stay_stalled(self, budget: int) -> bool:
+        """Whether every running request still in its prompt gets no chunk under ``budget`` at each step of a
+        batch run, whatever pages it starts and SWA it frees (``chunk_stays_stalled``); True with none."""
+        assert self._radix is not None
+        requests = self._radix.requests
+        return all(
+            chunk_stays_stalled(self._radix, requests[run.request_id], budget)
+            for run in self.running.values()
+            if self._in_prefill(run)
+        )
+
+    def _stall_prefills(self, budget: int) -> None:
+        """What each step of a run beside stalled chunks records of them (``_add_prefill``'s ``_stall``)."""
+        for run in self.running.values():
+            if self._in_prefill(run):
+                self._stall(run, budget)
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget = self.budget

@@ -32,6 +32,21 @@ def batch_run_allowed(manager: CacheManager, runs: list[RequestState]) -> int:
     return fewest if manager.batch_run_room(reqs) >= 0 else 0
 
 
+def chunk_stays_stalled(manager: CacheManager, req: RequestCache, budget: int) -> bool:
+    """Whether the prompt chunk of ``req`` (in its prompt) is sized to nothing under ``budget`` now and at every
+    step of a batch run, whatever pages the run starts, SWA it frees or checkpoints it takes: where the budget
+    leaves it nothing, or where it is a first chunk the rules find stalled because the cap their admission check
+    set (``first_chunk_len``) cuts it to nothing; neither the pools nor the pass move that cap (SGLang's
+    ``chunk_stalled_at``). A later chunk's stall hangs on the pools and is not said to hold."""
+    rules = manager.rules
+    chunk = rules.budgeted_chunk(req, budget)
+    if chunk <= 0:
+        return True
+    if req.kv_len != req.cached_len or rules.first_chunk_len(req, chunk) > 0:
+        return False
+    return rules.chunk_stalled_at(manager, req, chunk, 0)
+
+
 def take_loop_run(
     manager: CacheManager,
     runs: list[RequestState],

@@ -118,11 +118,11 @@ class BoundaryDecodes(BlockViews):
         """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""
         B, tables = self.layout.block_size, req.tables
         allocates, hashed = (end - 1) % B == 0, end - lag + 1
-        if allocates and (
-            len(tables) > self.pool.num_free or any(len(table) != (end - 1) // B for table in tables)
+        if allocates and (  # every table at its length: counted in C, not a generator per table
+            len(tables) > self.pool.num_free or list(map(len, tables)).count((end - 1) // B) != len(tables)
         ):
             return False
-        if hashed % B == 0 and any(num != hashed // B - 1 for num in req.num_cached):
+        if hashed % B == 0 and req.num_cached.count(hashed // B - 1) != len(req.num_cached):
             return False
         processed = end - lag
         window_moves = self.has_swa and (processed - self.window + 1) % B == 0

@@ -41,18 +41,18 @@ class CacheMap:
 
     def cache_all(self, blocks: list[int], keys: list[Key]) -> None:
         """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
-        block is new to the map and every key too: then in two updates."""
+        block is new to the map and every key too, each once: then in three updates. The keys go straight into
+        the map; where it grew by fewer than the blocks (a key twice in ``keys``: all of them were new), they
+        are taken out again and cached one by one."""
         key_of, first_of = self.key_of, self.first_of
-        new_keys = dict(zip(keys, blocks, strict=True))
-        if (
-            len(new_keys) == len(blocks)
-            and key_of.keys().isdisjoint(blocks)
-            and first_of.keys().isdisjoint(keys)
-        ):
-            key_of.update(zip(blocks, keys, strict=True))
-            first_of.update(new_keys)
-            self.ref_cnt.update(dict.fromkeys(blocks, 1))
-            return
+        if key_of.keys().isdisjoint(blocks) and first_of.keys().isdisjoint(keys):
+            num_keys = len(first_of)
+            first_of.update(zip(keys, blocks, strict=True))
+            if len(first_of) - num_keys == len(blocks):
+                key_of.update(zip(blocks, keys, strict=True))
+                self.ref_cnt.update(dict.fromkeys(blocks, 1))
+                return
+            deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache(block, key)
 

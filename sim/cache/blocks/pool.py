@@ -134,17 +134,26 @@ class BlockPool(CacheMap):
             if blocks:
                 self.free_one(blocks[0], group)
             return
+        self.free_held(blocks, group)
+
+    def free_held(self, blocks: list[int], group: int) -> None:
+        """``free_blocks`` of held blocks (no null among them)."""
+        kind = self.group_kinds[group]
+        if self.key_of.keys().isdisjoint(blocks):  # none hashed (a SWA window's release: hundreds)
+            self._free_unhashed(blocks, group, kind)
+            return
         flags = list(map(self.key_of.__contains__, blocks))
         hashed = list(compress(blocks, flags))
-        kind = self.group_kinds[group]
-        if len(hashed) < len(blocks):  # onto the head, first given on top: first given, first out
-            unhashed = list(compress(blocks, map(not_, flags))) if hashed else blocks
-            self._head.extend(reversed(unhashed))
-            self.held[kind] -= len(unhashed)
-            if self._discarded:
-                emit(self._discarded, BlocksDiscarded(group, unhashed))
-        if hashed:
-            self._free_hashed(hashed, kind)
+        if len(hashed) < len(blocks):
+            self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
+        self._free_hashed(hashed, kind)
+
+    def _free_unhashed(self, unhashed: list[int], group: int, kind: str) -> None:
+        """Onto the head, first given on top: first given, first out."""
+        self._head.extend(reversed(unhashed))
+        self.held[kind] -= len(unhashed)
+        if self._discarded:
+            emit(self._discarded, BlocksDiscarded(group, unhashed))
 
     def _free_hashed(self, hashed: list[int], kind: str) -> None:
         """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""

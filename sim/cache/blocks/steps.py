@@ -56,7 +56,7 @@ def release_window(
     below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
     num_freed = below.index(None) if None in below else len(below)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
-    pool.free_blocks(below[:num_freed], group)
+    pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
@@ -67,7 +67,8 @@ def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: in
         return  # most steps: the running state's block has not moved
     freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
     table[retired:last] = [None] * (last - retired)
-    pool.free_blocks(freed, group)
+    if freed:
+        pool.free_held(freed, group)
     req.retired[group] = max(retired, last)
 
 
@@ -130,25 +131,54 @@ def cache_blocks(
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     stride_of = layout.key_stride
     skipped: dict[int, list] = {}
+    # a kind's groups usually share (first, stop): their mask, and their skipped keys where no block in the
+    # range is null, are worked out for the first and reused (the same values)
+    masks: dict[tuple[str, int, int, int], range | list[int]] = {}
+    skipped_of: dict[tuple[str, int, int, int], list] = {}
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
         stop = min(full_blocks, len(table))
-        indices = reachable_indices(
-            kind, first, stop, retention, B, layout.swa_need, boundaries, layout.block_size
-        )
-        if kind == MAMBA and first <= exported < stop and exported not in indices:
-            indices = sorted([*indices, exported])
+        shape = (kind, B, first, stop)
+        indices = masks.get(shape)
+        if indices is None:
+            indices = masks[shape] = _mask(layout, kind, B, first, stop, retention, boundaries, exported)
         stride = stride_of[kind]
         blocks, new_keys = _hashed_blocks(table, keys_of, stride, group, indices)
         pool.cache_all(blocks, new_keys)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
-            skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
+            if None in table[first:stop]:  # a null in the range: its own keys
+                skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
+            elif shape in skipped_of:
+                skipped[group] = skipped_of[shape]
+            else:
+                skipped[group] = skipped_of[shape] = _unhashed_keys(
+                    table, keys_of, stride, first, stop, indices
+                )
         req.num_cached[group] = max(first, full_blocks)
     if on_skip and skipped:
         tell_skipped(on_skip, skipped)
+
+
+def _mask(
+    layout: Layout,
+    kind: str,
+    B: int,
+    first: int,
+    stop: int,
+    retention: int | None,
+    boundaries: tuple[int, int],
+    exported: int,
+) -> range | list[int]:
+    """The indices in ``[first, stop)`` a ``kind`` group hashes: its mask, and the exported checkpoint."""
+    indices = reachable_indices(
+        kind, first, stop, retention, B, layout.swa_need, boundaries, layout.block_size
+    )
+    if kind == MAMBA and first <= exported < stop and exported not in indices:
+        indices = sorted([*indices, exported])
+    return indices
 
 
 def _hashed_blocks(

@@ -20,6 +20,10 @@ from sim.cache.tree import RadixTree
 # False: every walked node through the reference steps (``swa_live`` on its slice, ``_revive``); the property
 # test holds the inline loop to it (tests/test_freetoken_path_runs.py)
 INLINE_RECONCILE = True
+# False: the reference slices, a copy of the request's lists per part; True: the insert's suffix keeps the
+# request's own lists, cut in place (at page 1 a list per token: each copy of it, and the copied list's death,
+# touches every id again) (tests/test_freetoken_page_lists.py)
+LISTS_IN_PLACE = True
 
 
 def insert_swa(
@@ -41,8 +45,12 @@ def insert_swa(
     node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
-        swa_new = swa[lo:] if has_swa else None
-        node = _add_suffix(tree, req, node, depth, end, full[lo:], swa_new, clock, frees)
+        if LISTS_IN_PLACE:  # the walked spans are copied out above: the lists are the suffix's
+            del full[:lo], swa[:lo]
+            suffix_full, suffix_swa = full, swa if has_swa else None
+        else:
+            suffix_full, suffix_swa = full[lo:], swa[lo:] if has_swa else None
+        node = _add_suffix(tree, req, node, depth, end, suffix_full, suffix_swa, clock, frees)
     frees.flush()
     req.prefix_len = end
     return node
@@ -114,7 +122,18 @@ def _add_suffix(
     page = tree.page_size
     dead = max(0, min(req.swa_frontier, end) - depth) if swa is not None else 0
     dead = min(dead, max(0, end - depth - page))
-    if dead and swa is not None:  # (dead is 0 without SWA)
+    if dead and swa is not None and LISTS_IN_PLACE:
+        # the tombstone keeps ``full``'s head (most of a recomputed suffix: all but the window) in place, and
+        # the freed head of ``swa`` (None but for its end, which swa_live's own test reads) is not copied
+        cut = dead // page
+        if swa[cut - 1] is not None:
+            frees.swa_live(swa[:cut])
+        live_full, live_swa = full[cut:], swa[cut:]
+        del full[cut:]
+        parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full, None)
+        clock.stamp_new(parent)
+        full, swa = live_full, live_swa
+    elif dead and swa is not None:  # (dead is 0 without SWA)
         cut = dead // page
         frees.swa_live(swa[:cut])
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full[:cut], None)

@@ -8,6 +8,7 @@ from collections.abc import Set as AbstractSet
 
 from sim.align import floor_to
 from sim.cache.engines.marconi import MarconiRules
+from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -23,6 +24,9 @@ class MarconiVllmRules(MarconiRules):
     admission_states = 1
     budget_before_states = False
     requeues_lone_request = True
+    # False: every chunk evicts and commits through the general layers (the reference the direct ones,
+    # ``marconi_vllm_chunks.py``, are held to)
+    fused_chunks = True
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -38,7 +42,28 @@ class MarconiVllmRules(MarconiRules):
         count taken around the reserve for it, have nothing to do."""
         if not self.tuner.done:
             return super().reserve(manager, full_pages, swa_pages, states)
-        return self.evictor(manager).reserve(manager, full_pages, swa_pages, states)
+        evictor = self.evictor(manager)
+        if (
+            self.fused_chunks
+            and full_pages == 1
+            and states == 1
+            and self._bytes is None
+            and takes_lru_leaves(evictor)
+        ):
+            return reserve_page(manager, evictor, swa_pages)
+        return evictor.reserve(manager, full_pages, swa_pages, states)
+
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
+        """A chunk's checkpoint committed as one new leaf below the request's, where it is one
+        (``commit_leaf_chunk``); else as Marconi commits it."""
+        checkpoint = req.checkpoint
+        if self.fused_chunks and self.every_page and self.recency.whole_paths and checkpoint is not None:
+            end = checkpoint[0]
+            if end <= req.prefix_len or commit_leaf_chunk(
+                manager, req, end, self.recency, self.window, self.has_mamba
+            ):
+                return
+        super().after_prefill_chunk(manager, req, is_last)
 
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         return None

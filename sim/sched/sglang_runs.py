@@ -18,7 +18,14 @@ from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
+from sim.sched.batch import (
+    Batch,
+    BatchItem,
+    FullStep,
+    page_step_batch,
+    step_fits_room,
+    take_quiet_stretch,
+)
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -92,12 +99,24 @@ def take_finishing_run(
     ended = [state for state in sched.running if state.decoded >= state.output_len - 1]
     last = full_steps[-1] if full_steps else None
     if last is None or last.offset + last.num_steps < num_steps:  # it only moved lengths
-        full_steps.append(FullStep(num_steps - 1, 0, None, None, finished=tuple(ended)))
+        batch = _last_step_batch(sched, iteration + num_steps - 1)
+        full_steps.append(FullStep(num_steps - 1, 0, batch, None, finished=tuple(ended)))
     else:
         full_steps[-1] = last._replace(finished=tuple(ended))
     if last is None or last.offset != num_steps - 1:  # the loop launched it as a step of its own
         sched.clock.decode_steps_launched(1)
     return done, full_steps, ended
+
+
+def _last_step_batch(sched: RunningBatch, iteration: int) -> Batch | None:
+    """The batch of a run's last step (taken: each request's length is a token past it), as the loop launched
+    it: each running request's next token. Made only where someone reads the steps' batches (``StepStarted``):
+    an observer is told of every step, a batch or among plain decodes."""
+    manager = sched.manager
+    if not manager.events.channel(StepStarted):
+        return None
+    reqs = [manager.requests[state.request_id] for state in sched.running]
+    return page_step_batch(reqs, [req.kv_len - 1 for req in reqs], iteration, 0)
 
 
 def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:

@@ -31,12 +31,16 @@ class StepEvents:
         events.subscribe(StepEnded, self._ended)
         events.subscribe(PlainStepsEnded, self._plain)
         events.subscribe(Admitted, lambda event: self.cache.append(("admitted", event.request_id)))
-        events.subscribe(Finished, lambda event: self.cache.append(("finished", event.request_id, event.inserted_len)))
+        events.subscribe(
+            Finished, lambda event: self.cache.append(("finished", event.request_id, event.inserted_len))
+        )
 
     def _started(self, event: StepStarted) -> None:
         for shift in range(event.num_steps):
             items = event.batch.items
-            step = tuple((i.plan.request_id, i.plan.start + shift, i.plan.end + shift, i.is_prefill) for i in items)
+            step = tuple(
+                (i.plan.request_id, i.plan.start + shift, i.plan.end + shift, i.is_prefill) for i in items
+            )
             self.batches[event.batch.iteration + shift] = step
             self.num_told += 1
 
@@ -53,7 +57,9 @@ class StepEvents:
 
 def watched_run(config: SimConfig, trace, fast_path: bool):
     watchers: list[StepEvents] = []
-    result = run_timed(trace, build(config), fast_path=fast_path, observe=lambda bus: watchers.append(StepEvents(bus)))
+    result = run_timed(
+        trace, build(config), fast_path=fast_path, observe=lambda bus: watchers.append(StepEvents(bus))
+    )
     return result, watchers[0]
 
 

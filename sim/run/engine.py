@@ -97,22 +97,24 @@ class Engine:
                 self._finish(state)
             self.iteration += 1
             self.on_step()
-            if self.fast_path:
-                yield from self._plain_run()
+            # a run that ended requests may go on with processing them (the SGLang overlap loop's next run)
+            while self.fast_path and (yield from self._plain_run()):
+                pass
 
     def _plain_run(self):
         """Decode-only steps that change nothing but lengths (or, in a batch run, also start pages, take
         checkpoints and free SWA without evicting), ending before the next arrival or follow-up, taken in one
-        event (rarely a few): the same steps, times and rows as the full loop."""
+        event (rarely a few): the same steps, times and rows as the full loop. True where its last step ended
+        requests (the scheduler may then take the next step, which processes them, in a run too)."""
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
-            return
+            return False
         requests = self.manager.requests
         contexts = tuple(requests[r.request_id].kv_len for r in runs)
         # the steps that end before the next scheduled event, as one step after another would move the clock
         starts, taken = self.backend.decode_run(contexts, self.env.now, self.env.peek(), num_steps)
         if not taken:
-            return
+            return False
         # the steps are taken before the clock moves over them: nothing else happens before they end
         pools = pool_values(self.manager.usage())
         run = self.scheduler.advance_plain(runs, len(taken))
@@ -120,7 +122,7 @@ class Engine:
             num_taken, full_steps = run
             starts, taken = starts[:num_taken], taken[:num_taken]
             if not taken:
-                return
+                return False
         for delay in event_delays(self.env.now, taken):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
@@ -129,9 +131,13 @@ class Engine:
                 emit(self._plain_ended, PlainStepsEnded(self.iteration, starts, taken, len(runs)))
         else:
             self._record_batch_run(runs, starts, taken, full_steps, list(pools))
+        ended = full_steps[-1].finished if run is not None and full_steps else ()
+        for state in ended:  # the run's last step ended them, as a full step would
+            self._finish(state)
         self.iteration += len(taken)
         for _ in taken:
             self.on_step()
+        return bool(ended)
 
     def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
         """The rows of a batch run, from the pools before it (``run_pool_columns``), as column blocks; the

@@ -40,13 +40,16 @@ class FullStep(NamedTuple):
     """A step of a decode run that the loop would have taken in full (``sim/sched/sglang_runs.py``, ``loop_runs.py``): its offset in
     the run, the pages it started, its batch (None where nothing reads it: a step that only started pages, with
     no bounds recorded), and for an event step the pools after it (None: only pages moved from free to
-    running). ``num_steps`` > 1: that many steps from ``offset`` on, each starting ``pages`` pages, no batch."""
+    running). ``num_steps`` > 1: that many steps from ``offset`` on, each starting ``pages`` pages, no batch.
+    ``finished``: the requests the step ended (the SGLang overlap loop's run through a last output), in the
+    order the loop's full step reports them."""
 
     offset: int
     pages: int
     batch: Batch | None
     usage: dict[Component, PoolUsage] | None
     num_steps: int = 1
+    finished: tuple[RequestState, ...] = ()
 
 
 def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:

@@ -12,7 +12,7 @@ requests whose step in flight ends them by length sit it out, and where the pool
 (``check_decode_mem``) the batch waits for their release, or requests are retracted (``retract_decode``: fewest
 outputs first) until it can, the last one aborted if even it cannot. With the overlap loop (the default) a step
 is processed after the next is scheduled (``process_batch_result``): a prompt's commit and a finish's release
-land then. The decode half is ``sglang_decode``.
+land then. The decode half is ``sglang_decode``, the engine loop's fast path ``sglang_fast``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
-from sim.sched.sglang_decode import SGLangDecode
+from sim.sched.sglang_fast import SGLangFastPath
 from sim.sched.sglang_policy import WaitingOrder
 
 
-class SGLangScheduler(SGLangDecode):
+class SGLangScheduler(SGLangFastPath):
     def __init__(
         self,
         manager: CacheManager,
@@ -57,9 +57,8 @@ class SGLangScheduler(SGLangDecode):
         self._known: dict[str, int] = {}  # a retracted request's tokens to prefill again (prompt + outputs)
         self._admitted: dict[str, RequestState] = {}  # every request holding KV, by id
         self._batch_run_at: int | None = None  # the fast path's batch run starts here (None: plain steps)
-        self._max_new: dict[
-            str, int
-        ] = {}  # sampling_params.max_new_tokens as clipped at arrival (0 possible)
+        self._finishing_steps = 0  # ... and, taking this many steps, ends requests at its last (0: none)
+        self._max_new: dict[str, int] = {}  # max_new_tokens as clipped at arrival (0 possible)
 
     def add(self, state: RequestState) -> None:
         page = self.manager.page_size

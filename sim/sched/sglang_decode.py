@@ -1,5 +1,6 @@
 """The decode half of SGLang 0.5.23's scheduler (mixed into ``SGLangScheduler``): ``update_running_batch``,
 ``check_decode_mem``, ``retract_decode`` and the processing of a step's results (``process_batch_result``).
+The engine loop's fast path over it is ``sglang_fast``.
 """
 
 from __future__ import annotations
@@ -8,15 +9,12 @@ from collections import deque
 from typing import Any
 
 from sim.align import ceil_div
-from sim.cache.components import Component
 from sim.cache.events import Retracted
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep
-from sim.sched.plain_runs import plain_steps
+from sim.sched.batch import Batch, BatchItem
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
-from sim.sched.sglang_runs import take_batch_run
 
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: room a retraction frees for each request kept
 
@@ -36,7 +34,6 @@ class SGLangDecode:
     _admitted: dict[str, RequestState]  # every request holding KV, by id
     clock: TokenClock
     mixed_chunk: bool
-    _batch_run_at: int | None  # the iteration a batch run starts at (None: plain steps)
 
     def _decode(self, batch: Batch) -> None:
         """``update_running_batch``."""
@@ -174,39 +171,3 @@ class SGLangDecode:
     def _prompt_done(self, state: RequestState) -> bool:
         req = self.manager.requests.get(state.request_id)
         return req is not None and req.kv_len >= self._known.get(state.request_id, state.prompt_len)
-
-    # ---- the engine loop's fast path ------------------------------------------------------------------
-    def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """Decode-only steps with nothing to process or admit in between: a batch run (steps that may start
-        pages, taken without evicting: ``batch_decode_steps``), else plain steps."""
-        if self.waiting or self.chunked or self._done or self._last_extend or not self.running:
-            return [], 0
-        launched = self._launched
-        if launched is not None and any(item.is_prefill for item in launched.items):
-            return [], 0
-        pools, need = self.manager.pools, len(self.running)  # every decode step evicts for a page each
-        if pools[Component.FULL].num_free < need or (
-            self.manager.has_swa and pools[Component.SWA].num_free < need
-        ):
-            return [], 0
-        runs = list(self.running)
-        # each stops a step short of its last output (the step that ends it is processed in full)
-        fewest = min(state.output_len - state.decoded - 2 for state in runs)
-        if fewest <= 0:  # (a request the step just finished may still be listed: released without overlap)
-            return [], 0
-        reqs = [self.manager.requests[state.request_id] for state in runs]
-        if fewest > 0 and self.manager.batch_run_room(reqs) >= 0:
-            self._batch_run_at = iteration
-            return runs, fewest
-        self._batch_run_at = None
-        return runs, plain_steps(self.manager, runs, iteration)
-
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
-        """Take the steps ``plain_decode_run`` allowed: a batch run (as many as it can, and the full steps among
-        them), else plain steps."""
-        if self._batch_run_at is not None:
-            return take_batch_run(self, self._batch_run_at, num_steps)
-        for state in runs:
-            self.manager.take_plain_decodes(self.manager.requests[state.request_id], num_steps)
-            state.decoded += num_steps
-        return None

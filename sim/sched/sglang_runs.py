@@ -12,13 +12,20 @@ pools after it, and the bounds see its batch (``FullStep``).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
+from sim.sched.batch import (
+    Batch,
+    BatchItem,
+    FullStep,
+    page_step_batch,
+    step_fits_room,
+    take_quiet_stretch,
+)
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 
@@ -33,26 +40,38 @@ class RunningBatch(Protocol):
     clock: TokenClock
 
 
-def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple[int, list[FullStep]]:
+def take_batch_run(
+    sched: RunningBatch,
+    iteration: int,
+    max_steps: int,
+    process: Callable[[], None] | None = None,
+    ended: list[RequestState] | None = None,
+) -> tuple[int, list[FullStep]]:
     """Up to ``max_steps`` decode steps of the running batch from ``iteration`` on; returns how many were taken
-    (fewer where a step might evict) and the full steps among them."""
+    (fewer where a step might evict) and the full steps among them. ``process``: the first step is an event
+    step that processes the step in flight before it (which ``ended`` those requests) between its plans and
+    its completion."""
     manager = sched.manager
     reqs = [manager.requests[state.request_id] for state in sched.running]
-    # each full step's steps in flight are the step before's batch: the running requests
-    in_flight: frozenset[str] | None = frozenset(req.request_id for req in reqs)
+    # each full step's steps in flight are the step before's batch: the running requests (and those it ended)
+    ids = [req.request_id for req in reqs] + [state.request_id for state in ended or ()]
+    in_flight: frozenset[str] | None = frozenset(ids)
     done = 0
     full_steps: list[FullStep] = []
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     while done < max_steps:
-        stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
-        if stretch:
-            full_steps += stretch_steps
-            done += stretch
-            continue
-        if not _event_step_fits(sched, reqs):
+        if process is None:
+            stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
+            if stretch:
+                full_steps += stretch_steps
+                done += stretch
+                continue
+        if not event_step_fits(sched, reqs):
             break
-        batch = _event_step(sched, reqs, iteration + done, in_flight, announced)
-        in_flight = None  # one pass begun per run: nothing reads its accounts before the next full step's
+        batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process)
+        in_flight = process = (
+            None  # one pass begun per run: nothing reads its accounts before the next full step's
+        )
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         done += 1
     for state in sched.running:
@@ -61,7 +80,46 @@ def take_batch_run(sched: RunningBatch, iteration: int, max_steps: int) -> tuple
     return done, full_steps
 
 
-def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
+def take_finishing_run(
+    sched: RunningBatch,
+    iteration: int,
+    num_steps: int,
+    process: Callable[[], None] | None = None,
+    ended: list[RequestState] | None = None,
+) -> tuple[int, list[FullStep], list[RequestState]]:
+    """An overlap loop's batch run whose last step gives requests their last output (ends them), taken as any
+    run; that step is handed on as the loop's full step it was, with the requests it ended. Returns the steps
+    taken, the full steps, and the ended requests in batch order (none where the run stopped short). The rest
+    of what the full step did leaves nothing a later step reads: its pass is begun again by the next full step,
+    its batch in flight names the running requests as the one in flight before it does, and its prefill pass
+    stops at once (nothing waits, nothing is chunked). ``process``, ``ended``: as ``take_batch_run``'s."""
+    done, full_steps = take_batch_run(sched, iteration, num_steps, process, ended)
+    if done < num_steps:
+        return done, full_steps, []
+    ended = [state for state in sched.running if state.decoded >= state.output_len - 1]
+    last = full_steps[-1] if full_steps else None
+    if last is None or last.offset + last.num_steps < num_steps:  # it only moved lengths
+        batch = _last_step_batch(sched, iteration + num_steps - 1)
+        full_steps.append(FullStep(num_steps - 1, 0, batch, None, finished=tuple(ended)))
+    else:
+        full_steps[-1] = last._replace(finished=tuple(ended))
+    if last is None or last.offset != num_steps - 1:  # the loop launched it as a step of its own
+        sched.clock.decode_steps_launched(1)
+    return done, full_steps, ended
+
+
+def _last_step_batch(sched: RunningBatch, iteration: int) -> Batch | None:
+    """The batch of a run's last step (taken: each request's length is a token past it), as the loop launched
+    it: each running request's next token. Made only where someone reads the steps' batches (``StepStarted``):
+    an observer is told of every step, a batch or among plain decodes."""
+    manager = sched.manager
+    if not manager.events.channel(StepStarted):
+        return None
+    reqs = [manager.requests[state.request_id] for state in sched.running]
+    return page_step_batch(reqs, [req.kv_len - 1 for req in reqs], iteration, 0)
+
+
+def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     """Whether the next step, taken in full, evicts nothing (``step_fits_room``), with SGLang's room: the KV
     pools' less the rules' slack and a page per request."""
     manager = sched.manager
@@ -70,7 +128,12 @@ def _event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
 
 
 def _event_step(
-    sched: RunningBatch, reqs: list[RequestCache], iteration: int, in_flight, announced: bool
+    sched: RunningBatch,
+    reqs: list[RequestCache],
+    iteration: int,
+    in_flight,
+    announced: bool,
+    process: Callable[[], None] | None,
 ) -> Batch | None:
     """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
     whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
@@ -100,6 +163,8 @@ def _event_step(
             plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
         if batch is not None:
             batch.items.append(BatchItem(plan, False))
+    if process is not None:  # process_batch_result of the step in flight, after this step's launch
+        process()
     for req in reqs:
         manager.complete_decode(req.request_id)
     return batch

@@ -24,6 +24,7 @@ from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable
 from sim.cache.blocks.views import BlockViews
+from sim.cache.events import BlocksSkipped, emit
 from sim.cache.policy import Policy
 from sim.cache.results import ChunkPlan
 from sim.models import FULL, MAMBA, SWA
@@ -167,9 +168,12 @@ class BoundaryDecodes(BlockViews):
 
     def _hash_block(self, req: BlockRequest, index: int) -> None:
         """``cache_blocks`` when block ``index`` of every group is the one that filled: hashed where the
-        group's mask reaches it, told skipped where it does not."""
+        group's mask reaches it, told skipped where it does not. Every group has one block size (the callers'
+        test), so one key names block ``index`` in all of them: the groups skipping it are told it in one
+        ``BlocksSkipped``, as ``tell_skipped`` groups equal keys."""
         layout, pool = self.layout, self.pool
         keys = self.keys.chain(req.tokens, index + 1, req.chain).keys
+        key = keys[(index + 1) * layout.key_stride[FULL] - 1]
         boundaries, retention = (req.replay_boundary, req.junction), self.knobs.retention_interval
         B, need = layout.block_size, layout.swa_need
         # the mask at one index: the scalar rule (``reachable``, which ``reachable_indices`` is held to)
@@ -177,17 +181,17 @@ class BoundaryDecodes(BlockViews):
             kind: kind == FULL or reachable(kind, index, retention, B, need, boundaries, B)
             for kind in layout.kinds
         }
-        skipped: dict[int, list] = {}
-        for group, kind in enumerate(layout.group_kinds):
-            block = req.tables[group][index]
-            if block is not None:
-                key = (keys[(index + 1) * layout.key_stride[kind] - 1], group)
-                if reached[kind]:
-                    pool.cache(block, key)
-                    if kind == MAMBA:
-                        self._mamba_keys_this_step.add(key)
-                elif self._on_skip and kind != FULL:
-                    skipped[group] = [key[0]]
-            req.num_cached[group] = index + 1
-        if skipped:
-            steps.tell_skipped(self._on_skip, skipped)
+        told: list[int] = []
+        for group, (kind, table) in enumerate(zip(layout.group_kinds, req.tables, strict=True)):
+            block = table[index]
+            if block is None:
+                continue
+            if reached[kind]:
+                pool.cache(block, (key, group))
+                if kind == MAMBA:
+                    self._mamba_keys_this_step.add((key, group))
+            elif kind != FULL:
+                told.append(group)
+        req.num_cached[:] = [index + 1] * len(req.num_cached)
+        if told and self._on_skip:
+            emit(self._on_skip, BlocksSkipped(tuple(told), [key]))

@@ -86,9 +86,9 @@ class Layout:
         every block hashed)."""
         return ceil_div(self.window - 1, self.block_of(SWA)) if self.window else 0
 
-    @property
+    @cached_property
     def kinds(self) -> tuple[str, ...]:
-        """Each kind once, in group order."""
+        """Each kind once, in group order (computed once: read at every block a decode fills)."""
         return tuple(dict.fromkeys(self.group_kinds))
 
     def groups_of(self, kind: str) -> list[int]:

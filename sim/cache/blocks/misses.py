@@ -26,6 +26,8 @@ from sim.cache.reasons import (
 )
 from sim.models import FULL, MAMBA, SWA
 
+UNSORTED_CAP = 1 << 22  # skipped keys kept as tellings, not yet in sets (32 MiB of references)
+
 
 @dataclass
 class BlockMissTracker:
@@ -40,6 +42,13 @@ class BlockMissTracker:
     # was a sixth of a vLLM replay)
     evicted: dict[int, set] = field(default_factory=dict)
     skipped: dict[tuple[int, ...], set] = field(default_factory=dict)
+    # the skipped keys told and not yet in ``skipped``, per set of groups: a telling is kept as its list and
+    # added to the set only when a question reads that set (``_skipped_sets``). The SWA groups' set took 97% of
+    # a vLLM replay's skipped keys and is read only where a hit's window is short of blocks (``_cause``):
+    # mostly never. Equal: every read of ``skipped`` goes through ``_skipped_sets``, which adds them first.
+    unsorted_skips: dict[tuple[int, ...], list[list]] = field(default_factory=dict)
+    num_unsorted: int = 0  # their keys: past ``unsorted_cap`` all go to the sets (a duplicate held twice is freed)
+    unsorted_cap: int = UNSORTED_CAP
 
     def __post_init__(self):
         self.events.subscribe(BlocksEvicted, self._on_evicted)
@@ -57,13 +66,27 @@ class BlockMissTracker:
             seen.update(map(itemgetter(0), run))
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
-        self.skipped.setdefault(event.groups, set()).update(event.keys)
+        self.unsorted_skips.setdefault(event.groups, []).append(event.keys)
+        self.num_unsorted += len(event.keys)
+        if self.num_unsorted > self.unsorted_cap:
+            self._skipped_sets(sorted({group for told in self.unsorted_skips for group in told}))
+
+    def _skipped_sets(self, groups: list[int]) -> list[set]:
+        """The skipped sets of every set of groups told alike holding any of ``groups``, each with its keys
+        told since it was last read added first."""
+        unsorted = self.unsorted_skips
+        for told in [told for told in unsorted if not set(told).isdisjoint(groups)]:
+            seen = self.skipped.setdefault(told, set())
+            for keys in unsorted.pop(told):
+                seen.update(keys)
+                self.num_unsorted -= len(keys)
+        return [keys for told, keys in self.skipped.items() if not set(told).isdisjoint(groups)]
 
     def _was_evicted(self, key: object, group: int) -> bool:
         return key in self.evicted.get(group, ())
 
     def _was_skipped(self, key: object, group: int) -> bool:
-        return any(key in keys for groups, keys in self.skipped.items() if group in groups)
+        return any(key in keys for keys in self._skipped_sets([group]))
 
     def _on_hit(self, event: BlockHit) -> None:
         """A preempted request admitted again reports its first hit (``BlockCacheManager._start``): so
@@ -128,7 +151,7 @@ class BlockMissTracker:
         groups = self.layout.groups_of(MAMBA)
         if reason == MAMBA_EVICTED:
             return [self.evicted[g] for g in groups if g in self.evicted]
-        return [keys for told, keys in self.skipped.items() if not set(told).isdisjoint(groups)]
+        return self._skipped_sets(groups)
 
     def _stateless_stepwise(self, chain: list, start: int, full: int) -> list[Range]:
         """``_stateless`` point by point (the reference its slices are tested against)."""

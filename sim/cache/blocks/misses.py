@@ -47,7 +47,8 @@ class BlockMissTracker:
     # a vLLM replay's skipped keys and is read only where a hit's window is short of blocks (``_cause``):
     # mostly never. Equal: every read of ``skipped`` goes through ``_skipped_sets``, which adds them first.
     unsorted_skips: dict[tuple[int, ...], list[list]] = field(default_factory=dict)
-    num_unsorted: int = 0  # their keys: past ``unsorted_cap`` all go to the sets (a duplicate held twice is freed)
+    # their keys: past ``unsorted_cap`` every telling goes to its set (a key told twice is then held once)
+    num_unsorted: int = 0
     unsorted_cap: int = UNSORTED_CAP
 
     def __post_init__(self):

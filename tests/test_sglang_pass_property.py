@@ -40,7 +40,9 @@ _EVICTABLE = SGLangAdmission.evictable_tokens
 
 def checked_pass_ahead(self, manager, in_flight, steps_ahead):
     accounts = _PASS_AHEAD(self, manager, in_flight, steps_ahead)
-    reference = running_decode_offset_stepwise(manager.requests.values(), in_flight, steps_ahead, self._max_new)
+    reference = running_decode_offset_stepwise(
+        manager.requests.values(), in_flight, steps_ahead, self._max_new
+    )
     assert accounts.total == reference, (accounts.total, reference, steps_ahead)
     CHECKS["passes"] += 1
     CHECKS["offset"] += reference > 0
@@ -90,7 +92,9 @@ def bursts(draw):
             draw(st.lists(shapes, min_size=3, max_size=12))
         )
     ]
-    policy = draw(st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"]))
+    policy = draw(
+        st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
+    )
     page = draw(st.sampled_from([1, 2, 16, 64]))
     knobs = dict(
         page_size=page,
@@ -158,7 +162,9 @@ def running_batches(draw):
             )
         )
     in_flight = frozenset(r.request_id for r in requests if draw(st.booleans()))
-    rules = SimpleNamespace(full_pool_tokens=draw(st.sampled_from([0, 1000, 4000, 8000, 100000])), page_size=page)
+    rules = SimpleNamespace(
+        full_pool_tokens=draw(st.sampled_from([0, 1000, 4000, 8000, 100000])), page_size=page
+    )
     return requests, in_flight, draw(st.integers(0, 300)), rules
 
 
@@ -188,8 +194,13 @@ class Accounts(SimpleNamespace):
 @pytest.mark.interpreted  # SGLangAdmission.budget_state asked of a stand-in
 @settings(max_examples=1500, deadline=None, derandomize=True)
 @given(
-    st.integers(0, 400), st.integers(0, 200), st.integers(-50, 400), st.integers(-50, 400), st.booleans(),
-    st.integers(-5, 5), st.integers(-5, 5),
+    st.integers(0, 400),
+    st.integers(0, 200),
+    st.integers(-50, 400),
+    st.integers(-50, 400),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.integers(-5, 5),
 )
 def test_the_budget_state_counts_the_tree_only_where_it_can_matter(
     free, evictable, total, current, swa_budget, remaining_swa, left

@@ -173,8 +173,8 @@ class SGLangScheduler(SGLangFastPath):
         self._allocate(batch, added)
 
     def _admit_waiting(self, added: list[tuple[RequestState, int]]) -> None:
-        for state in list(self.waiting):
-            if self.rules.budget_state(self.manager) == "other":
+        for index, state in enumerate(list(self.waiting)):
+            if not index and self.rules.budget_state(self.manager) == "other":  # then: _add_one's "continue"
                 return
             held = sum(1 for s, _ in added if s.request_id in self.manager.requests)
             if len(added) >= self._allocatable(held):

@@ -16,6 +16,7 @@ from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.sglang_budget import PassBudget
 from sim.cache.engines.sglang_locked import locked_pages_shared
+from sim.cache.engines.sglang_pass import running_decode_offset_of
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -59,13 +60,9 @@ class SGLangAdmission(EngineRules):
     def pass_ahead(self, manager: RadixOps, in_flight: AbstractSet[str], steps_ahead: int) -> PassBudget:
         """A new pass's accounts ``steps_ahead`` plain decode steps from now: each step takes a token off
         what every running request still owes."""
-        owed = [
-            self._max_new(r) - 1 - r.decode_steps - steps_ahead + (r.request_id in in_flight)
-            for r in manager.requests.values()
-            if r.kv_len >= r.prompt_len
-        ]
-        chunk = self.policy.chunked_prefill_size
-        return PassBudget(budget.running_decode_offset(owed), 0, 0, chunk, MAX_PREFILL_TOKENS)
+        requests, pool_tokens = manager.requests.values(), self.full_pool_tokens
+        offset = running_decode_offset_of(requests, in_flight, steps_ahead, pool_tokens, self.page_size)
+        return PassBudget(offset, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
 
     def reserve_mixed_decode(self, num_running: int) -> None:
         """``PrefillAdder(num_mixed_decode_tokens=running_bs)`` under ``--enable-mixed-chunk``: a token per running
@@ -84,8 +81,10 @@ class SGLangAdmission(EngineRules):
         chunk tokens left) or ``continue``."""
         b = self.pass_budget
         free = self.free_tokens(manager, swa=False)
-        evictable = self.evictable_tokens(manager, None, swa=False)
-        room = free + evictable - b.total > 0 and free + evictable - b.current > 0
+        room = free > b.total and free > b.current  # the tree's count (never negative) cannot change that
+        if not room:
+            evictable = self.evictable_tokens(manager, None, swa=False)
+            room = free + evictable - b.total > 0 and free + evictable - b.current > 0
         if room and self.swa_budget:
             remaining = self._remaining_swa(manager, None, 0)
             room = remaining is not None and remaining > 0

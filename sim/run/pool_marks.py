@@ -14,6 +14,7 @@ row-by-row reference, ``tests/test_pool_marks.py``).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class PoolMarks:
         self.move_pages = array("q")
         self.move_free = array("q")  # the KV pool's free column (its running column is the next)
 
-    def mark(self, row: int, pools: tuple[int, ...] | list[int]) -> None:
+    def mark(self, row: int, pools: Sequence[int]) -> None:
         """The pools read ``pools`` at ``row`` and after, until the next mark (pages moved since included)."""
         self.mark_rows.append(row)
         self.mark_values.extend(pools)

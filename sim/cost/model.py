@@ -11,7 +11,8 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sim.cost.decode_run import roofline_decode_run, steps_before
+from sim.cost.decode_run import steps_before
+from sim.cost.decode_run_settled import settled_decode_run
 from sim.cost.gpus import GPUSpec
 from sim.cost.shape import StepShape, attended_sum, is_count
 from sim.models import FULL, SWA, ModelSpec
@@ -158,10 +159,11 @@ class CostModel:
         self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
     ) -> tuple[list[float], list[float]]:
         """The starts and durations of the decode steps ``decode_times`` gives that end before ``horizon``
-        (``steps_before``), at most ``max_steps``: the roofline's in one tight loop, the same floats."""
+        (``steps_before``), at most ``max_steps``: the roofline's in tight loops (``decode_run_settled``), the
+        same floats."""
         if self.calibration is not None:
             return steps_before(self.decode_times(contexts), now, horizon, max_steps)
-        return roofline_decode_run(self._coefficients, self.gpu, contexts, now, horizon, max_steps)
+        return settled_decode_run(self._coefficients, self.gpu, contexts, now, horizon, max_steps)
 
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""

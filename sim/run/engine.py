@@ -140,13 +140,14 @@ class Engine:
         return bool(ended)
 
     def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
-        """The rows of a batch run, from the pools before it (``run_pool_columns``), as column blocks; the
-        bounds see each full step's batch, and other listeners the steps' events as the loop would send them."""
+        """The rows of a batch run, from the pools before it, as column blocks (its pool columns as marks and
+        moves: ``StepLog.extend_batch_run``); the bounds see each full step's batch, and other listeners the
+        steps' events as the loop would send them (their rows' pools row by row: ``run_pool_columns``)."""
         first, num_decode = self.iteration, len(runs)
         kv_columns = (0, 3) if self.manager.has_swa else (0,)  # FULL free and SWA free; running follows
-        columns = run_pool_columns(pools, full_steps, len(starts), kv_columns)
-        self.steps.extend_batch_run(first, starts, durations, num_decode, columns)
+        self.steps.extend_batch_run(first, starts, durations, num_decode, pools, full_steps, kv_columns)
         if self._step_started or self._step_ended or self._plain_ended:
+            columns = run_pool_columns(pools, full_steps, len(starts), kv_columns) if self._step_ended else []
             self._announce_batch_run(first, starts, durations, num_decode, full_steps, columns)
 
     def _announce_batch_run(

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from sim.run.metrics import POOL_COLUMNS, pool_values
+from sim.run.pool_marks import PoolMarks
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
 TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
@@ -19,17 +20,19 @@ class StepLog:
     """The timed engine's step table, a row per step, written by the engine (``sim/run/engine.py``): a full
     step's row, a run of plain decode steps, or a batch run's rows as column blocks. The integer columns are
     machine integers (``array('q')``: a Python int in a list costs 36 bytes, and numpy reads the array without
-    converting each); the times stay the floats the clock made."""
+    converting each); the times stay the floats the clock made. The pool columns are kept as what changed them
+    (``PoolMarks``), made row by row only by ``frame``."""
 
     def __init__(self) -> None:
         self.columns: dict[str, list | array] = {
-            name: [] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS + POOL_COLUMNS
+            name: [] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS
         }
         self._row_columns = list(self.columns.values())  # in a row's order
-        self._pool_columns = [self.columns[name] for name in POOL_COLUMNS]
+        self.pools = PoolMarks()
 
     def append(self, step: tuple, pools: tuple) -> None:
-        for column, value in zip(self._row_columns, step + pools, strict=True):
+        self.pools.mark(len(self), pools)
+        for column, value in zip(self._row_columns, step, strict=True):
             column.append(value)
 
     def extend_decode_only(
@@ -37,18 +40,29 @@ class StepLog:
     ) -> None:
         """Steps that only decoded and allocated nothing: the pools read as after the step before."""
         self._extend_decodes(first_step, starts, durations, num_decode)
-        count = len(starts)
-        for column in self._pool_columns:
-            column.extend(array("q", (column[-1],)) * count)
 
     def extend_batch_run(
-        self, first_step: int, starts: list[float], durations: list[float], num_decode: int, pools: Sequence
+        self,
+        first_step: int,
+        starts: list[float],
+        durations: list[float],
+        num_decode: int,
+        pools: Sequence[int],
+        full_steps: Sequence,
+        kv_columns: tuple[int, ...],
     ) -> None:
-        """A batch run's decode steps (``Engine._record_batch_run``), the pools after each step given as
-        columns (``pools[c][i]``: pool column ``c`` after step ``i``)."""
+        """A batch run's decode steps (``Engine._record_batch_run``) from the pools before it: each full step
+        (``FullStep``) that started pages moved them from free to running in each KV pool (``kv_columns``: each
+        one's free column, its running column next), an event step reads as its ``usage``, any other step as
+        the step before (``run_pool_columns``, row by row)."""
+        row = len(self)
         self._extend_decodes(first_step, starts, durations, num_decode)
-        for column, values in zip(self._pool_columns, pools, strict=True):
-            column.extend(values)
+        self.pools.mark(row, pools)
+        for full in full_steps:
+            if full.usage is not None:
+                self.pools.mark(row + full.offset, pool_values(full.usage))
+            elif full.pages:
+                self.pools.move(row + full.offset, full.num_steps, full.pages, kv_columns)
 
     def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
         count, columns = len(starts), self.columns
@@ -65,8 +79,10 @@ class StepLog:
         """The table. Every column is all ints or all floats, so numpy makes the same dtypes pandas would
         (int64 and float64), three times faster than pandas reading a million-row list."""
         if not len(self):
-            return pd.DataFrame({name: [] for name in self.columns})
-        return pd.DataFrame({name: _as_numpy(column) for name, column in self.columns.items()})
+            return pd.DataFrame({name: [] for name in STEP_COLUMNS + POOL_COLUMNS})
+        table = {name: _as_numpy(column) for name, column in self.columns.items()}
+        table.update(zip(POOL_COLUMNS, self.pools.columns(len(self)), strict=True))
+        return pd.DataFrame(table)
 
 
 def _as_numpy(column: list | array) -> np.ndarray:
@@ -76,7 +92,8 @@ def _as_numpy(column: list | array) -> np.ndarray:
 
 
 def run_pool_columns(pools: Sequence[int], full_steps, num_steps: int, kv_columns) -> list[array]:
-    """Each pool column after each of a batch run's ``num_steps`` steps, from the pools before it: a full step
+    """Each pool column after each of a batch run's ``num_steps`` steps, from the pools before it (what
+    ``StepLog.extend_batch_run`` records, row by row: the step events' rows and the tests' reference): a full step
     (``FullStep``) that started pages moved them from free to running in each KV pool (``kv_columns``: each
     one's free column, its running column next), an event step reads as its ``usage``; any other step as the
     step before. A stretch of steps starting the same pages each is a range per KV column."""

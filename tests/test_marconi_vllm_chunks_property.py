@@ -54,10 +54,10 @@ def _counting(monkeypatch):
 
     direct = chunks.evict_lone_leaf
 
-    def counted_direct(tree, recency, victim, hand_over=False):
+    def counted_direct(tree, recency, victim, hand_over=False, told=None):
         _TAKEN["direct"] += 1
         _TAKEN["handed"] += hand_over
-        return direct(tree, recency, victim, hand_over)
+        return direct(tree, recency, victim, hand_over, told)
 
     monkeypatch.setattr(chunks.MarconiEvictor, "evict", counted_evict)
     monkeypatch.setattr(chunks, "evict_lone_leaf", counted_direct)

@@ -19,6 +19,7 @@ from sim.cache.events import (
     Finished,
     FinishStarted,
     LeafDeleting,
+    LeafEvicted,
     Matched,
     Split,
     StateDropping,
@@ -83,6 +84,7 @@ class TreeMissTracker:
         subscribe(TombstoningRun, self._on_tombstone)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
+        subscribe(LeafEvicted, self._on_leaf_evicted)  # the four above for one leaf (events.py)
         subscribe(Split, self._on_split)
         subscribe(Matched, self._on_matched)
         subscribe(Admitted, self._on_admitted)
@@ -110,7 +112,13 @@ class TreeMissTracker:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
-    def _on_delete_leaf(self, event: LeafDeleting) -> None:
+    def _on_leaf_evicted(self, event: LeafEvicted) -> None:
+        """A leaf's FULL eviction count (nothing to record), deletion, tombstone and state drop: the last two
+        are of the node just deleted, so only the tombstone's reset of the pending SWA count is left of them."""
+        self._on_delete_leaf(event)
+        self._swa_eviction_pending = False
+
+    def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
         again later is a new node, but the same tokens."""
         node = event.node

@@ -23,6 +23,7 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_direct import (
     add_checkpointed_leaf,
+    chunk_key,
     evict_lone_leaf,
     exposes_nothing,
     hands_over,
@@ -151,8 +152,9 @@ def commit_leaf_chunk(
     recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    key, own_swa = req.tokens.slice(base, end), cast("list[int]", swa) if has_swa else None
+    own_swa = cast("list[int]", swa) if has_swa else None
     direct = takes_direct_nodes(tree)
+    key = chunk_key(req.tokens, base, end) if direct else req.tokens.slice(base, end)
     if direct:
         node = add_checkpointed_leaf(tree, last, key, full, own_swa, checkpoint[1])
         req.checkpoint = None

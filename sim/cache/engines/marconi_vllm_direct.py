@@ -15,6 +15,7 @@ tests/test_marconi_vllm_chunks_property.py).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 from sim.cache.components import FULL
 from sim.cache.engines.marconi_recency import Recency
@@ -191,3 +192,19 @@ def slide_unreleased(
         node.state_lock += 1
         held.state_node = node
     held.node = node
+
+
+def chunk_key(tokens: TokenSeq, start: int, end: int) -> TokenSeq:
+    """``tokens.slice(start, end)`` for ``0 <= start < end <= len(tokens)``: a chunk within one run (a page of a
+    trace segment, nearly every one) is cut here from that run; any other goes to ``slice``."""
+    if start == 0 and end == tokens.length:
+        return tokens  # as ``slice`` answers it: the sequence itself
+    starts = tokens._run_starts()
+    index = bisect_right(starts, start) - 1
+    run, run_start = tokens.runs[index], starts[index]
+    run_end = run_start + run[2]
+    if end > run_end:
+        return tokens.slice(start, end)
+    if start == run_start and end == run_end:
+        return TokenSeq._trusted((run,), end - start)  # a whole run is shared, as ``slice`` shares it
+    return TokenSeq._trusted(((run[0], run[1] + start - run_start, end - start),), end - start)

@@ -72,8 +72,7 @@ class TreeMissTracker:
     _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
-    # the leaf being deleted: its tombstone and state drop follow its deletion, and nothing can ask about it
-    # again (a later match walks live nodes only), so the two node-id tables record only live nodes
+    # the leaf being deleted: its tombstone and state drop follow; no later match asks (they walk live nodes)
     _deleted: Node | None = None
     _pending: MatchMiss = _NO_MISS
 
@@ -84,7 +83,7 @@ class TreeMissTracker:
         subscribe(TombstoningRun, self._on_tombstone)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
-        subscribe(LeafEvicted, self._on_leaf_evicted)  # the four above for one leaf (events.py)
+        subscribe(LeafEvicted, self._on_delete_leaf)  # a leaf's count, deletion, tombstone, state drop
         subscribe(Split, self._on_split)
         subscribe(Matched, self._on_matched)
         subscribe(Admitted, self._on_admitted)
@@ -93,8 +92,7 @@ class TreeMissTracker:
 
     # ---- events ---------------------------------------------------------------------------------
     def _on_evicting(self, event: Evicting) -> None:
-        if event.component == SWA:  # every eviction is counted before it tombstones its node
-            self._swa_eviction_pending = True
+        self._swa_eviction_pending |= event.component == SWA  # an eviction is counted before its tombstone
 
     def _on_tombstone(self, event: Tombstoning | TombstoningRun) -> None:
         """A node's SWA is about to go, or a run's (only its first node can follow an eviction's count)."""
@@ -112,15 +110,8 @@ class TreeMissTracker:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
-    def _on_leaf_evicted(self, event: LeafEvicted) -> None:
-        """A leaf's FULL eviction count (nothing to record), deletion, tombstone and state drop: the last two
-        are of the node just deleted, so only the tombstone's reset of the pending SWA count is left of them."""
-        self._on_delete_leaf(event)
-        self._swa_eviction_pending = False
-
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
-        """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
-        again later is a new node, but the same tokens."""
+        """Keyed by the tokens before the node, not its parent: evicted and inserted again, a prefix is a new node."""
         node = event.node
         above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
         key = hash(node.edge)
@@ -134,7 +125,8 @@ class TreeMissTracker:
         self._prefix_links.pop(node.id, None)
         self.tomb_cause.pop(node.id, None)
         self.state_evicted.pop(node.id, None)
-        self._deleted = node
+        self._deleted = node  # the tombstone next resets the SWA count: ``LeafEvicted`` has none to follow
+        self._swa_eviction_pending = False
 
     def _prefix_link(self, node: Node) -> tuple | None:
         """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,

@@ -72,7 +72,7 @@ class TreeMissTracker:
     _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
-    # the leaf being deleted: its tombstone and state drop follow; no later match asks (they walk live nodes)
+    # the leaf being deleted: its tombstone and state drop follow; no later match (live nodes only) asks
     _deleted: Node | None = None
     _pending: MatchMiss = _NO_MISS
 
@@ -83,7 +83,7 @@ class TreeMissTracker:
         subscribe(TombstoningRun, self._on_tombstone)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
-        subscribe(LeafEvicted, self._on_delete_leaf)  # a leaf's count, deletion, tombstone, state drop
+        subscribe(LeafEvicted, self._on_delete_leaf)  # and the three events after it (events.py)
         subscribe(Split, self._on_split)
         subscribe(Matched, self._on_matched)
         subscribe(Admitted, self._on_admitted)
@@ -92,7 +92,8 @@ class TreeMissTracker:
 
     # ---- events ---------------------------------------------------------------------------------
     def _on_evicting(self, event: Evicting) -> None:
-        self._swa_eviction_pending |= event.component == SWA  # an eviction is counted before its tombstone
+        if event.component == SWA:  # every eviction is counted before it tombstones its node
+            self._swa_eviction_pending = True
 
     def _on_tombstone(self, event: Tombstoning | TombstoningRun) -> None:
         """A node's SWA is about to go, or a run's (only its first node can follow an eviction's count)."""
@@ -111,7 +112,7 @@ class TreeMissTracker:
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
-        """Keyed by the tokens before the node, not its parent: evicted and inserted again, a prefix is a new node."""
+        """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node = event.node
         above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
         key = hash(node.edge)
@@ -125,8 +126,7 @@ class TreeMissTracker:
         self._prefix_links.pop(node.id, None)
         self.tomb_cause.pop(node.id, None)
         self.state_evicted.pop(node.id, None)
-        self._deleted = node  # the tombstone next resets the SWA count: ``LeafEvicted`` has none to follow
-        self._swa_eviction_pending = False
+        self._deleted = node
 
     def _prefix_link(self, node: Node) -> tuple | None:
         """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,

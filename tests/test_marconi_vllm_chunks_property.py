@@ -54,19 +54,37 @@ def _counting(monkeypatch):
 
     direct = chunks.evict_lone_leaf
 
-    def counted_direct(tree, recency, victim, hand_over=False):
+    def counted_direct(tree, recency, victim, hand_over=False, told=None):
         _TAKEN["direct"] += 1
         _TAKEN["handed"] += hand_over
-        return direct(tree, recency, victim, hand_over)
+        return direct(tree, recency, victim, hand_over, told)
 
     monkeypatch.setattr(chunks.MarconiEvictor, "evict", counted_evict)
     monkeypatch.setattr(chunks, "evict_lone_leaf", counted_direct)
     monkeypatch.setattr("sim.cache.engines.marconi_vllm.commit_leaf_chunk", counted_commit)
 
 
+def _log_locks(recorded: Recorded) -> None:
+    """After each chunk's commit, the request's locks into the event log: a request's locks are gone when
+    it finishes, so a wrong slide shows only between its chunks."""
+    rules = recorded.manager.rules
+    commit = rules.after_prefill_chunk
+
+    def logged(manager, req, is_last):
+        commit(manager, req, is_last)
+        held = req.locks
+        window = tuple((node.start, node.end) for node in held.swa_nodes)
+        state_node = None if held.state_node is None else held.state_node.end
+        recorded.log.append(("locks", held.node.end, window, held.swa_covered, state_node, held.in_walk_order))
+
+    rules.after_prefill_chunk = logged
+
+
 def _compare(cache, requests, one_loop: bool) -> None:
     fused, general = Recorded(*cache, fast=one_loop), Recorded(*cache, fast=one_loop)
     general.manager.rules.fused_chunks = False
+    _log_locks(fused)
+    _log_locks(general)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"
         own_ref = rid if own == 3 else f"own{family}-{own}"

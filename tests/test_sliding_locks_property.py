@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from test_decode_fast_path_property import Run, snapshot
 
 from sim.cache import locks
+from sim.cache.engines import marconi_vllm_chunks
 from sim.cache.sizing import PoolSizes
 
 MARCONI_PRESETS = ("marconi", "marconi-sglang", "marconi-vllm")
@@ -85,17 +86,27 @@ def rebuilt_window(tree, node, window: int) -> list:
 def checked_slides():
     """Every slide compared with the rebuild's walk from its new node; yields the count of slides."""
     count = [0]
-    real_slide = locks.slide
+    real_slide, real_direct = locks.slide, marconi_vllm_chunks.slide_unreleased
 
-    def slide(tree, held, node, window, has_swa, has_mamba):
-        real_slide(tree, held, node, window, has_swa, has_mamba)
+    def check(tree, held, node, window, has_swa):
         expected = rebuilt_window(tree, node, window) if has_swa else []
         assert held.swa_nodes == expected, "the slid window is not the rebuilt one"
         assert held.swa_covered == sum(n.end - n.start for n in expected)
         assert all(held.holder in n.swa_holders for n in expected)
         count[0] += 1
 
-    with mock.patch.object(locks, "slide", slide):
+    def slide(tree, held, node, window, has_swa, has_mamba):
+        real_slide(tree, held, node, window, has_swa, has_mamba)
+        check(tree, held, node, window, has_swa)
+
+    def direct_slide(held, node, tree, window, has_swa, has_mamba):  # vLLM+'s direct commit slides so
+        real_direct(held, node, tree, window, has_swa, has_mamba)
+        check(tree, held, node, window, has_swa)
+
+    with (
+        mock.patch.object(locks, "slide", slide),
+        mock.patch.object(marconi_vllm_chunks, "slide_unreleased", direct_slide),
+    ):
         yield count
 
 

@@ -152,6 +152,18 @@ class LeafDeleting:
 
 
 @dataclass(frozen=True, slots=True)
+class LeafEvicted:
+    """``Evicting(FULL, node)``, ``LeafDeleting``, ``Tombstoning`` and ``StateDropping`` of one leaf, in that
+    order, as one event. An observer of this kind subscribes to the four too and takes this one as the four
+    (``TreeMissTracker``), so where each of the five kinds has one handler they are one observer's, and
+    vLLM+'s per-chunk eviction publishes this instead of the four (``marconi_vllm_direct.told_as_one``).
+    Only a tree that never counts an SWA eviction publishes it (Marconi's), so the tombstone's reset of a
+    pending SWA count has nothing to reset."""
+
+    node: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Split:
     upper: Any  # the new node above
     lower: Any  # the old node, now below it

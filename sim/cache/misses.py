@@ -19,6 +19,7 @@ from sim.cache.events import (
     Finished,
     FinishStarted,
     LeafDeleting,
+    LeafEvicted,
     Matched,
     Split,
     StateDropping,
@@ -71,8 +72,7 @@ class TreeMissTracker:
     _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
-    # the leaf being deleted: its tombstone and state drop follow its deletion, and nothing can ask about it
-    # again (a later match walks live nodes only), so the two node-id tables record only live nodes
+    # the leaf being deleted: its tombstone and state drop follow; no later match (live nodes only) asks
     _deleted: Node | None = None
     _pending: MatchMiss = _NO_MISS
 
@@ -83,6 +83,7 @@ class TreeMissTracker:
         subscribe(TombstoningRun, self._on_tombstone)
         subscribe(StateDropping, self._on_drop_state)
         subscribe(LeafDeleting, self._on_delete_leaf)
+        subscribe(LeafEvicted, self._on_delete_leaf)  # and the three events after it (events.py)
         subscribe(Split, self._on_split)
         subscribe(Matched, self._on_matched)
         subscribe(Admitted, self._on_admitted)
@@ -110,9 +111,8 @@ class TreeMissTracker:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
-    def _on_delete_leaf(self, event: LeafDeleting) -> None:
-        """Keyed by the tokens before the node, not by its parent node: a prefix evicted and inserted
-        again later is a new node, but the same tokens."""
+    def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
+        """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node = event.node
         above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
         key = hash(node.edge)

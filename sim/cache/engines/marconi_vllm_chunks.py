@@ -23,12 +23,15 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_direct import (
     add_checkpointed_leaf,
+    chunk_key,
     evict_lone_leaf,
     exposes_nothing,
     hands_over,
+    slide_unreleased,
     takes_direct_nodes,
+    told_as_one,
 )
-from sim.cache.events import Inserted, emit
+from sim.cache.events import EventBus, Inserted, emit
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -37,9 +40,10 @@ from sim.cache.tree import RadixTree
 
 
 class _Inserts(Protocol):
-    """What of ``CacheManager`` beyond ``RadixOps`` an insert announces itself on."""
+    """What of ``CacheManager`` beyond ``RadixOps`` an insert or an eviction announces itself on."""
 
     _inserted: list
+    events: EventBus
 
 
 class _TakesSlots(Protocol):
@@ -65,6 +69,7 @@ def reserve_page(manager: RadixOps, evictor: MarconiEvictor, swa_pages: int) -> 
     recency.tick()
     leaves = cast(LeafHeap, recency.leaves)
     direct = takes_direct_nodes(tree)
+    told = told_as_one(tree, cast(_Inserts, manager).events) if direct else None
     chunk = cast(_TakesSlots, manager)
     while True:
         victim = least_recent_leaf(leaves, tree.root, recency)
@@ -72,21 +77,23 @@ def reserve_page(manager: RadixOps, evictor: MarconiEvictor, swa_pages: int) -> 
             return _refusal(manager.topology, 1, swa_pages, 1)
         if direct and exposes_nothing(victim, evictor.has_mamba):
             if chunk.takes_handed_slots and hands_over(victim, swa_pages, (full_pool, swa_pool, state_pool)):
-                _hand_over(chunk, tree, recency, victim)  # one of each freed: no pool is short after it
+                _hand_over(chunk, tree, recency, victim, told)  # one of each freed: no pool is short after it
                 return None
-            evict_lone_leaf(tree, recency, victim)
+            evict_lone_leaf(tree, recency, victim, told=told)
         else:
             evictor.evict(tree, victim, None)
         if full_pool.num_free >= 1 and swa_pool.num_free >= swa_pages and state_pool.num_free >= 1:
             return None
 
 
-def _hand_over(chunk: _TakesSlots, tree: RadixTree, recency: Recency, victim: Node) -> None:
+def _hand_over(
+    chunk: _TakesSlots, tree: RadixTree, recency: Recency, victim: Node, told: list | None
+) -> None:
     """Evict ``victim`` and hand its page, SWA page and state to the chunk as its allocations."""
     swa = victim.swa_pages
     own_swa: list[int | None] = [None] if swa is None else cast("list[int | None]", swa)
     handed = (victim.full_pages, own_swa, cast(int, victim.state))
-    evict_lone_leaf(tree, recency, victim, hand_over=True)
+    evict_lone_leaf(tree, recency, victim, True, told)
     chunk.handed_slots = handed
 
 
@@ -145,8 +152,10 @@ def commit_leaf_chunk(
     recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    key, own_swa = req.tokens.slice(base, end), cast("list[int]", swa) if has_swa else None
-    if takes_direct_nodes(tree):
+    own_swa = cast("list[int]", swa) if has_swa else None
+    direct = takes_direct_nodes(tree)
+    key = chunk_key(req.tokens, base, end) if direct else req.tokens.slice(base, end)
+    if direct:
         node = add_checkpointed_leaf(tree, last, key, full, own_swa, checkpoint[1])
         req.checkpoint = None
     else:
@@ -154,7 +163,10 @@ def commit_leaf_chunk(
         req.checkpoint = None
         tree.set_state(node, checkpoint[1])
     req.prefix_len = end
-    locks.slide(tree, req.locks, node, window, has_swa, has_mamba)  # ``CacheManager.relock``: one node down
+    if direct:  # ``CacheManager.relock``: one node down
+        slide_unreleased(req.locks, node, tree, window, has_swa, has_mamba)
+    else:
+        locks.slide(tree, req.locks, node, window, has_swa, has_mamba)
     inserted = cast(_Inserts, manager)._inserted
     if inserted:
         emit(inserted, Inserted(req.request_id, end))

@@ -15,11 +15,22 @@ tests/test_marconi_vllm_chunks_property.py).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 from sim.cache.components import FULL
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.events import Evicting, LeafDeleting, SlotsFreed, StateDropping, Tombstoning, emit
+from sim.cache.events import (
+    EventBus,
+    Evicting,
+    LeafDeleting,
+    LeafEvicted,
+    SlotsFreed,
+    StateDropping,
+    Tombstoning,
+    emit,
+)
 from sim.cache.eviction import NoEviction
+from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -43,12 +54,34 @@ def exposes_nothing(victim: Node, has_mamba: bool) -> bool:
     )
 
 
-def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: bool = False) -> None:
+def told_as_one(tree: RadixTree, events: EventBus) -> list | None:
+    """The ``LeafEvicted`` channel where it may stand for a leaf eviction's four events: it and each of the
+    four have one handler, so all five are one observer's (one of ``LeafEvicted`` hears the four too: the
+    miss watcher); else None (nobody, or someone else too, hears the four)."""
+    told = events.channel(LeafEvicted)
+    if (
+        len(told) == 1
+        and len(tree._evicting) == 1
+        and len(tree._leaf_deleting) == 1
+        and len(tree._tombstoning) == 1
+        and len(tree._state_dropping) == 1
+    ):
+        return told
+    return None
+
+
+def evict_lone_leaf(
+    tree: RadixTree, recency: Recency, victim: Node, hand_over: bool = False, told: list | None = None
+) -> None:
     """``MarconiEvictor.evict(tree, victim, None)`` for an unlocked leaf that ``exposes_nothing``, whole-path
     recency with its leaf heap, over ``NoEviction``. ``hand_over``: its pages and state are announced freed
-    but kept from the pools, for the allocation that would take them straight back (``hands_over``)."""
+    but kept from the pools, for the allocation that would take them straight back (``hands_over``).
+    ``told``: the four events go as one ``LeafEvicted`` (``told_as_one``; nothing the watcher reads of the
+    victim, its id, edge and parent, changes between them)."""
     tree.num_evictions[FULL] += 1
-    if tree._evicting:
+    if told is not None:
+        emit(told, LeafEvicted(victim))
+    elif tree._evicting:
         emit(tree._evicting, Evicting(FULL, victim))
     parent, stamps = victim.parent, recency.stamps
     heap = recency.leaves.heap  # type: ignore[union-attr]  # whole-path recency keeps one
@@ -59,20 +92,20 @@ def evict_lone_leaf(tree: RadixTree, recency: Recency, victim: Node, hand_over: 
         merged = max(stamps.get(parent.id, 0), stamp)
         stamps[parent.id] = merged
         heapq.heappush(heap, (merged, parent.id, parent))
-    if tree._leaf_deleting:  # ``delete_leaf``
+    if told is None and tree._leaf_deleting:  # ``delete_leaf``
         emit(tree._leaf_deleting, LeafDeleting(victim))
     del parent.children[victim.edge]
     _give_back(tree.full_pool, victim.full_pages, hand_over)
     tree.num_full_pages -= len(victim.full_pages)
     tree.num_unlocked_tokens -= victim.end - victim.start
-    if tree._tombstoning:  # ``tombstone``
+    if told is None and tree._tombstoning:  # ``tombstone``
         emit(tree._tombstoning, Tombstoning(victim))
     swa = victim.swa_pages
     if swa is not None:
         _give_back(tree.swa_pool, swa, hand_over)
         tree.num_swa_pages -= len(swa)
         victim.swa_pages = None
-    if tree._state_dropping:  # ``drop_state``
+    if told is None and tree._state_dropping:  # ``drop_state``
         emit(tree._state_dropping, StateDropping(victim))
     state = victim.state
     if state is not None:
@@ -125,3 +158,53 @@ def add_checkpointed_leaf(
     node.state = state
     tree.num_states += 1
     return node
+
+
+def slide_unreleased(
+    held: LockSet, node: Node, tree: RadixTree, window: int, has_swa: bool, has_mamba: bool
+) -> None:
+    """``locks.slide(tree, held, node, window, has_swa, has_mamba)`` over ``NoEviction``: the same counts and
+    lock moves, without the ``tree.release`` calls (its strategy's ``release`` does nothing)."""
+    if node.full_lock == 0:
+        tree.num_unlocked_tokens -= node.end - node.start
+    node.full_lock += 1
+    if has_swa and window > 0:
+        holder, nodes = held.holder, held.swa_nodes
+        if node.swa_pages is not None:
+            node.swa_holders.add(holder)
+            nodes.insert(0, node)
+            held.swa_covered += node.end - node.start
+        covered = held.swa_covered
+        while len(nodes) > 1:  # ``_slide_window``: the top nodes past the window's cover go
+            top = nodes[-1]
+            below = covered - (top.end - top.start)
+            if below < window:
+                break
+            nodes.pop()
+            top.swa_holders.discard(holder)
+            covered = below
+        held.swa_covered = covered
+    old_state = held.state_node
+    if old_state is not None:
+        old_state.state_lock -= 1
+        held.state_node = None
+    if has_mamba and node.state is not None:
+        node.state_lock += 1
+        held.state_node = node
+    held.node = node
+
+
+def chunk_key(tokens: TokenSeq, start: int, end: int) -> TokenSeq:
+    """``tokens.slice(start, end)`` for ``0 <= start < end <= len(tokens)``: a chunk within one run (a page of a
+    trace segment, nearly every one) is cut here from that run; any other goes to ``slice``."""
+    if start == 0 and end == tokens.length:
+        return tokens  # as ``slice`` answers it: the sequence itself
+    starts = tokens._run_starts()
+    index = bisect_right(starts, start) - 1
+    run, run_start = tokens.runs[index], starts[index]
+    run_end = run_start + run[2]
+    if end > run_end:
+        return tokens.slice(start, end)
+    if start == run_start and end == run_end:
+        return TokenSeq._trusted((run,), end - start)  # a whole run is shared, as ``slice`` shares it
+    return TokenSeq._trusted(((run[0], run[1] + start - run_start, end - start),), end - start)

@@ -1,0 +1,102 @@
+"""vLLM+'s direct eviction tells the miss watcher one ``LeafEvicted`` instead of its four events
+(``marconi_vllm_direct.told_as_one``) where the watcher hears them alone; the watcher ends where the four
+events leave it.
+
+Two ``marconi-vllm`` managers, ``fused_chunks`` on and off, each watched by a ``TreeMissTracker`` and nothing
+else (so the fused one takes the one event), run the same requests on tight pools (pages 1 to 64, SWA on and
+off); after every request the watchers' tables are compared whole (node ids by position: the two trees' ids
+differ), with the trees' ``snapshot``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cache_helpers import seq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_decode_fast_path_property import snapshot
+from test_marconi_vllm_chunks_property import tight_vllm_caches
+from test_page_chunks_property import plain, workloads
+
+from sim.cache.engines import marconi_vllm_chunks as chunks
+from sim.cache.errors import ReplayRefused
+from sim.cache.solo_run import run_alone
+from sim.engines.registry import make_manager, make_policy
+
+_TOLD = {"as_one": 0}
+
+
+class Watched:
+    """A manager whose only observer is its miss watcher."""
+
+    def __init__(self, preset, model, knobs, sizes, fused: bool, one_loop: bool):
+        self.manager = make_manager(model, make_policy(preset, **knobs), sizes)
+        self.manager.rules.fused_chunks = fused
+        if not one_loop:
+            self.manager.rules.takes_page_chunks = lambda manager: False
+        self.watcher = self.manager.watch_misses()
+        self.chunk, self.iteration = knobs["chunked_prefill_size"], 0
+
+    def run(self, request_id, tokens, prompt_len, output_len):
+        try:
+            run = run_alone(self.manager, request_id, tokens, prompt_len, output_len, self.chunk, self.iteration)
+        except ReplayRefused as refused:
+            if request_id in self.manager.requests:
+                self.manager.abort(request_id)
+            return str(refused)
+        self.iteration = run.end_iteration
+        return run.end_iteration, run.inserted_len
+
+    def tables(self):
+        """The watcher's state, node ids as the nodes' positions."""
+        watcher = self.watcher
+        where = {node.id: (node.start, node.end) for node in self.manager.tree.nodes()}
+
+        def by_place(table):
+            return sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
+
+        return (
+            watcher.misses,
+            {key: plain(value) for key, value in watcher.evicted_pages.items()},
+            by_place(watcher.tomb_cause),
+            by_place(watcher.state_evicted),
+            by_place(watcher._prefix_links),
+            watcher._swa_eviction_pending,
+            watcher._in_finish,
+            plain(watcher._deleted),
+        )
+
+
+def _compare(cache, requests, one_loop: bool) -> None:
+    fused, general = Watched(*cache, True, one_loop), Watched(*cache, False, one_loop)
+    for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
+        rid = f"r{index}"
+        own_ref = rid if own == 3 else f"own{family}-{own}"
+        tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
+        prompt_len = shared_len + own_len
+        assert fused.run(rid, tokens, prompt_len, output_len) == general.run(rid, tokens, prompt_len, output_len)
+        assert snapshot(fused.manager) == snapshot(general.manager), f"after {rid}"
+        assert fused.tables() == general.tables(), f"after {rid}"
+
+
+@pytest.mark.interpreted
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(tight_vllm_caches(), workloads(), st.booleans())
+def test_one_event_leaves_the_watcher_as_four(cache, requests, one_loop):
+    _compare(cache, requests, one_loop)
+
+
+@pytest.mark.interpreted
+def test_the_property_tells_the_watcher_as_one(monkeypatch):
+    """The runs above do tell the watcher one event per direct eviction, many times."""
+    told_as_one = chunks.told_as_one
+
+    def counted(tree, events):
+        told = told_as_one(tree, events)
+        _TOLD["as_one"] += told is not None
+        return told
+
+    _TOLD["as_one"] = 0
+    monkeypatch.setattr(chunks, "told_as_one", counted)
+    test_one_event_leaves_the_watcher_as_four()
+    assert _TOLD["as_one"] > 1000, _TOLD

@@ -221,5 +221,7 @@ def test_the_generated_bursts_reach_every_branch():
     over the tree, admissions whose state was carried."""
     if not CHECKS["passes"]:
         test_the_pass_carries_what_the_reference_recomputes()
-    assert CHECKS["offset"] > 500 and CHECKS["carried"] > 100, CHECKS
-    assert CHECKS["settled by free"] > 200 and CHECKS["tree counted"] > 100, CHECKS
+    # floors well under what was seen: the examples drawn differ between a lone run (3,856 passes, the tree
+    # counted 137 times) and a busy pytest-xdist worker (9,020 passes, 100 times)
+    assert CHECKS["offset"] > 500 and CHECKS["carried"] > 50, CHECKS
+    assert CHECKS["settled by free"] > 200 and CHECKS["tree counted"] > 50, CHECKS

@@ -9,8 +9,8 @@ from pathlib import Path
 from sim.bounds.summary import BoundFigures
 from sim.bounds.upper_bound import GapFigures
 from sim.run.metrics import PoolFigures, ReuseFigures, TimeFigures
-from sim.run.summary import Summary
 from sim.run.slo import CapacityFigures
+from sim.run.summary import Summary
 from sim.run.why import WhyFigures
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "figures.md"

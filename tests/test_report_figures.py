@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 import reports.occupancy as occupancy
+from reports.axes import Baseline
 from reports.cell_fit import cell_texts, cell_width_px
 from reports.cost import cost_plot, point_labels
 from reports.grid_data import load_grid
 from reports.heatmap_metrics import metrics
-from reports.axes import Baseline
 from reports.heatmaps import Layout, heatmap_figure
 from sim.grid.axes import expand, parse_axes
 from sim.grid.store import PointStore

@@ -9,7 +9,6 @@ import shutil
 import pytest
 
 from reports.grid_data import load_grid
-from reports.report import write_report
 from sim.grid.axes import expand, parse_axes
 from sim.grid.points import key_problem
 from sim.grid.store import PointStore

@@ -4,15 +4,14 @@ hypothesis: documents drawn as values, written with random spacing, with one lie
 from __future__ import annotations
 
 import json
-import math
 import os
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.trace import TraceError, load_trace
-from sim.trace.strict_json import JSONError, first_problem, loads
+from sim.trace.strict_json import JSONError, loads
 
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,

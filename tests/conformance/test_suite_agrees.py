@@ -15,8 +15,7 @@ from conformance.generate_boundary import KNOWN as BOUNDARY_KNOWN
 from conformance.generate_boundary import generate_boundary
 from conformance.generate_targeted import long_seeds, targeted_seeds
 from conformance.spaced import ENGINES as SPACED
-from conformance.spaced import KNOWN
-from conformance.spaced import generate_spaced
+from conformance.spaced import KNOWN, generate_spaced
 from conformance.suite import CONCURRENT, driver, report, run_suite
 from conformance.suite_steps import report_steps, run_concurrent
 from sim.engines.registry import PRESETS

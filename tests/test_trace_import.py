@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -131,14 +130,12 @@ def test_bad_azure_options(data_dir, options):
         import_azure(data_dir / "azure_conv_head.csv", **options)
 
 
-def test_full_mooncake_conversation_imports_and_analyses_fast(shared_traces):
-    started = time.perf_counter()
+def test_full_mooncake_conversation_imports_and_analyses(shared_traces):
+    # its speed is a benchmark's figure (benchmarks/real_traces.py prints import_s), never a timed test
     trace = import_mooncake(shared_traces / "mooncake" / "conversation_trace.jsonl")
     stats = trace_stats(trace)
-    elapsed = time.perf_counter() - started
     assert stats["requests"] == 12031
     assert 0.3 < stats["ideal_cached_fraction"] < 0.45
-    assert elapsed < 10, f"import + stats took {elapsed:.1f} s"
 
 
 def test_sample_mooncake_slice_is_the_first_500_lines(shared_traces, tmp_path):

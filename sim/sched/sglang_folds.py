@@ -24,8 +24,6 @@ from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.sched.batch import FullStep, page_step_batch
 
-FOLDS = True  # False: every event step taken as the loop takes it (the reference)
-
 
 def idle_event_steps(
     manager: CacheManager, rules: SGLangRules, reqs: list[RequestCache], phase: int, max_steps: int
@@ -33,7 +31,7 @@ def idle_event_steps(
     """How many of the next ``max_steps`` steps of ``reqs`` (from the rules' iteration ``phase`` on) are event
     steps that free nothing, take no checkpoint and fit the room; 0 where that cannot be said."""
     resolved, trigger = rules.resolved, rules.trigger
-    if not FOLDS or trigger.by_iterations or not resolved.has_swa:
+    if trigger.by_iterations or not resolved.has_swa:
         return 0
     grid = resolved.track_grid if resolved.has_mamba else 0
     steps, stuck = max_steps, []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
+from sim.cache.engines.sglang import SGLangRules
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
@@ -28,6 +29,7 @@ from sim.sched.batch import (
 )
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
+from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
 
 
 class RunningBatch(Protocol):
@@ -59,12 +61,19 @@ def take_batch_run(
     done = 0
     full_steps: list[FullStep] = []
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
     while done < max_steps:
         if process is None:
             stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
             if stretch:
                 full_steps += stretch_steps
                 done += stretch
+                continue
+        if in_flight is None and folds:  # the run's pass is begun: idle event steps may go at once
+            idle = idle_event_steps(manager, sched.rules, reqs, iteration + done + phase, max_steps - done)
+            if idle:
+                full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
+                done += idle
                 continue
         if not event_step_fits(sched, reqs):
             break

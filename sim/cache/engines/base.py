@@ -136,6 +136,11 @@ class EngineRules:
         while every pool has the room."""
         return False
 
+    def take_page_run(self, manager: RadixOps, req: RequestCache) -> int | Refusal | None:
+        """``take_page_chunks``' loop as the rules' own run (the same chunks, results and events), or None:
+        the loop as ``page_chunks.py`` writes it."""
+        return None
+
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """A non-final chunk's length: its end floored to a page (0: no whole page fits)."""
         return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len

@@ -3,28 +3,37 @@
 (``commit_leaf_chunk``: one checkpointed leaf below the request's, the locks slid onto it) written into it.
 
 Once the pools are full, each 32-token chunk of a ``marconi-vllm`` prefill evicts one leaf and hangs one
-leaf: a replay is ~430k such chunks for 1,000 requests, and per chunk the loop called some thirty functions
-between the manager, the rules, the evictor, the recency and the tree, each asking again what cannot change
-within one request's run (the rules' switches, the tree's strategy, the observers, the pools' kind). Here
-those are asked once per run (``run_applies``) and each chunk runs the same statements in the same order;
-the per-chunk loop (``MarconiVllmRules.chunk_runs`` off) stays the reference
-(tests/test_marconi_vllm_run_property.py). Anywhere the chunk leaves the one shape (a locked or tied leaf on
-the heap's top, a victim that exposes its parent or holds other slots, a commit that is not one new leaf),
-the run asks the per-chunk function itself, which re-checks and takes its general path.
+leaf: ~430k chunks in 1,000 requests, and per chunk the loop called some thirty functions between the
+manager, the rules, the evictor, the recency and the tree, each asking again what cannot change within one
+request's run (the rules' switches, the tree's strategy, the observers, the pools' kind). Here those are
+asked once per run (``run_applies``) and each chunk runs the same statements in the same order, but one:
+
+The new leaf's heap entry is pushed only if the leaf is still a leaf when anything but this run reads the
+heap. A chunk's leaf gets the next chunk's leaf as its child one reservation later, so its entry would be
+stale at once: the per-chunk loop pushed ~430k entries that only made the heap outgrow the tree and be
+rebuilt (``LeafHeap._compact``). Unpushed, it is missed by no pick in between: it is the request's own,
+FULL-locked and the newest stamp (the heap's unique highest), so the fast pick (``_top_leaf``: the top
+and the lowest of the rest) sees the same entries; before any other reader (``least_recent_leaf``, the
+general evictor or commit, a refusal, the run's end) it is pushed. Every pick answers from the current
+entries alone (stale ones dropped, ties by preorder), so a stale entry fewer changes no pick, only when
+the heap is next compacted.
+
+The per-chunk loop (``MarconiVllmRules.chunk_runs`` off) stays the reference
+(tests/test_marconi_vllm_run_property.py). Anywhere a chunk leaves the one shape (a locked, stale or tied
+leaf on the heap's top, a victim that exposes its parent or holds other slots, a commit that is not one
+new leaf) the run asks the per-chunk function itself, which checks again and takes its general path.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from sim.cache import insert as insert_module
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines.marconi_evict import _refusal
 from sim.cache.engines.marconi_lru import LeafHeap
-from sim.cache.engines.marconi_vllm_chunks import least_recent_leaf, takes_lru_leaves
+from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
-    add_checkpointed_leaf,
     chunk_key,
     evict_lone_leaf,
     exposes_nothing,
@@ -36,13 +45,17 @@ from sim.cache.engines.marconi_vllm_direct import (
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, LeafEvicted, SlotsFreed, emit
 from sim.cache.node import Node
 from sim.cache.page_chunks import is_page_chunk
-from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
+from sim.cache.tree import RadixTree
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi_vllm import MarconiVllmRules
     from sim.cache.ops import RadixOps
+
+Handed = tuple[
+    list[int], list[int | None], int
+]  # a victim's page, SWA page and state, the chunk's allocations
 
 
 class _ChunkManager(Protocol):
@@ -53,7 +66,7 @@ class _ChunkManager(Protocol):
     _checkpoint_saved: list
     _pass_open: bool
     takes_handed_slots: bool
-    handed_slots: tuple[list[int], list[int | None], int] | None
+    handed_slots: Handed | None
 
 
 def run_applies(manager: RadixOps, rules: MarconiVllmRules) -> bool:
@@ -76,28 +89,49 @@ def run_applies(manager: RadixOps, rules: MarconiVllmRules) -> bool:
 
 def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache) -> int | Refusal:
     """``take_page_chunks(request_id, budget)`` for a budget of at least a page, where ``run_applies``."""
-    chunks = cast(_ChunkManager, manager)
+    chunks: _ChunkManager = manager  # type: ignore[assignment]  # a ``PageChunks``
     page, tree, recency = manager.page_size, manager.tree, rules.recency
     pools = (manager.pools[FULL], manager.pools[SWA], manager.pools[MAMBA])
     full_pool, swa_pool, state_pool = pools
-    has_swa, has_mamba, window = manager.has_swa, rules.has_mamba, rules.window
+    has_swa = manager.has_swa
     num_swa = 1 if has_swa else 0
     # the eviction's one observer (told once per reservation in the per-chunk loop; nobody subscribes mid-run)
     told = told_as_one(tree, chunks.events)
+    leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
+    pending: Node | None = None  # the last chunk's leaf, its heap entry not pushed yet
     done = 0
     while is_page_chunk(req, page):
         end = req.kv_len + page
-        handed: tuple[list[int], list[int | None], int] | None = None
+        handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-            outcome = _reserve(manager, rules, pools, num_swa, told)
-            if isinstance(outcome, Refusal):
-                return outcome
-            handed = outcome
+            victim = _top_leaf(leaves, recency.stamps) if rules.tuner.done else None
+            if (
+                victim is not None
+                and takes_lru_leaves(rules.evictor(manager))
+                and exposes_nothing(victim, rules.has_mamba)
+                and hands_over(victim, num_swa, pools)
+            ):  # ``reserve_page``: a tick, the least recent leaf, its slots handed over
+                recency.now += 1
+                heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
+                swa = victim.swa_pages
+                own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
+                handed = (victim.full_pages, own_swa, victim.state)  # type: ignore[assignment]
+                if told is not None:
+                    _evict_handed(tree, leaves, recency.stamps, victim, told)
+                else:
+                    evict_lone_leaf(tree, recency, victim, True, None)
+            else:  # the rules' own reservation
+                _push(leaves, recency.stamps, pending)
+                pending = None
+                outcome = _reserve(chunks, manager, rules, num_swa)
+                if isinstance(outcome, Refusal):
+                    return outcome
+                handed = outcome
         if handed is not None:  # the allocations below, as the pools would answer them
             req.own_full, req.own_swa, slot = handed
         else:
             req.own_full = full_pool.alloc(1)
-            req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
+            req.own_swa = swa_pool.alloc(1) if has_swa else [None]  # type: ignore[assignment]
             slot = state_pool.alloc_one()
         chunks._pass_open = False
         req.kv_len = end
@@ -105,62 +139,43 @@ def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache
         req.checkpoint = (end, slot)
         if chunks._checkpoint_saved:
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
-        if not _commit(manager, req, end, recency, window, has_swa, has_mamba):
+        node = _commit(chunks, tree, req, end, rules, has_swa)
+        if node is None:  # not one new leaf: the rules' own commit
+            _push(leaves, recency.stamps, pending)
+            pending = None
             rules.after_prefill_chunk(manager, req, end >= req.prompt_len)
+        else:  # the last leaf's entry is stale now (``node`` is its child): never pushed
+            pending = node
         done += 1
+    _push(leaves, recency.stamps, pending)
     return done
 
 
+def _push(leaves: LeafHeap, stamps: dict[int, int], node: Node | None) -> None:
+    """The heap entry ``recency.set`` pushed for ``node`` at its commit, pushed now: its stamp is unchanged
+    (nothing but the run ran since, and the run stamps only its new leaves)."""
+    if node is not None:
+        heapq.heappush(leaves.heap, (stamps[node.id], node.id, node))
+
+
 def _reserve(
-    manager: RadixOps,
-    rules: MarconiVllmRules,
-    pools: tuple[Pool, Pool, Pool],
-    num_swa: int,
-    told: list | None,
-) -> tuple[list[int], list[int | None], int] | Refusal | None:
-    """``rules.reserve(manager, 1, num_swa, 1)`` asked with the chunk taking handed slots (a pool is short):
-    the slots handed over, a refusal, or None (the pools hold the chunk's allocations)."""
-    evictor = rules.evictor(manager) if rules.tuner.done else None
-    if evictor is None or not takes_lru_leaves(evictor):
-        chunks = cast(_ChunkManager, manager)
-        chunks.takes_handed_slots = True
-        refusal = rules.reserve(manager, 1, num_swa, 1)
-        chunks.takes_handed_slots = False
-        if refusal is not None:
-            return refusal
-        handed, chunks.handed_slots = chunks.handed_slots, None
-        return handed
-    tree, recency = manager.tree, rules.recency
-    full_pool, swa_pool, state_pool = pools
-    recency.tick()  # ``reserve_page``: one tick, then the least recent leaf while a pool is short
-    leaves = cast(LeafHeap, recency.leaves)
-    while True:
-        victim = _top_leaf(leaves, recency.stamps)
-        if victim is None:
-            victim = least_recent_leaf(leaves, tree.root, recency)
-            if victim is None:
-                return _refusal(manager.topology, 1, num_swa, 1)
-        if exposes_nothing(victim, evictor.has_mamba):
-            if hands_over(victim, num_swa, pools):
-                swa = victim.swa_pages
-                own_swa: list[int | None] = [None] if swa is None else cast("list[int | None]", swa)
-                handed = (victim.full_pages, own_swa, cast(int, victim.state))
-                if told is not None:
-                    _evict_handed(manager, leaves, recency.stamps, victim, told)
-                else:
-                    evict_lone_leaf(tree, recency, victim, True, None)
-                return handed
-            evict_lone_leaf(tree, recency, victim, told=told)
-        else:
-            evictor.evict(tree, victim, None)
-        if full_pool.num_free >= 1 and swa_pool.num_free >= num_swa and state_pool.num_free >= 1:
-            return None
+    chunks: _ChunkManager, manager: RadixOps, rules: MarconiVllmRules, num_swa: int
+) -> Handed | Refusal | None:
+    """``rules.reserve(manager, 1, num_swa, 1)`` asked as the loop asks it (handed slots taken): the slots
+    handed over, a refusal, or None (the pools hold the chunk's allocations)."""
+    chunks.takes_handed_slots = True
+    refusal = rules.reserve(manager, 1, num_swa, 1)
+    chunks.takes_handed_slots = False
+    if refusal is not None:
+        return refusal
+    handed, chunks.handed_slots = chunks.handed_slots, None
+    return handed
 
 
 def _top_leaf(leaves: LeafHeap, stamps: dict[int, int]) -> Node | None:
     """``least_recent_leaf``'s answer where the heap's top is a current, unlocked leaf that no other entry
-    ties (the lowest of the rest, at index 1 or 2, has a higher stamp), its entry popped; else None with the
-    heap untouched (``least_recent_leaf`` decides)."""
+    ties (the lowest of the rest, at index 1 or 2, has a higher stamp), left on the heap for the caller to
+    pop; else None (``least_recent_leaf`` decides)."""
     heap = leaves.heap
     if not heap or len(heap) > leaves.compact_at:
         return None
@@ -172,26 +187,23 @@ def _top_leaf(leaves: LeafHeap, stamps: dict[int, int]) -> Node | None:
     size = len(heap)
     if (size > 1 and heap[1][0] == stamp) or (size > 2 and heap[2][0] == stamp):
         return None
-    heapq.heappop(heap)
     return node
 
 
 def _evict_handed(
-    manager: RadixOps, leaves: LeafHeap, stamps: dict[int, int], victim: Node, told: list
+    tree: RadixTree, leaves: LeafHeap, stamps: dict[int, int], victim: Node, told: list
 ) -> None:
     """``evict_lone_leaf(tree, recency, victim, True, told)``: the same statements in the same order."""
-    tree = manager.tree
     tree.num_evictions[FULL] += 1
     emit(told, LeafEvicted(victim))
     parent = victim.parent
-    heap = leaves.heap
     stamp = stamps.pop(victim.id, None)
     pushed = False
     if stamp is not None and parent.parent is not None:
         pushed = True
         merged = max(stamps.get(parent.id, 0), stamp)
         stamps[parent.id] = merged
-        heapq.heappush(heap, (merged, parent.id, parent))
+        heapq.heappush(leaves.heap, (merged, parent.id, parent))
     del parent.children[victim.edge]
     full = victim.full_pages
     if tree.full_pool._freed:
@@ -212,43 +224,49 @@ def _evict_handed(
         victim.state = None
     victim.alive = False
     if parent.parent is not None and not parent.children and not pushed:
-        heapq.heappush(heap, (stamps.get(parent.id, 0), parent.id, parent))
+        heapq.heappush(leaves.heap, (stamps.get(parent.id, 0), parent.id, parent))
 
 
 def _commit(
-    manager: RadixOps,
+    chunks: _ChunkManager,
+    tree: RadixTree,
     req: RequestCache,
     end: int,
-    recency,
-    window: int,
+    rules: MarconiVllmRules,
     has_swa: bool,
-    has_mamba: bool,
-) -> bool:
-    """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``), for the chunk
-    just checkpointed at ``end`` with one page of its own; False, nothing changed, where it is not one new leaf
-    below the request's (``after_prefill_chunk`` then decides, as it would have)."""
-    last, base = req.locks.node, req.prefix_len
-    if last.children or last.parent is None or base != last.end or end - base != manager.page_size:
-        return False
+) -> Node | None:
+    """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
+    checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
+    new leaf; None, nothing changed, where it is not one new leaf below the request's."""
+    last, base, window = req.locks.node, req.prefix_len, rules.window
+    if last.children or last.parent is None or base != last.end:
+        return None
     if has_swa and (req.swa_frontier > base or end - base > window):
-        return False
-    full, swa = req.own_full, req.own_swa
-    if len(swa) != len(full) or len(full) != 1 or not req.locks.in_walk_order:
-        return False
-    tree = manager.tree
-    recency.now += 2  # Marconi's insert: a speculative match, then the insert
+        return None
+    full, swa, page = req.own_full, req.own_swa, tree.page_size
+    if len(swa) != 1 or len(full) != 1 or end - base != page or not req.locks.in_walk_order:
+        return None
+    recency = rules.recency
+    recency.now += 2  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
-    req.own_full, req.own_swa = [], []
-    own_swa = cast("list[int]", swa) if has_swa else None
-    checkpoint = cast("tuple[int, int]", req.checkpoint)
-    node = add_checkpointed_leaf(tree, last, chunk_key(req.tokens, base, end), full, own_swa, checkpoint[1])
+    req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
+    key = chunk_key(req.tokens, base, end)
+    node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]
+    node.edge = edge = key.runs  # a key of one page is its own first page (``add_checkpointed_leaf``)
+    last.children[edge] = node
+    tree.num_full_pages += 1
+    tree.num_unlocked_tokens += page
+    if has_swa:
+        tree.num_swa_pages += 1
+    clock = tree.clock  # ``add_leaf``'s three touches, then ``set_state``'s
+    node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4
+    tree.clock = clock + 4
+    node.state = req.checkpoint[1]  # type: ignore[index]
+    tree.num_states += 1
     req.checkpoint = None
     req.prefix_len = end
-    slide_unreleased(req.locks, node, tree, window, has_swa, has_mamba)
-    inserted = cast(_ChunkManager, manager)._inserted
-    if inserted:
-        emit(inserted, Inserted(req.request_id, end))
-    now = recency.now
-    recency.stamps[node.id] = now
-    heapq.heappush(cast(LeafHeap, recency.leaves).heap, (now, node.id, node))
-    return True
+    slide_unreleased(req.locks, node, tree, window, has_swa, rules.has_mamba)
+    if chunks._inserted:
+        emit(chunks._inserted, Inserted(req.request_id, end))
+    recency.stamps[node.id] = recency.now  # ``recency.set``, its heap entry left to the caller
+    return node

@@ -34,7 +34,6 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
-    chunk_key,
     evict_lone_leaf,
     exposes_nothing,
     hands_over,
@@ -48,6 +47,7 @@ from sim.cache.page_chunks import is_page_chunk
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi_vllm import MarconiVllmRules
@@ -90,7 +90,8 @@ def run_applies(manager: RadixOps, rules: MarconiVllmRules) -> bool:
 def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache) -> int | Refusal:
     """``take_page_chunks(request_id, budget)`` for a budget of at least a page, where ``run_applies``."""
     chunks: _ChunkManager = manager  # type: ignore[assignment]  # a ``PageChunks``
-    page, tree, recency = manager.page_size, manager.tree, rules.recency
+    tree, recency = manager.tree, rules.recency
+    page = tree.page_size
     pools = (manager.pools[FULL], manager.pools[SWA], manager.pools[MAMBA])
     full_pool, swa_pool, state_pool = pools
     has_swa = manager.has_swa
@@ -99,15 +100,19 @@ def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache
     told = told_as_one(tree, chunks.events)
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     pending: Node | None = None  # the last chunk's leaf, its heap entry not pushed yet
+    lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
+    keys = _ChunkKeys(req.tokens)
     done = 0
     while is_page_chunk(req, page):
         end = req.kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
             victim = _top_leaf(leaves, recency.stamps) if rules.tuner.done else None
+            if victim is not None and lru is None:
+                lru = takes_lru_leaves(rules.evictor(manager))
             if (
                 victim is not None
-                and takes_lru_leaves(rules.evictor(manager))
+                and lru
                 and exposes_nothing(victim, rules.has_mamba)
                 and hands_over(victim, num_swa, pools)
             ):  # ``reserve_page``: a tick, the least recent leaf, its slots handed over
@@ -139,7 +144,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache
         req.checkpoint = (end, slot)
         if chunks._checkpoint_saved:
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
-        node = _commit(chunks, tree, req, end, rules, has_swa)
+        node = _commit(chunks, tree, req, end, rules, has_swa, keys)
         if node is None:  # not one new leaf: the rules' own commit
             _push(leaves, recency.stamps, pending)
             pending = None
@@ -234,6 +239,7 @@ def _commit(
     end: int,
     rules: MarconiVllmRules,
     has_swa: bool,
+    keys: _ChunkKeys,
 ) -> Node | None:
     """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
     checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
@@ -250,7 +256,7 @@ def _commit(
     recency.now += 2  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    key = chunk_key(req.tokens, base, end)
+    key = keys.cut(base, end)
     node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]
     node.edge = edge = key.runs  # a key of one page is its own first page (``add_checkpointed_leaf``)
     last.children[edge] = node
@@ -270,3 +276,29 @@ def _commit(
         emit(chunks._inserted, Inserted(req.request_id, end))
     recency.stamps[node.id] = recency.now  # ``recency.set``, its heap entry left to the caller
     return node
+
+
+class _ChunkKeys:
+    """``chunk_key(tokens, start, end)`` for chunks in increasing order: the run holding ``start`` found by
+    walking on from the last chunk's (the last run starting at or before it, as ``bisect_right`` finds it)."""
+
+    def __init__(self, tokens: TokenSeq) -> None:
+        self.tokens, self.runs, self.starts = tokens, tokens.runs, tokens._run_starts()
+        self.index = 0
+
+    def cut(self, start: int, end: int) -> TokenSeq:
+        tokens = self.tokens
+        if start == 0 and end == tokens.length:
+            return tokens
+        runs, starts, index = self.runs, self.starts, self.index
+        last = len(runs) - 1
+        while index < last and starts[index + 1] <= start:
+            index += 1
+        self.index = index
+        run, run_start = runs[index], starts[index]
+        run_end = run_start + run[2]
+        if end > run_end:
+            return tokens.slice(start, end)
+        if start == run_start and end == run_end:
+            return TokenSeq((run,), end - start)
+        return TokenSeq(((run[0], run[1] + start - run_start, end - start),), end - start)

@@ -13,17 +13,23 @@ Whole runs, replay and timed, bounds on and off, give the same tables and summar
 
 from __future__ import annotations
 
+import heapq
+
 import pytest
 from cache_helpers import seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_chunks_property import _trace, tight_vllm_caches
+from test_marconi_vllm_victims import _delete, _tree
 from test_marconi_vllm_watcher_property import Watched
 from test_page_chunks_property import Recorded, state, workloads
 
 from sim.cache.engines import marconi_vllm_run as run_module
+from sim.cache.engines.marconi_lru import LeafHeap
+from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm import MarconiVllmRules
+from sim.cache.engines.marconi_vllm_chunks import least_recent_leaf
 from sim.run.simulate import SimConfig, simulate
 
 _TAKEN = {"handed": 0, "told": 0, "runs": 0, "rules": 0}
@@ -135,3 +141,37 @@ def test_whole_runs_are_equal_either_way(mode, bounds, monkeypatch):
     assert ours.summary["evictions_full"] > 100
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=40),
+    st.lists(st.tuples(st.integers(0, 39), st.integers(0, 12)), max_size=80),
+    st.lists(st.integers(0, 39), max_size=4),
+    st.sampled_from([0, 4096]),
+)
+def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at):
+    """Where ``_top_leaf`` answers, it names ``LeafHeap.pick``'s victim (ties, stale and locked entries,
+    duplicates, a heap due for compaction: as ``test_marconi_vllm_victims`` builds them); where it does not,
+    ``least_recent_leaf`` does, on the same heap, until no leaf is left."""
+    root, nodes = _tree(parents)
+    recency = Recency(whole_paths=True)
+    ours, theirs = LeafHeap(), LeafHeap()
+    for index, stamp in stamps:
+        node = nodes[index % len(nodes)]
+        recency.stamps[node.id] = stamp
+        ours.push(node, stamp)
+        theirs.push(node, stamp)
+    for index in locked:
+        nodes[index % len(nodes)].full_lock += 1
+    ours.compact_at = theirs.compact_at = compact_at
+    while True:
+        expected = theirs.pick(root, recency.of)
+        top = run_module._top_leaf(ours, recency.stamps)
+        if top is not None:
+            assert heapq.heappop(ours.heap)[2] is top is expected
+        else:
+            assert least_recent_leaf(ours, root, recency) is expected
+        if expected is None:
+            return
+        _delete(recency, [ours, theirs], expected)

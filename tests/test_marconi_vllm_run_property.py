@@ -101,7 +101,7 @@ def test_a_run_of_page_chunks_is_the_chunks_one_by_one(cache, requests, watched)
 
 def _counting(monkeypatch):
     """Count the run's own work (the property must compare runs that take it)."""
-    evict, handed, take = run_module._evict_handed, run_module.evict_lone_leaf, run_module._reserve
+    evict, handed, take = run_module.evict_handed, run_module.evict_lone_leaf, run_module._reserve
 
     def counted_evict(*args):
         _TAKEN["told"] += 1
@@ -167,7 +167,7 @@ def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at):
     ours.compact_at = theirs.compact_at = compact_at
     while True:
         expected = theirs.pick(root, recency.of)
-        top = run_module._top_leaf(ours, recency.stamps)
+        top = run_module.top_leaf(ours, recency.stamps)
         if top is not None:
             assert heapq.heappop(ours.heap)[2] is top is expected
         else:

@@ -12,16 +12,15 @@ The new leaf's heap entry is pushed only if the leaf is still a leaf when anythi
 heap. A chunk's leaf gets the next chunk's leaf as its child one reservation later, so its entry would be
 stale at once: the per-chunk loop pushed ~430k entries that only made the heap outgrow the tree and be
 rebuilt (``LeafHeap._compact``). Unpushed, it is missed by no pick in between: it is the request's own,
-FULL-locked and the newest stamp (the heap's unique highest), so the fast pick (``_top_leaf``: the top
+FULL-locked and the newest stamp (the heap's unique highest), so the fast pick (``top_leaf``: the top
 and the lowest of the rest) sees the same entries; before any other reader (``least_recent_leaf``, the
 general evictor or commit, a refusal, the run's end) it is pushed. Every pick answers from the current
 entries alone (stale ones dropped, ties by preorder), so a stale entry fewer changes no pick, only when
 the heap is next compacted.
 
-The per-chunk loop (``MarconiVllmRules.chunk_runs`` off) stays the reference
-(tests/test_marconi_vllm_run_property.py). Anywhere a chunk leaves the one shape (a locked, stale or tied
-leaf on the heap's top, a victim that exposes its parent or holds other slots, a commit that is not one
-new leaf) the run asks the per-chunk function itself, which checks again and takes its general path.
+The per-chunk loop (``MarconiVllmRules.chunk_runs`` off) is the reference (tests/test_marconi_vllm_run_property.py).
+Where a chunk leaves the one shape (a locked, stale or tied top, a victim exposing its parent or holding other
+slots, a commit not one new leaf) the run asks the rules' own function, which checks again and goes general.
 """
 
 from __future__ import annotations
@@ -35,27 +34,23 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
     evict_lone_leaf,
-    exposes_nothing,
-    hands_over,
     slide_unreleased,
     takes_direct_nodes,
     told_as_one,
 )
-from sim.cache.events import CheckpointSaved, EventBus, Inserted, LeafEvicted, SlotsFreed, emit
+from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_handed, top_leaf
+from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
 from sim.cache.node import Node
-from sim.cache.page_chunks import is_page_chunk
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
-from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi_vllm import MarconiVllmRules
     from sim.cache.ops import RadixOps
 
-Handed = tuple[
-    list[int], list[int | None], int
-]  # a victim's page, SWA page and state, the chunk's allocations
+# a victim's page, SWA page and state, the chunk's allocations
+Handed = tuple[list[int], list[int | None], int]
 
 
 class _ChunkManager(Protocol):
@@ -96,33 +91,48 @@ def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache
     full_pool, swa_pool, state_pool = pools
     has_swa = manager.has_swa
     num_swa = 1 if has_swa else 0
+    has_mamba = rules.has_mamba
     # the eviction's one observer (told once per reservation in the per-chunk loop; nobody subscribes mid-run)
     told = told_as_one(tree, chunks.events)
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     pending: Node | None = None  # the last chunk's leaf, its heap entry not pushed yet
     lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
-    keys = _ChunkKeys(req.tokens)
+    keys = ChunkKeys(req.tokens)
     done = 0
-    while is_page_chunk(req, page):
-        end = req.kv_len + page
+    while True:  # ``is_page_chunk(req, page)``
+        kv_len = req.kv_len
+        if not (
+            kv_len % page == 0
+            and kv_len + page <= req.prompt_len
+            and kv_len == req.prefix_len
+            and not req.own_full
+            and req.checkpoint is None
+            and not req.planned
+            and not req.spare_states
+            and not req.commit_pending
+        ):
+            break
+        end = kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-            victim = _top_leaf(leaves, recency.stamps) if rules.tuner.done else None
+            victim = top_leaf(leaves, recency.stamps) if rules.tuner.done else None
             if victim is not None and lru is None:
                 lru = takes_lru_leaves(rules.evictor(manager))
             if (
                 victim is not None
                 and lru
-                and exposes_nothing(victim, rules.has_mamba)
-                and hands_over(victim, num_swa, pools)
-            ):  # ``reserve_page``: a tick, the least recent leaf, its slots handed over
+                and _exposes_nothing(victim.parent, has_mamba)
+                and len(victim.full_pages) == 1
+                and victim.state is not None
+                and (victim.swa_pages is None if num_swa == 0 else _one_page(victim.swa_pages))
+            ):  # ``reserve_page``'s tick and least recent leaf, ``exposes_nothing``, ``hands_over``: handed over
                 recency.now += 1
                 heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
                 swa = victim.swa_pages
                 own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
-                handed = (victim.full_pages, own_swa, victim.state)  # type: ignore[assignment]
+                handed = (victim.full_pages, own_swa, victim.state)
                 if told is not None:
-                    _evict_handed(tree, leaves, recency.stamps, victim, told)
+                    evict_handed(tree, leaves, recency.stamps, victim, told[0])
                 else:
                     evict_lone_leaf(tree, recency, victim, True, None)
             else:  # the rules' own reservation
@@ -177,61 +187,6 @@ def _reserve(
     return handed
 
 
-def _top_leaf(leaves: LeafHeap, stamps: dict[int, int]) -> Node | None:
-    """``least_recent_leaf``'s answer where the heap's top is a current, unlocked leaf that no other entry
-    ties (the lowest of the rest, at index 1 or 2, has a higher stamp), left on the heap for the caller to
-    pop; else None (``least_recent_leaf`` decides)."""
-    heap = leaves.heap
-    if not heap or len(heap) > leaves.compact_at:
-        return None
-    stamp, node_id, node = heap[0]
-    if not node.alive or node.children or stamps.get(node_id, 0) != stamp:
-        return None
-    if node.full_lock > 0 or node.swa_holders or node.state_lock > 0:
-        return None
-    size = len(heap)
-    if (size > 1 and heap[1][0] == stamp) or (size > 2 and heap[2][0] == stamp):
-        return None
-    return node
-
-
-def _evict_handed(
-    tree: RadixTree, leaves: LeafHeap, stamps: dict[int, int], victim: Node, told: list
-) -> None:
-    """``evict_lone_leaf(tree, recency, victim, True, told)``: the same statements in the same order."""
-    tree.num_evictions[FULL] += 1
-    emit(told, LeafEvicted(victim))
-    parent = victim.parent
-    stamp = stamps.pop(victim.id, None)
-    pushed = False
-    if stamp is not None and parent.parent is not None:
-        pushed = True
-        merged = max(stamps.get(parent.id, 0), stamp)
-        stamps[parent.id] = merged
-        heapq.heappush(leaves.heap, (merged, parent.id, parent))
-    del parent.children[victim.edge]
-    full = victim.full_pages
-    if tree.full_pool._freed:
-        emit(tree.full_pool._freed, SlotsFreed(tree.full_pool.component, full))
-    tree.num_full_pages -= len(full)
-    tree.num_unlocked_tokens -= victim.end - victim.start
-    swa = victim.swa_pages
-    if swa is not None:
-        if tree.swa_pool._freed:
-            emit(tree.swa_pool._freed, SlotsFreed(tree.swa_pool.component, swa))
-        tree.num_swa_pages -= len(swa)
-        victim.swa_pages = None
-    state = victim.state
-    if state is not None:
-        if tree.state_pool._freed:
-            emit(tree.state_pool._freed, SlotsFreed(tree.state_pool.component, [state]))
-        tree.num_states -= 1
-        victim.state = None
-    victim.alive = False
-    if parent.parent is not None and not parent.children and not pushed:
-        heapq.heappush(leaves.heap, (stamps.get(parent.id, 0), parent.id, parent))
-
-
 def _commit(
     chunks: _ChunkManager,
     tree: RadixTree,
@@ -239,7 +194,7 @@ def _commit(
     end: int,
     rules: MarconiVllmRules,
     has_swa: bool,
-    keys: _ChunkKeys,
+    keys: ChunkKeys,
 ) -> Node | None:
     """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
     checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
@@ -278,27 +233,18 @@ def _commit(
     return node
 
 
-class _ChunkKeys:
-    """``chunk_key(tokens, start, end)`` for chunks in increasing order: the run holding ``start`` found by
-    walking on from the last chunk's (the last run starting at or before it, as ``bisect_right`` finds it)."""
+def _exposes_nothing(parent: Node, has_mamba: bool) -> bool:
+    """``exposes_nothing(victim, has_mamba)`` of the victim's ``parent``."""
+    return (
+        parent.parent is None
+        or len(parent.children) > 1
+        or parent.state is not None
+        or parent.full_lock > 0
+        or bool(parent.swa_holders)
+        or parent.state_lock > 0
+        or not has_mamba
+    )
 
-    def __init__(self, tokens: TokenSeq) -> None:
-        self.tokens, self.runs, self.starts = tokens, tokens.runs, tokens._run_starts()
-        self.index = 0
 
-    def cut(self, start: int, end: int) -> TokenSeq:
-        tokens = self.tokens
-        if start == 0 and end == tokens.length:
-            return tokens
-        runs, starts, index = self.runs, self.starts, self.index
-        last = len(runs) - 1
-        while index < last and starts[index + 1] <= start:
-            index += 1
-        self.index = index
-        run, run_start = runs[index], starts[index]
-        run_end = run_start + run[2]
-        if end > run_end:
-            return tokens.slice(start, end)
-        if start == run_start and end == run_end:
-            return TokenSeq((run,), end - start)
-        return TokenSeq(((run[0], run[1] + start - run_start, end - start),), end - start)
+def _one_page(pages: list[int] | None) -> bool:
+    return pages is not None and len(pages) == 1

@@ -115,7 +115,7 @@ def _counting(monkeypatch):
         _TAKEN["rules"] += 1
         return take(*args)
 
-    monkeypatch.setattr(run_module, "_evict_handed", counted_evict)
+    monkeypatch.setattr(run_module, "evict_handed", counted_evict)
     monkeypatch.setattr(run_module, "evict_lone_leaf", counted_handed)
     monkeypatch.setattr(run_module, "_reserve", counted_reserve)
 

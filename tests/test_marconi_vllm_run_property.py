@@ -72,6 +72,15 @@ def current_entries(manager) -> list[tuple]:
     return sorted(current)
 
 
+def _stamps(manager) -> tuple:
+    """Every node's recency stamp and tree stamps by position, the clocks and eviction counts."""
+    tree, recency = manager.tree, manager.rules.recency
+    nodes = tuple(
+        (n.start, n.end, recency.stamps.get(n.id), n.full_stamp, n.swa_stamp, n.state_stamp) for n in tree.nodes()
+    )
+    return nodes, tree.clock, recency.now, tree.num_evictions
+
+
 def _compare(cache, requests, watched: bool) -> None:
     ours, theirs = _observed(cache, True, watched), _observed(cache, False, watched)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
@@ -85,8 +94,7 @@ def _compare(cache, requests, watched: bool) -> None:
         assert current_entries(ours.manager) == current_entries(theirs.manager), f"after {rid}"
         if watched:
             assert ours.tables() == theirs.tables(), f"after {rid}"
-            ours_tree, theirs_tree = ours.manager.tree, theirs.manager.tree
-            assert ours_tree.clock == theirs_tree.clock and ours_tree.num_evictions == theirs_tree.num_evictions
+            assert _stamps(ours.manager) == _stamps(theirs.manager), f"after {rid}"
         else:
             assert state(ours) == state(theirs), f"after {rid}"
         ours.manager.check_integrity()

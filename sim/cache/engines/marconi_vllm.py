@@ -80,7 +80,9 @@ class MarconiVllmRules(MarconiRules):
 
     def take_page_run(self, manager: RadixOps, req: RequestCache) -> int | Refusal | None:
         """The request's page chunks as one run (``marconi_vllm_run.py``) where its switches allow."""
-        return take_chunk_run(manager, self, req) if run_applies(manager, self) else None
+        if self.chunk_runs and self.fused_chunks and run_applies(manager, self):
+            return take_chunk_run(manager, self, req)
+        return None
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len

@@ -46,7 +46,7 @@ from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
 
 if TYPE_CHECKING:
-    from sim.cache.engines.marconi_vllm import MarconiVllmRules
+    from sim.cache.engines.marconi import MarconiRules
     from sim.cache.ops import RadixOps
 
 # a victim's page, SWA page and state, the chunk's allocations
@@ -64,16 +64,15 @@ class _ChunkManager(Protocol):
     handed_slots: Handed | None
 
 
-def run_applies(manager: RadixOps, rules: MarconiVllmRules) -> bool:
+def run_applies(manager: RadixOps, rules: MarconiRules) -> bool:
     """Every chunk of the run takes the rules' direct reservation and commit where its shape allows: the
-    switches ``reserve`` and ``after_prefill_chunk`` ask, the tree's strategy told nothing, named pool ids.
+    switches ``reserve`` and ``after_prefill_chunk`` ask (``chunk_runs`` and ``fused_chunks``: the caller), the
+    tree's strategy told nothing, named pool ids.
     None of these changes within a run (the rules' and the tree's are set at construction, a pool turns
     anonymous only empty)."""
     pools = manager.pools
     return (
-        rules.chunk_runs
-        and rules.fused_chunks
-        and rules.every_page
+        rules.every_page
         and rules.recency.whole_paths
         and rules._bytes is None
         and insert_module.LEAF_SHORTCUTS
@@ -82,7 +81,7 @@ def run_applies(manager: RadixOps, rules: MarconiVllmRules) -> bool:
     )
 
 
-def take_chunk_run(manager: RadixOps, rules: MarconiVllmRules, req: RequestCache) -> int | Refusal:
+def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) -> int | Refusal:
     """``take_page_chunks(request_id, budget)`` for a budget of at least a page, where ``run_applies``."""
     chunks: _ChunkManager = manager  # type: ignore[assignment]  # a ``PageChunks``
     tree, recency = manager.tree, rules.recency
@@ -174,7 +173,7 @@ def _push(leaves: LeafHeap, stamps: dict[int, int], node: Node | None) -> None:
 
 
 def _reserve(
-    chunks: _ChunkManager, manager: RadixOps, rules: MarconiVllmRules, num_swa: int
+    chunks: _ChunkManager, manager: RadixOps, rules: MarconiRules, num_swa: int
 ) -> Handed | Refusal | None:
     """``rules.reserve(manager, 1, num_swa, 1)`` asked as the loop asks it (handed slots taken): the slots
     handed over, a refusal, or None (the pools hold the chunk's allocations)."""
@@ -192,7 +191,7 @@ def _commit(
     tree: RadixTree,
     req: RequestCache,
     end: int,
-    rules: MarconiVllmRules,
+    rules: MarconiRules,
     has_swa: bool,
     keys: ChunkKeys,
 ) -> Node | None:

@@ -30,7 +30,9 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.engines.marconi_vllm_chunks import least_recent_leaf
+from sim.cache.node import Node
 from sim.run.simulate import SimConfig, simulate
+from sim.tokens import TokenSeq
 
 _TAKEN = {"handed": 0, "told": 0, "runs": 0, "rules": 0}
 
@@ -157,16 +159,18 @@ def test_whole_runs_are_equal_either_way(mode, bounds, monkeypatch):
     st.lists(st.tuples(st.integers(0, 39), st.integers(0, 12)), max_size=80),
     st.lists(st.integers(0, 39), max_size=4),
     st.sampled_from([0, 4096]),
+    st.sampled_from([3, 12]),
 )
-def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at):
+def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at, num_stamps):
     """Where ``_top_leaf`` answers, it names ``LeafHeap.pick``'s victim (ties, stale and locked entries,
     duplicates, a heap due for compaction: as ``test_marconi_vllm_victims`` builds them); where it does not,
     ``least_recent_leaf`` does, on the same heap, until no leaf is left."""
     root, nodes = _tree(parents)
     recency = Recency(whole_paths=True)
     ours, theirs = LeafHeap(), LeafHeap()
-    for index, stamp in stamps:
+    for index, stamp in stamps:  # few stamps (3): many ties, some below the heap's second row
         node = nodes[index % len(nodes)]
+        stamp %= num_stamps
         recency.stamps[node.id] = stamp
         ours.push(node, stamp)
         theirs.push(node, stamp)
@@ -183,3 +187,19 @@ def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at):
         if expected is None:
             return
         _delete(recency, [ours, theirs], expected)
+
+
+def test_a_tie_below_the_heaps_second_row_goes_to_the_pick():
+    """A leaf tying the top's stamp at index 2 (index 1 higher): the pick's preorder decides, not the top."""
+    root = Node(TokenSeq(), 0, None, [], None)  # type: ignore[arg-type]
+    later, first, other = (Node(seq((name, 1)), 0, root, [index], None) for index, name in enumerate("yxz"))
+    for index, node in enumerate((first, later, other)):  # ``first`` leads the preorder, ``later`` the ids
+        node.edge = (index,)
+        root.children[node.edge] = node
+    recency, leaves = Recency(whole_paths=True), LeafHeap()
+    for node, stamp in ((later, 1), (other, 5), (first, 1)):
+        recency.stamps[node.id] = stamp
+        leaves.push(node, stamp)
+    assert [entry[2] for entry in leaves.heap] == [later, other, first]
+    assert run_module.top_leaf(leaves, recency.stamps) is None
+    assert LeafHeap.pick(leaves, root, recency.of) is first

@@ -38,6 +38,9 @@ class PageChunks(PlainDecodes):
         rules, page, req = self.rules, self.page_size, self.requests[request_id]
         if budget < page or not rules.takes_page_chunks(self):
             return 0
+        run = rules.take_page_run(self, req)  # the rules' own loop (``marconi-vllm``)
+        if run is not None:
+            return run
         full_pool, swa_pool, state_pool = self.pools[FULL], self.pools[SWA], self.pools[MAMBA]
         has_swa = self.has_swa
         num_swa = 1 if has_swa else 0

@@ -129,12 +129,15 @@ class EngineRules:
             self.reserve(manager, 0, target, 0)
 
     def takes_page_chunks(self, manager: RadixOps) -> bool:
-        """Whether a request prefilling alone takes its chunks of one whole page in one loop
-        (``sim/cache/page_chunks.py``): only rules under which such a chunk is the page, a checkpoint at its
-        end and ``after_prefill_chunk``: ``begin_pass``, ``before_prefill_chunk`` and ``evict_ahead`` do
-        nothing, ``chunk_len`` and ``prefill_checkpoint`` give the page and its end, ``reserve`` does nothing
-        while every pool has the room."""
+        """Whether a request prefilling alone takes its chunks of one whole page in one loop (``page_chunks.py``):
+        only rules under which such a chunk is the page, a checkpoint at its end and ``after_prefill_chunk``:
+        ``begin_pass``, ``before_prefill_chunk`` and ``evict_ahead`` do nothing, ``chunk_len`` and
+        ``prefill_checkpoint`` give the page and its end, ``reserve`` does nothing while every pool has the room."""
         return False
+
+    def take_page_run(self, manager: RadixOps, req: RequestCache) -> int | Refusal | None:
+        """That loop as the rules' own run (the same chunks, results and events); None: ``page_chunks.py``'s."""
+        return None
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """A non-final chunk's length: its end floored to a page (0: no whole page fits)."""

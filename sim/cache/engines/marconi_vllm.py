@@ -9,6 +9,7 @@ from collections.abc import Set as AbstractSet
 from sim.align import floor_to
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
+from sim.cache.engines.marconi_vllm_run import run_applies, take_chunk_run
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -27,6 +28,9 @@ class MarconiVllmRules(MarconiRules):
     # False: every chunk evicts and commits through the general layers (the reference the direct ones,
     # ``marconi_vllm_chunks.py``, are held to)
     fused_chunks = True
+    # False: a request's page chunks go one by one through ``reserve`` and ``after_prefill_chunk`` (the
+    # reference the run, ``marconi_vllm_run.py``, is held to)
+    chunk_runs = True
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -73,6 +77,12 @@ class MarconiVllmRules(MarconiRules):
         stops at the next page and checkpoints there, no gate of SGLang's or slack is asked for, and the
         evictor evicts nothing while every pool has the room."""
         return self.every_page and self._bytes is None and not self.alloc_slack_pages
+
+    def take_page_run(self, manager: RadixOps, req: RequestCache) -> int | Refusal | None:
+        """The request's page chunks as one run (``marconi_vllm_run.py``) where its switches allow."""
+        if self.chunk_runs and self.fused_chunks and run_applies(manager, self):
+            return take_chunk_run(manager, self, req)
+        return None
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         return floor_to(req.kv_len + chunk_len, self.page_size) - req.kv_len

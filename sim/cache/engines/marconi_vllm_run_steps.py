@@ -1,0 +1,99 @@
+"""The steady chunk's pieces of vLLM+'s chunk run (``marconi_vllm_run.py``): the victim on the leaf heap's top,
+its eviction with its slots handed to the chunk, and the chunk's key cut from its run."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from sim.cache.components import FULL
+from sim.cache.engines.marconi_lru import LeafHeap
+from sim.cache.events import LeafEvicted, SlotsFreed, emit
+from sim.cache.node import Node
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
+
+
+def top_leaf(leaves: LeafHeap, stamps: dict[int, int]) -> Node | None:
+    """``least_recent_leaf``'s answer where the heap's top is a current, unlocked leaf that no other entry
+    ties (the lowest of the rest, at index 1 or 2, has a higher stamp), left on the heap for the caller to
+    pop; else None (``least_recent_leaf`` decides)."""
+    heap = leaves.heap
+    if not heap or len(heap) > leaves.compact_at:
+        return None
+    stamp, node_id, node = heap[0]
+    if not node.alive or node.children or stamps.get(node_id, 0) != stamp:
+        return None
+    if node.full_lock > 0 or node.swa_holders or node.state_lock > 0:
+        return None
+    size = len(heap)
+    if (size > 1 and heap[1][0] == stamp) or (size > 2 and heap[2][0] == stamp):
+        return None
+    return node
+
+
+def evict_handed(
+    tree: RadixTree,
+    leaves: LeafHeap,
+    stamps: dict[int, int],
+    victim: Node,
+    told: Callable[[LeafEvicted], None],
+) -> None:
+    """``evict_lone_leaf(tree, recency, victim, True, [told])``: the same statements in the same order."""
+    tree.num_evictions[FULL] += 1
+    told(LeafEvicted(victim))
+    parent = victim.parent
+    stamp = stamps.pop(victim.id, None)
+    pushed = False
+    if stamp is not None and parent.parent is not None:
+        pushed = True
+        merged = max(stamps.get(parent.id, 0), stamp)
+        stamps[parent.id] = merged
+        heapq.heappush(leaves.heap, (merged, parent.id, parent))
+    del parent.children[victim.edge]
+    full = victim.full_pages
+    if tree.full_pool._freed:
+        emit(tree.full_pool._freed, SlotsFreed(tree.full_pool.component, full))
+    tree.num_full_pages -= len(full)
+    tree.num_unlocked_tokens -= victim.end - victim.start
+    swa = victim.swa_pages
+    if swa is not None:
+        if tree.swa_pool._freed:
+            emit(tree.swa_pool._freed, SlotsFreed(tree.swa_pool.component, swa))
+        tree.num_swa_pages -= len(swa)
+        victim.swa_pages = None
+    state = victim.state
+    if state is not None:
+        if tree.state_pool._freed:
+            emit(tree.state_pool._freed, SlotsFreed(tree.state_pool.component, [state]))
+        tree.num_states -= 1
+        victim.state = None
+    victim.alive = False
+    if parent.parent is not None and not parent.children and not pushed:
+        heapq.heappush(leaves.heap, (stamps.get(parent.id, 0), parent.id, parent))
+
+
+class ChunkKeys:
+    """``chunk_key(tokens, start, end)`` for chunks in increasing order: the run holding ``start`` found by
+    walking on from the last chunk's (the last run starting at or before it, as ``bisect_right`` finds it)."""
+
+    def __init__(self, tokens: TokenSeq) -> None:
+        self.tokens, self.runs, self.starts = tokens, tokens.runs, tokens._run_starts()
+        self.index = 0
+
+    def cut(self, start: int, end: int) -> TokenSeq:
+        tokens = self.tokens
+        if start == 0 and end == tokens.length:
+            return tokens
+        runs, starts, index = self.runs, self.starts, self.index
+        last = len(runs) - 1
+        while index < last and starts[index + 1] <= start:
+            index += 1
+        self.index = index
+        run, run_start = runs[index], starts[index]
+        run_end = run_start + run[2]
+        if end > run_end:
+            return tokens.slice(start, end)
+        if start == run_start and end == run_end:
+            return TokenSeq((run,), end - start)
+        return TokenSeq(((run[0], run[1] + start - run_start, end - start),), end - start)

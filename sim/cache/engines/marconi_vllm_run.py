@@ -41,6 +41,7 @@ from sim.cache.engines.marconi_vllm_direct import (
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_handed, top_leaf
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
 from sim.cache.node import Node
+from sim.cache.page_chunks import is_page_chunk
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
@@ -98,19 +99,8 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
     keys = ChunkKeys(req.tokens)
     done = 0
-    while True:  # ``is_page_chunk(req, page)``
+    while is_page_chunk(req, page):
         kv_len = req.kv_len
-        if not (
-            kv_len % page == 0
-            and kv_len + page <= req.prompt_len
-            and kv_len == req.prefix_len
-            and not req.own_full
-            and req.checkpoint is None
-            and not req.planned
-            and not req.spare_states
-            and not req.commit_pending
-        ):
-            break
         end = kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:

@@ -4,7 +4,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sim.cache.manager import CacheManager
+from sim.cache.node import Node
+from sim.cache.pools import Pool
 from sim.cache.sizing import PoolSizes
+from sim.cache.tree import RadixTree
 from sim.engines.registry import make_manager, make_policy
 from sim.models import get_model
 from sim.tokens import TokenSeq
@@ -27,3 +30,10 @@ def seq(*parts: tuple[str, int]) -> TokenSeq:
 
 def out(request_id: str, length: int) -> TokenSeq:
     return TokenSeq.of("o:" + request_id, length)
+
+
+def parentless_node() -> Node:
+    """A fresh root for a hand-built tree, made where the tree makes its own: the compiled ``Node`` refuses a
+    ``None`` parent from Python, so ``Node(..., None, ...)`` in a test fails under ``HYBRIDCACHE_COMPILED``."""
+    empty = Pool("unused", 0)
+    return RadixTree(1, empty, empty, empty).root

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 
 import pytest
-from cache_helpers import seq
+from cache_helpers import parentless_node, seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_decode_fast_path_property import snapshot
@@ -32,7 +32,6 @@ from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.engines.marconi_vllm_chunks import least_recent_leaf
 from sim.cache.node import Node
 from sim.run.simulate import SimConfig, simulate
-from sim.tokens import TokenSeq
 
 _TAKEN = {"handed": 0, "told": 0, "runs": 0, "rules": 0}
 
@@ -191,7 +190,7 @@ def test_the_top_leaf_is_the_heaps_pick(parents, stamps, locked, compact_at, num
 
 def test_a_tie_below_the_heaps_second_row_goes_to_the_pick():
     """A leaf tying the top's stamp at index 2 (index 1 higher): the pick's preorder decides, not the top."""
-    root = Node(TokenSeq(), 0, None, [], None)  # type: ignore[arg-type]
+    root = parentless_node()
     later, first, other = (Node(seq((name, 1)), 0, root, [index], None) for index, name in enumerate("yxz"))
     for index, node in enumerate((first, later, other)):  # ``first`` leads the preorder, ``later`` the ids
         node.edge = (index,)

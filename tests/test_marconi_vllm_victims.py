@@ -8,7 +8,7 @@ changes a later pick.
 
 from __future__ import annotations
 
-from cache_helpers import seq
+from cache_helpers import parentless_node, seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,12 +16,11 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_chunks import least_recent_leaf
 from sim.cache.node import Node
-from sim.tokens import TokenSeq
 
 
 def _tree(parents: list[int]) -> tuple[Node, list[Node]]:
     """A root and one node per entry of ``parents`` (an index into the nodes made before it, 0: the root)."""
-    root = Node(TokenSeq(), 0, None, [], None)  # type: ignore[arg-type]
+    root = parentless_node()
     nodes = [root]
     for index, parent_index in enumerate(parents):
         parent = nodes[parent_index % len(nodes)]

@@ -127,3 +127,16 @@ def test_chunks_the_pools_stall_take_no_early_answer(policy: str):
     (``test_stalled_chunk_fast_path.py``'s burst): plain steps go on beside them, which no early answer may cut."""
     knobs = dict(page_size=16, track_interval=64 if policy == "no-cache" else 16, chunked_prefill_size=512)
     early_answers(Trace(_long_prompts(8)), policy, knobs, 8000, False)
+
+
+@pytest.mark.parametrize("policy", ["no-cache", "marconi-vllm"])
+def test_a_budget_the_decodes_leave_under_a_page_takes_no_early_answer(policy: str):
+    """A chunk budget of 16 tokens at page 8: with more than 8 requests decoding, what is left sizes no chunk
+    (plain steps go on beside it, which no early answer may cut); with fewer, the chunk is a page."""
+    requests = [
+        Request(id=f"r{index}", arrival=index / 50, output_len=120 + 29 * index,
+                prompt=[Segment(ref=f"r{index}", len=64 + 16 * index)])
+        for index in range(12)
+    ]
+    knobs = dict(page_size=8, track_interval=8, chunked_prefill_size=16, max_running_requests=12)
+    assert early_answers(Trace(requests), policy, knobs, 0, False) > 0

@@ -19,6 +19,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
+from sim.sched.chunk_ahead import takes_chunk_next
 from sim.sched.loop_runs import batch_run_allowed, chunk_stays_stalled, take_loop_run
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
@@ -113,6 +114,8 @@ class DefaultScheduler:
         if not decoding:
             return [], 0
         budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
+        if self._radix is not None and takes_chunk_next(self._radix, self._capped, runs, budget):
+            return [], 0
         if self._radix is not None and self._chunks_stay_stalled(budget):
             allowed = batch_run_allowed(self._radix, decoding)
             if allowed:
@@ -232,13 +235,8 @@ class DefaultScheduler:
             self.given_up.append((victim, f"given up while running alone at position {reached}: {why}"))
             return
         if alone and reached <= victim.alone_reached:
-            self.given_up.append(
-                (
-                    victim,
-                    f"retracted twice while running alone, the second time no further "
-                    f"than position {reached}: {why}",
-                )
-            )
+            again = f"the second time no further than position {reached}: {why}"
+            self.given_up.append((victim, f"retracted twice while running alone, {again}"))
             return
         if alone:
             victim.alone_reached = reached

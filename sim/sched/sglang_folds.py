@@ -29,28 +29,58 @@ def idle_event_steps(
     manager: CacheManager, rules: SGLangRules, reqs: list[RequestCache], phase: int, max_steps: int
 ) -> int:
     """How many of the next ``max_steps`` steps of ``reqs`` (from the rules' iteration ``phase`` on) are event
-    steps that free nothing, take no checkpoint and fit the room; 0 where that cannot be said."""
+    steps that free nothing and fit the room, the last of them perhaps taking checkpoints from spare slots
+    (``_checkpoints_move_no_pool``); 0 where that cannot be said."""
     resolved, trigger = rules.resolved, rules.trigger
     if trigger.by_iterations or not resolved.has_swa:
         return 0
     grid = resolved.track_grid if resolved.has_mamba else 0
+    # a decode step reaching the grid saves a checkpoint (not a mixed batch's row): such a step may end a fold
+    through = int(bool(grid) and not rules.decode_untracked)
     steps, stuck = max_steps, []
     for req in reqs:
         if req.commit_pending:
             return 0
         if grid:
-            steps = min(steps, -(req.kv_len + 1) % grid)  # the steps before its checkpoint
+            steps = min(steps, -(req.kv_len + 1) % grid + through)  # up to (through) its checkpoint step
         silent = trigger.silent_steps(req, phase)
         if silent:
             steps = min(steps, silent)  # not eventful before then: its free is not asked
         else:
             stuck.append(req)
-    if steps <= 0 or not stuck:
+    saving = [req for req in reqs if through and (req.kv_len + steps) % grid == 0]  # at the last step
+    if saving and not _checkpoints_move_no_pool(rules, saving):
+        steps, saving = steps - 1, []  # the fold stops before the checkpoint step
+    if saving and not _all_free_nothing(rules, stuck + saving, phase, steps):
+        steps, saving = steps - 1, []
+    if steps <= 0 or not (stuck or (saving and steps == 1)):  # each step an event step of the loop
         return 0
-    for req in stuck:
-        if not _frees_nothing(rules, req, phase, steps):
-            return 0
+    if not saving and not _all_free_nothing(rules, stuck, phase, steps):
+        return 0
     return _fitting_steps(manager, reqs, steps)
+
+
+def _checkpoints_move_no_pool(rules: SGLangRules, saving: list[RequestCache]) -> bool:
+    """Whether the checkpoints ``saving`` takes at a step move no pool (ping-pong): each state goes to a spare
+    slot (no reservation, nothing to evict: ``_plan``'s ``new_state`` 0) and the one it supersedes back to the
+    spare slots, not to the pool (``give_back_slot``, asked after the spare slot is taken)."""
+    for req in saving:
+        if not req.spare_states:
+            return False
+        spare_after = len(req.spare_states) - 1
+        if req.checkpoint is not None and not (
+            rules.admission_states > 1 and spare_after < rules.admission_states - 1
+        ):
+            return False
+    return True
+
+
+def _all_free_nothing(rules: SGLangRules, reqs: list[RequestCache], phase: int, steps: int) -> bool:
+    """Whether each request's out-of-window free moves nothing at any of its next ``steps`` steps."""
+    for req in reqs:
+        if not _frees_nothing(rules, req, phase, steps):
+            return False
+    return True
 
 
 def _frees_nothing(rules: SGLangRules, req: RequestCache, phase: int, steps: int) -> bool:
@@ -89,6 +119,10 @@ def take_idle_event_steps(
     pages in step then batch order, the lengths; returns each step as the full step it was."""
     lengths = [req.kv_len for req in reqs] if announced else None
     pages_at = dict(manager.take_batch_decodes(reqs, num_steps))
+    rules = manager.rules
+    if rules.resolved.has_mamba and not rules.decode_untracked:  # the last step's checkpoints, in batch order
+        grid = rules.resolved.track_grid
+        manager.take_spare_checkpoints([req for req in reqs if req.kv_len % grid == 0])
     full_steps: list[FullStep] = []
     for offset in range(num_steps):
         batch = page_step_batch(reqs, lengths, iteration + done + offset, offset)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.sched.batch import FullStep, page_step_batch
+from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch
 
 
 def idle_event_steps(
@@ -120,11 +120,24 @@ def take_idle_event_steps(
     lengths = [req.kv_len for req in reqs] if announced else None
     pages_at = dict(manager.take_batch_decodes(reqs, num_steps))
     rules = manager.rules
+    saving: list[RequestCache] = []
     if rules.resolved.has_mamba and not rules.decode_untracked:  # the last step's checkpoints, in batch order
-        grid = rules.resolved.track_grid
-        manager.take_spare_checkpoints([req for req in reqs if req.kv_len % grid == 0])
+        saving = [req for req in reqs if req.kv_len % rules.resolved.track_grid == 0]
+        manager.take_spare_checkpoints(saving)
     full_steps: list[FullStep] = []
+    batch = None
     for offset in range(num_steps):
         batch = page_step_batch(reqs, lengths, iteration + done + offset, offset)
         full_steps.append(FullStep(done + offset, pages_at.get(offset, 0), batch, None))
+    if batch is not None and saving:
+        _name_checkpoints(batch, reqs)
     return full_steps
+
+
+def _name_checkpoints(batch: Batch, reqs: list[RequestCache]) -> None:
+    """The checkpoint step's batch names each saved state in its request's plan, as ``_plan`` planned it."""
+    for index, req in enumerate(reqs):
+        checkpoint = req.checkpoint
+        if checkpoint is not None and checkpoint[0] == req.kv_len:
+            item = batch.items[index]
+            batch.items[index] = BatchItem(item.plan._replace(checkpoints=(checkpoint,)), False)

@@ -9,12 +9,19 @@ stretch does. Where that is certain for the coming steps they are taken at once 
 still handed on as the full step it was: one ``FullStep`` per step, its batch where the bounds read it, and its
 pools as the pages it moved from free to running (the step log's moves: the pools a mark would read).
 
+The fold may end with the step where requests reach their track grid, where each saves its checkpoint in a
+spare slot and gives the one it supersedes back to the spare slots (ping-pong: no pool moves, so the pools are
+still the step's page moves): the checkpoints are taken in-line, in batch order, as the step's plans and
+``complete_decode`` take them (``take_spare_checkpoints``, with their ``CheckpointSaved`` events), and the step's
+batch names them. The fold stops there: the floor has moved, so the next step may free.
+
 Certain means, for every step ``k`` of the fold: some request's trigger is past its silence (``silent_steps``
-0 stays 0 while the frontier holds: the step is an event step), no request reaches its track grid (no
-checkpoint), every request's free is a no-op (its target at step 0 as the rules compute it, and at the last
-step as a bound: the frontier rule ``floor(max(frontier, prefix, min(pre_len - W, floor)))`` does not fall as
-``pre_len`` grows, and past step 0 the floor is the last checkpoint's, with no lag substitution), and the pages
-started so far fit the run's room (``event_step_fits`` at each step: nothing is freed in between).
+0 stays 0 while the frontier holds: the step is an event step; else the fold is the checkpoint step alone), no
+request reaches its track grid before the last step, every free asked is a no-op (its target at step 0 as the
+rules compute it, and at the last step as a bound: the frontier rule ``floor(max(frontier, prefix,
+min(pre_len - W, floor)))`` does not fall as ``pre_len`` grows, and past step 0 the floor is the last
+checkpoint's, with no lag substitution), and the pages started so far fit the run's room (``event_step_fits``
+at each step: nothing is freed in between, and a checkpoint from a spare slot needs no new state).
 """
 
 from __future__ import annotations

@@ -103,13 +103,6 @@ class PlainDecodes(StepPlans):
             self.take_plain_decodes(req, num_steps)
         return _counted(starts)
 
-    def take_spare_checkpoints(self, reqs: list[RequestCache]) -> None:
-        """The checkpoints a batch run's last step saved at each of ``reqs``' length, as that step's plan and
-        ``complete_decode`` record them: the state in a spare slot, the one it supersedes given back."""
-        for req in reqs:
-            req.planned = ((req.kv_len, req.spare_states.pop()),)
-            self._take_planned_checkpoint(req)
-
     def _in_lockstep(self, reqs: list[RequestCache]) -> bool:
         """At page 1, requests whose slots end at their length start a page each at every step."""
         if self.page_size != 1:

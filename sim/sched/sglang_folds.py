@@ -9,19 +9,12 @@ stretch does. Where that is certain for the coming steps they are taken at once 
 still handed on as the full step it was: one ``FullStep`` per step, its batch where the bounds read it, and its
 pools as the pages it moved from free to running (the step log's moves: the pools a mark would read).
 
-The fold may end with the step where requests reach their track grid, where each saves its checkpoint in a
-spare slot and gives the one it supersedes back to the spare slots (ping-pong: no pool moves, so the pools are
-still the step's page moves): the checkpoints are taken in-line, in batch order, as the step's plans and
-``complete_decode`` take them (``take_spare_checkpoints``, with their ``CheckpointSaved`` events), and the step's
-batch names them. The fold stops there: the floor has moved, so the next step may free.
-
 Certain means, for every step ``k`` of the fold: some request's trigger is past its silence (``silent_steps``
-0 stays 0 while the frontier holds: the step is an event step; else the fold is the checkpoint step alone), no
-request reaches its track grid before the last step, every free asked is a no-op (its target at step 0 as the
-rules compute it, and at the last step as a bound: the frontier rule ``floor(max(frontier, prefix,
-min(pre_len - W, floor)))`` does not fall as ``pre_len`` grows, and past step 0 the floor is the last
-checkpoint's, with no lag substitution), and the pages started so far fit the run's room (``event_step_fits``
-at each step: nothing is freed in between, and a checkpoint from a spare slot needs no new state).
+0 stays 0 while the frontier holds: the step is an event step), no request reaches its track grid (no
+checkpoint), every request's free is a no-op (its target at step 0 as the rules compute it, and at the last
+step as a bound: the frontier rule ``floor(max(frontier, prefix, min(pre_len - W, floor)))`` does not fall as
+``pre_len`` grows, and past step 0 the floor is the last checkpoint's, with no lag substitution), and the pages
+started so far fit the run's room (``event_step_fits`` at each step: nothing is freed in between).
 """
 
 from __future__ import annotations
@@ -29,65 +22,35 @@ from __future__ import annotations
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.sched.batch import Batch, BatchItem, FullStep, page_step_batch
+from sim.sched.batch import FullStep, page_step_batch
 
 
 def idle_event_steps(
     manager: CacheManager, rules: SGLangRules, reqs: list[RequestCache], phase: int, max_steps: int
 ) -> int:
     """How many of the next ``max_steps`` steps of ``reqs`` (from the rules' iteration ``phase`` on) are event
-    steps that free nothing and fit the room, the last of them perhaps taking checkpoints from spare slots
-    (``_checkpoints_move_no_pool``); 0 where that cannot be said."""
+    steps that free nothing, take no checkpoint and fit the room; 0 where that cannot be said."""
     resolved, trigger = rules.resolved, rules.trigger
     if trigger.by_iterations or not resolved.has_swa:
         return 0
     grid = resolved.track_grid if resolved.has_mamba else 0
-    # a decode step reaching the grid saves a checkpoint (not a mixed batch's row): such a step may end a fold
-    through = int(bool(grid) and not rules.decode_untracked)
     steps, stuck = max_steps, []
     for req in reqs:
         if req.commit_pending:
             return 0
         if grid:
-            steps = min(steps, -(req.kv_len + 1) % grid + through)  # up to (through) its checkpoint step
+            steps = min(steps, -(req.kv_len + 1) % grid)  # the steps before its checkpoint
         silent = trigger.silent_steps(req, phase)
         if silent:
             steps = min(steps, silent)  # not eventful before then: its free is not asked
         else:
             stuck.append(req)
-    saving = [req for req in reqs if through and (req.kv_len + steps) % grid == 0]  # at the last step
-    if saving and not _checkpoints_move_no_pool(rules, saving):
-        steps, saving = steps - 1, []  # the fold stops before the checkpoint step
-    if saving and not _all_free_nothing(rules, stuck + saving, phase, steps):
-        steps, saving = steps - 1, []
-    if steps <= 0 or not (stuck or (saving and steps == 1)):  # each step an event step of the loop
+    if steps <= 0 or not stuck:
         return 0
-    if not saving and not _all_free_nothing(rules, stuck, phase, steps):
-        return 0
-    return _fitting_steps(manager, reqs, steps)
-
-
-def _checkpoints_move_no_pool(rules: SGLangRules, saving: list[RequestCache]) -> bool:
-    """Whether the checkpoints ``saving`` takes at a step move no pool (ping-pong): each state goes to a spare
-    slot (no reservation, nothing to evict: ``_plan``'s ``new_state`` 0) and the one it supersedes back to the
-    spare slots, not to the pool (``give_back_slot``, asked after the spare slot is taken)."""
-    for req in saving:
-        if not req.spare_states:
-            return False
-        spare_after = len(req.spare_states) - 1
-        if req.checkpoint is not None and not (
-            rules.admission_states > 1 and spare_after < rules.admission_states - 1
-        ):
-            return False
-    return True
-
-
-def _all_free_nothing(rules: SGLangRules, reqs: list[RequestCache], phase: int, steps: int) -> bool:
-    """Whether each request's out-of-window free moves nothing at any of its next ``steps`` steps."""
-    for req in reqs:
+    for req in stuck:
         if not _frees_nothing(rules, req, phase, steps):
-            return False
-    return True
+            return 0
+    return _fitting_steps(manager, reqs, steps)
 
 
 def _frees_nothing(rules: SGLangRules, req: RequestCache, phase: int, steps: int) -> bool:
@@ -126,25 +89,8 @@ def take_idle_event_steps(
     pages in step then batch order, the lengths; returns each step as the full step it was."""
     lengths = [req.kv_len for req in reqs] if announced else None
     pages_at = dict(manager.take_batch_decodes(reqs, num_steps))
-    rules = manager.rules
-    saving: list[RequestCache] = []
-    if rules.resolved.has_mamba and not rules.decode_untracked:  # the last step's checkpoints, in batch order
-        saving = [req for req in reqs if req.kv_len % rules.resolved.track_grid == 0]
-        manager.take_spare_checkpoints(saving)
     full_steps: list[FullStep] = []
-    batch = None
     for offset in range(num_steps):
         batch = page_step_batch(reqs, lengths, iteration + done + offset, offset)
         full_steps.append(FullStep(done + offset, pages_at.get(offset, 0), batch, None))
-    if batch is not None and saving:
-        _name_checkpoints(batch, reqs)
     return full_steps
-
-
-def _name_checkpoints(batch: Batch, reqs: list[RequestCache]) -> None:
-    """The checkpoint step's batch names each saved state in its request's plan, as ``_plan`` planned it."""
-    for index, req in enumerate(reqs):
-        checkpoint = req.checkpoint
-        if checkpoint is not None and checkpoint[0] == req.kv_len:
-            item = batch.items[index]
-            batch.items[index] = BatchItem(item.plan._replace(checkpoints=(checkpoint,)), False)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from sim.compiled_core import requested_build
-from tests.property_runs import record_outcome
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -59,10 +58,3 @@ def pytest_collection_modifyitems(config, items):
         if "interpreted" in item.keywords:
             item.add_marker(skip)
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Each passing test noted, so that a test reading a property's counts can reuse its run (property_runs.py)."""
-    report = yield
-    record_outcome(item, report)
-    return report

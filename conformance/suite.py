@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from conformance.compare import MODES, Disagreement, disagreements
+from conformance.engine_runs import engine_run
 from conformance.generate import generate
 from conformance.scenario import Scenario
 
@@ -74,14 +75,17 @@ def run_suite(
             if why is not None:
                 result.rejected.append((scenario, why))
                 continue
+            runs: dict = {}  # the engine's runs of this scenario, one per distinct run (engine_runs.run_as)
             for preset in presets or tuple(module.PRESETS):
-                _check(module, scenario, preset, modes, result)
+                _check(module, scenario, preset, modes, result, runs)
     return result
 
 
-def _check(module, scenario: Scenario, preset: str, modes, result: SuiteResult) -> None:
+def _check(
+    module, scenario: Scenario, preset: str, modes, result: SuiteResult, runs: dict | None = None
+) -> None:
     started = time.perf_counter()
-    theirs = module.run(scenario, preset)
+    theirs = engine_run(module, "run", scenario, preset, {} if runs is None else runs)
     result.engine_seconds += time.perf_counter() - started
     started = time.perf_counter()
     found = disagreements(scenario, preset, theirs, modes)

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from conformance.compare_steps import simulated_steps
+from conformance.engine_runs import engine_run
 from conformance.generate_concurrent import generate_concurrent
 from conformance.modes import rerun_flags
 from conformance.scenario import Scenario
@@ -51,15 +52,16 @@ def run_concurrent(
             if why is not None:
                 result.rejected.append((scenario, why))
                 continue
+            runs: dict = {}  # the engine's runs of this scenario, one per distinct run (engine_runs.run_as)
             for preset in presets or tuple(module.PRESETS):
-                _check(module, scenario, preset, result)
+                _check(module, scenario, preset, result, runs)
     return result
 
 
-def _check(module, scenario: Scenario, preset: str, result: StepsResult) -> None:
+def _check(module, scenario: Scenario, preset: str, result: StepsResult, runs: dict | None = None) -> None:
     started = time.perf_counter()
     try:
-        theirs = module.run_steps(scenario, preset)
+        theirs = engine_run(module, "run_steps", scenario, preset, {} if runs is None else runs)
     except EngineCorrupt as error:
         result.corrupt.append((scenario, preset, str(error)))
         _check_before_corrupt(scenario, preset, error, result)

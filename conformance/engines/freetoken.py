@@ -82,6 +82,7 @@ def run(scenario: Scenario, preset: str = "freetoken") -> dict[str, EngineOutcom
     with contextlib.ExitStack() as stack, torch.inference_mode():
         _enter_engine_context(stack, scenario.config)
         engine = build(scenario.config)
+        _trim_premise(engine.cache_manager, scenario.config, preset)
         if preset == "freetoken-lazy":
             _without_finish_trim(engine.cache_manager)
         return serve_all(engine, served_requests(scenario), scenario.config.overlap)
@@ -103,12 +104,25 @@ def run_steps(scenario: Scenario, preset: str = "freetoken") -> Trajectory:
     with contextlib.ExitStack() as stack, torch.inference_mode():
         _enter_engine_context(stack, scenario.config)
         engine = build(scenario.config)
+        _trim_premise(engine.cache_manager, scenario.config, preset)
         if preset == "freetoken-lazy":
             _without_finish_trim(engine.cache_manager)
         requests = served_requests(scenario)
         return serve_steps(
             engine, requests, arrival_steps(scenario), scenario.config.overlap, components_of(scenario)
         )
+
+
+def run_as(config: EngineConfig, preset: str) -> str:
+    """The preset whose engine run ``preset``'s is (``conformance.engine_runs``): "freetoken-lazy" changes
+    the engine only where its cache manager is SWA's (``_without_finish_trim``); without SWA it is one run."""
+    return "freetoken" if preset in PRESETS and not config.has_swa else preset
+
+
+def _trim_premise(cache_manager, config: EngineConfig, preset: str) -> None:
+    """``run_as``'s premise, read off the engine FreeToken built: its cache is SWA's exactly with SWA."""
+    if cache_manager.is_swa != config.has_swa:
+        raise RuntimeError(f"{preset}: FreeToken's cache has is_swa={cache_manager.is_swa} for {config}")
 
 
 def _enter_engine_context(stack: contextlib.ExitStack, config: EngineConfig) -> None:

@@ -24,6 +24,23 @@ def accepts(config: EngineConfig) -> str | None:
     return sglang_runtime.accepts(config)
 
 
+def run_as(config: EngineConfig, preset: str) -> str:
+    """The preset whose engine run ``preset``'s is (``conformance.engine_runs``): "sglang" replaces
+    ``UnifiedRadixCache.swa_retain_floor`` by ``None``, which the shipped method (it only reads) returns anyway
+    unless the tree has MAMBA and a sliding window; without both, the two presets are one run."""
+    if preset in PRESETS and not (config.has_swa and config.has_mamba):
+        return "sglang-retain"
+    return preset
+
+
+def _floor_premise(pools, config: EngineConfig, preset: str) -> None:
+    """``run_as``'s premise, read off the tree SGLang built: its floor is None on every call without both."""
+    tree = pools.tree_cache
+    floor_moves = tree.is_mamba_enabled and tree._sliding_window_size is not None
+    if floor_moves != (config.has_swa and config.has_mamba):
+        raise RuntimeError(f"{preset}: swa_retain_floor's premise in run_as does not hold for {config}")
+
+
 def available() -> str | None:
     """None when SGLang's scheduler imports here, else why not."""
     try:
@@ -47,6 +64,7 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
 
     longest = max(len(r.prompt) + len(r.output) for r in requests)
     pools = sglang_runtime.build_pools(scenario.config, longest + 2 * scenario.config.page_size)
+    _floor_premise(pools, scenario.config, preset)
     if preset == "sglang":
         pools.tree_cache.swa_retain_floor = lambda req: None
     from sglang.srt.environ import envs
@@ -80,6 +98,7 @@ def run_steps(scenario: Scenario, preset: str) -> Trajectory:
     longest = max(len(r.prompt) + len(r.output) for r in requests)
     config = scenario.config
     pools = sglang_runtime.build_pools(config, longest + 2 * config.page_size, len(requests))
+    _floor_premise(pools, scenario.config, preset)
     if preset == "sglang":
         pools.tree_cache.swa_retain_floor = lambda req: None
     with envs.SGLANG_SWA_EVICTION_INTERVAL.override(config.swa_eviction_interval):

@@ -22,6 +22,20 @@ from sim.engines.registry import PRESETS
 
 NUM_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_SEEDS", "30"))
 PACKAGES = {"sglang": "sglang", "freetoken": "freetoken", "vllm": "vllm"}
+# the step-clock families' seeds in interleaved shards, one test each, so pytest-xdist spreads the longest
+# cases over its workers; every seed still runs, and each shard's floor on the scenarios compared is its share
+# of the whole's, rounded up (all shards passing implies the whole's floor)
+NUM_SHARDS = 2
+SHARDS = [pytest.param(index, id=f"shard{index}of{NUM_SHARDS}") for index in range(NUM_SHARDS)]
+
+
+def shard(seeds: list[int], index: int) -> list[int]:
+    return seeds[index::NUM_SHARDS]
+
+
+def share(floor: int) -> int:
+    """A shard's part of ``floor``, rounded up."""
+    return -(-floor // NUM_SHARDS)
 
 
 @pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
@@ -49,25 +63,27 @@ def test_every_step_agrees_with_the_engine_under_concurrent_load(engine, pressur
     assert compared >= NUM_SEEDS  # the engine's own corruptions leave most scenarios compared
 
 
+@pytest.mark.parametrize("part", SHARDS)
 @pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
 @pytest.mark.parametrize("engine", SPACED)
-def test_every_step_agrees_one_request_at_a_time(engine, pressure):
+def test_every_step_agrees_one_request_at_a_time(engine, pressure, part):
     """The one-at-a-time scenarios on the step clock: each step's chunks and the pools after it (free and
     tree-held), not only each request's cached tokens."""
     if find_spec(PACKAGES[engine]) is None:
         pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
                     f"conformance/requirements.txt)")
     seeds = [*range(NUM_SEEDS), *long_seeds(engine)]  # and the boundary family's 16k-32k-token prompts
-    result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_spaced)
+    result = run_concurrent(driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_spaced)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(KNOWN), report_steps(result)  # the open differences are listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
-    assert compared >= NUM_SEEDS // 2  # FreeToken refuses its three-component scenarios up front
+    assert compared >= share(NUM_SEEDS // 2)  # FreeToken refuses its three-component scenarios up front
 
 
+@pytest.mark.parametrize("part", SHARDS)
 @pytest.mark.parametrize("pressure", [False, True], ids=["large-pools", "pressure"])
 @pytest.mark.parametrize("engine", CONCURRENT)
-def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
+def test_every_step_agrees_at_the_rules_boundaries(engine, pressure, part):
     """The boundary family: lengths, windows and pools at every boundary the rules name (+-1), identical
     prompts in one step, up to 40 requests over shared prefixes (conformance/generate_boundary.py)."""
     if find_spec(PACKAGES[engine]) is None:
@@ -75,11 +91,11 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure):
                     f"conformance/requirements.txt)")
     # and the built-on-purpose ones, and 16k-32k-token prompts
     seeds = [*range(min(NUM_SEEDS, BOUNDARY_SEEDS)), *targeted_seeds(engine), *long_seeds(engine)]
-    result = run_concurrent(driver(engine, concurrent=True), seeds, (pressure,), make=generate_boundary)
+    result = run_concurrent(driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_boundary)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
-    assert compared >= len(seeds) // 2  # FreeToken's own double frees leave most scenarios compared
+    assert compared >= share(len(seeds) // 2)  # FreeToken's own double frees leave most scenarios compared
 
 
 NUM_MODE_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_MODE_SEEDS", "8"))

@@ -81,11 +81,9 @@ def run_suite(
     return result
 
 
-def _check(
-    module, scenario: Scenario, preset: str, modes, result: SuiteResult, runs: dict | None = None
-) -> None:
+def _check(module, scenario: Scenario, preset: str, modes, result: SuiteResult, runs: dict) -> None:
     started = time.perf_counter()
-    theirs = engine_run(module, "run", scenario, preset, {} if runs is None else runs)
+    theirs = engine_run(module, "run", scenario, preset, runs)
     result.engine_seconds += time.perf_counter() - started
     started = time.perf_counter()
     found = disagreements(scenario, preset, theirs, modes)

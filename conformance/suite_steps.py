@@ -58,10 +58,10 @@ def run_concurrent(
     return result
 
 
-def _check(module, scenario: Scenario, preset: str, result: StepsResult, runs: dict | None = None) -> None:
+def _check(module, scenario: Scenario, preset: str, result: StepsResult, runs: dict) -> None:
     started = time.perf_counter()
     try:
-        theirs = engine_run(module, "run_steps", scenario, preset, {} if runs is None else runs)
+        theirs = engine_run(module, "run_steps", scenario, preset, runs)
     except EngineCorrupt as error:
         result.corrupt.append((scenario, preset, str(error)))
         _check_before_corrupt(scenario, preset, error, result)

@@ -46,7 +46,7 @@ def test_the_steps_before_the_first_wrong_free_agree_with_simulate():
     from conformance.suite_steps import StepsResult, _check
 
     result = StepsResult("freetoken")
-    _check(freetoken, hand.double_free(lead=3), "freetoken", result)
+    _check(freetoken, hand.double_free(lead=3), "freetoken", result, {})
     [(_, _, why)] = result.corrupt
     assert "request c's page table" in why and why.endswith("by step 3")
     assert (result.corrupt_steps, result.corrupt_steps_equal, result.corrupt_found) == (3, 3, [])
@@ -64,7 +64,7 @@ def test_a_difference_before_the_engine_breaks_is_found(monkeypatch):
     simulate_steps = suite_steps.simulated_steps
     monkeypatch.setattr(suite_steps, "simulated_steps", off_by_one)
     result = suite_steps.StepsResult("freetoken")
-    suite_steps._check(freetoken, hand.double_free(lead=3), "freetoken", result)
+    suite_steps._check(freetoken, hand.double_free(lead=3), "freetoken", result, {})
     assert [difference.what for _, _, difference in result.corrupt_found] == ["batch"]
 
 

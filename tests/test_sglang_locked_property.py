@@ -55,8 +55,7 @@ def _requests(draw, num_requests: int) -> list[Request]:
 def bursts(draw):
     """Requests sharing prefixes (a chained trace of turns), the page, the model (SWA or not) and the pool."""
     requests = _requests(draw, draw(st.integers(3, 12)))
-    # not marconi-sglang: without a byte budget its tight pools reach "the budget admitted a chunk the pools
-    # refuse" on main as it is (its runs' tables are held to main's by the hash runs instead)
+    # not marconi-sglang: its SWA count is Marconi's own (tests/test_marconi_swa_budget.py)
     policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree"]))
     page = draw(st.sampled_from([1, 64]))
     knobs = dict(

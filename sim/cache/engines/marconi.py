@@ -17,7 +17,8 @@ own gates (``SGLangAdmission``): a request holds SGLang's three MAMBA slots (its
 slots, which its branch and last states use), and a two-pass cut makes it SGLang's one chunked request,
 which ends the pass. Under a byte budget the budget's counts are bytes, expressed in tokens of KV (FULL and
 SWA together): free = what the budget takes now, evictable = the unlocked tree pages and states, and a
-request's slots charged to its admission. vLLM+ runs the default loop with none of SGLang's gates
+request's slots charged to its admission. Without one, evictable SWA is the SWA of nodes no running request's
+path locks: Marconi frees SWA only by deleting nodes, so a window's lock is not what bounds it. vLLM+ runs the default loop with none of SGLang's gates
 (``marconi_vllm.py``).
 """
 
@@ -32,6 +33,7 @@ from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_tuner import AlphaTuner
 from sim.cache.engines.sglang_admission import SGLangAdmission
+from sim.cache.engines.sglang_locked import swa_pages_on_locked_paths
 from sim.cache.events import EventBus
 from sim.cache.eviction import NoEviction
 from sim.cache.ops import RadixOps
@@ -103,7 +105,11 @@ class MarconiRules(SGLangAdmission):
         return refusal
 
     def evictable_tokens(self, manager: RadixOps, req: RequestCache | None, swa: bool) -> int:
-        """A byte budget: the unlocked tree pages, and its unlocked states as the tokens of KV they weigh."""
+        """SWA: the pages of nodes no holder's path locks (a cached node keeps its SWA until it is deleted, so
+        a window's lock is not what bounds it); a byte budget: the unlocked tree pages, and its unlocked states
+        as the tokens of KV they weigh."""
+        if swa:
+            return (manager.tree.num_swa_pages - swa_pages_on_locked_paths(manager, req)) * self.page_size
         pages = super().evictable_tokens(manager, req, swa)
         if self._bytes is None or not self.resolved.has_mamba:
             return pages

@@ -52,3 +52,23 @@ def locked_pages_shared(manager, candidate: RequestCache | None, swa: bool) -> i
                 locked += len(pages)
             node = node.parent
     return locked
+
+
+def swa_pages_on_locked_paths(manager, candidate: RequestCache | None) -> int:
+    """The SWA pages on the nodes the holders' FULL locks keep (each path walked up as
+    ``locked_pages_shared`` walks it): an eviction that deletes whole unlocked nodes and never tombstones
+    (Marconi's) cannot free them, whatever a window's lock covers."""
+    holders = list(manager.requests.values())
+    if candidate is not None and candidate.request_id not in manager.requests:
+        holders.append(candidate)
+    seen: set[int] = set()
+    on_paths = 0
+    for holder in holders:
+        node = holder.last_node
+        while node.parent is not None and node.id not in seen:
+            seen.add(node.id)
+            pages = node.swa_pages
+            if pages is not None:
+                on_paths += len(pages)
+            node = node.parent
+    return on_paths

@@ -131,11 +131,15 @@ def run_split(trace: Any, policy: str) -> tuple[float, LoopSplit]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--limit", type=int, default=1000)
     parser.add_argument("--policy", default="no-cache")
     args = parser.parse_args()
-    trace = import_mooncake(str(existing_trace(mooncake_trace("conversation"))), limit=args.limit, chains=True)
+    trace = import_mooncake(
+        str(existing_trace(mooncake_trace("conversation"))), limit=args.limit, chains=True
+    )
     cpu_s, split = run_split(trace, args.policy)
     print(f"{args.policy} timed, {args.limit} requests: {cpu_s:.2f} CPU s (wrapped)")
     print("full steps by kind:", dict(split.full_steps.most_common()))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ class LoopSplit:
     """The counts and CPU seconds of one run."""
 
     def __init__(self) -> None:
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.calls: Counter[str] = Counter()
         self.full_steps: Counter[str] = Counter()
         self.event_steps: Counter[tuple[int, int, int, int]] = Counter()

@@ -20,7 +20,8 @@ from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
 from sim.sched.chunk_ahead import takes_chunk_next
-from sim.sched.loop_runs import batch_run_allowed, chunk_stays_stalled, take_loop_run
+from sim.sched.last_output import LastOutputSteps
+from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 
@@ -43,6 +44,7 @@ class DefaultScheduler:
         self._radix = manager if isinstance(manager, CacheManager) else None
         self._batch_run_at: int | None = None
         self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
+        self._last_output = LastOutputSteps(self._radix)  # batch runs, through last outputs if none listens
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -117,7 +119,7 @@ class DefaultScheduler:
         if self._radix is not None and takes_chunk_next(self._radix, self._capped, runs, budget):
             return [], 0
         if self._radix is not None and self._chunks_stay_stalled(budget):
-            allowed = batch_run_allowed(self._radix, decoding)
+            allowed = self._last_output.allow(decoding)
             if allowed:
                 self._batch_run_at = iteration
                 return decoding, allowed
@@ -132,10 +134,7 @@ class DefaultScheduler:
         them), or plain steps: what complete_decode would record, and what each step's stalled chunks would,
         and no more."""
         if self._radix is not None and self._batch_run_at is not None:
-            # no pass begun at its event steps: their decodes read none of its accounts, ``schedule`` resets them
-            batch_run = take_loop_run(
-                self._radix, runs, self._batch_run_at, num_steps, begins_pass=False, settles=True
-            )
+            batch_run = self._last_output.take_run(runs, self._batch_run_at, num_steps, self.running)
             if batch_run[0]:  # its steps re-sized the stalled chunks to nothing, as the loop's would
                 self._stall_prefills(self.budget - len(runs))
             return batch_run

@@ -22,10 +22,11 @@ from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_qui
 from sim.sched.request import RequestState
 
 
-def batch_run_allowed(manager: CacheManager, runs: list[RequestState]) -> int:
+def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
     """How many steps a batch run of ``runs`` (all past their prompt) may be asked for: each stops a step short
-    of its last output (the step that ends it goes through the loop); 0 where the pools have no room for one."""
-    fewest = min(run.output_len - run.decoded - 2 for run in runs)
+    of its last output (the step that ends it goes through the loop), or ``through_last`` takes that step too
+    (``take_last_output_step``); 0 where the pools have no room for one."""
+    fewest = min(run.output_len - run.decoded - 2 for run in runs) + through_last
     if fewest <= 0:
         return 0
     reqs = [manager.requests[run.request_id] for run in runs]
@@ -85,6 +86,29 @@ def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:
     return step_fits_room(manager, reqs, manager.batch_run_room(reqs))
 
 
+def take_last_output_step(
+    manager: CacheManager, runs: list[RequestState], iteration: int, offset: int
+) -> FullStep | None:
+    """The step that gives some of ``runs`` their last output, as the default loop's full step takes it where
+    nothing else is scheduled (its decodes only: nothing admitted, every chunk stalled): a pass begun, each
+    request's step planned and settled in batch order, then, in that order, each completed and, where that was
+    its last output, finished at once (``postprocess``). None, nothing taken, where the step might evict. The
+    step is ``offset`` steps into a run; its pools are read after the finishes, as the loop's row reads them."""
+    reqs = [manager.requests[run.request_id] for run in runs]
+    if not event_step_fits(manager, reqs):
+        return None
+    manager.begin_pass()
+    batch = _planned_decodes(manager, reqs, iteration, settles=True)
+    ended: list[RequestState] = []
+    for run in runs:
+        manager.complete_decode(run.request_id)
+        run.decoded += 1
+        if run.decoded == run.output_len - 1:
+            run.inserted_len = manager.finish(run.request_id).inserted_len
+            ended.append(run)
+    return FullStep(offset, 0, batch, manager.usage(), finished=tuple(ended))
+
+
 def _event_step(
     manager: CacheManager, reqs: list[RequestCache], iteration: int, begins_pass: bool, settles: bool
 ) -> Batch:
@@ -92,6 +116,14 @@ def _event_step(
     request's step planned in batch order, then each completed."""
     if begins_pass:
         manager.begin_pass()
+    batch = _planned_decodes(manager, reqs, iteration, settles)
+    for req in reqs:
+        manager.complete_decode(req.request_id)
+    return batch
+
+
+def _planned_decodes(manager: CacheManager, reqs: list[RequestCache], iteration: int, settles: bool) -> Batch:
+    """Each request's decode step planned in batch order (room checked: none is refused)."""
     batch = Batch(iteration)
     for req in reqs:
         plan = manager.prepare_decode(req.request_id, iteration)
@@ -100,6 +132,4 @@ def _event_step(
         if settles:
             manager.settle(req.request_id, 1)
         batch.items.append(BatchItem(plan, False))
-    for req in reqs:
-        manager.complete_decode(req.request_id)
     return batch

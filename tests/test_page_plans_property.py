@@ -21,13 +21,16 @@ from hypothesis import strategies as st
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 
+from sim.cache.engines import marconi_vllm as vllm_module
+from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.page_chunks import PageChunks
 from sim.run import simulate as simulate_module
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
 
 _REAL_PLAN = PageChunks.plan_page_chunk
-_TAKEN = {"plans": 0, "evicting": 0}
+_REAL_HAND, _REAL_COMMIT = vllm_module.hand_top_leaf, vllm_module.commit_page
+_TAKEN = {"plans": 0, "evicting": 0, "handed": 0, "committed": 0}
 
 # the runs count and watch through patches of names the compiled core binds
 pytestmark = pytest.mark.interpreted
@@ -89,6 +92,7 @@ def watched_run(trace: Trace, config: SimConfig, direct: bool):
     with (
         mock.patch.object(simulate_module, "make_manager", side_effect=made),
         mock.patch.object(PageChunks, "plans_page_chunks", direct),
+        mock.patch.object(MarconiVllmRules, "page_steps", direct),
     ):
         result = simulate(trace, config, on_step=step)
     return result, states
@@ -107,11 +111,27 @@ def _counting_plan(manager, req, chunk_len):
     return plan
 
 
+def _counting_hand(*args) -> bool:
+    handed = _REAL_HAND(*args)
+    _TAKEN["handed"] += handed
+    return handed
+
+
+def _counting_commit(*args) -> bool:
+    committed = _REAL_COMMIT(*args)
+    _TAKEN["committed"] += committed
+    return committed
+
+
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
 def test_a_page_chunk_planned_directly_is_the_general_plan(burst):
     trace, config = burst
-    with mock.patch.object(PageChunks, "plan_page_chunk", autospec=True, side_effect=_counting_plan):
+    with (
+        mock.patch.object(PageChunks, "plan_page_chunk", autospec=True, side_effect=_counting_plan),
+        mock.patch.object(vllm_module, "hand_top_leaf", _counting_hand),
+        mock.patch.object(vllm_module, "commit_page", _counting_commit),
+    ):
         ours, our_states = watched_run(trace, config, True)
     theirs, their_states = watched_run(trace, config, False)
     assert len(our_states) == len(their_states)
@@ -126,8 +146,10 @@ test_a_page_chunk_planned_directly_is_the_general_plan.__test__ = False
 
 
 def test_the_property_plans_page_chunks():
-    """The runs above plan many page chunks directly, and many of those evict a leaf whose slots they take."""
-    _TAKEN.update(plans=0, evicting=0)
+    """The runs above plan many page chunks directly, many of those evict the heap's top and take its slots,
+    and many commit through the run's statements."""
+    _TAKEN.update(plans=0, evicting=0, handed=0, committed=0)
     test_a_page_chunk_planned_directly_is_the_general_plan()
     assert _TAKEN["plans"] > 1000 and _TAKEN["evicting"] > 300, _TAKEN
+    assert _TAKEN["handed"] > 100 and _TAKEN["committed"] > 1000, _TAKEN
 

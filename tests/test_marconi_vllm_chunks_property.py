@@ -84,6 +84,7 @@ def _compare(cache, requests, one_loop: bool) -> None:
     fused, general = Recorded(*cache, fast=one_loop), Recorded(*cache, fast=one_loop)
     general.manager.rules.fused_chunks = False
     fused.manager.rules.chunk_runs = False  # the chunks one by one (the run: test_marconi_vllm_run_property.py)
+    fused.manager.rules.page_steps = False  # the fused functions (the run's per step: test_page_plans_property.py)
     _log_locks(fused)
     _log_locks(general)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):

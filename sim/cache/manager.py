@@ -76,8 +76,7 @@ class CacheManager(SchedulingPasses):
         return fresh
 
     def discard(self) -> None:
-        """This cache is thrown away mid-run (a tuner's replay): unlink its tree, whose cycles the paused
-        collector would otherwise keep until the run ends."""
+        """Thrown away mid-run (a tuner's replay): unlink its tree (its cycles outlive the paused collector)."""
         self.tree.dismantle()
 
     def match(self, tokens: TokenSeq, prompt_len: int) -> MatchResult:
@@ -132,9 +131,12 @@ class CacheManager(SchedulingPasses):
             raise ValueError(
                 f"{request_id}: bad prefill chunk of {chunk_len} at {req.kv_len}/{req.prompt_len}"
             )
-        self.rules.before_prefill_chunk(self, req)
-        self.rules.evict_ahead(self, req.pages_needed(req.kv_len + chunk_len))
-        return self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
+        plan = self.plan_page_chunk(req, chunk_len)  # a page chunk, where the rules take one (page_chunks.py)
+        if plan is None:
+            self.rules.before_prefill_chunk(self, req)
+            self.rules.evict_ahead(self, req.pages_needed(req.kv_len + chunk_len))
+            plan = self._plan(req, chunk_len, self.rules.prefill_checkpoint(req, chunk_len))
+        return plan
 
     def complete_prefill(self, request_id: str, chunk_len: int) -> None:
         self._pass_open = False
@@ -180,8 +182,7 @@ class CacheManager(SchedulingPasses):
             emit(self._finished, Finished(request_id, result.inserted_len))
         return result
 
-    def abort(self, request_id: str) -> None:
-        """Drop a request without caching anything it computed."""
+    def abort(self, request_id: str) -> None:  # drop a request without caching anything it computed
         self._release(self.requests.pop(request_id))
         self.events.publish(Aborted(request_id))
 

@@ -19,7 +19,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.request import RequestCache
-from sim.cache.results import Refusal
+from sim.cache.results import ChunkPlan, Refusal
 
 
 class PageChunks(PlainDecodes):
@@ -30,6 +30,9 @@ class PageChunks(PlainDecodes):
     # would take straight back from the pools (``marconi_vllm_chunks.reserve_page``): asked only here
     takes_handed_slots: bool = False
     handed_slots: tuple[list[int], list[int | None], int] | None = None
+    # False: ``prepare_prefill`` plans every chunk through the general calls (the reference ``plan_page_chunk``
+    # is held to)
+    plans_page_chunks: bool = True
 
     def take_page_chunks(self, request_id: str, budget: int) -> int | Refusal:
         """Prefill chunks of one page from the request's ``kv_len`` on, each as ``run_alone`` takes it under
@@ -41,26 +44,12 @@ class PageChunks(PlainDecodes):
         run = rules.take_page_run(self, req)  # the rules' own loop (``marconi-vllm``)
         if run is not None:
             return run
-        full_pool, swa_pool, state_pool = self.pools[FULL], self.pools[SWA], self.pools[MAMBA]
-        has_swa = self.has_swa
-        num_swa = 1 if has_swa else 0
         done = 0
         while is_page_chunk(req, page):
             end = req.kv_len + page
-            if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-                self.takes_handed_slots = True
-                refusal = rules.reserve(self, 1, num_swa, 1)
-                self.takes_handed_slots = False
-                if refusal is not None:
-                    return refusal
-            handed = self.handed_slots
-            if handed is not None:  # the allocations below, as the pools would answer them
-                self.handed_slots = None
-                req.own_full, req.own_swa, slot = handed
-            else:  # the request holds no page of its own between chunks: the chunk's pages become its lists
-                req.own_full = full_pool.alloc(1)
-                req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
-                slot = state_pool.alloc_one()
+            slot = self._page_slots(req)
+            if isinstance(slot, Refusal):
+                return slot
             self._pass_open = False  # the chunk completed (``complete_prefill``)
             req.kv_len = end
             req.earlier_checkpoint = None  # the chunk before handed its checkpoint to the tree
@@ -70,6 +59,48 @@ class PageChunks(PlainDecodes):
             rules.after_prefill_chunk(self, req, end >= req.prompt_len)
             done += 1
         return done
+
+    def plan_page_chunk(self, req: RequestCache, chunk_len: int) -> ChunkPlan | Refusal | None:
+        """``prepare_prefill``'s plan of a chunk of one whole page (``is_page_chunk``) where the rules take page
+        chunks, as ``_plan`` makes it: the reservation asked only when a pool lacks the page, its SWA page or
+        the state (the contract of ``takes_page_chunks``: ``before_prefill_chunk`` and ``evict_ahead`` do
+        nothing, ``prefill_checkpoint`` is the chunk's end), the slots of the one leaf it evicted handed over
+        as ``take_page_chunks`` takes them, the checkpoint planned at the end. None elsewhere: the general
+        calls (and where ``plans_page_chunks`` is off: the reference, tests/test_page_plans_property.py)."""
+        page = self.page_size
+        if chunk_len != page or not self.plans_page_chunks or not is_page_chunk(req, page):
+            return None
+        if self.policy.fault == "early-checkpoint" or not self.rules.takes_page_chunks(self):
+            return None
+        slot = self._page_slots(req)
+        if isinstance(slot, Refusal):
+            return slot
+        start = req.kv_len
+        planned = ((start + page, slot),)
+        req.planned = planned
+        return ChunkPlan(req.request_id, start, start + page, req.state, planned)
+
+    def _page_slots(self, req: RequestCache) -> int | Refusal:
+        """A page chunk's page, SWA page (or None) and state slot: the rules' reservation where a pool lacks
+        one (the slots of the one leaf it evicted may be handed over), the page lists given to ``req`` (it
+        holds none of its own between page chunks); the state slot, or the reservation's refusal."""
+        full_pool, swa_pool, state_pool = self.pools[FULL], self.pools[SWA], self.pools[MAMBA]
+        has_swa = self.has_swa
+        num_swa = 1 if has_swa else 0
+        if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
+            self.takes_handed_slots = True
+            refusal = self.rules.reserve(self, 1, num_swa, 1)
+            self.takes_handed_slots = False
+            if refusal is not None:
+                return refusal
+        handed = self.handed_slots
+        if handed is not None:  # the allocations below, as the pools would answer them
+            self.handed_slots = None
+            req.own_full, req.own_swa, slot = handed
+            return slot
+        req.own_full = full_pool.alloc(1)
+        req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
+        return state_pool.alloc_one()
 
 
 def is_page_chunk(req: RequestCache, page: int) -> bool:

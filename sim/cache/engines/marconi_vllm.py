@@ -9,6 +9,7 @@ from collections.abc import Set as AbstractSet
 from sim.align import floor_to
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
+from sim.cache.engines.marconi_vllm_page import commit_page, hand_top_leaf
 from sim.cache.engines.marconi_vllm_run import run_applies, take_chunk_run
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -31,6 +32,9 @@ class MarconiVllmRules(MarconiRules):
     # False: a request's page chunks go one by one through ``reserve`` and ``after_prefill_chunk`` (the
     # reference the run, ``marconi_vllm_run.py``, is held to)
     chunk_runs = True
+    # False: a page chunk of the default loop reserves and commits through ``reserve_page`` and
+    # ``commit_leaf_chunk`` (the reference the run's statements, ``marconi_vllm_page.py``, are held to)
+    page_steps = True
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -54,6 +58,9 @@ class MarconiVllmRules(MarconiRules):
             and self._bytes is None
             and takes_lru_leaves(evictor)
         ):
+            takes_slots = self.page_steps and manager.takes_handed_slots  # type: ignore[attr-defined]
+            if takes_slots and hand_top_leaf(manager, self, swa_pages):
+                return None
             return reserve_page(manager, evictor, swa_pages)
         return evictor.reserve(manager, full_pages, swa_pages, states)
 
@@ -63,9 +70,9 @@ class MarconiVllmRules(MarconiRules):
         checkpoint = req.checkpoint
         if self.fused_chunks and self.every_page and self.recency.whole_paths and checkpoint is not None:
             end = checkpoint[0]
-            if end <= req.prefix_len or commit_leaf_chunk(
-                manager, req, end, self.recency, self.window, self.has_mamba
-            ):
+            if end <= req.prefix_len or (self.page_steps and commit_page(manager, self, req, end)):
+                return
+            if commit_leaf_chunk(manager, req, end, self.recency, self.window, self.has_mamba):
                 return
         super().after_prefill_chunk(manager, req, is_last)
 

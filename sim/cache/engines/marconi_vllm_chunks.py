@@ -106,7 +106,7 @@ def least_recent_leaf(leaves: LeafHeap, root: Node, recency: Recency) -> Node | 
         return leaves.pick(root, recency.of)
     while heap:
         stamp, node_id, node = heap[0]
-        if not _is_current(node, stamp, stamps):
+        if not is_current(node, stamp, stamps):
             heapq.heappop(heap)  # stale, as ``pick`` drops it
             continue
         if node.full_lock > 0 or node.swa_holders or node.state_lock > 0:
@@ -114,7 +114,7 @@ def least_recent_leaf(leaves: LeafHeap, root: Node, recency: Recency) -> Node | 
         heapq.heappop(heap)
         while heap and heap[0][0] == stamp:  # the next at that stamp: stale, the same leaf again, or a tie
             other_id, other = heap[0][1], heap[0][2]
-            if other_id != node_id and _is_current(other, stamp, stamps):
+            if other_id != node_id and is_current(other, stamp, stamps):
                 heapq.heappush(heap, (stamp, node_id, node))
                 return leaves.pick(root, recency.of)  # the first in preorder, as ``pick`` resolves a tie
             heapq.heappop(heap)
@@ -122,7 +122,7 @@ def least_recent_leaf(leaves: LeafHeap, root: Node, recency: Recency) -> Node | 
     return leaves.pick(root, recency.of)
 
 
-def _is_current(node: Node, stamp: int, stamps: dict[int, int]) -> bool:
+def is_current(node: Node, stamp: int, stamps: dict[int, int]) -> bool:
     """A heap entry of ``node`` at ``stamp`` names a leaf of the tree at its stamp (else it is stale)."""
     return node.alive and not node.children and stamps.get(node.id, 0) == stamp
 

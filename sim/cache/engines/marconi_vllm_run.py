@@ -33,6 +33,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
+    chunk_key,
     evict_lone_leaf,
     slide_unreleased,
     takes_direct_nodes,
@@ -110,7 +111,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
             if (
                 victim is not None
                 and lru
-                and _exposes_nothing(victim.parent, has_mamba)
+                and exposes_nothing_above(victim.parent, has_mamba)
                 and len(victim.full_pages) == 1
                 and victim.state is not None
                 and (victim.swa_pages is None if num_swa == 0 else _one_page(victim.swa_pages))
@@ -143,7 +144,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
         req.checkpoint = (end, slot)
         if chunks._checkpoint_saved:
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
-        node = _commit(chunks, tree, req, end, rules, has_swa, keys)
+        node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys)
         if node is None:  # not one new leaf: the rules' own commit
             _push(leaves, recency.stamps, pending)
             pending = None
@@ -176,18 +177,19 @@ def _reserve(
     return handed
 
 
-def _commit(
+def commit_chunk(
     chunks: _ChunkManager,
     tree: RadixTree,
     req: RequestCache,
     end: int,
     rules: MarconiRules,
     has_swa: bool,
-    keys: ChunkKeys,
+    keys: ChunkKeys | None,
 ) -> Node | None:
     """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
     checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
-    new leaf; None, nothing changed, where it is not one new leaf below the request's."""
+    new leaf; None, nothing changed, where it is not one new leaf below the request's. ``keys``: the run's key
+    cutter (None: ``chunk_key``)."""
     last, base, window = req.locks.node, req.prefix_len, rules.window
     if last.children or last.parent is None or base != last.end:
         return None
@@ -200,7 +202,7 @@ def _commit(
     recency.now += 2  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    key = keys.cut(base, end)
+    key = keys.cut(base, end) if keys is not None else chunk_key(req.tokens, base, end)
     node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]
     node.edge = edge = key.runs  # a key of one page is its own first page (``add_checkpointed_leaf``)
     last.children[edge] = node
@@ -222,7 +224,7 @@ def _commit(
     return node
 
 
-def _exposes_nothing(parent: Node, has_mamba: bool) -> bool:
+def exposes_nothing_above(parent: Node, has_mamba: bool) -> bool:
     """``exposes_nothing(victim, has_mamba)`` of the victim's ``parent``."""
     return (
         parent.parent is None

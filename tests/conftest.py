@@ -59,7 +59,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under ``-n`` with ``--dist load`` (the default): each engine's conformance tests on one worker

@@ -58,3 +58,13 @@ def pytest_collection_modifyitems(config, items):
         if "interpreted" in item.keywords:
             item.add_marker(skip)
 
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` with ``--dist load`` (the default): each engine's conformance tests on one worker
+    (tests/xdist_engines.py), so no engine is imported by both workers."""
+    if config.getoption("dist") != "load":
+        return None
+    from tests.xdist_engines import EngineScheduling
+
+    return EngineScheduling(config, log)

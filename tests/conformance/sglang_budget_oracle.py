@@ -1,7 +1,8 @@
 """SGLang 0.5.23's own ``prefill_budget`` on given counts, for the differential test of sim's budget arithmetic.
 
-Runs in a spawned process (importing SGLang sets Triton up in the caller's process otherwise). The allocator and
-the tree are stand-ins that answer only the counts the budget reads (free and evictable tokens, pool size).
+Runs in the spawned process that runs SGLang (conformance/isolated.py: importing SGLang sets Triton up in the
+caller's process otherwise). The allocator and the tree are stand-ins that answer only the counts the budget
+reads (free and evictable tokens, pool size).
 """
 from __future__ import annotations
 

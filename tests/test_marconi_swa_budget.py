@@ -6,7 +6,7 @@ Marconi's eviction could not free: the run stopped with "the budget admitted a c
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sim.cache.engines.marconi as marconi_rules
@@ -70,9 +70,18 @@ def bursts(draw):
     return sorted(requests, key=lambda r: r[1]), draw(st.integers(200, 1500)), config
 
 
+def _refused_burst(policy: str, page: int, chunk: int, running: int, pool_tokens: int):
+    return sorted(REFUSED_SHAPES, key=lambda r: r[1]), 760, _config(policy, page, chunk, running, pool_tokens)
+
+
+# the generated examples change with the modules loaded (hypothesis draws on their constants): these fixed ones
+# ask the budget with paths past the windows whatever else the run imported (1,227 and 673 such calls)
 @pytest.mark.interpreted  # patches a module global the compiled core binds
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(bursts())
+@example(_refused_burst("marconi-sglang", 1, 128, 6, 12000))
+@example(_refused_burst("marconi-sglang", 64, 128, 2, 3000))
+@example(_refused_burst("marconi", 64, 256, 4, 6000))
 def test_every_budgeted_chunk_is_allocated(burst):
     shapes, prefix_len, config = burst
     with pytest.MonkeyPatch.context() as patch:
@@ -85,7 +94,7 @@ def test_every_budgeted_chunk_is_allocated(burst):
 def test_the_bursts_ask_with_swa_locked_past_the_windows():
     """The property is exercised: the budget was asked where the paths hold more SWA than the windows lock."""
     test_every_budgeted_chunk_is_allocated()
-    assert CHECKS["below_window_count"] > 50, CHECKS
+    assert CHECKS["below_window_count"] > 1000, CHECKS
 
 
 test_every_budgeted_chunk_is_allocated.__test__ = False  # runs once, inside the test above

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from test_decode_fast_path_property import Run, snapshot
 
 from sim.cache import locks
-from sim.cache.engines import marconi_vllm_chunks
+from sim.cache.engines import marconi_vllm_chunks, marconi_vllm_run
 from sim.cache.sizing import PoolSizes
 
 MARCONI_PRESETS = ("marconi", "marconi-sglang", "marconi-vllm")
@@ -99,13 +99,15 @@ def checked_slides():
         real_slide(tree, held, node, window, has_swa, has_mamba)
         check(tree, held, node, window, has_swa)
 
-    def direct_slide(held, node, tree, window, has_swa, has_mamba):  # vLLM+'s direct commit slides so
+    # vLLM+'s direct commit slides so, and its page commit (a chunk run's, or a timed page chunk's)
+    def direct_slide(held, node, tree, window, has_swa, has_mamba):
         real_direct(held, node, tree, window, has_swa, has_mamba)
         check(tree, held, node, window, has_swa)
 
     with (
         mock.patch.object(locks, "slide", slide),
         mock.patch.object(marconi_vllm_chunks, "slide_unreleased", direct_slide),
+        mock.patch.object(marconi_vllm_run, "slide_unreleased", direct_slide),
     ):
         yield count
 

@@ -38,26 +38,19 @@ def locked_pages_shared(manager, candidate: RequestCache | None, swa: bool) -> i
     root's own pages are never counted, as ``path_from_root`` leaves it out)."""
     if swa:
         return locked_pages(manager, candidate, swa)  # a window is a few nodes: nothing shared to skip
-    holders = list(manager.requests.values())
-    if candidate is not None and candidate.request_id not in manager.requests:
-        holders.append(candidate)
-    seen: set[int] = set()
-    locked = 0
-    for holder in holders:
-        node = holder.last_node
-        while node.parent is not None and node.id not in seen:
-            seen.add(node.id)
-            pages = node.full_pages
-            if pages is not None:
-                locked += len(pages)
-            node = node.parent
-    return locked
+    return _pages_on_paths(manager, candidate, swa=False)
 
 
 def swa_pages_on_locked_paths(manager, candidate: RequestCache | None) -> int:
     """The SWA pages on the nodes the holders' FULL locks keep (each path walked up as
     ``locked_pages_shared`` walks it): an eviction that deletes whole unlocked nodes and never tombstones
     (Marconi's) cannot free them, whatever a window's lock covers."""
+    return _pages_on_paths(manager, candidate, swa=True)
+
+
+def _pages_on_paths(manager, candidate: RequestCache | None, swa: bool) -> int:
+    """The FULL (or SWA) pages of the nodes on the holders' paths to the root, each node once: a walk up stops
+    at the first node an earlier holder's walk counted (its ancestors are all counted already)."""
     holders = list(manager.requests.values())
     if candidate is not None and candidate.request_id not in manager.requests:
         holders.append(candidate)
@@ -67,7 +60,7 @@ def swa_pages_on_locked_paths(manager, candidate: RequestCache | None) -> int:
         node = holder.last_node
         while node.parent is not None and node.id not in seen:
             seen.add(node.id)
-            pages = node.swa_pages
+            pages = node.swa_pages if swa else node.full_pages
             if pages is not None:
                 on_paths += len(pages)
             node = node.parent

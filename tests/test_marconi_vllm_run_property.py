@@ -110,22 +110,17 @@ def test_a_run_of_page_chunks_is_the_chunks_one_by_one(cache, requests, watched)
 
 def _counting(monkeypatch):
     """Count the run's own work (the property must compare runs that take it)."""
-    evict, handed, take = run_module.evict_handed, run_module.evict_lone_leaf, run_module._reserve
+    evict, take = run_module.evict_top_handing_over, run_module._reserve
 
-    def counted_evict(*args):
-        _TAKEN["told"] += 1
-        return evict(*args)
-
-    def counted_handed(tree, recency, victim, hand_over=False, told=None):
-        _TAKEN["handed"] += hand_over
-        return handed(tree, recency, victim, hand_over, told)
+    def counted_evict(tree, recency, leaves, victim, told):
+        _TAKEN["told" if told is not None else "handed"] += 1  # told as one, or the lone eviction's four
+        return evict(tree, recency, leaves, victim, told)
 
     def counted_reserve(*args):
         _TAKEN["rules"] += 1
         return take(*args)
 
-    monkeypatch.setattr(run_module, "evict_handed", counted_evict)
-    monkeypatch.setattr(run_module, "evict_lone_leaf", counted_handed)
+    monkeypatch.setattr(run_module, "evict_top_handing_over", counted_evict)
     monkeypatch.setattr(run_module, "_reserve", counted_reserve)
 
 

@@ -18,8 +18,8 @@ slots, which its branch and last states use), and a two-pass cut makes it SGLang
 which ends the pass. Under a byte budget the budget's counts are bytes, expressed in tokens of KV (FULL and
 SWA together): free = what the budget takes now, evictable = the unlocked tree pages and states, and a
 request's slots charged to its admission. Without one, evictable SWA is the SWA of nodes no running request's
-path locks: Marconi frees SWA only by deleting nodes, so a window's lock is not what bounds it. vLLM+ runs the default loop with none of SGLang's gates
-(``marconi_vllm.py``).
+path locks: Marconi frees SWA only by deleting nodes, so a window's lock is not what bounds it. vLLM+ runs the
+default loop with none of SGLang's gates (``marconi_vllm.py``).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from sim.cache import insert as insert_module
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_vllm_chunks import is_current
-from sim.cache.engines.marconi_vllm_direct import evict_lone_leaf, hands_over, takes_direct_nodes, told_as_one
+from sim.cache.engines.marconi_vllm_direct import hands_over, takes_direct_nodes, told_as_one
 from sim.cache.engines.marconi_vllm_run import commit_chunk, exposes_nothing_above
-from sim.cache.engines.marconi_vllm_run_steps import evict_handed, top_leaf
+from sim.cache.engines.marconi_vllm_run_steps import evict_top_handing_over, top_leaf
 from sim.cache.request import RequestCache
 
 if TYPE_CHECKING:
@@ -55,16 +55,8 @@ def hand_top_leaf(manager: RadixOps, rules: MarconiRules, swa_pages: int) -> boo
         or not hands_over(victim, swa_pages, (full_pool, swa_pool, state_pool))
     ):
         return False
-    recency.now += 1
-    heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
-    swa = victim.swa_pages
-    own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
-    handed = (victim.full_pages, own_swa, victim.state)
     told = told_as_one(tree, manager.events)  # type: ignore[attr-defined]  # a ``CacheManager``
-    if told is not None:
-        evict_handed(tree, leaves, stamps, victim, told[0])
-    else:
-        evict_lone_leaf(tree, recency, victim, True, None)
+    handed = evict_top_handing_over(tree, recency, leaves, victim, told)
     manager.handed_slots = handed  # type: ignore[attr-defined]  # a ``PageChunks``
     return True
 

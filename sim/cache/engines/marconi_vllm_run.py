@@ -34,12 +34,11 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
     chunk_key,
-    evict_lone_leaf,
     slide_unreleased,
     takes_direct_nodes,
     told_as_one,
 )
-from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_handed, top_leaf
+from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_top_handing_over, top_leaf
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
 from sim.cache.node import Node
 from sim.cache.page_chunks import is_page_chunk
@@ -116,15 +115,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
                 and victim.state is not None
                 and (victim.swa_pages is None if num_swa == 0 else _one_page(victim.swa_pages))
             ):  # ``reserve_page``'s tick and least recent leaf, ``exposes_nothing``, ``hands_over``: handed over
-                recency.now += 1
-                heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
-                swa = victim.swa_pages
-                own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
-                handed = (victim.full_pages, own_swa, victim.state)
-                if told is not None:
-                    evict_handed(tree, leaves, recency.stamps, victim, told[0])
-                else:
-                    evict_lone_leaf(tree, recency, victim, True, None)
+                handed = evict_top_handing_over(tree, recency, leaves, victim, told)
             else:  # the rules' own reservation
                 _push(leaves, recency.stamps, pending)
                 pending = None

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from sim.cache.components import FULL
 from sim.cache.engines.marconi_lru import LeafHeap
+from sim.cache.engines.marconi_recency import Recency
+from sim.cache.engines.marconi_vllm_direct import evict_lone_leaf
 from sim.cache.events import LeafEvicted, SlotsFreed, emit
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
@@ -97,3 +99,21 @@ class ChunkKeys:
         if start == run_start and end == run_end:
             return TokenSeq((run,), end - start)
         return TokenSeq(((run[0], run[1] + start - run_start, end - start),), end - start)
+
+
+def evict_top_handing_over(
+    tree: RadixTree, recency: Recency, leaves: LeafHeap, victim: Node, told: list | None
+) -> tuple[list[int], list[int | None], int]:
+    """``reserve_page``'s tick and least recent leaf, ``victim`` (the heap's top: its entry popped), evicted
+    with its slots handed to the chunk (``told``: the eviction's one observer, or None): its page, SWA page (or
+    None) and state, as the pools would hand them out."""
+    recency.now += 1
+    heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
+    swa = victim.swa_pages
+    own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
+    handed = (victim.full_pages, own_swa, victim.state)
+    if told is not None:
+        evict_handed(tree, leaves, recency.stamps, victim, told[0])
+    else:
+        evict_lone_leaf(tree, recency, victim, True, None)
+    return handed  # type: ignore[return-value]

@@ -62,32 +62,49 @@ class PlainDecodes(StepPlans):
         """How many of the next ``max_steps`` decode steps of the batch ``reqs`` (a token each per step, from
         ``iteration`` on) take no checkpoint and free no SWA while the pages they start leave, after each step,
         room for a page per request and the engine's slack in every KV pool; 0 where that cannot be said."""
+        return self.batch_decode_stretch(reqs, iteration, max_steps)[0]
+
+    def batch_decode_stretch(
+        self, reqs: list[RequestCache], iteration: int, max_steps: int
+    ) -> tuple[int, list[tuple[int, int]] | None]:
+        """``batch_decode_steps``, and the page starts of that many steps (``_page_starts``) where it computed
+        them on the way (None in lockstep or where it answers 0): what ``take_batch_decodes`` would compute
+        again, handed to it while nothing moves in between."""
         phase, steps = iteration + self.policy.iteration_phase, max_steps
         for req in reqs:
             if req.commit_pending:  # a commit waits for the next step's processing
-                return 0
+                return 0, None
             steps = min(steps, self.rules.plain_decode_steps(req, phase))
         spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
-            return 0
+            return 0, None
         if self._in_lockstep(reqs):  # a page per request at every step
-            return min(steps, spare // len(reqs))
+            return min(steps, spare // len(reqs)), None
         starts = self._page_starts(reqs, steps)
         if starts is None:
-            return 0
-        return starts[spare][0] if len(starts) > spare else steps
+            return 0, None
+        if len(starts) <= spare:
+            return steps, starts
+        stretch, cut = starts[spare][0], spare  # the starts before the step whose page would not fit
+        while cut and starts[cut - 1][0] == stretch:
+            cut -= 1
+        return stretch, starts[:cut]
 
     def batch_run_room(self, reqs: list[RequestCache]) -> int:
         """Pages a batch run may start without evicting: each KV pool keeps a page per request and the slack."""
         return self.topology.kv_room(self.has_swa) - self.rules.alloc_slack_pages - len(reqs)
 
-    def take_batch_decodes(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]]:
+    def take_batch_decodes(
+        self, reqs: list[RequestCache], num_steps: int, starts: list[tuple[int, int]] | None = None
+    ) -> list[tuple[int, int]]:
         """What ``num_steps`` batch decode steps record: the pages they start, handed out in step then batch
         order (a pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between), and
-        the lengths. Returns each page-starting step's offset in the run and its number of pages."""
-        if self._in_lockstep(reqs):
-            return self._take_lockstep(reqs, num_steps)
-        starts = self._page_starts(reqs, num_steps) or []
+        the lengths. Returns each page-starting step's offset in the run and its number of pages. ``starts``:
+        those steps' page starts as ``batch_decode_stretch`` computed them (None: computed here)."""
+        if starts is None:
+            if self._in_lockstep(reqs):
+                return self._take_lockstep(reqs, num_steps)
+            starts = self._page_starts(reqs, num_steps) or []
         if starts:
             full = self.pools[FULL].alloc(len(starts))
             swa = self.pools[SWA].alloc(len(starts)) if self.has_swa else [None] * len(starts)

@@ -49,7 +49,7 @@ class Engine:
         )
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
-        self.on_step = on_step or (lambda: None)
+        self.on_step = on_step  # called after every step, where given (None: a run of steps skips the calls)
         # a backend that only predicts lets runs of plain decode steps skip the scheduler
         self.fast_path = backend.predicts_only if fast_path is None else fast_path
         self.iteration = 0
@@ -96,7 +96,8 @@ class Engine:
             for state in outcome.finished:
                 self._finish(state)
             self.iteration += 1
-            self.on_step()
+            if self.on_step is not None:
+                self.on_step()
             # a run that ended requests may go on with processing them (the SGLang overlap loop's next run)
             while self.fast_path and (yield from self._plain_run()):
                 pass
@@ -135,8 +136,9 @@ class Engine:
         for state in ended:  # the run's last step ended them, as a full step would
             self._finish(state)
         self.iteration += len(taken)
-        for _ in taken:
-            self.on_step()
+        if self.on_step is not None:
+            for _ in taken:
+                self.on_step()
         return bool(ended)
 
     def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:

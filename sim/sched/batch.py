@@ -13,6 +13,10 @@ from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan
 from sim.sched.request import RequestState
 
+# False: a quiet stretch's take computes its page starts again (the reference; tests/test_stretch_starts_once.py
+# holds both equal); True: the question hands the take the starts it computed
+PAGE_STARTS_ONCE = True
+
 
 @dataclass(frozen=True)
 class BatchItem:
@@ -113,12 +117,15 @@ def take_quiet_stretch(
     quiet stretch: none where the next step needs one), taken at once; their page-starting steps as full
     steps, consecutive ones starting the same pages (at page 1, every step) as one: column blocks.
     ``announced``: the bounds read each full step's batch."""
-    stretch = manager.batch_decode_steps(reqs, iteration + done, max_steps - done)
+    if PAGE_STARTS_ONCE:
+        stretch, starts = manager.batch_decode_stretch(reqs, iteration + done, max_steps - done)
+    else:
+        stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done), None
     if not stretch:
         return 0, []
     lengths = [req.kv_len for req in reqs] if announced else None
     full_steps: list[FullStep] = []
-    for run in page_step_runs(manager.take_batch_decodes(reqs, stretch), done):
+    for run in page_step_runs(manager.take_batch_decodes(reqs, stretch, starts), done):
         batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)
         full_steps.append(run if batch is None else run._replace(batch=batch))
     return stretch, full_steps

@@ -17,9 +17,13 @@ from __future__ import annotations
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.cache.results import Refusal
+from sim.cache.results import ChunkPlan, Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
 from sim.sched.request import RequestState
+
+# False: an event step builds its batch though nobody reads it (the reference; tests/test_stretch_starts_once.py
+# holds both equal); True: only where the bounds read it
+EVENT_BATCH_WHEN_READ = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -72,7 +76,7 @@ def take_loop_run(
             continue
         if not event_step_fits(manager, reqs):
             break
-        batch = _event_step(manager, reqs, iteration + done, begins_pass, settles)
+        batch = _event_step(manager, reqs, iteration + done, begins_pass, settles, announced)
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         done += 1
     for run in runs:
@@ -110,13 +114,24 @@ def take_last_output_step(
 
 
 def _event_step(
-    manager: CacheManager, reqs: list[RequestCache], iteration: int, begins_pass: bool, settles: bool
-) -> Batch:
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    iteration: int,
+    begins_pass: bool,
+    settles: bool,
+    announced: bool,
+) -> Batch | None:
     """One decode step as the loop takes it with nothing but decodes to schedule and room checked: each
-    request's step planned in batch order, then each completed."""
+    request's step planned in batch order, then each completed. Its batch, where the bounds read it
+    (``announced``), else None (``EVENT_BATCH_WHEN_READ``; nothing else reads an event step's batch)."""
     if begins_pass:
         manager.begin_pass()
-    batch = _planned_decodes(manager, reqs, iteration, settles)
+    if announced or not EVENT_BATCH_WHEN_READ:
+        batch: Batch | None = _planned_decodes(manager, reqs, iteration, settles)
+    else:
+        batch = None
+        for req in reqs:
+            _planned_decode(manager, req, iteration, settles)
     for req in reqs:
         manager.complete_decode(req.request_id)
     return batch
@@ -126,10 +141,15 @@ def _planned_decodes(manager: CacheManager, reqs: list[RequestCache], iteration:
     """Each request's decode step planned in batch order (room checked: none is refused)."""
     batch = Batch(iteration)
     for req in reqs:
-        plan = manager.prepare_decode(req.request_id, iteration)
-        if isinstance(plan, Refusal):
-            raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
-        if settles:
-            manager.settle(req.request_id, 1)
-        batch.items.append(BatchItem(plan, False))
+        batch.items.append(BatchItem(_planned_decode(manager, req, iteration, settles), False))
     return batch
+
+
+def _planned_decode(manager: CacheManager, req: RequestCache, iteration: int, settles: bool) -> ChunkPlan:
+    """The request's decode step planned (room checked: it is not refused), and settled where the loop does."""
+    plan = manager.prepare_decode(req.request_id, iteration)
+    if isinstance(plan, Refusal):
+        raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+    if settles:
+        manager.settle(req.request_id, 1)
+    return plan

@@ -51,17 +51,25 @@ def bursts(draw):
     return Trace(sorted(requests, key=lambda r: r.arrival)), policy, knobs, pool_tokens, draw(st.booleans())
 
 
-def leaner_equals_reference(trace: Trace, policy: str, knobs: dict, pool_tokens: int, bounds: bool) -> Counter:
+def leaner_equals_reference(
+    trace: Trace, policy: str, knobs: dict, pool_tokens: int, bounds: bool
+) -> Counter:
     """The run with both switches on, its handed starts checked as it goes, asserted equal table by table to the
     run with both off; returns its counts: ``handed`` (stretches given their starts), ``event_steps``, and
     ``no_batch`` (event steps without a batch), ``cut`` (stretches whose starts were cut where pages ran short)."""
-    pools = dict(pool_tokens=pool_tokens, mamba_states=400 if policy == "marconi-vllm" else 48) if pool_tokens else {}
+    pools = (
+        dict(pool_tokens=pool_tokens, mamba_states=400 if policy == "marconi-vllm" else 48)
+        if pool_tokens
+        else {}
+    )
     config = SimConfig(policy=policy, model="inkling", knobs=knobs, bounds=bounds, **pools)
     counts: Counter = Counter()
 
     def take(manager, reqs, num_steps, starts=None):
         if starts is not None:
-            assert starts == (manager._page_starts(reqs, num_steps) or []), "stale or wrong page starts handed"
+            assert starts == (manager._page_starts(reqs, num_steps) or []), (
+                "stale or wrong page starts handed"
+            )
             counts["handed"] += 1
         return _TAKE(manager, reqs, num_steps, starts)
 

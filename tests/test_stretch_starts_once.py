@@ -1,6 +1,7 @@
 """The batch runs' two leaner moves (``sim/sched/batch.py``'s ``PAGE_STARTS_ONCE``: a quiet stretch's take gets the
 page starts its question computed, ``batch_decode_stretch``; ``sim/sched/loop_runs.py``'s ``EVENT_BATCH_WHEN_READ``:
-an event step builds its batch only where the bounds read it) leave every table as both switches off, the reference.
+an event step builds its batch only where the bounds read it, and there ``LEAN_QUIET_REQUESTS``: its requests
+whose step is quiet only move on) leave every table as both switches off, the reference.
 Generated bursts on the loops that take quiet stretches (the default loop's ``no-cache`` and ``marconi-vllm``,
 FreeToken's, SGLang's ``radix`` and ``sglang-retain``) at pages 1/2/16/64, bounds on and off, on tight and roomy
 pools. Every handed list of starts is asserted equal to what the take would compute itself; the fixed bursts put
@@ -25,6 +26,7 @@ from tests.fast_slow_helpers import burst_requests, growing_burst
 _TAKE = PlainDecodes.take_batch_decodes
 _STRETCH = PlainDecodes.batch_decode_stretch
 _EVENT_STEP = loop_runs._event_step
+_PLANS_QUIETLY = loop_runs._plans_quietly
 
 # the counts go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
@@ -56,7 +58,7 @@ def leaner_equals_reference(
 ) -> Counter:
     """The run with both switches on, its handed starts checked as it goes, asserted equal table by table to the
     run with both off; returns its counts: ``handed`` (stretches given their starts), ``event_steps``, and
-    ``no_batch`` (event steps without a batch), ``cut`` (stretches whose starts were cut where pages ran short)."""
+    ``no_batch`` (event steps without a batch), ``quiet`` (requests of those only moved on), ``cut`` (stretches whose starts were cut where pages ran short)."""
     pools = (
         dict(pool_tokens=pool_tokens, mamba_states=400 if policy == "marconi-vllm" else 48)
         if pool_tokens
@@ -86,7 +88,13 @@ def leaner_equals_reference(
         counts["no_batch"] += batch is None
         return batch
 
+    def plans_quietly(*args):
+        quiet = _PLANS_QUIETLY(*args)
+        counts["quiet"] += quiet
+        return quiet
+
     with (
+        mock.patch.object(loop_runs, "_plans_quietly", side_effect=plans_quietly),
         mock.patch.object(PlainDecodes, "take_batch_decodes", autospec=True, side_effect=take),
         mock.patch.object(PlainDecodes, "batch_decode_stretch", autospec=True, side_effect=stretch),
         mock.patch.object(loop_runs, "_event_step", side_effect=event_step),
@@ -95,6 +103,7 @@ def leaner_equals_reference(
     with (
         mock.patch.object(batch_module, "PAGE_STARTS_ONCE", False),
         mock.patch.object(loop_runs, "EVENT_BATCH_WHEN_READ", False),
+        mock.patch.object(loop_runs, "LEAN_QUIET_REQUESTS", False),
     ):
         reference = simulate(trace, config)
     assert leaner.requests.equals(reference.requests)
@@ -134,8 +143,12 @@ def test_event_steps_go_without_a_batch_only_where_nobody_reads_it(policy, page)
     knobs = dict(page_size=page, track_interval=64 * max(1, page // 16))
     unread = leaner_equals_reference(Trace(growing_burst(6)), policy, knobs, 0, bounds=False)
     assert unread["event_steps"] >= 10 and unread["no_batch"] == unread["event_steps"]
+    # a request's step inside a page is quiet unless its own event is due; at page 1 every step starts a page;
+    # FreeToken's event steps here have every request's event due (none quiet)
+    if policy != "freetoken":
+        assert unread["quiet"] >= 100 if page > 1 else unread["quiet"] == 0
     read = leaner_equals_reference(Trace(growing_burst(6)), policy, knobs, 0, bounds=True)
-    assert read["event_steps"] >= 10 and read["no_batch"] == 0
+    assert read["event_steps"] >= 10 and read["no_batch"] == 0 and read["quiet"] == 0
 
 
 @pytest.mark.parametrize("policy", ["radix", "freetoken", "marconi-vllm"])

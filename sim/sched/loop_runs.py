@@ -24,6 +24,9 @@ from sim.sched.request import RequestState
 # False: an event step builds its batch though nobody reads it (the reference; tests/test_stretch_starts_once.py
 # holds both equal); True: only where the bounds read it
 EVENT_BATCH_WHEN_READ = True
+# False: such a step plans every request in full (the reference, as above); True: where its batch is not read, a
+# request whose step is quiet only moves its length (``_plans_quietly``)
+LEAN_QUIET_REQUESTS = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -127,14 +130,35 @@ def _event_step(
     if begins_pass:
         manager.begin_pass()
     if announced or not EVENT_BATCH_WHEN_READ:
-        batch: Batch | None = _planned_decodes(manager, reqs, iteration, settles)
-    else:
-        batch = None
+        batch = _planned_decodes(manager, reqs, iteration, settles)
         for req in reqs:
-            _planned_decode(manager, req, iteration, settles)
-    for req in reqs:
-        manager.complete_decode(req.request_id)
-    return batch
+            manager.complete_decode(req.request_id)
+        return batch
+    quiet = [_plans_quietly(manager, req, iteration, settles) for req in reqs]
+    for req, is_quiet in zip(reqs, quiet, strict=True):
+        if is_quiet:
+            manager.take_plain_decodes(req, 1)  # ``complete_decode`` with no checkpoint planned
+        else:
+            manager.complete_decode(req.request_id)
+    return None
+
+
+def _plans_quietly(manager: CacheManager, req: RequestCache, iteration: int, settles: bool) -> bool:
+    """The request's decode step planned (``_planned_decode``), or found quiet (True; ``LEAN_QUIET_REQUESTS``): at
+    no page boundary, with its slot held, and no SWA free or checkpoint by the rules' closed form
+    (``plain_decode_steps``), no commit pending (the room check asked). There ``prepare_decode`` would plan an
+    empty step: the refusal check (SGLang's asks only at a page boundary), the eviction ahead (the room checked
+    keeps the slack free) and ``settle`` find nothing to do."""
+    if (
+        LEAN_QUIET_REQUESTS
+        and req.kv_len % manager.page_size
+        and not req.pages_needed(req.kv_len + 1)
+        and manager.rules.plain_decode_steps(req, iteration + manager.policy.iteration_phase) > 0
+    ):
+        req.planned = ()
+        return True
+    _planned_decode(manager, req, iteration, settles)
+    return False
 
 
 def _planned_decodes(manager: CacheManager, reqs: list[RequestCache], iteration: int, settles: bool) -> Batch:

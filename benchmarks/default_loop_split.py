@@ -77,10 +77,10 @@ class LoopSplit:
 
         return wrapper
 
-    def event_step(self, call: Callable[..., Batch]) -> Callable[..., Batch]:
+    def event_step(self, call: Callable[..., Batch | None]) -> Callable[..., Batch | None]:
         """``_event_step``, its CPU seconds and what its requests do: (batch size, SWA frees, checkpoints, pages)."""
 
-        def wrapper(manager: Any, reqs: list[Any], iteration: int, *rest: Any) -> Batch:
+        def wrapper(manager: Any, reqs: list[Any], iteration: int, *rest: Any) -> Batch | None:
             rules, phase = manager.rules, iteration + manager.policy.iteration_phase
             frees = sum(1 for req in reqs if _frees_swa(rules, req, phase))
             checkpoints = sum(1 for req in reqs if rules.decode_checkpoint(req) is not None)

@@ -11,10 +11,10 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim.cost import step_sums as step_sums_module
 from sim.cost.decode_run import steps_before
 from sim.cost.decode_run_settled import settled_decode_run
 from sim.cost.gpus import GPUSpec
-from sim.cost import step_sums as step_sums_module
 from sim.cost.shape import StepShape, attended_sum, is_count
 from sim.cost.step_sums import step_sums
 from sim.models import FULL, SWA, ModelSpec

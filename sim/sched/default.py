@@ -56,7 +56,7 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
-        requests = self.manager.requests  # ``_in_prefill`` written in: it runs for every request at every step
+        requests = self.manager.requests  # ``_in_prefill`` written in: it runs for each request at each step
         for run in [r for r in self.running.values() if requests[r.request_id].kv_len < r.prompt_len]:
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:

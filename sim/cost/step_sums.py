@@ -23,10 +23,10 @@ ONE_PASS = True
 def step_sums(
     co: RooflineFigures, prefill: tuple[tuple[int, int], ...], decode: tuple[int, ...]
 ) -> tuple[int, int, int]:
-    """``co.flops(shape)``, ``co.bytes_read(shape)`` less the weights', and the step's token count (the weights'
-    bytes depend on it alone: the caller's memo), of the shape ``(prefill, decode)``. A decode at context ``c`` attends
-    ``min(c + 1, window)`` SWA keys and reads ``min(c, window) + 1``; a chunk ``(start, count)`` reads its
-    prefix and itself in FULL, ``min(start, window) + count`` in SWA."""
+    """``co.flops(shape)``, ``co.bytes_read(shape)`` less the weights', and the step's token count (the
+    weights' bytes depend on it alone: the caller's memo), of the shape ``(prefill, decode)``. A decode at
+    context ``c`` attends ``min(c + 1, window)`` SWA keys and reads ``min(c, window) + 1``; a chunk
+    ``(start, count)`` reads its prefix and itself in FULL, ``min(start, window) + count`` in SWA."""
     window, num_decode = co.window, len(decode)
     full_keys = sum(decode) + num_decode  # FULL keys attended, and FULL tokens read, by the decodes
     full_att = full_read = full_keys

@@ -11,10 +11,12 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim.cost import step_sums as step_sums_module
 from sim.cost.decode_run import steps_before
 from sim.cost.decode_run_settled import settled_decode_run
 from sim.cost.gpus import GPUSpec
 from sim.cost.shape import StepShape, attended_sum, is_count
+from sim.cost.step_sums import step_sums
 from sim.models import FULL, SWA, ModelSpec
 
 if TYPE_CHECKING:
@@ -83,14 +85,19 @@ class _Coefficients:
         taken over the decodes at once: integers, the same sum)."""
         decode, window, prefill = shape.decode, self.window, shape.prefill
         num_tokens = len(decode) + sum(count for _, count in prefill)
-        weights = self._weights.get(num_tokens)
-        if weights is None:
-            weights = self._weights[num_tokens] = self.model.weight_bytes_read(num_tokens)
+        weights = self.weight_bytes(num_tokens)
         num_runs = len(decode) + len(prefill)
         full = sum(decode) + len(decode) + sum(start + count for start, count in prefill)
         swa = sum(c if c < window else window for c in decode) + len(decode)
         swa += sum(min(start, window) + count for start, count in prefill)
         return weights + full * self.full_bytes + swa * self.swa_bytes + num_runs * self.state_bytes_twice
+
+    def weight_bytes(self, num_tokens: int) -> int:
+        """The weights' bytes a step of ``num_tokens`` reads, remembered per count."""
+        weights = self._weights.get(num_tokens)
+        if weights is None:
+            weights = self._weights[num_tokens] = self.model.weight_bytes_read(num_tokens)
+        return weights
 
 
 class CostModel:
@@ -123,8 +130,13 @@ class CostModel:
         if self.calibration is not None:
             return self.calibration.predict_s(shape)
         co, gpu = self._coefficients, self.gpu
-        compute_s = co.flops(shape) / (gpu.peak_flops * gpu.mfu)
-        memory_s = co.bytes_read(shape) / (gpu.mem_bandwidth * gpu.bw_efficiency)
+        if step_sums_module.ONE_PASS:
+            flops, bytes_read, num_tokens = step_sums(co, shape.prefill, shape.decode)
+            bytes_read += co.weight_bytes(num_tokens)
+        else:
+            flops, bytes_read = co.flops(shape), co.bytes_read(shape)
+        compute_s = flops / (gpu.peak_flops * gpu.mfu)
+        memory_s = bytes_read / (gpu.mem_bandwidth * gpu.bw_efficiency)
         return gpu.step_overhead_s + max(compute_s, memory_s)
 
     def decode_times(self, contexts: tuple[int, ...]):

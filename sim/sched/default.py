@@ -56,7 +56,8 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
-        for run in [r for r in self.running.values() if self._in_prefill(r)]:
+        requests = self.manager.requests  # ``_in_prefill`` written in: it runs for each request at each step
+        for run in [r for r in self.running.values() if requests[r.request_id].kv_len < r.prompt_len]:
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
@@ -87,6 +88,7 @@ class DefaultScheduler:
     def postprocess(self, batch: Batch) -> StepOutcome:
         first_tokens: list[RequestState] = []
         finished: list[RequestState] = []
+        requests = self.manager.requests
         for item in batch.items:
             run = self.running[item.plan.request_id]
             if item.is_prefill:
@@ -96,7 +98,7 @@ class DefaultScheduler:
             else:
                 self.manager.complete_decode(run.request_id)
                 run.decoded += 1
-            if not self._in_prefill(run) and run.decoded == run.output_len - 1:
+            if run.decoded == run.output_len - 1 and requests[run.request_id].kv_len >= run.prompt_len:
                 run.inserted_len = self.manager.finish(run.request_id).inserted_len
                 del self.running[run.request_id]
                 finished.append(run)
@@ -167,9 +169,9 @@ class DefaultScheduler:
                 self._stall(run, budget)
 
     def _schedule_decodes(self, batch: Batch) -> int:
-        budget = self.budget
+        budget, requests = self.budget, self.manager.requests
         for run in sorted(self.running.values(), key=_order):
-            if run.request_id not in self.running or self._in_prefill(run):
+            if run.request_id not in self.running or requests[run.request_id].kv_len < run.prompt_len:
                 continue
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             while isinstance(plan, Refusal):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.run.simulate import SimConfig, simulate
@@ -52,10 +52,28 @@ def run_both(trace: Trace, policy: str, knobs: dict, pool_tokens: int) -> int:
 
 
 TOTALS = {"runs": 0, "beside_stalled": 0}
+BURST_KNOBS = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+def _burst() -> list[Request]:
+    """Eight long prompts arriving together: the no-cache pools stall the later ones' chunks."""
+    return [
+        Request(
+            id=f"r{index}",
+            arrival=index / 100,
+            output_len=600 + 37 * index,
+            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
+        )
+        for index in range(8)
+    ]
+
+
+# the fixed burst is the example that reaches ``stalled_chunk_steps`` (its decodes in runs beside a chunk the
+# budget stalls: > 1000 plain steps, so the floor below rests on it, not on what the draws reach); of the
+# drawn ones, 40 reached it in none and caught none of the mistakes planted there (Round 14), 10 stay
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(bursts())
+@example((Trace(_burst()), "no-cache", BURST_KNOBS, 8000))
 def test_plain_steps_beside_stalled_chunks_change_no_table(burst):
     TOTALS["runs"] += 1
     TOTALS["beside_stalled"] += run_both(*burst)
@@ -72,23 +90,8 @@ def test_the_generated_runs_take_plain_steps_beside_stalled_chunks():
     assert TOTALS["beside_stalled"] > 1000, TOTALS
 
 
-def _burst() -> list[Request]:
-    """Eight long prompts arriving together: the no-cache pools stall the later ones' chunks."""
-    return [
-        Request(
-            id=f"r{index}",
-            arrival=index / 100,
-            output_len=600 + 37 * index,
-            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
-        )
-        for index in range(8)
-    ]
-
-
 def test_a_burst_on_no_cache_decodes_in_runs_beside_a_stalled_chunk():
-    requests = _burst()
-    knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)
-    assert run_both(Trace(requests), "no-cache", knobs, 8000) > 1000
+    assert run_both(Trace(_burst()), "no-cache", BURST_KNOBS, 8000) > 1000
 
 
 def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
@@ -111,7 +114,7 @@ def test_a_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
     config = SimConfig(
         policy="no-cache",
         model="inkling",
-        knobs=dict(page_size=16, track_interval=64, chunked_prefill_size=512),
+        knobs=BURST_KNOBS,
         pool_tokens=8000,
         mamba_states=64,
     )

@@ -18,6 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from managers_watched import managers_watched
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 from test_marconi_vllm_victims import _delete, _tree
@@ -26,7 +27,6 @@ from test_page_plans_property import bursts
 from sim.cache.engines import marconi_lru
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
-from sim.run import simulate as simulate_module
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
 
@@ -56,19 +56,8 @@ def _checked_compact(heap, root, stamp_of) -> None:
 def watched_run(trace: Trace, config: SimConfig, kept: bool, due: tuple[int, int], every_step: bool):
     """The run with ``FROM_CURRENT_ENTRIES`` as given and the compaction's floor and ratio ``due``, and its
     manager's state after every step (``every_step``, timed) and at the end."""
-    managers: list = []
-    states: list[tuple] = []
-    make = simulate_module.make_manager
-
-    def made(*args, **kwargs):
-        managers.append(make(*args, **kwargs))
-        return managers[-1]
-
-    def step(*args) -> None:
-        states.append(_state(managers[0]))
-
     with (
-        mock.patch.object(simulate_module, "make_manager", side_effect=made),
+        managers_watched(_state) as (managers, states, step),
         mock.patch.object(marconi_lru, "FROM_CURRENT_ENTRIES", kept),
         mock.patch.object(marconi_lru, "_COMPACT_FLOOR", due[0]),
         mock.patch.object(marconi_lru, "_COMPACT_RATIO", due[1]),

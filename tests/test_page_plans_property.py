@@ -18,13 +18,13 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from managers_watched import managers_watched
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 
 from sim.cache.engines import marconi_vllm as vllm_module
 from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.page_chunks import PageChunks
-from sim.run import simulate as simulate_module
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Request, Segment, Trace
 
@@ -77,25 +77,17 @@ def bursts(draw):
 
 def watched_run(trace: Trace, config: SimConfig, direct: bool):
     """The timed run with ``plans_page_chunks`` as given, and its manager's state after every step."""
-    managers: list = []
-    states: list[tuple] = []
-    make = simulate_module.make_manager
-
-    def made(*args, **kwargs):
-        managers.append(make(*args, **kwargs))
-        return managers[-1]
-
-    def step(*args) -> None:
-        manager = managers[0]
-        states.append((snapshot(manager), _stamps(manager), current_entries(manager), _hints(manager)))
-
     with (
-        mock.patch.object(simulate_module, "make_manager", side_effect=made),
+        managers_watched(_state) as (_, states, step),
         mock.patch.object(PageChunks, "plans_page_chunks", direct),
         mock.patch.object(MarconiVllmRules, "page_steps", direct),
     ):
         result = simulate(trace, config, on_step=step)
     return result, states
+
+
+def _state(manager) -> tuple:
+    return snapshot(manager), _stamps(manager), current_entries(manager), _hints(manager)
 
 
 def _hints(manager) -> list[tuple]:
@@ -152,4 +144,3 @@ def test_the_property_plans_page_chunks():
     test_a_page_chunk_planned_directly_is_the_general_plan()
     assert _TAKEN["plans"] > 1000 and _TAKEN["evicting"] > 300, _TAKEN
     assert _TAKEN["handed"] > 100 and _TAKEN["committed"] > 1000, _TAKEN
-

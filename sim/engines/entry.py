@@ -75,6 +75,8 @@ class Engine:
     reads: frozenset[str] | None = None
     pool_layout: PoolLayoutOf = radix_pool_layout  # its pools as headers and figures name and count them
     settles: Settles = radix_grids  # what the model settles beyond the knobs, for headers
+    # the cache a replay runs (its tables hold no page id) where the rules read none either; None: ``manager``
+    replay_manager: ManagerFactory | None = None
 
     def reads_knob(self, name: str) -> bool:
         """Whether ``name`` (a shared knob or one of its own) changes what this engine does."""

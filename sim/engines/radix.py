@@ -3,6 +3,7 @@ manager with the engine's rules, SGLang's running-request cap, and the decode in
 
 from __future__ import annotations
 
+from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
@@ -19,11 +20,18 @@ from sim.sched.interface import Scheduler
 MAMBA_STATES_PER_REQUEST = 3
 
 
-def radix_manager(rules: type[EngineRules]) -> ManagerFactory:
-    """The radix cache manager running ``rules``."""
+def radix_manager(rules: type[EngineRules], anonymous_pages: bool = False) -> ManagerFactory:
+    """The radix cache manager running ``rules``. ``anonymous_pages``: its FULL and SWA pools hand out one id
+    for every page (``Pool.make_anonymous``), for a run nobody reads a page id of, under rules that read none
+    (``Engine.replay_manager``): at page 1 a request's pages are a list per token, and the distinct ints'
+    copies and frees were a third of a FreeToken replay."""
 
     def make(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
-        return CacheManager(model, policy, sizes, rules, events)
+        manager = CacheManager(model, policy, sizes, rules, events)
+        if anonymous_pages:
+            manager.pools[FULL].make_anonymous()
+            manager.pools[SWA].make_anonymous()  # (one pool twice where FULL and SWA share one)
+        return manager
 
     return make
 

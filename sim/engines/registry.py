@@ -136,10 +136,13 @@ def pool_sizes(config: PoolOptions, model: ModelSpec, policy: Policy) -> PoolSiz
 
 
 def make_manager(
-    model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None
+    model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None, replay: bool = False
 ) -> CacheModel:
-    """The cache manager of the policy's engine, publishing on ``events``."""
-    return engine_of(policy).manager(model, policy, sizes, events if events is not None else EventBus())
+    """The cache manager of the policy's engine, publishing on ``events``; ``replay``: for a run whose page ids
+    nobody reads (the engine's ``replay_manager`` where it has one)."""
+    engine = engine_of(policy)
+    factory = engine.replay_manager if replay and engine.replay_manager is not None else engine.manager
+    return factory(model, policy, sizes, events if events is not None else EventBus())
 
 
 def make_scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:

@@ -39,6 +39,10 @@ from sim.run.why import why_column, why_summary
 from sim.sched.request import states_of
 from sim.trace import Trace
 
+# True: a replay runs the engine's ``replay_manager`` (FreeToken's: pools of anonymous page ids, which a
+# replay's tables never show); False: its ``manager``, the reference (tests/test_freetoken_anonymous_replay.py)
+ANONYMOUS_REPLAY = True
+
 
 @dataclass
 class SimResult:
@@ -174,7 +178,7 @@ def run_replay(
     trace: Trace, setup: RunSetup, on_step=None, on_phase: Callable[[str], None] | None = None
 ) -> SimResult:
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
-    manager = make_manager(model, policy, sizes, EventBus())
+    manager = make_manager(model, policy, sizes, EventBus(), replay=ANONYMOUS_REPLAY)
     tracker = manager.watch_misses()
     states = states_of(trace)
     steps = ReplaySteps()

@@ -1,0 +1,135 @@
+"""FreeToken's replay runs on pools of anonymous page ids (``Engine.replay_manager``, switched by
+``simulate.ANONYMOUS_REPLAY``): a replay's tables hold no page id, and no rule of FreeToken's reads one, so the
+run must decide exactly as on pools handing out real ids. As a property over the generated FreeToken runs
+(``test_freetoken_page_lists.page_cases``: SWA, SWA + GDN and GDN models, the three presets, short windows,
+pages 1, 2, 16 and 64, bounds on and off, small pools), in replay: the run's tables and summary, every
+allocation's pool and length, every tree's nodes as the run ends (span, FULL and SWA page counts, state,
+stamp, locks), the pools' free counts and the eviction counts equal the reference's, a replay on real ids.
+Fixed cases (the ``@example``s) hold floors on the anonymous path's use: it hands out anonymous ids by the
+thousand, evicts, tombstones and revives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from test_freetoken_page_lists import page_cases
+
+import sim.run.simulate as simulate_module
+from sim.cache.components import Component
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.generate import fanout, multiturn
+
+POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
+
+
+def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list, object]:
+    """The replay; every allocation (pool, count); the ids of the FULL and SWA allocations; every tree's nodes,
+    free counts and eviction counts as the run ends."""
+    log: list = []
+    kv_ids: list = []
+
+    def logged_alloc(pool, count):
+        ids = POOL_ALLOC(pool, count)
+        log.append((pool.name, count, len(ids)))
+        if pool.component is not Component.MAMBA:
+            kv_ids.extend(ids)
+        return ids
+
+    def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append(
+            [
+                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
+                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
+                for n in nodes
+            ]
+        )
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
+        DISMANTLE(tree)
+
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_REPLAY", anonymous)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    return log, kv_ids, simulate(trace, config)
+
+
+def assert_anonymous_replay_equal(trace, config, monkeypatch) -> tuple[list, list]:
+    """The two replays equal; returns the anonymous one's log and FULL and SWA ids."""
+    config = replace(config, mode="replay")
+    anonymous_log, anonymous_ids, anonymous = run_logged(trace, config, True, monkeypatch)
+    real_log, real_ids, real = run_logged(trace, config, False, monkeypatch)
+    assert anonymous_log == real_log
+    assert anonymous.requests.equals(real.requests)
+    assert anonymous.steps.equals(real.steps)
+    assert anonymous.summary == real.summary
+    assert set(anonymous_ids) <= {ANONYMOUS_ID}  # the switch did switch: no real id handed out
+    assert ANONYMOUS_ID not in real_ids
+    return anonymous_log, anonymous_ids
+
+
+def _config(policy: str, model: str, pool_tokens: int, window: int) -> SimConfig:
+    """Page 1, few states, a short window, pools the run fills."""
+    knobs = dict(page_size=1, chunked_prefill_size=16, window=window)
+    return SimConfig(
+        policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=12, bounds=False
+    )
+
+
+def _turns(seed: int):
+    return multiturn(
+        num_sessions=4, num_turns=6, system_len=300, user_len=100, output_len=100, think_time=0.2,
+        request_rate=4.0, seed=seed,
+    )  # fmt: skip
+
+
+# (trace, config, floors: anonymous ids handed out, FULL evictions, tombstones as the run ends); in these
+# replays the SWA pool never evicts (each request alone frees its SWA out of its window as it goes)
+FIXED_CASES = [
+    (_turns(1), _config("freetoken", "gemma-4-26b-a4b", 1_200, 32), (8_000, 8, 20)),
+    (_turns(1), _config("freetoken-budget", "inkling", 1_500, 16), (10_000, 5, 20)),
+    (
+        fanout(num_groups=3, prompts_per_group=5, system_len=400, question_len=50, output_len=80, seed=3),
+        _config("freetoken-lazy", "gemma-4-26b-a4b", 900, 32),
+        (15_000, 40, 2),
+    ),
+]
+
+
+@pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=page_cases())
+@example(case=FIXED_CASES[0][:2])
+@example(case=FIXED_CASES[1][:2])
+@example(case=FIXED_CASES[2][:2])
+def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_anonymous_replay_equal(trace, config, monkeypatch)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("trace, config, floors", FIXED_CASES)
+def test_the_fixed_replays_use_the_anonymous_pools_and_evict(trace, config, floors, monkeypatch):
+    """A test of the fixed examples: their replays hand out anonymous ids by the thousand, evict (so that freed
+    ids are handed out again) and leave tombstones (a replay that never reused a page would pass anything)."""
+    log, ids = assert_anonymous_replay_equal(trace, config, monkeypatch)
+    num_ids, num_full_evictions, num_tombstones = floors
+    assert len(ids) >= num_ids
+    assert log[-1][2][Component.FULL] >= num_full_evictions
+    assert sum(node[4] for node in log[-2]) >= num_tombstones
+
+
+def test_a_timed_run_keeps_real_ids(monkeypatch):
+    """Only a replay switches: a timed run of the same case hands out real ids (its steps' ids are read by a
+    backend with memory of its own)."""
+    trace, config, _ = FIXED_CASES[0]
+    ids = run_logged(trace, replace(config, mode="timed"), True, monkeypatch)[1]
+    assert ids and ANONYMOUS_ID not in ids

@@ -99,7 +99,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     # the eviction's one observer (told once per reservation in the per-chunk loop; nobody subscribes mid-run)
     told = told_as_one(tree, chunks.events)
     # its victims told at once before anything else runs, where nobody hears anything else in the run
-    quiet = WATCHER_AS_RUN and not (chunks._checkpoint_saved or chunks._inserted)
+    quiet = WATCHER_AS_RUN and not (chunks._checkpoint_saved or chunks._inserted or full_pool._freed)
     watcher = defers_to(told) if quiet else None
     evicted: list[Node] | None = [] if watcher is not None else None
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one

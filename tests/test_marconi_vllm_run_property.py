@@ -112,9 +112,9 @@ def _counting(monkeypatch):
     """Count the run's own work (the property must compare runs that take it)."""
     evict, take = run_module.evict_top_handing_over, run_module._reserve
 
-    def counted_evict(tree, recency, leaves, victim, told):
+    def counted_evict(tree, recency, leaves, victim, told, *deferred):
         _TAKEN["told" if told is not None else "handed"] += 1  # told as one, or the lone eviction's four
-        return evict(tree, recency, leaves, victim, told)
+        return evict(tree, recency, leaves, victim, told, *deferred)
 
     def counted_reserve(*args):
         _TAKEN["rules"] += 1

@@ -40,6 +40,8 @@ from sim.cache.engines.marconi_vllm_direct import (
 )
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_top_handing_over, top_leaf
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
+from sim.cache.misses import TreeMissTracker
+from sim.cache.misses_run import defers_to, tell_evicted
 from sim.cache.node import Node
 from sim.cache.page_chunks import is_page_chunk
 from sim.cache.request import RequestCache
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
 
 # a victim's page, SWA page and state, the chunk's allocations
 Handed = tuple[list[int], list[int | None], int]
+
+WATCHER_AS_RUN = True  # False: the watcher hears each eviction as it goes (tests/test_misses_run_property.py)
 
 
 class _ChunkManager(Protocol):
@@ -94,6 +98,10 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     has_mamba = rules.has_mamba
     # the eviction's one observer (told once per reservation in the per-chunk loop; nobody subscribes mid-run)
     told = told_as_one(tree, chunks.events)
+    # its victims told at once before anything else runs, where nobody hears anything else in the run
+    quiet = WATCHER_AS_RUN and not (chunks._checkpoint_saved or chunks._inserted or full_pool._freed)
+    watcher = defers_to(told) if quiet else None
+    evicted: list[Node] | None = [] if watcher is not None else None
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     pending: Node | None = None  # the last chunk's leaf, its heap entry not pushed yet
     lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
@@ -115,9 +123,9 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
                 and victim.state is not None
                 and (victim.swa_pages is None if num_swa == 0 else _one_page(victim.swa_pages))
             ):  # ``reserve_page``'s tick and least recent leaf, ``exposes_nothing``, ``hands_over``: handed over
-                handed = evict_top_handing_over(tree, recency, leaves, victim, told)
+                handed = evict_top_handing_over(tree, recency, leaves, victim, told, evicted)
             else:  # the rules' own reservation
-                _push(leaves, recency.stamps, pending)
+                _push(leaves, recency.stamps, pending, watcher, evicted)
                 pending = None
                 outcome = _reserve(chunks, manager, rules, num_swa)
                 if isinstance(outcome, Refusal):
@@ -137,19 +145,28 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
         node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys)
         if node is None:  # not one new leaf: the rules' own commit
-            _push(leaves, recency.stamps, pending)
+            _push(leaves, recency.stamps, pending, watcher, evicted)
             pending = None
             rules.after_prefill_chunk(manager, req, end >= req.prompt_len)
         else:  # the last leaf's entry is stale now (``node`` is its child): never pushed
             pending = node
         done += 1
-    _push(leaves, recency.stamps, pending)
+    _push(leaves, recency.stamps, pending, watcher, evicted)
     return done
 
 
-def _push(leaves: LeafHeap, stamps: dict[int, int], node: Node | None) -> None:
-    """The heap entry ``recency.set`` pushed for ``node`` at its commit, pushed now: its stamp is unchanged
-    (nothing but the run ran since, and the run stamps only its new leaves)."""
+def _push(
+    leaves: LeafHeap,
+    stamps: dict[int, int],
+    node: Node | None,
+    watcher: TreeMissTracker | None,
+    evicted: list[Node] | None,
+) -> None:
+    """Before anything but the run reads the cache: the heap entry ``recency.set`` pushed for ``node`` at its
+    commit, pushed now (its stamp is unchanged: nothing but the run ran since, and the run stamps only its new
+    leaves); the watcher told the run's evictions kept in ``evicted``."""
+    if watcher is not None:
+        tell_evicted(watcher, evicted)  # type: ignore[arg-type]  # kept wherever there is a watcher
     if node is not None:
         heapq.heappush(leaves.heap, (stamps[node.id], node.id, node))
 

@@ -40,10 +40,15 @@ def evict_handed(
     stamps: dict[int, int],
     victim: Node,
     told: Callable[[LeafEvicted], None],
+    deferred: list[Node] | None = None,
 ) -> None:
-    """``evict_lone_leaf(tree, recency, victim, True, [told])``: the same statements in the same order."""
+    """``evict_lone_leaf(tree, recency, victim, True, [told])``: the same statements in the same order.
+    ``deferred``: the victim kept there for the caller to tell the watcher (``misses_run.tell_evicted``)."""
     tree.num_evictions[FULL] += 1
-    told(LeafEvicted(victim))
+    if deferred is None:
+        told(LeafEvicted(victim))
+    else:
+        deferred.append(victim)
     parent = victim.parent
     stamp = stamps.pop(victim.id, None)
     pushed = False
@@ -102,18 +107,23 @@ class ChunkKeys:
 
 
 def evict_top_handing_over(
-    tree: RadixTree, recency: Recency, leaves: LeafHeap, victim: Node, told: list | None
+    tree: RadixTree,
+    recency: Recency,
+    leaves: LeafHeap,
+    victim: Node,
+    told: list | None,
+    deferred: list[Node] | None = None,
 ) -> tuple[list[int], list[int | None], int]:
     """``reserve_page``'s tick and least recent leaf, ``victim`` (the heap's top: its entry popped), evicted
     with its slots handed to the chunk (``told``: the eviction's one observer, or None): its page, SWA page (or
-    None) and state, as the pools would hand them out."""
+    None) and state, as the pools would hand them out. ``deferred``: as ``evict_handed`` keeps it."""
     recency.now += 1
     heapq.heappop(leaves.heap)  # ``least_recent_leaf`` pops the entry it answers with
     swa = victim.swa_pages
     own_swa: list[int | None] = [None] if swa is None else swa  # type: ignore[assignment]
     handed = (victim.full_pages, own_swa, victim.state)
     if told is not None:
-        evict_handed(tree, leaves, recency.stamps, victim, told[0])
+        evict_handed(tree, leaves, recency.stamps, victim, told[0], deferred)
     else:
         evict_lone_leaf(tree, recency, victim, True, None)
     return handed  # type: ignore[return-value]

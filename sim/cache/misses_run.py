@@ -1,0 +1,56 @@
+"""The miss watcher told a run's leaf evictions at once: ``TreeMissTracker._on_delete_leaf`` for each evicted
+leaf in turn, without an event object, a handler call and the watcher's attribute reads per leaf.
+
+vLLM+'s chunk run (``marconi_vllm_run.py``) evicts one leaf per 32-token chunk once the pools are full; where
+the watcher is the eviction's only observer and nothing else is told anything between (``defers_to``), the
+run keeps its victims and tells them here before anything else runs (the rules' own calls, the run's end).
+What the watcher records of a victim (its id, edge and parent chain's keys and ids) does not change once it
+is evicted, nor while the run only evicts leaves and hangs new ones, so the tables come out the same, in the
+same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vllm_run.WATCHER_AS_RUN``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sim.cache.misses import _NONE, TreeMissTracker
+from sim.cache.node import Node
+
+
+def defers_to(told: list[Callable] | None) -> TreeMissTracker | None:
+    """The miss watcher whose ``_on_delete_leaf`` is ``told``'s one handler (``told_as_one``), else None."""
+    if told is None:
+        return None
+    handler = told[0]
+    watcher = getattr(handler, "__self__", None)
+    if type(watcher) is not TreeMissTracker or handler != watcher._on_delete_leaf:
+        return None
+    return watcher
+
+
+def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
+    """``watcher._on_delete_leaf(LeafEvicted(node))`` for each of ``nodes`` in order; ``nodes`` emptied."""
+    if not nodes:
+        return
+    links, pages = watcher._prefix_links, watcher.evicted_pages
+    tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
+    for node in nodes:
+        parent = node.parent
+        above = links.get(parent.id, _NONE)  # ``_prefix_link``'s answer where the parent's chain is made
+        if above is _NONE:
+            above = watcher._prefix_link(parent)
+        key = hash(node.edge)
+        earlier = pages.get(key, _NONE)
+        if earlier is _NONE:
+            pages[key] = above
+        elif type(earlier) is list:
+            earlier.append(above)
+        else:
+            pages[key] = [earlier, above]
+        links.pop(node.id, None)
+        if tomb_cause:
+            tomb_cause.pop(node.id, None)
+        if state_evicted:
+            state_evicted.pop(node.id, None)
+    watcher._deleted = nodes[-1]
+    nodes.clear()

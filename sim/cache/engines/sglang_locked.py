@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from sim.cache.request import RequestCache
 
+# the FULL count from the tree's tallies (``locked_full_pages``); False: the shared walk, the reference
+LOCKED_FROM_TALLIES = True
+
 
 def locked_pages(manager, candidate: RequestCache | None, swa: bool) -> int:
     """Pages of the tree that running requests' locks (and the candidate's) keep from eviction: FULL on
@@ -38,7 +41,16 @@ def locked_pages_shared(manager, candidate: RequestCache | None, swa: bool) -> i
     root's own pages are never counted, as ``path_from_root`` leaves it out)."""
     if swa:
         return locked_pages(manager, candidate, swa)  # a window is a few nodes: nothing shared to skip
+    if LOCKED_FROM_TALLIES:
+        return locked_full_pages(manager)
     return _pages_on_paths(manager, candidate, swa=False)
+
+
+def locked_full_pages(manager) -> int:
+    """The FULL pages of the nodes some lock holds: the tree's pages less its unlocked nodes' (whole pages
+    each), both tallied by the tree as nodes come, go, lock and unlock."""
+    tree = manager.tree
+    return tree.num_full_pages - tree.num_unlocked_tokens // manager.page_size
 
 
 def swa_pages_on_locked_paths(manager, candidate: RequestCache | None) -> int:

@@ -21,11 +21,12 @@ CHECKS = {"calls": 0, "candidate": 0, "shared": 0, "locked": 0}
 
 
 def checked_locked_pages(manager, candidate, swa: bool) -> int:
-    """The budget's count as the switch picks it, each FULL one asserted equal to the reference."""
+    """The budget's count as the switch picks it (the tallies: ``LOCKED_FROM_TALLIES``), each FULL one
+    asserted equal to the reference."""
     count = sglang_locked.locked_pages_shared(manager, candidate, swa)
     if not swa:
-        tallied, reference = locked_full_pages(manager), locked_pages(manager, candidate, False)
-        assert tallied == reference, (tallied, reference)
+        reference = locked_pages(manager, candidate, False)
+        assert count == reference == locked_full_pages(manager), (count, reference)
         CHECKS["calls"] += 1
         CHECKS["candidate"] += candidate is not None and candidate.request_id not in manager.requests
         CHECKS["shared"] += _paths_share_nodes(manager)

@@ -101,6 +101,24 @@ def test_fixed_bursts_count_the_locked_pages_every_path_counts(policy, page):
 
 
 @pytest.mark.interpreted
+@pytest.mark.parametrize("mode", ["timed", "replay"])
+@pytest.mark.parametrize("policy", ["sglang", "sglang-retain-tree", "marconi-sglang"])
+def test_the_tallies_give_the_walks_tables(policy, mode):
+    """The whole run with the tallies equals the run with the shared walk (the reference): requests, steps
+    and summary."""
+    knobs = dict(page_size=16, chunked_prefill_size=256, max_running_requests=8)
+    config = SimConfig(policy=policy, mode=mode, knobs=knobs, pool_tokens=5000, bounds=True)
+    results = {}
+    for tallies in (False, True):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sglang_locked, "LOCKED_FROM_TALLIES", tallies)
+            results[tallies] = simulate(_FIXED, config)
+    walked, tallied = results[False], results[True]
+    assert tallied.requests.equals(walked.requests) and tallied.steps.equals(walked.steps)
+    assert tallied.summary == walked.summary
+
+
+@pytest.mark.interpreted
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
 @example((_FIXED, "sglang", "qwen3-next", dict(page_size=1, chunked_prefill_size=128, overlap=False), 3000))

@@ -15,7 +15,7 @@ from sim.run.pool_marks import PoolMarks
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
 TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
 # False: a run's step numbers appended one Python int at a time (the reference); True: as one int64 block, the
-# same numbers (tests/test_step_numbers_in_bulk.py holds both equal)
+# same numbers (tests/test_step_rows_lean.py holds both equal)
 STEP_NUMBERS_IN_BULK = True
 
 

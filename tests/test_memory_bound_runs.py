@@ -66,7 +66,9 @@ def runs(draw):
 
 def _cost(model: str, gpu_name: str, peak_flops: float | None) -> CostModel:
     gpu = get_gpu(gpu_name)
-    return CostModel(get_model(model), gpu if peak_flops is None else dataclasses.replace(gpu, peak_flops=peak_flops))
+    return CostModel(
+        get_model(model), gpu if peak_flops is None else dataclasses.replace(gpu, peak_flops=peak_flops)
+    )
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

@@ -60,7 +60,9 @@ def settled_decode_run(
     overhead = gpu.step_overhead_s
     figures = (flops, bytes_read, flops_each, bytes_each)
     if MEMORY_BOUND_RUNS and _memory_bound_throughout(gpu, figures, max_steps - settled):
-        return _memory_bound_steps(gpu, bytes_read, bytes_each, now, horizon, max_steps - settled, starts, taken)
+        return _memory_bound_steps(
+            gpu, bytes_read, bytes_each, now, horizon, max_steps - settled, starts, taken
+        )
     for _ in range(max_steps - settled):
         compute_s, memory_s = flops / flops_rate, bytes_read / bytes_rate
         # max(compute_s, memory_s): the first unless the second is larger

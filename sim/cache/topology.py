@@ -13,6 +13,10 @@ from sim.cache.pools import Pool, PoolUsage
 from sim.cache.results import Refusal
 from sim.cache.sizing import PoolSizes
 
+# False: each pool's usage made in a loop over the pools (the reference; tests/test_step_rows_lean.py holds both
+# equal); True: the three pools' usages written out (asked at every full step and event step: a row's pools)
+USAGE_WRITTEN_OUT = True
+
 
 class SeparatePools:
     name = "separate"
@@ -55,6 +59,14 @@ def component_pools(
 
 def pool_usage(pools, tree) -> dict[Component, PoolUsage]:
     """Each pool's free, running-held and tree-held units: what the tree holds is counted by the tree."""
+    if USAGE_WRITTEN_OUT:  # ``component_pools`` makes the three, in this order
+        full, swa, mamba = pools[FULL], pools[SWA], pools[MAMBA]
+        in_full, in_swa, in_states = tree.num_full_pages, tree.num_swa_pages, tree.num_states
+        return {
+            FULL: PoolUsage(full.num_free, full.size - full.num_free - in_full, in_full),
+            SWA: PoolUsage(swa.num_free, swa.size - swa.num_free - in_swa, in_swa),
+            MAMBA: PoolUsage(mamba.num_free, mamba.size - mamba.num_free - in_states, in_states),
+        }
     tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, MAMBA: tree.num_states}
     return {
         comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])

@@ -14,6 +14,9 @@ from sim.run.pool_marks import PoolMarks
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
 TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
+# False: a run's step numbers appended one Python int at a time (the reference); True: as one int64 block, the
+# same numbers (tests/test_step_rows_lean.py holds both equal)
+STEP_NUMBERS_IN_BULK = True
 
 
 class StepLog:
@@ -66,7 +69,12 @@ class StepLog:
 
     def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
         count, columns = len(starts), self.columns
-        columns["step"].extend(range(first_step, first_step + count))
+        step_numbers = columns["step"]
+        assert isinstance(step_numbers, array)
+        if STEP_NUMBERS_IN_BULK:
+            step_numbers.frombytes(np.arange(first_step, first_step + count, dtype=np.int64).tobytes())
+        else:
+            step_numbers.extend(range(first_step, first_step + count))
         columns["start_at"].extend(starts)
         columns["duration_s"].extend(durations)
         for name, value in (("num_prefill", 0), ("prefill_tokens", 0), ("num_decode", num_decode)):

@@ -118,18 +118,29 @@ def test_the_tallies_give_the_walks_tables(policy, mode):
     assert tallied.summary == walked.summary
 
 
-@pytest.mark.interpreted
+_SHARED_KNOBS = dict(page_size=1, chunked_prefill_size=128, max_running_requests=12, overlap=True)
+
+
+# the second example alone meets the floors below (165 candidates, 347 shared, 347 partly locked): they rest on
+# it, not on what the derandomized draws reach (those depend on the modules loaded before them)
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
 @example((_FIXED, "sglang", "qwen3-next", dict(page_size=1, chunked_prefill_size=128, overlap=False), 3000))
+@example((_FIXED, "sglang", "inkling", _SHARED_KNOBS, 12000))
 def test_the_tallies_count_what_every_path_counts(burst):
     _run(burst)
 
 
+# the property runs once, inside the test below, which counts what its own run reached: collected on its own
+# too, xdist could run it on the other worker, leaving the floors to whatever that worker's counts held
+test_the_tallies_count_what_every_path_counts.__test__ = False
+
+
 @pytest.mark.interpreted
 def test_the_checks_ran_with_candidates_shared_paths_and_locks():
-    """The properties above are exercised: candidates outside the running requests, paths sharing nodes, a
-    tree partly locked."""
-    if not CHECKS["calls"]:
-        test_the_tallies_count_what_every_path_counts()
-    assert CHECKS["candidate"] > 100 and CHECKS["shared"] > 200 and CHECKS["locked"] > 200, CHECKS
+    """The property above is exercised: candidates outside the running requests, paths sharing nodes, a tree
+    partly locked."""
+    before = dict(CHECKS)
+    test_the_tallies_count_what_every_path_counts()
+    reached = {key: CHECKS[key] - before[key] for key in CHECKS}
+    assert reached["candidate"] > 100 and reached["shared"] > 200 and reached["locked"] > 200, reached

@@ -6,7 +6,6 @@ horizons that cut the run before, at or after it settles, and GPUs slow enough t
 from __future__ import annotations
 
 import dataclasses
-import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,39 +14,23 @@ from sim.cost import CostModel, get_gpu
 from sim.cost.decode_run import roofline_decode_run, steps_before
 from sim.cost.decode_run_settled import settled_decode_run
 from sim.models import get_model
-
-MODELS = ["inkling", "gemma-4-26b-a4b", "qwen3-next", "gpt-oss-20b", "tiny"]
-
-
-def _bits(values: list[float]) -> list[bytes]:
-    return [struct.pack("<d", value) for value in values]
-
-
-@st.composite
-def runs(draw):
-    model = get_model(draw(st.sampled_from(MODELS)))
-    near = max(model.window, 1)
-    context = st.one_of(
-        st.integers(0, 3 * near), st.integers(max(near - 60, 0), near + 60), st.integers(0, 20)
-    )
-    contexts = tuple(draw(st.lists(context, min_size=1, max_size=10)))
-    now = draw(st.floats(0, 1e4, allow_nan=False))
-    horizon = draw(st.one_of(st.just(float("inf")), st.floats(0, 3.0).map(lambda span: now + span)))
-    return model, contexts, now, horizon, draw(st.integers(0, 900))
+from tests.settled_runs import float_bits, settled_runs
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
-@given(runs(), st.sampled_from(["h200", "h100"]), st.sampled_from([None, 1e9, 1e10, 1e11, 1e12]))
+@given(settled_runs(), st.sampled_from(["h200", "h100"]), st.sampled_from([None, 1e9, 1e10, 1e11, 1e12]))
 def test_the_settled_loop_is_the_reference_bit_for_bit(run, gpu_name, peak_flops):
     model, contexts, now, horizon, max_steps = run
     gpu = get_gpu(gpu_name)
-    cost = CostModel(model, gpu if peak_flops is None else dataclasses.replace(gpu, peak_flops=peak_flops))
+    cost = CostModel(
+        get_model(model), gpu if peak_flops is None else dataclasses.replace(gpu, peak_flops=peak_flops)
+    )
     co, gpu = cost._coefficients, cost.gpu
     starts, durations = settled_decode_run(co, gpu, contexts, now, horizon, max_steps)
     ref_starts, ref_durations = roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)
-    assert _bits(starts) == _bits(ref_starts) and _bits(durations) == _bits(ref_durations)
+    assert float_bits(starts) == float_bits(ref_starts) and float_bits(durations) == float_bits(ref_durations)
     each_starts, each = steps_before(cost.decode_times(contexts), now, horizon, max_steps)
-    assert _bits(starts) == _bits(each_starts) and _bits(durations) == _bits(each)
+    assert float_bits(starts) == float_bits(each_starts) and float_bits(durations) == float_bits(each)
 
 
 def test_a_run_that_settles_midway_goes_on_from_the_references_clock():
@@ -58,4 +41,7 @@ def test_a_run_that_settles_midway_goes_on_from_the_references_clock():
     assert full == roofline_decode_run(co, gpu, contexts, 1.5, float("inf"), 800) and len(full[0]) == 800
     for cut in (100, 508, 509, 510, 700):  # the horizon at a step's start: the step before it is the last
         horizon = full[0][cut]
-        assert settled_decode_run(co, gpu, contexts, 1.5, horizon, 800) == (full[0][: cut - 1], full[1][: cut - 1])
+        assert settled_decode_run(co, gpu, contexts, 1.5, horizon, 800) == (
+            full[0][: cut - 1],
+            full[1][: cut - 1],
+        )

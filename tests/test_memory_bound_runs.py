@@ -10,7 +10,6 @@ last, or the other way) to the loop."""
 from __future__ import annotations
 
 import dataclasses
-import struct
 from unittest import mock
 
 import pytest
@@ -25,16 +24,12 @@ from sim.models import get_model
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst
+from tests.settled_runs import float_bits, settled_runs
 
 # the counts go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
 
-MODELS = ["inkling", "gemma-4-26b-a4b", "qwen3-next", "gpt-oss-20b", "tiny"]
 _STEPS = settled_module._memory_bound_steps
-
-
-def _bits(values: list[float]) -> list[bytes]:
-    return [struct.pack("<d", value) for value in values]
 
 
 def _both(cost: CostModel, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int) -> int:
@@ -46,22 +41,9 @@ def _both(cost: CostModel, contexts: tuple[int, ...], now: float, horizon: float
         loop = settled_decode_run(co, gpu, contexts, now, horizon, max_steps)
     reference = roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)
     for other in (loop, reference):
-        assert _bits(starts) == _bits(other[0]) and _bits(durations) == _bits(other[1])
+        assert float_bits(starts) == float_bits(other[0]) and float_bits(durations) == float_bits(other[1])
         assert [type(start) for start in starts] == [type(start) for start in other[0]]
     return lists.call_count
-
-
-@st.composite
-def runs(draw):
-    model = get_model(draw(st.sampled_from(MODELS)))
-    near = max(model.window, 1)
-    context = st.one_of(
-        st.integers(0, 3 * near), st.integers(max(near - 60, 0), near + 60), st.integers(0, 20)
-    )
-    contexts = tuple(draw(st.lists(context, min_size=1, max_size=10)))
-    now = draw(st.one_of(st.just(0), st.floats(0, 1e4, allow_nan=False)))
-    horizon = draw(st.one_of(st.just(float("inf")), st.floats(0, 3.0).map(lambda span: now + span)))
-    return model.name, contexts, now, horizon, draw(st.integers(0, 900))
 
 
 def _cost(model: str, gpu_name: str, peak_flops: float | None) -> CostModel:
@@ -72,7 +54,11 @@ def _cost(model: str, gpu_name: str, peak_flops: float | None) -> CostModel:
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(runs(), st.sampled_from(["h200", "h100"]), st.sampled_from([None, 1e9, 1e10, 1e11, 1e12, 1e13]))
+@given(
+    settled_runs(now_at_zero=True),
+    st.sampled_from(["h200", "h100"]),
+    st.sampled_from([None, 1e9, 1e10, 1e11, 1e12, 1e13]),
+)
 @example(("inkling", (5000, 7000), 0, float("inf"), 300), "h200", None)
 def test_memory_bound_runs_are_the_loop_bit_for_bit(run, gpu_name, peak_flops):
     model, contexts, now, horizon, max_steps = run

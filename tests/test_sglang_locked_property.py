@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import sim.cache.engines.sglang_admission as admission
 from sim.cache.engines.sglang_locked import locked_pages, locked_pages_shared
 from sim.run.simulate import SimConfig, simulate
-from sim.trace import Request, Segment, Trace
+from sim.trace import Trace
+from tests.prefix_bursts import draw_prefix_requests, paths_share_nodes
 
 CHECKS = {"calls": 0, "shared": 0}
 
@@ -22,39 +23,15 @@ def checked_locked_pages(manager, candidate, swa: bool) -> int:
     shared, reference = locked_pages_shared(manager, candidate, swa), locked_pages(manager, candidate, swa)
     assert shared == reference, (shared, reference, swa)
     CHECKS["calls"] += 1
-    CHECKS["shared"] += not swa and _paths_share_nodes(manager)
+    CHECKS["shared"] += not swa and paths_share_nodes(manager)
     return shared
-
-
-def _paths_share_nodes(manager) -> bool:
-    """Some running requests' paths share nodes: a walk up stops early at a node an earlier one counted."""
-    paths = [r.last_node.path_from_root() for r in manager.requests.values()]
-    return sum(map(len, paths)) > len({node.id for path in paths for node in path})
-
-
-def _requests(draw, num_requests: int) -> list[Request]:
-    """Requests of a few shared prefixes (system prompts) each followed by their own text, arriving close."""
-    prefixes = draw(st.lists(st.integers(1, 1500), min_size=1, max_size=3))
-    shapes = st.tuples(
-        st.integers(0, len(prefixes) - 1), st.integers(1, 1200), st.integers(2, 500), st.integers(0, 300)
-    )
-    return [
-        Request(
-            id=f"r{index}",
-            arrival=arrival_ms / 1000,
-            output_len=output_len,
-            prompt=[Segment(ref=f"p{group}", len=prefixes[group]), Segment(ref=f"r{index}", len=own_len)],
-        )
-        for index, (group, own_len, output_len, arrival_ms) in enumerate(
-            draw(st.lists(shapes, min_size=num_requests, max_size=num_requests))
-        )
-    ]
 
 
 @st.composite
 def bursts(draw):
     """Requests sharing prefixes (a chained trace of turns), the page, the model (SWA or not) and the pool."""
-    requests = _requests(draw, draw(st.integers(3, 12)))
+    num_requests = draw(st.integers(3, 12))
+    requests = draw_prefix_requests(draw, num_requests, num_requests)
     # not marconi-sglang: its SWA count is Marconi's own (tests/test_marconi_swa_budget.py)
     policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree"]))
     page = draw(st.sampled_from([1, 64]))

@@ -15,7 +15,8 @@ import sim.cache.engines.sglang_admission as admission
 from sim.cache.engines import sglang_locked
 from sim.cache.engines.sglang_locked import locked_full_pages, locked_pages
 from sim.run.simulate import SimConfig, simulate
-from sim.trace import Request, Segment, Trace
+from sim.trace import Trace
+from tests.prefix_bursts import draw_prefix_requests, paths_share_nodes, prefix_requests
 
 CHECKS = {"calls": 0, "candidate": 0, "shared": 0, "locked": 0}
 
@@ -29,37 +30,14 @@ def checked_locked_pages(manager, candidate, swa: bool) -> int:
         assert count == reference == locked_full_pages(manager), (count, reference)
         CHECKS["calls"] += 1
         CHECKS["candidate"] += candidate is not None and candidate.request_id not in manager.requests
-        CHECKS["shared"] += _paths_share_nodes(manager)
+        CHECKS["shared"] += paths_share_nodes(manager)
         CHECKS["locked"] += 0 < reference < manager.tree.num_full_pages
     return count
 
 
-def _paths_share_nodes(manager) -> bool:
-    paths = [r.last_node.path_from_root() for r in manager.requests.values()]
-    return sum(map(len, paths)) > len({node.id for path in paths for node in path})
-
-
-def _burst(shapes: list[tuple[int, int, int, int]], prefixes: list[int]) -> Trace:
-    """Requests of a few shared prefixes each followed by their own text: (prefix, own, output, arrival ms)."""
-    requests = [
-        Request(
-            id=f"r{index}",
-            arrival=arrival_ms / 1000,
-            output_len=output_len,
-            prompt=[Segment(ref=f"p{group}", len=prefixes[group]), Segment(ref=f"r{index}", len=own_len)],
-        )
-        for index, (group, own_len, output_len, arrival_ms) in enumerate(shapes)
-    ]
-    return Trace(sorted(requests, key=lambda r: r.arrival))
-
-
 @st.composite
 def bursts(draw):
-    prefixes = draw(st.lists(st.integers(1, 1500), min_size=1, max_size=3))
-    shape = st.tuples(
-        st.integers(0, len(prefixes) - 1), st.integers(1, 1200), st.integers(2, 500), st.integers(0, 300)
-    )
-    trace = _burst(draw(st.lists(shape, min_size=3, max_size=12)), prefixes)
+    trace = Trace(sorted(draw_prefix_requests(draw, 3, 12), key=lambda r: r.arrival))
     policy = draw(
         st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
     )
@@ -76,8 +54,10 @@ def bursts(draw):
 
 
 # a long burst on shared prefixes through tight pools: evicts, retracts and chunks under every loop
-_FIXED = _burst(
-    [(index % 3, 200 + 97 * index, 40 + 13 * index, 5 * index) for index in range(16)], [900, 400, 1300]
+_FIXED = Trace(
+    prefix_requests(
+        [(index % 3, 200 + 97 * index, 40 + 13 * index, 5 * index) for index in range(16)], [900, 400, 1300]
+    )
 )
 
 

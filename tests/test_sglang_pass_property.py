@@ -25,7 +25,8 @@ from sim.cache.engines.sglang_pass import (
 )
 from sim.run.simulate import SimConfig, simulate
 from sim.sched.sglang import SGLangScheduler
-from sim.trace import Request, Segment, Trace
+from sim.trace import Trace
+from tests.prefix_bursts import draw_prefix_requests
 
 CHECKS: Counter = Counter()
 # marconi-sglang's known disagreement on tight pools (sim/sched/sglang.py ``_allocate``, Round 7's s8b-locked
@@ -77,21 +78,7 @@ def checked_add_one(self, state, added):
 def bursts(draw):
     """Requests of a few shared prefixes each followed by their own text, arriving close; the preset, page,
     chunk, running rows, overlap, mixed chunk, model, pool and bounds."""
-    prefixes = draw(st.lists(st.integers(1, 1500), min_size=1, max_size=3))
-    shapes = st.tuples(
-        st.integers(0, len(prefixes) - 1), st.integers(1, 1200), st.integers(2, 400), st.integers(0, 300)
-    )
-    requests = [
-        Request(
-            id=f"r{index}",
-            arrival=arrival_ms / 1000,
-            output_len=output_len,
-            prompt=[Segment(ref=f"p{group}", len=prefixes[group]), Segment(ref=f"r{index}", len=own_len)],
-        )
-        for index, (group, own_len, output_len, arrival_ms) in enumerate(
-            draw(st.lists(shapes, min_size=3, max_size=12))
-        )
-    ]
+    requests = draw_prefix_requests(draw, 3, 12, max_output=400)
     policy = draw(
         st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
     )

@@ -140,7 +140,7 @@ FIXED_CASES = [
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=marconi_cases())
 @example(case=FIXED_CASES[0][:2])
 @example(case=FIXED_CASES[1][:2])

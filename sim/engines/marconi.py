@@ -41,6 +41,16 @@ def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBu
     )
 
 
+def _replay_manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
+    """A replay's cache. Marconi and SGLang+ on pools of anonymous FULL and SWA ids: no rule of theirs reads a
+    page id (ids are only moved, counted and freed; a freed SWA entry is told by ``is None``), and at page 1
+    they hand out a token's id each (13.5 M FULL and as many SWA in 1,000 Mooncake requests). vLLM+ keeps real
+    ids: at page 32 it hands out few, and its chunk run's direct paths are off on anonymous pools."""
+    if _vllm_plus(policy):
+        return _manager(model, policy, sizes, events)
+    return radix_manager(MarconiRules, anonymous_pages=True)(model, policy, sizes, events)
+
+
 def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
     """Marconi and SGLang+ on SGLang's loop (as it ships unless its knobs say otherwise: overlap, FCFS, no
     mixed chunks): Marconi's system sits on SGLang. vLLM+ on the default loop: vLLM's scheduler gates on
@@ -87,6 +97,7 @@ ENGINE = Engine(
         ),
     ),
     manager=_manager,
+    replay_manager=_replay_manager,
     scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=MarconiRules,

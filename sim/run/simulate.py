@@ -39,8 +39,9 @@ from sim.run.why import why_column, why_summary
 from sim.sched.request import states_of
 from sim.trace import Trace
 
-# True: a replay runs the engine's ``replay_manager`` (FreeToken's: pools of anonymous page ids, which a
-# replay's tables never show); False: its ``manager``, the reference (tests/test_freetoken_anonymous_replay.py)
+# True: a replay runs the engine's ``replay_manager`` (FreeToken's, Marconi's and SGLang+'s: pools of anonymous
+# page ids, which a replay's tables never show); False: its ``manager``, the reference
+# (tests/test_freetoken_anonymous_replay.py, tests/test_marconi_anonymous_replay.py)
 ANONYMOUS_REPLAY = True
 
 

@@ -1,0 +1,177 @@
+"""Marconi's and SGLang+'s replays run on pools of anonymous page ids (``Engine.replay_manager``, switched by
+``simulate.ANONYMOUS_REPLAY``; vLLM+ keeps real ids): a replay's tables hold no page id, and no rule of
+Marconi's reads one, so the run must decide exactly as on pools handing out real ids. As a property over
+generated runs (the two presets; SWA + MAMBA, SWA, MAMBA and FULL + SWA models; pages 1, 2 and 16; tight pools
+and few states, so that leaves are evicted and the alpha tuner forks its replays; SGLang's pools or one byte
+budget; bounds on and off), in replay: the run's tables and summary, every allocation's pool and length,
+every tree's nodes as the run ends (the tuner's throwaway trees too: span, FULL and SWA page counts, state,
+stamp, locks), the pools' free counts and the eviction counts equal the reference's, a replay on real ids.
+Fixed cases (the ``@example``s) hold floors on the anonymous path's use: it hands out anonymous ids by the
+thousand and evicts, so freed pages are handed out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+
+import sim.run.simulate as simulate_module
+from sim.cache.components import Component
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.generate import fanout, multiturn
+
+POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
+
+
+def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list, object]:
+    """The replay; every allocation (pool, count); the FULL and SWA allocations' ids, each with whether its
+    pool is anonymous (the tuner's throwaway caches always are); every tree's nodes, free counts and eviction
+    counts as the run ends."""
+    log: list = []
+    kv_ids: list = []
+
+    def logged_alloc(pool, count):
+        ids = POOL_ALLOC(pool, count)
+        log.append((pool.name, count, len(ids)))
+        if pool.component is not Component.MAMBA:
+            kv_ids.extend((pool.anonymous, page) for page in ids)
+        return ids
+
+    # a run (or a tuner's replay) throws its tree away: its nodes are logged first
+    def logged_dismantle(tree):
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append(
+            [
+                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
+                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
+                for n in nodes
+            ]
+        )
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
+        DISMANTLE(tree)
+
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_REPLAY", anonymous)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    return log, kv_ids, simulate(trace, config)
+
+
+def assert_anonymous_replay_equal(trace, config, monkeypatch) -> tuple[list, list]:
+    """The two replays equal; returns the anonymous one's log and the FULL and SWA ids the reference's own
+    cache handed out (those the anonymous run's cache handed out as ``ANONYMOUS_ID``)."""
+    config = replace(config, mode="replay")
+    anonymous_log, anonymous_ids, anonymous = run_logged(trace, config, True, monkeypatch)
+    real_log, real_ids, real = run_logged(trace, config, False, monkeypatch)
+    assert anonymous_log == real_log
+    assert anonymous.requests.equals(real.requests)
+    assert anonymous.steps.equals(real.steps)
+    assert anonymous.summary == real.summary
+    # the switch did switch: no real id handed out; the reference's own cache hands out real ones only
+    assert {page for _, page in anonymous_ids} <= {ANONYMOUS_ID}
+    own_ids = [page for in_anonymous_pool, page in real_ids if not in_anonymous_pool]
+    assert ANONYMOUS_ID not in own_ids
+    return anonymous_log, own_ids
+
+
+MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling", "gpt-oss-20b"]
+
+
+@st.composite
+def marconi_cases(draw):
+    """A multi-turn or fan-out trace on Marconi or SGLang+, small pages and chunks, pools the run fills."""
+    page = draw(st.sampled_from([1, 1, 2, 16]))
+    knobs: dict = dict(page_size=page, chunked_prefill_size=page * draw(st.integers(2, 8)))
+    if draw(st.booleans()):
+        knobs["marconi_follows"] = "code"
+    model = draw(st.sampled_from(MODELS))
+    if model in ("tiny", "tiny-swa", "inkling", "gpt-oss-20b") and draw(st.booleans()):
+        knobs["window"] = draw(st.integers(2, 6)) * 16
+    seed = draw(st.integers(0, 50))
+    if draw(st.booleans()):
+        trace = _turns(seed, draw(st.integers(2, 4)), draw(st.integers(2, 5)))
+    else:
+        trace = fanout(
+            num_groups=draw(st.integers(1, 3)), prompts_per_group=draw(st.integers(2, 5)), system_len=300,
+            question_len=50, output_len=draw(st.integers(10, 80)), seed=seed,
+        )  # fmt: skip
+    config = SimConfig(
+        policy=draw(st.sampled_from(["marconi", "marconi-sglang"])), model=model, knobs=knobs,
+        pool_tokens=draw(st.integers(500, 3_000)), mamba_states=draw(st.integers(4, 30)),
+        bounds=draw(st.booleans()),
+    )  # fmt: skip
+    if draw(st.integers(0, 3)) == 0:  # one byte budget for every pool
+        budget = draw(st.integers(1, 40)) * 2**20
+        config = replace(config, pool_tokens=None, mamba_states=None, cache_bytes=budget)
+    return trace, config
+
+
+def _turns(seed: int, num_sessions: int = 4, num_turns: int = 6):
+    return multiturn(
+        num_sessions=num_sessions, num_turns=num_turns, system_len=300, user_len=100, output_len=100,
+        think_time=0.2, request_rate=4.0, seed=seed,
+    )  # fmt: skip
+
+
+def _config(policy: str, model: str, pool_tokens: int) -> SimConfig:
+    """Page 1, few states, pools the run fills."""
+    knobs = dict(page_size=1, chunked_prefill_size=16)
+    return SimConfig(
+        policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=12, bounds=False
+    )
+
+
+# (trace, config, floors: ids the run's own cache hands out, FULL evictions of the run's own tree, trees
+# thrown away: the run's and, the third, the alpha tuner's 21 replays after the first eviction)
+FIXED_CASES = [
+    (_turns(1), _config("marconi", "inkling", 1_200), (7_000, 10, 1)),
+    (_turns(2), _config("marconi-sglang", "tiny-swa", 1_000), (5_000, 15, 1)),
+    (
+        fanout(num_groups=3, prompts_per_group=5, system_len=400, question_len=50, output_len=80, seed=3),
+        _config("marconi", "qwen3-next", 900),
+        (4_000, 12, 22),
+    ),
+]
+
+
+@pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=marconi_cases())
+@example(case=FIXED_CASES[0][:2])
+@example(case=FIXED_CASES[1][:2])
+@example(case=FIXED_CASES[2][:2])
+def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_anonymous_replay_equal(trace, config, monkeypatch)
+    except ValueError:  # a configuration Marconi refuses (a budget too small for one request, ...)
+        reject()
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("trace, config, floors", FIXED_CASES)
+def test_the_fixed_replays_use_the_anonymous_pools_and_evict(trace, config, floors, monkeypatch):
+    """A test of the fixed examples: their own caches hand out anonymous ids by the thousand and evict (so that
+    freed ids are handed out again: a replay that never reused a page would pass anything); the third tunes
+    alpha on forked throwaway caches."""
+    log, own_ids = assert_anonymous_replay_equal(trace, config, monkeypatch)
+    num_ids, num_full_evictions, num_trees = floors
+    assert len(own_ids) >= num_ids
+    assert log[-1][2][Component.FULL] >= num_full_evictions
+    assert sum(isinstance(entry, tuple) and isinstance(entry[-1], dict) for entry in log) >= num_trees
+
+
+def test_a_timed_run_and_vllm_plus_keep_real_ids(monkeypatch):
+    """Only a replay of Marconi or SGLang+ switches: a timed run of the same case (its steps' ids are read by a
+    backend with memory of its own) and a vLLM+ replay hand out real ids from their own pools."""
+    trace, config, _ = FIXED_CASES[0]
+    vllm_plus = replace(config, policy="marconi-vllm", knobs=dict(page_size=16, chunked_prefill_size=32))
+    for run in (replace(config, mode="timed"), replace(vllm_plus, mode="replay")):
+        ids = run_logged(trace, run, True, monkeypatch)[1]
+        own_ids = [page for in_anonymous_pool, page in ids if not in_anonymous_pool]
+        assert own_ids and ANONYMOUS_ID not in own_ids

@@ -97,6 +97,13 @@ FIXED_CASES = [
         _config("freetoken-lazy", "gemma-4-26b-a4b", 900, 32),
         (15_000, 40, 2),
     ),
+    (  # SWA + GDN, a 128-token window: snapshots' commits free runs of SWA pages whose head was freed already
+        # (``freetoken_frees.swa_live``'s mixed list), which the cases above never reach
+        fanout(num_groups=2, prompts_per_group=5, system_len=600, question_len=50, output_len=80, seed=3),
+        replace(_config("freetoken", "inkling", 2_500, 128), knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
+                mamba_states=24),
+        (14_000, 8, 4),
+    ),
 ]
 
 
@@ -106,6 +113,7 @@ FIXED_CASES = [
 @example(case=FIXED_CASES[0][:2])
 @example(case=FIXED_CASES[1][:2])
 @example(case=FIXED_CASES[2][:2])
+@example(case=FIXED_CASES[3][:2])
 def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
     trace, config = case
     try:

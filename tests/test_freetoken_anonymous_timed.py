@@ -5,7 +5,7 @@ requests only. As a property over the generated FreeToken runs (``test_freetoken
 SWA + GDN and GDN models, the three presets, short windows, pages 1, 2, 16 and 64, bounds on and off, small
 pools), timed: the tables, the summary, every allocation's pool and count, every tree's nodes as the run ends,
 the pools' free counts and the eviction counts equal the reference's (the switch off: real ids). Fixed cases
-(page 1 and 16, bounds on and off) hold floors on the anonymous ids handed out and the evictions. A backend
+(page 1 and 16, bounds on and off; one reaching FreeToken's free of a partly freed SWA run) hold floors on the anonymous ids handed out and the evictions. A backend
 with memory of its own (the executor's mirrors the pools' ids), any backend not known to read no id, and an
 ``observe``d run keep real ids, and see them.
 """
@@ -24,7 +24,8 @@ from sim.cache.events import SlotsFreed
 from sim.cache.pools import ANONYMOUS_ID
 from sim.run.backend import FixedStepBackend, PredictBackend, batch_shape, reads_page_ids
 from sim.run.setup import build
-from sim.run.simulate import cost_model, run_timed
+from sim.run.simulate import SimConfig, cost_model, run_timed
+from sim.trace.generate import fanout
 
 
 def _timed(case, bounds: bool, page: int | None = None, pool_tokens: int | None = None):
@@ -44,6 +45,15 @@ TIMED_CASES = [
     (*_timed(FIXED_CASES[2], False), (15_000, 40, 2)),
     (*_timed(FIXED_CASES[0], True), (20_000, 40, 4)),
     (*_timed(FIXED_CASES[2], True, page=16, pool_tokens=960), (1_000, 25, 2)),
+    (  # SWA + GDN, a 128-token window: a snapshot's commit frees a run of SWA pages whose head was freed
+        # already (``freetoken_frees.swa_live``'s mixed list: the only case here that reaches it)
+        fanout(num_groups=2, prompts_per_group=5, system_len=600, question_len=50, output_len=80, seed=3),
+        SimConfig(
+            policy="freetoken", model="inkling", knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
+            pool_tokens=2_500, mamba_states=24, bounds=False, mode="timed",
+        ),
+        (14_000, 15, 2),
+    ),
 ]
 
 
@@ -55,6 +65,7 @@ TIMED_CASES = [
 @example(case=TIMED_CASES[2][:2])
 @example(case=TIMED_CASES[3][:2])
 @example(case=TIMED_CASES[4][:2])
+@example(case=TIMED_CASES[5][:2])
 def test_the_anonymous_timed_run_equals_the_timed_run_on_real_ids(case, monkeypatch):
     trace, config = case
     try:

@@ -84,7 +84,8 @@ def test_same_inputs_give_identical_tables():
 
 
 @pytest.mark.parametrize("policy", ["sglang", "sglang-retain", "freetoken", "freetoken-lazy", "no-cache", "radix"])
-def test_occupancy_rows_match_integrity_under_pressure(policy):
+def test_occupancy_rows_match_integrity_under_pressure(policy, monkeypatch):
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: check_integrity reads them
     trace = fanout(num_groups=3, prompts_per_group=6, system_len=256, question_len=32, output_len=48, seed=1)
     checks = []
     config = SimConfig(policy=policy, model="inkling", knobs=dict(page_size=16, track_interval=32),

@@ -56,8 +56,8 @@ def test_observers_subscribe_and_nothing_is_replaced(monkeypatch, policy, mode):
     spy, managers = _Spy(), []
     made = simulate_module.make_manager
 
-    def make_and_watch(model, policy_, sizes, events, **options):
-        manager = made(model, policy_, sizes, events, **options)
+    def make_and_watch(model, policy_, sizes, events, **how):  # (``ids_read``: as the run asks)
+        manager = made(model, policy_, sizes, events, **how)
         spy.watch(events)
         managers.append(manager)
         return manager

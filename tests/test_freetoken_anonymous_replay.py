@@ -1,12 +1,12 @@
-"""FreeToken's replay runs on pools of anonymous page ids (``Engine.replay_manager``, switched by
-``simulate.ANONYMOUS_REPLAY``): a replay's tables hold no page id, and no rule of FreeToken's reads one, so the
+"""FreeToken's replay runs on pools of anonymous page ids (``Engine.anonymous_manager``, switched by
+``simulate.ANONYMOUS_IDS``): a replay's tables hold no page id, and no rule of FreeToken's reads one, so the
 run must decide exactly as on pools handing out real ids. As a property over the generated FreeToken runs
 (``test_freetoken_page_lists.page_cases``: SWA, SWA + GDN and GDN models, the three presets, short windows,
 pages 1, 2, 16 and 64, bounds on and off, small pools), in replay: the run's tables and summary, every
 allocation's pool and length, every tree's nodes as the run ends (span, FULL and SWA page counts, state,
 stamp, locks), the pools' free counts and the eviction counts equal the reference's, a replay on real ids.
 Fixed cases (the ``@example``s) hold floors on the anonymous path's use: it hands out anonymous ids by the
-thousand, evicts, tombstones and revives.
+thousand, evicts, tombstones and revives. Timed runs: tests/test_freetoken_anonymous_timed.py.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from sim.trace.generate import fanout, multiturn
 POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
 
 
-def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list, object]:
-    """The replay; every allocation (pool, count); the ids of the FULL and SWA allocations; every tree's nodes,
+def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
+    """The run (``run(trace, config)``); every allocation (pool, count); the ids of the FULL and SWA allocations; every tree's nodes,
     free counts and eviction counts as the run ends."""
     log: list = []
     kv_ids: list = []
@@ -53,15 +53,14 @@ def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list,
         log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
         DISMANTLE(tree)
 
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_REPLAY", anonymous)
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, kv_ids, simulate(trace, config)
+    return log, kv_ids, run(trace, config)
 
 
-def assert_anonymous_replay_equal(trace, config, monkeypatch) -> tuple[list, list]:
-    """The two replays equal; returns the anonymous one's log and FULL and SWA ids."""
-    config = replace(config, mode="replay")
+def assert_anonymous_run_equal(trace, config, monkeypatch) -> tuple[list, list]:
+    """The two runs (the config's mode) equal; returns the anonymous one's log and FULL and SWA ids."""
     anonymous_log, anonymous_ids, anonymous = run_logged(trace, config, True, monkeypatch)
     real_log, real_ids, real = run_logged(trace, config, False, monkeypatch)
     assert anonymous_log == real_log
@@ -98,6 +97,13 @@ FIXED_CASES = [
         _config("freetoken-lazy", "gemma-4-26b-a4b", 900, 32),
         (15_000, 40, 2),
     ),
+    (  # SWA + GDN, a 128-token window: snapshots' commits free runs of SWA pages whose head was freed already
+        # (``freetoken_frees.swa_live``'s mixed list), which the cases above never reach
+        fanout(num_groups=2, prompts_per_group=5, system_len=600, question_len=50, output_len=80, seed=3),
+        replace(_config("freetoken", "inkling", 2_500, 128), knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
+                mamba_states=24),
+        (14_000, 8, 4),
+    ),
 ]
 
 
@@ -107,10 +113,11 @@ FIXED_CASES = [
 @example(case=FIXED_CASES[0][:2])
 @example(case=FIXED_CASES[1][:2])
 @example(case=FIXED_CASES[2][:2])
+@example(case=FIXED_CASES[3][:2])
 def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
     trace, config = case
     try:
-        assert_anonymous_replay_equal(trace, config, monkeypatch)
+        assert_anonymous_run_equal(trace, replace(config, mode="replay"), monkeypatch)
     except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
         reject()
 
@@ -120,16 +127,8 @@ def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
 def test_the_fixed_replays_use_the_anonymous_pools_and_evict(trace, config, floors, monkeypatch):
     """A test of the fixed examples: their replays hand out anonymous ids by the thousand, evict (so that freed
     ids are handed out again) and leave tombstones (a replay that never reused a page would pass anything)."""
-    log, ids = assert_anonymous_replay_equal(trace, config, monkeypatch)
+    log, ids = assert_anonymous_run_equal(trace, replace(config, mode="replay"), monkeypatch)
     num_ids, num_full_evictions, num_tombstones = floors
     assert len(ids) >= num_ids
     assert log[-1][2][Component.FULL] >= num_full_evictions
     assert sum(node[4] for node in log[-2]) >= num_tombstones
-
-
-def test_a_timed_run_keeps_real_ids(monkeypatch):
-    """Only a replay switches: a timed run of the same case hands out real ids (its steps' ids are read by a
-    backend with memory of its own)."""
-    trace, config, _ = FIXED_CASES[0]
-    ids = run_logged(trace, replace(config, mode="timed"), True, monkeypatch)[1]
-    assert ids and ANONYMOUS_ID not in ids

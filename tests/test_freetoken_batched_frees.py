@@ -37,7 +37,7 @@ def run_logged(trace, config, batched: bool, monkeypatch) -> tuple[list, object]
 
     trees: list = []
     monkeypatch.setattr(frees, "BATCHED", batched)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_REPLAY", False)  # real ids: they are compared
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "__init__", kept_init)
     result = simulate(trace, config)

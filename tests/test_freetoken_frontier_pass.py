@@ -38,7 +38,7 @@ def run_logged(trace, config, from_frontier: bool, monkeypatch) -> tuple[list, o
         DISMANTLE(tree)
 
     monkeypatch.setattr(insert, "PASS_FROM_FRONTIER", from_frontier)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_REPLAY", False)  # real ids: they are compared
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
     return log, simulate(trace, config)

@@ -39,7 +39,7 @@ def logged(evict, log: list):
 def run_with(evict, trace, config, monkeypatch) -> tuple[list, object]:
     log: list = []
     monkeypatch.setattr(common, "evict_full", logged(evict, log))
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_REPLAY", False)  # real ids: their stack is compared
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: their stack is compared
     return log, simulate(trace, config)
 
 

@@ -59,7 +59,7 @@ def run_logged(trace, config, in_place: bool, monkeypatch) -> tuple[list, object
         DISMANTLE(tree)
 
     monkeypatch.setattr(insert, "LISTS_IN_PLACE", in_place)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_REPLAY", False)  # real ids: they are compared
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
     return log, simulate(trace, config)

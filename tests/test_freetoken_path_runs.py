@@ -65,7 +65,7 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
     monkeypatch.setattr(insert, "PASS_FROM_FRONTIER", False)  # the inline loop (test_freetoken_frontier_pass)
     monkeypatch.setattr(insert, "INLINE_RECONCILE", as_runs)
     monkeypatch.setattr(swa, "TRIM_AS_RUN", as_runs)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_REPLAY", False)  # real ids: they are compared
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
     monkeypatch.setattr(TreeMissTracker, "__post_init__", kept_watcher)

@@ -75,8 +75,9 @@ class Engine:
     reads: frozenset[str] | None = None
     pool_layout: PoolLayoutOf = radix_pool_layout  # its pools as headers and figures name and count them
     settles: Settles = radix_grids  # what the model settles beyond the knobs, for headers
-    # the cache a replay runs (its tables hold no page id) where the rules read none either; None: ``manager``
-    replay_manager: ManagerFactory | None = None
+    # the cache a run nobody reads a page id of runs (a replay's tables hold none; a timed run's where only the
+    # simulator's own backend and recorder see its steps) where the rules read none either; None: ``manager``
+    anonymous_manager: ManagerFactory | None = None
 
     def reads_knob(self, name: str) -> bool:
         """Whether ``name`` (a shared knob or one of its own) changes what this engine does."""

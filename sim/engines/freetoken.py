@@ -58,7 +58,7 @@ ENGINE = Engine(
     ),
     manager=radix_manager(FreeTokenRules),
     # no rule of FreeToken's reads a page id (tests/test_freetoken_anonymous_replay.py)
-    replay_manager=radix_manager(FreeTokenRules, anonymous_pages=True),
+    anonymous_manager=radix_manager(FreeTokenRules, anonymous_pages=True),
     scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=FreeTokenRules,

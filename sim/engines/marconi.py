@@ -41,10 +41,11 @@ def _manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBu
     )
 
 
-def _replay_manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
-    """A replay's cache. Marconi and SGLang+ on pools of anonymous FULL and SWA ids: no rule of theirs reads a
-    page id (ids are only moved, counted and freed; a freed SWA entry is told by ``is None``), and at page 1
-    they hand out a token's id each (13.5 M FULL and as many SWA in 1,000 Mooncake requests). vLLM+ keeps real
+def _anonymous_manager(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:
+    """The cache of a run nobody reads a page id of (``Engine.anonymous_manager``): Marconi and SGLang+ on
+    pools of anonymous FULL and SWA ids. No rule of theirs, nor SGLang's loop they run on, reads a page id
+    (ids are only moved, counted and freed; a freed SWA entry is told by ``is None``), and at page 1 they
+    hand out a token's id each (13.5 M FULL and as many SWA in 1,000 Mooncake requests). vLLM+ keeps real
     ids: at page 32 it hands out few, and its chunk run's direct paths are off on anonymous pools."""
     if _vllm_plus(policy):
         return _manager(model, policy, sizes, events)
@@ -97,7 +98,7 @@ ENGINE = Engine(
         ),
     ),
     manager=_manager,
-    replay_manager=_replay_manager,
+    anonymous_manager=_anonymous_manager,
     scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=MarconiRules,

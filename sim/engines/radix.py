@@ -23,7 +23,7 @@ MAMBA_STATES_PER_REQUEST = 3
 def radix_manager(rules: type[EngineRules], anonymous_pages: bool = False) -> ManagerFactory:
     """The radix cache manager running ``rules``. ``anonymous_pages``: its FULL and SWA pools hand out one id
     for every page (``Pool.make_anonymous``), for a run nobody reads a page id of, under rules that read none
-    (``Engine.replay_manager``): at page 1 a request's pages are a list per token, and the distinct ints'
+    (``Engine.anonymous_manager``): at page 1 a request's pages are a list per token, and the distinct ints'
     copies and frees were a third of a FreeToken replay."""
 
     def make(model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus) -> CacheModel:

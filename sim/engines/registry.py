@@ -136,12 +136,13 @@ def pool_sizes(config: PoolOptions, model: ModelSpec, policy: Policy) -> PoolSiz
 
 
 def make_manager(
-    model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None, replay: bool = False
+    model: ModelSpec, policy: Policy, sizes: PoolSizes, events: EventBus | None = None, ids_read: bool = True
 ) -> CacheModel:
-    """The cache manager of the policy's engine, publishing on ``events``; ``replay``: for a run whose page ids
-    nobody reads (the engine's ``replay_manager`` where it has one)."""
+    """The cache manager of the policy's engine, publishing on ``events``; ``ids_read`` False: for a run whose
+    page ids nobody reads (the engine's ``anonymous_manager`` where it has one)."""
     engine = engine_of(policy)
-    factory = engine.replay_manager if replay and engine.replay_manager is not None else engine.manager
+    anonymous = engine.anonymous_manager
+    factory = anonymous if not ids_read and anonymous is not None else engine.manager
     return factory(model, policy, sizes, events if events is not None else EventBus())
 
 

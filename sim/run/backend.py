@@ -95,3 +95,10 @@ class FixedStepBackend:
 
     def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
         return steps_before(self.decode_times(contexts), now, horizon, max_steps)
+
+
+def reads_page_ids(backend: Backend) -> bool:
+    """Whether ``backend`` may read a page id of the runs it steps. The simulator's own two read only each
+    batch's shape (``batch_shape``: its items' starts and lengths), never the manager; any other (the
+    executor's mirrors the pools' ids, a subclass may read what it likes) is taken to read them."""
+    return type(backend) not in (PredictBackend, FixedStepBackend)

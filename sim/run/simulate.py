@@ -20,7 +20,7 @@ from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
 from sim.engines.registry import make_manager, make_scheduler
 from sim.models import ModelSpec
-from sim.run.backend import Backend, PredictBackend
+from sim.run.backend import Backend, PredictBackend, reads_page_ids
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
 from sim.run.gc_pause import collector_paused
@@ -39,10 +39,11 @@ from sim.run.why import why_column, why_summary
 from sim.sched.request import states_of
 from sim.trace import Trace
 
-# True: a replay runs the engine's ``replay_manager`` (FreeToken's, Marconi's and SGLang+'s: pools of anonymous
-# page ids, which a replay's tables never show); False: its ``manager``, the reference
-# (tests/test_freetoken_anonymous_replay.py, tests/test_marconi_anonymous_replay.py)
-ANONYMOUS_REPLAY = True
+# True: a run whose page ids nobody reads (a replay; a timed run on the simulator's own backend, observed by
+# no one) runs the engine's ``anonymous_manager`` (FreeToken's, Marconi's and SGLang+'s: pools of anonymous
+# page ids); False: its ``manager``, the reference (tests/test_freetoken_anonymous_replay.py,
+# tests/test_freetoken_anonymous_timed.py, tests/test_marconi_anonymous_ids.py)
+ANONYMOUS_IDS = True
 
 
 @dataclass
@@ -104,14 +105,17 @@ def run_timed(
 ) -> SimResult:
     """The timed engine on a setup (``simulate`` builds it from its configuration; the conformance suite
     gives the engine's exact model, policy and pools). ``observe`` is handed the run's event bus before the
-    first step (the concurrent conformance check records every step from it)."""
+    first step (the concurrent conformance check records every step from it). Where neither reads a page id
+    (no ``observe``, a backend of the simulator's own) the run may hand out anonymous ones (``ANONYMOUS_IDS``;
+    the bounds' ``EventRecorder`` reads positions and requests only)."""
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
-    manager = make_manager(model, policy, sizes, EventBus())
+    if backend is None:
+        backend = PredictBackend(cost_model(config, model))
+    ids_read = observe is not None or reads_page_ids(backend) or not ANONYMOUS_IDS
+    manager = make_manager(model, policy, sizes, EventBus(), ids_read=ids_read)
     if observe is not None:
         observe(manager.events)
     tracker = manager.watch_misses()
-    if backend is None:
-        backend = PredictBackend(cost_model(config, model))
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
     scheduler = make_scheduler(manager, policy, sizes)
     env = simpy.Environment()
@@ -179,7 +183,7 @@ def run_replay(
     trace: Trace, setup: RunSetup, on_step=None, on_phase: Callable[[str], None] | None = None
 ) -> SimResult:
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
-    manager = make_manager(model, policy, sizes, EventBus(), replay=ANONYMOUS_REPLAY)
+    manager = make_manager(model, policy, sizes, EventBus(), ids_read=not ANONYMOUS_IDS)
     tracker = manager.watch_misses()
     states = states_of(trace)
     steps = ReplaySteps()

@@ -1,11 +1,12 @@
-"""Marconi's and SGLang+'s replays run on pools of anonymous page ids (``Engine.replay_manager``, switched by
-``simulate.ANONYMOUS_REPLAY``; vLLM+ keeps real ids): a replay's tables hold no page id, and no rule of
-Marconi's reads one, so the run must decide exactly as on pools handing out real ids. As a property over
+"""Marconi's and SGLang+'s runs nobody reads a page id of (a replay; a timed run on the simulator's own backend,
+observed by no one) run on pools of anonymous page ids (``Engine.anonymous_manager``, switched by
+``simulate.ANONYMOUS_IDS``; vLLM+ keeps real ids): their tables hold no page id, and no rule of Marconi's nor
+SGLang's loop reads one, so the run must decide exactly as on pools handing out real ids. As a property over
 generated runs (the two presets; SWA + MAMBA, SWA, MAMBA and FULL + SWA models; pages 1, 2 and 16; tight pools
 and few states, so that leaves are evicted and the alpha tuner forks its replays; SGLang's pools or one byte
-budget; bounds on and off), in replay: the run's tables and summary, every allocation's pool and length,
+budget; bounds on and off; replay and timed): the run's tables and summary, every allocation's pool and length,
 every tree's nodes as the run ends (the tuner's throwaway trees too: span, FULL and SWA page counts, state,
-stamp, locks), the pools' free counts and the eviction counts equal the reference's, a replay on real ids.
+stamp, locks), the pools' free counts and the eviction counts equal the reference's, the run on real ids.
 Fixed cases (the ``@example``s) hold floors on the anonymous path's use: it hands out anonymous ids by the
 thousand and evicts, so freed pages are handed out again.
 """
@@ -20,16 +21,18 @@ from hypothesis import strategies as st
 
 import sim.run.simulate as simulate_module
 from sim.cache.components import Component
+from sim.cache.events import SlotsFreed
 from sim.cache.pools import ANONYMOUS_ID, Pool
 from sim.cache.tree import RadixTree
-from sim.run.simulate import SimConfig, simulate
+from sim.run.setup import build
+from sim.run.simulate import SimConfig, run_timed, simulate
 from sim.trace.generate import fanout, multiturn
 
 POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
 
 
-def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list, object]:
-    """The replay; every allocation (pool, count); the FULL and SWA allocations' ids, each with whether its
+def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
+    """The run; every allocation (pool, count); the FULL and SWA allocations' ids, each with whether its
     pool is anonymous (the tuner's throwaway caches always are); every tree's nodes, free counts and eviction
     counts as the run ends."""
     log: list = []
@@ -56,16 +59,15 @@ def run_logged(trace, config, anonymous: bool, monkeypatch) -> tuple[list, list,
         log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
         DISMANTLE(tree)
 
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_REPLAY", anonymous)
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, kv_ids, simulate(trace, config)
+    return log, kv_ids, run(trace, config)
 
 
-def assert_anonymous_replay_equal(trace, config, monkeypatch) -> tuple[list, list]:
-    """The two replays equal; returns the anonymous one's log and the FULL and SWA ids the reference's own
-    cache handed out (those the anonymous run's cache handed out as ``ANONYMOUS_ID``)."""
-    config = replace(config, mode="replay")
+def assert_anonymous_run_equal(trace, config, monkeypatch) -> tuple[list, list]:
+    """The two runs (in ``config``'s mode) equal; returns the anonymous one's log and the FULL and SWA ids the
+    reference's own cache handed out (those the anonymous run's cache handed out as ``ANONYMOUS_ID``)."""
     anonymous_log, anonymous_ids, anonymous = run_logged(trace, config, True, monkeypatch)
     real_log, real_ids, real = run_logged(trace, config, False, monkeypatch)
     assert anonymous_log == real_log
@@ -103,7 +105,7 @@ def marconi_cases(draw):
     config = SimConfig(
         policy=draw(st.sampled_from(["marconi", "marconi-sglang"])), model=model, knobs=knobs,
         pool_tokens=draw(st.integers(500, 3_000)), mamba_states=draw(st.integers(4, 30)),
-        bounds=draw(st.booleans()),
+        bounds=draw(st.booleans()), mode=draw(st.sampled_from(["replay", "timed"])),
     )  # fmt: skip
     if draw(st.integers(0, 3)) == 0:  # one byte budget for every pool
         budget = draw(st.integers(1, 40)) * 2**20
@@ -118,11 +120,17 @@ def _turns(seed: int, num_sessions: int = 4, num_turns: int = 6):
     )  # fmt: skip
 
 
-def _config(policy: str, model: str, pool_tokens: int) -> SimConfig:
+def _config(policy: str, model: str, pool_tokens: int, mode: str = "replay") -> SimConfig:
     """Page 1, few states, pools the run fills."""
     knobs = dict(page_size=1, chunked_prefill_size=16)
     return SimConfig(
-        policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=12, bounds=False
+        policy=policy,
+        model=model,
+        knobs=knobs,
+        pool_tokens=pool_tokens,
+        mamba_states=12,
+        bounds=False,
+        mode=mode,
     )
 
 
@@ -136,6 +144,8 @@ FIXED_CASES = [
         _config("marconi", "qwen3-next", 900),
         (4_000, 12, 22),
     ),
+    (_turns(1), _config("marconi", "inkling", 1_200, "timed"), (7_000, 10, 1)),
+    (_turns(2), _config("marconi-sglang", "tiny-swa", 1_000, "timed"), (5_000, 15, 1)),
 ]
 
 
@@ -145,33 +155,45 @@ FIXED_CASES = [
 @example(case=FIXED_CASES[0][:2])
 @example(case=FIXED_CASES[1][:2])
 @example(case=FIXED_CASES[2][:2])
-def test_the_anonymous_replay_equals_the_replay_on_real_ids(case, monkeypatch):
+@example(case=FIXED_CASES[3][:2])
+@example(case=FIXED_CASES[4][:2])
+def test_the_anonymous_run_equals_the_run_on_real_ids(case, monkeypatch):
     trace, config = case
     try:
-        assert_anonymous_replay_equal(trace, config, monkeypatch)
+        assert_anonymous_run_equal(trace, config, monkeypatch)
     except ValueError:  # a configuration Marconi refuses (a budget too small for one request, ...)
         reject()
 
 
 @pytest.mark.interpreted
 @pytest.mark.parametrize("trace, config, floors", FIXED_CASES)
-def test_the_fixed_replays_use_the_anonymous_pools_and_evict(trace, config, floors, monkeypatch):
+def test_the_fixed_runs_use_the_anonymous_pools_and_evict(trace, config, floors, monkeypatch):
     """A test of the fixed examples: their own caches hand out anonymous ids by the thousand and evict (so that
     freed ids are handed out again: a replay that never reused a page would pass anything); the third tunes
     alpha on forked throwaway caches."""
-    log, own_ids = assert_anonymous_replay_equal(trace, config, monkeypatch)
+    log, own_ids = assert_anonymous_run_equal(trace, config, monkeypatch)
     num_ids, num_full_evictions, num_trees = floors
     assert len(own_ids) >= num_ids
     assert log[-1][2][Component.FULL] >= num_full_evictions
     assert sum(isinstance(entry, tuple) and isinstance(entry[-1], dict) for entry in log) >= num_trees
 
 
-def test_a_timed_run_and_vllm_plus_keep_real_ids(monkeypatch):
-    """Only a replay of Marconi or SGLang+ switches: a timed run of the same case (its steps' ids are read by a
-    backend with memory of its own) and a vLLM+ replay hand out real ids from their own pools."""
+def test_an_observed_timed_run_and_vllm_plus_keep_real_ids(monkeypatch):
+    """Only runs of Marconi or SGLang+ that nobody reads an id of switch: an observed timed run of the same
+    case (an observer may read the ids its events carry) and a vLLM+ replay hand out real ids from their own
+    pools."""
     trace, config, _ = FIXED_CASES[0]
     vllm_plus = replace(config, policy="marconi-vllm", knobs=dict(page_size=16, chunked_prefill_size=32))
-    for run in (replace(config, mode="timed"), replace(vllm_plus, mode="replay")):
-        ids = run_logged(trace, run, True, monkeypatch)[1]
-        own_ids = [page for in_anonymous_pool, page in ids if not in_anonymous_pool]
-        assert own_ids and ANONYMOUS_ID not in own_ids
+    ids = run_logged(trace, vllm_plus, True, monkeypatch)[1]
+    own_ids = [page for in_anonymous_pool, page in ids if not in_anonymous_pool]
+    assert own_ids and ANONYMOUS_ID not in own_ids
+    freed: list = []
+
+    def observed_run(trace, config):
+        observe = lambda bus: bus.subscribe(SlotsFreed, lambda event: freed.extend(event.ids))  # noqa: E731
+        return run_timed(trace, build(config), observe=observe)
+
+    ids = run_logged(trace, replace(config, mode="timed"), True, monkeypatch, run=observed_run)[1]
+    own_ids = [page for in_anonymous_pool, page in ids if not in_anonymous_pool]
+    assert len(own_ids) > 1_000 and ANONYMOUS_ID not in own_ids and len(set(own_ids)) > 100
+    assert len(set(freed)) > 100 and ANONYMOUS_ID not in freed

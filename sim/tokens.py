@@ -21,6 +21,10 @@ Run = tuple[str, int, int]  # (source, first offset, length)
 
 _MASK64 = (1 << 64) - 1
 
+# Off: ``slice`` walks the runs one by one from the one holding its start (the reference the bounds' cut is held
+# to: tests/test_tokens.py)
+SLICE_BY_BOUNDS = True
+
 
 def ref_source(ref: str) -> str:
     return "r:" + ref
@@ -108,6 +112,8 @@ class TokenSeq:
             return TokenSeq._trusted((), 0)
         starts = self._run_starts()
         first = bisect.bisect_right(starts, start) - 1
+        if SLICE_BY_BOUNDS:
+            return self._cut(starts, first, start, end)
         out: list[Run] = []
         pos = starts[first]
         for run in self.runs[first:]:
@@ -120,6 +126,23 @@ class TokenSeq:
                 lo, hi = max(start, pos), min(end, run_end)
                 out.append((run[0], run[1] + lo - pos, hi - lo))
             pos = run_end
+        return TokenSeq._trusted(tuple(out), end - start)
+
+    def _cut(self, starts: list[int], first: int, start: int, end: int) -> "TokenSeq":
+        """``slice``'s runs found by their bounds: the runs starting before ``end`` from ``first`` (the one
+        holding ``start``) on, copied as one tuple slice (the loop copies them one by one), then the first
+        and last cut to ``start`` and ``end``. Requires ``0 <= start < end <= length``."""
+        last = bisect.bisect_left(starts, end, first)  # runs [first, last) hold [start, end)
+        source, offset, count = self.runs[first]
+        if last - first == 1:  # within one run: a chunk or a page usually is
+            return TokenSeq._trusted(((source, offset + start - starts[first], end - start),), end - start)
+        out = list(self.runs[first:last])
+        if start > starts[first]:
+            out[0] = (source, offset + start - starts[first], count - (start - starts[first]))
+        source, offset, count = out[-1]
+        over = starts[last - 1] + count - end  # what the last run holds past ``end``
+        if over > 0:
+            out[-1] = (source, offset, count - over)
         return TokenSeq._trusted(tuple(out), end - start)
 
     def common_prefix_len(self, other: "TokenSeq", other_at: int = 0) -> int:

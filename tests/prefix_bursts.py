@@ -37,6 +37,17 @@ def draw_prefix_requests(draw, min_size: int, max_size: int, max_output: int = 5
     return prefix_requests(draw(st.lists(shape, min_size=min_size, max_size=max_size)), prefix_lens)
 
 
+def draw_sglang_knobs(draw, page: int) -> dict:
+    """SGLang's knobs the budget properties vary at ``page``: the chunk, the running cap, overlap, mixed chunks."""
+    return dict(
+        page_size=page,
+        chunked_prefill_size=max(page, 64) * draw(st.integers(2, 16)),
+        max_running_requests=draw(st.integers(2, 12)),
+        overlap=draw(st.booleans()),
+        mixed_chunk=draw(st.booleans()),
+    )
+
+
 def paths_share_nodes(manager) -> bool:
     """Some running requests' paths share nodes: a walk up stops early at a node an earlier one counted."""
     paths = [r.last_node.path_from_root() for r in manager.requests.values()]

@@ -17,46 +17,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
 from test_freetoken_page_lists import page_cases
 
-import sim.run.simulate as simulate_module
 from sim.cache.components import Component
-from sim.cache.pools import ANONYMOUS_ID, Pool
-from sim.cache.tree import RadixTree
+from sim.cache.pools import ANONYMOUS_ID
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import fanout, multiturn
-
-POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
+from tests.anonymous_runs import run_logged as run_logged_with_pools
 
 
 def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
-    """The run (``run(trace, config)``); every allocation (pool, count); the ids of the FULL and SWA allocations; every tree's nodes,
-    free counts and eviction counts as the run ends."""
-    log: list = []
-    kv_ids: list = []
-
-    def logged_alloc(pool, count):
-        ids = POOL_ALLOC(pool, count)
-        log.append((pool.name, count, len(ids)))
-        if pool.component is not Component.MAMBA:
-            kv_ids.extend(ids)
-        return ids
-
-    def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append(
-            [
-                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
-                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
-                for n in nodes
-            ]
-        )
-        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
-        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
-        DISMANTLE(tree)
-
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, kv_ids, run(trace, config)
+    """``anonymous_runs.run_logged`` with the FULL and SWA ids alone (FreeToken has no throwaway caches)."""
+    log, kv_ids, result = run_logged_with_pools(trace, config, anonymous, monkeypatch, run)
+    return log, [page for _, page in kv_ids], result
 
 
 def assert_anonymous_run_equal(trace, config, monkeypatch) -> tuple[list, list]:
@@ -100,8 +71,11 @@ FIXED_CASES = [
     (  # SWA + GDN, a 128-token window: snapshots' commits free runs of SWA pages whose head was freed already
         # (``freetoken_frees.swa_live``'s mixed list), which the cases above never reach
         fanout(num_groups=2, prompts_per_group=5, system_len=600, question_len=50, output_len=80, seed=3),
-        replace(_config("freetoken", "inkling", 2_500, 128), knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
-                mamba_states=24),
+        replace(
+            _config("freetoken", "inkling", 2_500, 128),
+            knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
+            mamba_states=24,
+        ),
         (14_000, 8, 4),
     ),
 ]

@@ -19,50 +19,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
-import sim.run.simulate as simulate_module
 from sim.cache.components import Component
 from sim.cache.events import SlotsFreed
-from sim.cache.pools import ANONYMOUS_ID, Pool
-from sim.cache.tree import RadixTree
+from sim.cache.pools import ANONYMOUS_ID
 from sim.run.setup import build
-from sim.run.simulate import SimConfig, run_timed, simulate
+from sim.run.simulate import SimConfig, run_timed
 from sim.trace.generate import fanout, multiturn
-
-POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
-
-
-def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
-    """The run; every allocation (pool, count); the FULL and SWA allocations' ids, each with whether its
-    pool is anonymous (the tuner's throwaway caches always are); every tree's nodes, free counts and eviction
-    counts as the run ends."""
-    log: list = []
-    kv_ids: list = []
-
-    def logged_alloc(pool, count):
-        ids = POOL_ALLOC(pool, count)
-        log.append((pool.name, count, len(ids)))
-        if pool.component is not Component.MAMBA:
-            kv_ids.extend((pool.anonymous, page) for page in ids)
-        return ids
-
-    # a run (or a tuner's replay) throws its tree away: its nodes are logged first
-    def logged_dismantle(tree):
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append(
-            [
-                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
-                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
-                for n in nodes
-            ]
-        )
-        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
-        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
-        DISMANTLE(tree)
-
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, kv_ids, run(trace, config)
+from tests.anonymous_runs import run_logged
 
 
 def assert_anonymous_run_equal(trace, config, monkeypatch) -> tuple[list, list]:

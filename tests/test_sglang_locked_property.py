@@ -13,7 +13,7 @@ import sim.cache.engines.sglang_admission as admission
 from sim.cache.engines.sglang_locked import locked_pages, locked_pages_shared
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
-from tests.prefix_bursts import draw_prefix_requests, paths_share_nodes
+from tests.prefix_bursts import draw_prefix_requests, draw_sglang_knobs, paths_share_nodes
 
 CHECKS = {"calls": 0, "shared": 0}
 
@@ -35,13 +35,7 @@ def bursts(draw):
     # not marconi-sglang: its SWA count is Marconi's own (tests/test_marconi_swa_budget.py)
     policy = draw(st.sampled_from(["sglang", "sglang-retain", "sglang-retain-tree"]))
     page = draw(st.sampled_from([1, 64]))
-    knobs = dict(
-        page_size=page,
-        chunked_prefill_size=max(page, 64) * draw(st.integers(2, 16)),
-        max_running_requests=draw(st.integers(2, 12)),
-        overlap=draw(st.booleans()),
-        mixed_chunk=draw(st.booleans()),
-    )
+    knobs = draw_sglang_knobs(draw, page)
     model = draw(st.sampled_from(["inkling", "qwen3-next"]))  # SWA windows, or FULL and MAMBA alone
     pool_tokens = draw(st.sampled_from([3000, 6000, 12000]))
     return Trace(sorted(requests, key=lambda r: r.arrival)), policy, model, knobs, pool_tokens

@@ -16,7 +16,7 @@ from sim.cache.engines import sglang_locked
 from sim.cache.engines.sglang_locked import locked_full_pages, locked_pages
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
-from tests.prefix_bursts import draw_prefix_requests, paths_share_nodes, prefix_requests
+from tests.prefix_bursts import draw_prefix_requests, draw_sglang_knobs, paths_share_nodes, prefix_requests
 
 CHECKS = {"calls": 0, "candidate": 0, "shared": 0, "locked": 0}
 
@@ -42,13 +42,7 @@ def bursts(draw):
         st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
     )
     page = draw(st.sampled_from([1, 64]))
-    knobs = dict(
-        page_size=page,
-        chunked_prefill_size=max(page, 64) * draw(st.integers(2, 16)),
-        max_running_requests=draw(st.integers(2, 12)),
-        overlap=draw(st.booleans()),
-        mixed_chunk=draw(st.booleans()),
-    )
+    knobs = draw_sglang_knobs(draw, page)
     model = draw(st.sampled_from(["inkling", "qwen3-next"]))
     return trace, policy, model, knobs, draw(st.sampled_from([3000, 6000, 12000]))
 

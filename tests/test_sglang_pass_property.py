@@ -26,7 +26,7 @@ from sim.cache.engines.sglang_pass import (
 from sim.run.simulate import SimConfig, simulate
 from sim.sched.sglang import SGLangScheduler
 from sim.trace import Trace
-from tests.prefix_bursts import draw_prefix_requests
+from tests.prefix_bursts import draw_prefix_requests, draw_sglang_knobs
 
 CHECKS: Counter = Counter()
 # marconi-sglang's known disagreement on tight pools (sim/sched/sglang.py ``_allocate``, Round 7's s8b-locked
@@ -83,13 +83,7 @@ def bursts(draw):
         st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
     )
     page = draw(st.sampled_from([1, 2, 16, 64]))
-    knobs = dict(
-        page_size=page,
-        chunked_prefill_size=max(page, 64) * draw(st.integers(2, 16)),
-        max_running_requests=draw(st.integers(2, 12)),
-        overlap=draw(st.booleans()),
-        mixed_chunk=draw(st.booleans()),
-    )
+    knobs = draw_sglang_knobs(draw, page)
     if policy == "radix":  # radix takes the page size alone of these
         knobs = dict(page_size=page)
     model = draw(st.sampled_from(["inkling", "qwen3-next"]))

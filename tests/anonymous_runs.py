@@ -1,0 +1,48 @@
+"""A run logged for the anonymous-id properties (FreeToken's and Marconi's: ``simulate.ANONYMOUS_IDS`` on
+against off): every allocation, the ids the FULL and SWA pools hand out, and every tree's nodes, free counts
+and eviction counts as the run throws the tree away. Two runs that decide alike log alike."""
+
+from __future__ import annotations
+
+import sim.run.simulate as simulate_module
+from sim.cache.components import Component
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import simulate
+
+POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
+
+
+def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
+    """The run (``run(trace, config)``, the switch set to ``anonymous``); every allocation (pool, count); the
+    FULL and SWA allocations' ids, each with whether its pool is anonymous (Marconi's tuner's throwaway caches
+    always are); every tree's nodes, free counts and eviction counts as the run ends."""
+    log: list = []
+    kv_ids: list = []
+
+    def logged_alloc(pool, count):
+        ids = POOL_ALLOC(pool, count)
+        log.append((pool.name, count, len(ids)))
+        if pool.component is not Component.MAMBA:
+            kv_ids.extend((pool.anonymous, page) for page in ids)
+        return ids
+
+    def logged_dismantle(
+        tree,
+    ):  # a run (or a tuner's replay) throws its tree away: its nodes are logged first
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append(
+            [
+                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
+                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
+                for n in nodes
+            ]
+        )
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
+        DISMANTLE(tree)
+
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    return log, kv_ids, run(trace, config)

@@ -204,8 +204,8 @@ class TreeMissTracker:
         """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
         cause); past it, no MAMBA state (or an evicted one) is why."""
         first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
-        at = len(path) - 1  # the deepest of them with a state (any of them without MAMBA)
-        while self.resolved.has_mamba and at >= first and path[at].state is None:
+        at, has_mamba = len(path) - 1, self.resolved.has_mamba  # the deepest with a state (any: no MAMBA)
+        while has_mamba and at >= first and path[at].state is None:
             at -= 1
         ranges, start = [], cached
         if at >= first:

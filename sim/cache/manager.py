@@ -188,10 +188,9 @@ class CacheManager(SchedulingPasses):
 
     def free_swa_below(self, req: RequestCache, frontier: int) -> None:
         """Free the request's own SWA pages below ``frontier`` (positions the tree owns are not its own)."""
-        freed = req.drop_own_swa_below(frontier)
-        self.pools[SWA].free(freed)
+        num_freed = req.free_own_swa_below(frontier, self.pools[SWA])
         if self._swa_freed:
-            emit(self._swa_freed, SwaFreed(req.request_id, frontier, len(freed)))
+            emit(self._swa_freed, SwaFreed(req.request_id, frontier, num_freed))
 
     def insert(self, req: RequestCache, end: int) -> None:
         """Hand ``[0, end)`` to the tree and move the request's locks to the node ending there."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sim.cache.components import SWA
 from sim.cache.events import (
@@ -97,7 +97,7 @@ class TreeMissTracker:
 
     def _on_tombstone(self, event: Tombstoning | TombstoningRun) -> None:
         """A node's SWA is about to go, or a run's (only its first node can follow an eviction's count)."""
-        nodes = event.nodes if isinstance(event, TombstoningRun) else (event.node,)
+        nodes: list[Node] = event.nodes if isinstance(event, TombstoningRun) else [event.node]
         evicted, self._swa_eviction_pending = self._swa_eviction_pending, False
         cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
         for node in nodes:
@@ -106,14 +106,14 @@ class TreeMissTracker:
             evicted = False
 
     def _on_drop_state(self, event: StateDropping) -> None:
-        node = event.node
+        node: Node = event.node
         if node.state is not None and node is not self._deleted:
             swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
             self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
 
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
-        node = event.node
+        node: Node = event.node
         above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
         key = hash(node.edge)
         earlier = self.evicted_pages.get(key, _NONE)
@@ -144,7 +144,7 @@ class TreeMissTracker:
         return link
 
     def _on_split(self, event: Split) -> None:
-        upper, lower = event.upper, event.lower
+        upper, lower = cast(Node, event.upper), cast(Node, event.lower)
         if upper.swa_pages is None and lower.id in self.tomb_cause:
             self.tomb_cause[upper.id] = self.tomb_cause[lower.id]
 
@@ -186,7 +186,7 @@ class TreeMissTracker:
                 return True
         return False
 
-    def _path(self, tokens, depth: int) -> list:
+    def _path(self, tokens, depth: int) -> list[Node]:
         """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),
         found without a walk that could split anything: the walk hints' nodes first (no tokens compared)."""
         tree = self.tree
@@ -200,12 +200,12 @@ class TreeMissTracker:
             node = child
         return path
 
-    def _blocked(self, path: list, cached: int, full_depth: int) -> tuple[Range, ...]:
+    def _blocked(self, path: list[Node], cached: int, full_depth: int) -> tuple[Range, ...]:
         """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
         cause); past it, no MAMBA state (or an evicted one) is why."""
         first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
-        at = len(path) - 1  # the deepest of them with a state (any of them without MAMBA)
-        while self.resolved.has_mamba and at >= first and path[at].state is None:
+        at, has_mamba = len(path) - 1, self.resolved.has_mamba  # the deepest with a state (any: no MAMBA)
+        while has_mamba and at >= first and path[at].state is None:
             at -= 1
         ranges, start = [], cached
         if at >= first:

@@ -134,6 +134,16 @@ class Pool:
         self._num_returned += len(ids)
         self.num_free += len(ids)
 
+    @property
+    def counts_frees(self) -> bool:
+        """Whether a free only moves the count: an anonymous pool nobody watches the frees of (``SlotsFreed``)."""
+        return self.anonymous and not self._freed
+
+    def free_count(self, count: int) -> None:
+        """``free`` of ``count`` ids, for a pool that ``counts_frees``: whoever frees need not list them."""
+        assert self.counts_frees
+        self.num_free += count
+
     def returned_ids(self) -> list[int]:
         """The free ids below the high-water mark (every id at or above it is free too), in the order of a
         stack of them: the next to be handed out last."""

@@ -10,8 +10,14 @@ from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
+from sim.cache.pools import Pool
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
+
+# False: a request's freed SWA pages are listed and handed to the pool (``drop_own_swa_below``), the reference;
+# True: where the pool only counts its frees (``Pool.counts_frees``: a replay's anonymous pools), they are
+# counted (tests/test_freetoken_counted_frees.py holds the two to each other)
+COUNT_ANONYMOUS_FREES = True
 
 
 @dataclass
@@ -62,20 +68,42 @@ class RequestCache:
     def drop_own_swa_below(self, frontier: int) -> list[int]:
         """Forget the request's own SWA pages below ``frontier`` (positions the tree owns are not its own) and
         move its frontier there; returns the pages to free."""
-        start = max(self.swa_frontier, self.prefix_len)
+        lo, hi = self._own_swa_span(frontier)
         freed: list[int] = []
-        if start < frontier:
-            # the pages of positions start, start + page, ... below frontier: consecutive own indices
-            first = self.own_page_index(start)
+        if lo < hi:
             own_swa = self.own_swa
-            lo, hi = max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
-            if lo < hi:
-                held = own_swa[lo:hi]
-                # own_swa's None entries form a prefix (check_integrity): one is in held only if held[0] is
-                freed = [page for page in held if page is not None] if held[0] is None else cast(list, held)
-                own_swa[lo:hi] = [None] * (hi - lo)
+            held = own_swa[lo:hi]
+            # own_swa's None entries form a prefix (check_integrity): one is in held only if held[0] is
+            freed = [page for page in held if page is not None] if held[0] is None else cast(list, held)
+            own_swa[lo:hi] = [None] * (hi - lo)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return freed
+
+    def free_own_swa_below(self, frontier: int, pool: Pool) -> int:
+        """``drop_own_swa_below``, its pages freed to ``pool``; returns how many. Where the pool only counts its
+        frees (``COUNT_ANONYMOUS_FREES``), they are counted, not listed."""
+        if not (COUNT_ANONYMOUS_FREES and pool.counts_frees):
+            freed = self.drop_own_swa_below(frontier)
+            pool.free(freed)
+            return len(freed)
+        live, hi = self._own_swa_span(frontier)
+        own_swa = self.own_swa
+        while live < hi and own_swa[live] is None:  # own_swa's None entries form a prefix
+            live += 1
+        if live < hi:
+            own_swa[live:hi] = [None] * (hi - live)
+            pool.free_count(hi - live)
+        self.swa_frontier = max(self.swa_frontier, frontier)
+        return max(hi - live, 0)
+
+    def _own_swa_span(self, frontier: int) -> tuple[int, int]:
+        """The own indices of the pages of positions ``max(swa_frontier, prefix_len)``, then a page on, ...
+        below ``frontier`` (consecutive); empty where there are none."""
+        start = max(self.swa_frontier, self.prefix_len)
+        if start >= frontier:
+            return 0, 0
+        first = self.own_page_index(start)
+        return max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(self.own_swa))
 
     def drop_all(self) -> dict[Component, list[int]]:
         """Forget every page and state the request holds itself; returns them, per pool, to free."""

@@ -46,17 +46,18 @@ class WalkHints:
             node = node.parent
         if node.end <= below.end:  # at or above ``below`` (both on the path): climbing would find the root
             return []  # (an insert walks on from the leaf it added last, below the node remembered)
+        # ``path.append`` each time, not a bound ``append`` kept: the compiled core calls a list's append
+        # directly, but a bound method only through Python's call protocol
         path: list[Node] = []
-        append = path.append
         if below.parent is None:  # from the root (most walks): every alive node lies below it
             while node.parent is not None:
-                append(node)
+                path.append(node)
                 node = node.parent
         else:
             while node is not below:
                 if node.parent is None:  # the remembered node is not below ``below``
                     return []
-                append(node)
+                path.append(node)
                 node = node.parent
         path.reverse()
         return path

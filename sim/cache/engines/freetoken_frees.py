@@ -8,6 +8,11 @@ to a hundred nodes and more (cut points collect on hot shared prefixes; the trim
 turn revives), and every later allocation walked those small lists one at a time. Held here, a pool gets one
 list per operation, joined last-freed first. With ``BATCHED`` off every list is freed at once: the reference
 the property test holds the batches to (tests/test_freetoken_batched_frees.py).
+
+Where a pool only counts its frees (``Pool.counts_frees``: a replay's anonymous pools, whose ids are all one
+and whose frees nobody watches), what an operation frees there is counted instead of listed: no slice, join or
+drop of a list of one shared id per token. With ``COUNT_ANONYMOUS`` off every free is listed as above: the
+reference tests/test_freetoken_counted_frees.py holds the counts to.
 """
 
 from __future__ import annotations
@@ -17,19 +22,24 @@ from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
 BATCHED = True
+COUNT_ANONYMOUS = True
 
 
 class PoolFrees:
     """The FULL and SWA lists one operation frees, in order. FreeToken's pools are apart (``SeparatePools``):
     the order between the two pools' frees is nobody's business."""
 
-    __slots__ = ("tree", "full_parts", "swa_parts")
+    __slots__ = ("tree", "full_parts", "swa_parts", "full_counted", "swa_counted", "num_full", "num_swa")
 
     def __init__(self, tree: RadixTree):
         assert tree.swa_pool is not tree.full_pool
         self.tree = tree
         self.full_parts: list[list[int]] = []
         self.swa_parts: list[list[int]] = []
+        # per pool: its frees are counted (``num_*``), not listed
+        self.full_counted = COUNT_ANONYMOUS and BATCHED and tree.full_pool.counts_frees
+        self.swa_counted = COUNT_ANONYMOUS and BATCHED and tree.swa_pool.counts_frees
+        self.num_full = self.num_swa = 0
 
     def full_spans(self, full: list[int], cuts: list[int]) -> None:
         """Free ``full[cuts[0]:cuts[1]]``, then ``full[cuts[1]:cuts[2]]``, ... (a path's nodes, top first)."""
@@ -51,6 +61,11 @@ class PoolFrees:
         span's page indices read from its node."""
         page = self.tree.page_size
         hi = (path[-1].end - base) // page
+        if self.full_counted:  # the spans are consecutive: together, full[lo:hi] from the first's start
+            lo = (path[0].start - base) // page
+            assert 0 <= lo <= hi <= len(full)
+            self.num_full += hi - lo
+            return
         if not BATCHED or len(path) == 1:
             self.full_spans(full, [(node.start - base) // page for node in path] + [hi])
             return
@@ -65,19 +80,41 @@ class PoolFrees:
         """``swa``: a run of a request's own SWA pages, whose None entries (already freed) form a prefix."""
         if not swa or swa[-1] is None:  # empty, or every entry is None
             return
+        if self.swa_counted:
+            self.swa_live_span(swa, 0, len(swa))
+            return
         ids: list = swa if swa[0] is not None else [p for p in swa if p is not None]
         if BATCHED:
             self.swa_parts.append(ids)
         else:
             self.tree.swa_pool.free(ids)
 
+    def swa_live_span(self, swa: list[int | None], lo: int, hi: int) -> None:
+        """``swa_live(swa[lo:hi])`` (``0 <= lo``, ``hi <= len(swa)``), without the slice where it is counted."""
+        if not self.swa_counted:
+            self.swa_live(swa[lo:hi])
+            return
+        if lo >= hi or swa[hi - 1] is None:
+            return
+        while swa[lo] is None:  # the freed entries, a prefix
+            lo += 1
+        self.num_swa += hi - lo
+
     def swa_held(self) -> list[list[int]] | None:
         """Where ``RadixTree.tombstone`` leaves a node's SWA pages (None: it frees them at once)."""
         return self.swa_parts if BATCHED else None
 
     def flush(self) -> None:
-        _free_as_one(self.tree.full_pool, self.full_parts)
-        _free_as_one(self.tree.swa_pool, self.swa_parts)
+        tree = self.tree
+        if self.full_counted:
+            _count_as_one(tree.full_pool, self.full_parts, self.num_full)
+        else:
+            _free_as_one(tree.full_pool, self.full_parts)
+        if self.swa_counted:
+            _count_as_one(tree.swa_pool, self.swa_parts, self.num_swa)
+        else:
+            _free_as_one(tree.swa_pool, self.swa_parts)
+        self.num_full = self.num_swa = 0
 
 
 def tombstone_run(tree: RadixTree, nodes: list[Node], held: list[list[int]] | None) -> None:
@@ -109,4 +146,13 @@ def _free_as_one(pool, parts: list[list[int]]) -> None:
         for part in reversed(parts):  # the last freed is handed out first
             ids += part
         pool.free(ids)
+    parts.clear()
+
+
+def _count_as_one(pool, parts: list[list[int]], num_counted: int) -> None:
+    """``_free_as_one`` for a pool that only counts its frees: the parts' ids and the counted ones."""
+    for part in parts:
+        num_counted += len(part)
+    if num_counted:
+        pool.free_count(num_counted)
     parts.clear()

@@ -125,13 +125,13 @@ def _reconcile_from_frontier(
     while live_from > 0 and swa[(path[live_from - 1].end - base) // page - 1] is not None:
         live_from -= 1
     for node in path[live_from:below]:
-        frees.swa_live(swa[(node.start - base) // page : (node.end - base) // page])
+        frees.swa_live_span(swa, (node.start - base) // page, (node.end - base) // page)
     leaves, num_revived = clock.leaves, 0
     for node in path[below:]:
         lo, hi = (node.start - base) // page, (node.end - base) // page
         if node.swa_pages is not None or node.full_lock > 0:
             if swa[hi - 1] is not None:
-                frees.swa_live(swa[lo:hi])
+                frees.swa_live_span(swa, lo, hi)
         elif frontier > node.start:
             _revive(tree, node, swa[lo:hi], frontier, clock, frees)
         else:  # tree.revive(node, pages, stamp=False), then clock.stamp_new(node)
@@ -177,7 +177,7 @@ def _add_suffix(
         # the freed head of ``swa`` (None but for its end, which swa_live's own test reads) is not copied
         cut = dead // page
         if swa[cut - 1] is not None:
-            frees.swa_live(swa[:cut])
+            frees.swa_live_span(swa, 0, cut)
         live_full, live_swa = full[cut:], swa[cut:]
         del full[cut:]
         parent = tree.add_leaf(parent, req.tokens.slice(depth, depth + dead), full, None)

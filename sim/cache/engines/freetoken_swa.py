@@ -15,6 +15,7 @@ from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
+from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.results import Refusal
@@ -154,7 +155,7 @@ class SwaRules(FreeTokenCommon):
             path, _ = tree.walk(tokens, keep_from)
         self.tombstone_head(tree, path, keep_from)
 
-    def tombstone_head(self, tree: RadixTree, path: list, keep_from: int) -> None:
+    def tombstone_head(self, tree: RadixTree, path: list[Node], keep_from: int) -> None:
         """The trim's tombstones on its walk (``path``, from the root)."""
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()

@@ -1,0 +1,132 @@
+"""Where a pool only counts its frees (``Pool.counts_frees``: the anonymous pools of a run nobody reads an id
+of, unwatched), FreeToken's inserts and finish trims (``freetoken_frees.COUNT_ANONYMOUS``) and every engine's
+out-of-window SWA free (``request.COUNT_ANONYMOUS_FREES``) count what they free instead of listing it. As a
+property over the generated FreeToken runs (``test_freetoken_page_lists.page_cases``: SWA, SWA + GDN and GDN
+models, the three presets, short windows, pages 1, 2, 16 and 64, bounds on and off, small pools; replay and
+timed) and Marconi's (``test_marconi_anonymous_ids.marconi_cases``), on anonymous pools: every allocation with
+its pool's free count before it, every tree's nodes, free counts and eviction counts as the run ends, and the
+run's tables and summary equal the reference's, where every free is listed (both switches off). Fixed cases
+(the ``@example``s) hold floors on the counted path's use, in the test's own run: it counts ids by the
+thousand, evicts and leaves tombstones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+from test_freetoken_anonymous_replay import FIXED_CASES
+from test_freetoken_page_lists import page_cases
+from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
+from test_marconi_anonymous_ids import marconi_cases
+
+import sim.cache.engines.freetoken_frees as frees
+import sim.cache.request as request_module
+import sim.run.simulate as simulate_module
+from sim.cache.components import Component
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import simulate
+
+POOL_ALLOC, POOL_FREE_COUNT, DISMANTLE = Pool.alloc, Pool.free_count, RadixTree.dismantle
+
+
+def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, dict, object]:
+    """The run on anonymous pools (the switches set to ``counted``): every allocation with the pool's free
+    count before it, every tree's nodes and counts as the run ends; the ids counted (``Pool.free_count``),
+    per pool."""
+    log: list = []
+    num_counted = {Component.FULL: 0, Component.SWA: 0}
+
+    def logged_alloc(pool, count):
+        log.append((pool.name, pool.num_free, count))
+        return POOL_ALLOC(pool, count)
+
+    def tallied_free_count(pool, count):
+        num_counted[pool.component] += count
+        POOL_FREE_COUNT(pool, count)
+
+    def logged_dismantle(tree):  # the run throws its tree away: its nodes are logged first
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append(
+            [
+                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
+                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
+                for n in nodes
+            ]
+        )
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
+        DISMANTLE(tree)
+
+    monkeypatch.setattr(frees, "COUNT_ANONYMOUS", counted)
+    monkeypatch.setattr(request_module, "COUNT_ANONYMOUS_FREES", counted)
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(Pool, "free_count", tallied_free_count)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    result = simulate(trace, config)
+    return log, num_counted, result
+
+
+def assert_counted_run_equal(trace, config, monkeypatch) -> tuple[list, dict]:
+    """The two runs equal; returns the counted one's log and the ids it counted."""
+    counted_log, num_counted, counted = run_logged(trace, config, True, monkeypatch)
+    listed_log, num_listed_counted, listed = run_logged(trace, config, False, monkeypatch)
+    assert counted_log == listed_log
+    assert counted.requests.equals(listed.requests)
+    assert counted.steps.equals(listed.steps)
+    assert counted.summary == listed.summary
+    assert not any(num_listed_counted.values())  # the reference lists every free
+    return counted_log, num_counted
+
+
+@pytest.mark.interpreted  # patches Pool methods and module flags, which the compiled core binds
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=page_cases(), mode=st.sampled_from(["replay", "timed"]))
+@example(case=FIXED_CASES[0][:2], mode="replay")
+@example(case=FIXED_CASES[1][:2], mode="replay")
+@example(case=FIXED_CASES[2][:2], mode="replay")
+@example(case=FIXED_CASES[3][:2], mode="replay")
+def test_the_counted_frees_leave_the_run_as_the_listed_ones(case, mode, monkeypatch):
+    trace, config = case
+    try:
+        assert_counted_run_equal(trace, replace(config, mode=mode), monkeypatch)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+
+
+@pytest.mark.interpreted
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=marconi_cases())
+@example(case=MARCONI_CASES[0][:2])
+@example(case=MARCONI_CASES[3][:2])
+def test_marconis_counted_swa_frees_leave_the_run_as_the_listed_ones(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_counted_run_equal(trace, config, monkeypatch)
+    except ValueError:  # a configuration the engine refuses
+        reject()
+
+
+# per fixed case: FULL and SWA ids counted, FULL evictions, tombstones as the run ends (the last two as in
+# test_freetoken_anonymous_replay's floors). ``freetoken-lazy``'s fan-out frees nothing through ``PoolFrees``
+# (its inserts walk no cached path, it has no finish trim): it is there for the equality alone; only the
+# SWA + GDN case's commits walk cached paths and count FULL frees (``full_path``)
+COUNTED_FLOORS = [(0, 1_200, 8, 20), (0, 1_100, 5, 20), (0, 0, 40, 2), (4_000, 300, 8, 4)]
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("case, floors", list(zip([c[:2] for c in FIXED_CASES], COUNTED_FLOORS, strict=True)))
+def test_the_fixed_replays_count_their_frees(case, floors, monkeypatch):
+    """A test of the fixed examples: their replays count ids by the thousand, evict and leave tombstones (a
+    replay that never took the counted path, or never reused a page, would pass anything)."""
+    trace, config = case
+    log, num_counted = assert_counted_run_equal(trace, replace(config, mode="replay"), monkeypatch)
+    min_full, min_swa, min_full_evictions, min_tombstones = floors
+    assert num_counted[Component.FULL] >= min_full
+    assert num_counted[Component.SWA] >= min_swa
+    assert log[-1][2][Component.FULL] >= min_full_evictions
+    assert sum(node[4] for node in log[-2]) >= min_tombstones

@@ -47,7 +47,7 @@ from sim.trace import Trace
 ANONYMOUS_IDS = True
 # True: a timed run's bounds build their trie from the request sequences its records hold (each made from the
 # trace at its submission: two thirds of the trie's time); False: each made again (the reference;
-# tests/test_bounds_run_reuse_property.py holds both equal)
+# tests/test_bounds_fast_paths_property.py holds both equal)
 BOUNDS_READ_RUN_SEQS = True
 
 

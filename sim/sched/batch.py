@@ -18,7 +18,7 @@ from sim.sched.request import RequestState
 PAGE_STARTS_ONCE = True
 # True: a page-starting step's batch keeps its requests' ids, states and lengths and makes its items when first
 # read (the bounds' recorder reads the lengths: ``DecodeBatch``); False: the items made at once (the reference;
-# tests/test_decode_batch_property.py holds both equal)
+# tests/test_bounds_fast_paths_property.py holds both equal)
 LAZY_DECODE_BATCH = True
 
 

@@ -34,6 +34,7 @@ def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
     monkeypatch.setattr(simulate_module, "BOUNDS_READ_RUN_SEQS", fast)
     logs: list = []
     counts = {"decode_steps": 0, "seqs": 0}
+
     def logged(recorder, served):
         logs.append(EVENTS(recorder, served))
         return logs[-1]
@@ -78,7 +79,9 @@ def timed_cases(draw):
     knobs = dict(page_size=page, chunked_prefill_size=page * draw(st.integers(2, 8)))
     seed = draw(st.integers(0, 50))
     if draw(st.booleans()):
-        trace = _turns(seed, draw(st.integers(2, 5)), draw(st.integers(2, 4)), draw(st.sampled_from([2.0, 50.0])))
+        trace = _turns(
+            seed, draw(st.integers(2, 5)), draw(st.integers(2, 4)), draw(st.sampled_from([2.0, 50.0]))
+        )
     else:
         trace = fanout(
             num_groups=draw(st.integers(1, 3)), prompts_per_group=draw(st.integers(2, 5)), system_len=300,
@@ -95,7 +98,12 @@ def timed_cases(draw):
 def _config(policy: str, page: int, pool_tokens: int = 4_000) -> SimConfig:
     knobs = dict(page_size=page, chunked_prefill_size=page * 4)
     return SimConfig(
-        policy=policy, model="tiny-swa", knobs=knobs, pool_tokens=pool_tokens, mamba_states=20, bounds=True,
+        policy=policy,
+        model="tiny-swa",
+        knobs=knobs,
+        pool_tokens=pool_tokens,
+        mamba_states=20,
+        bounds=True,
         mode="timed",
     )
 

@@ -35,7 +35,9 @@ def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
 class SegmentTrie:
     """The compressed page trie of the requests an event list names, split at every event's boundaries."""
 
-    def __init__(self, trace: Trace, page_size: int, events: list, seqs: Mapping[str, TokenSeq] | None = None):
+    def __init__(
+        self, trace: Trace, page_size: int, events: list, seqs: Mapping[str, TokenSeq] | None = None
+    ):
         """``seqs``: request id -> ``trace.request_seq`` of it, where the run holds them (others are made)."""
         self.trace, self.page_size = trace, page_size
         self.parent: list[int] = [0]

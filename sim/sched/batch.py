@@ -49,7 +49,7 @@ class DecodeBatch(Batch):
         self.states = [req.state for req in reqs]
         self._items: list[BatchItem] | None = None
 
-    @property  # type: ignore[override]
+    @property
     def items(self) -> list[BatchItem]:
         if self._items is None:
             offset = self.offset

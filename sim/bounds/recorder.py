@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
 from sim.cache.events import EventBus, StepStarted
+from sim.sched.batch import DecodeBatch
 from sim.trace import Trace
 
 NEVER = 2**62  # past any page
@@ -78,6 +79,11 @@ class ProduceRuns:
         """The requests whose run is open (a produced page that extends it is folded into it)."""
         return set(self._open)
 
+    @property
+    def open_runs(self) -> dict[str, list[int]]:
+        """Request id -> its open run's [index in the log, first, end page]; read only."""
+        return self._open
+
     def close(self) -> None:
         for request_id, run in list(self._open.items()):
             self._close_run(request_id, run)
@@ -112,6 +118,9 @@ class EventRecorder:
 
     def record(self, batch, manager, num_steps: int = 1) -> None:
         """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""
+        if num_steps == 1 and type(batch) is DecodeBatch:
+            self._record_decode_step(batch)
+            return
         items = batch.items
         self._record_lookups(items, manager.requests)
         self._record_produced(items, 0)
@@ -120,16 +129,30 @@ class EventRecorder:
 
     def _record_produced(self, items, shift: int) -> None:
         """The pages each item computes, ``shift`` tokens further on (a decode's later step)."""
-        page, last_page, produce = self._page, self._last_page, self._log.produce
+        page, produce = self._page, self._produce
         for item in items:  # a step per token at page 1 (every decoding request's page): kept lean
             plan = item.plan
-            request_id = plan.request_id
-            last = last_page.get(request_id)
-            if last is None:
-                last = last_page[request_id] = computed_pages(self._trace, request_id, page)
-            first, end = (plan.start + shift) // page, -(-(plan.end + shift) // page)
-            if first < end and first < last:
-                produce(request_id, first, end if end < last else last)
+            produce(plan.request_id, (plan.start + shift) // page, -(-(plan.end + shift) // page))
+
+    def _produce(self, request_id: str, first: int, end: int) -> None:
+        """Pages ``[first, end)`` computed by the request, those past its last computed page left out."""
+        last = self._last_page.get(request_id)
+        if last is None:
+            last = self._last_page[request_id] = computed_pages(self._trace, request_id, self._page)
+        if first < end and first < last:
+            self._log.produce(request_id, first, end if end < last else last)
+
+    def _record_decode_step(self, batch: DecodeBatch) -> None:
+        """A batch run's decode-only step (``LAZY_DECODE_BATCH``), from its lengths: what ``record`` logs of its
+        items. It looks up nothing: its requests run, so each was looked up at its admission's first chunk, a
+        step of the loop's own. A token on a page its request's open run holds (``first <= page < end``) adds
+        nothing (``ProduceRuns.produce`` folds it, the run unchanged); only the others are produced."""
+        page, offset, runs, produce = self._page, batch.offset, self._log.open_runs, self._produce
+        for request_id, length in zip(batch.request_ids, batch.lengths, strict=True):
+            first = (length + offset) // page
+            run = runs.get(request_id)
+            if run is None or not run[1] <= first < run[2]:
+                produce(request_id, first, first + 1)
 
     def _record_later_steps(self, items, num_steps: int) -> None:
         """Steps 1 .. ``num_steps`` - 1 of one-token decodes, as step after step would log them. A request whose

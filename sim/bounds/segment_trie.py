@@ -14,6 +14,7 @@ Node 0 is the root (no pages); ``depth[n]`` is the page depth where node ``n`` e
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 
 from sim.bounds.events import Lookup
 from sim.tokens import TokenSeq
@@ -34,7 +35,10 @@ def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
 class SegmentTrie:
     """The compressed page trie of the requests an event list names, split at every event's boundaries."""
 
-    def __init__(self, trace: Trace, page_size: int, events: list):
+    def __init__(
+        self, trace: Trace, page_size: int, events: list, seqs: Mapping[str, TokenSeq] | None = None
+    ):
+        """``seqs``: request id -> ``trace.request_seq`` of it, where the run holds them (others are made)."""
         self.trace, self.page_size = trace, page_size
         self.parent: list[int] = [0]
         self.depth: list[int] = [0]
@@ -44,8 +48,9 @@ class SegmentTrie:
         self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
         # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
         # ends at when inserted ends it for good: its path is that node's ancestors
+        seqs = seqs or {}
         ends = {
-            request_id: self._insert(trace.request_seq(request_id), deepest, cuts)
+            request_id: self._insert(seqs.get(request_id) or trace.request_seq(request_id), deepest, cuts)
             for request_id, (deepest, cuts) in event_reach(events).items()
         }
         self._paths = {request_id: self._ancestors(end) for request_id, end in ends.items()}

@@ -15,6 +15,7 @@ changes which runs report bounds, so it is left for a change of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sim.bounds.belady import belady_hits
@@ -24,6 +25,7 @@ from sim.bounds.state_bound import state_bound, state_options
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.interface import CacheModel
 from sim.sched.request import served_mask
+from sim.tokens import TokenSeq
 from sim.trace import Trace
 
 MAX_BOUND_PAGES = 16_000_000
@@ -47,8 +49,10 @@ def bounds_summary(
     has_swa: bool,
     has_mamba: bool,
     cached_tokens: int,
+    seqs: Mapping[str, TokenSeq] | None = None,
 ) -> BoundFigures:
-    paths = SegmentTrie(trace, page_size, events)
+    """``seqs``: the requests' sequences the run holds (``SegmentTrie``'s), else each made from the trace."""
+    paths = SegmentTrie(trace, page_size, events, seqs)
     nodes_of = [paths.pages(event) for event in events]
     belady = sum(belady_hits(events, paths, caps[FULL], nodes_of).values())
     bound = belady
@@ -63,7 +67,13 @@ def bounds_summary(
     )
 
 
-def run_bounds(trace: Trace, events: list, manager: CacheModel, cached_tokens: int) -> BoundFigures:
+def run_bounds(
+    trace: Trace,
+    events: list,
+    manager: CacheModel,
+    cached_tokens: int,
+    seqs: Mapping[str, TokenSeq] | None = None,
+) -> BoundFigures:
     """``bounds_summary`` for a finished run: its manager's capacities, and the tokens it reused."""
     num_pages = sum(e.end_page - e.first_page for e in events if isinstance(e, Produce))
     if num_pages > MAX_BOUND_PAGES:
@@ -73,7 +83,7 @@ def run_bounds(trace: Trace, events: list, manager: CacheModel, cached_tokens: i
         )
     caps = manager.capacities()
     return bounds_summary(
-        trace, events, manager.page_size, caps, manager.has_swa, manager.has_mamba, cached_tokens
+        trace, events, manager.page_size, caps, manager.has_swa, manager.has_mamba, cached_tokens, seqs
     )
 
 

@@ -37,6 +37,7 @@ from sim.run.step_log import ReplaySteps
 from sim.run.summary import Summary
 from sim.run.why import why_column, why_summary
 from sim.sched.request import states_of
+from sim.tokens import TokenSeq
 from sim.trace import Trace
 
 # True: a run whose page ids nobody reads (a replay; a timed run on the simulator's own backend, observed by
@@ -44,6 +45,10 @@ from sim.trace import Trace
 # page ids); False: its ``manager``, the reference (tests/test_freetoken_anonymous_replay.py,
 # tests/test_freetoken_anonymous_timed.py, tests/test_marconi_anonymous_ids.py)
 ANONYMOUS_IDS = True
+# True: a timed run's bounds build their trie from the request sequences its records hold (each made from the
+# trace at its submission: two thirds of the trie's time); False: each made again (the reference;
+# tests/test_bounds_fast_paths_property.py holds both equal)
+BOUNDS_READ_RUN_SEQS = True
 
 
 @dataclass
@@ -132,7 +137,14 @@ def run_timed(
     env.run()
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
-    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events), on_phase)
+    seqs = _submitted_seqs(engine) if recorder and BOUNDS_READ_RUN_SEQS else None
+    return _result(setup, manager, tracker, requests, engine.steps.frame(), (trace, events, seqs), on_phase)
+
+
+def _submitted_seqs(engine: Engine) -> dict[str, TokenSeq]:
+    """Request id -> its prompt + output, as the engine's records hold them (``trace.request_seq``: SGLang's
+    cut to the same length)."""
+    return {state.request_id: state.tokens for state in engine.states.values() if state.tokens is not None}
 
 
 def _result(
@@ -141,11 +153,12 @@ def _result(
     watcher: MissWatcher | None,
     requests: pd.DataFrame,
     steps: pd.DataFrame,
-    bound_events: tuple[Trace, list | None],
+    bound_events: tuple[Trace, list | None, dict[str, TokenSeq] | None],
     on_phase: Callable[[str], None] | None = None,
 ) -> SimResult:
     """The tables and the summary's typed sections: reuse, time, occupancy against capacity and evictions, the
-    upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events)``."""
+    upper bound, why each recomputed token was recomputed, and the bounds over the run's ``(trace, events, seqs)``
+    (``seqs``: the requests' sequences where the run holds them)."""
     why, why_totals = why_column(requests, watcher, manager.page_size)
     requests = requests.assign(why=why)
     reuse = reuse_figures(requests)
@@ -154,9 +167,9 @@ def _result(
             on_phase(
                 "the run is over; computing the offline bounds (about as long again; --no-bounds skips them)"
             )
-        trace, events = bound_events
+        trace, events, seqs = bound_events
         assert events is not None, "the run recorded its events for the bounds"
-        bounds = run_bounds(trace, events, manager, reuse.cached_tokens)
+        bounds = run_bounds(trace, events, manager, reuse.cached_tokens, seqs)
     else:
         bounds = BoundFigures(bound_skipped="not asked for (--no-bounds)")
     sections = (
@@ -201,4 +214,4 @@ def run_replay(
         if config.bounds
         else None
     )
-    return _result(setup, manager, tracker, requests, steps_frame, (trace, events), on_phase)
+    return _result(setup, manager, tracker, requests, steps_frame, (trace, events, None), on_phase)

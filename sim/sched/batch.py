@@ -16,6 +16,10 @@ from sim.sched.request import RequestState
 # False: a quiet stretch's take computes its page starts again (the reference; tests/test_stretch_starts_once.py
 # holds both equal); True: the question hands the take the starts it computed
 PAGE_STARTS_ONCE = True
+# True: a page-starting step's batch keeps its requests' ids, states and lengths and makes its items when first
+# read (the bounds' recorder reads the lengths: ``DecodeBatch``); False: the items made at once (the reference;
+# tests/test_bounds_fast_paths_property.py holds both equal)
+LAZY_DECODE_BATCH = True
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,35 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+
+class DecodeBatch(Batch):
+    """The batch of a decode-only step of a batch run: request ``request_ids[i]`` computes its token at
+    ``lengths[i] + offset`` on its state ``states[i]`` (as read when the batch was made). At a page step of a
+    short batch, making every item cost more than the bounds' recorder's whole work on them."""
+
+    def __init__(self, iteration: int, reqs: list[RequestCache], lengths: list[int], offset: int):
+        self.iteration, self.lengths, self.offset = iteration, lengths, offset
+        self.request_ids = [req.request_id for req in reqs]
+        self.states = [req.state for req in reqs]
+        self._items: list[BatchItem] | None = None
+
+    @property
+    def items(self) -> list[BatchItem]:
+        if self._items is None:
+            offset = self.offset
+            self._items = [
+                BatchItem(ChunkPlan(request_id, length + offset, length + offset + 1, state), False)
+                for request_id, length, state in zip(self.request_ids, self.lengths, self.states, strict=True)
+            ]
+        return self._items
+
+    @items.setter
+    def items(self, items: list[BatchItem]) -> None:
+        self._items = items
+
+    def __bool__(self) -> bool:
+        return bool(self.lengths)
 
 
 @dataclass(frozen=True)
@@ -80,6 +113,8 @@ def page_step_batch(
     request's next token (a run's later steps are each a token further)."""
     if lengths is None:
         return None
+    if LAZY_DECODE_BATCH:
+        return DecodeBatch(iteration, reqs, lengths, offset)
     batch = Batch(iteration)
     for req, length in zip(reqs, lengths, strict=True):
         start = length + offset

@@ -1,0 +1,140 @@
+"""The bounds' two fast paths in a timed run leave the bounds' events and every output as the reference makes them:
+``batch.LAZY_DECODE_BATCH`` (a batch run's page step keeps its lengths, and the recorder reads them, skipping the
+tokens its open runs hold and looking nothing up) and ``simulate.BOUNDS_READ_RUN_SEQS`` (the trie reads the
+request sequences the engine's records hold). As a property over generated timed runs (SGLang's loops, the
+default loop, FreeToken's and Marconi's; pages 1 to 64; multi-turn and fan-out traces, open-loop follow-ups
+whose outputs are quoted while they decode; tight pools, so requests are retracted and re-admitted): the
+recorder's event log, the tables and the summary equal the run with both switches off. Fixed cases (the
+``@example``s) hold floors on the fast paths' use, counted in the test's own runs only.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+
+import sim.run.simulate as simulate_module
+from sim.bounds.recorder import EventRecorder
+from sim.run.simulate import SimConfig, simulate
+from sim.sched import batch as batch_module
+from sim.trace.generate import fanout, multiturn
+
+POLICIES = ["sglang-retain", "sglang", "radix", "no-cache", "freetoken", "marconi-sglang"]
+MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling"]
+# the originals, before any run of this test wraps them
+EVENTS, DECODE_STEP = EventRecorder.events, EventRecorder._record_decode_step
+SUBMITTED = simulate_module._submitted_seqs
+
+
+def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
+    """The run with both switches ``fast`` (else both off): its event log, tables, summary, and how many
+    decode steps the recorder read from lengths and how many sequences the trie was handed."""
+    monkeypatch.setattr(batch_module, "LAZY_DECODE_BATCH", fast)
+    monkeypatch.setattr(simulate_module, "BOUNDS_READ_RUN_SEQS", fast)
+    logs: list = []
+    counts = {"decode_steps": 0, "seqs": 0}
+
+    def logged(recorder, served):
+        logs.append(EVENTS(recorder, served))
+        return logs[-1]
+
+    def counted(recorder, batch):
+        counts["decode_steps"] += 1
+        DECODE_STEP(recorder, batch)
+
+    def seqs(engine):
+        found = SUBMITTED(engine)
+        counts["seqs"] += len(found)
+        return found
+
+    monkeypatch.setattr(EventRecorder, "events", logged)
+    monkeypatch.setattr(EventRecorder, "_record_decode_step", counted)
+    monkeypatch.setattr(simulate_module, "_submitted_seqs", seqs)
+    result = simulate(trace, config)
+    return logs, result, counts
+
+
+def assert_equal_runs(trace, config: SimConfig, monkeypatch) -> dict:
+    fast_log, fast, counts = run_recorded(trace, config, True, monkeypatch)
+    slow_log, slow, slow_counts = run_recorded(trace, config, False, monkeypatch)
+    assert fast_log == slow_log
+    assert fast.requests.equals(slow.requests)
+    assert fast.steps.equals(slow.steps)
+    assert fast.summary == slow.summary
+    assert slow_counts == {"decode_steps": 0, "seqs": 0}  # the reference takes neither
+    return counts
+
+
+def _turns(seed: int, num_sessions: int = 4, num_turns: int = 4, request_rate: float = 4.0):
+    return multiturn(
+        num_sessions=num_sessions, num_turns=num_turns, system_len=300, user_len=100, output_len=150,
+        think_time=0.05, request_rate=request_rate, seed=seed,
+    )  # fmt: skip
+
+
+@st.composite
+def timed_cases(draw):
+    page = draw(st.sampled_from([1, 2, 16, 64]))
+    knobs = dict(page_size=page, chunked_prefill_size=page * draw(st.integers(2, 8)))
+    seed = draw(st.integers(0, 50))
+    if draw(st.booleans()):
+        trace = _turns(
+            seed, draw(st.integers(2, 5)), draw(st.integers(2, 4)), draw(st.sampled_from([2.0, 50.0]))
+        )
+    else:
+        trace = fanout(
+            num_groups=draw(st.integers(1, 3)), prompts_per_group=draw(st.integers(2, 5)), system_len=300,
+            question_len=50, output_len=draw(st.integers(10, 150)), request_rate=20.0, seed=seed,
+        )  # fmt: skip
+    config = SimConfig(
+        policy=draw(st.sampled_from(POLICIES)), model=draw(st.sampled_from(MODELS)), knobs=knobs,
+        pool_tokens=draw(st.integers(800, 6_000)), mamba_states=draw(st.integers(4, 30)), bounds=True,
+        mode="timed",
+    )  # fmt: skip
+    return trace, config
+
+
+def _config(policy: str, page: int, pool_tokens: int = 4_000) -> SimConfig:
+    knobs = dict(page_size=page, chunked_prefill_size=page * 4)
+    return SimConfig(
+        policy=policy,
+        model="tiny-swa",
+        knobs=knobs,
+        pool_tokens=pool_tokens,
+        mamba_states=20,
+        bounds=True,
+        mode="timed",
+    )
+
+
+# (trace, config, floors: decode steps the recorder read from lengths, sequences handed to the trie)
+FIXED_CASES = [
+    (_turns(1, 6, 4), _config("sglang-retain", 16), (130, 24)),
+    (_turns(2, 6, 4), _config("radix", 2), (700, 24)),
+    (_turns(3, 6, 4, 50.0), _config("no-cache", 2, 2_000), (60, 24)),
+    (_turns(3, 6, 4), _config("freetoken", 16, 3_000), (100, 24)),
+]
+
+
+@pytest.mark.interpreted  # patches module flags and methods the compiled core binds
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=timed_cases())
+@example(case=FIXED_CASES[0][:2])
+@example(case=FIXED_CASES[1][:2])
+@example(case=FIXED_CASES[2][:2])
+@example(case=FIXED_CASES[3][:2])
+def test_the_bounds_fast_paths_equal_the_reference(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_equal_runs(trace, config, monkeypatch)
+    except ValueError:  # a configuration a preset refuses (pools too small for one request, ...)
+        reject()
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("trace, config, floors", FIXED_CASES)
+def test_the_fixed_runs_take_the_fast_paths(trace, config, floors, monkeypatch):
+    counts = assert_equal_runs(trace, config, monkeypatch)
+    assert counts["decode_steps"] >= floors[0]
+    assert counts["seqs"] >= floors[1]

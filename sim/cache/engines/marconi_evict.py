@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines import marconi_walk
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.engines.marconi_walk import candidate_terms
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal
@@ -101,8 +99,6 @@ class MarconiEvictor:
         if self.recency.leaves is not None and not self.flop_aware and not self.code_counting:
             return self.recency.leaves.pick(tree.root, self.recency.of), None
         leaves_only = not self.flop_aware or comp in (FULL, SWA)
-        if self.flop_aware and marconi_walk.ONE_WALK:
-            return self._best_in_one_walk(tree.root, leaves_only)
         found, ends = scan(tree.root, leaves_only, self.has_mamba)
         if not found:
             return None, 0
@@ -123,18 +119,9 @@ class MarconiEvictor:
                 for n, p in zip(found, ends, strict=True)
             ]
         )
-        return _lowest(found, recency, efficiency, self.alpha), stale
-
-    def _best_in_one_walk(self, root: Node, leaves_only: bool) -> tuple[Node | None, int | None]:
-        """``_best`` of ``scan``'s candidates, scored as the walk finds them (``marconi_walk.py``)."""
-        recency, cost = self.recency, self.cost
-        found, recent, efficient, last_end = candidate_terms(
-            root, leaves_only, self.has_mamba, recency.stamps, recency.now, cost
-        )
-        if not found:
-            return None, 0
-        stale = cost.leaf_bytes_counted(found[-1].end - last_end) if self.code_counting else None
-        return _lowest(found, _normalize(recent), _normalize(efficient), self.alpha), stale
+        alpha = self.alpha
+        scores = [r + alpha * e for r, e in zip(recency, efficiency, strict=True)]
+        return found[scores.index(min(scores))], stale
 
     def pick_by_scan(self, tree, comp: str) -> tuple[Node | None, int | None]:
         """``pick`` as the rule reads (``candidates``, then each one's ``parent_end``): the reference the
@@ -184,12 +171,6 @@ class MarconiEvictor:
                 or not self.has_mamba
             ):
                 return freed
-
-
-def _lowest(found: list[Node], recency: list[float], efficiency: list[float], alpha: float) -> Node:
-    """The candidate of the lowest ``recency + alpha * efficiency`` (both normalised), first of equals."""
-    scores = [r + alpha * e for r, e in zip(recency, efficiency, strict=True)]
-    return found[scores.index(min(scores))]
 
 
 def _normalize(values: list[float]) -> list[float]:

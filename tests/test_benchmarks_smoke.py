@@ -130,3 +130,13 @@ def test_presets_speed_sets_presets_side_by_side_with_the_bounds_ratio():
     assert all(r[4] == "12" for r in rows)
     assert [r[6] for r in rows if r[0] == "sglang-retain"] == ["1.00", "1.00"]  # each against itself
     assert len([line for line in out.splitlines() if "bounds on / off" in line]) == 2
+
+
+def test_marconi_tuner_groups_counts_the_alphas_groups_on_a_small_pool():
+    out = run_script(
+        "marconi_tuner_groups.py", "--trace", str(HEAD), "--limit", "40", "--pool-tokens", "20000"
+    )
+    assert "evictions per alpha" in out and "-> " in out
+    runs = next(line for line in out.splitlines() if line.startswith("request runs"))
+    per_alpha, grouped = (int(word) for word in runs.replace(",", " ").split() if word.isdigit())
+    assert 0 < grouped <= per_alpha

@@ -27,9 +27,17 @@ def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tup
             kv_ids.extend((pool.anonymous, page) for page in ids)
         return ids
 
-    def logged_dismantle(
-        tree,
-    ):  # a run (or a tuner's replay) throws its tree away: its nodes are logged first
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))
+    return log, kv_ids, run(trace, config)
+
+
+def tree_logger(log: list):
+    """A ``RadixTree.dismantle`` that first logs the tree's nodes, free counts and eviction counts to ``log``
+    (a run, or a tuner's replay, throws its tree away)."""
+
+    def logged_dismantle(tree):
         nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
         log.append(
             [
@@ -42,7 +50,4 @@ def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tup
         log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
         DISMANTLE(tree)
 
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, kv_ids, run(trace, config)
+    return logged_dismantle

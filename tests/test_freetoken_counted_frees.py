@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from anonymous_runs import tree_logger
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from test_freetoken_anonymous_replay import FIXED_CASES
@@ -30,7 +31,7 @@ from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
 from sim.run.simulate import simulate
 
-POOL_ALLOC, POOL_FREE_COUNT, DISMANTLE = Pool.alloc, Pool.free_count, RadixTree.dismantle
+POOL_ALLOC, POOL_FREE_COUNT = Pool.alloc, Pool.free_count
 
 
 def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, dict, object]:
@@ -48,25 +49,12 @@ def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, dict, o
         num_counted[pool.component] += count
         POOL_FREE_COUNT(pool, count)
 
-    def logged_dismantle(tree):  # the run throws its tree away: its nodes are logged first
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append(
-            [
-                (n.start, n.end, len(n.full_pages), n.swa_pages and len(n.swa_pages), n.swa_pages is None)
-                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
-                for n in nodes
-            ]
-        )
-        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
-        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
-        DISMANTLE(tree)
-
     monkeypatch.setattr(frees, "COUNT_ANONYMOUS", counted)
     monkeypatch.setattr(request_module, "COUNT_ANONYMOUS_FREES", counted)
     monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(Pool, "free_count", tallied_free_count)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))
     result = simulate(trace, config)
     return log, num_counted, result
 

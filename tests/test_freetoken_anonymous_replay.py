@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
+from same_runs import assert_same_run
 from test_freetoken_page_lists import page_cases
 
 from sim.cache.components import Component
@@ -35,9 +36,7 @@ def assert_anonymous_run_equal(trace, config, monkeypatch) -> tuple[list, list]:
     anonymous_log, anonymous_ids, anonymous = run_logged(trace, config, True, monkeypatch)
     real_log, real_ids, real = run_logged(trace, config, False, monkeypatch)
     assert anonymous_log == real_log
-    assert anonymous.requests.equals(real.requests)
-    assert anonymous.steps.equals(real.steps)
-    assert anonymous.summary == real.summary
+    assert_same_run(anonymous, real)
     assert set(anonymous_ids) <= {ANONYMOUS_ID}  # the switch did switch: no real id handed out
     assert ANONYMOUS_ID not in real_ids
     return anonymous_log, anonymous_ids

@@ -18,6 +18,7 @@ import pytest
 from anonymous_runs import tree_logger
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
+from same_runs import assert_same_run
 from test_freetoken_anonymous_replay import FIXED_CASES
 from test_freetoken_page_lists import page_cases
 from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
@@ -64,9 +65,7 @@ def assert_counted_run_equal(trace, config, monkeypatch) -> tuple[list, dict]:
     counted_log, num_counted, counted = run_logged(trace, config, True, monkeypatch)
     listed_log, num_listed_counted, listed = run_logged(trace, config, False, monkeypatch)
     assert counted_log == listed_log
-    assert counted.requests.equals(listed.requests)
-    assert counted.steps.equals(listed.steps)
-    assert counted.summary == listed.summary
+    assert_same_run(counted, listed)
     assert not any(num_listed_counted.values())  # the reference lists every free
     return counted_log, num_counted
 

@@ -73,7 +73,7 @@ def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
         env.run()
 
     assert _cyclic_garbage_of(run) == 0
-    assert len(engine.steps.columns["step"]) > 0 and sum(manager.tree.num_evictions.values()) > 0
+    assert len(engine.steps) > 0 and sum(manager.tree.num_evictions.values()) > 0
 
 
 @pytest.mark.parametrize("mode", ["timed", "replay"])

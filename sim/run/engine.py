@@ -133,7 +133,7 @@ class Engine:
             starts, taken = starts[:num_taken], taken[:num_taken]
             if not taken:
                 return False
-        for delay in event_delays(self.env.now, taken):
+        for delay in event_delays(self.env.now, taken, starts[-1]):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
             self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))

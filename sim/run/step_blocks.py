@@ -23,7 +23,9 @@ class StepBlocks:
         self.prefill_tokens = array("q")
         self.num_decode = array("q")
 
-    def add(self, first_step: int, count: int, num_prefill: int, prefill_tokens: int, num_decode: int) -> None:
+    def add(
+        self, first_step: int, count: int, num_prefill: int, prefill_tokens: int, num_decode: int
+    ) -> None:
         """``count`` rows numbered from ``first_step`` on, each with these counts."""
         self.first_steps.append(first_step)
         self.counts.append(count)

@@ -36,10 +36,18 @@ RUN = st.tuples(st.integers(0, (1 << 62) - 400), st.integers(0, 300), st.integer
 FEEDS = st.lists(st.one_of(ROW.map(lambda row: ("row", row)), RUN.map(lambda run: ("run", run))), max_size=12)
 
 
+def _row_by_row_log() -> StepLog:
+    """A log writing its integer columns row by row (``INT_COLUMNS_AS_BLOCKS`` off: the columns this file
+    compares; the blocks have their own file, tests/test_step_blocks.py)."""
+    with mock.patch.object(step_log, "INT_COLUMNS_AS_BLOCKS", False):
+        return StepLog()
+
+
 def _fed(feeds: list, in_bulk: bool) -> StepLog:
-    log = StepLog()
-    log.append((0, 0.0, 0.25, 1, 100, 0), POOLS)  # a run follows a full step's row, which reads the pools
+    # a run follows a full step's row, which reads the pools
     with mock.patch.object(step_log, "STEP_NUMBERS_IN_BULK", in_bulk):
+        log = _row_by_row_log()
+        log.append((0, 0.0, 0.25, 1, 100, 0), POOLS)
         for kind, args in feeds:
             if kind == "row":
                 step, start, duration, num_decode = args
@@ -117,6 +125,7 @@ def _counted(trace: Trace, config: SimConfig) -> dict:
         lean = simulate(trace, config)
     with (
         mock.patch.object(step_log, "STEP_NUMBERS_IN_BULK", False),
+        mock.patch.object(step_log, "INT_COLUMNS_AS_BLOCKS", False),
         mock.patch.object(topology, "USAGE_WRITTEN_OUT", False),
     ):
         reference = simulate(trace, config)

@@ -58,7 +58,16 @@ class Engine:
 
     def start(self) -> None:
         self.env.process(self._arrivals())
-        self.env.process(self._loop())
+        self._looping = self._loop()
+        self.env.process(self._looping)
+
+    def close(self) -> None:
+        """The run is over (``env.run()`` returned): end the loop, asleep on its wake-up event. Its frame holds
+        this engine, and the event and the process waiting on it hold each other: a cycle that would keep every
+        request's record for the cycle collector after the run (~10 ms at 1,000 requests) instead of freeing
+        them by reference counting (as the caller's ``on_step``, closing over this engine, would)."""
+        self._looping.close()
+        self.on_step = None
 
     # ---- processes ----------------------------------------------------------------------------------
     def _arrivals(self):
@@ -124,7 +133,7 @@ class Engine:
             starts, taken = starts[:num_taken], taken[:num_taken]
             if not taken:
                 return False
-        for delay in event_delays(self.env.now, taken):
+        for delay in event_delays(self.env.now, taken, starts[-1]):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
             self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))

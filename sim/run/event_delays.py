@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import math
 
+# True: where the caller gives the last step's start (a decode run's ``starts[-1]``: the clock's running sum, each
+# start the previous start plus its duration, from ``now``), the jump to the last end is tried first from it,
+# without summing the run again; False: the ends summed every time (the reference;
+# tests/test_event_delays_last_start.py holds both equal)
+DELAYS_FROM_LAST_START = True
 
-def event_delays(now: float, durations: list[float]) -> list[float]:
+
+def event_delays(now: float, durations: list[float], last_start: float | None = None) -> list[float]:
     """Timeouts that take the clock from ``now`` through steps of ``durations`` and end exactly where step
     after step would (each end is the previous end plus a duration, in floating point): one jump to the
     latest step end a single delay can land on exactly, then the remaining steps one by one. Usually
-    that is one jump; ``end - now`` can miss by an ulp, and rounding can make an end unreachable."""
+    that is one jump; ``end - now`` can miss by an ulp, and rounding can make an end unreachable.
+    ``last_start``: the last step's start as the steps' running sum from ``now`` makes it, where known: the
+    last end is then ``last_start`` plus the last duration, the same addition the sum ends with."""
+    if DELAYS_FROM_LAST_START and last_start is not None and len(durations) > 1:
+        delay = delay_landing_on(now, last_start + durations[-1])
+        if delay is not None:
+            return [delay]
     ends, end = [], now
     for duration in durations:
         end = end + duration

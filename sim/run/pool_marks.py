@@ -56,7 +56,8 @@ class PoolMarks:
         which = np.searchsorted(mark_rows, rows, "right") - 1  # each row's mark: the last at or before it
         if which[0] < 0:
             raise ValueError("the step table's first row has no pools")
-        columns = [np.ascontiguousarray(values[which, index]) for index in range(_NUM_POOL_COLUMNS)]
+        # every column at once: each a row of one take (contiguous), rather than a strided take per column
+        columns = list(np.ascontiguousarray(values.T)[:, which])
         if len(self.move_rows):
             self._add_moves(columns, mark_rows[which], num_rows)
         return columns

@@ -135,6 +135,7 @@ def run_timed(
         engine.on_step = lambda: on_step(engine.num_done)
     engine.start()
     env.run()
+    engine.close()
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
     seqs = _submitted_seqs(engine) if recorder and BOUNDS_READ_RUN_SEQS else None

@@ -11,12 +11,18 @@ import pandas as pd
 
 from sim.run.metrics import POOL_COLUMNS, pool_values
 from sim.run.pool_marks import PoolMarks
+from sim.run.step_blocks import StepBlocks
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
 TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
+INT_COLUMNS = ("num_prefill", "prefill_tokens", "num_decode")  # after ``step``, in a row's order
 # False: a run's step numbers appended one Python int at a time (the reference); True: as one int64 block, the
 # same numbers (tests/test_step_rows_lean.py holds both equal)
 STEP_NUMBERS_IN_BULK = True
+# True: the integer columns kept as blocks (a full step's row, a run of decode steps), made into rows only by
+# ``frame`` (``sim/run/step_blocks.py``); False: written row by row into ``columns`` (the reference;
+# tests/test_step_blocks.py holds both equal). Read when a log is made: one log keeps one way throughout
+INT_COLUMNS_AS_BLOCKS = True
 
 
 class StepLog:
@@ -24,17 +30,28 @@ class StepLog:
     step's row, a run of plain decode steps, or a batch run's rows as column blocks. The integer columns are
     machine integers (``array('q')``: a Python int in a list costs 36 bytes, and numpy reads the array without
     converting each); the times stay the floats the clock made. The pool columns are kept as what changed them
-    (``PoolMarks``), made row by row only by ``frame``."""
+    (``PoolMarks``), and the integer columns as blocks of rows (``StepBlocks``), made row by row only by
+    ``frame``."""
 
     def __init__(self) -> None:
+        self._starts: list[float] = []
+        self._durations: list[float] = []
+        times = {"start_at": self._starts, "duration_s": self._durations}
         self.columns: dict[str, list | array] = {
-            name: [] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS
+            name: times[name] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS
         }
         self._row_columns = list(self.columns.values())  # in a row's order
         self.pools = PoolMarks()
+        self.blocks = StepBlocks() if INT_COLUMNS_AS_BLOCKS else None  # None: the integer columns row by row
 
     def append(self, step: tuple, pools: tuple) -> None:
-        self.pools.mark(len(self), pools)
+        self.pools.mark(len(self._starts), pools)
+        if self.blocks is not None:
+            number, start_at, duration, num_prefill, prefill_tokens, num_decode = step
+            self._starts.append(start_at)
+            self._durations.append(duration)
+            self.blocks.add(number, 1, num_prefill, prefill_tokens, num_decode)
+            return
         for column, value in zip(self._row_columns, step, strict=True):
             column.append(value)
 
@@ -68,6 +85,11 @@ class StepLog:
                 self.pools.move(row + full.offset, full.num_steps, full.pages, kv_columns)
 
     def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
+        if self.blocks is not None:
+            self._starts.extend(starts)
+            self._durations.extend(durations)
+            self.blocks.add(first_step, len(starts), 0, 0, num_decode)
+            return
         count, columns = len(starts), self.columns
         step_numbers = columns["step"]
         assert isinstance(step_numbers, array)
@@ -81,7 +103,7 @@ class StepLog:
             columns[name].extend(array("q", (value,)) * count)
 
     def __len__(self) -> int:
-        return len(self.columns["step"])
+        return len(self._starts)
 
     def frame(self) -> pd.DataFrame:
         """The table. Every column is all ints or all floats, so numpy makes the same dtypes pandas would
@@ -89,6 +111,8 @@ class StepLog:
         if not len(self):
             return pd.DataFrame({name: [] for name in STEP_COLUMNS + POOL_COLUMNS})
         table = {name: _as_numpy(column) for name, column in self.columns.items()}
+        if self.blocks is not None:
+            table.update(zip(("step",) + INT_COLUMNS, self.blocks.columns(), strict=True))
         table.update(zip(POOL_COLUMNS, self.pools.columns(len(self)), strict=True))
         return pd.DataFrame(table)
 

@@ -22,12 +22,12 @@ from collections import deque
 from sim.align import ceil_div
 from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
-from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
+from sim.cache.results import NO_FIRST_CHUNK, Refusal
 from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_fast import SGLangFastPath
-from sim.sched.sglang_policy import WaitingOrder
+from sim.sched.sglang_policy import scheduler_order
 
 
 class SGLangScheduler(SGLangFastPath):
@@ -41,9 +41,7 @@ class SGLangScheduler(SGLangFastPath):
     ):
         self.manager, self.rules = manager, manager.rules
         self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
-        self.order = WaitingOrder(schedule_policy, self._match, self._known_len, self._max_new_tokens)
         self.clock = TokenClock()  # processed_tokens_counter, for hrrn
-        self.order.waited = lambda state: self.clock.waited(state.request_id)
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None
@@ -59,6 +57,7 @@ class SGLangScheduler(SGLangFastPath):
         self._batch_run_at: int | None = None  # the fast path's batch run starts here (None: plain steps)
         self._finishing_steps = 0  # ... and, taking this many steps, ends requests at its last (0: none)
         self._max_new: dict[str, int] = {}  # max_new_tokens as clipped at arrival (0 possible)
+        self.order = scheduler_order(schedule_policy, manager, self._known, self._max_new, self.clock)
 
     def add(self, state: RequestState) -> None:
         page = self.manager.page_size
@@ -235,15 +234,3 @@ class SGLangScheduler(SGLangFastPath):
         its row across chunks)."""
         rows_free = self.max_running - len(self.manager.requests) + held
         return min(self.max_running - len(self.running), rows_free)
-
-    def _known_len(self, state: RequestState) -> int:
-        """The tokens a waiting request prefills: its prompt, and a retracted one's processed outputs."""
-        return self._known.get(state.request_id, state.prompt_len)
-
-    def _max_new_tokens(self, state: RequestState) -> int:
-        """``sampling_params.max_new_tokens`` as ``init_req_max_new_tokens`` left it (0: no room)."""
-        return self._max_new[state.request_id]
-
-    def _match(self, tokens, known: int) -> MatchResult:
-        """``match_kv_cache`` on a waiting request's tokens (all of them: no prompt-less-one limit)."""
-        return self.rules.match(self.manager.tree, tokens, known + 1)

@@ -140,3 +140,10 @@ def test_marconi_tuner_groups_counts_the_alphas_groups_on_a_small_pool():
     runs = next(line for line in out.splitlines() if line.startswith("request runs"))
     per_alpha, grouped = (int(word) for word in runs.replace(",", " ").split() if word.isdigit())
     assert 0 < grouped <= per_alpha
+
+
+def test_page_chunk_paths_times_the_three_paths_and_the_yardstick():
+    out = run_script("page_chunk_paths.py", "--trace", str(HEAD), "--limit", "12", "--repeat", "1")
+    times, ratios = out.strip().splitlines()[-2:]
+    assert times.startswith("replay, chunk run ") and "sglang-retain replay " in times
+    assert ratios.startswith("timed / replay ") and "timed / sglang-retain replay " in ratios

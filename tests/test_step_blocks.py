@@ -16,6 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from same_runs import assert_same_run
+from step_feeds import fed_log
 
 from sim.run import step_log
 from sim.run.simulate import SimConfig, simulate
@@ -27,7 +28,6 @@ from tests.fast_slow_helpers import growing_burst
 # the counts go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
 
-POOLS = (7,) * 9
 COUNT = st.integers(0, 1 << 40)
 ROW = st.tuples(st.integers(0, (1 << 62) - 400), st.floats(0, 1e6), st.floats(0, 1.0), COUNT, COUNT, COUNT)
 RUN = st.tuples(st.integers(0, (1 << 62) - 400), st.integers(0, 300), st.integers(1, 64))
@@ -38,15 +38,7 @@ def _fed(feeds: list, in_blocks: bool) -> StepLog:
     with mock.patch.object(step_log, "INT_COLUMNS_AS_BLOCKS", in_blocks):
         log = StepLog()
     assert (log.blocks is not None) == in_blocks
-    log.append((0, 0.0, 0.25, 1, 100, 0), POOLS)  # a run follows a full step's row, which reads the pools
-    for kind, args in feeds:
-        if kind == "row":
-            log.append(args, POOLS)
-        else:
-            first, count, num_decode = args
-            starts = [first * 1e-6 + offset * 0.5 for offset in range(count)]
-            log.extend_decode_only(first, starts, [0.5] * count, num_decode)
-    return log
+    return fed_log(log, feeds)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

@@ -17,6 +17,7 @@ from unittest import mock
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from step_feeds import fed_log
 
 from sim.cache import byte_budget, topology
 from sim.cache.components import FULL, MAMBA, SWA
@@ -30,7 +31,6 @@ from tests.fast_slow_helpers import growing_burst
 # the counts go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
 
-POOLS = (7,) * 9
 ROW = st.tuples(st.integers(0, 1 << 40), st.floats(0, 1e6), st.floats(0, 1.0), st.integers(0, 9))
 RUN = st.tuples(st.integers(0, (1 << 62) - 400), st.integers(0, 300), st.integers(1, 64))
 FEEDS = st.lists(st.one_of(ROW.map(lambda row: ("row", row)), RUN.map(lambda run: ("run", run))), max_size=12)
@@ -44,19 +44,14 @@ def _row_by_row_log() -> StepLog:
 
 
 def _fed(feeds: list, in_bulk: bool) -> StepLog:
-    # a run follows a full step's row, which reads the pools
     with mock.patch.object(step_log, "STEP_NUMBERS_IN_BULK", in_bulk):
-        log = _row_by_row_log()
-        log.append((0, 0.0, 0.25, 1, 100, 0), POOLS)
-        for kind, args in feeds:
-            if kind == "row":
-                step, start, duration, num_decode = args
-                log.append((step, start, duration, 0, 0, num_decode), POOLS)
-            else:
-                first, count, num_decode = args
-                starts = [first * 1e-6 + offset * 0.5 for offset in range(count)]
-                log.extend_decode_only(first, starts, [0.5] * count, num_decode)
-    return log
+        return fed_log(_row_by_row_log(), feeds, _full_row)
+
+
+def _full_row(args: tuple) -> tuple:
+    """A drawn row (step, start, duration, num_decode) as a decode-only step's six values."""
+    step, start, duration, num_decode = args
+    return (step, start, duration, 0, 0, num_decode)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)

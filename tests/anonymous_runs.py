@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sim.run.simulate as simulate_module
 from sim.cache.components import Component
-from sim.cache.pools import Pool
+from sim.cache.pools import ANONYMOUS_ID, Pool
 from sim.cache.tree import RadixTree
 from sim.run.simulate import simulate
 
-POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
+POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
 
 
 def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
@@ -27,8 +27,15 @@ def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tup
             kv_ids.extend((pool.anonymous, page) for page in ids)
         return ids
 
+    def logged_count_out(pool, count):  # an anonymous pool's allocation without its list (the lockstep take)
+        POOL_COUNT_OUT(pool, count)
+        log.append((pool.name, count, count))
+        if pool.component is not Component.MAMBA:
+            kv_ids.extend((pool.anonymous, ANONYMOUS_ID) for _ in range(count))
+
     monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(Pool, "count_out", logged_count_out)
     monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))
     return log, kv_ids, run(trace, config)
 

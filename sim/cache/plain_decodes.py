@@ -18,8 +18,14 @@ from operator import itemgetter
 
 from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
+from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
 from sim.cache.step_plans import StepPlans
+
+# True: a lockstep take on anonymous pools (Marconi's, page 1) gives each request its run of ids at once and
+# answers the run as one (pages a step, steps); False: ``take_batch_decodes`` (the reference: the pools' list
+# of every id, sliced per request, and a pair per step). tests/test_lockstep_run.py holds both equal.
+LOCKSTEP_RUN_AT_ONCE = True
 
 
 class PlainDecodes(StepPlans):
@@ -138,6 +144,25 @@ class PlainDecodes(StepPlans):
             )
             self.take_plain_decodes(req, num_steps)
         return [(offset, num_reqs) for offset in range(num_steps)]
+
+    def take_lockstep_run(self, reqs: list[RequestCache], num_steps: int) -> int | None:
+        """``take_batch_decodes`` of a lockstep run on anonymous pools: the pools count the ids out as one
+        ``alloc`` (FULL, then SWA) would, each request gets ``num_steps`` anonymous ids (what its slice of
+        that list held), and the answer is the pages each step starts; None (nothing taken) elsewhere."""
+        full_pool, swa_pool = self.pools[FULL], self.pools[SWA] if self.has_swa else None
+        if not full_pool.anonymous or (swa_pool is not None and not swa_pool.anonymous):
+            return None
+        if not self._in_lockstep(reqs):
+            return None
+        num_reqs = len(reqs)
+        full_pool.count_out(num_steps * num_reqs)
+        if swa_pool is not None:
+            swa_pool.count_out(num_steps * num_reqs)
+        swa_id = ANONYMOUS_ID if swa_pool is not None else None
+        for req in reqs:
+            req.add_own_pages([ANONYMOUS_ID] * num_steps, [swa_id] * num_steps)
+            self.take_plain_decodes(req, num_steps)
+        return num_reqs
 
     def _page_starts(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]] | None:
         """(step offset, index in ``reqs``) of every page the next ``num_steps`` decode steps start, in step then

@@ -89,10 +89,19 @@ class Pool:
         return ids
 
     def _alloc_anonymous(self, count: int) -> list[int]:
+        self._count_out(count)
+        return [ANONYMOUS_ID] * count
+
+    def count_out(self, count: int) -> None:
+        """An anonymous pool's ``alloc`` without its list of ids (each would be ``ANONYMOUS_ID``): the lockstep
+        take's (``plain_decodes.take_lockstep_run``), an allocation of its own (tests/anonymous_runs.py logs it)."""
+        assert self.anonymous, f"{self.name} pool: only an anonymous pool counts its ids out"
+        self._count_out(count)
+
+    def _count_out(self, count: int) -> None:
         if count > self.num_free:
             raise PoolExhausted(f"{self.name} pool: asked for {count}, {self.num_free} free of {self.size}")
         self.num_free -= count
-        return [ANONYMOUS_ID] * count
 
     def _take(self, count: int) -> list[int]:
         """The next ``count`` freed ids (no more than there are), newest list first, each from its first."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from sim.cache import plain_decodes
 from sim.cache.components import MAMBA, Component
 from sim.cache.manager import CacheManager
 from sim.cache.pools import PoolUsage
@@ -160,7 +161,23 @@ def take_quiet_stretch(
         return 0, []
     lengths = [req.kv_len for req in reqs] if announced else None
     full_steps: list[FullStep] = []
-    for run in page_step_runs(manager.take_batch_decodes(reqs, stretch, starts), done):
+    for run in _taken_runs(manager, reqs, stretch, starts, done):
         batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)
         full_steps.append(run if batch is None else run._replace(batch=batch))
     return stretch, full_steps
+
+
+def _taken_runs(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    stretch: int,
+    starts: list[tuple[int, int]] | None,
+    done: int,
+) -> list[FullStep]:
+    """The stretch taken (``take_batch_decodes``) and its page-starting steps as runs (``page_step_runs``); a
+    lockstep stretch on anonymous pools at once, as the one run its pairs make (``LOCKSTEP_RUN_AT_ONCE``)."""
+    if starts is None and plain_decodes.LOCKSTEP_RUN_AT_ONCE:
+        pages = manager.take_lockstep_run(reqs, stretch)
+        if pages is not None:
+            return [FullStep(done, pages, None, None, stretch)]
+    return page_step_runs(manager.take_batch_decodes(reqs, stretch, starts), done)

@@ -14,16 +14,14 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from same_runs import assert_same_run
+from same_runs import same_run_counting
 
 from sim.cache import plain_decodes
 from sim.cache.plain_decodes import PlainDecodes
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.sched import batch as batch_module
 from sim.trace import Trace
 from tests.fast_slow_helpers import burst_requests, growing_burst
-
-_TAKE_RUN = PlainDecodes.take_lockstep_run
 
 # the counts go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
@@ -48,19 +46,10 @@ def runs_at_once(trace: Trace, config: SimConfig, starts_once: bool = True) -> i
     if not starts_once:
         with mock.patch.object(batch_module, "PAGE_STARTS_ONCE", False):
             return runs_at_once(trace, config)
-    counts = {"at_once": 0}
-
-    def take_run(manager, reqs, num_steps):
-        pages = _TAKE_RUN(manager, reqs, num_steps)
-        counts["at_once"] += pages is not None
-        return pages
-
-    with mock.patch.object(PlainDecodes, "take_lockstep_run", autospec=True, side_effect=take_run):
-        fast = simulate(trace, config)
-    with mock.patch.object(plain_decodes, "LOCKSTEP_RUN_AT_ONCE", False):
-        reference = simulate(trace, config)
-    assert_same_run(fast, reference)
-    return counts["at_once"]
+    taken = lambda _, pages: pages is not None  # noqa: E731
+    return same_run_counting(
+        trace, config, PlainDecodes, "take_lockstep_run", taken, plain_decodes, "LOCKSTEP_RUN_AT_ONCE"
+    )
 
 
 @st.composite

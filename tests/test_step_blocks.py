@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from same_runs import assert_same_run
+from same_runs import same_run_counting
 from step_feeds import fed_log
 
 from sim.run import step_log
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.run.step_blocks import StepBlocks
 from sim.run.step_log import INT_COLUMNS, StepLog
 from sim.trace import Trace
@@ -68,19 +68,8 @@ def test_an_empty_log_makes_the_empty_table():
 def _runs_in_blocks(trace: Trace, config: SimConfig) -> int:
     """The run with the blocks, asserted equal to the run row by row; returns how many blocks of two rows or
     more the first wrote."""
-    counts = {"runs": 0}
-    add = StepBlocks.add
-
-    def counting(blocks, first_step, count, *shared):
-        counts["runs"] += count >= 2
-        return add(blocks, first_step, count, *shared)
-
-    with mock.patch.object(StepBlocks, "add", autospec=True, side_effect=counting):
-        in_blocks = simulate(trace, config)
-    with mock.patch.object(step_log, "INT_COLUMNS_AS_BLOCKS", False):
-        reference = simulate(trace, config)
-    assert_same_run(in_blocks, reference)
-    return counts["runs"]
+    more_than_a_row = lambda args, _: args[2] >= 2  # noqa: E731  (args: the blocks, first step, count, ...)
+    return same_run_counting(trace, config, StepBlocks, "add", more_than_a_row, step_log, "INT_COLUMNS_AS_BLOCKS")
 
 
 @pytest.mark.parametrize("page", [1, 16])

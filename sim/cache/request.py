@@ -68,14 +68,10 @@ class RequestCache:
     def drop_own_swa_below(self, frontier: int) -> list[int]:
         """Forget the request's own SWA pages below ``frontier`` (positions the tree owns are not its own) and
         move its frontier there; returns the pages to free."""
-        lo, hi = self._own_swa_span(frontier)
-        freed: list[int] = []
-        if lo < hi:
-            own_swa = self.own_swa
-            held = own_swa[lo:hi]
-            # own_swa's None entries form a prefix (check_integrity): one is in held only if held[0] is
-            freed = [page for page in held if page is not None] if held[0] is None else cast(list, held)
-            own_swa[lo:hi] = [None] * (hi - lo)
+        live, hi = self._live_own_swa_span(frontier)
+        own_swa = self.own_swa
+        freed = cast(list, own_swa[live:hi])
+        own_swa[live:hi] = [None] * (hi - live)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return freed
 
@@ -86,24 +82,25 @@ class RequestCache:
             freed = self.drop_own_swa_below(frontier)
             pool.free(freed)
             return len(freed)
-        live, hi = self._own_swa_span(frontier)
-        own_swa = self.own_swa
-        while live < hi and own_swa[live] is None:  # own_swa's None entries form a prefix
-            live += 1
+        live, hi = self._live_own_swa_span(frontier)
         if live < hi:
-            own_swa[live:hi] = [None] * (hi - live)
+            self.own_swa[live:hi] = [None] * (hi - live)
             pool.free_count(hi - live)
         self.swa_frontier = max(self.swa_frontier, frontier)
-        return max(hi - live, 0)
+        return hi - live
 
-    def _own_swa_span(self, frontier: int) -> tuple[int, int]:
-        """The own indices of the pages of positions ``max(swa_frontier, prefix_len)``, then a page on, ...
-        below ``frontier`` (consecutive); empty where there are none."""
+    def _live_own_swa_span(self, frontier: int) -> tuple[int, int]:
+        """``[live, hi)``: the own indices of the pages of positions ``max(swa_frontier, prefix_len)``, then a
+        page on, ... below ``frontier`` (consecutive) that are still held: own_swa's None entries (freed) form a
+        prefix (check_integrity), skipped here. Empty (``live == hi``) where there are none."""
         start = max(self.swa_frontier, self.prefix_len)
         if start >= frontier:
             return 0, 0
-        first = self.own_page_index(start)
-        return max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(self.own_swa))
+        first, own_swa = self.own_page_index(start), self.own_swa
+        live, hi = max(first, 0), min(first + len(range(start, frontier, self.page_size)), len(own_swa))
+        while live < hi and own_swa[live] is None:
+            live += 1
+        return live, max(live, hi)
 
     def drop_all(self) -> dict[Component, list[int]]:
         """Forget every page and state the request holds itself; returns them, per pool, to free."""

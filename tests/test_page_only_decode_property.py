@@ -40,7 +40,13 @@ def _config(policy: str, page: int, pool_tokens: int, bounds: bool) -> SimConfig
 
 
 def _pool_state(pool) -> tuple:
-    return pool.num_free, pool.high_water, pool._num_returned, tuple(map(tuple, pool._lists)), tuple(pool._firsts)
+    return (
+        pool.num_free,
+        pool.high_water,
+        pool._num_returned,
+        tuple(map(tuple, pool._lists)),
+        tuple(pool._firsts),
+    )
 
 
 def _snapshot(manager, req, plan) -> tuple:
@@ -61,9 +67,9 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
     log: list[tuple] = []
     counts = {"fast": 0}
 
-    def logged(manager, req, iteration, page_alone, wanted):
-        plan = _DECODE_PLAN(manager, req, iteration, page_alone, wanted)
-        counts["fast"] += page_alone
+    def logged(manager, req, iteration, pages_alone, wanted):
+        plan = _DECODE_PLAN(manager, req, iteration, pages_alone, wanted)
+        counts["fast"] += bool(pages_alone)
         log.append(_snapshot(manager, req, plan if wanted else None))
         return plan
 

@@ -169,8 +169,9 @@ def _event_step(
     batch = Batch(iteration) if announced else None
     page_only = PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES
     for req, event in zip(reqs, eventful, strict=True):
-        if event or req.pages_needed(req.kv_len + 1):
-            plan = _decode_plan(manager, req, iteration, page_only and not event, batch is not None)
+        num_pages = 0 if event else req.pages_needed(req.kv_len + 1)
+        if event or num_pages:
+            plan = _decode_plan(manager, req, iteration, num_pages if page_only else 0, batch is not None)
             if plan is None:
                 continue
         elif batch is None:
@@ -187,16 +188,16 @@ def _event_step(
 
 
 def _decode_plan(
-    manager: CacheManager, req: RequestCache, iteration: int, page_alone: bool, wanted: bool
+    manager: CacheManager, req: RequestCache, iteration: int, pages_alone: int, wanted: bool
 ) -> ChunkPlan | None:
     """The plan of an event step's request that takes a checkpoint, fires its SWA free or starts a page: the
-    rules' ``prepare_decode``, or, for a step that only starts a page (``page_alone``), its allocation alone
-    (``prepare_page_decode``: the step's room is checked, so the rest does nothing). None where only the plan
-    is left and nobody reads it (not ``wanted``)."""
-    if not page_alone:
+    rules' ``prepare_decode``, or, for a step that only starts pages (``pages_alone`` of them), their
+    allocation alone (``prepare_page_decode``: the step's room is checked, so the rest does nothing). None
+    where only the plan is left and nobody reads it (not ``wanted``)."""
+    if not pages_alone:
         plan = manager.prepare_decode(req.request_id, iteration)
         if isinstance(plan, Refusal):
             raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
         return plan
-    manager.prepare_page_decode(req)
+    manager.prepare_page_decode(req, pages_alone)
     return ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state) if wanted else None

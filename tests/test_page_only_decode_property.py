@@ -103,7 +103,7 @@ def bursts(draw):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(bursts())
 @example((Trace(growing_burst(6)), _config("marconi-sglang", 1, 0, False)))
-@example((Trace(growing_burst(6)), _config("sglang", 2, 3000, True)))
+@example((Trace(growing_burst(6)), _config("sglang", 1, 0, True)))
 @example((Trace(growing_burst(6)), _config("radix", 16, 12000, False)))
 def test_pages_alone_move_what_prepare_decode_moves(case):
     pages_alone(*case)

@@ -35,6 +35,19 @@ class StepPlans(ManagerViews):
             planned = ((planned[0][0] - 1, planned[0][1]),)  # the tree still records the checkpoint
         return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
 
+    def prepare_page_decode(self, req: RequestCache, num_pages: int) -> None:
+        """``prepare_decode`` of a step that only starts a page (no checkpoint, no out-of-window SWA free: the
+        rules' ``plain_decode_steps`` is positive) where every KV pool keeps a page and the rules' slack past
+        it (a batch run's event step: ``event_step_fits``). There ``decode_refusal`` finds free tokens,
+        ``free_out_of_window`` no target, ``evict_ahead(0)`` its slack free and ``reserve`` nothing short (the
+        SGLang loop's rules, ``SGLangRules`` and ``MarconiRules``: docs/results/presets-speed.md, Round 18),
+        so what is left is the page's allocation. ``num_pages``: ``req.pages_needed(req.kv_len + 1)``."""
+        req.add_own_pages(
+            self.pools[FULL].alloc(num_pages),
+            self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages,
+        )
+        req.planned = ()
+
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
         for position, state_id in req.planned:
             if req.checkpoint is not None:  # superseded before it reached the tree

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
+from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
@@ -30,6 +31,11 @@ from sim.sched.batch import (
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
+
+# an event step's requests that only start a page get the page alone (off: through ``prepare_decode``, the
+# reference), under the rules whose refusal, reservation and eviction ahead are proved to do nothing there
+PAGE_ONLY_AT_ONCE = True
+PAGE_ONLY_RULES = (SGLangRules, MarconiRules)
 
 
 class RunningBatch(Protocol):
@@ -161,11 +167,13 @@ def _event_step(
         if event:
             manager.free_out_of_window(req.request_id, iteration)
     batch = Batch(iteration) if announced else None
+    page_only = PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES
     for req, event in zip(reqs, eventful, strict=True):
-        if event or req.pages_needed(req.kv_len + 1):
-            plan = manager.prepare_decode(req.request_id, iteration)
-            if isinstance(plan, Refusal):
-                raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        num_pages = 0 if event else req.pages_needed(req.kv_len + 1)
+        if event or num_pages:
+            plan = _decode_plan(manager, req, iteration, num_pages if page_only else 0, batch is not None)
+            if plan is None:
+                continue
         elif batch is None:
             continue
         else:
@@ -177,3 +185,19 @@ def _event_step(
     for req in reqs:
         manager.complete_decode(req.request_id)
     return batch
+
+
+def _decode_plan(
+    manager: CacheManager, req: RequestCache, iteration: int, pages_alone: int, wanted: bool
+) -> ChunkPlan | None:
+    """The plan of an event step's request that takes a checkpoint, fires its SWA free or starts a page: the
+    rules' ``prepare_decode``, or, for a step that only starts pages (``pages_alone`` of them), their
+    allocation alone (``prepare_page_decode``: the step's room is checked, so the rest does nothing). None
+    where only the plan is left and nobody reads it (not ``wanted``)."""
+    if not pages_alone:
+        plan = manager.prepare_decode(req.request_id, iteration)
+        if isinstance(plan, Refusal):
+            raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
+        return plan
+    manager.prepare_page_decode(req, pages_alone)
+    return ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state) if wanted else None

@@ -107,7 +107,7 @@ class BoundaryRun:
     def release_window(self, top: int, processed: int) -> None:
         """Each SWA group's block ``top`` leaves the window: freed alone where the one below it is gone (every
         group's at once), else group by group by the general rule (a run of them)."""
-        tables, blocks = self.req.tables, []
+        tables, blocks = self.req.tables, list[int]()
         for group in self.swa_groups:
             table = tables[group]
             block = table[top] if 0 <= top < len(table) else None
@@ -134,15 +134,16 @@ class BoundaryRun:
     def release_states(self, below: int, processed: int) -> None:
         """Each Mamba group's state ``below`` the running one goes, where every one below it has (every
         group's at once), else group by group."""
-        req, blocks, groups = self.req, [], []
+        req, blocks, groups = self.req, list[int](), list[int]()
         for group in self.mamba_groups:
             if req.retired[group] != below or below >= len(req.tables[group]):
                 self.release_states_one_by_one(below, processed)
                 return
         for group in self.mamba_groups:
             table = req.tables[group]
-            if table[below] is not None:
-                blocks.append(table[below])
+            block = table[below]
+            if block is not None:
+                blocks.append(block)
                 groups.append(group)
                 table[below] = None
             req.retired[group] = below + 1

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.cache.blocks import steps
-from sim.cache.blocks.boundary_run import BoundaryRun
+from sim.cache.blocks.boundary_run import BoundaryRun, RunHashing
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
@@ -58,7 +58,10 @@ class BoundaryDecodes(BlockViews):
         start = req.kv_len
         end, last = start + 1, start + num_steps  # the ends of the next step and of the last one
         if self.boundary_runs:  # the run's residues and mask worked out once (``boundary_run``)
-            end = BoundaryRun(self, req, lag, last).take(end, last)
+            hashing = RunHashing(
+                self.keys, self.knobs.retention_interval, self._mamba_keys_this_step, self._on_skip
+            )
+            end = BoundaryRun(self.layout, self.pool, hashing, req, lag, last).take(end, last)
         else:
             end = self._boundary_steps(req, end, last, lag)
         taken = end - 1 - start  # the steps before ``end``'s

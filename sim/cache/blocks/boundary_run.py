@@ -15,16 +15,17 @@ pool cannot serve ends the run untouched, and the caller takes it step by step, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from sim.cache.blocks import steps
+from sim.cache.blocks.keys import BlockKeys
+from sim.cache.blocks.layout import Layout
+from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
 from sim.cache.events import BlocksSkipped, emit
 from sim.models import FULL, MAMBA, SWA
-
-if TYPE_CHECKING:
-    from sim.cache.blocks.boundary import BoundaryDecodes
 
 
 def residue_work(B: int, lag: int, window: int, has_swa: bool, has_mamba: bool) -> list[tuple[int, int]]:
@@ -42,28 +43,40 @@ def residue_work(B: int, lag: int, window: int, has_swa: bool, has_mamba: bool) 
     return sorted(work.items())
 
 
+class RunHashing:
+    """What a run's one-block hashes need of the manager: its keys, the retention interval, the Mamba keys
+    hashed this step and the handlers told of skipped blocks."""
+
+    def __init__(
+        self, keys: BlockKeys, retention: int | None, mamba_keys: set, on_skip: list[Callable[[Any], None]]
+    ):
+        self.keys, self.retention, self.mamba_keys, self.on_skip = keys, retention, mamba_keys, on_skip
+
+
+def run_mask(layout: Layout, req: BlockRequest, retention: int | None, first: int, stop: int) -> dict:
+    """Each kind's blocks in ``[first, stop)`` that its mask hashes: a range where it is dense, else a set of
+    the few it keeps (``reachable_indices``, held to the scalar rule ``_hash_block`` asks)."""
+    boundaries, B, mask = (req.replay_boundary, req.junction), layout.block_size, {}
+    for kind in layout.kinds:
+        indices = reachable_indices(kind, first, stop, retention, B, layout.swa_need, boundaries, B)
+        mask[kind] = indices if isinstance(indices, range) else set(indices)
+    return mask
+
+
 class BoundaryRun:
     """One request's run of steady decode steps: what every step reads, taken once."""
 
-    def __init__(self, manager: BoundaryDecodes, req: BlockRequest, lag: int, last: int):
-        layout = manager.layout
-        self.manager, self.req, self.lag, self.pool = manager, req, lag, manager.pool
-        self.B, self.window = layout.block_size, manager.window
-        self.swa_groups = layout.groups_of(SWA) if manager.has_swa else []
-        self.mamba_groups = layout.groups_of(MAMBA) if manager.has_mamba else []
+    def __init__(
+        self, layout: Layout, pool: BlockPool, hashing: RunHashing, req: BlockRequest, lag: int, last: int
+    ):
+        self.layout, self.pool, self.hashing, self.req, self.lag = layout, pool, hashing, req, lag
+        self.B, self.window = layout.block_size, layout.window
+        self.swa_groups, self.mamba_groups = layout.groups_of(SWA), layout.groups_of(MAMBA)
         self.stride = layout.key_stride[FULL]
         first = req.num_cached[0] if req.num_cached else 0
         stop = max(first, (last - lag + 1) // self.B)  # the blocks the run can hash: [first, stop)
-        boundaries, retention = (req.replay_boundary, req.junction), manager.knobs.retention_interval
-        self.reached: dict[str, range | set[int]] = {}
-        for kind in layout.kinds:  # a range where the mask is dense, else the few indices it keeps
-            indices = reachable_indices(
-                kind, first, stop, retention, self.B, layout.swa_need, boundaries, self.B
-            )
-            self.reached[kind] = indices if isinstance(indices, range) else set(indices)
-        self.group_reach = [
-            (group, kind, self.reached[kind]) for group, kind in enumerate(layout.group_kinds)
-        ]
+        mask = run_mask(layout, req, hashing.retention, first, stop)
+        self.group_reach = [(group, kind, mask[kind]) for group, kind in enumerate(layout.group_kinds)]
 
     def take(self, end: int, last: int) -> int:
         """The busy steps from ``end`` to ``last``, in order; the end of the first one not taken (``last + 1``
@@ -126,7 +139,7 @@ class BoundaryRun:
             table = tables[group]
             block = table[top] if 0 <= top < len(table) else None
             if block is None or (top and table[top - 1] is not None):
-                steps.release_window(self.manager.layout, pool, table, group, processed)
+                steps.release_window(self.layout, pool, table, group, processed)
             else:
                 pool.free_one(block, group)
                 table[top] = None
@@ -155,7 +168,7 @@ class BoundaryRun:
         for group in self.mamba_groups:
             table = req.tables[group]
             if req.retired[group] != below or below >= len(table):
-                steps.release_states(self.manager.layout, pool, req, group, processed)
+                steps.release_states(self.layout, pool, req, group, processed)
                 continue
             block = table[below]
             if block is not None:
@@ -166,10 +179,10 @@ class BoundaryRun:
     def hash_block(self, index: int) -> None:
         """``_hash_block`` with the run's mask: block ``index`` of every group hashed where its kind's mask
         reaches it, told skipped (one telling for the groups) where it does not."""
-        manager, req, pool = self.manager, self.req, self.pool
+        hashing, req, pool = self.hashing, self.req, self.pool
         chain = req.chain
-        if len(chain.keys) != index or not manager.keys.append_in_run(req.tokens, chain):
-            manager.keys.chain(req.tokens, index + 1, chain)
+        if len(chain.keys) != index or not hashing.keys.append_in_run(req.tokens, chain):
+            hashing.keys.chain(req.tokens, index + 1, chain)
         key, tables, told = chain.keys[(index + 1) * self.stride - 1], req.tables, []
         for group, kind, reached in self.group_reach:
             block = tables[group][index]
@@ -178,9 +191,9 @@ class BoundaryRun:
             if index in reached:
                 pool.cache(block, (key, group))
                 if kind == MAMBA:
-                    manager._mamba_keys_this_step.add((key, group))
+                    hashing.mamba_keys.add((key, group))
             elif kind != FULL:
                 told.append(group)
         req.num_cached[:] = [index + 1] * len(req.num_cached)
-        if told and manager._on_skip:
-            emit(manager._on_skip, BlocksSkipped(tuple(told), [key]))
+        if told and hashing.on_skip:
+            emit(hashing.on_skip, BlocksSkipped(tuple(told), [key]))

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.cache.blocks import steps
-from sim.cache.blocks.boundary_run import BoundaryRun, RunHashing
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.request import BlockRequest
@@ -45,7 +44,6 @@ class BoundaryDecodes(BlockViews):
     _on_skip: list[Callable[[Any], None]]
     steady_steps: bool  # prepare_decode's steady path (a test turns it off: ``_step`` is the reference)
     one_block_hash: bool  # _cache's one-block path (the same test turns it off: ``cache_blocks``)
-    boundary_runs: bool  # take_boundary_run's run (a test turns it off: ``_boundary_step`` is the reference)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
@@ -55,15 +53,21 @@ class BoundaryDecodes(BlockViews):
             return 0
         if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
             return 0
-        start = req.kv_len
+        B, start = layout.block_size, req.kv_len
+        busy = [1, (lag - 1) % B]
+        if self.has_swa:
+            busy.append((lag + self.window - 1) % B)
+        if self.has_mamba:
+            busy.append((lag + 1) % B)
         end, last = start + 1, start + num_steps  # the ends of the next step and of the last one
-        if self.boundary_runs:  # the run's residues and mask worked out once (``boundary_run``)
-            hashing = RunHashing(
-                self.keys, self.knobs.retention_interval, self._mamba_keys_this_step, self._on_skip
-            )
-            end = BoundaryRun(self.layout, self.pool, hashing, req, lag, last).take(end, last)
-        else:
-            end = self._boundary_steps(req, end, last, lag)
+        while True:
+            end += min((residue - end) % B for residue in busy)  # the next step that does anything
+            if end > last:
+                end = last + 1
+                break
+            if not self._boundary_step(req, end, lag):
+                break
+            end += 1
         taken = end - 1 - start  # the steps before ``end``'s
         if taken:
             last_at = iteration + taken - 1
@@ -71,23 +75,6 @@ class BoundaryDecodes(BlockViews):
             req.kv_len += taken
             req.decode_steps += taken
         return taken
-
-    def _boundary_steps(self, req: BlockRequest, end: int, last: int, lag: int) -> int:
-        """The busy steps from ``end`` to ``last`` one at a time (the run's reference); the end of the first one
-        not taken (``last + 1`` where all were)."""
-        B = self.layout.block_size
-        busy = [1, (lag - 1) % B]
-        if self.has_swa:
-            busy.append((lag + self.window - 1) % B)
-        if self.has_mamba:
-            busy.append((lag + 1) % B)
-        while True:
-            end += min((residue - end) % B for residue in busy)  # the next step that does anything
-            if end > last:
-                return last + 1
-            if not self._boundary_step(req, end, lag):
-                return end
-            end += 1
 
     def steady_step(self, req: BlockRequest, iteration: int) -> ChunkPlan | None:
         """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):

@@ -72,13 +72,3 @@ class BlockKeys:
             index = last
         chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
         return chain
-
-    def append_in_run(self, tokens: TokenSeq, chain: KeyChain) -> bool:
-        """``chain(tokens, len(chain.keys) + 1, chain)`` where the next block ends inside the run the chain
-        stands in (a decode's block, every B tokens: no digest, no walk): its key appended; False (nothing
-        touched) where it does not, or the tokens stop short of it."""
-        end, at = (len(chain.keys) + 1) * self.block_size, chain.at
-        if at is None or end > chain.run_start + tokens.runs[chain.run][2] or end > len(tokens):
-            return False
-        chain.keys.append(block_key(at, end - chain.run_start))
-        return True

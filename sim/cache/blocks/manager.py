@@ -66,7 +66,6 @@ class BlockCacheManager(PlainBlockDecodes):
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
-        self.boundary_runs = True  # take_boundary_run's one run (a test turns it off: step by step)
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None

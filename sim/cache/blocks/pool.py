@@ -186,29 +186,6 @@ class BlockPool(CacheMap):
                 emit(self._discarded, BlocksDiscarded(group, [block]))
         self.held[kind] -= 1
 
-    def free_each(self, blocks: list[int], groups: list[int]) -> None:
-        """``free_one`` of each block in its group, in order (a decode step frees one block per SWA group, or
-        per Mamba group, all of one kind): where none is hashed and no one hears of discards, onto the head in
-        one ``extend``; where all are and each is counted 1, to the tail in one ``extend``."""
-        kinds = [self.group_kinds[group] for group in groups]
-        if not self.key_of.keys().isdisjoint(blocks):
-            if not all(map(self.key_of.__contains__, blocks)) or not self.ref_cnt.keys().isdisjoint(blocks):
-                for block, group in zip(blocks, groups, strict=True):
-                    self.free_one(block, group)
-                return
-            self.ref_cnt.update(dict.fromkeys(blocks, 0))
-            self._tail.extend(blocks)
-            for kind in kinds:
-                self.cached_free[kind] += 1
-        elif self._discarded:
-            for block, group in zip(blocks, groups, strict=True):
-                self.free_one(block, group)
-            return
-        else:
-            self._head.extend(blocks)
-        for kind in kinds:
-            self.held[kind] -= 1
-
     def _drop_reference(self, block: int) -> int:
         """A held hashed block's count, one less (written unless it is 1), returned."""
         count = self.ref_cnt.get(block, 1) - 1

@@ -64,12 +64,14 @@ class TreeMissTracker:
     resolved: Resolved
     events: EventBus
     misses: dict[str, MatchMiss] = field(default_factory=dict)
-    tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
-    state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
+    # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
+    # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
+    tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
+    state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
     # path's keys, hashed when first asked (per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
-    _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
+    _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
     # the leaf being deleted: its tombstone and state drop follow; no later match (live nodes only) asks
@@ -102,14 +104,14 @@ class TreeMissTracker:
         cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
         for node in nodes:
             if node.swa_pages is not None and node is not self._deleted:
-                self.tomb_cause[node.id] = SWA_EVICTION if evicted else cause
+                self.tomb_cause[node] = SWA_EVICTION if evicted else cause
             evicted = False
 
     def _on_drop_state(self, event: StateDropping) -> None:
         node: Node = event.node
         if node.state is not None and node is not self._deleted:
-            swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
-            self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
+            swa = node.swa_pages is None and self.tomb_cause.get(node) == SWA_EVICTION
+            self.state_evicted[node] = SWA_EVICTION if swa else MAMBA_EVICTED
 
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
@@ -123,9 +125,9 @@ class TreeMissTracker:
             earlier.append(above)
         else:
             self.evicted_pages[key] = [earlier, above]
-        self._prefix_links.pop(node.id, None)
-        self.tomb_cause.pop(node.id, None)
-        self.state_evicted.pop(node.id, None)
+        self._prefix_links.pop(node, None)
+        self.tomb_cause.pop(node, None)
+        self.state_evicted.pop(node, None)
         self._deleted = node
 
     def _prefix_link(self, node: Node) -> tuple | None:
@@ -134,19 +136,19 @@ class TreeMissTracker:
         root never change (a split keeps its end and what lies above), so a chain once made stays right."""
         links = self._prefix_links
         chain: list[Node] = []
-        while node.parent is not None and node.id not in links:
+        while node.parent is not None and node not in links:
             chain.append(node)
             node = node.parent
-        link: tuple | None = links.get(node.id)  # None: the root, an empty prefix
+        link: tuple | None = links.get(node)  # None: the root, an empty prefix
         for below in reversed(chain):
             link = (below.key, link)
-            links[below.id] = link
+            links[below] = link
         return link
 
     def _on_split(self, event: Split) -> None:
         upper, lower = cast(Node, event.upper), cast(Node, event.lower)
-        if upper.swa_pages is None and lower.id in self.tomb_cause:
-            self.tomb_cause[upper.id] = self.tomb_cause[lower.id]
+        if upper.swa_pages is None and lower in self.tomb_cause:
+            self.tomb_cause[upper] = self.tomb_cause[lower]
 
     def _on_matched(self, event: Matched) -> None:
         self._pending = self.classify(event.tokens, event.cached_len, event.full_depth)
@@ -220,16 +222,16 @@ class TreeMissTracker:
         """The cause of the deepest tombstone at or above ``path[at]``: it cut the window short."""
         while at >= 0 and path[at].swa_pages is not None:
             at -= 1
-        return self.tomb_cause.get(path[at].id, SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
+        return self.tomb_cause.get(path[at], SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
 
     def _stateless(self, path: list[Node], start: int, full_depth: int) -> list[Range]:
         at = len(path) - 1  # the deepest node past ``start`` whose state was evicted, if any (ends rise)
-        while at >= 0 and path[at].end > start and path[at].id not in self.state_evicted:
+        while at >= 0 and path[at].end > start and path[at] not in self.state_evicted:
             at -= 1
         if at < 0 or path[at].end <= start:
             return [(start, full_depth, MAMBA_STATE)]
         last = path[at]
-        ranges = [(start, last.end, self.state_evicted[last.id])]
+        ranges = [(start, last.end, self.state_evicted[last])]
         return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
 
 

@@ -6,9 +6,7 @@ watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Protocol, cast
 
 from sim.cache.components import SWA
@@ -26,11 +24,10 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
+from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
-    BLOCKED_OTHER,
     MAMBA_EVICTED,
-    MAMBA_STATE,
     SWA_EVICTION,
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
@@ -39,6 +36,10 @@ from sim.cache.reasons import (
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
+
+# False: the blocked ranges read along a list of the match's path (``_path``, ``blocked_on_path``): the
+# reference; True: up the parent links from its deepest node, no list made (``misses_links``)
+BLOCKED_BY_LINKS = True
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,18 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        path = self._path(tokens, full_depth)
-        page = self.tree.page_size
-        evicted = self._was_evicted(tokens, full_depth, page)
-        blocked = self._blocked(path, cached, full_depth) if full_depth > cached else ()
+        evicted = self._was_evicted(tokens, full_depth, self.tree.page_size)
+        blocked: tuple[Range, ...] = ()
+        if full_depth > cached and BLOCKED_BY_LINKS:
+            r, last = self.resolved, self._last_on_path(tokens, full_depth)
+            blocked = blocked_by_links(
+                last, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
+            )
+        elif full_depth > cached:
+            path, r = self._path(tokens, full_depth), self.resolved
+            blocked = blocked_on_path(
+                path, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
+            )
         return MatchMiss(blocked, evicted) if blocked or evicted else _NO_MISS
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
@@ -189,50 +198,21 @@ class TreeMissTracker:
         return False
 
     def _path(self, tokens, depth: int) -> list[Node]:
-        """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),
-        found without a walk that could split anything: the walk hints' nodes first (no tokens compared)."""
+        """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there)."""
+        return self._last_on_path(tokens, depth).path_from_root()
+
+    def _last_on_path(self, tokens, depth: int) -> Node:
+        """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that
+        could split anything: from the walk hints' node (no tokens compared), then down the children."""
         tree = self.tree
-        path = tree.hints.climb(tokens, depth, tree.root)
-        node, page = path[-1] if path else tree.root, tree.page_size
+        known = tree.hints.deepest_known(tokens, depth)
+        node, page = known if known is not None else tree.root, tree.page_size
         while node.end < depth:
             child = node.children.get(tokens.first_page(page, node.end))
             if child is None or child.end > depth:
                 break
-            path.append(child)
             node = child
-        return path
-
-    def _blocked(self, path: list[Node], cached: int, full_depth: int) -> tuple[Range, ...]:
-        """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
-        cause); past it, no MAMBA state (or an evicted one) is why."""
-        first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
-        at, has_mamba = len(path) - 1, self.resolved.has_mamba  # the deepest with a state (any: no MAMBA)
-        while has_mamba and at >= first and path[at].state is None:
-            at -= 1
-        ranges, start = [], cached
-        if at >= first:
-            cause = self._swa_cause(path, at) if self.resolved.has_swa else BLOCKED_OTHER
-            ranges.append((cached, path[at].end, cause))
-            start = path[at].end
-        if start < full_depth:
-            ranges += self._stateless(path, start, full_depth)
-        return tuple(ranges)
-
-    def _swa_cause(self, path: list[Node], at: int) -> str:
-        """The cause of the deepest tombstone at or above ``path[at]``: it cut the window short."""
-        while at >= 0 and path[at].swa_pages is not None:
-            at -= 1
-        return self.tomb_cause.get(path[at], SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
-
-    def _stateless(self, path: list[Node], start: int, full_depth: int) -> list[Range]:
-        at = len(path) - 1  # the deepest node past ``start`` whose state was evicted, if any (ends rise)
-        while at >= 0 and path[at].end > start and path[at] not in self.state_evicted:
-            at -= 1
-        if at < 0 or path[at].end <= start:
-            return [(start, full_depth, MAMBA_STATE)]
-        last = path[at]
-        ranges = [(start, last.end, self.state_evicted[last])]
-        return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
+        return node
 
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)

@@ -4,9 +4,9 @@ leaf in turn, without an event object, a handler call and the watcher's attribut
 vLLM+'s chunk run (``marconi_vllm_run.py``) evicts one leaf per 32-token chunk once the pools are full; where
 the watcher is the eviction's only observer and nothing else is told anything between (``defers_to``), the
 run keeps its victims and tells them here before anything else runs (the rules' own calls, the run's end).
-What the watcher records of a victim (its node, edge and parent chain's keys and nodes) does not change once it
-is evicted, nor while the run only evicts leaves and hangs new ones, so the tables come out the same, in the
-same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vllm_run.WATCHER_AS_RUN``).
+What the watcher records of a victim (the node, its edge, its parent chain's keys and nodes) does not change
+once it is evicted, nor while the run only evicts leaves and hangs new ones, so the tables come out the same,
+in the same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vllm_run.WATCHER_AS_RUN``).
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import s1, s3
 
+WATCHER_INIT = misses.TreeMissTracker.__post_init__
+
 
 def run_compared(trace, config, monkeypatch) -> Counter:
     """The run, each match's ranges asked both ways and compared; what the matches reached, counted."""
@@ -46,9 +48,20 @@ def run_compared(trace, config, monkeypatch) -> Counter:
         seen["tombstone_cause"] += has_swa and any(node.swa_pages is None for node in path)
         return linked
 
+    watchers: list = []
+
+    def kept(watcher):
+        WATCHER_INIT(watcher)
+        watchers.append(watcher)
+
     monkeypatch.setattr(misses, "BLOCKED_BY_LINKS", True)
     monkeypatch.setattr(misses, "blocked_by_links", both)
+    monkeypatch.setattr(misses.TreeMissTracker, "__post_init__", kept)
     simulate(trace, config)
+    for watcher in watchers:  # keyed by the nodes themselves: a deleted node's entries go with it
+        for table in (watcher.tomb_cause, watcher.state_evicted, watcher._prefix_links):
+            assert all(node.alive for node in table)
+            seen["entries"] += len(table)
     return seen
 
 

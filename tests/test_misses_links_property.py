@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
+from cache_helpers import seq
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from same_runs import assert_same_run
@@ -25,7 +26,13 @@ from test_marconi_anonymous_ids import marconi_cases
 from test_why import two_turns
 
 import sim.cache.misses as misses
+from sim.cache.components import Component
+from sim.cache.events import EventBus, FinishStarted, emit
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
+from sim.cache.misses_run import tell_evicted
+from sim.cache.pools import Pool
+from sim.cache.reasons import SWA_FINISH_TRIM
+from sim.cache.tree import RadixTree
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import s1, s3
 
@@ -125,3 +132,23 @@ def test_freetokens_ranges_up_the_links_are_the_plain_ones(case, mode, monkeypat
 def test_marconis_ranges_up_the_links_are_the_plain_ones(case, monkeypatch):
     trace, config = case
     assert_both_ways_equal(trace, config, monkeypatch)
+
+
+@pytest.mark.interpreted  # the watcher is made without a model (``resolved`` is read only by ``classify``)
+def test_a_split_tombstone_leaves_its_cause_on_both_halves_and_a_deleted_leaf_none():
+    """The node-keyed ``tomb_cause``: a split's new upper half is another key, and takes the lower's cause."""
+    events = EventBus()
+    pools = Pool("full", 64), Pool("swa", 64, Component.SWA), Pool("mamba", 0, Component.MAMBA)
+    tree = RadixTree(4, *pools, events=events)
+    watcher = misses.TreeMissTracker(tree, None, events)  # type: ignore[arg-type]
+    node = tree.add_leaf(tree.root, seq(("a", 16)), pools[0].alloc(4), pools[1].alloc(4))
+    emit(events.channel(FinishStarted), FinishStarted("r0"))
+    tree.tombstone(node)
+    upper = tree.split(node, 8)
+    assert watcher.tomb_cause == {node: SWA_FINISH_TRIM, upper: SWA_FINISH_TRIM}
+    tree.delete_leaf(node)
+    assert watcher.tomb_cause == {upper: SWA_FINISH_TRIM}
+    other = tree.add_leaf(tree.root, seq(("b", 8)), pools[0].alloc(2), pools[1].alloc(2))
+    tree.tombstone(other)
+    tell_evicted(watcher, [other])  # vLLM+'s chunk run tells its evicted leaves at once (``misses_run``)
+    assert watcher.tomb_cause == {upper: SWA_FINISH_TRIM}

@@ -55,10 +55,10 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
         watchers.append(watcher)
 
     def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
-        causes = {node_id: cause for w in watchers for node_id, cause in w.tomb_cause.items()}
+        causes = {node: cause for w in watchers for node, cause in w.tomb_cause.items()}
         nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        # node ids differ between the two runs (one counter for the process): each node's cause is compared
-        log.append([(n.start, n.end, n.swa_pages, n.full_stamp, causes.get(n.id)) for n in nodes])
+        # the two runs' nodes are different objects: each node's cause is compared, by its place
+        log.append([(n.start, n.end, n.swa_pages, n.full_stamp, causes.get(n)) for n in nodes])
         log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
         DISMANTLE(tree)
 

@@ -39,7 +39,9 @@ class Watched:
 
     def run(self, request_id, tokens, prompt_len, output_len):
         try:
-            run = run_alone(self.manager, request_id, tokens, prompt_len, output_len, self.chunk, self.iteration)
+            run = run_alone(
+                self.manager, request_id, tokens, prompt_len, output_len, self.chunk, self.iteration
+            )
         except ReplayRefused as refused:
             if request_id in self.manager.requests:
                 self.manager.abort(request_id)
@@ -48,9 +50,9 @@ class Watched:
         return run.end_iteration, run.inserted_len
 
     def tables(self):
-        """The watcher's state, node ids as the nodes' positions."""
+        """The watcher's state, its nodes as their positions."""
         watcher = self.watcher
-        where = {node.id: (node.start, node.end) for node in self.manager.tree.nodes()}
+        where = {node: (node.start, node.end) for node in self.manager.tree.nodes()}
 
         def by_place(table):
             return sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
@@ -74,7 +76,9 @@ def _compare(cache, requests, one_loop: bool) -> None:
         own_ref = rid if own == 3 else f"own{family}-{own}"
         tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
         prompt_len = shared_len + own_len
-        assert fused.run(rid, tokens, prompt_len, output_len) == general.run(rid, tokens, prompt_len, output_len)
+        assert fused.run(rid, tokens, prompt_len, output_len) == general.run(
+            rid, tokens, prompt_len, output_len
+        )
         assert snapshot(fused.manager) == snapshot(general.manager), f"after {rid}"
         assert fused.tables() == general.tables(), f"after {rid}"
 

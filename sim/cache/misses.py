@@ -6,9 +6,7 @@ watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Protocol, cast
 
 from sim.cache.components import SWA
@@ -26,11 +24,10 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
+from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
-    BLOCKED_OTHER,
     MAMBA_EVICTED,
-    MAMBA_STATE,
     SWA_EVICTION,
     SWA_FINISH_TRIM,
     SWA_TRIGGER,
@@ -39,6 +36,10 @@ from sim.cache.reasons import (
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
+
+# False: the blocked ranges read along a list of the match's path (``_path``, ``blocked_on_path``): the
+# reference; True: up the parent links from its deepest node, no list made (``misses_links``)
+BLOCKED_BY_LINKS = True
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,14 @@ class TreeMissTracker:
     resolved: Resolved
     events: EventBus
     misses: dict[str, MatchMiss] = field(default_factory=dict)
-    tomb_cause: dict[int, str] = field(default_factory=dict)  # node id -> SWA_EVICTION / SWA_FINISH_TRIM
-    state_evicted: dict[int, str] = field(default_factory=dict)  # node id -> MAMBA_EVICTED / SWA_EVICTION
+    # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
+    # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
+    tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
+    state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
     # path's keys, hashed when first asked (per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
-    _prefix_links: dict[int, tuple] = field(default_factory=dict)  # live node id -> its chain (_prefix_link)
+    _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
     # the leaf being deleted: its tombstone and state drop follow; no later match (live nodes only) asks
@@ -102,14 +105,14 @@ class TreeMissTracker:
         cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
         for node in nodes:
             if node.swa_pages is not None and node is not self._deleted:
-                self.tomb_cause[node.id] = SWA_EVICTION if evicted else cause
+                self.tomb_cause[node] = SWA_EVICTION if evicted else cause
             evicted = False
 
     def _on_drop_state(self, event: StateDropping) -> None:
         node: Node = event.node
         if node.state is not None and node is not self._deleted:
-            swa = node.swa_pages is None and self.tomb_cause.get(node.id) == SWA_EVICTION
-            self.state_evicted[node.id] = SWA_EVICTION if swa else MAMBA_EVICTED
+            swa = node.swa_pages is None and self.tomb_cause.get(node) == SWA_EVICTION
+            self.state_evicted[node] = SWA_EVICTION if swa else MAMBA_EVICTED
 
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
@@ -123,9 +126,9 @@ class TreeMissTracker:
             earlier.append(above)
         else:
             self.evicted_pages[key] = [earlier, above]
-        self._prefix_links.pop(node.id, None)
-        self.tomb_cause.pop(node.id, None)
-        self.state_evicted.pop(node.id, None)
+        self._prefix_links.pop(node, None)
+        self.tomb_cause.pop(node, None)
+        self.state_evicted.pop(node, None)
         self._deleted = node
 
     def _prefix_link(self, node: Node) -> tuple | None:
@@ -134,19 +137,19 @@ class TreeMissTracker:
         root never change (a split keeps its end and what lies above), so a chain once made stays right."""
         links = self._prefix_links
         chain: list[Node] = []
-        while node.parent is not None and node.id not in links:
+        while node.parent is not None and node not in links:
             chain.append(node)
             node = node.parent
-        link: tuple | None = links.get(node.id)  # None: the root, an empty prefix
+        link: tuple | None = links.get(node)  # None: the root, an empty prefix
         for below in reversed(chain):
             link = (below.key, link)
-            links[below.id] = link
+            links[below] = link
         return link
 
     def _on_split(self, event: Split) -> None:
         upper, lower = cast(Node, event.upper), cast(Node, event.lower)
-        if upper.swa_pages is None and lower.id in self.tomb_cause:
-            self.tomb_cause[upper.id] = self.tomb_cause[lower.id]
+        if upper.swa_pages is None and lower in self.tomb_cause:
+            self.tomb_cause[upper] = self.tomb_cause[lower]
 
     def _on_matched(self, event: Matched) -> None:
         self._pending = self.classify(event.tokens, event.cached_len, event.full_depth)
@@ -162,10 +165,18 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        path = self._path(tokens, full_depth)
-        page = self.tree.page_size
-        evicted = self._was_evicted(tokens, full_depth, page)
-        blocked = self._blocked(path, cached, full_depth) if full_depth > cached else ()
+        evicted = self._was_evicted(tokens, full_depth, self.tree.page_size)
+        blocked: tuple[Range, ...] = ()
+        if full_depth > cached and BLOCKED_BY_LINKS:
+            r, last = self.resolved, self._last_on_path(tokens, full_depth)
+            blocked = blocked_by_links(
+                last, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
+            )
+        elif full_depth > cached:
+            path, r = self._path(tokens, full_depth), self.resolved
+            blocked = blocked_on_path(
+                path, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
+            )
         return MatchMiss(blocked, evicted) if blocked or evicted else _NO_MISS
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
@@ -187,50 +198,21 @@ class TreeMissTracker:
         return False
 
     def _path(self, tokens, depth: int) -> list[Node]:
-        """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there),
-        found without a walk that could split anything: the walk hints' nodes first (no tokens compared)."""
+        """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there)."""
+        return self._last_on_path(tokens, depth).path_from_root()
+
+    def _last_on_path(self, tokens, depth: int) -> Node:
+        """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that
+        could split anything: from the walk hints' node (no tokens compared), then down the children."""
         tree = self.tree
-        path = tree.hints.climb(tokens, depth, tree.root)
-        node, page = path[-1] if path else tree.root, tree.page_size
+        known = tree.hints.deepest_known(tokens, depth)
+        node, page = known if known is not None else tree.root, tree.page_size
         while node.end < depth:
             child = node.children.get(tokens.first_page(page, node.end))
             if child is None or child.end > depth:
                 break
-            path.append(child)
             node = child
-        return path
-
-    def _blocked(self, path: list[Node], cached: int, full_depth: int) -> tuple[Range, ...]:
-        """The deepest point past ``cached`` that meets the MAMBA rule failed on SWA (its tombstone's
-        cause); past it, no MAMBA state (or an evicted one) is why."""
-        first = bisect_right(path, cached, key=attrgetter("end"))  # path[first:] ends past ``cached``
-        at, has_mamba = len(path) - 1, self.resolved.has_mamba  # the deepest with a state (any: no MAMBA)
-        while has_mamba and at >= first and path[at].state is None:
-            at -= 1
-        ranges, start = [], cached
-        if at >= first:
-            cause = self._swa_cause(path, at) if self.resolved.has_swa else BLOCKED_OTHER
-            ranges.append((cached, path[at].end, cause))
-            start = path[at].end
-        if start < full_depth:
-            ranges += self._stateless(path, start, full_depth)
-        return tuple(ranges)
-
-    def _swa_cause(self, path: list[Node], at: int) -> str:
-        """The cause of the deepest tombstone at or above ``path[at]``: it cut the window short."""
-        while at >= 0 and path[at].swa_pages is not None:
-            at -= 1
-        return self.tomb_cause.get(path[at].id, SWA_TRIGGER) if at >= 0 else BLOCKED_OTHER
-
-    def _stateless(self, path: list[Node], start: int, full_depth: int) -> list[Range]:
-        at = len(path) - 1  # the deepest node past ``start`` whose state was evicted, if any (ends rise)
-        while at >= 0 and path[at].end > start and path[at].id not in self.state_evicted:
-            at -= 1
-        if at < 0 or path[at].end <= start:
-            return [(start, full_depth, MAMBA_STATE)]
-        last = path[at]
-        ranges = [(start, last.end, self.state_evicted[last.id])]
-        return ranges + ([(last.end, full_depth, MAMBA_STATE)] if last.end < full_depth else [])
+        return node
 
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)

@@ -4,9 +4,9 @@ leaf in turn, without an event object, a handler call and the watcher's attribut
 vLLM+'s chunk run (``marconi_vllm_run.py``) evicts one leaf per 32-token chunk once the pools are full; where
 the watcher is the eviction's only observer and nothing else is told anything between (``defers_to``), the
 run keeps its victims and tells them here before anything else runs (the rules' own calls, the run's end).
-What the watcher records of a victim (its id, edge and parent chain's keys and ids) does not change once it
-is evicted, nor while the run only evicts leaves and hangs new ones, so the tables come out the same, in the
-same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vllm_run.WATCHER_AS_RUN``).
+What the watcher records of a victim (the node, its edge, its parent chain's keys and nodes) does not change
+once it is evicted, nor while the run only evicts leaves and hangs new ones, so the tables come out the same,
+in the same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vllm_run.WATCHER_AS_RUN``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
     for node in nodes:
         parent = node.parent
-        above = links.get(parent.id, _NONE)  # ``_prefix_link``'s answer where the parent's chain is made
+        above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's chain is made
         if above is _NONE:
             above = watcher._prefix_link(parent)
         key = hash(node.edge)
@@ -47,10 +47,10 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             earlier.append(above)
         else:
             pages[key] = [earlier, above]
-        links.pop(node.id, None)
+        links.pop(node, None)
         if tomb_cause:
-            tomb_cause.pop(node.id, None)
+            tomb_cause.pop(node, None)
         if state_evicted:
-            state_evicted.pop(node.id, None)
+            state_evicted.pop(node, None)
     watcher._deleted = nodes[-1]
     nodes.clear()

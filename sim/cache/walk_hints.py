@@ -34,18 +34,26 @@ class WalkHints:
             self._deepest.clear()
         self._deepest[head] = (key, node)
 
-    def climb(self, key: TokenSeq, end: int, below: Node) -> list[Node]:
-        """The path from below ``below`` (a node on ``key``'s path) down to the deepest remembered node on
-        ``key``'s path that ends at or before ``end``, top first; empty when none is known below ``below``."""
+    def deepest_known(self, key: TokenSeq, end: int) -> Node | None:
+        """The deepest remembered node on ``key``'s path that ends at or before ``end`` (the root when only
+        the root is), or None when nothing alive is remembered for ``key``'s head."""
         known = self._deepest.get(key.runs[0][:2]) if key.runs else None
         if known is None or not known[1].alive:
-            return []
+            return None
         shared = end if known[0] is key else min(end, known[0].common_prefix_len(key))
         node = known[1]
         while node.end > shared:
             node = node.parent
-        if node.end <= below.end:  # at or above ``below`` (both on the path): climbing would find the root
-            return []  # (an insert walks on from the leaf it added last, below the node remembered)
+        return node
+
+    def climb(self, key: TokenSeq, end: int, below: Node) -> list[Node]:
+        """The path from below ``below`` (a node on ``key``'s path) down to the deepest remembered node on
+        ``key``'s path that ends at or before ``end``, top first; empty when none is known below ``below``."""
+        node = self.deepest_known(key, end)
+        # at or above ``below`` (both on the path): climbing would find the root (an insert walks on from the
+        # leaf it added last, below the node remembered)
+        if node is None or node.end <= below.end:
+            return []
         # ``path.append`` each time, not a bound ``append`` kept: the compiled core calls a list's append
         # directly, but a bound method only through Python's call protocol
         path: list[Node] = []

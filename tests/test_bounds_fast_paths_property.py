@@ -20,7 +20,7 @@ from sim.bounds import recorder as recorder_module
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import batch as batch_module
-from sim.sched import loop_runs
+from sim.sched import last_output, loop_runs
 from sim.trace.generate import fanout, multiturn
 
 POLICIES = ["sglang-retain", "sglang", "radix", "no-cache", "freetoken", "marconi-sglang"]
@@ -28,11 +28,13 @@ MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling"]
 # the originals, before any run of this test wraps them
 EVENTS, DECODE_STEP = EventRecorder.events, EventRecorder._record_decode_step
 RECORD, DECODE_RUN = EventRecorder.record, EventRecorder._record_decode_run
+LAST_OUTPUT_STEP = last_output.take_last_output_step
 SWITCHES = [
     (batch_module, "LAZY_DECODE_BATCH"),
     (simulate_module, "BOUNDS_READ_RUN_SEQS"),
     (loop_runs, "EVENT_BATCH_FROM_LENGTHS"),
     (recorder_module, "RUN_FROM_LENGTHS"),
+    (last_output, "READ_BATCHES_THROUGH_LAST"),
 ]
 SUBMITTED = simulate_module._submitted_seqs
 
@@ -44,7 +46,12 @@ def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
     for module, switch in SWITCHES:
         monkeypatch.setattr(module, switch, fast)
     logs: list = []
-    counts = {"decode_steps": 0, "seqs": 0, "decode_runs": 0, "event_steps": 0}
+    counts = {"decode_steps": 0, "seqs": 0, "decode_runs": 0, "event_steps": 0, "last_outputs": 0}
+
+    def last_output_step(*args):
+        step = LAST_OUTPUT_STEP(*args)
+        counts["last_outputs"] += step is not None
+        return step
 
     def recorded(recorder, batch, manager, num_steps=1):
         logs.append((batch.iteration, num_steps, [tuple(item.plan) for item in batch.items]))
@@ -71,6 +78,7 @@ def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
     monkeypatch.setattr(EventRecorder, "events", logged)
     monkeypatch.setattr(EventRecorder, "record", recorded)
     monkeypatch.setattr(EventRecorder, "_record_decode_run", run_counted)
+    monkeypatch.setattr(last_output, "take_last_output_step", last_output_step)
     monkeypatch.setattr(EventRecorder, "_record_decode_step", counted)
     monkeypatch.setattr(simulate_module, "_submitted_seqs", seqs)
     result = simulate(trace, config)
@@ -129,14 +137,14 @@ def _config(policy: str, page: int, pool_tokens: int = 4_000, model: str = "tiny
 
 
 # (trace, config, floors: decode steps the recorder read from lengths, sequences handed to the trie, event steps that
-# kept their lengths, runs of page steps read from their lengths)
+# kept their lengths, runs of page steps read from their lengths, last outputs taken in batch runs)
 FIXED_CASES = [
-    (_turns(1, 6, 4), _config("sglang-retain", 16), (130, 24, 0, 0)),
-    (_turns(2, 6, 4), _config("radix", 2), (700, 24, 0, 0)),
-    (_turns(3, 6, 4, 50.0), _config("no-cache", 2, 2_000), (60, 24, 0, 0)),
-    (_turns(3, 6, 4), _config("freetoken", 16, 3_000), (100, 24, 0, 0)),
-    (_turns(4, 8, 4, 50.0), _config("freetoken", 1, 6_000, "inkling"), (0, 32, 6, 24)),
-    (_turns(4, 8, 4, 50.0), _config("no-cache", 16, 6_000, "inkling"), (200, 32, 50, 6)),
+    (_turns(1, 6, 4), _config("sglang-retain", 16), (130, 24, 0, 0, 0)),
+    (_turns(2, 6, 4), _config("radix", 2), (700, 24, 0, 0, 0)),
+    (_turns(3, 6, 4, 50.0), _config("no-cache", 2, 2_000), (60, 24, 0, 0, 1)),
+    (_turns(3, 6, 4), _config("freetoken", 16, 3_000), (100, 24, 0, 0, 0)),
+    (_turns(4, 8, 4, 50.0), _config("freetoken", 1, 6_000, "inkling"), (0, 32, 6, 24, 0)),
+    (_turns(4, 8, 4, 50.0), _config("no-cache", 16, 6_000, "inkling"), (200, 32, 60, 6, 15)),
 ]
 
 
@@ -165,3 +173,4 @@ def test_the_fixed_runs_take_the_fast_paths(trace, config, floors, monkeypatch):
     assert counts["seqs"] >= floors[1]
     assert counts["event_steps"] >= floors[2]
     assert counts["decode_runs"] >= floors[3]
+    assert counts["last_outputs"] >= floors[4]

@@ -22,7 +22,7 @@ per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). W
 from __future__ import annotations
 
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
-from sim.cache.events import EventBus, StepStarted
+from sim.cache.events import EventBus
 from sim.sched.batch import DecodeBatch
 from sim.trace import Trace
 
@@ -118,7 +118,8 @@ class EventRecorder:
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
         self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
         self._log = ProduceRuns(trace, page_size, merge_runs)
-        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager, event.num_steps))
+        # of a batch run's steps it reads only their batches' lengths (``record``): a batch reader
+        events.subscribe_batch_reader(lambda event: self.record(event.batch, event.manager, event.num_steps))
 
     def record(self, batch, manager, num_steps: int = 1) -> None:
         """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""

@@ -108,8 +108,12 @@ def take_last_output_step(
     reqs = [manager.requests[run.request_id] for run in runs]
     if not event_step_fits(manager, reqs):
         return None
+    # read (by batch readers only: ``last_output.py``) after the finishes below, so from its lengths
+    lengths = [req.kv_len for req in reqs] if manager.events.channel(StepStarted) else None
     manager.begin_pass()
-    batch = _planned_decodes(manager, reqs, iteration, settles=True)
+    batch: Batch = _planned_decodes(manager, reqs, iteration, settles=True)
+    if lengths is not None:
+        batch = DecodeBatch(iteration, reqs, lengths, 0, [item.plan for item in batch.items])
     ended: list[RequestState] = []
     for run in runs:
         manager.complete_decode(run.request_id)

@@ -127,6 +127,7 @@ class SegmentTrie:
                 self._label_seq[child], self._label_at[child], runs, run, inside, span * page
             )
             stop = min(span, common // page, cuts[next_cut] - position)
+            assert stop > 0, "a child keyed by the sequence's next page holds at least that page"
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop

@@ -16,25 +16,51 @@ from hypothesis import strategies as st
 from same_runs import assert_same_run
 
 import sim.run.simulate as simulate_module
+from sim.bounds import recorder as recorder_module
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import batch as batch_module
+from sim.sched import last_output, loop_runs
 from sim.trace.generate import fanout, multiturn
 
 POLICIES = ["sglang-retain", "sglang", "radix", "no-cache", "freetoken", "marconi-sglang"]
 MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling"]
 # the originals, before any run of this test wraps them
 EVENTS, DECODE_STEP = EventRecorder.events, EventRecorder._record_decode_step
+RECORD, DECODE_RUN = EventRecorder.record, EventRecorder._record_decode_run
+LAST_OUTPUT_STEP = last_output.take_last_output_step
+SWITCHES = [
+    (batch_module, "LAZY_DECODE_BATCH"),
+    (simulate_module, "BOUNDS_READ_RUN_SEQS"),
+    (loop_runs, "EVENT_BATCH_FROM_LENGTHS"),
+    (recorder_module, "RUN_FROM_LENGTHS"),
+    (last_output, "READ_BATCHES_THROUGH_LAST"),
+]
 SUBMITTED = simulate_module._submitted_seqs
 
 
 def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
-    """The run with both switches ``fast`` (else both off): its event log, tables, summary, and how many
-    decode steps the recorder read from lengths and how many sequences the trie was handed."""
-    monkeypatch.setattr(batch_module, "LAZY_DECODE_BATCH", fast)
-    monkeypatch.setattr(simulate_module, "BOUNDS_READ_RUN_SEQS", fast)
+    """The run with every switch ``fast`` (else all off): its event log and the batches the recorder was handed
+    (each item read), tables, summary, and how many decode steps and runs the recorder read from lengths, how
+    many event steps kept their lengths and how many sequences the trie was handed."""
+    for module, switch in SWITCHES:
+        monkeypatch.setattr(module, switch, fast)
     logs: list = []
-    counts = {"decode_steps": 0, "seqs": 0}
+    counts = {"decode_steps": 0, "seqs": 0, "decode_runs": 0, "event_steps": 0, "last_outputs": 0}
+
+    def last_output_step(*args):
+        step = LAST_OUTPUT_STEP(*args)
+        counts["last_outputs"] += step is not None
+        return step
+
+    def recorded(recorder, batch, manager, num_steps=1):
+        logs.append((batch.iteration, num_steps, [tuple(item.plan) for item in batch.items]))
+        counts["event_steps"] += getattr(batch, "plans", None) is not None
+        RECORD(recorder, batch, manager, num_steps)
+
+    def run_counted(recorder, batch, num_steps):
+        counts["decode_runs"] += 1
+        DECODE_RUN(recorder, batch, num_steps)
 
     def logged(recorder, served):
         logs.append(EVENTS(recorder, served))
@@ -50,6 +76,9 @@ def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:
         return found
 
     monkeypatch.setattr(EventRecorder, "events", logged)
+    monkeypatch.setattr(EventRecorder, "record", recorded)
+    monkeypatch.setattr(EventRecorder, "_record_decode_run", run_counted)
+    monkeypatch.setattr(last_output, "take_last_output_step", last_output_step)
     monkeypatch.setattr(EventRecorder, "_record_decode_step", counted)
     monkeypatch.setattr(simulate_module, "_submitted_seqs", seqs)
     result = simulate(trace, config)
@@ -61,7 +90,7 @@ def assert_equal_runs(trace, config: SimConfig, monkeypatch) -> dict:
     slow_log, slow, slow_counts = run_recorded(trace, config, False, monkeypatch)
     assert fast_log == slow_log
     assert_same_run(fast, slow)
-    assert slow_counts == {"decode_steps": 0, "seqs": 0}  # the reference takes neither
+    assert not any(slow_counts.values())  # the reference takes none
     return counts
 
 
@@ -94,11 +123,11 @@ def timed_cases(draw):
     return trace, config
 
 
-def _config(policy: str, page: int, pool_tokens: int = 4_000) -> SimConfig:
-    knobs = dict(page_size=page, chunked_prefill_size=page * 4)
+def _config(policy: str, page: int, pool_tokens: int = 4_000, model: str = "tiny-swa") -> SimConfig:
+    knobs = dict(page_size=page, chunked_prefill_size=page * 4 if page > 1 else 64)
     return SimConfig(
         policy=policy,
-        model="tiny-swa",
+        model=model,
         knobs=knobs,
         pool_tokens=pool_tokens,
         mamba_states=20,
@@ -107,12 +136,15 @@ def _config(policy: str, page: int, pool_tokens: int = 4_000) -> SimConfig:
     )
 
 
-# (trace, config, floors: decode steps the recorder read from lengths, sequences handed to the trie)
+# (trace, config, floors: decode steps the recorder read from lengths, sequences handed to the trie, event steps that
+# kept their lengths, runs of page steps read from their lengths, last outputs taken in batch runs)
 FIXED_CASES = [
-    (_turns(1, 6, 4), _config("sglang-retain", 16), (130, 24)),
-    (_turns(2, 6, 4), _config("radix", 2), (700, 24)),
-    (_turns(3, 6, 4, 50.0), _config("no-cache", 2, 2_000), (60, 24)),
-    (_turns(3, 6, 4), _config("freetoken", 16, 3_000), (100, 24)),
+    (_turns(1, 6, 4), _config("sglang-retain", 16), (130, 24, 0, 0, 0)),
+    (_turns(2, 6, 4), _config("radix", 2), (700, 24, 0, 0, 0)),
+    (_turns(3, 6, 4, 50.0), _config("no-cache", 2, 2_000), (60, 24, 0, 0, 1)),
+    (_turns(3, 6, 4), _config("freetoken", 16, 3_000), (100, 24, 0, 0, 0)),
+    (_turns(4, 8, 4, 50.0), _config("freetoken", 1, 6_000, "inkling"), (0, 32, 6, 24, 0)),
+    (_turns(4, 8, 4, 50.0), _config("no-cache", 16, 6_000, "inkling"), (200, 32, 60, 6, 15)),
 ]
 
 
@@ -123,6 +155,8 @@ FIXED_CASES = [
 @example(case=FIXED_CASES[1][:2])
 @example(case=FIXED_CASES[2][:2])
 @example(case=FIXED_CASES[3][:2])
+@example(case=FIXED_CASES[4][:2])
+@example(case=FIXED_CASES[5][:2])
 def test_the_bounds_fast_paths_equal_the_reference(case, monkeypatch):
     trace, config = case
     try:
@@ -137,3 +171,6 @@ def test_the_fixed_runs_take_the_fast_paths(trace, config, floors, monkeypatch):
     counts = assert_equal_runs(trace, config, monkeypatch)
     assert counts["decode_steps"] >= floors[0]
     assert counts["seqs"] >= floors[1]
+    assert counts["event_steps"] >= floors[2]
+    assert counts["decode_runs"] >= floors[3]
+    assert counts["last_outputs"] >= floors[4]

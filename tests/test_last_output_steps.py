@@ -2,16 +2,20 @@
 request its last token, taken at the end of a batch run as the loop's full step takes it, leaves every table as step
 by step (the full loop with the fast path off). Generated bursts on ``no-cache`` and ``marconi-vllm`` at pages
 1/2/16/64, on the presets' pools and on pools tight enough that chunks stall and requests are retracted, bounds on
-(where the bounds listen to the steps, so no run goes through a last output) and off; the runs with bounds off count
-the last outputs their runs took, so the property is not met by never taking one."""
+(the bounds' recorder listens to the steps as a batch reader, so runs go through last outputs too; with
+``READ_BATCHES_THROUGH_LAST`` off, none does) and off; the runs count the last outputs they took, so the property is
+not met by never taking one."""
 
 from __future__ import annotations
+
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.run.simulate import SimConfig
+from sim.sched import last_output
 from sim.sched.last_output import LastOutputSteps
 from sim.trace import Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests, growing_burst
@@ -69,12 +73,15 @@ def test_runs_through_last_outputs_equal_step_by_step_quick(case):
 @pytest.mark.parametrize("page", [1, 2, 16, 64])
 @pytest.mark.parametrize("policy", ["no-cache", "marconi-vllm"])
 def test_a_growing_burst_ends_its_requests_in_runs(policy, page):
-    """Requests of different lengths decoding together: most end in a batch run's last step, bounds off; none
-    does with the bounds listening, and the tables stay equal both ways."""
+    """Requests of different lengths decoding together: most end in a batch run's last step, bounds off and on (the
+    recorder a batch reader); none does with the bounds listening where ``READ_BATCHES_THROUGH_LAST`` is off, and
+    the tables stay equal every way."""
     trace = Trace(growing_burst(6))
     knobs = dict(page_size=page, track_interval=page if policy == "marconi-vllm" else 64 * max(1, page // 16))
     assert last_outputs_taken(trace, policy, knobs, 0, bounds=False) >= 3
-    assert last_outputs_taken(trace, policy, knobs, 0, bounds=True) == 0
+    assert last_outputs_taken(trace, policy, knobs, 0, bounds=True) >= 3
+    with mock.patch.object(last_output, "READ_BATCHES_THROUGH_LAST", False):
+        assert last_outputs_taken(trace, policy, knobs, 0, bounds=True) == 0
 
 
 def test_tight_pools_with_retractions():

@@ -5,10 +5,12 @@ chunks, requests interleaved, re-admissions)."""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sim.bounds import segment_trie
 from sim.bounds.belady import belady_hits
 from sim.bounds.events import Lookup, Produce, replay_events
 from sim.bounds.page_paths import PagePaths
@@ -72,3 +74,40 @@ def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
     # r0 computes 10 pages and looks up 9; r1 shares them, looks up 11 and computes 12: nodes end at 9, 10, 11, 12
     assert [trie.depth[node] for node in trie.pages(events[-1])] == [9, 10, 11, 12]
     assert trie.num_nodes == 5  # the root and four chains, where the page trie has 12 pages
+
+
+def tries_alike(trace: Trace, page: int, events: list) -> None:
+    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place) builds the reference's trie: the
+    same nodes, parents and depths, and every event covering the same nodes."""
+    built = []
+    for in_place in (True, False):
+        with mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place):
+            built.append(SegmentTrie(trace, page, events))
+    fast, reference = built
+    assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
+    assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), trace=small_traces(max_requests=8), page=st.sampled_from([1, 2, 4, 8]))
+def test_labels_in_place_build_the_reference_trie(data, trace, page):
+    tries_alike(trace, page, data.draw(event_logs(trace, page)))
+
+
+def test_labels_in_place_where_pages_and_labels_span_runs():
+    """Pages that span two segments (a key made from the sequence's slice), requests that part inside a page
+    and inside a later segment of a label, a follow-up quoting an output: the same trie at pages 1, 4, 5."""
+    head = [Segment(ref="a", len=6), Segment(ref="b", len=7)]
+    trace = Trace(
+        [
+            Request(id="r0", arrival=0.0, prompt=head + [Segment(ref="c", len=9)], output_len=6),
+            Request(id="r1", arrival=0.1, prompt=head + [Segment(ref="c", len=4), Segment(ref="d", len=5)], output_len=3),
+            Request(id="r2", arrival=0.2, prompt=[Segment(ref="a", len=6), Segment(ref="e", len=9)], output_len=2),
+            Request(id="r3", prompt=head + [Segment(ref="c", len=9), Segment(output_of="r0")], output_len=4, after="r0"),
+        ]
+    )  # fmt: skip
+    order = replay_order(trace)
+    for page in (1, 4, 5):
+        events = replay_events(trace, order, set(order), set(order), page)
+        events += [Produce("r1", 1, 3), Lookup("r2", 2, False), Produce("r3", 2, 5)]
+        tries_alike(trace, page, events)

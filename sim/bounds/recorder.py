@@ -22,11 +22,15 @@ per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). W
 from __future__ import annotations
 
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
-from sim.cache.events import EventBus, StepStarted
+from sim.cache.events import EventBus
 from sim.sched.batch import DecodeBatch
 from sim.trace import Trace
 
 NEVER = 2**62  # past any page
+# True: a batch run's page steps taken at once (``num_steps`` > 1: FreeToken's runs at page 1) are read from their
+# lengths, as a single page step is (``_record_decode_run``); False: through their items (the reference;
+# tests/test_bounds_fast_paths_property.py holds both equal)
+RUN_FROM_LENGTHS = True
 
 
 def quoted_outputs(trace: Trace, request_id: str) -> set[str]:
@@ -114,12 +118,16 @@ class EventRecorder:
         self._seen: dict[str, object] = {}  # request id -> the RequestCache of its current admission
         self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
         self._log = ProduceRuns(trace, page_size, merge_runs)
-        events.subscribe(StepStarted, lambda event: self.record(event.batch, event.manager, event.num_steps))
+        # of a batch run's steps it reads only their batches' lengths (``record``): a batch reader
+        events.subscribe_batch_reader(lambda event: self.record(event.batch, event.manager, event.num_steps))
 
     def record(self, batch, manager, num_steps: int = 1) -> None:
         """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""
-        if num_steps == 1 and type(batch) is DecodeBatch:
-            self._record_decode_step(batch)
+        if type(batch) is DecodeBatch and (num_steps == 1 or RUN_FROM_LENGTHS):
+            if num_steps == 1:
+                self._record_decode_step(batch)
+            else:
+                self._record_decode_run(batch, num_steps)
             return
         items = batch.items
         self._record_lookups(items, manager.requests)
@@ -153,6 +161,27 @@ class EventRecorder:
             run = runs.get(request_id)
             if run is None or not run[1] <= first < run[2]:
                 produce(request_id, first, first + 1)
+
+    def _record_decode_run(self, batch: DecodeBatch, num_steps: int) -> None:
+        """``num_steps`` one-token steps of a batch run from ``batch``'s lengths (``RUN_FROM_LENGTHS``): what
+        ``record`` logs of its items. Nothing is looked up (as in ``_record_decode_step``); step 0's pages, then
+        ``_record_later_steps``' moves on each token's position (a request whose run is open extends it at once,
+        the others step by step)."""
+        page, produce, offset = self._page, self._produce, batch.offset
+        lengths = zip(batch.request_ids, batch.lengths, strict=True)
+        tokens = [(request_id, length + offset) for request_id, length in lengths]
+        for request_id, at in tokens:
+            produce(request_id, at // page, -(-(at + 1) // page))
+        open_runs = self._log.open_requests()
+        one_by_one = [(request_id, at) for request_id, at in tokens if request_id not in open_runs]
+        for request_id, at in tokens if len(one_by_one) < len(tokens) else ():
+            first, last = at // page, self._last_page[request_id]
+            if request_id in open_runs and first < last:
+                end = -(-(at + num_steps) // page)
+                self._log.produce(request_id, first, end if end < last else last)
+        for shift in range(1, num_steps) if one_by_one else ():
+            for request_id, at in one_by_one:
+                produce(request_id, (at + shift) // page, -(-(at + shift + 1) // page))
 
     def _record_later_steps(self, items, num_steps: int) -> None:
         """Steps 1 .. ``num_steps`` - 1 of one-token decodes, as step after step would log them. A request whose

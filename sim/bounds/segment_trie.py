@@ -20,6 +20,11 @@ from sim.bounds.events import Lookup
 from sim.tokens import TokenSeq
 from sim.trace import Trace
 
+# True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
+# place (``_insert_in_place``); False: each key and label searched for and cut out (the reference;
+# tests/test_segment_trie.py holds both equal)
+LABELS_IN_PLACE = True
+
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
     """Request id -> (the deepest page any of its events reaches, every page boundary its events have)."""
@@ -82,7 +87,10 @@ class SegmentTrie:
 
     def _insert(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
         """Descend along ``seq`` to page ``deepest``, splitting where it parts from the tree or a cut falls;
-        the node that ends at ``deepest``."""
+        the node that ends at ``deepest``. ``LABELS_IN_PLACE``: ``seq``'s runs walked by a cursor as it descends,
+        each child's key made and label compared from there (``_insert_in_place``)."""
+        if LABELS_IN_PLACE:
+            return self._insert_in_place(seq, deepest, cuts)
         page = self.page_size
         node = position = 0
         next_cut = 0  # index into cuts of the first cut past position
@@ -101,11 +109,48 @@ class SegmentTrie:
             node, position = child, position + stop
         return node
 
+    def _insert_in_place(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
+        """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
+        child's label compared where it lies in its own sequence (no slice), up to the label's end."""
+        page, runs = self.page_size, seq.runs
+        node = position = next_cut = run = inside = (
+            0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
+        )
+        while position < deepest:
+            while cuts[next_cut] <= position:
+                next_cut += 1
+            child = self._children[node].get(_page_key(seq, run, inside, page, position * page))
+            if child is None:
+                return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
+            span = self.depth[child] - position
+            common = _common_tokens(
+                self._label_seq[child], self._label_at[child], runs, run, inside, span * page
+            )
+            stop = min(span, common // page, cuts[next_cut] - position)
+            assert stop > 0, "a child keyed by the sequence's next page holds at least that page"
+            if stop < span:
+                child = self._split(child, stop)
+            node, position = child, position + stop
+            run, inside = _moved_on(runs, run, inside + stop * page)
+        return node
+
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
         """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
         for end in ends:
             child = self._new_node(node, end, seq, position * self.page_size)
             self._children[node][self._first_page(seq, position)] = child
+            node, position = child, end
+        return node
+
+    def _add_chain_in_place(
+        self, node: int, seq: TokenSeq, position: int, ends: list[int], run: int, inside: int
+    ) -> int:
+        """``_add_chain`` with ``seq``'s cursor at ``position`` (``_insert_in_place``'s) carried along."""
+        page = self.page_size
+        for end in ends:
+            child = self._new_node(node, end, seq, position * page)
+            self._children[node][_page_key(seq, run, inside, page, position * page)] = child
+            run, inside = _moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
         return node
 
@@ -136,3 +181,39 @@ class SegmentTrie:
             node = parent[node]
         path.reverse()
         return path
+
+
+def _page_key(seq: TokenSeq, run: int, inside: int, page: int, at: int) -> tuple:
+    """``seq.first_page(page, at)``, token ``at`` being ``seq.runs[run]``'s ``inside``-th (``at < len(seq)``)."""
+    source, offset, count = seq.runs[run]
+    if count - inside >= page:  # the usual case: the page lies within one run
+        return ((source, offset + inside, page),)
+    return seq.first_page(page, at)
+
+
+def _moved_on(runs: tuple, run: int, inside: int) -> tuple[int, int]:
+    """The run holding the token ``inside`` tokens into ``runs[run]``, and its offset there."""
+    while run < len(runs) and inside >= runs[run][2]:
+        inside -= runs[run][2]
+        run += 1
+    return run, inside
+
+
+def _common_tokens(label: TokenSeq, label_at: int, runs: tuple, run: int, inside: int, limit: int) -> int:
+    """How many tokens of ``label`` from ``label_at`` on equal those of ``runs`` from ``runs[run]``'s ``inside``-th
+    on, counted until they differ or ``limit`` is reached (then at least ``limit``)."""
+    label_runs, starts = label.runs, label._run_starts()
+    index = bisect.bisect_right(starts, label_at) - 1
+    label_inside, matched = label_at - starts[index], 0
+    while matched < limit and index < len(label_runs) and run < len(runs):
+        source, offset, count = label_runs[index]
+        other_source, other_offset, other_count = runs[run]
+        if source != other_source or offset + label_inside != other_offset + inside:
+            break
+        step = min(count - label_inside, other_count - inside)
+        matched, label_inside, inside = matched + step, label_inside + step, inside + step
+        if label_inside == count:
+            index, label_inside = index + 1, 0
+        if inside == other_count:
+            run, inside = run + 1, 0
+    return matched

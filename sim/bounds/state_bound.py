@@ -26,6 +26,10 @@ from sim.bounds.events import Lookup
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.segment_trie import SegmentTrie
 
+# True: the dual evaluated with fewer numpy calls to the same floats (``LeanDual``); False: ``DualBound``, the
+# reference (tests/test_state_bound_lean.py holds both equal)
+LEAN_DUAL = True
+
 
 class Options:
     """Per counted lookup, its Pareto options: (owner, weight, first covered lookup, last covered lookup)."""
@@ -113,11 +117,61 @@ class DualBound:
             taken[groups] = winners[at]
         return float(self.capacity * y.sum() + np.clip(best, 0, None).sum()), taken
 
+    def objective(self, y: np.ndarray) -> float:
+        """The dual objective at ``y`` alone."""
+        return self.value(y)[0]
+
     def subgradient(self, taken: np.ndarray) -> np.ndarray:
         chosen = taken[taken >= 0]
         size = self.o.num_points + 1
         diff = np.bincount(self.o.first[chosen], minlength=size) - np.bincount(
             self.o.last[chosen] + 1, minlength=size
+        )
+        return self.capacity - np.cumsum(diff)[:-1]
+
+
+class LeanDual(DualBound):
+    """``DualBound``'s evaluations in fewer numpy calls, the same floats and choices: the prefix sums written into
+    one array (the same ``cumsum``), each option's group best indexed once, a group's first winner found where
+    the winners' owners change (they are sorted, as the owners are: what ``np.unique``'s first index is), the
+    objective alone without the winners (the golden-section search reads only it), the intervals' ends kept,
+    ``np.maximum`` for ``np.clip`` (what ``clip`` with no upper limit calls)."""
+
+    def __init__(self, options: Options, capacity: int):
+        super().__init__(options, capacity)
+        self._prefix = np.zeros(options.num_points + 1)
+        self._end = options.last + 1
+
+    def _slack(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each option's weight less its interval's sum of ``y``, and each group's best of them."""
+        prefix = self._prefix
+        np.cumsum(y, out=prefix[1:])
+        slack = self.o.weight - (prefix[self._end] - prefix[self.o.first])
+        return slack, np.maximum.reduceat(slack, self.starts)
+
+    def objective(self, y: np.ndarray) -> float:
+        best = self._slack(y)[1]
+        return float(self.capacity * y.sum() + np.maximum(best, 0).sum())
+
+    def value(self, y: np.ndarray) -> tuple[float, np.ndarray]:
+        slack, best = self._slack(y)
+        owner = self.o.owner
+        group_best = best[owner]
+        winners = np.flatnonzero((slack == group_best) & (group_best > 0))
+        taken = np.full(len(best), -1, dtype=np.int64)
+        if len(winners):
+            groups = owner[winners]
+            firsts = np.empty(len(groups), dtype=bool)
+            firsts[0] = True
+            np.not_equal(groups[1:], groups[:-1], out=firsts[1:])
+            taken[groups[firsts]] = winners[firsts]
+        return float(self.capacity * y.sum() + np.maximum(best, 0).sum()), taken
+
+    def subgradient(self, taken: np.ndarray) -> np.ndarray:
+        chosen = taken[taken >= 0]
+        size = self.o.num_points + 1
+        diff = np.bincount(self.o.first[chosen], minlength=size) - np.bincount(
+            self._end[chosen], minlength=size
         )
         return self.capacity - np.cumsum(diff)[:-1]
 
@@ -129,7 +183,7 @@ def state_bound(options: Options, capacity: int, iterations: int = 400) -> int:
     ideal = options.ideal
     if capacity <= 0:
         return 0
-    dual = DualBound(options, capacity)
+    dual = LeanDual(options, capacity) if LEAN_DUAL else DualBound(options, capacity)
     y, best = _best_constant(dual, options)
     value, taken = dual.value(y)
     best = min(best, value, ideal)
@@ -159,9 +213,9 @@ def _best_constant(dual: DualBound, options: Options) -> tuple[np.ndarray, float
     low, ratio = 0.0, (math.sqrt(5) - 1) / 2
     for _ in range(60):
         a, b = high - ratio * (high - low), low + ratio * (high - low)
-        if dual.value(a * ones)[0] <= dual.value(b * ones)[0]:
+        if dual.objective(a * ones) <= dual.objective(b * ones):
             high = b
         else:
             low = a
     lam = (low + high) / 2
-    return lam * ones, dual.value(lam * ones)[0]
+    return lam * ones, dual.objective(lam * ones)

@@ -20,6 +20,7 @@ E = TypeVar("E")
 class EventBus:
     def __init__(self) -> None:
         self._channels: dict[type, list[Callable[[Any], None]]] = {}
+        self._batch_readers: list[Callable[[Any], None]] = []  # ``subscribe_batch_reader``'s
 
     def channel(self, kind: type) -> list[Callable[[Any], None]]:
         """The handlers of ``kind``: the same list object for the bus's life, filled as observers subscribe."""
@@ -27,6 +28,18 @@ class EventBus:
 
     def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
         self.channel(kind).append(handler)
+
+    def subscribe_batch_reader(self, handler: Callable[[Any], None]) -> None:
+        """``handler`` on ``StepStarted``, reading of a batch run's steps only their batches (as the bounds' recorder
+        reads a ``DecodeBatch``: its lengths), not the manager's state nor the order against other events: a
+        loop may then announce a run's steps after finishing the requests the run ended (``last_output.py``)."""
+        self.subscribe(StepStarted, handler)
+        self._batch_readers.append(handler)
+
+    def only_batch_readers(self) -> bool:
+        """Whether every ``StepStarted`` handler is a batch reader (``subscribe_batch_reader``)."""
+        readers = self._batch_readers
+        return all(any(handler is reader for reader in readers) for handler in self.channel(StepStarted))
 
     def publish(self, event: object) -> None:
         for handler in self._channels.get(type(event), ()):

@@ -42,10 +42,19 @@ class Batch:
 class DecodeBatch(Batch):
     """The batch of a decode-only step of a batch run: request ``request_ids[i]`` computes its token at
     ``lengths[i] + offset`` on its state ``states[i]`` (as read when the batch was made). At a page step of a
-    short batch, making every item cost more than the bounds' recorder's whole work on them."""
+    short batch, making every item cost more than the bounds' recorder's whole work on them. ``plans``: an
+    event step's (``loop_runs``), each request's plan where its step was planned in full, None where it was
+    quiet (its plan would be the plain one the lengths make)."""
 
-    def __init__(self, iteration: int, reqs: list[RequestCache], lengths: list[int], offset: int):
-        self.iteration, self.lengths, self.offset = iteration, lengths, offset
+    def __init__(
+        self,
+        iteration: int,
+        reqs: list[RequestCache],
+        lengths: list[int],
+        offset: int,
+        plans: list[ChunkPlan | None] | None = None,
+    ):
+        self.iteration, self.lengths, self.offset, self.plans = iteration, lengths, offset, plans
         self.request_ids = [req.request_id for req in reqs]
         self.states = [req.state for req in reqs]
         self._items: list[BatchItem] | None = None
@@ -58,6 +67,9 @@ class DecodeBatch(Batch):
                 BatchItem(ChunkPlan(request_id, length + offset, length + offset + 1, state), False)
                 for request_id, length, state in zip(self.request_ids, self.lengths, self.states, strict=True)
             ]
+            for index, plan in enumerate(self.plans or ()):
+                if plan is not None:
+                    self._items[index] = BatchItem(plan, False)
         return self._items
 
     @items.setter

@@ -9,15 +9,19 @@ finishing, at once, each request given its last output, the row read after it. `
 these in this order (the stalled chunks' records as the run's other steps make them, after it); the engine
 finishes the ended requests after the run's rows, as after the full step's row.
 
-Where some listener reads step events (the bounds' ``StepStarted``, ``StepEnded``, ``PlainStepsEnded``), the
-run's are sent after its steps, so the finishes would come before earlier steps' events: then the run stops short
-of the step, as before. Switch: ``THROUGH_LAST_OUTPUT``.
+Where some listener reads step events (``StepStarted``, ``StepEnded``, ``PlainStepsEnded``), the run's are sent
+after its steps, so the finishes would come before earlier steps' events: then the run stops short of the step,
+as before, unless every listener is a batch reader (``EventBus.subscribe_batch_reader``: the bounds' recorder, which
+reads a run's steps from their lengths, none of which the finishes move: ``READ_BATCHES_THROUGH_LAST``). Switch:
+``THROUGH_LAST_OUTPUT``.
 """
 
 from __future__ import annotations
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.manager import CacheManager
+from sim.sched import batch as batch_module
+from sim.sched import loop_runs
 from sim.sched.batch import FullStep
 from sim.sched.loop_runs import batch_run_allowed, take_last_output_step, take_loop_run
 from sim.sched.request import RequestState
@@ -25,6 +29,20 @@ from sim.sched.request import RequestState
 # False: a batch run stops a step short of every last output, which the loop takes (the reference;
 # tests/test_last_output_steps.py holds both equal)
 THROUGH_LAST_OUTPUT = True
+# True: so it does where only batch readers listen, its steps' batches read from their lengths (lengths batches need
+# ``LAZY_DECODE_BATCH``, ``EVENT_BATCH_WHEN_READ`` and ``EVENT_BATCH_FROM_LENGTHS`` too); False: it stops short where anyone listens (the
+# reference; tests/test_bounds_fast_paths_property.py holds both equal)
+READ_BATCHES_THROUGH_LAST = True
+
+
+def read_from_lengths() -> bool:
+    """Whether a batch run's steps, the last output's too, are announced as lengths batches (``DecodeBatch``)."""
+    return (
+        READ_BATCHES_THROUGH_LAST
+        and batch_module.LAZY_DECODE_BATCH
+        and loop_runs.EVENT_BATCH_WHEN_READ
+        and loop_runs.EVENT_BATCH_FROM_LENGTHS
+    )
 
 
 class LastOutputSteps:
@@ -44,13 +62,13 @@ class LastOutputSteps:
         return allowed
 
     def through_last(self) -> bool:
-        """The switch on, and nobody listening to step events."""
+        """The switch on, and nobody listening to step events but batch readers (``READ_BATCHES_THROUGH_LAST``)."""
         if self.manager is None or not THROUGH_LAST_OUTPUT:
             return False
         events = self.manager.events
-        return not (
-            events.channel(StepStarted) or events.channel(StepEnded) or events.channel(PlainStepsEnded)
-        )
+        if events.channel(StepEnded) or events.channel(PlainStepsEnded):
+            return False
+        return not events.channel(StepStarted) or (read_from_lengths() and events.only_batch_readers())
 
     def take_run(
         self, runs: list[RequestState], iteration: int, num_steps: int, running: dict[str, RequestState]

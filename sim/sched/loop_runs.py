@@ -18,15 +18,19 @@ from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, FullStep, step_fits_room, take_quiet_stretch
+from sim.sched.batch import Batch, BatchItem, DecodeBatch, FullStep, step_fits_room, take_quiet_stretch
 from sim.sched.request import RequestState
 
 # False: an event step builds its batch though nobody reads it (the reference; tests/test_stretch_starts_once.py
 # holds both equal); True: only where the bounds read it
 EVENT_BATCH_WHEN_READ = True
 # False: such a step plans every request in full (the reference, as above); True: where its batch is not read, a
-# request whose step is quiet only moves its length (``_plans_quietly``)
+# request whose step is quiet only moves its length (``_quiet_or_planned``)
 LEAN_QUIET_REQUESTS = True
+# True: where the bounds read an event step's batch, its quiet requests too only move their lengths, and the batch
+# keeps the lengths and the others' plans (a ``DecodeBatch``: the recorder reads the lengths); False: every
+# request planned in full, the batch of their plans (the reference; tests/test_bounds_fast_paths_property.py)
+EVENT_BATCH_FROM_LENGTHS = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -104,8 +108,12 @@ def take_last_output_step(
     reqs = [manager.requests[run.request_id] for run in runs]
     if not event_step_fits(manager, reqs):
         return None
+    # read (by batch readers only: ``last_output.py``) after the finishes below, so from its lengths
+    lengths = [req.kv_len for req in reqs] if manager.events.channel(StepStarted) else None
     manager.begin_pass()
-    batch = _planned_decodes(manager, reqs, iteration, settles=True)
+    batch: Batch = _planned_decodes(manager, reqs, iteration, settles=True)
+    if lengths is not None:
+        batch = DecodeBatch(iteration, reqs, lengths, 0, [item.plan for item in batch.items])
     ended: list[RequestState] = []
     for run in runs:
         manager.complete_decode(run.request_id)
@@ -129,26 +137,33 @@ def _event_step(
     (``announced``), else None (``EVENT_BATCH_WHEN_READ``; nothing else reads an event step's batch)."""
     if begins_pass:
         manager.begin_pass()
-    if announced or not EVENT_BATCH_WHEN_READ:
+    if (announced and not EVENT_BATCH_FROM_LENGTHS) or not EVENT_BATCH_WHEN_READ:
         batch = _planned_decodes(manager, reqs, iteration, settles)
         for req in reqs:
             manager.complete_decode(req.request_id)
         return batch
-    quiet = [_plans_quietly(manager, req, iteration, settles) for req in reqs]
-    for req, is_quiet in zip(reqs, quiet, strict=True):
-        if is_quiet:
+    # the lengths and states before any request's step: a quiet request's plan is the plain one they make
+    lengths_batch = DecodeBatch(iteration, reqs, [req.kv_len for req in reqs], 0) if announced else None
+    plans = [_quiet_or_planned(manager, req, iteration, settles) for req in reqs]
+    for req, plan in zip(reqs, plans, strict=True):
+        if plan is None:
             manager.take_plain_decodes(req, 1)  # ``complete_decode`` with no checkpoint planned
         else:
             manager.complete_decode(req.request_id)
-    return None
+    if lengths_batch is not None:
+        lengths_batch.plans = plans
+    return lengths_batch
 
 
-def _plans_quietly(manager: CacheManager, req: RequestCache, iteration: int, settles: bool) -> bool:
-    """The request's decode step planned (``_planned_decode``), or found quiet (True; ``LEAN_QUIET_REQUESTS``): at
-    no page boundary, with its slot held, and no SWA free or checkpoint by the rules' closed form
-    (``plain_decode_steps``), no commit pending (the room check asked). There ``prepare_decode`` would plan an
-    empty step: the refusal check (SGLang's asks only at a page boundary), the eviction ahead (the room checked
-    keeps the slack free) and ``settle`` find nothing to do."""
+def _quiet_or_planned(
+    manager: CacheManager, req: RequestCache, iteration: int, settles: bool
+) -> ChunkPlan | None:
+    """The request's decode step planned (``_planned_decode``), or None where it is quiet
+    (``LEAN_QUIET_REQUESTS``): at no page boundary, with its slot held, and no SWA free or checkpoint by the
+    rules' closed form (``plain_decode_steps``), no commit pending (the room check asked). There
+    ``prepare_decode`` would plan an empty step (the plain plan of its length and state): the refusal check
+    (SGLang's asks only at a page boundary), the eviction ahead (the room checked keeps the slack free) and
+    ``settle`` find nothing to do."""
     if (
         LEAN_QUIET_REQUESTS
         and req.kv_len % manager.page_size
@@ -156,9 +171,8 @@ def _plans_quietly(manager: CacheManager, req: RequestCache, iteration: int, set
         and manager.rules.plain_decode_steps(req, iteration + manager.policy.iteration_phase) > 0
     ):
         req.planned = ()
-        return True
-    _planned_decode(manager, req, iteration, settles)
-    return False
+        return None
+    return _planned_decode(manager, req, iteration, settles)
 
 
 def _planned_decodes(manager: CacheManager, reqs: list[RequestCache], iteration: int, settles: bool) -> Batch:

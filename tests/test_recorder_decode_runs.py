@@ -1,0 +1,55 @@
+"""The recorder reads a batch run's page steps taken at once from their lengths (``recorder.RUN_FROM_LENGTHS``) as the
+reference reads their items, also for a request whose output a looked-up request quotes (its pages are then logged
+step by step, never folded): the loops' runs hardly make one (a quoting request follows the one it quotes), so it is
+built here by hand, beside a request whose run is open and one past its last computed page."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from unittest import mock
+
+import pytest
+
+from sim.bounds import recorder as recorder_module
+from sim.bounds.recorder import EventRecorder
+from sim.cache.events import EventBus
+from sim.cache.results import ChunkPlan
+from sim.sched.batch import Batch, BatchItem, DecodeBatch
+from sim.trace import Request, Segment, Trace
+
+TRACE = Trace(
+    [
+        Request(id="r0", arrival=0.0, prompt=[Segment(ref="a", len=8)], output_len=30),
+        Request(id="r1", arrival=0.0, prompt=[Segment(ref="b", len=5)], output_len=30),
+        Request(id="r2", arrival=0.0, prompt=[Segment(ref="c", len=6)], output_len=4),
+        Request(
+            id="r3", arrival=0.5, prompt=[Segment(ref="a", len=8), Segment(output_of="r0")], output_len=2
+        ),
+    ]
+)
+
+
+def recorded_log(page: int, from_lengths: bool, num_steps: int) -> list:
+    """r0, r1, r2 admitted and prefilled, r3 (quoting r0's output) looked up, then a run of ``num_steps`` decode
+    steps of r0, r1, r2 from their prompts' ends (r2 past its last computed page part-way)."""
+    prompts = {"r0": 8, "r1": 5, "r2": 6, "r3": 8}
+    reqs = {rid: SimpleNamespace(request_id=rid, state=None, prompt_len=prompts[rid]) for rid in prompts}
+    manager = SimpleNamespace(requests=reqs)
+    recorder = EventRecorder(EventBus(), TRACE, page)
+    for rid in ("r0", "r1", "r2"):
+        recorder.record(Batch(0, [BatchItem(ChunkPlan(rid, 0, prompts[rid], None), True)]), manager)
+    recorder.record(Batch(1, [BatchItem(ChunkPlan("r3", 0, 4, None), True)]), manager)
+    run = DecodeBatch(2, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], 0)
+    with mock.patch.object(recorder_module, "RUN_FROM_LENGTHS", from_lengths):
+        recorder.record(run, manager, num_steps)
+    return recorder.events({"r0", "r1", "r2", "r3"})
+
+
+@pytest.mark.parametrize("num_steps", [2, 3, 7])
+@pytest.mark.parametrize("page", [1, 2, 4])
+def test_a_run_read_from_lengths_logs_what_its_items_do(page, num_steps):
+    fast = recorded_log(page, True, num_steps)
+    assert fast == recorded_log(page, False, num_steps)
+    # r0's output is quoted: each of its steps in the run is its own event, never folded
+    r0_steps = [e for e in fast if e.request_id == "r0" and getattr(e, "first_page", 0) * page >= 8]
+    assert len(r0_steps) == num_steps

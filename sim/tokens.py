@@ -193,6 +193,33 @@ class TokenSeq:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def match_runs(
+    runs: tuple[Run, ...],
+    index: int,
+    inside: int,
+    other: tuple[Run, ...],
+    at: int,
+    at_inside: int,
+    limit: int = 2**62,
+) -> tuple[int, int, int]:
+    """How many tokens of ``runs`` from ``runs[index]``'s ``inside``-th on equal ``other``'s from ``other[at]``'s
+    ``at_inside``-th on, counted run by run until they differ, either ends or ``limit`` is reached (then at least
+    ``limit``); returns that count and where ``other`` stands after them (its run and the offset in it)."""
+    matched = 0
+    while matched < limit and index < len(runs) and at < len(other):
+        source, offset, count = runs[index]
+        other_source, other_offset, other_count = other[at]
+        if source != other_source or offset + inside != other_offset + at_inside:
+            break
+        step = min(count - inside, other_count - at_inside)
+        matched, inside, at_inside = matched + step, inside + step, at_inside + step
+        if inside == count:
+            index, inside = index + 1, 0
+        if at_inside == other_count:
+            at, at_inside = at + 1, 0
+    return matched, at, at_inside
+
+
 def _source_seed(source: str) -> int:
     return int.from_bytes(hashlib.blake2b(source.encode(), digest_size=8).digest(), "little")
 

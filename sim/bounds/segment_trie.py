@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Mapping
 
 from sim.bounds.events import Lookup
-from sim.tokens import TokenSeq
+from sim.tokens import TokenSeq, match_runs
 from sim.trace import Trace
 
 # True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
@@ -202,18 +202,6 @@ def _moved_on(runs: tuple, run: int, inside: int) -> tuple[int, int]:
 def _common_tokens(label: TokenSeq, label_at: int, runs: tuple, run: int, inside: int, limit: int) -> int:
     """How many tokens of ``label`` from ``label_at`` on equal those of ``runs`` from ``runs[run]``'s ``inside``-th
     on, counted until they differ or ``limit`` is reached (then at least ``limit``)."""
-    label_runs, starts = label.runs, label._run_starts()
+    starts = label._run_starts()
     index = bisect.bisect_right(starts, label_at) - 1
-    label_inside, matched = label_at - starts[index], 0
-    while matched < limit and index < len(label_runs) and run < len(runs):
-        source, offset, count = label_runs[index]
-        other_source, other_offset, other_count = runs[run]
-        if source != other_source or offset + label_inside != other_offset + inside:
-            break
-        step = min(count - label_inside, other_count - inside)
-        matched, label_inside, inside = matched + step, label_inside + step, inside + step
-        if label_inside == count:
-            index, label_inside = index + 1, 0
-        if inside == other_count:
-            run, inside = run + 1, 0
-    return matched
+    return match_runs(label.runs, index, label_at - starts[index], runs, run, inside, limit)[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sim.tokens import Run, TokenSeq
+from sim.tokens import Run, TokenSeq, match_runs
 from sim.trace.records import Request
 from sim.trace.trace import Trace
 
@@ -22,23 +22,6 @@ class _Node:
         self.edge = edge  # the runs on the way from the parent to this node
         self.edge_len = sum(run[2] for run in edge)
         self.children: dict[tuple[str, int], _Node] = {}  # keyed by the first token (source, offset)
-
-
-def _match_edge(edge: tuple[Run, ...], runs: tuple[Run, ...], i: int, offset: int) -> tuple[int, int, int]:
-    """How many tokens of `edge` equal runs from position (run i, offset); returns (count, i, offset) after."""
-    matched = edge_i = edge_offset = 0
-    while edge_i < len(edge) and i < len(runs):
-        e_source, e_start, e_len = edge[edge_i]
-        source, start, length = runs[i]
-        if e_source != source or e_start + edge_offset != start + offset:
-            break
-        step = min(e_len - edge_offset, length - offset)
-        matched, edge_offset, offset = matched + step, edge_offset + step, offset + step
-        if edge_offset == e_len:
-            edge_i, edge_offset = edge_i + 1, 0
-        if offset == length:
-            i, offset = i + 1, 0
-    return matched, i, offset
 
 
 class RunTrie:
@@ -55,7 +38,7 @@ class RunTrie:
             if child is None:
                 node.children[key] = _Node(seq.slice(matched).runs)
                 return matched
-            step, i, offset = _match_edge(child.edge, runs, i, offset)
+            step, i, offset = match_runs(child.edge, 0, 0, runs, i, offset)
             matched += step
             if step < child.edge_len:
                 if i < len(runs):  # diverges inside the edge: branch there

@@ -1,5 +1,5 @@
 """The why watcher's blocked ranges up the parent links (``misses_links.blocked_by_links``) against the plain
-ones along a list of the path (``blocked_on_path``, on the path ``_path`` makes), at every match of generated
+ones along a list of the path (``blocked_on_path``, on the deepest node's ``path_from_root``), at every match of generated
 runs: FreeToken's (``test_freetoken_page_lists.page_cases``: SWA, SWA + GDN and GDN models, the three presets,
 pages 1 to 64, small pools; replay and timed) and Marconi's and SGLang+'s (``test_marconi_anonymous_ids``:
 states on the path, evicted states). Both are asked in the same run, so every answer is compared, not only

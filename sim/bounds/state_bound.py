@@ -167,14 +167,6 @@ class LeanDual(DualBound):
             taken[groups[firsts]] = winners[firsts]
         return float(self.capacity * y.sum() + np.maximum(best, 0).sum()), taken
 
-    def subgradient(self, taken: np.ndarray) -> np.ndarray:
-        chosen = taken[taken >= 0]
-        size = self.o.num_points + 1
-        diff = np.bincount(self.o.first[chosen], minlength=size) - np.bincount(
-            self._end[chosen], minlength=size
-        )
-        return self.capacity - np.cumsum(diff)[:-1]
-
 
 def state_bound(options: Options, capacity: int, iterations: int = 400) -> int:
     """An upper bound on the tokens any policy's hits can reach with ``capacity`` states (or pages)."""

@@ -37,7 +37,7 @@ from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
-# False: the blocked ranges read along a list of the match's path (``_path``, ``blocked_on_path``): the
+# False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
 BLOCKED_BY_LINKS = True
 
@@ -167,16 +167,14 @@ class TreeMissTracker:
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
         evicted = self._was_evicted(tokens, full_depth, self.tree.page_size)
         blocked: tuple[Range, ...] = ()
-        if full_depth > cached and BLOCKED_BY_LINKS:
+        if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)
-            blocked = blocked_by_links(
-                last, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
-            )
-        elif full_depth > cached:
-            path, r = self._path(tokens, full_depth), self.resolved
-            blocked = blocked_on_path(
-                path, cached, full_depth, r.has_swa, r.has_mamba, self.tomb_cause, self.state_evicted
-            )
+            tombs, states = self.tomb_cause, self.state_evicted
+            if BLOCKED_BY_LINKS:
+                blocked = blocked_by_links(last, cached, full_depth, r.has_swa, r.has_mamba, tombs, states)
+            else:
+                path = last.path_from_root()
+                blocked = blocked_on_path(path, cached, full_depth, r.has_swa, r.has_mamba, tombs, states)
         return MatchMiss(blocked, evicted) if blocked or evicted else _NO_MISS
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
@@ -196,10 +194,6 @@ class TreeMissTracker:
             if prefix == wanted:
                 return True
         return False
-
-    def _path(self, tokens, depth: int) -> list[Node]:
-        """The nodes from the root to the one ending at ``depth`` (the match's walk split the tree there)."""
-        return self._last_on_path(tokens, depth).path_from_root()
 
     def _last_on_path(self, tokens, depth: int) -> Node:
         """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that

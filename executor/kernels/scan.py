@@ -87,36 +87,39 @@ def ssm_scan_kernel(
     dt_ptrs = dt_ptr + q0 * s_dtt + h
     b_ptrs, c_ptrs = b_ptr + q0 * s_bt + bc_col, c_ptr + q0 * s_ct + bc_col
     beta_ptrs = beta_ptr + q0 * s_betat + h
-    seg_lo = start
-    for c in range(0, ck_cnt + 1):  # segments between checkpoints; the last one ends at `end`
-        has_ck = c < ck_cnt
-        seg_hi = tl.where(has_ck, tl.load(ck_pos_ptr + ck_off + c, mask=has_ck, other=0), end)
-        for _ in range(seg_lo, seg_hi):
-            xv = tl.load(x_ptrs, mask=r_ok, other=0.0).to(tl.float32)
-            dt = tl.load(dt_ptrs, mask=r_ok, other=0.0).to(tl.float32) + dtb
-            dt = tl.where(dt > 20.0, dt, tl.log(1.0 + tl.exp(dt)))  # softplus, no libdevice
-            bv = tl.load(b_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
-            cv = tl.load(c_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
-            if GDN:
-                bv = bv / tl.sqrt(tl.reduce(bv * bv, 1, SUM) + 1e-6)[:, None]
-                cv = cv / tl.sqrt(tl.reduce(cv * cv, 1, SUM) + 1e-6)[:, None]
-                beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptrs, mask=r_ok, other=0.0).to(tl.float32)))
-                state = state * tl.exp(dt * a)[:, None]
-                state += (beta * (xv - tl.reduce(state * bv, 1, SUM)))[:, None] * bv
-                y = tl.reduce(state * cv, 1, SUM)
-                beta_ptrs += s_betat
-            else:
-                state = state * tl.exp(dt * a)[:, None] + (dt * xv)[:, None] * bv
-                y = tl.reduce(state * cv, 1, SUM) + dd * xv
-            tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=r_ok)
-            x_ptrs += s_xt
-            y_ptrs += s_yt
-            dt_ptrs += s_dtt
-            b_ptrs += s_bt
-            c_ptrs += s_ct
-        dst = tl.load(ck_dst_ptr + ck_off + c, mask=has_ck, other=0).to(tl.int64)
-        tl.store(st_ptr + dst * s_ss + st_off, state, mask=st_ok & has_ck)
-        seg_lo = seg_hi
+    # One flat loop over the item's tokens, a checkpoint stored when its position is reached: a loop over
+    # checkpoint segments with an inner loop bounded by the carried segment start ran past the item's rows
+    # on an H200 (Triton 3.6; the interpreter ran it right), reading the next item's and unallocated memory.
+    ck_i, ck_end = ck_off, ck_off + ck_cnt  # checkpoints are ascending in (start, end] (ForwardItem)
+    next_ck = tl.load(ck_pos_ptr + ck_i, mask=ck_i < ck_end, other=-1)
+    for pos in range(start, end):
+        xv = tl.load(x_ptrs, mask=r_ok, other=0.0).to(tl.float32)
+        dt = tl.load(dt_ptrs, mask=r_ok, other=0.0).to(tl.float32) + dtb
+        dt = tl.where(dt > 20.0, dt, tl.log(1.0 + tl.exp(dt)))  # softplus, no libdevice
+        bv = tl.load(b_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
+        cv = tl.load(c_ptrs, mask=bc_ok, other=0.0).to(tl.float32)
+        if GDN:
+            bv = bv / tl.sqrt(tl.reduce(bv * bv, 1, SUM) + 1e-6)[:, None]
+            cv = cv / tl.sqrt(tl.reduce(cv * cv, 1, SUM) + 1e-6)[:, None]
+            beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptrs, mask=r_ok, other=0.0).to(tl.float32)))
+            state = state * tl.exp(dt * a)[:, None]
+            state += (beta * (xv - tl.reduce(state * bv, 1, SUM)))[:, None] * bv
+            y = tl.reduce(state * cv, 1, SUM)
+            beta_ptrs += s_betat
+        else:
+            state = state * tl.exp(dt * a)[:, None] + (dt * xv)[:, None] * bv
+            y = tl.reduce(state * cv, 1, SUM) + dd * xv
+        tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=r_ok)
+        x_ptrs += s_xt
+        y_ptrs += s_yt
+        dt_ptrs += s_dtt
+        b_ptrs += s_bt
+        c_ptrs += s_ct
+        if pos + 1 == next_ck:  # the state after the first pos + 1 tokens goes to the checkpoint's slot
+            dst = tl.load(ck_dst_ptr + ck_i).to(tl.int64)
+            tl.store(st_ptr + dst * s_ss + st_off, state, mask=st_ok)
+            ck_i += 1
+            next_ck = tl.load(ck_pos_ptr + ck_i, mask=ck_i < ck_end, other=-1)
     tl.store(st_run, state, mask=st_ok)
 
 
@@ -142,6 +145,7 @@ def ssm_scan(
     """y [T, H*P] for x [T, H*P], dt [T, H], B/C [T, G*N] (G groups); updates ssm_state [S, H, P, N] (fp32)
     in place. Given `beta` [T, H], the GatedDeltaNet update (module docstring), else Mamba2's."""
     groups = _check(x, dt, B, C, ssm_state, beta)
+    _check_checkpoints(rag, ckpts)
     config.check_device(x, dt, B, C, A, D, dt_bias, ssm_state)
     num_states, H, P, N = ssm_state.shape
     gdn = beta is not None
@@ -202,3 +206,15 @@ def _check(x, dt, B, C, ssm_state, beta) -> int:
                 f"ssm_scan: {name} must be [T, {width}] with unit column stride, got {tuple(t.shape)}"
             )
     return groups
+
+
+def _check_checkpoints(rag: Ragged, ckpts: Checkpoints) -> None:
+    """The kernel stores a checkpoint when its loop reaches the position, so each item's positions must be
+    increasing and inside (start, end]; one outside would be skipped silently."""
+    for i in range(rag.num_items):
+        positions = [pos for pos, _ in ckpts.of(i)]
+        start, end = int(rag.starts[i]), int(rag.ends[i])
+        if positions != sorted(set(positions)) or any(not start < pos <= end for pos in positions):
+            raise ValueError(
+                f"ssm_scan: item {i}'s checkpoints {positions} must be increasing, in ({start}, {end}]"
+            )

@@ -128,3 +128,11 @@ def test_scan_rejects_groups_that_do_not_divide_the_heads(device):
     x, dt, B, Cm, A, D, dtb, states, beta = _gdn_inputs(4, device, groups=3)
     with pytest.raises(ValueError, match="G dividing 4 heads"):
         ssm_scan(x, dt, B, Cm, A, D, dtb, states, Ragged([0], [4]), [0], Checkpoints.from_lists([[]]), beta)
+
+
+@pytest.mark.parametrize("bad", [[(0, 3)], [(8, 3)], [(5, 3), (4, 4)], [(5, 3), (5, 4)]])
+def test_scan_rejects_checkpoints_outside_the_item_or_out_of_order(device, bad):
+    # the kernel stores a checkpoint when its token loop reaches the position: one it never reaches is an error
+    x, dt, B, Cm, A, D, dtb, states = _inputs(7, device)
+    with pytest.raises(ValueError, match="checkpoints"):
+        ssm_scan(x, dt, B, Cm, A, D, dtb, states, Ragged([0], [7]), [0], Checkpoints.from_lists([bad]))

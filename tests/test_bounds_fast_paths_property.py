@@ -35,6 +35,7 @@ SWITCHES = [
     (loop_runs, "EVENT_BATCH_FROM_LENGTHS"),
     (recorder_module, "RUN_FROM_LENGTHS"),
     (last_output, "READ_BATCHES_THROUGH_LAST"),
+    (recorder_module, "INLINE_RUN_EXTENSION"),
 ]
 SUBMITTED = simulate_module._submitted_seqs
 

@@ -53,3 +53,49 @@ def test_a_run_read_from_lengths_logs_what_its_items_do(page, num_steps):
     # r0's output is quoted: each of its steps in the run is its own event, never folded
     r0_steps = [e for e in fast if e.request_id == "r0" and getattr(e, "first_page", 0) * page >= 8]
     assert len(r0_steps) == num_steps
+
+
+def stepped_log(page: int, inline: bool, offsets: list[int]) -> tuple[list, int]:
+    """As ``recorded_log``, decode steps ``offsets`` tokens on, one batch each (``_record_decode_step``), with
+    ``INLINE_RUN_EXTENSION`` ``inline``: the log, and how many tokens went through ``_produce``."""
+    prompts = {"r0": 8, "r1": 5, "r2": 6, "r3": 8}
+    reqs = {rid: SimpleNamespace(request_id=rid, state=None, prompt_len=prompts[rid]) for rid in prompts}
+    manager = SimpleNamespace(requests=reqs)
+    recorder = EventRecorder(EventBus(), TRACE, page)
+    for rid in ("r0", "r1", "r2"):
+        recorder.record(Batch(0, [BatchItem(ChunkPlan(rid, 0, prompts[rid], None), True)]), manager)
+    recorder.record(Batch(1, [BatchItem(ChunkPlan("r3", 0, 4, None), True)]), manager)
+    produced = []
+    original = EventRecorder._produce
+
+    def counted(self, *args):
+        produced.append(args)
+        original(self, *args)
+
+    with (
+        mock.patch.object(recorder_module, "INLINE_RUN_EXTENSION", inline),
+        mock.patch.object(EventRecorder, "_produce", counted),
+    ):
+        for step, offset in enumerate(offsets):
+            batch = DecodeBatch(2 + step, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], offset)
+            recorder.record(batch, manager)
+    return recorder.events({"r0", "r1", "r2", "r3"}), len(produced)
+
+
+@pytest.mark.parametrize("page", [1, 2, 4])
+def test_a_step_extending_its_open_run_logs_what_the_produce_path_does(page):
+    """r1's run (its output unquoted) is extended in place at every page it starts, r2's too until its last
+    computed page, then never; r0's pages (quoted) each go through ``_produce``: the same log as the reference,
+    with at least the 24 tokens of r1 and r2 that start pages at page 1 taken in place (fewer at 2 and 4)."""
+    fast, fast_produced = stepped_log(page, True, list(range(25)))
+    reference, reference_produced = stepped_log(page, False, list(range(25)))
+    assert fast == reference
+    assert reference_produced - fast_produced >= 24 // page
+
+
+@pytest.mark.parametrize("page", [1, 2, 4])
+def test_a_step_past_its_open_run_by_a_gap_opens_a_new_run(page):
+    """Steps whose tokens skip pages (the loops announce every step that starts a page, the recorder's contract
+    does not ask it): a token pages past its run's end is no extension, as in the reference."""
+    offsets = [0, 1, 5, 6, 13, 14, 22]
+    assert stepped_log(page, True, offsets)[0] == stepped_log(page, False, offsets)[0]

@@ -31,6 +31,10 @@ NEVER = 2**62  # past any page
 # lengths, as a single page step is (``_record_decode_run``); False: through their items (the reference;
 # tests/test_bounds_fast_paths_property.py holds both equal)
 RUN_FROM_LENGTHS = True
+# True: a lengths step's token on the page right after its request's open run extends the run in place (the calls it
+# makes written out, ``_record_decode_step``); False: through ``_produce`` (the reference;
+# tests/test_bounds_fast_paths_property.py holds both equal)
+INLINE_RUN_EXTENSION = True
 
 
 def quoted_outputs(trace: Trace, request_id: str) -> set[str]:
@@ -154,12 +158,20 @@ class EventRecorder:
         """A batch run's decode-only step (``LAZY_DECODE_BATCH``), from its lengths: what ``record`` logs of its
         items. It looks up nothing: its requests run, so each was looked up at its admission's first chunk, a
         step of the loop's own. A token on a page its request's open run holds (``first <= page < end``) adds
-        nothing (``ProduceRuns.produce`` folds it, the run unchanged); only the others are produced."""
+        nothing (``ProduceRuns.produce`` folds it, the run unchanged); one on the page right after the run
+        (``page == end``) extends it by that page where the request computes it (``page < computed_pages``: what
+        ``_produce`` and ``ProduceRuns.produce`` do, written out: a run is opened only by a request's
+        ``_produce``, which read its computed pages; ``INLINE_RUN_EXTENSION``); only the others are produced."""
         page, offset, runs, produce = self._page, batch.offset, self._log.open_runs, self._produce
+        last_page = self._last_page
         for request_id, length in zip(batch.request_ids, batch.lengths, strict=True):
             first = (length + offset) // page
             run = runs.get(request_id)
             if run is None or not run[1] <= first < run[2]:
+                if INLINE_RUN_EXTENSION and run is not None and first == run[2]:
+                    if first < last_page[request_id]:
+                        run[2] = first + 1
+                    continue
                 produce(request_id, first, first + 1)
 
     def _record_decode_run(self, batch: DecodeBatch, num_steps: int) -> None:

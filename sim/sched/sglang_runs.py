@@ -54,11 +54,12 @@ def take_batch_run(
     max_steps: int,
     process: Callable[[], None] | None = None,
     ended: list[RequestState] | None = None,
+    needs: StepNeeds | None = None,
 ) -> tuple[int, list[FullStep]]:
     """Up to ``max_steps`` decode steps of the running batch from ``iteration`` on; returns how many were taken
     (fewer where a step might evict) and the full steps among them. ``process``: the first step is an event
     step that processes the step in flight before it (which ``ended`` those requests) between its plans and
-    its completion."""
+    its completion, and ``needs`` that step's, read already (``step_fits_and_needs``: its fit checked)."""
     manager = sched.manager
     reqs = [manager.requests[state.request_id] for state in sched.running]
     # each full step's steps in flight are the step before's batch: the running requests (and those it ended)
@@ -81,14 +82,16 @@ def take_batch_run(
                 full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
                 done += idle
                 continue
-        fits, needs = _event_step_fits(sched, reqs, iteration + done)
-        if not fits:
-            break
+        if needs is None:
+            fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
+            if not fits:
+                break
         batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process, needs)
         in_flight = process = (
             None  # one pass begun per run: nothing reads its accounts before the next full step's
         )
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
+        needs = None
         done += 1
     for state in sched.running:
         state.decoded += done
@@ -102,14 +105,15 @@ def take_finishing_run(
     num_steps: int,
     process: Callable[[], None] | None = None,
     ended: list[RequestState] | None = None,
+    needs: StepNeeds | None = None,
 ) -> tuple[int, list[FullStep], list[RequestState]]:
     """An overlap loop's batch run whose last step gives requests their last output (ends them), taken as any
     run; that step is handed on as the loop's full step it was, with the requests it ended. Returns the steps
     taken, the full steps, and the ended requests in batch order (none where the run stopped short). The rest
     of what the full step did leaves nothing a later step reads: its pass is begun again by the next full step,
     its batch in flight names the running requests as the one in flight before it does, and its prefill pass
-    stops at once (nothing waits, nothing is chunked). ``process``, ``ended``: as ``take_batch_run``'s."""
-    done, full_steps = take_batch_run(sched, iteration, num_steps, process, ended)
+    stops at once (nothing waits, nothing is chunked). ``process``, ``ended``, ``needs``: as ``take_batch_run``'s."""
+    done, full_steps = take_batch_run(sched, iteration, num_steps, process, ended, needs)
     if done < num_steps:
         return done, full_steps, []
     ended = [state for state in sched.running if state.decoded >= state.output_len - 1]
@@ -143,7 +147,7 @@ def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     return step_fits_room(manager, reqs, room)
 
 
-def _event_step_fits(
+def step_fits_and_needs(
     sched: RunningBatch, reqs: list[RequestCache], iteration: int
 ) -> tuple[bool, StepNeeds | None]:
     """Whether the event step at ``iteration`` fits, and, read in the same pass, its requests' events and pages
@@ -169,7 +173,7 @@ def _event_step(
     ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
     eviction for the batch and each step's eviction ahead find the room free, so they are not asked. The batch is
     made only where it is ``announced`` (the bounds read it); else None. ``needs``: the step's events and pages,
-    read already (``_event_step_fits``; None: read here)."""
+    read already (``step_fits_and_needs``; None: read here)."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
         plans.begin_decode_pass(manager, sched.rules, in_flight, type(sched.rules) in PAGE_ONLY_RULES)

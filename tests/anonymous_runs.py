@@ -9,6 +9,7 @@ from sim.cache.components import Component
 from sim.cache.pools import ANONYMOUS_ID, Pool
 from sim.cache.tree import RadixTree
 from sim.run.simulate import simulate
+from sim.sched import sglang_event_plans
 
 POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
 
@@ -34,6 +35,10 @@ def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tup
             kv_ids.extend((pool.anonymous, ANONYMOUS_ID) for _ in range(count))
 
     monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", anonymous)
+    # an SGLang event step's page-only pages counted out of anonymous pools at once are one count a step, where
+    # real ids are an allocation a request: allocated one by one here (tests/test_event_step_one_pass_property.py
+    # holds the two ways equal on anonymous pools)
+    monkeypatch.setattr(sglang_event_plans, "PAGES_AT_ONCE", False)
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(Pool, "count_out", logged_count_out)
     monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))

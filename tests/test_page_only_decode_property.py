@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from same_runs import assert_same_run
 
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang_runs
+from sim.sched import sglang_event_plans, sglang_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import burst_requests, growing_burst
 
@@ -29,7 +29,7 @@ from tests.fast_slow_helpers import burst_requests, growing_burst
 pytestmark = pytest.mark.interpreted
 
 POLICIES = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang", "marconi"]
-_DECODE_PLAN = sglang_runs._decode_plan
+_DECODE_PLAN = sglang_event_plans.decode_plan
 
 
 def _config(policy: str, page: int, pool_tokens: int, bounds: bool) -> SimConfig:
@@ -73,9 +73,11 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         log.append(_snapshot(manager, req, plan if wanted else None))
         return plan
 
+    # anonymous pools' page-only pages counted out at once would take no plan to log (its own test)
     with mock.patch.object(sglang_runs, "PAGE_ONLY_AT_ONCE", switch):
-        with mock.patch.object(sglang_runs, "_decode_plan", side_effect=logged):
-            result = simulate(trace, config)
+        with mock.patch.object(sglang_event_plans, "PAGES_AT_ONCE", False):
+            with mock.patch.object(sglang_event_plans, "decode_plan", side_effect=logged):
+                result = simulate(trace, config)
     return result, log, counts["fast"]
 
 

@@ -48,6 +48,16 @@ class StepPlans(ManagerViews):
         )
         req.planned = ()
 
+    def complete_decodes(self, reqs: list[RequestCache]) -> None:
+        """``complete_decode`` of each of ``reqs`` (the manager's own records), a step's in one loop: a request
+        with no checkpoint planned has nothing to take."""
+        self._pass_open = False
+        for req in reqs:
+            req.kv_len += 1
+            req.decode_steps += 1
+            if req.planned:
+                self._take_planned_checkpoint(req)
+
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
         for position, state_id in req.planned:
             if req.checkpoint is not None:  # superseded before it reached the tree

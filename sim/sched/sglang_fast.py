@@ -15,7 +15,8 @@ from sim.sched.batch import Batch, FullStep
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.sglang_decode import SGLangDecode
-from sim.sched.sglang_runs import event_step_fits, take_batch_run, take_finishing_run
+from sim.sched.sglang_event_plans import StepNeeds
+from sim.sched.sglang_runs import step_fits_and_needs, take_batch_run, take_finishing_run
 
 
 class SGLangFastPath(SGLangDecode):
@@ -67,27 +68,30 @@ class SGLangFastPath(SGLangDecode):
                 self.manager.take_plain_decodes(self.manager.requests[state.request_id], num_steps)
                 state.decoded += num_steps
             return None
-        ended = self._done
-        if ended and not self._leave_running(runs):
+        ended, at = self._done, self._batch_run_at
+        fits, needs = self._leave_running(runs, at) if ended else (True, None)
+        if not fits:
             return 0, []
         process = self._process_ended if ended else None
         if num_steps != self._finishing_steps:
-            return take_batch_run(self, self._batch_run_at, num_steps, process, ended)
-        done, full_steps, ending = take_finishing_run(self, self._batch_run_at, num_steps, process, ended)
+            return take_batch_run(self, at, num_steps, process, ended, needs)
+        done, full_steps, ending = take_finishing_run(self, at, num_steps, process, ended, needs)
         if ending:  # what the full step's postprocess leaves: finished by length, processed next step
             self._done = ending
             if self.manager.has_swa:  # its prefill pass: hybrid SWA retries admission every pass
                 self.batch_is_full = False
         return done, full_steps
 
-    def _leave_running(self, runs: list[RequestState]) -> bool:
-        """``update_running_batch``'s first move, where the step after evicts nothing: the requests the step in
-        flight ends leave the running batch (False: the step is left to the loop, nothing moved)."""
-        if not event_step_fits(self, [self.manager.requests[state.request_id] for state in runs]):
-            return False
-        self.running = runs
-        self.batch_is_full = False
-        return True
+    def _leave_running(self, runs: list[RequestState], iteration: int) -> tuple[bool, StepNeeds | None]:
+        """``update_running_batch``'s first move, where the step after (at ``iteration``) evicts nothing: the
+        requests the step in flight ends leave the running batch (False: the step is left to the loop, nothing
+        moved). That step's needs, where read in the same pass (``step_fits_and_needs``), for the run to take."""
+        reqs = [self.manager.requests[state.request_id] for state in runs]
+        fits, needs = step_fits_and_needs(self, reqs, iteration)
+        if fits:
+            self.running = runs
+            self.batch_is_full = False
+        return fits, needs
 
     def _process_ended(self) -> None:
         """``process_batch_result`` of the step that ended them (in flight: the running requests and them),

@@ -19,10 +19,9 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan, Refusal
+from sim.sched import sglang_event_plans as plans
 from sim.sched.batch import (
     Batch,
-    BatchItem,
     FullStep,
     page_step_batch,
     step_fits_room,
@@ -30,6 +29,7 @@ from sim.sched.batch import (
 )
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
+from sim.sched.sglang_event_plans import StepNeeds
 from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
 
 # an event step's requests that only start a page get the page alone (off: through ``prepare_decode``, the
@@ -54,11 +54,12 @@ def take_batch_run(
     max_steps: int,
     process: Callable[[], None] | None = None,
     ended: list[RequestState] | None = None,
+    needs: StepNeeds | None = None,
 ) -> tuple[int, list[FullStep]]:
     """Up to ``max_steps`` decode steps of the running batch from ``iteration`` on; returns how many were taken
     (fewer where a step might evict) and the full steps among them. ``process``: the first step is an event
     step that processes the step in flight before it (which ``ended`` those requests) between its plans and
-    its completion."""
+    its completion, and ``needs`` that step's, read already (``step_fits_and_needs``: its fit checked)."""
     manager = sched.manager
     reqs = [manager.requests[state.request_id] for state in sched.running]
     # each full step's steps in flight are the step before's batch: the running requests (and those it ended)
@@ -81,13 +82,16 @@ def take_batch_run(
                 full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
                 done += idle
                 continue
-        if not event_step_fits(sched, reqs):
-            break
-        batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process)
+        if needs is None:
+            fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
+            if not fits:
+                break
+        batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process, needs)
         in_flight = process = (
             None  # one pass begun per run: nothing reads its accounts before the next full step's
         )
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
+        needs = None
         done += 1
     for state in sched.running:
         state.decoded += done
@@ -101,14 +105,15 @@ def take_finishing_run(
     num_steps: int,
     process: Callable[[], None] | None = None,
     ended: list[RequestState] | None = None,
+    needs: StepNeeds | None = None,
 ) -> tuple[int, list[FullStep], list[RequestState]]:
     """An overlap loop's batch run whose last step gives requests their last output (ends them), taken as any
     run; that step is handed on as the loop's full step it was, with the requests it ended. Returns the steps
     taken, the full steps, and the ended requests in batch order (none where the run stopped short). The rest
     of what the full step did leaves nothing a later step reads: its pass is begun again by the next full step,
     its batch in flight names the running requests as the one in flight before it does, and its prefill pass
-    stops at once (nothing waits, nothing is chunked). ``process``, ``ended``: as ``take_batch_run``'s."""
-    done, full_steps = take_batch_run(sched, iteration, num_steps, process, ended)
+    stops at once (nothing waits, nothing is chunked). ``process``, ``ended``, ``needs``: as ``take_batch_run``'s."""
+    done, full_steps = take_batch_run(sched, iteration, num_steps, process, ended, needs)
     if done < num_steps:
         return done, full_steps, []
     ended = [state for state in sched.running if state.decoded >= state.output_len - 1]
@@ -142,6 +147,17 @@ def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     return step_fits_room(manager, reqs, room)
 
 
+def step_fits_and_needs(
+    sched: RunningBatch, reqs: list[RequestCache], iteration: int
+) -> tuple[bool, StepNeeds | None]:
+    """Whether the event step at ``iteration`` fits, and, read in the same pass, its requests' events and pages
+    (``sglang_event_plans.ONE_PASS``, under the rules ``prepare_page_decode`` is proved for; else None)."""
+    if plans.ONE_PASS and PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES:
+        needs = plans.event_step_needs(sched.manager, sched.rules, reqs, iteration)
+        return needs is not None, needs
+    return event_step_fits(sched, reqs), None
+
+
 def _event_step(
     sched: RunningBatch,
     reqs: list[RequestCache],
@@ -149,55 +165,39 @@ def _event_step(
     in_flight,
     announced: bool,
     process: Callable[[], None] | None,
+    needs: StepNeeds | None = None,
 ) -> Batch | None:
     """One decode step as the loop takes it with nothing to admit or process and room checked: the requests
     whose step may take a checkpoint or fire the SWA free (the rules' closed form says so) free out of their
     window first, then each request in batch order plans its step (those and the ones starting a page through
     ``prepare_decode``; the others' plan is only their next token), and every step completes. The decode half's
     eviction for the batch and each step's eviction ahead find the room free, so they are not asked. The batch is
-    made only where it is ``announced`` (the bounds read it); else None."""
+    made only where it is ``announced`` (the bounds read it); else None. ``needs``: the step's events and pages,
+    read already (``step_fits_and_needs``; None: read here)."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
-        manager.begin_pass(in_flight)
+        plans.begin_decode_pass(manager, sched.rules, in_flight, type(sched.rules) in PAGE_ONLY_RULES)
     if manager.has_swa:  # _prefill: hybrid SWA retries admission every pass
         sched.batch_is_full = False
-    phase = iteration + manager.policy.iteration_phase
-    eventful = [sched.rules.plain_decode_steps(req, phase) <= 0 for req in reqs]
+    if needs is None:
+        phase = iteration + manager.policy.iteration_phase
+        eventful = [sched.rules.plain_decode_steps(req, phase) <= 0 for req in reqs]
+    else:
+        eventful = needs.events
     for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
         if event:
             manager.free_out_of_window(req.request_id, iteration)
     batch = Batch(iteration) if announced else None
-    page_only = PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES
-    for req, event in zip(reqs, eventful, strict=True):
-        num_pages = 0 if event else req.pages_needed(req.kv_len + 1)
-        if event or num_pages:
-            plan = _decode_plan(manager, req, iteration, num_pages if page_only else 0, batch is not None)
-            if plan is None:
-                continue
-        elif batch is None:
-            continue
-        else:
-            plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
-        if batch is not None:
-            batch.items.append(BatchItem(plan, False))
+    if needs is not None:
+        plans.plan_needs(manager, reqs, needs, iteration, batch)
+    else:
+        page_only = PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES
+        plans.plan_each(manager, reqs, eventful, iteration, batch, page_only)
     if process is not None:  # process_batch_result of the step in flight, after this step's launch
         process()
-    for req in reqs:
-        manager.complete_decode(req.request_id)
+    if needs is not None:
+        manager.complete_decodes(reqs)
+    else:
+        for req in reqs:
+            manager.complete_decode(req.request_id)
     return batch
-
-
-def _decode_plan(
-    manager: CacheManager, req: RequestCache, iteration: int, pages_alone: int, wanted: bool
-) -> ChunkPlan | None:
-    """The plan of an event step's request that takes a checkpoint, fires its SWA free or starts a page: the
-    rules' ``prepare_decode``, or, for a step that only starts pages (``pages_alone`` of them), their
-    allocation alone (``prepare_page_decode``: the step's room is checked, so the rest does nothing). None
-    where only the plan is left and nobody reads it (not ``wanted``)."""
-    if not pages_alone:
-        plan = manager.prepare_decode(req.request_id, iteration)
-        if isinstance(plan, Refusal):
-            raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
-        return plan
-    manager.prepare_page_decode(req, pages_alone)
-    return ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state) if wanted else None

@@ -1,0 +1,175 @@
+"""An SGLang batch run's event step read in one pass (``sim/sched/sglang_event_plans.py``): whether it fits and each
+request's event and pages read once (``ONE_PASS``, with its completion in one loop), the page-only requests' pages
+counted out of anonymous pools at once (``PAGES_AT_ONCE``), and the run's pass begun with only the steps in flight
+(``DECODE_PASS``), against the reference (all three off: ``event_step_fits``, ``_event_step``'s own reads, a
+``prepare_page_decode`` each, ``complete_decode`` each, ``manager.begin_pass``, and the fit a run that processes
+ended requests is let in on read again at its first step).
+
+Each case runs with the switches on and off and logs every event step's fit (taken or not; the run's first step's
+read once, ``_leave_running``'s, where the reference reads it again) and, after every
+event step, each of its requests (lengths, decode steps, frontier, planned and taken checkpoints, spare states,
+own FULL and SWA pages), every pool (free count, high water, the freed lists it hands out next), the tree (pages,
+states, evictions), the steps in flight the rules hold, and the batch where the bounds read it: the two logs must
+be equal entry by entry, and the two runs' tables and summaries equal. Generated bursts on the presets of SGLang's
+loop at pages 1, 2 and 16, tight and roomy pools, bounds on and off; fixed bursts put floors on the steps the
+switch-on run took in one pass, the pages it counted out at once and the passes it began with the steps in
+flight alone, each counted in its own run."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from same_runs import assert_same_run
+
+from sim.run.simulate import SimConfig, simulate
+from sim.sched import sglang_event_plans, sglang_fast, sglang_runs
+from sim.trace import Trace
+from tests.fast_slow_helpers import burst_requests, growing_burst
+
+# the calls go through patches the compiled core would not see
+pytestmark = pytest.mark.interpreted
+
+POLICIES = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang", "marconi"]
+SWITCHES = ("ONE_PASS", "PAGES_AT_ONCE", "DECODE_PASS")
+_EVENT_STEP, _FITS = sglang_runs._event_step, sglang_runs.step_fits_and_needs
+_TAKE_PAGES, _BEGIN = sglang_event_plans.take_anonymous_pages, sglang_event_plans.begin_decode_pass
+
+
+def _config(policy: str, page: int, pool_tokens: int, bounds: bool) -> SimConfig:
+    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4)
+    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
+    model = "qwen3-next" if policy == "radix" else "inkling"
+    return SimConfig(policy=policy, model=model, knobs=knobs, bounds=bounds, **pools)
+
+
+def _pool_state(pool) -> tuple:
+    return (
+        pool.num_free,
+        pool.high_water,
+        pool._num_returned,
+        tuple(map(tuple, pool._lists)),
+        tuple(pool._firsts),
+    )
+
+
+def _request_state(req) -> tuple:
+    lengths = (req.request_id, req.kv_len, req.decode_steps, req.swa_frontier)
+    return lengths + (
+        req.planned,
+        req.checkpoint,
+        tuple(req.spare_states),
+        tuple(req.own_full),
+        tuple(req.own_swa),
+    )
+
+
+def _snapshot(sched, reqs, batch) -> tuple:
+    """What an event step can move: its requests, the pools, the tree, the steps in flight, the batch read."""
+    manager, tree = sched.manager, sched.manager.tree
+    items = None if batch is None else tuple((item.plan, item.is_prefill) for item in batch.items)
+    return (
+        tuple(_request_state(req) for req in reqs),
+        tuple(_pool_state(pool) for pool in manager.pools.values()),
+        (tree.num_full_pages, tree.num_swa_pages, tree.num_states, dict(tree.num_evictions)),
+        tuple(sorted(getattr(sched.rules, "in_flight", ()))),
+        items,
+    )
+
+
+def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
+    """The run with every switch as given; returns its result, the log, and what it took by each fast path."""
+    log: list = []
+    counts = {"one_pass": 0, "pages": 0, "decode_pass": 0}
+
+    def fits(sched, reqs, iteration):
+        answer = _FITS(sched, reqs, iteration)
+        entry = ("fits", iteration, tuple(req.request_id for req in reqs), answer[0])
+        if not log or log[-1] != entry:  # the reference asks a run's first step twice (``_leave_running``'s)
+            log.append(entry)
+        return answer
+
+    def event_step(sched, reqs, iteration, in_flight, announced, process, needs=None):
+        batch = _EVENT_STEP(sched, reqs, iteration, in_flight, announced, process, needs)
+        counts["one_pass"] += needs is not None
+        log.append(("step", iteration, _snapshot(sched, reqs, batch)))
+        return batch
+
+    def take_pages(manager, req, num_pages):
+        counts["pages"] += num_pages
+        _TAKE_PAGES(manager, req, num_pages)
+
+    def begin(manager, rules, in_flight, proved):
+        counts["decode_pass"] += sglang_event_plans.DECODE_PASS and proved
+        _BEGIN(manager, rules, in_flight, proved)
+
+    patches = [mock.patch.object(sglang_event_plans, name, switch) for name in SWITCHES] + [
+        mock.patch.object(sglang_runs, "step_fits_and_needs", side_effect=fits),
+        mock.patch.object(sglang_fast, "step_fits_and_needs", side_effect=fits),
+        mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),
+        mock.patch.object(sglang_event_plans, "take_anonymous_pages", side_effect=take_pages),
+        mock.patch.object(sglang_event_plans, "begin_decode_pass", side_effect=begin),
+    ]
+    for patch in patches:
+        patch.start()
+    try:
+        result = simulate(trace, config)
+    finally:
+        for patch in reversed(patches):
+            patch.stop()
+    return result, log, counts
+
+
+def one_pass(trace: Trace, config: SimConfig) -> dict:
+    """Both runs, asserted equal step by step and table by table; returns the switch-on run's fast counts."""
+    fast, fast_log, fast_counts = _logged_run(trace, config, True)
+    reference, reference_log, reference_counts = _logged_run(trace, config, False)
+    assert not any(reference_counts.values())
+    assert len(fast_log) == len(reference_log)
+    for fast_entry, reference_entry in zip(fast_log, reference_log, strict=True):
+        assert fast_entry == reference_entry
+    assert_same_run(fast, reference)
+    return fast_counts
+
+
+@st.composite
+def bursts(draw):
+    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
+    policy, page = draw(st.sampled_from(POLICIES)), draw(st.sampled_from([1, 2, 16]))
+    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
+    config = _config(policy, page, pool_tokens, draw(st.booleans()))
+    return Trace(sorted(requests, key=lambda r: r.arrival)), config
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(bursts())
+@example((Trace(growing_burst(6)), _config("marconi-sglang", 1, 0, False)))
+@example((Trace(growing_burst(6)), _config("sglang", 1, 0, True)))
+@example((Trace(growing_burst(6)), _config("radix", 16, 12000, False)))
+@example((Trace(growing_burst(6)), _config("sglang-retain", 2, 3000, True)))
+def test_one_pass_moves_what_the_reference_moves(case):
+    one_pass(*case)
+
+
+# floors: each fixed burst's switch-on run took at least this many event steps in one pass, pages at once and
+# passes begun with the steps in flight alone (each the count seen)
+FLOORS = [
+    ("marconi-sglang", 1, 0, (11, 30, 6)),
+    ("marconi-sglang", 2, 0, (11, 18, 6)),
+    ("marconi", 1, 0, (11, 30, 6)),
+    ("sglang", 1, 0, (64, 0, 7)),
+    ("sglang-retain", 2, 12000, (38, 0, 9)),
+    ("sglang-retain-tree", 16, 12000, (41, 0, 10)),
+    ("radix", 1, 0, (5, 0, 5)),
+    ("radix", 16, 0, (5, 0, 5)),
+]
+
+
+@pytest.mark.parametrize("policy,page,pool_tokens,floor", FLOORS)
+def test_fixed_bursts_take_the_fast_paths(policy, page, pool_tokens, floor):
+    for bounds in (False, True):
+        counts = one_pass(Trace(growing_burst(6)), _config(policy, page, pool_tokens, bounds))
+        taken = (counts["one_pass"], counts["pages"], counts["decode_pass"])
+        assert all(count >= least for count, least in zip(taken, floor, strict=True)), taken

@@ -18,9 +18,8 @@ from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
-from sim.cache.results import MatchResult, Refusal
+from sim.cache.results import Refusal
 from sim.cache.tree import RadixTree
-from sim.cache.walk_end import walk_end
 from sim.compiled_core import mypyc_attr
 
 RETAIN_GAP = 16  # _SWA_RETAIN_GAP: the lock and the finish trim keep W + 16 tokens
@@ -31,39 +30,12 @@ TRIM_REUSES_WALK = True
 # walking from the root; True: one ``tombstone_run``, and the re-match walks on from the trim's walk
 # (tests/test_freetoken_path_runs.py compares them)
 TRIM_AS_RUN = True
-# False: a match and the finish trim walk the path as a list (``EngineRules.match``, the trim's ``tree.walk``),
-# the reference; True: each walk's end node alone (``walk_end``), the acceptable node and the trim's nodes
-# climbed from it (tests/test_walk_end_property.py)
-WALKS_BY_END = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class SwaRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_path(node)
-
-    def match(self, tree: RadixTree, tokens, prompt_len: int) -> MatchResult:
-        """``EngineRules.match``: its walk read at its end alone (the rule's scans and stamps climb from it)."""
-        if not WALKS_BY_END or prompt_len <= 1:
-            return super().match(tree, tokens, prompt_len)
-        last, full_depth = walk_end(tree, tokens, floor_to(prompt_len - 1, self.page_size))
-        return self.match_ending(tree, last, full_depth)
-
-    def match_ending(self, tree: RadixTree, last: Node, full_depth: int) -> MatchResult:
-        """``match_walked`` on a walk that ends on ``last`` (the rule's scans climb from there)."""
-        r = self.resolved
-        best = deepest_acceptable_above(last, r.window - r.window_slack, r.has_swa, r.has_mamba)
-        node = best if best is not None else tree.root
-        self.clock.stamp_path(node)  # ``refresh_after_match``
-        sound = None
-        if r.window_slack:
-            sound_node = deepest_acceptable_above(last, r.window, r.has_swa, r.has_mamba)
-            sound = sound_node.end if sound_node is not None else 0
-        return MatchResult(node.end, full_depth, node, sound)
-
-    def match_prefix(self, tree: RadixTree, tokens, length: int):
-        """``FreeTokenCommon.match_prefix`` through this match."""
-        return self.match(tree, tokens, length + 1).node
 
     # ---- admission and chunks ------------------------------------------------------------------------
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
@@ -148,9 +120,6 @@ class SwaRules(FreeTokenCommon):
         the re-match's walk passes the trim's path first, unchanged (a tombstone changes no structure), and
         restamps every node above where it stops; nothing reads a stamp in between, so the trim's match
         stamps only the nodes below that, afterwards (with its own, older, tick)."""
-        if WALKS_BY_END:
-            self._trim_and_rematch_by_end(tree, tokens, keep_from, prompt_end)
-            return
         path, _ = tree.walk(tokens, keep_from)
         r, clock = self.resolved, self.clock
         trim_best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
@@ -160,19 +129,6 @@ class SwaRules(FreeTokenCommon):
         start = path[-1] if path else None
         below, full_depth = tree.walk(tokens, prompt_end, start=start)
         matched = self.match_walked(tree, path + below, full_depth).tree_node
-        clock.stamp_from(trim_node, trim_base, matched.end)
-
-    def _trim_and_rematch_by_end(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
-        """``trim_and_rematch`` on its walks' end nodes: the trim's match, its nodes and the re-match climb from
-        them (the trim's path is the parent chain of its walk's end; the re-match's walk goes on from there)."""
-        last, _ = walk_end(tree, tokens, keep_from)
-        r, clock = self.resolved, self.clock
-        trim_best = deepest_acceptable_above(last, r.window - r.window_slack, r.has_swa, r.has_mamba)
-        trim_node = trim_best if trim_best is not None else tree.root
-        trim_base = clock.begin_path(trim_node)
-        tombstone_as_run(tree, doomed_above(last))
-        below, full_depth = tree.walk(tokens, prompt_end, start=last)  # from the root where ``last`` is it
-        matched = self.match_ending(tree, below[-1] if below else last, full_depth).tree_node
         clock.stamp_from(trim_node, trim_base, matched.end)
 
     def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:
@@ -201,40 +157,16 @@ class SwaRules(FreeTokenCommon):
 
     def tombstone_head(self, tree: RadixTree, path: list[Node], keep_from: int) -> None:
         """The trim's tombstones on its walk (``path``, from the root)."""
-        if TRIM_AS_RUN:  # a walk to keep_from ends at or above it: every node of ``path`` lies wholly below
-            tombstone_as_run(tree, [n for n in path if _doomed(n)])
-            return
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
         held = frees.swa_held()
-        for node in path:
-            if node.end > keep_from:
-                break
-            if _doomed(node):
-                tree.tombstone(node, held)
+        if TRIM_AS_RUN:  # a walk to keep_from ends at or above it: every node of ``path`` lies wholly below
+            doomed = [n for n in path if n.swa_pages is not None and not n.swa_holders and n.children]
+            if doomed:
+                tombstone_run(tree, doomed, held)
+        else:
+            for node in path:
+                if node.end > keep_from:
+                    break
+                if node.swa_pages is not None and not node.swa_holders and node.children:
+                    tree.tombstone(node, held)
         frees.flush()
-
-
-def _doomed(node: Node) -> bool:
-    """Whether the finish trim tombstones ``node`` (on its path, wholly below where it keeps from): an inner
-    node whose SWA is live and holds no request's window."""
-    return node.swa_pages is not None and not node.swa_holders and bool(node.children)
-
-
-def doomed_above(last: Node) -> list[Node]:
-    """The trim's nodes on the path ending at ``last`` (``_doomed``), root first, found up the parent links."""
-    doomed: list[Node] = []
-    node = last
-    while node.parent is not None:
-        if _doomed(node):
-            doomed.append(node)
-        node = node.parent
-    doomed.reverse()
-    return doomed
-
-
-def tombstone_as_run(tree: RadixTree, doomed: list[Node]) -> None:
-    """The trim's tombstones as one run, their pages freed together (as one by one would)."""
-    frees = PoolFrees(tree)
-    if doomed:
-        tombstone_run(tree, doomed, frees.swa_held())
-    frees.flush()

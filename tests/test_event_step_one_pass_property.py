@@ -21,38 +21,19 @@ from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
-from hypothesis import strategies as st
-from same_runs import assert_same_run
+from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
 
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_event_plans, sglang_fast, sglang_runs
 from sim.trace import Trace
-from tests.fast_slow_helpers import burst_requests, growing_burst
+from tests.fast_slow_helpers import growing_burst
 
 # the calls go through patches the compiled core would not see
 pytestmark = pytest.mark.interpreted
 
-POLICIES = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang", "marconi"]
 SWITCHES = ("ONE_PASS", "PAGES_AT_ONCE", "DECODE_PASS")
 _EVENT_STEP, _FITS = sglang_runs._event_step, sglang_runs.step_fits_and_needs
 _TAKE_PAGES, _BEGIN = sglang_event_plans.take_anonymous_pages, sglang_event_plans.begin_decode_pass
-
-
-def _config(policy: str, page: int, pool_tokens: int, bounds: bool) -> SimConfig:
-    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4)
-    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
-    model = "qwen3-next" if policy == "radix" else "inkling"
-    return SimConfig(policy=policy, model=model, knobs=knobs, bounds=bounds, **pools)
-
-
-def _pool_state(pool) -> tuple:
-    return (
-        pool.num_free,
-        pool.high_water,
-        pool._num_returned,
-        tuple(map(tuple, pool._lists)),
-        tuple(pool._firsts),
-    )
 
 
 def _request_state(req) -> tuple:
@@ -72,7 +53,7 @@ def _snapshot(sched, reqs, batch) -> tuple:
     items = None if batch is None else tuple((item.plan, item.is_prefill) for item in batch.items)
     return (
         tuple(_request_state(req) for req in reqs),
-        tuple(_pool_state(pool) for pool in manager.pools.values()),
+        tuple(pool_state(pool) for pool in manager.pools.values()),
         (tree.num_full_pages, tree.num_swa_pages, tree.num_states, dict(tree.num_evictions)),
         tuple(sorted(getattr(sched.rules, "in_flight", ()))),
         items,
@@ -127,28 +108,16 @@ def one_pass(trace: Trace, config: SimConfig) -> dict:
     fast, fast_log, fast_counts = _logged_run(trace, config, True)
     reference, reference_log, reference_counts = _logged_run(trace, config, False)
     assert not any(reference_counts.values())
-    assert len(fast_log) == len(reference_log)
-    for fast_entry, reference_entry in zip(fast_log, reference_log, strict=True):
-        assert fast_entry == reference_entry
-    assert_same_run(fast, reference)
+    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
     return fast_counts
 
 
-@st.composite
-def bursts(draw):
-    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
-    policy, page = draw(st.sampled_from(POLICIES)), draw(st.sampled_from([1, 2, 16]))
-    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
-    config = _config(policy, page, pool_tokens, draw(st.booleans()))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), config
-
-
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(bursts())
-@example((Trace(growing_burst(6)), _config("marconi-sglang", 1, 0, False)))
-@example((Trace(growing_burst(6)), _config("sglang", 1, 0, True)))
-@example((Trace(growing_burst(6)), _config("radix", 16, 12000, False)))
-@example((Trace(growing_burst(6)), _config("sglang-retain", 2, 3000, True)))
+@given(sglang_bursts())
+@example((Trace(growing_burst(6)), sglang_config("marconi-sglang", 1, 0, False)))
+@example((Trace(growing_burst(6)), sglang_config("sglang", 1, 0, True)))
+@example((Trace(growing_burst(6)), sglang_config("radix", 16, 12000, False)))
+@example((Trace(growing_burst(6)), sglang_config("sglang-retain", 2, 3000, True)))
 def test_one_pass_moves_what_the_reference_moves(case):
     one_pass(*case)
 
@@ -170,6 +139,6 @@ FLOORS = [
 @pytest.mark.parametrize("policy,page,pool_tokens,floor", FLOORS)
 def test_fixed_bursts_take_the_fast_paths(policy, page, pool_tokens, floor):
     for bounds in (False, True):
-        counts = one_pass(Trace(growing_burst(6)), _config(policy, page, pool_tokens, bounds))
+        counts = one_pass(Trace(growing_burst(6)), sglang_config(policy, page, pool_tokens, bounds))
         taken = (counts["one_pass"], counts["pages"], counts["decode_pass"])
         assert all(count >= least for count, least in zip(taken, floor, strict=True)), taken

@@ -17,36 +17,17 @@ from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
-from hypothesis import strategies as st
-from same_runs import assert_same_run
+from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
 
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_event_plans, sglang_runs
 from sim.trace import Trace
-from tests.fast_slow_helpers import burst_requests, growing_burst
+from tests.fast_slow_helpers import growing_burst
 
 # the calls go through a patch the compiled core would not see
 pytestmark = pytest.mark.interpreted
 
-POLICIES = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang", "marconi"]
 _DECODE_PLAN = sglang_event_plans.decode_plan
-
-
-def _config(policy: str, page: int, pool_tokens: int, bounds: bool) -> SimConfig:
-    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4)
-    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
-    model = "qwen3-next" if policy == "radix" else "inkling"
-    return SimConfig(policy=policy, model=model, knobs=knobs, bounds=bounds, **pools)
-
-
-def _pool_state(pool) -> tuple:
-    return (
-        pool.num_free,
-        pool.high_water,
-        pool._num_returned,
-        tuple(map(tuple, pool._lists)),
-        tuple(pool._firsts),
-    )
 
 
 def _snapshot(manager, req, plan) -> tuple:
@@ -55,7 +36,7 @@ def _snapshot(manager, req, plan) -> tuple:
     return (
         (req.request_id, req.kv_len, req.swa_frontier, req.planned, req.checkpoint, tuple(req.spare_states)),
         (tuple(req.own_full), tuple(req.own_swa)),
-        tuple(_pool_state(pool) for pool in manager.pools.values()),
+        tuple(pool_state(pool) for pool in manager.pools.values()),
         (tree.num_full_pages, tree.num_swa_pages, tree.num_states, dict(tree.num_evictions)),
         plan,
     )
@@ -86,27 +67,15 @@ def pages_alone(trace: Trace, config: SimConfig) -> int:
     fast, fast_log, num_fast = _logged_run(trace, config, True)
     reference, reference_log, num_reference = _logged_run(trace, config, False)
     assert num_reference == 0
-    assert len(fast_log) == len(reference_log)
-    for fast_entry, reference_entry in zip(fast_log, reference_log, strict=True):
-        assert fast_entry == reference_entry
-    assert_same_run(fast, reference)
+    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
     return num_fast
 
 
-@st.composite
-def bursts(draw):
-    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
-    policy, page = draw(st.sampled_from(POLICIES)), draw(st.sampled_from([1, 2, 16]))
-    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
-    config = _config(policy, page, pool_tokens, draw(st.booleans()))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), config
-
-
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(bursts())
-@example((Trace(growing_burst(6)), _config("marconi-sglang", 1, 0, False)))
-@example((Trace(growing_burst(6)), _config("sglang", 1, 0, True)))
-@example((Trace(growing_burst(6)), _config("radix", 16, 12000, False)))
+@given(sglang_bursts())
+@example((Trace(growing_burst(6)), sglang_config("marconi-sglang", 1, 0, False)))
+@example((Trace(growing_burst(6)), sglang_config("sglang", 1, 0, True)))
+@example((Trace(growing_burst(6)), sglang_config("radix", 16, 12000, False)))
 def test_pages_alone_move_what_prepare_decode_moves(case):
     pages_alone(*case)
 
@@ -127,4 +96,4 @@ FLOORS = [
 @pytest.mark.parametrize("policy,page,pool_tokens,floor", FLOORS)
 def test_fixed_bursts_take_pages_alone(policy, page, pool_tokens, floor):
     for bounds in (False, True):
-        assert pages_alone(Trace(growing_burst(6)), _config(policy, page, pool_tokens, bounds)) >= floor
+        assert pages_alone(Trace(growing_burst(6)), sglang_config(policy, page, pool_tokens, bounds)) >= floor

@@ -29,9 +29,8 @@ TRACE = Trace(
 )
 
 
-def recorded_log(page: int, from_lengths: bool, num_steps: int) -> list:
-    """r0, r1, r2 admitted and prefilled, r3 (quoting r0's output) looked up, then a run of ``num_steps`` decode
-    steps of r0, r1, r2 from their prompts' ends (r2 past its last computed page part-way)."""
+def prefilled(page: int) -> tuple:
+    """A recorder after r0, r1, r2 were admitted and prefilled and r3 (quoting r0's output) looked up."""
     prompts = {"r0": 8, "r1": 5, "r2": 6, "r3": 8}
     reqs = {rid: SimpleNamespace(request_id=rid, state=None, prompt_len=prompts[rid]) for rid in prompts}
     manager = SimpleNamespace(requests=reqs)
@@ -39,6 +38,13 @@ def recorded_log(page: int, from_lengths: bool, num_steps: int) -> list:
     for rid in ("r0", "r1", "r2"):
         recorder.record(Batch(0, [BatchItem(ChunkPlan(rid, 0, prompts[rid], None), True)]), manager)
     recorder.record(Batch(1, [BatchItem(ChunkPlan("r3", 0, 4, None), True)]), manager)
+    return recorder, manager, reqs
+
+
+def recorded_log(page: int, from_lengths: bool, num_steps: int) -> list:
+    """r0, r1, r2 admitted and prefilled, r3 (quoting r0's output) looked up, then a run of ``num_steps`` decode
+    steps of r0, r1, r2 from their prompts' ends (r2 past its last computed page part-way)."""
+    recorder, manager, reqs = prefilled(page)
     run = DecodeBatch(2, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], 0)
     with mock.patch.object(recorder_module, "RUN_FROM_LENGTHS", from_lengths):
         recorder.record(run, manager, num_steps)
@@ -58,13 +64,7 @@ def test_a_run_read_from_lengths_logs_what_its_items_do(page, num_steps):
 def stepped_log(page: int, inline: bool, offsets: list[int]) -> tuple[list, int]:
     """As ``recorded_log``, decode steps ``offsets`` tokens on, one batch each (``_record_decode_step``), with
     ``INLINE_RUN_EXTENSION`` ``inline``: the log, and how many tokens went through ``_produce``."""
-    prompts = {"r0": 8, "r1": 5, "r2": 6, "r3": 8}
-    reqs = {rid: SimpleNamespace(request_id=rid, state=None, prompt_len=prompts[rid]) for rid in prompts}
-    manager = SimpleNamespace(requests=reqs)
-    recorder = EventRecorder(EventBus(), TRACE, page)
-    for rid in ("r0", "r1", "r2"):
-        recorder.record(Batch(0, [BatchItem(ChunkPlan(rid, 0, prompts[rid], None), True)]), manager)
-    recorder.record(Batch(1, [BatchItem(ChunkPlan("r3", 0, 4, None), True)]), manager)
+    recorder, manager, reqs = prefilled(page)
     produced = []
     original = EventRecorder._produce
 

@@ -9,6 +9,7 @@ from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropping, Tombstoning, emit
 from sim.cache.eviction import LRUEviction, set_stamp, stamp_of
 from sim.cache.node import Node
+from sim.cache.page_cuts import cut_pages
 from sim.cache.pools import Pool
 from sim.cache.walk_hints import WalkHints
 from sim.tokens import TokenSeq
@@ -40,6 +41,7 @@ class RadixTree:
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
         # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
         self.split_stamps_halves = False
+        self.owns_page_lists = False  # True: no one else holds a node's page lists (``page_cuts.cut_pages``)
         self.events = events = events if events is not None else EventBus()  # FreeToken's trim announces runs
         self._evicting, self._split = events.channel(Evicting), events.channel(Split)
         self._tombstoning, self._state_dropping = events.channel(Tombstoning), events.channel(StateDropping)
@@ -82,19 +84,14 @@ class RadixTree:
     def split(self, node: Node, offset: int) -> Node:
         """Cut ``node`` at ``offset`` tokens; returns the new upper half. The MAMBA state stays below."""
         assert 0 < offset < len(node.key) and offset % self.page_size == 0
-        cut = offset // self.page_size
-        upper = Node(
-            node.key.slice(0, offset),
-            node.start,
-            node.parent,
-            node.full_pages[:cut],
-            None if node.swa_pages is None else node.swa_pages[:cut],
-        )
+        cut, swa = offset // self.page_size, node.swa_pages
+        full_head, full_tail = cut_pages(node.full_pages, cut, self.owns_page_lists)
+        swa_head, swa_tail = (None, None) if swa is None else cut_pages(swa, cut, self.owns_page_lists)
+        upper = Node(node.key.slice(0, offset), node.start, node.parent, full_head, swa_head)
         upper.edge = node.edge  # the upper half begins with the page the node began with
         node.parent.children[upper.edge] = upper
         node.key, node.start, node.parent = node.key.slice(offset), node.start + offset, upper
-        node.full_pages = node.full_pages[cut:]
-        node.swa_pages = None if node.swa_pages is None else node.swa_pages[cut:]
+        node.full_pages, node.swa_pages = full_tail, swa_tail
         node.edge = node.key.first_page(self.page_size)
         upper.children[node.edge] = node
         upper.full_lock, upper.swa_holders = node.full_lock, set(node.swa_holders)

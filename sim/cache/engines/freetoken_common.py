@@ -27,6 +27,7 @@ from sim.compiled_core import mypyc_attr
 class FreeTokenCommon(EngineRules):
     name = "freetoken"
     budget_before_states = True  # _try_allocate_one: the KV reservation first, then the GDN state slots
+    owns_page_lists = True  # its trees are never forked: a split may cut a node's lists in place (page_cuts)
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from sim.trace import Request, Segment
+from sim.trace import Request, Segment, Trace
 
 Shape = tuple[int, int, int, int]  # (prefix index, own length, output length, arrival in ms)
 
@@ -52,3 +52,13 @@ def paths_share_nodes(manager) -> bool:
     """Some running requests' paths share nodes: a walk up stops early at a node an earlier one counted."""
     paths = [r.last_node.path_from_root() for r in manager.requests.values()]
     return sum(map(len, paths)) > len({node.id for path in paths for node in path})
+
+
+# a long burst on shared prefixes through tight pools: evicts, retracts and chunks under every loop
+FIXED_BURST = Trace(
+    prefix_requests(
+        [(index % 3, 200 + 97 * index, 40 + 13 * index, 5 * index) for index in range(16)], [900, 400, 1300]
+    )
+)
+# SGLang's knobs under which FIXED_BURST's running requests share their paths at most budget checks
+SHARED_KNOBS = dict(page_size=1, chunked_prefill_size=128, max_running_requests=12, overlap=True)

@@ -1,19 +1,27 @@
 """SGLang's budget counts the tree's locked pages with ``locked_pages_shared`` (each FULL path walked up only to
 where an earlier holder's walk reached); ``locked_pages`` (every holder's whole path) is the reference. Every
 budget check of generated bursts (pages 1 and 64, SWA and not, pools tight enough to evict, retract and
-chunk) is asked of both, which must agree."""
+chunk) is asked of both, which must agree. The floor on paths that share nodes rests on a fixed burst: the
+derandomized draws depend on the modules loaded before them (Hypothesis draws constants from every local module
+in ``sys.modules``), so what they reach moves with the test order."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sim.cache.engines.sglang_admission as admission
 from sim.cache.engines.sglang_locked import locked_pages, locked_pages_shared
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
-from tests.prefix_bursts import draw_prefix_requests, draw_sglang_knobs, paths_share_nodes
+from tests.prefix_bursts import (
+    FIXED_BURST,
+    SHARED_KNOBS,
+    draw_prefix_requests,
+    draw_sglang_knobs,
+    paths_share_nodes,
+)
 
 CHECKS = {"calls": 0, "shared": 0}
 
@@ -41,9 +49,12 @@ def bursts(draw):
     return Trace(sorted(requests, key=lambda r: r.arrival)), policy, model, knobs, pool_tokens
 
 
+# the first example alone meets the floor below (347 budget checks with shared paths): it rests on that example
 @pytest.mark.interpreted  # patches a module global the compiled core binds
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
+@example((FIXED_BURST, "sglang", "inkling", SHARED_KNOBS, 12000))
+@example((FIXED_BURST, "sglang-retain", "qwen3-next", SHARED_KNOBS, 12000))
 def test_the_shared_walk_counts_what_every_path_counts(burst):
     trace, policy, model, knobs, pool_tokens = burst
     config = SimConfig(policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=48)
@@ -52,9 +63,15 @@ def test_the_shared_walk_counts_what_every_path_counts(burst):
         simulate(trace, config)
 
 
+# the property runs once, inside the test below, which counts what its own run reached: collected on its own
+# too, xdist could run it on the other worker, leaving the floor to whatever that worker's counts held
+test_the_shared_walk_counts_what_every_path_counts.__test__ = False
+
+
 @pytest.mark.interpreted
 def test_the_generated_bursts_ask_the_budget_with_pages_locked():
     """The property above is exercised: the budget was asked while running requests shared their paths."""
-    if not CHECKS["calls"]:
-        test_the_shared_walk_counts_what_every_path_counts()
-    assert CHECKS["shared"] > 200, CHECKS
+    before = dict(CHECKS)
+    test_the_shared_walk_counts_what_every_path_counts()
+    reached = {key: CHECKS[key] - before[key] for key in CHECKS}
+    assert reached["shared"] > 200, reached

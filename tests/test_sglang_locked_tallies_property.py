@@ -16,7 +16,13 @@ from sim.cache.engines import sglang_locked
 from sim.cache.engines.sglang_locked import locked_full_pages, locked_pages
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
-from tests.prefix_bursts import draw_prefix_requests, draw_sglang_knobs, paths_share_nodes, prefix_requests
+from tests.prefix_bursts import (
+    FIXED_BURST,
+    SHARED_KNOBS,
+    draw_prefix_requests,
+    draw_sglang_knobs,
+    paths_share_nodes,
+)
 
 CHECKS = {"calls": 0, "candidate": 0, "shared": 0, "locked": 0}
 
@@ -47,14 +53,6 @@ def bursts(draw):
     return trace, policy, model, knobs, draw(st.sampled_from([3000, 6000, 12000]))
 
 
-# a long burst on shared prefixes through tight pools: evicts, retracts and chunks under every loop
-_FIXED = Trace(
-    prefix_requests(
-        [(index % 3, 200 + 97 * index, 40 + 13 * index, 5 * index) for index in range(16)], [900, 400, 1300]
-    )
-)
-
-
 def _run(burst) -> None:
     trace, policy, model, knobs, pool_tokens = burst
     config = SimConfig(policy=policy, model=model, knobs=knobs, pool_tokens=pool_tokens, mamba_states=48)
@@ -69,7 +67,7 @@ def _run(burst) -> None:
 def test_fixed_bursts_count_the_locked_pages_every_path_counts(policy, page):
     knobs = dict(page_size=page, chunked_prefill_size=max(page, 64) * 4, max_running_requests=8, overlap=True)
     before = dict(CHECKS)
-    _run((_FIXED, policy, "inkling", knobs, 6000))
+    _run((FIXED_BURST, policy, "inkling", knobs, 6000))
     asked = {key: CHECKS[key] - before[key] for key in CHECKS}
     assert asked["calls"] > 20 and asked["candidate"] > 5 and asked["locked"] > 10, asked
 
@@ -86,21 +84,20 @@ def test_the_tallies_give_the_walks_tables(policy, mode):
     for tallies in (False, True):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(sglang_locked, "LOCKED_FROM_TALLIES", tallies)
-            results[tallies] = simulate(_FIXED, config)
+            results[tallies] = simulate(FIXED_BURST, config)
     walked, tallied = results[False], results[True]
     assert tallied.requests.equals(walked.requests) and tallied.steps.equals(walked.steps)
     assert tallied.summary == walked.summary
-
-
-_SHARED_KNOBS = dict(page_size=1, chunked_prefill_size=128, max_running_requests=12, overlap=True)
 
 
 # the second example alone meets the floors below (165 candidates, 347 shared, 347 partly locked): they rest on
 # it, not on what the derandomized draws reach (those depend on the modules loaded before them)
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
-@example((_FIXED, "sglang", "qwen3-next", dict(page_size=1, chunked_prefill_size=128, overlap=False), 3000))
-@example((_FIXED, "sglang", "inkling", _SHARED_KNOBS, 12000))
+@example(
+    (FIXED_BURST, "sglang", "qwen3-next", dict(page_size=1, chunked_prefill_size=128, overlap=False), 3000)
+)
+@example((FIXED_BURST, "sglang", "inkling", SHARED_KNOBS, 12000))
 def test_the_tallies_count_what_every_path_counts(burst):
     _run(burst)
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 # every executor test file: the default selection (slow ones are left to `-m slow`)
 EXECUTOR_TESTS = ("tests/executor",)
 
-PYTEST = ("-p", "no:cacheprovider", "-q", "-rfE", "--durations=8")
+# -v: a line per test as it ends, so a stage killed at its budget still logs which tests passed and failed (the
+# first H200 run's was killed with two failures and only dots to show for them)
+PYTEST = ("-p", "no:cacheprovider", "-v", "-rfE", "--durations=8")
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ def _throughput(ctx: Context) -> dict:
 
 # most valuable first: a call cut short still returns the bit-exactness of what users run on the device. Budgets
 # from the first H200 run (2026-12-04, docs/results/gpu-runs.md): retain 51 s, negative 40, vllm 15, throughput 8;
-# the tests stage had not finished at 150 s (103 of 140 passed), so it gets what the others did not use.
+# the tests stage had not finished at 150 s (103 of 140 run, none failed), so it gets what the others did not use.
 STAGES = [
     Stage("env", 10, "python, torch, triton, numpy; the GPU torch sees", _env),
     Stage(

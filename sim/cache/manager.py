@@ -165,10 +165,7 @@ class CacheManager(SchedulingPasses):
 
     def complete_decode(self, request_id: str) -> None:
         self._pass_open = False
-        req = self.requests[request_id]
-        req.kv_len += 1
-        req.decode_steps += 1
-        self._take_planned_checkpoint(req)
+        self._complete_step(self.requests[request_id])
 
     def finish(self, request_id: str) -> FinishResult:
         req = self.requests[request_id]

@@ -53,10 +53,14 @@ class StepPlans(ManagerViews):
         with no checkpoint planned has nothing to take."""
         self._pass_open = False
         for req in reqs:
-            req.kv_len += 1
-            req.decode_steps += 1
-            if req.planned:
-                self._take_planned_checkpoint(req)
+            self._complete_step(req)
+
+    def _complete_step(self, req: RequestCache) -> None:
+        """A decode step done: one token longer, and the checkpoint it planned (if any) taken."""
+        req.kv_len += 1
+        req.decode_steps += 1
+        if req.planned:
+            self._take_planned_checkpoint(req)
 
     def _take_planned_checkpoint(self, req: RequestCache) -> None:
         for position, state_id in req.planned:

@@ -147,12 +147,21 @@ def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     return step_fits_room(manager, reqs, room)
 
 
+def _proved(sched: RunningBatch) -> bool:
+    """The rules are those an event step's page-only and decode-pass shortcuts are proved for (a subclass is not)."""
+    return type(sched.rules) in PAGE_ONLY_RULES
+
+
+def _page_only(sched: RunningBatch) -> bool:
+    return PAGE_ONLY_AT_ONCE and _proved(sched)
+
+
 def step_fits_and_needs(
     sched: RunningBatch, reqs: list[RequestCache], iteration: int
 ) -> tuple[bool, StepNeeds | None]:
     """Whether the event step at ``iteration`` fits, and, read in the same pass, its requests' events and pages
     (``sglang_event_plans.ONE_PASS``, under the rules ``prepare_page_decode`` is proved for; else None)."""
-    if plans.ONE_PASS and PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES:
+    if plans.ONE_PASS and _page_only(sched):
         needs = plans.event_step_needs(sched.manager, sched.rules, reqs, iteration)
         return needs is not None, needs
     return event_step_fits(sched, reqs), None
@@ -176,7 +185,7 @@ def _event_step(
     read already (``step_fits_and_needs``; None: read here)."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
-        plans.begin_decode_pass(manager, sched.rules, in_flight, type(sched.rules) in PAGE_ONLY_RULES)
+        plans.begin_decode_pass(manager, sched.rules, in_flight, _proved(sched))
     if manager.has_swa:  # _prefill: hybrid SWA retries admission every pass
         sched.batch_is_full = False
     if needs is None:
@@ -191,8 +200,7 @@ def _event_step(
     if needs is not None:
         plans.plan_needs(manager, reqs, needs, iteration, batch)
     else:
-        page_only = PAGE_ONLY_AT_ONCE and type(sched.rules) in PAGE_ONLY_RULES
-        plans.plan_each(manager, reqs, eventful, iteration, batch, page_only)
+        plans.plan_each(manager, reqs, eventful, iteration, batch, _page_only(sched))
     if process is not None:  # process_batch_result of the step in flight, after this step's launch
         process()
     if needs is not None:

@@ -1,6 +1,6 @@
 """What the switch-on / switch-off tests of SGLang's event steps share (``test_page_only_decode_property``,
 ``test_event_step_one_pass_property``): the presets and their configs, generated bursts, a pool's state, and the
-comparison of two logged runs, and what an event step moved (``event_step_snapshot``)."""
+comparison of two logged runs."""
 
 from __future__ import annotations
 
@@ -28,30 +28,6 @@ def pool_state(pool) -> tuple:
         pool._num_returned,
         tuple(map(tuple, pool._lists)),
         tuple(pool._firsts),
-    )
-
-
-def request_state(req) -> tuple:
-    lengths = (req.request_id, req.kv_len, req.decode_steps, req.swa_frontier)
-    return lengths + (
-        req.planned,
-        req.checkpoint,
-        tuple(req.spare_states),
-        tuple(req.own_full),
-        tuple(req.own_swa),
-    )
-
-
-def event_step_snapshot(sched, reqs, batch) -> tuple:
-    """What an event step can move: its requests, the pools, the tree, the steps in flight, the batch read."""
-    manager, tree = sched.manager, sched.manager.tree
-    items = None if batch is None else tuple((item.plan, item.is_prefill) for item in batch.items)
-    return (
-        tuple(request_state(req) for req in reqs),
-        tuple(pool_state(pool) for pool in manager.pools.values()),
-        (tree.num_full_pages, tree.num_swa_pages, tree.num_states, dict(tree.num_evictions)),
-        tuple(sorted(getattr(sched.rules, "in_flight", ()))),
-        items,
     )
 
 

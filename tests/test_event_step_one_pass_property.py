@@ -21,7 +21,7 @@ from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
-from sglang_event_steps import assert_logged_runs_equal, event_step_snapshot, sglang_bursts, sglang_config
+from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
 
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_event_plans, sglang_fast, sglang_runs
@@ -34,6 +34,30 @@ pytestmark = pytest.mark.interpreted
 SWITCHES = ("ONE_PASS", "PAGES_AT_ONCE", "DECODE_PASS")
 _EVENT_STEP, _FITS = sglang_runs._event_step, sglang_runs.step_fits_and_needs
 _TAKE_PAGES, _BEGIN = sglang_event_plans.take_anonymous_pages, sglang_event_plans.begin_decode_pass
+
+
+def _request_state(req) -> tuple:
+    lengths = (req.request_id, req.kv_len, req.decode_steps, req.swa_frontier)
+    return lengths + (
+        req.planned,
+        req.checkpoint,
+        tuple(req.spare_states),
+        tuple(req.own_full),
+        tuple(req.own_swa),
+    )
+
+
+def _snapshot(sched, reqs, batch) -> tuple:
+    """What an event step can move: its requests, the pools, the tree, the steps in flight, the batch read."""
+    manager, tree = sched.manager, sched.manager.tree
+    items = None if batch is None else tuple((item.plan, item.is_prefill) for item in batch.items)
+    return (
+        tuple(_request_state(req) for req in reqs),
+        tuple(pool_state(pool) for pool in manager.pools.values()),
+        (tree.num_full_pages, tree.num_swa_pages, tree.num_states, dict(tree.num_evictions)),
+        tuple(sorted(getattr(sched.rules, "in_flight", ()))),
+        items,
+    )
 
 
 def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
@@ -51,7 +75,7 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
     def event_step(sched, reqs, iteration, in_flight, announced, process, needs=None):
         batch = _EVENT_STEP(sched, reqs, iteration, in_flight, announced, process, needs)
         counts["one_pass"] += needs is not None
-        log.append(("step", iteration, event_step_snapshot(sched, reqs, batch)))
+        log.append(("step", iteration, _snapshot(sched, reqs, batch)))
         return batch
 
     def take_pages(manager, req, num_pages):
@@ -63,8 +87,6 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         _BEGIN(manager, rules, in_flight, proved)
 
     patches = [mock.patch.object(sglang_event_plans, name, switch) for name in SWITCHES] + [
-        # each step's fit read where the reference reads it (``test_event_needs_first_property`` covers the switch)
-        mock.patch.object(sglang_runs, "EVENT_NEEDS_FIRST", False),
         mock.patch.object(sglang_runs, "step_fits_and_needs", side_effect=fits),
         mock.patch.object(sglang_fast, "step_fits_and_needs", side_effect=fits),
         mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),

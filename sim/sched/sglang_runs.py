@@ -36,10 +36,6 @@ from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
 # reference), under the rules whose refusal, reservation and eviction ahead are proved to do nothing there
 PAGE_ONLY_AT_ONCE = True
 PAGE_ONLY_RULES = (SGLangRules, MarconiRules)
-# after a quiet stretch that stopped short of the run's end, the next step's needs are read first and, where some
-# request's step is an event, the stretch's question is not asked again (its answer is 0: ``_event_known``);
-# off: the stretch asked again first (the reference; tests/test_event_needs_first_property.py holds both equal)
-EVENT_NEEDS_FIRST = True
 
 
 class RunningBatch(Protocol):
@@ -73,24 +69,18 @@ def take_batch_run(
     full_steps: list[FullStep] = []
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
-    after_stretch = False  # the loop's last move was a quiet stretch (it stopped short of the run's end)
     while done < max_steps:
-        if after_stretch:
-            needs = _event_known(sched, reqs, iteration + done)
-        if process is None and needs is None:
+        if process is None:
             stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
             if stretch:
                 full_steps += stretch_steps
                 done += stretch
-                after_stretch = True
                 continue
-        after_stretch = False
         if in_flight is None and folds:  # the run's pass is begun: idle event steps may go at once
             idle = idle_event_steps(manager, sched.rules, reqs, iteration + done + phase, max_steps - done)
             if idle:
                 full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
                 done += idle
-                needs = None  # read before the steps folded
                 continue
         if needs is None:
             fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
@@ -155,17 +145,6 @@ def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
     manager = sched.manager
     room = manager.topology.kv_room(manager.has_swa) - sched.rules.alloc_slack_pages - len(reqs)
     return step_fits_room(manager, reqs, room)
-
-
-def _event_known(sched: RunningBatch, reqs: list[RequestCache], iteration: int) -> StepNeeds | None:
-    """The step at ``iteration``'s needs (``event_step_needs``), where they name an event: some request's
-    ``plain_decode_steps`` there is not positive, so ``batch_decode_stretch`` (the same rules, the same phase)
-    answers 0 and the stretch's question is skipped, the needs kept for the step. None where not read
-    (``EVENT_NEEDS_FIRST`` off, not the one-pass rules), not fitting, or naming no event: the stretch is asked."""
-    if not (EVENT_NEEDS_FIRST and plans.ONE_PASS and _page_only(sched)):
-        return None
-    needs = plans.event_step_needs(sched.manager, sched.rules, reqs, iteration)
-    return needs if needs is not None and any(needs.events) else None
 
 
 def _proved(sched: RunningBatch) -> bool:

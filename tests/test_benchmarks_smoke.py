@@ -22,7 +22,7 @@ def input_lengths(path: Path, limit: int) -> list[int]:
     return [json.loads(line)["input_length"] for line in path.read_text().splitlines()[:limit]]
 
 
-@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py", "bounds_vs_peer.py"])
+@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py", "bounds_vs_peer.py", "sglang_timed_counts.py"])
 def test_help(name):
     assert "usage:" in run_script(name, "--help")
 
@@ -147,3 +147,21 @@ def test_page_chunk_paths_times_the_three_paths_and_the_yardstick():
     times, ratios = out.strip().splitlines()[-2:]
     assert times.startswith("replay, chunk run ") and "sglang-retain replay " in times
     assert ratios.startswith("timed / replay ") and "timed / sglang-retain replay " in ratios
+
+
+def test_sglang_timed_counts_add_up_to_the_step_table():
+    out = run_script("sglang_timed_counts.py", "radix", "marconi-sglang", "--trace", str(HEAD), "--limit", "40")
+    counts: dict[str, dict[str, int]] = {}
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            policy = counts.setdefault(line, {})
+        else:
+            num, name = line.split(maxsplit=1)
+            policy[name] = int(num)
+    assert list(counts) == ["radix", "marconi-sglang"]
+    for policy in counts.values():
+        full = sum(num for name, num in policy.items() if name.startswith("full step") and "empty" not in name)
+        assert policy["batch runs"] > 0 and full > 0
+        # an empty full step writes no row; every other step is a full step or a batch run's
+        assert full + policy["batch run steps"] == policy["steps in the table"]
+    assert counts["marconi-sglang"]["event steps"] > counts["radix"]["event steps"]  # Marconi's last-step checkpoints

@@ -1,9 +1,9 @@
 """Where an SGLang-loop timed run's steps go, counted: its full steps by kind, its batch runs, their quiet
 stretches (and the empty ones) and event steps (and the requests whose step is an event).
 
-    HYBRIDCACHE_SHARED=/work/shared python scripts/sglang_timed_counts.py radix marconi-sglang [limit]
+    python benchmarks/sglang_timed_counts.py radix marconi-sglang [--limit 1000]
 
-The first ``limit`` (1,000) requests of the conversation trace, bounds off. Counts only: the calls are wrapped
+The first ``--limit`` requests of the conversation trace (or ``--trace``), bounds off. Counts only: the calls are wrapped
 (module attributes patched for the run), so the run's CPU is not read here (``docs/results/presets-speed.md``,
 Round 20). A full step's kind: prefill or decode-only, whether the step before launched a prefill, whether
 requests still wait; a decode-only step also says why the loop did not take it in a run (``_why_full``).
@@ -11,17 +11,18 @@ requests still wait; a decode-only step also says why the loop did not take it i
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
 from collections import Counter
 from pathlib import Path
 
-from sim.cache.components import Component
-from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang, sglang_fast, sglang_runs
-from sim.trace.azure_import import import_mooncake
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SHARED = Path(os.environ.get("HYBRIDCACHE_SHARED", "../shared"))
+from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
+from sim.cache.components import Component  # noqa: E402
+from sim.run.simulate import SimConfig, simulate  # noqa: E402
+from sim.sched import sglang, sglang_fast, sglang_runs  # noqa: E402
+from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 
 def _why_full(sched) -> str:
@@ -83,21 +84,27 @@ def _count_runs(counts: Counter) -> None:
     sglang_fast.take_batch_run = run  # (imported by name there; a finishing run calls the patched one)
 
 
-def main(policies: list[str], limit: int) -> None:
-    trace = import_mooncake(
-        str(SHARED / "traces/mooncake/conversation_trace.jsonl"), limit=limit, chains=True
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "policies", nargs="+", help="SGLang-loop presets (radix, sglang, marconi-sglang, ...)"
     )
+    parser.add_argument("--trace", default=str(mooncake_trace("conversation")))
+    parser.add_argument("--limit", type=int, default=1000)
+    args = parser.parse_args(argv)
+    trace = import_mooncake(str(existing_trace(args.trace)), limit=args.limit, chains=True)
     counts: Counter = Counter()
     _count_full_steps(counts)
     _count_runs(counts)
-    for policy in policies:
+    for policy in args.policies:
         counts.clear()
-        simulate(trace, SimConfig(policy=policy, mode="timed", bounds=False))
+        result = simulate(trace, SimConfig(policy=policy, mode="timed", bounds=False))
+        # The table's rows are the full steps plus the batch runs' steps: a reader can check the counts add up.
+        counts["steps in the table"] = len(result.steps)
         print(policy)
         for name, count in sorted(counts.items()):
             print(f"  {count:7d}  {name}")
 
 
 if __name__ == "__main__":
-    numbers = [arg for arg in sys.argv[1:] if arg.isdigit()]
-    main([arg for arg in sys.argv[1:] if not arg.isdigit()], int(numbers[0]) if numbers else 1000)
+    main(sys.argv[1:])

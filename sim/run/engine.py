@@ -12,7 +12,6 @@ import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.run.backend import Backend
-from sim.run.deferred_clock import DeferredClock
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
@@ -37,7 +36,9 @@ class Engine:
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.rate_scale = rate_scale
         self.manager = scheduler.manager
-        self.events = self.manager.events  # the run's bus: the cache's, the scheduler's and this loop's
+        self.events = (
+            self.manager.events
+        )  # the run's bus: the cache's, the scheduler's and this loop's events
         # every request's record, in trace order, from before it arrives to its row
         self.states = states_of(trace)
         self.steps = StepLog()  # written here; the step events below are built only for other listeners
@@ -53,7 +54,6 @@ class Engine:
         self.fast_path = backend.predicts_only if fast_path is None else fast_path
         self.iteration = 0
         self._wake: simpy.Event | None = None
-        self.clock = DeferredClock(env)  # a step's timeout deferred while nothing reads the clock
         self._followers = trace.followers()
 
     def start(self) -> None:
@@ -84,28 +84,21 @@ class Engine:
     def _loop(self):
         while True:
             if not self.scheduler.has_work():
-                yield from self.clock.catch_up()
                 self._wake = self.env.event()
                 yield self._wake
             batch = self.scheduler.schedule(self.iteration)
-            if self.scheduler.given_up or not batch:
-                yield from self.clock.catch_up()
             self._drop_given_up()
             if not batch:
                 self._unblock()
                 continue
-            started_at = self.clock.now()
+            started_at = self.env.now
             if self._step_started:
                 emit(self._step_started, StepStarted(batch, self.manager))
             duration = self.backend.run(batch, self.manager)
-            if not self.clock.defers(started_at, duration):
-                yield from self.clock.catch_up()
-                yield self.env.timeout(duration)
+            yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
             self.scheduler.unpark()
             self._record_step(batch, started_at, duration)
-            if outcome.first_tokens or outcome.finished or self.on_step is not None:
-                yield from self.clock.catch_up()
             for state in outcome.first_tokens:
                 if state.first_token_at is None:
                     state.first_token_at = self.env.now
@@ -126,7 +119,6 @@ class Engine:
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
             return False
-        yield from self.clock.catch_up()
         requests = self.manager.requests
         contexts = tuple(requests[r.request_id].kv_len for r in runs)
         # the steps that end before the next scheduled event, as one step after another would move the clock

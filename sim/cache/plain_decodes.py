@@ -52,10 +52,7 @@ class PlainDecodes(StepPlans):
         hands out ``n`` ids at once as it would one by one), and the lengths."""
         num_pages = req.pages_needed(req.kv_len + num_steps)
         if num_pages:
-            req.add_own_pages(
-                self.pools[FULL].alloc(num_pages),
-                self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages,
-            )
+            self.add_new_pages(req, num_pages)
         self.take_plain_decodes(req, num_steps)
 
     def take_plain_decodes(self, req: RequestCache, num_steps: int) -> None:

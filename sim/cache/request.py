@@ -10,7 +10,8 @@ from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
-from sim.cache.pools import Pool
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.repeats import anonymous_ids, nones
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 
@@ -84,7 +85,7 @@ class RequestCache:
             return len(freed)
         live, hi = self._live_own_swa_span(frontier)
         if live < hi:
-            self.own_swa[live:hi] = [None] * (hi - live)
+            self.own_swa[live:hi] = nones(hi - live)
             pool.free_count(hi - live)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return hi - live
@@ -132,6 +133,16 @@ class RequestCache:
             self.own_swa += swa
         else:
             self.own_full, self.own_swa = full, cast("list[int | None]", swa)  # SWA ids, or None per page
+
+    def add_anonymous_pages(self, num_pages: int, has_swa: bool) -> None:
+        """``add_own_pages`` of ``num_pages`` pages counted out of anonymous pools (every id ``ANONYMOUS_ID``;
+        SWA's entries None where the model has no SWA): the same lists, extended from shared runs."""
+        if not self.own_full:  # the request's first pages: lists of its own, as ``add_own_pages`` keeps
+            self.own_full = [ANONYMOUS_ID] * num_pages
+            self.own_swa = [ANONYMOUS_ID if has_swa else None] * num_pages
+            return
+        self.own_full += anonymous_ids(num_pages)
+        self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)
 
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""

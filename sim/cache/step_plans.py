@@ -3,6 +3,7 @@ as the engine does) before it runs, and the checkpoint it took recorded after it
 
 from __future__ import annotations
 
+from sim.cache import repeats
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.manager_views import ManagerViews
@@ -22,10 +23,7 @@ class StepPlans(ManagerViews):
         refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
             return refusal
-        req.add_own_pages(
-            self.pools[FULL].alloc(num_pages),
-            self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages,
-        )
+        self.add_new_pages(req, num_pages)
         planned: tuple[tuple[int, int], ...] = ()
         if checkpoint:
             slot = self.pools[MAMBA].alloc_one() if new_state else req.spare_states.pop()
@@ -42,11 +40,24 @@ class StepPlans(ManagerViews):
         ``free_out_of_window`` no target, ``evict_ahead(0)`` its slack free and ``reserve`` nothing short (the
         SGLang loop's rules, ``SGLangRules`` and ``MarconiRules``: docs/results/presets-speed.md, Round 18),
         so what is left is the page's allocation. ``num_pages``: ``req.pages_needed(req.kv_len + 1)``."""
-        req.add_own_pages(
-            self.pools[FULL].alloc(num_pages),
-            self.pools[SWA].alloc(num_pages) if self.has_swa else [None] * num_pages,
-        )
+        self.add_new_pages(req, num_pages)
         req.planned = ()
+
+    def add_new_pages(self, req: RequestCache, num_pages: int) -> None:
+        """Allocate ``num_pages`` pages from each KV pool (FULL, then SWA) to ``req``. Where both are anonymous
+        (``repeats.SHARED_RUNS``), they are counted out and the request's lists extended from shared runs: the
+        same counts in the same order, the same lists, without a list of ids made and dropped per pool."""
+        full_pool, swa_pool = self.pools[FULL], self.pools[SWA] if self.has_swa else None
+        if repeats.SHARED_RUNS and full_pool.anonymous and (swa_pool is None or swa_pool.anonymous):
+            full_pool.count_out(num_pages)
+            if swa_pool is not None:
+                swa_pool.count_out(num_pages)
+            req.add_anonymous_pages(num_pages, swa_pool is not None)
+            return
+        req.add_own_pages(
+            full_pool.alloc(num_pages),
+            swa_pool.alloc(num_pages) if swa_pool is not None else [None] * num_pages,
+        )
 
     def complete_decodes(self, reqs: list[RequestCache]) -> None:
         """``complete_decode`` of each of ``reqs`` (the manager's own records), a step's in one loop: a request

@@ -19,6 +19,7 @@ property test holds ``evict_full`` to (tests/test_freetoken_leaf_heap.py).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.eviction import LRUEviction
@@ -26,6 +27,11 @@ from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
 EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
+# True: a push of a node whose entry at the same stamp is still queued is skipped (about a quarter of the pushes:
+# a release of a leaf nobody restamped); False: every push queued, the reference. The pops are the same either
+# way: a duplicate is the same tuple, popped next to its twin and dropped as dead or as its twin was
+# (tests/test_leaf_heap_marks.py)
+SKIP_QUEUED = True
 
 
 class LeafHeap(LRUEviction):
@@ -36,13 +42,39 @@ class LeafHeap(LRUEviction):
     name = "leaf-heap"
     leaves_only = True  # ``release`` of an inner node does nothing: the tree skips the call
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: dict[Node, float] = {}  # a node's stamp where its entry at that stamp is in the heap
+
     def push(self, comp: Component, node: Node, stamp: float) -> None:
         if comp == FULL:
-            super().push(comp, node, stamp)
+            self._push_leaf(node, stamp)
 
     def release(self, node: Node) -> None:
         if not node.children:
-            super().push(FULL, node, node.full_stamp)
+            self._push_leaf(node, node.full_stamp)
+
+    def _push_leaf(self, node: Node, stamp: float) -> None:
+        if SKIP_QUEUED:
+            if self.queued.get(node) == stamp:
+                return
+            self.queued[node] = stamp
+        LRUEviction.push(self, FULL, node, stamp)
+
+    def pop(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:
+        """``LRUEviction.pop``, each popped entry's mark taken off with it."""
+        heap, queued = self.heaps[comp], self.queued
+        while heap:
+            stamp, _, node = heapq.heappop(heap)
+            if queued.get(node) == stamp:
+                del queued[node]
+            if node.alive and stamp == node.full_stamp and eligible(node):
+                return node
+        return None
+
+    def _compact(self, comp: Component) -> None:
+        super()._compact(comp)  # the FULL heap keeps one entry per node, at its stamp: the marks are those
+        self.queued = {node: stamp for stamp, _, node in self.heaps[FULL]} if SKIP_QUEUED else {}
 
 
 class FreeTokenClock:

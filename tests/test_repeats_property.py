@@ -1,0 +1,138 @@
+"""``repeats``' shared runs (``SHARED_RUNS``) against the reference, fresh lists: a run's items and length are
+the same either way (a tuple kept per length, or a list made each time; past ``MAX_SHARED_LEN`` a list).
+Where both KV pools are anonymous, ``StepPlans.add_new_pages`` counts the pages out and extends the request's
+lists from those runs, and ``RequestCache.free_own_swa_below`` fills its freed SWA entries from them. As a
+property over the generated FreeToken runs (``test_freetoken_page_lists.page_cases``: three presets, three
+models, pages 1, 2, 16 and 64, small pools, bounds on and off; replay and timed) and Marconi's
+(``test_marconi_anonymous_ids.marconi_cases``, whose tuner forks anonymous caches), on anonymous pools: every
+allocation (pool, free count before it, count), every tree's nodes with their FULL and SWA page lists (the
+None entries where SWA was freed included), free counts and eviction counts as the run ends, and the run's
+tables and summary equal with the switch on and off. Fixed cases hold floors on the shared path's use, counted
+in the test's own run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+from same_runs import assert_same_run
+from test_freetoken_anonymous_replay import FIXED_CASES
+from test_freetoken_page_lists import page_cases
+from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
+from test_marconi_anonymous_ids import marconi_cases
+
+import sim.cache.repeats as repeats
+import sim.cache.request as request_module
+import sim.run.simulate as simulate_module
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import simulate
+
+POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
+SHARED_ANONYMOUS_IDS, SHARED_NONES = repeats.anonymous_ids, repeats.nones
+
+
+@pytest.mark.interpreted  # sets the module's switch, which the compiled core binds
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(count=st.integers(0, repeats.MAX_SHARED_LEN + 3), shared=st.booleans())
+@example(count=0, shared=True)
+@example(count=1, shared=True)
+@example(count=repeats.MAX_SHARED_LEN, shared=True)
+@example(count=repeats.MAX_SHARED_LEN + 1, shared=True)
+def test_a_run_holds_its_item_count_times(count, shared, monkeypatch):
+    monkeypatch.setattr(repeats, "SHARED_RUNS", shared)
+    ids, none_run = repeats.anonymous_ids(count), repeats.nones(count)
+    assert list(ids) == [ANONYMOUS_ID] * count and list(none_run) == [None] * count
+    kept = shared and count <= repeats.MAX_SHARED_LEN
+    assert isinstance(ids, tuple) == kept and isinstance(none_run, tuple) == kept
+    if kept:  # the length's run is made once (the budget of kept items is far from spent by the tests)
+        assert repeats.anonymous_ids(count) is ids and repeats.nones(count) is none_run
+
+
+def run_logged(trace, config, shared: bool, monkeypatch) -> tuple[list, list, object]:
+    """The run on anonymous pools, the switch set to ``shared``: every allocation (pool, free count before it,
+    count), every tree's nodes with their page lists and the pools' counts as the run ends; the lengths the
+    request's lists took shared runs of (extends, None fills: empty with the switch off)."""
+    log: list = []
+    runs_used: list = []
+
+    def logged_alloc(pool, count):
+        log.append((pool.name, pool.num_free, count))
+        return POOL_ALLOC(pool, count)
+
+    def logged_count_out(pool, count):  # an allocation without its list: logged as one
+        log.append((pool.name, pool.num_free, count))
+        POOL_COUNT_OUT(pool, count)
+
+    def logged_dismantle(tree):
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        log.append([(n.start, n.end, list(n.full_pages), n.swa_pages, n.state, n.full_stamp) for n in nodes])
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
+        DISMANTLE(tree)
+
+    def counted(run, kind):
+        def run_of(count):
+            runs_used.append((kind, count))
+            return run(count)
+
+        return run_of
+
+    monkeypatch.setattr(repeats, "SHARED_RUNS", shared)
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
+    monkeypatch.setattr(request_module, "anonymous_ids", counted(SHARED_ANONYMOUS_IDS, "ids"))
+    monkeypatch.setattr(request_module, "nones", counted(SHARED_NONES, "nones"))
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(Pool, "count_out", logged_count_out)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    return log, runs_used, simulate(trace, config)
+
+
+def assert_shared_run_equal(trace, config, monkeypatch) -> list:
+    """The two runs equal; returns the lengths the shared one took runs of."""
+    shared_log, runs_used, shared = run_logged(trace, config, True, monkeypatch)
+    fresh_log, _, fresh = run_logged(trace, config, False, monkeypatch)
+    assert shared_log == fresh_log
+    assert_same_run(shared, fresh)
+    return runs_used
+
+
+@pytest.mark.interpreted  # patches Pool methods and module flags, which the compiled core binds
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=page_cases(), mode=st.sampled_from(["replay", "timed"]))
+def test_freetokens_runs_are_the_same_with_shared_runs(case, mode, monkeypatch):
+    trace, config = case
+    try:
+        assert_shared_run_equal(trace, replace(config, mode=mode), monkeypatch)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+
+
+@pytest.mark.interpreted
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=marconi_cases())
+@example(case=MARCONI_CASES[0][:2])
+@example(case=MARCONI_CASES[3][:2])
+def test_marconis_runs_are_the_same_with_shared_runs(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_shared_run_equal(trace, config, monkeypatch)
+    except ValueError:  # a configuration the engine refuses
+        reject()
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("case", [c[:2] for c in FIXED_CASES])
+def test_the_fixed_replays_take_shared_runs(case, monkeypatch):
+    """A test of the fixed examples: each replay extends its requests' lists from shared runs and fills freed
+    SWA from them by the dozen, runs of several lengths (a replay that never took them would pass anything; the
+    four take 280 to 902 extends of 10 to 39 lengths and 86 to 394 fills of 5 to 20)."""
+    trace, config = case
+    runs_used = assert_shared_run_equal(trace, replace(config, mode="replay"), monkeypatch)
+    extends = [count for kind, count in runs_used if kind == "ids"]
+    fills = [count for kind, count in runs_used if kind == "nones"]
+    assert len(extends) >= 200 and len(set(extends)) >= 5
+    assert len(fills) >= 50 and len(set(fills)) >= 4

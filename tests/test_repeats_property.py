@@ -44,11 +44,14 @@ SHARED_ANONYMOUS_IDS, SHARED_NONES = repeats.anonymous_ids, repeats.nones
 @example(count=repeats.MAX_SHARED_LEN + 1, shared=True)
 def test_a_run_holds_its_item_count_times(count, shared, monkeypatch):
     monkeypatch.setattr(repeats, "SHARED_RUNS", shared)
+    # fresh runs: the module's own may have spent their budget on whatever ran before in this process
+    monkeypatch.setattr(repeats, "ANONYMOUS_RUNS", repeats.KeptRuns(ANONYMOUS_ID))
+    monkeypatch.setattr(repeats, "NONE_RUNS", repeats.KeptRuns(None))
     ids, none_run = repeats.anonymous_ids(count), repeats.nones(count)
     assert list(ids) == [ANONYMOUS_ID] * count and list(none_run) == [None] * count
     kept = shared and count <= repeats.MAX_SHARED_LEN
     assert isinstance(ids, tuple) == kept and isinstance(none_run, tuple) == kept
-    if kept:  # the length's run is made once (the budget of kept items is far from spent by the tests)
+    if kept:  # the length's run is made once
         assert repeats.anonymous_ids(count) is ids and repeats.nones(count) is none_run
 
 
@@ -136,3 +139,13 @@ def test_the_fixed_replays_take_shared_runs(case, monkeypatch):
     fills = [count for kind, count in runs_used if kind == "nones"]
     assert len(extends) >= 200 and len(set(extends)) >= 5
     assert len(fills) >= 50 and len(set(fills)) >= 4
+
+
+@pytest.mark.interpreted  # sets the module's budget, which the compiled core binds
+def test_runs_past_the_budget_are_made_each_time_and_not_kept(monkeypatch):
+    monkeypatch.setattr(repeats, "MAX_KEPT_ITEMS", 10)
+    runs = repeats.KeptRuns(None)
+    assert runs.of(6) is runs.of(6) and runs.num_kept_items == 6
+    past = runs.of(5)  # 6 + 5 > 10: made, handed out, not kept
+    assert past == (None,) * 5 and runs.of(5) is not past and 5 not in runs.runs
+    assert runs.of(4) is runs.of(4) and runs.num_kept_items == 10

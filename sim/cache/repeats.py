@@ -10,6 +10,8 @@ length leaves only that copy. Switch ``SHARED_RUNS`` off: a fresh list each time
 
 from __future__ import annotations
 
+from typing import Any
+
 from sim.cache.pools import ANONYMOUS_ID
 
 # True: the run of a length is a tuple made once and kept; False: a fresh list per call (the reference)
@@ -17,32 +19,36 @@ SHARED_RUNS = True
 MAX_SHARED_LEN = 1 << 14  # a longer run is made each time (a chunk's pages are fewer)
 MAX_KEPT_ITEMS = 1 << 22  # per item: at most ~32 MB of kept tuples, however many lengths a run asks for
 
-_anonymous_runs: dict[int, tuple[int, ...]] = {}
-_none_runs: dict[int, tuple[None, ...]] = {}
-_kept_items = [0, 0]  # items kept in _anonymous_runs, _none_runs
+
+class KeptRuns:
+    """The runs of one item, a tuple per length, kept until ``MAX_KEPT_ITEMS`` items are held."""
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+        self.runs: dict[int, tuple[Any, ...]] = {}
+        self.num_kept_items = 0
+
+    def of(self, count: int) -> tuple[Any, ...] | list[Any]:
+        if not SHARED_RUNS or count > MAX_SHARED_LEN:
+            return [self.item] * count
+        run = self.runs.get(count)
+        if run is None:
+            run = (self.item,) * count
+            if self.num_kept_items + count <= MAX_KEPT_ITEMS:
+                self.runs[count] = run
+                self.num_kept_items += count
+        return run
+
+
+ANONYMOUS_RUNS = KeptRuns(ANONYMOUS_ID)
+NONE_RUNS = KeptRuns(None)
 
 
 def anonymous_ids(count: int) -> tuple[int, ...] | list[int]:
     """``count`` times ``ANONYMOUS_ID``, to extend a list with (not to keep: it may be shared)."""
-    if not SHARED_RUNS or count > MAX_SHARED_LEN:
-        return [ANONYMOUS_ID] * count
-    run = _anonymous_runs.get(count)
-    if run is None:
-        run = (ANONYMOUS_ID,) * count
-        if _kept_items[0] + count <= MAX_KEPT_ITEMS:
-            _anonymous_runs[count] = run
-            _kept_items[0] += count
-    return run
+    return ANONYMOUS_RUNS.of(count)
 
 
 def nones(count: int) -> tuple[None, ...] | list[None]:
     """``count`` times ``None``, to extend a list with or assign to a slice (not to keep: it may be shared)."""
-    if not SHARED_RUNS or count > MAX_SHARED_LEN:
-        return [None] * count
-    run = _none_runs.get(count)
-    if run is None:
-        run = (None,) * count
-        if _kept_items[1] + count <= MAX_KEPT_ITEMS:
-            _none_runs[count] = run
-            _kept_items[1] += count
-    return run
+    return NONE_RUNS.of(count)

@@ -5,9 +5,7 @@ nodes and more late in a run), each switch on against its reference:
   hears only of leaves tells it of the holder's node and the window's childless nodes alone;
 - ``freetoken_insert.LOCAL_TICKS``: the revives past the frontier's node keep the clock's tick in a local;
 - ``matching.LEAN_SCAN``: ``deepest_acceptable`` with SWA and MAMBA reads a node's state first;
-- ``walk_hints.LEAN_CLIMB``: a climb from the root reads each parent link once;
-- ``freetoken_frees.COUNT_RUNS``: a trim's run of tombstones on a counting pool counts as it goes;
-- ``misses.RUNS_AT_ONCE``: the why watcher takes a run's tombstone causes in one update.
+- ``freetoken_frees.COUNT_RUNS``: a trim's run of tombstones on a counting pool counts as it goes.
 
 As a property over generated runs (FreeToken's: ``test_freetoken_page_lists.page_cases``, SWA, SWA + GDN and GDN
 models, the three presets, short windows, pages 1 to 64, small pools, replay and timed, bounds on and off, on
@@ -28,8 +26,6 @@ import sim.cache.engines.freetoken_frees as frees
 import sim.cache.engines.freetoken_insert as insert
 import sim.cache.locks as locks
 import sim.cache.matching as matching
-import sim.cache.misses as misses
-import sim.cache.walk_hints as walk_hints
 from sim.cache.misses import TreeMissTracker
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -42,9 +38,7 @@ SWITCHES = (
     (locks, "LEAN_LOOPS"),
     (insert, "LOCAL_TICKS"),
     (matching, "LEAN_SCAN"),
-    (walk_hints, "LEAN_CLIMB"),
     (frees, "COUNT_RUNS"),
-    (misses, "RUNS_AT_ONCE"),
 )
 
 
@@ -132,7 +126,7 @@ def small_trace(seed: int, num_turns: int = 4):
     mode=st.sampled_from(["replay", "timed"]),
 )
 def test_other_engines_runs_equal_the_reference(policy, model, page, seed, mode, monkeypatch):
-    """The shared passes (locks, the match's scan, the climb) under trees that hear of every release."""
+    """The shared passes (locks, the match's scan) under trees that hear of every release."""
     config = SimConfig(
         policy=policy,
         model=model,

@@ -40,9 +40,6 @@ from sim.tokens import TokenSeq
 # False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
 BLOCKED_BY_LINKS = True
-# True: a run of tombstones (``tombstone_run``'s: live nodes with children, so none the leaf being deleted) gets its
-# causes in one update; False: node by node, the reference (tests/test_lean_path_loops.py)
-RUNS_AT_ONCE = True
 
 
 @dataclass(frozen=True)
@@ -106,11 +103,6 @@ class TreeMissTracker:
         nodes: list[Node] = event.nodes if isinstance(event, TombstoningRun) else [event.node]
         evicted, self._swa_eviction_pending = self._swa_eviction_pending, False
         cause = SWA_FINISH_TRIM if self._in_finish else SWA_TRIGGER
-        if RUNS_AT_ONCE and isinstance(event, TombstoningRun):  # live inner nodes, none the leaf just deleted
-            self.tomb_cause.update(dict.fromkeys(nodes, cause))
-            if evicted and nodes:
-                self.tomb_cause[nodes[0]] = SWA_EVICTION
-            return
         for node in nodes:
             if node.swa_pages is not None and node is not self._deleted:
                 self.tomb_cause[node] = SWA_EVICTION if evicted else cause

@@ -17,9 +17,6 @@ from sim.tokens import TokenSeq
 
 __all__ = ["WalkHints"]
 
-# True: a climb from the root reads each node's parent link once; False: the reference loop, twice
-# (tests/test_lean_path_loops.py)
-LEAN_CLIMB = True
 _MAX_REMEMBERED = 256  # heads: enough for every request in flight; past it, forget all and start over
 
 
@@ -60,12 +57,7 @@ class WalkHints:
         # ``path.append`` each time, not a bound ``append`` kept: the compiled core calls a list's append
         # directly, but a bound method only through Python's call protocol
         path: list[Node] = []
-        if below.parent is None and LEAN_CLIMB:  # from the root (most walks): every alive node lies below it
-            parent = node.parent
-            while parent is not None:
-                path.append(node)
-                node, parent = parent, parent.parent
-        elif below.parent is None:
+        if below.parent is None:  # from the root (most walks): every alive node lies below it
             while node.parent is not None:
                 path.append(node)
                 node = node.parent

@@ -10,8 +10,9 @@ nodes and more late in a run), each switch on against its reference:
 As a property over generated runs (FreeToken's: ``test_freetoken_page_lists.page_cases``, SWA, SWA + GDN and GDN
 models, the three presets, short windows, pages 1 to 64, small pools, replay and timed, bounds on and off, on
 real ids and on anonymous ones; and SGLang's and Marconi's presets, whose trees hear of every release): every
-id every pool hands out, every tree's nodes as the run ends (span, pages, stamp, locks, tombstone cause), its
-counts and its leaf heap, and the run's tables equal the reference's.
+id every pool hands out, every FreeToken insert's path as it ends (tombstones, locks, stamps, the clock), every
+tree's nodes as the run ends (span, pages, stamp, locks, tombstone cause), its counts and its heaps, and the
+run's tables equal the reference's. The locks alone, operation by operation: tests/test_lean_locks_property.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from test_freetoken_page_lists import page_cases
 from test_matching_property import node_shapes, path_of
 
 import sim.cache.engines.freetoken_frees as frees
+import sim.cache.engines.freetoken_gdn as ft_gdn
 import sim.cache.engines.freetoken_insert as insert
+import sim.cache.engines.freetoken_swa as ft_swa
 import sim.cache.locks as locks
 import sim.cache.matching as matching
 from sim.cache.misses import TreeMissTracker
@@ -34,6 +37,7 @@ from sim.trace import load_trace
 from sim.trace.generate import multiturn
 
 POOL_ALLOC, DISMANTLE, WATCHER_INIT = Pool.alloc, RadixTree.dismantle, TreeMissTracker.__post_init__
+INSERT_SWA = insert.insert_swa
 SWITCHES = (
     (locks, "LEAN_LOOPS"),
     (insert, "LOCAL_TICKS"),
@@ -57,7 +61,7 @@ def tree_state(tree: RadixTree, causes: dict) -> list:
 
 
 def run_logged(trace, config, lean: bool, anonymous: bool, monkeypatch) -> tuple[list, object]:
-    """The run, every allocation's ids, and every tree's state as the run ends."""
+    """The run, every allocation's ids, every insert's path as it ends, and every tree's state as the run ends."""
     log: list = []
     watchers: list = []
 
@@ -70,6 +74,12 @@ def run_logged(trace, config, lean: bool, anonymous: bool, monkeypatch) -> tuple
         WATCHER_INIT(watcher)
         watchers.append(watcher)
 
+    def logged_insert(tree, req, end, clock, has_swa=True):  # each insert's path: pages, locks and stamps
+        node = INSERT_SWA(tree, req, end, clock, has_swa)
+        path = node.path_from_root()
+        log.append([(n.end, n.swa_pages is None, n.full_lock, n.full_stamp) for n in path] + [clock.events])
+        return node
+
     def logged_dismantle(tree):  # the run throws its tree away at its end: its state is logged first
         log.append(tree_state(tree, {n: c for w in watchers for n, c in w.tomb_cause.items()}))
         DISMANTLE(tree)
@@ -79,6 +89,8 @@ def run_logged(trace, config, lean: bool, anonymous: bool, monkeypatch) -> tuple
     monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", anonymous)  # real ids: compared; anonymous: counted
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    monkeypatch.setattr(ft_swa, "insert_swa", logged_insert)
+    monkeypatch.setattr(ft_gdn, "insert_swa", logged_insert)
     monkeypatch.setattr(TreeMissTracker, "__post_init__", kept_watcher)
     return log, simulate(trace, config)
 

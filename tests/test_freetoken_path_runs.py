@@ -95,18 +95,18 @@ def test_the_runs_revive_and_trim_several_nodes(monkeypatch):
     node, or none, would pass anything); and one fixed case of it, held to the reference."""
     trimmed: list[int] = []
     revived: list[int] = []
-    tombstone_run, reconcile = swa.tombstone_run, insert._reconcile_swa
+    tombstone_doomed, reconcile = swa.tombstone_doomed, insert._reconcile_swa
 
-    def counted(tree, nodes, held):
+    def counted(tree, nodes, frees):
         trimmed.append(len(nodes))
-        tombstone_run(tree, nodes, held)
+        tombstone_doomed(tree, nodes, frees)
 
     def counted_revives(tree, frontier, path, *args):
         dead = [node for node in path if node.swa_pages is None]
         reconcile(tree, frontier, path, *args)
         revived.append(sum(node.swa_pages is not None for node in dead))
 
-    monkeypatch.setattr(swa, "tombstone_run", counted)
+    monkeypatch.setattr(swa, "tombstone_doomed", counted)
     monkeypatch.setattr(insert, "_reconcile_swa", counted_revives)
     trace = multiturn(
         num_sessions=4,

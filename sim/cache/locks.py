@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
+# True: the FULL passes add their unlocked tokens up in a local and write the tree's count once, and ``unlock``
+# tells the tree only of the nodes it may act on (a ``leaves_only`` strategy: the holder's own node, the one
+# node of its path that can be a leaf); False: the reference, per node (tests/test_lean_path_loops.py)
+LEAN_LOOPS = True
+
 
 @dataclass
 class LockSet:
@@ -43,14 +48,33 @@ def lock(
     insert extends the request's own path), so only the nodes below it gain a FULL lock."""
     held = LockSet(holder, node)
     stop = tree.root if locked_above is None else locked_above
-    current = node
-    while current is not stop:
-        if current.full_lock == 0:
-            tree.num_unlocked_tokens -= current.end - current.start
-        current.full_lock += 1
-        current = current.parent
+    if LEAN_LOOPS:
+        _lock_path(tree, node, stop)
+    else:
+        _lock_path_per_node(tree, node, stop)
     _lock_window_and_state(held, node, tree, window, has_swa, has_mamba)
     return held
+
+
+def _lock_path(tree: RadixTree, node: Node, stop: Node) -> None:
+    """The FULL locks from ``node`` up to ``stop`` (excluded), the tree's count of unlocked tokens written once."""
+    num_locked = 0  # tokens of the nodes this lock is the first on
+    while node is not stop:
+        num_holders = node.full_lock  # read once
+        if num_holders == 0:
+            num_locked += node.end - node.start
+        node.full_lock = num_holders + 1
+        node = node.parent
+    tree.num_unlocked_tokens -= num_locked
+
+
+def _lock_path_per_node(tree: RadixTree, node: Node, stop: Node) -> None:
+    """``_lock_path``, the reference: the count written at each node."""
+    while node is not stop:
+        if node.full_lock == 0:
+            tree.num_unlocked_tokens -= node.end - node.start
+        node.full_lock += 1
+        node = node.parent
 
 
 def _lock_window_and_state(
@@ -72,20 +96,45 @@ def _lock_window_and_state(
 
 def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> None:
     """Release ``held``; ``keep_from``: the FULL locks from this node up stay (the holder's new path)."""
-    current = held.node
     stop = tree.root if keep_from is None else keep_from
-    while current is not stop:
-        current.full_lock -= 1
-        if current.full_lock == 0:
-            tree.num_unlocked_tokens += current.end - current.start
-            tree.release(current)
-        current = current.parent
-    for node in held.swa_nodes:
-        node.swa_holders.discard(held.holder)
-        tree.release(node)
+    if LEAN_LOOPS and tree.leaves_only:
+        _unlock_leaves_only(tree, held, stop)
+    else:
+        current = held.node
+        while current is not stop:
+            current.full_lock -= 1
+            if current.full_lock == 0:
+                tree.num_unlocked_tokens += current.end - current.start
+                tree.release(current)
+            current = current.parent
+        for node in held.swa_nodes:
+            node.swa_holders.discard(held.holder)
+            tree.release(node)
     if held.state_node is not None:
         held.state_node.state_lock -= 1
         tree.release(held.state_node)
+
+
+def _unlock_leaves_only(tree: RadixTree, held: LockSet, stop: Node) -> None:
+    """``unlock``'s FULL and SWA passes where the tree's strategy hears only of leaves (``tree.release`` of a
+    node with children does nothing): above ``held.node`` every node of the path has a child, so only it and
+    the window's childless nodes are told, in the reference's order (the FULL pass first)."""
+    current, num_unlocked = held.node, 0
+    while current is not stop:
+        num_holders = current.full_lock - 1  # read once
+        current.full_lock = num_holders
+        if num_holders == 0:
+            num_unlocked += current.end - current.start
+        current = current.parent
+    tree.num_unlocked_tokens += num_unlocked
+    node = held.node
+    if node is not stop and node.full_lock == 0 and not node.children:
+        tree.release(node)
+    holder = held.holder
+    for node in held.swa_nodes:
+        node.swa_holders.discard(holder)
+        if not node.children:
+            tree.release(node)
 
 
 def slide(tree: RadixTree, held: LockSet, node: Node, window: int, has_swa: bool, has_mamba: bool) -> None:

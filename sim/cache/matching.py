@@ -6,6 +6,11 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 
+# True: with both SWA and MAMBA, ``deepest_acceptable``'s climb reads a node's state first (most nodes of a
+# long path hold none: a request leaves one snapshot) and no flag; False: the reference loop
+# (tests/test_lean_path_loops.py)
+LEAN_SCAN = True
+
 
 def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: bool) -> Node | None:
     """The deepest node on ``path`` that every component accepts (the rule: ``deepest_acceptable_scan``).
@@ -16,6 +21,8 @@ def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: 
     the run's deepest candidate falls short of ``window``, every node of that run does, and the search
     resumes above the tombstone (tests/test_matching_property.py compares the two).
     """
+    if LEAN_SCAN and has_swa and has_mamba:
+        return _deepest_with_state_and_window(path, window)
     at = len(path) - 1
     while at >= 0:
         node = path[at]
@@ -24,6 +31,21 @@ def deepest_acceptable(path: list[Node], window: int, has_swa: bool, has_mamba: 
             continue
         if not has_swa:
             return node
+        tombstone_at = live_window_breaks_at(path, at, window)
+        if tombstone_at is None:
+            return node
+        at = tombstone_at - 1
+    return None
+
+
+def _deepest_with_state_and_window(path: list[Node], window: int) -> Node | None:
+    """``deepest_acceptable`` with SWA and MAMBA: the same climb, a stateless node skipped on one read."""
+    at = len(path) - 1
+    while at >= 0:
+        node = path[at]
+        if node.state is None or node.swa_pages is None:
+            at -= 1
+            continue
         tombstone_at = live_window_breaks_at(path, at, window)
         if tombstone_at is None:
             return node

@@ -23,6 +23,9 @@ from sim.cache.tree import RadixTree
 
 BATCHED = True
 COUNT_ANONYMOUS = True
+# True: a trim's run of tombstones on a pool that only counts its frees adds its pages to the count as it goes;
+# False: it lists them to be counted at the flush, the reference (tests/test_lean_path_loops.py)
+COUNT_RUNS = True
 
 
 class PoolFrees:
@@ -134,6 +137,29 @@ def tombstone_run(tree: RadixTree, nodes: list[Node], held: list[list[int]] | No
         num_freed += len(pages)
         node.swa_pages = None
     tree.num_swa_pages -= num_freed
+
+
+def tombstone_doomed(tree: RadixTree, nodes: list[Node], frees: PoolFrees) -> None:
+    """The trim's ``tombstone_run``, its SWA pages held in ``frees`` (or counted there)."""
+    if COUNT_RUNS and frees.swa_counted:
+        _tombstone_run_counted(tree, nodes, frees)
+    else:
+        tombstone_run(tree, nodes, frees.swa_held())
+
+
+def _tombstone_run_counted(tree: RadixTree, nodes: list[Node], frees: PoolFrees) -> None:
+    """``tombstone_run`` into ``frees.swa_parts``, then counted at the flush: the same count, taken at once."""
+    channel = tree.events.channel(TombstoningRun)
+    if channel:
+        emit(channel, TombstoningRun(nodes))
+    num_freed = 0
+    for node in nodes:
+        pages = node.swa_pages
+        assert pages is not None
+        num_freed += len(pages)
+        node.swa_pages = None
+    tree.num_swa_pages -= num_freed
+    frees.num_swa += num_freed
 
 
 def _free_as_one(pool, parts: list[list[int]]) -> None:

@@ -31,6 +31,10 @@ LISTS_IN_PLACE = True
 # straight from the nodes, and the SWA pass starts where the request's live SWA begins (about half of a
 # recomputed path lies below its frontier, where nothing is revived) (tests/test_freetoken_frontier_pass.py)
 PASS_FROM_FRONTIER = True
+# True: past the node that holds the frontier (the only one a revive may split) the revives run with the clock's
+# tick in a local, each span starting where the last ended; False: the reference loop
+# (tests/test_lean_path_loops.py)
+LOCAL_TICKS = True
 
 
 def insert_swa(
@@ -126,8 +130,20 @@ def _reconcile_from_frontier(
         live_from -= 1
     for node in path[live_from:below]:
         frees.swa_live_span(swa, (node.start - base) // page, (node.end - base) // page)
+    if LOCAL_TICKS and below < len(path):
+        _reconcile_nodes(tree, frontier, path[below : below + 1], base, swa, clock, frees)
+        _revive_below(tree, path, below + 1, base, swa, clock, frees)
+    else:
+        _reconcile_nodes(tree, frontier, path[below:], base, swa, clock, frees)
+
+
+def _reconcile_nodes(
+    tree: RadixTree, frontier: int, nodes: list, base: int, swa: list, clock: FreeTokenClock, frees: PoolFrees
+) -> None:
+    """The reference loop over the nodes ending past the frontier."""
+    page = tree.page_size
     leaves, num_revived = clock.leaves, 0
-    for node in path[below:]:
+    for node in nodes:
         lo, hi = (node.start - base) // page, (node.end - base) // page
         if node.swa_pages is not None or node.full_lock > 0:
             if swa[hi - 1] is not None:
@@ -141,6 +157,31 @@ def _reconcile_from_frontier(
             node.full_stamp = stamp = clock.events * EVENT_STRIDE
             if not node.children:
                 leaves.push(FULL, node, stamp)
+    tree.num_swa_pages += num_revived
+
+
+def _revive_below(
+    tree: RadixTree, path: list[Node], at: int, base: int, swa: list, clock: FreeTokenClock, frees: PoolFrees
+) -> None:
+    """``_reconcile_nodes`` over ``path[at:]``, all starting past the frontier (no split): a path's nodes are
+    contiguous, so each span starts where the last ended, and nothing reads the clock's tick in between."""
+    page = tree.page_size
+    leaves, num_revived, events = clock.leaves, 0, clock.events
+    lo = (path[at - 1].end - base) // page
+    for node in path[at:]:
+        hi = (node.end - base) // page
+        if node.swa_pages is not None or node.full_lock > 0:
+            if swa[hi - 1] is not None:
+                frees.swa_live_span(swa, lo, hi)
+        else:
+            node.swa_pages = swa[lo:hi]
+            num_revived += hi - lo
+            events += 1
+            node.full_stamp = stamp = events * EVENT_STRIDE
+            if not node.children:
+                leaves.push(FULL, node, stamp)
+        lo = hi
+    clock.events = events
     tree.num_swa_pages += num_revived
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
-from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_run
+from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_doomed
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
@@ -162,7 +162,7 @@ class SwaRules(FreeTokenCommon):
         if TRIM_AS_RUN:  # a walk to keep_from ends at or above it: every node of ``path`` lies wholly below
             doomed = [n for n in path if n.swa_pages is not None and not n.swa_holders and n.children]
             if doomed:
-                tombstone_run(tree, doomed, held)
+                tombstone_doomed(tree, doomed, frees)
         else:
             for node in path:
                 if node.end > keep_from:

@@ -32,6 +32,11 @@ EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offse
 # way: a duplicate is the same tuple, popped next to its twin and dropped as dead or as its twin was
 # (tests/test_leaf_heap_marks.py)
 SKIP_QUEUED = True
+# True: SWA eviction heaps ``(stamp, node)`` pairs from one tight walk, compared by heapq in C; False: the reference,
+# FreeToken's ``_ByStamp`` entries compared in Python. Every comparison answers the same (a tie of stamps reaches
+# ``Node.__lt__``, "not less" both ways, as ``_ByStamp`` says), so heapq makes the same moves and pops the same
+# nodes in the same order (tests/test_freetoken_swa_scan.py)
+SWA_SCAN_AS_PAIRS = True
 
 
 class LeafHeap(LRUEviction):
@@ -148,6 +153,19 @@ def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
     return out
 
 
+def _swa_candidates(tree: RadixTree) -> list[tuple[int, Node]]:
+    """``_depth_first``'s live, window-unlocked nodes, in its order, each after its stamp."""
+    out: list[tuple[int, Node]] = []
+    stack = list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        if node.swa_pages is not None and not node.swa_holders:
+            out.append((node.full_stamp, node))
+        if node.children:
+            stack.extend(node.children.values())
+    return out
+
+
 def _tombstoned(node: Node, has_swa: bool) -> bool:
     return node.swa_pages is None if has_swa else node.state is None
 
@@ -206,11 +224,16 @@ def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
 
 def evict_swa(tree: RadixTree, num_tokens: int) -> int:
     """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
-    heap = _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    heap: list = (
+        _swa_candidates(tree)
+        if SWA_SCAN_AS_PAIRS
+        else _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    )
     heapq.heapify(heap)
     freed = 0
     while freed < num_tokens and heap:
-        node = heapq.heappop(heap).node
+        top = heapq.heappop(heap)
+        node = top[1] if SWA_SCAN_AS_PAIRS else top.node
         if not node.alive or node.swa_pages is None or node.swa_holders:
             continue
         tree.count_eviction(SWA, node)

@@ -1,8 +1,8 @@
 """FreeToken's SWA eviction and SWA budget, fast against reference.
 
-``evict_swa`` heaps ``(stamp, node)`` pairs (``SWA_SCAN_AS_PAIRS``) where FreeToken heaps ``_ByStamp`` entries;
+``evict_swa`` heaps ``(stamp, NaN, node)`` triples (``SWA_SCAN_AS_PAIRS``) where FreeToken heaps ``_ByStamp`` entries;
 ``swa_available`` reads the tree's counts (``AVAILABLE_FROM_COUNTS``) where FreeToken sums every node. Properties:
-heapq pops pairs and ``_ByStamp`` entries in the same order, whatever the ties; and a generated run (fan-outs and
+heapq pops triples and ``_ByStamp`` entries in the same order, whatever the ties; and a generated run (fan-outs and
 multi-turn chats on small pools, SWA models, the three FreeToken presets, both modes) makes the same SWA evictions
 (tokens asked, tokens freed, the SWA pool's free-id stack, the count) and reads the same budgets with both switches
 on as off, and the same tables.
@@ -14,6 +14,7 @@ import hashlib
 import heapq
 
 import pytest
+from cache_helpers import seq
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
@@ -21,28 +22,40 @@ import sim.cache.engines.freetoken_common as common
 import sim.cache.engines.freetoken_swa as swa_rules
 import sim.cache.engines.freetoken_tree as freetoken_tree
 from sim.cache.components import SWA
-from sim.cache.node import Node
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
 from sim.run.simulate import SimConfig, simulate
-from sim.tokens import TokenSeq
 from sim.trace.generate import fanout, multiturn
 
 SWA_AVAILABLE = swa_rules.SwaRules.swa_available  # the rule's own, before any test wraps it
 
 
-@given(stamps=st.lists(st.integers(0, 6), max_size=60), num_pops=st.integers(0, 60))
-@example(stamps=[3, 3, 1, 1, 2, 2, 0, 0, 5], num_pops=9)
-def test_pairs_pop_as_the_reference_entries(stamps, num_pops):
-    nodes = []
-    for stamp in stamps:
-        node = Node(TokenSeq(), 0, None, [], [])  # type: ignore[arg-type]
+@given(
+    shape=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6), st.booleans()), max_size=50),
+    num_pops=st.integers(0, 50),
+)
+@example(
+    shape=[(0, 3, True), (0, 3, True), (1, 1, True), (1, 1, False), (2, 0, True), (0, 0, True)], num_pops=6
+)
+def test_triples_pop_as_the_reference_entries(shape, num_pops):
+    """A tree of stamped nodes (each under an earlier one or the root; some held): ``_swa_candidates``' triples
+    and FreeToken's ``_ByStamp`` list, both heapified, pop the same nodes, ties of stamps and all."""
+    tree = RadixTree(1, Pool("full", 1_000), Pool("swa", 1_000), Pool("state", 0))
+    nodes = [tree.root]
+    for i, (parent_at, stamp, unheld) in enumerate(shape):
+        parent = nodes[parent_at % len(nodes)]
+        node = tree.add_leaf(parent, seq((str(i), 1)), tree.full_pool.alloc(1), tree.swa_pool.alloc(1))
         node.full_stamp = stamp
+        if not unheld:
+            node.swa_holders.add("r")
         nodes.append(node)
-    pairs = [(node.full_stamp, node) for node in nodes]
-    entries = [freetoken_tree._ByStamp(node) for node in nodes]
-    heapq.heapify(pairs)
+    triples = freetoken_tree._swa_candidates(tree)
+    entries = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    assert [node for _, _, node in triples] == [entry.node for entry in entries]
+    heapq.heapify(triples)
     heapq.heapify(entries)
-    num_pops = min(num_pops, len(nodes))
-    assert [heapq.heappop(pairs)[1] for _ in range(num_pops)] == [
+    num_pops = min(num_pops, len(entries))
+    assert [heapq.heappop(triples)[2] for _ in range(num_pops)] == [
         heapq.heappop(entries).node for _ in range(num_pops)
     ]
 
@@ -56,7 +69,7 @@ def logged_run(trace, config, monkeypatch, fast: bool) -> tuple[list, list, obje
 
     def evict(tree, num_tokens):
         reference = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
-        assert freetoken_tree._swa_candidates(tree) == [
+        assert [(stamp, node) for stamp, _, node in freetoken_tree._swa_candidates(tree)] == [
             (entry.node.full_stamp, entry.node) for entry in reference
         ]
         num_held = sum(1 for node in tree.nodes() if node.swa_holders)
@@ -189,7 +202,7 @@ def test_the_fixed_fanout_evicts_among_ties(policy, mode, monkeypatch):
     def candidates(tree):
         nonlocal num_ties
         pairs = scan(tree)
-        num_ties += len(pairs) - len({stamp for stamp, _ in pairs})
+        num_ties += len(pairs) - len({stamp for stamp, _, _ in pairs})
         return pairs
 
     scan = freetoken_tree._swa_candidates

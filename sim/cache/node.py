@@ -65,12 +65,6 @@ class Node:
         self.swa_stamp: float = 0.0  # SGLang puts a split's upper half between two touches (RadixTree.split)
         self.alive = True
 
-    def __lt__(self, other: "Node") -> bool:
-        """FreeToken's ``RadixTreeNode.__lt__``: by the one timestamp. Its eviction scans heap ``(stamp, node)``
-        pairs (``freetoken_tree._swa_candidates``), which reach this only for two nodes of one stamp (a split's
-        halves): it says "not less" both ways, as the timestamp comparison does."""
-        return self.full_stamp < other.full_stamp
-
     @property
     def is_leaf(self) -> bool:
         return not self.children

@@ -30,6 +30,9 @@ TRIM_REUSES_WALK = True
 # walking from the root; True: one ``tombstone_run``, and the re-match walks on from the trim's walk
 # (tests/test_freetoken_path_runs.py compares them)
 TRIM_AS_RUN = True
+# True: the tree's unlocked live SWA read from its counts (its live pages less the live nodes some request's window
+# holds); False: the reference, a sum over every node of the tree (tests/test_freetoken_swa_scan.py)
+AVAILABLE_FROM_COUNTS = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -44,7 +47,7 @@ class SwaRules(FreeTokenCommon):
             return refusal
         page, reserved = self.page_size, self.reserved_swa
         need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
-        available = self.swa_available(manager, need + reserved) - reserved
+        available = self.swa_available(manager, req, need + reserved) - reserved
         return Refusal(SWA.pool_name, need, available) if available < need else None
 
     def cap_chunk(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
@@ -57,7 +60,7 @@ class SwaRules(FreeTokenCommon):
             0, floor_to(req.kv_len - self.window - page, page) - max(req.swa_frontier, req.prefix_len)
         )
         cost = ceil_to(req.kv_len + chunk_len, page) - ceil_to(req.kv_len, page)
-        budget = self.swa_available(manager, cost - reclaim + reserved) + reclaim - reserved
+        budget = self.swa_available(manager, req, cost - reclaim + reserved) + reclaim - reserved
         max_end = (ceil_div(req.kv_len, page) + max(budget, 0) // page) * page
         capped = min(chunk_len, max(max_end - req.kv_len, 0))
         if 0 < capped < req.prompt_len - req.kv_len:
@@ -65,12 +68,15 @@ class SwaRules(FreeTokenCommon):
         self.reserved_swa += ceil_to(req.kv_len + capped, page) - ceil_to(req.kv_len, page)
         return capped
 
-    def swa_available(self, manager: RadixOps, enough: int) -> int:
-        """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short)."""
+    def swa_available(self, manager: RadixOps, req: RequestCache, enough: int) -> int:
+        """Free SWA tokens plus the tree's unlocked live ones (counted only when the free ones fall short);
+        ``req``: the request asking, whose window is locked (admission asks before it joins the requests)."""
         free = manager.pools[SWA].num_free * self.page_size
         if free >= enough:
             return free
         tree = manager.tree
+        if AVAILABLE_FROM_COUNTS:
+            return free + tree.num_swa_pages * self.page_size - _held_live_swa(manager, req)
         return free + sum(
             n.end - n.start for n in tree.nodes() if n.swa_pages is not None and not n.swa_holders
         )
@@ -170,3 +176,13 @@ class SwaRules(FreeTokenCommon):
                 if node.swa_pages is not None and not node.swa_holders and node.children:
                     tree.tombstone(node, held)
         frees.flush()
+
+
+def _held_live_swa(manager: RadixOps, asking: RequestCache) -> int:
+    """Tokens of the nodes some request's window holds: each holder's lock set names them (a split's upper half
+    joins its holders' sets, ``_follow_split``), a node held by several counted once. A held node is live: a
+    window locks live nodes only, and nothing tombstones or deletes a node while it is held."""
+    held: set[Node] = set(asking.locks.swa_nodes)
+    for req in manager.requests.values():
+        held.update(req.locks.swa_nodes)
+    return sum(n.end - n.start for n in held)

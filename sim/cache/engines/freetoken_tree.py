@@ -19,6 +19,7 @@ property test holds ``evict_full`` to (tests/test_freetoken_leaf_heap.py).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
@@ -32,6 +33,13 @@ EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offse
 # way: a duplicate is the same tuple, popped next to its twin and dropped as dead or as its twin was
 # (tests/test_leaf_heap_marks.py)
 SKIP_QUEUED = True
+# True: SWA eviction heaps ``(stamp, NaN, node)`` triples from one tight walk, compared by heapq in C; False: the
+# reference, FreeToken's ``_ByStamp`` entries compared in Python. Every comparison answers the same: stamps decide, and
+# two entries of one stamp (a split's halves) differ at their NaNs (each entry's own object, so never equal by
+# identity), where ``<`` is False both ways, "not less" as ``_ByStamp`` says; the node (which has no order) is never
+# compared. So heapq makes the same moves and pops the same nodes in the same order (tests/test_freetoken_swa_scan.py)
+SWA_SCAN_AS_PAIRS = True
+_NAN = math.nan
 
 
 class LeafHeap(LRUEviction):
@@ -148,6 +156,19 @@ def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
     return out
 
 
+def _swa_candidates(tree: RadixTree) -> list[tuple[int, float, Node]]:
+    """``_depth_first``'s live, window-unlocked nodes, in its order, each after its stamp and a NaN of its own."""
+    out: list[tuple[int, float, Node]] = []
+    stack = list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        if node.swa_pages is not None and not node.swa_holders:
+            out.append((node.full_stamp, -_NAN, node))  # negation makes a new float object
+        if node.children:
+            stack.extend(node.children.values())
+    return out
+
+
 def _tombstoned(node: Node, has_swa: bool) -> bool:
     return node.swa_pages is None if has_swa else node.state is None
 
@@ -206,11 +227,16 @@ def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
 
 def evict_swa(tree: RadixTree, num_tokens: int) -> int:
     """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
-    heap = _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    heap: list = (
+        _swa_candidates(tree)
+        if SWA_SCAN_AS_PAIRS
+        else _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    )
     heapq.heapify(heap)
     freed = 0
     while freed < num_tokens and heap:
-        node = heapq.heappop(heap).node
+        top = heapq.heappop(heap)
+        node = top[2] if SWA_SCAN_AS_PAIRS else top.node
         if not node.alive or node.swa_pages is None or node.swa_holders:
             continue
         tree.count_eviction(SWA, node)

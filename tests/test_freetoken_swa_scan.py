@@ -1,0 +1,223 @@
+"""FreeToken's SWA eviction and SWA budget, fast against reference.
+
+``evict_swa`` heaps ``(stamp, NaN, node)`` triples (``SWA_SCAN_AS_PAIRS``) where FreeToken heaps ``_ByStamp`` entries;
+``swa_available`` reads the tree's counts (``AVAILABLE_FROM_COUNTS``) where FreeToken sums every node. Properties:
+heapq pops triples and ``_ByStamp`` entries in the same order, whatever the ties; and a generated run (fan-outs and
+multi-turn chats on small pools, SWA models, the three FreeToken presets, both modes) makes the same SWA evictions
+(tokens asked, tokens freed, the SWA pool's free-id stack, the count) and reads the same budgets with both switches
+on as off, and the same tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+
+import pytest
+from cache_helpers import seq
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+
+import sim.cache.engines.freetoken_common as common
+import sim.cache.engines.freetoken_swa as swa_rules
+import sim.cache.engines.freetoken_tree as freetoken_tree
+from sim.cache.components import SWA
+from sim.cache.pools import Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import SimConfig, simulate
+from sim.trace.generate import fanout, multiturn
+
+SWA_AVAILABLE = swa_rules.SwaRules.swa_available  # the rule's own, before any test wraps it
+
+
+@given(
+    shape=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6), st.booleans()), max_size=50),
+    num_pops=st.integers(0, 50),
+)
+@example(
+    shape=[(0, 3, True), (0, 3, True), (1, 1, True), (1, 1, False), (2, 0, True), (0, 0, True)], num_pops=6
+)
+def test_triples_pop_as_the_reference_entries(shape, num_pops):
+    """A tree of stamped nodes (each under an earlier one or the root; some held): ``_swa_candidates``' triples
+    and FreeToken's ``_ByStamp`` list, both heapified, pop the same nodes, ties of stamps and all."""
+    tree = RadixTree(1, Pool("full", 1_000), Pool("swa", 1_000), Pool("state", 0))
+    nodes = [tree.root]
+    for i, (parent_at, stamp, unheld) in enumerate(shape):
+        parent = nodes[parent_at % len(nodes)]
+        node = tree.add_leaf(parent, seq((str(i), 1)), tree.full_pool.alloc(1), tree.swa_pool.alloc(1))
+        node.full_stamp = stamp
+        if not unheld:
+            node.swa_holders.add("r")
+        nodes.append(node)
+    triples = freetoken_tree._swa_candidates(tree)
+    entries = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    assert [node for _, _, node in triples] == [entry.node for entry in entries]
+    heapq.heapify(triples)
+    heapq.heapify(entries)
+    num_pops = min(num_pops, len(entries))
+    assert [heapq.heappop(triples)[2] for _ in range(num_pops)] == [
+        heapq.heappop(entries).node for _ in range(num_pops)
+    ]
+
+
+def logged_run(trace, config, monkeypatch, fast: bool) -> tuple[list, list, object]:
+    evictions: list = []
+    budgets: list = []
+    monkeypatch.setattr(freetoken_tree, "SWA_SCAN_AS_PAIRS", fast)
+    monkeypatch.setattr(swa_rules, "AVAILABLE_FROM_COUNTS", fast)
+    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: their stack is compared
+
+    def evict(tree, num_tokens):
+        reference = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+        assert [(stamp, node) for stamp, _, node in freetoken_tree._swa_candidates(tree)] == [
+            (entry.node.full_stamp, entry.node) for entry in reference
+        ]
+        num_held = sum(1 for node in tree.nodes() if node.swa_holders)
+        freed = freetoken_tree.evict_swa(tree, num_tokens)
+        stack = hashlib.sha256(repr(tree.swa_pool.returned_ids()).encode()).hexdigest()
+        evictions.append((num_tokens, freed, stack, tree.num_evictions[SWA], num_held))
+        return freed
+
+    def budget(self, manager, req, enough):
+        tree, page = manager.tree, manager.page_size
+        free, live = manager.pools[SWA].num_free * page, tree.num_swa_pages * page
+        budgets.append((enough, free, live, SWA_AVAILABLE(self, manager, req, enough)))
+        return budgets[-1][-1]
+
+    monkeypatch.setattr(common, "evict_swa", evict)
+    monkeypatch.setattr(swa_rules.SwaRules, "swa_available", budget)
+    return evictions, budgets, simulate(trace, config)
+
+
+@st.composite
+def cases(draw):
+    seed = draw(st.integers(0, 10_000))
+    if draw(st.booleans()):
+        trace = fanout(
+            num_groups=draw(st.integers(1, 3)),
+            prompts_per_group=draw(st.integers(6, 20)),
+            system_len=draw(st.integers(50, 600)),
+            question_len=draw(st.integers(5, 150)),
+            output_len=draw(st.integers(10, 200)),
+            request_rate=draw(st.sampled_from([2.0, 8.0])),
+            seed=seed,
+        )
+    else:
+        trace = multiturn(
+            num_sessions=draw(st.integers(3, 6)),
+            num_turns=draw(st.integers(2, 4)),
+            system_len=draw(st.integers(100, 600)),
+            user_len=draw(st.integers(10, 300)),
+            output_len=draw(st.integers(10, 300)),
+            think_time=0.2,
+            request_rate=4.0,
+            seed=seed,
+        )
+    page = draw(st.sampled_from([1, 1, 2, 16]))
+    config = SimConfig(
+        policy=draw(st.sampled_from(["freetoken", "freetoken-lazy", "freetoken-budget"])),
+        model=draw(st.sampled_from(["inkling", "inkling", "tiny-swa", "gemma-4-26b-a4b"])),
+        knobs=dict(
+            page_size=page,
+            chunked_prefill_size=page * draw(st.integers(8, 64)),
+            max_running_requests=draw(st.integers(2, 4)),
+        ),
+        pool_tokens=draw(st.integers(2_000, 5_000)) // page * page,
+        swa_full_tokens_ratio=draw(st.sampled_from([0.3, 0.5])),  # SWA short while FULL is not
+        mode=draw(st.sampled_from(["replay", "timed"])),
+        bounds=False,
+    )
+    return trace, config
+
+
+def a_fanout_under_pressure(policy: str = "freetoken", mode: str = "replay"):
+    """SWA short while FULL is not, at page 1: its chunks split nodes, whose halves share a stamp (ties)."""
+    trace = fanout(
+        num_groups=2,
+        prompts_per_group=12,
+        system_len=400,
+        question_len=60,
+        output_len=80,
+        request_rate=8.0,
+        seed=5,
+    )
+    return trace, small_pools(policy, mode, "inkling", chunk_len=16, max_running=4)
+
+
+def a_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
+    """Follow-ups resume from cached windows: budgets read while requests hold nodes."""
+    trace = multiturn(
+        num_sessions=4,
+        num_turns=3,
+        system_len=400,
+        user_len=150,
+        output_len=100,
+        think_time=0.2,
+        request_rate=4.0,
+        seed=3,
+    )
+    return trace, small_pools(policy, mode, "gemma-4-26b-a4b", chunk_len=32, max_running=2)
+
+
+def small_pools(policy: str, mode: str, model: str, chunk_len: int, max_running: int) -> SimConfig:
+    return SimConfig(
+        policy=policy,
+        model=model,
+        knobs=dict(page_size=1, chunked_prefill_size=chunk_len, max_running_requests=max_running),
+        pool_tokens=3_000,
+        swa_full_tokens_ratio=0.3,
+        mode=mode,
+        bounds=False,
+    )
+
+
+@pytest.mark.interpreted  # replaces SwaRules.swa_available, which the compiled core compiles
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases())
+@example(case=a_fanout_under_pressure())
+@example(case=a_fanout_under_pressure("freetoken-budget", "timed"))
+@example(case=a_chat_under_pressure())
+@example(case=a_chat_under_pressure("freetoken-lazy", "timed"))
+def test_fast_scan_and_budget_act_as_the_reference(case, monkeypatch):
+    trace, config = case
+    try:
+        fast_evictions, fast_budgets, fast = logged_run(trace, config, monkeypatch, True)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+    ref_evictions, ref_budgets, ref = logged_run(trace, config, monkeypatch, False)
+    assert fast_evictions == ref_evictions
+    assert fast_budgets == ref_budgets
+    assert fast.requests.equals(ref.requests)
+    assert fast.steps.equals(ref.steps)
+    assert fast.summary == ref.summary
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("policy,mode", [("freetoken", "replay"), ("freetoken-budget", "timed")])
+def test_the_fixed_fanout_evicts_among_ties(policy, mode, monkeypatch):
+    """The fixed fan-outs evict SWA with nodes of one stamp in the heap (a split's halves), and read budgets
+    short of free pages: a test that never got there would pass anything."""
+    num_ties = 0
+
+    def candidates(tree):
+        nonlocal num_ties
+        pairs = scan(tree)
+        num_ties += len(pairs) - len({stamp for stamp, _, _ in pairs})
+        return pairs
+
+    scan = freetoken_tree._swa_candidates
+    monkeypatch.setattr(freetoken_tree, "_swa_candidates", candidates)
+    evictions, budgets, _ = logged_run(*a_fanout_under_pressure(policy, mode), monkeypatch, True)
+    assert len(evictions) >= 20 and evictions[-1][3] >= 20
+    assert num_ties >= 100
+    assert sum(1 for enough, free, _, _ in budgets if free < enough) >= 5  # the tree's part read
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("policy,mode", [("freetoken", "replay"), ("freetoken-lazy", "timed")])
+def test_the_fixed_chat_reads_budgets_with_windows_held(policy, mode, monkeypatch):
+    evictions, budgets, _ = logged_run(*a_chat_under_pressure(policy, mode), monkeypatch, True)
+    counted = [(free, live, got) for enough, free, live, got in budgets if free < enough]
+    assert len(evictions) >= 5 and len(counted) >= 5
+    assert sum(1 for *_, num_held in evictions if num_held) >= 3  # the scan passes over held nodes
+    assert sum(1 for free, live, got in counted if got < free + live) >= 3  # some live node held

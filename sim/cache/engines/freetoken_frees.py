@@ -120,9 +120,12 @@ class PoolFrees:
         self.num_full = self.num_swa = 0
 
 
-def tombstone_run(tree: RadixTree, nodes: list[Node], held: list[list[int]] | None) -> None:
+def tombstone_run(
+    tree: RadixTree, nodes: list[Node], held: list[list[int]] | None, count_only: bool = False
+) -> int:
     """``tree.tombstone(node, held)`` for each of ``nodes`` (all live), in order, announced as one
-    ``TombstoningRun`` (the why watcher's one handler call, not a hundred)."""
+    ``TombstoningRun`` (the why watcher's one handler call, not a hundred). ``count_only``: the pages go nowhere,
+    the caller counts them (a pool that only counts its frees). Returns the pages taken."""
     channel = tree.events.channel(TombstoningRun)
     if channel:
         emit(channel, TombstoningRun(nodes))
@@ -130,36 +133,25 @@ def tombstone_run(tree: RadixTree, nodes: list[Node], held: list[list[int]] | No
     for node in nodes:
         pages = node.swa_pages
         assert pages is not None
-        if held is None:
+        if count_only:
+            pass
+        elif held is None:
             tree.swa_pool.free(pages)
         else:
             held.append(pages)
         num_freed += len(pages)
         node.swa_pages = None
     tree.num_swa_pages -= num_freed
+    return num_freed
 
 
 def tombstone_doomed(tree: RadixTree, nodes: list[Node], frees: PoolFrees) -> None:
-    """The trim's ``tombstone_run``, its SWA pages held in ``frees`` (or counted there)."""
+    """The trim's ``tombstone_run``, its SWA pages held in ``frees`` (or counted there, to be counted out of
+    the pool at the flush: the same count, taken at once)."""
     if COUNT_RUNS and frees.swa_counted:
-        _tombstone_run_counted(tree, nodes, frees)
+        frees.num_swa += tombstone_run(tree, nodes, None, count_only=True)
     else:
         tombstone_run(tree, nodes, frees.swa_held())
-
-
-def _tombstone_run_counted(tree: RadixTree, nodes: list[Node], frees: PoolFrees) -> None:
-    """``tombstone_run`` into ``frees.swa_parts``, then counted at the flush: the same count, taken at once."""
-    channel = tree.events.channel(TombstoningRun)
-    if channel:
-        emit(channel, TombstoningRun(nodes))
-    num_freed = 0
-    for node in nodes:
-        pages = node.swa_pages
-        assert pages is not None
-        num_freed += len(pages)
-        node.swa_pages = None
-    tree.num_swa_pages -= num_freed
-    frees.num_swa += num_freed
 
 
 def _free_as_one(pool, parts: list[list[int]]) -> None:

@@ -164,12 +164,12 @@ class SwaRules(FreeTokenCommon):
     def tombstone_head(self, tree: RadixTree, path: list[Node], keep_from: int) -> None:
         """The trim's tombstones on its walk (``path``, from the root)."""
         frees = PoolFrees(tree)  # the pages of the nodes tombstoned, freed together (as one by one would)
-        held = frees.swa_held()
         if TRIM_AS_RUN:  # a walk to keep_from ends at or above it: every node of ``path`` lies wholly below
             doomed = [n for n in path if n.swa_pages is not None and not n.swa_holders and n.children]
             if doomed:
                 tombstone_doomed(tree, doomed, frees)
         else:
+            held = frees.swa_held()
             for node in path:
                 if node.end > keep_from:
                     break

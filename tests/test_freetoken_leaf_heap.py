@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import sim.cache.engines.freetoken_common as common
 from sim.cache.components import FULL
-from sim.cache.engines.freetoken_tree import FreeTokenClock, LeafHeap, evict_full, evict_full_scan
+from sim.cache.engines.freetoken_scans import evict_full_scan
+from sim.cache.engines.freetoken_tree import FreeTokenClock, LeafHeap, evict_full
 from sim.cache.locks import lock, unlock
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree

@@ -1,6 +1,6 @@
 """What FreeToken's two caches (``freetoken_swa``, ``freetoken_gdn``) share: the trigger and frontier of the
 out-of-window SWA free, the overlap scheduler's late prompt commit, one timestamp per node, and eviction by
-scans of the tree (``freetoken_tree``) with FreeToken's amounts (FULL: the pages short, at once; SWA and
+scans of the tree (``freetoken_scans``) with FreeToken's amounts (FULL: the pages short, at once; SWA and
 states: in rounds until enough are free). The engine's entry, which picks a cache, is ``freetoken.py``.
 """
 
@@ -12,7 +12,8 @@ from sim.align import ceil_div, floor_to
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.base import EngineRules
 from sim.cache.engines.freetoken_knobs import FreeTokenKnobs
-from sim.cache.engines.freetoken_tree import FreeTokenClock, LeafHeap, evict_full, evict_states, evict_swa
+from sim.cache.engines.freetoken_scans import evict_states, evict_swa
+from sim.cache.engines.freetoken_tree import FreeTokenClock, LeafHeap, evict_full
 from sim.cache.engines.swa_trigger import SwaTrigger
 from sim.cache.ops import RadixOps
 from sim.cache.policy import own_knobs

@@ -1,11 +1,9 @@
-"""FreeToken's own tree bookkeeping: one timestamp per node, and eviction by scans.
+"""FreeToken's own tree bookkeeping: one timestamp per node, and FULL eviction from a heap kept between calls.
 
 ``SWARadixCache`` / ``HybridRadixCache`` keep a single ``timestamp`` per node (here ``full_stamp``): a match
 stamps the chosen path with stamps falling toward the root (SWA) or the whole walk with one stamp (GDN); a new
-or revived node gets a fresh tick; a split node's halves share one. Eviction builds its candidate list in the
-tree's depth-first order, heapifies it on the timestamp alone and pops until enough tokens are freed
-(``evict_full_scan`` / ``evict_swa`` / ``evict_mamba``), deleting the tombstone leaves a deletion exposes. Ties
-are broken exactly as ``heapq`` breaks them for FreeToken, because the list and the comparisons are the same.
+or revived node gets a fresh tick; a split node's halves share one. FreeToken's own eviction is by scans
+(``freetoken_scans``); a deletion takes the tombstone leaves it exposes with it (``delete_with_exposed``).
 
 FULL eviction, the one a long run calls all the time, takes its victims from a heap kept between calls
 (``LeafHeap``, ``evict_full``) instead: the same leaves in the same order, because no two candidates ever share
@@ -19,10 +17,9 @@ property test holds ``evict_full`` to (tests/test_freetoken_leaf_heap.py).
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable
 
-from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.components import FULL, Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
@@ -33,13 +30,6 @@ EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offse
 # way: a duplicate is the same tuple, popped next to its twin and dropped as dead or as its twin was
 # (tests/test_leaf_heap_marks.py)
 SKIP_QUEUED = True
-# True: SWA eviction heaps ``(stamp, NaN, node)`` triples from one tight walk, compared by heapq in C; False: the
-# reference, FreeToken's ``_ByStamp`` entries compared in Python. Every comparison answers the same: stamps decide, and
-# two entries of one stamp (a split's halves) differ at their NaNs (each entry's own object, so never equal by
-# identity), where ``<`` is False both ways, "not less" as ``_ByStamp`` says; the node (which has no order) is never
-# compared. So heapq makes the same moves and pops the same nodes in the same order (tests/test_freetoken_swa_scan.py)
-SWA_SCAN_AS_PAIRS = True
-_NAN = math.nan
 
 
 class LeafHeap(LRUEviction):
@@ -133,47 +123,11 @@ class FreeTokenClock:
                 self.leaves.push(FULL, node, stamp)
 
 
-class _ByStamp:
-    """A heap entry that compares on the timestamp alone, as ``RadixTreeNode.__lt__`` does."""
-
-    __slots__ = ("node",)
-
-    def __init__(self, node: Node):
-        self.node = node
-
-    def __lt__(self, other: "_ByStamp") -> bool:
-        return self.node.full_stamp < other.node.full_stamp
-
-
-def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
-    """Nodes in FreeToken's traversal order (a stack of children, last child first) that ``keep`` accepts."""
-    out, stack = [], [tree.root]
-    while stack:
-        node = stack.pop()
-        if node is not tree.root and keep(node):
-            out.append(_ByStamp(node))
-        stack.extend(node.children.values())
-    return out
-
-
-def _swa_candidates(tree: RadixTree) -> list[tuple[int, float, Node]]:
-    """``_depth_first``'s live, window-unlocked nodes, in its order, each after its stamp and a NaN of its own."""
-    out: list[tuple[int, float, Node]] = []
-    stack = list(tree.root.children.values())
-    while stack:
-        node = stack.pop()
-        if node.swa_pages is not None and not node.swa_holders:
-            out.append((node.full_stamp, -_NAN, node))  # negation makes a new float object
-        if node.children:
-            stack.extend(node.children.values())
-    return out
-
-
 def _tombstoned(node: Node, has_swa: bool) -> bool:
     return node.swa_pages is None if has_swa else node.state is None
 
 
-def _delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Node, int]:
+def delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Node, int]:
     """Delete an unlocked leaf, then every unlocked tombstone leaf its deletion exposes upward
     (``_cascade_*_tombstone_leaves``). Returns the surviving ancestor and the tokens freed."""
     freed = node.end - node.start
@@ -204,63 +158,5 @@ def evict_full(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
         if node is None:
             break
         tree.count_eviction(FULL, node)
-        freed += _delete_with_exposed(tree, node, has_swa)[1]
-    return freed
-
-
-def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
-    """LRU over unlocked leaves until ``num_tokens`` tokens are freed; returns the tokens freed."""
-    heap = _depth_first(tree, lambda n: not n.children and n.full_lock == 0)
-    heapq.heapify(heap)
-    freed = 0
-    while freed < num_tokens and heap:
-        node = heapq.heappop(heap).node
-        if not node.alive or node.full_lock or node.children:
-            continue
-        tree.count_eviction(FULL, node)
-        parent, count = _delete_with_exposed(tree, node, has_swa)
-        freed += count
-        if parent.parent is not None and not parent.children and parent.full_lock == 0:
-            heapq.heappush(heap, _ByStamp(parent))
-    return freed
-
-
-def evict_swa(tree: RadixTree, num_tokens: int) -> int:
-    """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
-    heap: list = (
-        _swa_candidates(tree)
-        if SWA_SCAN_AS_PAIRS
-        else _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
-    )
-    heapq.heapify(heap)
-    freed = 0
-    while freed < num_tokens and heap:
-        top = heapq.heappop(heap)
-        node = top[2] if SWA_SCAN_AS_PAIRS else top.node
-        if not node.alive or node.swa_pages is None or node.swa_holders:
-            continue
-        tree.count_eviction(SWA, node)
-        freed += node.end - node.start  # the exposed tombstone leaves deleted with it are not counted
-        if not node.children and node.full_lock == 0:
-            _delete_with_exposed(tree, node, True)
-        else:
-            tree.tombstone(node)
-    return freed
-
-
-def evict_states(tree: RadixTree, num_states: int) -> int:
-    """LRU over unlocked snapshot nodes: an unlocked leaf goes whole, an internal node loses its state."""
-    heap = _depth_first(tree, lambda n: n.state is not None and n.state_lock == 0)
-    heapq.heapify(heap)
-    freed = 0
-    while freed < num_states and heap:
-        node = heapq.heappop(heap).node
-        if not node.alive or node.state is None or node.state_lock:
-            continue
-        tree.count_eviction(MAMBA, node)
-        freed += 1
-        if not node.children and node.full_lock == 0:
-            _delete_with_exposed(tree, node, False)
-        else:
-            tree.drop_state(node)
+        freed += delete_with_exposed(tree, node, has_swa)[1]
     return freed

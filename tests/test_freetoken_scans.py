@@ -1,11 +1,11 @@
-"""FreeToken's SWA eviction and SWA budget, fast against reference.
+"""FreeToken's SWA and state eviction scans and its SWA budget, fast against reference.
 
-``evict_swa`` heaps ``(stamp, NaN, node)`` triples (``SWA_SCAN_AS_PAIRS``) where FreeToken heaps ``_ByStamp`` entries;
-``swa_available`` reads the tree's counts (``AVAILABLE_FROM_COUNTS``) where FreeToken sums every node. Properties:
-heapq pops triples and ``_ByStamp`` entries in the same order, whatever the ties; and a generated run (fan-outs and
-multi-turn chats on small pools, SWA models, the three FreeToken presets, both modes) makes the same SWA evictions
-(tokens asked, tokens freed, the SWA pool's free-id stack, the count) and reads the same budgets with both switches
-on as off, and the same tables.
+``evict_swa`` and ``evict_states`` heap ``(stamp, NaN, node)`` triples (``freetoken_scans.SCANS_AS_TRIPLES``) where
+FreeToken heaps ``_ByStamp`` entries; ``swa_available`` reads the tree's counts (``AVAILABLE_FROM_COUNTS``) where
+FreeToken sums every node. Properties: heapq pops triples and ``_ByStamp`` entries in the same order, whatever the
+ties; and a generated run (fan-outs and multi-turn chats on small pools, SWA and GDN models, the three FreeToken
+presets, both modes) makes the same evictions (amount asked, amount freed, the pool's free-id stack, the count, the
+nodes locked at the call) and reads the same budgets with both switches on as off, and gives the same tables.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
 import sim.cache.engines.freetoken_common as common
+import sim.cache.engines.freetoken_scans as scans
 import sim.cache.engines.freetoken_swa as swa_rules
-import sim.cache.engines.freetoken_tree as freetoken_tree
-from sim.cache.components import SWA
+from sim.cache.components import MAMBA, SWA
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
 from sim.run.simulate import SimConfig, simulate
@@ -38,8 +38,8 @@ SWA_AVAILABLE = swa_rules.SwaRules.swa_available  # the rule's own, before any t
     shape=[(0, 3, True), (0, 3, True), (1, 1, True), (1, 1, False), (2, 0, True), (0, 0, True)], num_pops=6
 )
 def test_triples_pop_as_the_reference_entries(shape, num_pops):
-    """A tree of stamped nodes (each under an earlier one or the root; some held): ``_swa_candidates``' triples
-    and FreeToken's ``_ByStamp`` list, both heapified, pop the same nodes, ties of stamps and all."""
+    """A tree of stamped nodes (each under an earlier one or the root; some held): ``_candidates``' triples and
+    FreeToken's ``_ByStamp`` list, both heapified, pop the same nodes, ties of stamps and all."""
     tree = RadixTree(1, Pool("full", 1_000), Pool("swa", 1_000), Pool("state", 0))
     nodes = [tree.root]
     for i, (parent_at, stamp, unheld) in enumerate(shape):
@@ -49,8 +49,8 @@ def test_triples_pop_as_the_reference_entries(shape, num_pops):
         if not unheld:
             node.swa_holders.add("r")
         nodes.append(node)
-    triples = freetoken_tree._swa_candidates(tree)
-    entries = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    triples = scans._candidates(tree, True)
+    entries = scans._depth_first(tree, SWA_CANDIDATE)
     assert [node for _, _, node in triples] == [entry.node for entry in entries]
     heapq.heapify(triples)
     heapq.heapify(entries)
@@ -60,23 +60,38 @@ def test_triples_pop_as_the_reference_entries(shape, num_pops):
     ]
 
 
-def logged_run(trace, config, monkeypatch, fast: bool) -> tuple[list, list, object]:
-    evictions: list = []
+def SWA_CANDIDATE(node) -> bool:
+    return node.swa_pages is not None and not node.swa_holders
+
+
+def STATE_CANDIDATE(node) -> bool:
+    return node.state is not None and node.state_lock == 0
+
+
+def logged_scan(evict, swa: bool, log: list):
+    """``evict`` with its call logged, its list checked against the reference's at each call."""
+    keep, comp = (SWA_CANDIDATE, SWA) if swa else (STATE_CANDIDATE, MAMBA)
+
+    def run(tree, amount):
+        reference = [(entry.node.full_stamp, entry.node) for entry in scans._depth_first(tree, keep)]
+        assert [(stamp, node) for stamp, _, node in scans._candidates(tree, swa)] == reference
+        num_locked = sum(1 for node in tree.nodes() if (node.swa_holders if swa else node.state_lock))
+        freed = evict(tree, amount)
+        pool = tree.swa_pool if swa else tree.state_pool
+        stack = hashlib.sha256(repr(pool.returned_ids()).encode()).hexdigest()
+        log.append((amount, freed, stack, tree.num_evictions[comp], num_locked))
+        return freed
+
+    return run
+
+
+def logged_run(trace, config, monkeypatch, fast: bool) -> tuple[list, list, list, object]:
+    swa_evictions: list = []
+    state_evictions: list = []
     budgets: list = []
-    monkeypatch.setattr(freetoken_tree, "SWA_SCAN_AS_PAIRS", fast)
+    monkeypatch.setattr(scans, "SCANS_AS_TRIPLES", fast)
     monkeypatch.setattr(swa_rules, "AVAILABLE_FROM_COUNTS", fast)
     monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: their stack is compared
-
-    def evict(tree, num_tokens):
-        reference = freetoken_tree._depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
-        assert [(stamp, node) for stamp, _, node in freetoken_tree._swa_candidates(tree)] == [
-            (entry.node.full_stamp, entry.node) for entry in reference
-        ]
-        num_held = sum(1 for node in tree.nodes() if node.swa_holders)
-        freed = freetoken_tree.evict_swa(tree, num_tokens)
-        stack = hashlib.sha256(repr(tree.swa_pool.returned_ids()).encode()).hexdigest()
-        evictions.append((num_tokens, freed, stack, tree.num_evictions[SWA], num_held))
-        return freed
 
     def budget(self, manager, req, enough):
         tree, page = manager.tree, manager.page_size
@@ -84,9 +99,10 @@ def logged_run(trace, config, monkeypatch, fast: bool) -> tuple[list, list, obje
         budgets.append((enough, free, live, SWA_AVAILABLE(self, manager, req, enough)))
         return budgets[-1][-1]
 
-    monkeypatch.setattr(common, "evict_swa", evict)
+    monkeypatch.setattr(common, "evict_swa", logged_scan(scans.evict_swa, True, swa_evictions))
+    monkeypatch.setattr(common, "evict_states", logged_scan(scans.evict_states, False, state_evictions))
     monkeypatch.setattr(swa_rules.SwaRules, "swa_available", budget)
-    return evictions, budgets, simulate(trace, config)
+    return swa_evictions, state_evictions, budgets, simulate(trace, config)
 
 
 @st.composite
@@ -116,7 +132,7 @@ def cases(draw):
     page = draw(st.sampled_from([1, 1, 2, 16]))
     config = SimConfig(
         policy=draw(st.sampled_from(["freetoken", "freetoken-lazy", "freetoken-budget"])),
-        model=draw(st.sampled_from(["inkling", "inkling", "tiny-swa", "gemma-4-26b-a4b"])),
+        model=draw(st.sampled_from(["inkling", "inkling", "tiny-swa", "gemma-4-26b-a4b", "qwen3-next"])),
         knobs=dict(
             page_size=page,
             chunked_prefill_size=page * draw(st.integers(8, 64)),
@@ -124,6 +140,7 @@ def cases(draw):
         ),
         pool_tokens=draw(st.integers(2_000, 5_000)) // page * page,
         swa_full_tokens_ratio=draw(st.sampled_from([0.3, 0.5])),  # SWA short while FULL is not
+        mamba_states=draw(st.sampled_from([6, 12, 64])),
         mode=draw(st.sampled_from(["replay", "timed"])),
         bounds=False,
     )
@@ -159,13 +176,31 @@ def a_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
     return trace, small_pools(policy, mode, "gemma-4-26b-a4b", chunk_len=32, max_running=2)
 
 
-def small_pools(policy: str, mode: str, model: str, chunk_len: int, max_running: int) -> SimConfig:
+def a_gdn_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
+    """Few state slots: snapshots evicted while resumed ones are locked; a walk stamps its nodes alike (ties)."""
+    trace = multiturn(
+        num_sessions=4,
+        num_turns=5,
+        system_len=400,
+        user_len=150,
+        output_len=100,
+        think_time=0.2,
+        request_rate=4.0,
+        seed=3,
+    )
+    return trace, small_pools(policy, mode, "qwen3-next", chunk_len=64, max_running=2, mamba_states=8)
+
+
+def small_pools(
+    policy: str, mode: str, model: str, chunk_len: int, max_running: int, mamba_states: int | None = None
+) -> SimConfig:
     return SimConfig(
         policy=policy,
         model=model,
         knobs=dict(page_size=1, chunked_prefill_size=chunk_len, max_running_requests=max_running),
         pool_tokens=3_000,
         swa_full_tokens_ratio=0.3,
+        mamba_states=mamba_states,
         mode=mode,
         bounds=False,
     )
@@ -178,18 +213,33 @@ def small_pools(policy: str, mode: str, model: str, chunk_len: int, max_running:
 @example(case=a_fanout_under_pressure("freetoken-budget", "timed"))
 @example(case=a_chat_under_pressure())
 @example(case=a_chat_under_pressure("freetoken-lazy", "timed"))
-def test_fast_scan_and_budget_act_as_the_reference(case, monkeypatch):
+@example(case=a_gdn_chat_under_pressure())
+@example(case=a_gdn_chat_under_pressure("freetoken-lazy", "timed"))
+def test_fast_scans_and_budget_act_as_the_reference(case, monkeypatch):
     trace, config = case
     try:
-        fast_evictions, fast_budgets, fast = logged_run(trace, config, monkeypatch, True)
+        *fast_logs, fast = logged_run(trace, config, monkeypatch, True)
     except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
         reject()
-    ref_evictions, ref_budgets, ref = logged_run(trace, config, monkeypatch, False)
-    assert fast_evictions == ref_evictions
-    assert fast_budgets == ref_budgets
+    *ref_logs, ref = logged_run(trace, config, monkeypatch, False)
+    assert fast_logs == ref_logs
     assert fast.requests.equals(ref.requests)
     assert fast.steps.equals(ref.steps)
     assert fast.summary == ref.summary
+
+
+def count_ties(monkeypatch) -> list[int]:
+    """Entries of an already-listed stamp in each scan's list, by kind (SWA, states)."""
+    num_ties = [0, 0]
+    candidates = scans._candidates
+
+    def counted(tree, swa):
+        triples = candidates(tree, swa)
+        num_ties[0 if swa else 1] += len(triples) - len({stamp for stamp, _, _ in triples})
+        return triples
+
+    monkeypatch.setattr(scans, "_candidates", counted)
+    return num_ties
 
 
 @pytest.mark.interpreted
@@ -197,27 +247,30 @@ def test_fast_scan_and_budget_act_as_the_reference(case, monkeypatch):
 def test_the_fixed_fanout_evicts_among_ties(policy, mode, monkeypatch):
     """The fixed fan-outs evict SWA with nodes of one stamp in the heap (a split's halves), and read budgets
     short of free pages: a test that never got there would pass anything."""
-    num_ties = 0
-
-    def candidates(tree):
-        nonlocal num_ties
-        pairs = scan(tree)
-        num_ties += len(pairs) - len({stamp for stamp, _, _ in pairs})
-        return pairs
-
-    scan = freetoken_tree._swa_candidates
-    monkeypatch.setattr(freetoken_tree, "_swa_candidates", candidates)
-    evictions, budgets, _ = logged_run(*a_fanout_under_pressure(policy, mode), monkeypatch, True)
-    assert len(evictions) >= 20 and evictions[-1][3] >= 20
-    assert num_ties >= 100
+    num_ties = count_ties(monkeypatch)
+    swa_evictions, _, budgets, _ = logged_run(*a_fanout_under_pressure(policy, mode), monkeypatch, True)
+    assert len(swa_evictions) >= 20 and swa_evictions[-1][3] >= 20
+    assert num_ties[0] >= 100
     assert sum(1 for enough, free, _, _ in budgets if free < enough) >= 5  # the tree's part read
 
 
 @pytest.mark.interpreted
 @pytest.mark.parametrize("policy,mode", [("freetoken", "replay"), ("freetoken-lazy", "timed")])
 def test_the_fixed_chat_reads_budgets_with_windows_held(policy, mode, monkeypatch):
-    evictions, budgets, _ = logged_run(*a_chat_under_pressure(policy, mode), monkeypatch, True)
+    swa_evictions, _, budgets, _ = logged_run(*a_chat_under_pressure(policy, mode), monkeypatch, True)
     counted = [(free, live, got) for enough, free, live, got in budgets if free < enough]
-    assert len(evictions) >= 5 and len(counted) >= 5
-    assert sum(1 for *_, num_held in evictions if num_held) >= 3  # the scan passes over held nodes
+    assert len(swa_evictions) >= 5 and len(counted) >= 5
     assert sum(1 for free, live, got in counted if got < free + live) >= 3  # some live node held
+    assert sum(1 for *_, num_held in swa_evictions if num_held) >= 3  # the scan passes over held nodes
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("policy,mode", [("freetoken", "replay"), ("freetoken-budget", "replay")])
+def test_the_fixed_gdn_chat_evicts_states_among_ties(policy, mode, monkeypatch):
+    num_ties = count_ties(monkeypatch)
+    _, state_evictions, _, _ = logged_run(*a_gdn_chat_under_pressure(policy, mode), monkeypatch, True)
+    assert len(state_evictions) >= 10 and state_evictions[-1][3] >= 10
+    assert num_ties[1] >= 30
+    assert (
+        sum(1 for *_, num_locked in state_evictions if num_locked) >= 5
+    )  # the scan passes over locked states

@@ -1,0 +1,134 @@
+"""FreeToken's eviction by scans: ``evict_full_scan`` / ``evict_swa`` / ``evict_mamba`` build their candidate list in
+the tree's depth-first order, heapify it on the timestamp alone and pop until enough is freed, deleting the tombstone
+leaves a deletion exposes. Ties are broken exactly as ``heapq`` breaks them for FreeToken, because the list and the
+comparisons are the same.
+
+SWA and state eviction stay scans. Their candidates do share stamps (a split's two halves, both candidates, next to
+each other in the scan's order), and which of two equal entries heapq pops first depends on the values of the other
+entries, so no heap kept between calls can know it (docs/results/presets-speed.md, Round 21). What is kept cheap is
+the entry: ``(stamp, NaN, node)`` triples that heapq compares in C (``SCANS_AS_TRIPLES``). Every comparison gives
+``_ByStamp``'s answer: the stamps decide; two entries of one stamp differ at their NaNs (each entry's own float
+object, so never equal by identity), where ``<`` is False both ways, "not less" as ``_ByStamp`` says, and the node
+(which has no order) is never compared. Same answers, so heapq makes the same moves and pops the same nodes
+(tests/test_freetoken_scans.py). FULL eviction takes its victims from ``freetoken_tree.LeafHeap`` instead; the scan
+here is its reference.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.engines.freetoken_tree import delete_with_exposed
+from sim.cache.node import Node
+from sim.cache.tree import RadixTree
+
+# True: the SWA and state scans heap ``(stamp, NaN, node)`` triples from one tight walk; False: the reference,
+# FreeToken's ``_ByStamp`` entries, compared in Python
+SCANS_AS_TRIPLES = True
+_NAN = math.nan
+
+
+class _ByStamp:
+    """A heap entry that compares on the timestamp alone, as ``RadixTreeNode.__lt__`` does."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    def __lt__(self, other: "_ByStamp") -> bool:
+        return self.node.full_stamp < other.node.full_stamp
+
+
+def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
+    """Nodes in FreeToken's traversal order (a stack of children, last child first) that ``keep`` accepts."""
+    out, stack = [], [tree.root]
+    while stack:
+        node = stack.pop()
+        if node is not tree.root and keep(node):
+            out.append(_ByStamp(node))
+        stack.extend(node.children.values())
+    return out
+
+
+def _candidates(tree: RadixTree, swa: bool) -> list[tuple[int, float, Node]]:
+    """``_depth_first``'s nodes, in its order, each after its stamp and a NaN of its own: the live, window-unlocked
+    ones (``swa``) or the unlocked snapshot ones."""
+    out: list[tuple[int, float, Node]] = []
+    stack = list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        if (
+            (node.swa_pages is not None and not node.swa_holders)
+            if swa
+            else (node.state is not None and node.state_lock == 0)
+        ):
+            out.append((node.full_stamp, -_NAN, node))  # negation makes a new float object
+        if node.children:
+            stack.extend(node.children.values())
+    return out
+
+
+def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
+    """LRU over unlocked leaves until ``num_tokens`` tokens are freed; returns the tokens freed."""
+    heap = _depth_first(tree, lambda n: not n.children and n.full_lock == 0)
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_tokens and heap:
+        node = heapq.heappop(heap).node
+        if not node.alive or node.full_lock or node.children:
+            continue
+        tree.count_eviction(FULL, node)
+        parent, count = delete_with_exposed(tree, node, has_swa)
+        freed += count
+        if parent.parent is not None and not parent.children and parent.full_lock == 0:
+            heapq.heappush(heap, _ByStamp(parent))
+    return freed
+
+
+def evict_swa(tree: RadixTree, num_tokens: int) -> int:
+    """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
+    heap: list = (
+        _candidates(tree, True)
+        if SCANS_AS_TRIPLES
+        else _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
+    )
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_tokens and heap:
+        top = heapq.heappop(heap)
+        node = top[2] if SCANS_AS_TRIPLES else top.node
+        if not node.alive or node.swa_pages is None or node.swa_holders:
+            continue
+        tree.count_eviction(SWA, node)
+        freed += node.end - node.start  # the exposed tombstone leaves deleted with it are not counted
+        if not node.children and node.full_lock == 0:
+            delete_with_exposed(tree, node, True)
+        else:
+            tree.tombstone(node)
+    return freed
+
+
+def evict_states(tree: RadixTree, num_states: int) -> int:
+    """LRU over unlocked snapshot nodes: an unlocked leaf goes whole, an internal node loses its state."""
+    heap: list = (
+        _candidates(tree, False)
+        if SCANS_AS_TRIPLES
+        else _depth_first(tree, lambda n: n.state is not None and n.state_lock == 0)
+    )
+    heapq.heapify(heap)
+    freed = 0
+    while freed < num_states and heap:
+        top = heapq.heappop(heap)
+        node = top[2] if SCANS_AS_TRIPLES else top.node
+        if not node.alive or node.state is None or node.state_lock:
+            continue
+        tree.count_eviction(MAMBA, node)
+        freed += 1
+        if not node.children and node.full_lock == 0:
+            delete_with_exposed(tree, node, False)
+        else:
+            tree.drop_state(node)
+    return freed

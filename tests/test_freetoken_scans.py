@@ -50,7 +50,7 @@ def test_triples_pop_as_the_reference_entries(shape, num_pops):
             node.swa_holders.add("r")
         nodes.append(node)
     triples = scans._candidates(tree, True)
-    entries = scans._depth_first(tree, SWA_CANDIDATE)
+    entries = scans._depth_first(tree, scans.swa_candidate)
     assert [node for _, _, node in triples] == [entry.node for entry in entries]
     heapq.heapify(triples)
     heapq.heapify(entries)
@@ -60,17 +60,9 @@ def test_triples_pop_as_the_reference_entries(shape, num_pops):
     ]
 
 
-def SWA_CANDIDATE(node) -> bool:
-    return node.swa_pages is not None and not node.swa_holders
-
-
-def STATE_CANDIDATE(node) -> bool:
-    return node.state is not None and node.state_lock == 0
-
-
 def logged_scan(evict, swa: bool, log: list):
     """``evict`` with its call logged, its list checked against the reference's at each call."""
-    keep, comp = (SWA_CANDIDATE, SWA) if swa else (STATE_CANDIDATE, MAMBA)
+    keep, comp = (scans.swa_candidate, SWA) if swa else (scans.state_candidate, MAMBA)
 
     def run(tree, amount):
         reference = [(entry.node.full_stamp, entry.node) for entry in scans._depth_first(tree, keep)]
@@ -274,3 +266,27 @@ def test_the_fixed_gdn_chat_evicts_states_among_ties(policy, mode, monkeypatch):
     assert (
         sum(1 for *_, num_locked in state_evictions if num_locked) >= 5
     )  # the scan passes over locked states
+
+
+def gdn_pair():
+    """A GDN tree (no SWA pages): a snapshot node with one child, itself a snapshot leaf, older than its parent."""
+    tree = RadixTree(1, Pool("full", 100), Pool("swa", 0), Pool("state", 4))
+    parent = tree.add_leaf(tree.root, seq(("p", 4)), tree.full_pool.alloc(4), None)
+    child = tree.add_leaf(parent, seq(("c", 6)), tree.full_pool.alloc(6), None)
+    for node, stamp in ((parent, 2), (child, 1)):
+        tree.set_state(node, tree.state_pool.alloc_one())
+        node.full_stamp = stamp
+    return tree, parent, child
+
+
+@pytest.mark.parametrize("triples", [True, False])
+def test_a_state_eviction_counts_states_and_keeps_a_stateful_parent(triples, monkeypatch):
+    """One state asked: the older leaf goes whole, and its parent, a leaf now but holding a state, stays (the
+    cascade takes only stateless leaves); two asked: both go, counted one a node."""
+    monkeypatch.setattr(scans, "SCANS_AS_TRIPLES", triples)
+    tree, parent, child = gdn_pair()
+    assert scans.evict_states(tree, 1) == 1
+    assert not child.alive and parent.alive and parent.state is not None
+    tree, parent, child = gdn_pair()
+    assert scans.evict_states(tree, 2) == 2
+    assert not child.alive and not parent.alive and tree.num_states == 0

@@ -89,46 +89,42 @@ def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
 
 
 def evict_swa(tree: RadixTree, num_tokens: int) -> int:
-    """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned."""
-    heap: list = (
-        _candidates(tree, True)
-        if SCANS_AS_TRIPLES
-        else _depth_first(tree, lambda n: n.swa_pages is not None and not n.swa_holders)
-    )
-    heapq.heapify(heap)
-    freed = 0
-    while freed < num_tokens and heap:
-        top = heapq.heappop(heap)
-        node = top[2] if SCANS_AS_TRIPLES else top.node
-        if not node.alive or node.swa_pages is None or node.swa_holders:
-            continue
-        tree.count_eviction(SWA, node)
-        freed += node.end - node.start  # the exposed tombstone leaves deleted with it are not counted
-        if not node.children and node.full_lock == 0:
-            delete_with_exposed(tree, node, True)
-        else:
-            tree.tombstone(node)
-    return freed
+    """LRU over live, window-unlocked nodes: an unlocked leaf goes whole, anything else is tombstoned. Returns the
+    tokens taken (the exposed tombstone leaves deleted with a leaf are not counted)."""
+    return _evict_by_scan(tree, num_tokens, True)
 
 
 def evict_states(tree: RadixTree, num_states: int) -> int:
-    """LRU over unlocked snapshot nodes: an unlocked leaf goes whole, an internal node loses its state."""
-    heap: list = (
-        _candidates(tree, False)
-        if SCANS_AS_TRIPLES
-        else _depth_first(tree, lambda n: n.state is not None and n.state_lock == 0)
-    )
+    """LRU over unlocked snapshot nodes: an unlocked leaf goes whole, an internal node loses its state. Returns the
+    states taken."""
+    return _evict_by_scan(tree, num_states, False)
+
+
+def swa_candidate(node: Node) -> bool:
+    return node.swa_pages is not None and not node.swa_holders
+
+
+def state_candidate(node: Node) -> bool:
+    return node.state is not None and node.state_lock == 0
+
+
+def _evict_by_scan(tree: RadixTree, amount: int, swa: bool) -> int:
+    """Pop the scan's candidates until ``amount`` (SWA: tokens; states: one a node) is taken."""
+    keep = swa_candidate if swa else state_candidate
+    heap: list = _candidates(tree, swa) if SCANS_AS_TRIPLES else _depth_first(tree, keep)
     heapq.heapify(heap)
     freed = 0
-    while freed < num_states and heap:
+    while freed < amount and heap:
         top = heapq.heappop(heap)
         node = top[2] if SCANS_AS_TRIPLES else top.node
-        if not node.alive or node.state is None or node.state_lock:
+        if not node.alive or not keep(node):
             continue
-        tree.count_eviction(MAMBA, node)
-        freed += 1
+        tree.count_eviction(SWA if swa else MAMBA, node)
+        freed += node.end - node.start if swa else 1
         if not node.children and node.full_lock == 0:
-            delete_with_exposed(tree, node, False)
+            delete_with_exposed(tree, node, swa)
+        elif swa:
+            tree.tombstone(node)
         else:
             tree.drop_state(node)
     return freed

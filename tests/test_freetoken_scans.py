@@ -155,24 +155,19 @@ def a_fanout_under_pressure(policy: str = "freetoken", mode: str = "replay"):
 
 def a_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
     """Follow-ups resume from cached windows: budgets read while requests hold nodes."""
-    trace = multiturn(
-        num_sessions=4,
-        num_turns=3,
-        system_len=400,
-        user_len=150,
-        output_len=100,
-        think_time=0.2,
-        request_rate=4.0,
-        seed=3,
-    )
-    return trace, small_pools(policy, mode, "gemma-4-26b-a4b", chunk_len=32, max_running=2)
+    return a_chat(num_turns=3), small_pools(policy, mode, "gemma-4-26b-a4b", chunk_len=32, max_running=2)
 
 
 def a_gdn_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
     """Few state slots: snapshots evicted while resumed ones are locked; a walk stamps its nodes alike (ties)."""
-    trace = multiturn(
+    pools = small_pools(policy, mode, "qwen3-next", chunk_len=64, max_running=2, mamba_states=8)
+    return a_chat(num_turns=5), pools
+
+
+def a_chat(num_turns: int):
+    return multiturn(
         num_sessions=4,
-        num_turns=5,
+        num_turns=num_turns,
         system_len=400,
         user_len=150,
         output_len=100,
@@ -180,7 +175,6 @@ def a_gdn_chat_under_pressure(policy: str = "freetoken", mode: str = "replay"):
         request_rate=4.0,
         seed=3,
     )
-    return trace, small_pools(policy, mode, "qwen3-next", chunk_len=64, max_running=2, mamba_states=8)
 
 
 def small_pools(

@@ -1,4 +1,4 @@
-"""FreeToken's eviction by scans: ``evict_full_scan`` / ``evict_swa`` / ``evict_mamba`` build their candidate list in
+"""FreeToken's eviction by scans: ``evict_full_scan`` / ``evict_swa`` / ``evict_states`` build their candidate list in
 the tree's depth-first order, heapify it on the timestamp alone and pop until enough is freed, deleting the tombstone
 leaves a deletion exposes. Ties are broken exactly as ``heapq`` breaks them for FreeToken, because the list and the
 comparisons are the same.
@@ -55,7 +55,8 @@ def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
 
 def _candidates(tree: RadixTree, swa: bool) -> list[tuple[int, float, Node]]:
     """``_depth_first``'s nodes, in its order, each after its stamp and a NaN of its own: the live, window-unlocked
-    ones (``swa``) or the unlocked snapshot ones."""
+    ones (``swa``) or the unlocked snapshot ones (``swa_candidate`` / ``state_candidate``, inline: a call per node
+    would cost as much as the rest of the walk)."""
     out: list[tuple[int, float, Node]] = []
     stack = list(tree.root.children.values())
     while stack:

@@ -11,7 +11,7 @@ from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.pools import ANONYMOUS_ID, Pool
-from sim.cache.repeats import anonymous_ids, make_room, nones
+from sim.cache.repeats import anonymous_ids, nones
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 
@@ -44,7 +44,6 @@ class RequestCache:
     swa_branch: int | None = None  # a FULL hit deeper than its SWA-valid match: the first insert stops there
     first_chunk_cap: int | None = None  # the engine's cap on the first prefill chunk, set at admission
     num_outputs_known: int = 0  # outputs a retracted request prefills again as part of its prompt
-    own_room_len: int = 0  # the own lists' length that ``make_room`` last made room up to
 
     @property
     def last_node(self) -> Node:
@@ -141,16 +140,9 @@ class RequestCache:
         if not self.own_full:  # the request's first pages: lists of its own, as ``add_own_pages`` keeps
             self.own_full = [ANONYMOUS_ID] * num_pages
             self.own_swa = [ANONYMOUS_ID if has_swa else None] * num_pages
-            self.own_room_len = 0
-        else:
-            self.own_full += anonymous_ids(num_pages)
-            self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)
-        num_held = len(self.own_full)
-        num_left = ceil_div(self.prompt_len, self.page_size) - self.prefix_len // self.page_size - num_held
-        # the prompt's next chunks, where the room left may not take one like this
-        if num_left > 0 and self.own_room_len - num_held < num_pages:
-            self.own_room_len = num_held + make_room(self.own_full, num_left)
-            make_room(self.own_swa, num_left)
+            return
+        self.own_full += anonymous_ids(num_pages)
+        self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)
 
     def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""

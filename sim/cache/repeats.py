@@ -16,12 +16,6 @@ from sim.cache.pools import ANONYMOUS_ID
 
 # True: the run of a length is a tuple made once and kept; False: a fresh list per call (the reference)
 SHARED_RUNS = True
-# True: FreeToken's evicted leaves hand their FULL page lists (every id ``ANONYMOUS_ID``, held by no one else) on to
-# the next requests' first pages instead of dropping them; False: dropped, fresh lists made (the reference)
-# (tests/test_spare_lists_property.py)
-SPARE_LISTS = True
-MAX_SPARE_LISTS = 16  # lists kept at once; an offer past it is dropped
-MIN_SPARE_LEN = 64  # a shorter list is not worth keeping
 MAX_SHARED_LEN = 1 << 14  # a longer run is made each time (a chunk's pages are fewer)
 MAX_KEPT_ITEMS = 1 << 22  # per item: at most ~32 MB of kept tuples, however many lengths a run asks for
 
@@ -58,33 +52,3 @@ def anonymous_ids(count: int) -> tuple[int, ...] | list[int]:
 def nones(count: int) -> tuple[None, ...] | list[None]:
     """``count`` times ``None``, to extend a list with or assign to a slice (not to keep: it may be shared)."""
     return NONE_RUNS.of(count)
-
-
-class SpareIds:
-    """Lists of ``ANONYMOUS_ID`` nobody holds any more (an evicted node's FULL pages): a request's first pages
-    take one, cut or grown to length, instead of a fresh list, and the dead node's list is not released item by
-    item (at page 1 both are a pass over every id)."""
-
-    def __init__(self) -> None:
-        self.lists: list[list[int]] = []
-
-    def offer(self, pages: list[int]) -> bool:
-        """Keep ``pages`` (the caller gives it up) if there is room; True if kept."""
-        if not SPARE_LISTS or len(self.lists) >= MAX_SPARE_LISTS or len(pages) < MIN_SPARE_LEN:
-            return False
-        self.lists.append(pages)
-        return True
-
-    def take(self, count: int) -> list[int]:
-        """A list of ``count`` ``ANONYMOUS_ID`` of the caller's own: the last one offered, made to length."""
-        if not self.lists:
-            return [ANONYMOUS_ID] * count
-        pages = self.lists.pop()
-        if len(pages) > count:
-            del pages[count:]
-        elif len(pages) < count:
-            pages += anonymous_ids(count - len(pages))
-        return pages
-
-
-SPARE_IDS = SpareIds()

@@ -10,8 +10,8 @@ from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
-from sim.cache.pools import Pool
-from sim.cache.repeats import SPARE_IDS, anonymous_ids, nones
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.repeats import anonymous_ids, nones
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 
@@ -138,9 +138,8 @@ class RequestCache:
         """``add_own_pages`` of ``num_pages`` pages counted out of anonymous pools (every id ``ANONYMOUS_ID``;
         SWA's entries None where the model has no SWA): the same lists, extended from shared runs."""
         if not self.own_full:  # the request's first pages: lists of its own, as ``add_own_pages`` keeps
-            self.own_full = SPARE_IDS.take(num_pages)
-            swa = SPARE_IDS.take(num_pages) if has_swa else [None] * num_pages
-            self.own_swa = cast("list[int | None]", swa)
+            self.own_full = [ANONYMOUS_ID] * num_pages
+            self.own_swa = [ANONYMOUS_ID if has_swa else None] * num_pages
             return
         self.own_full += anonymous_ids(num_pages)
         self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from sim.cache.components import FULL, Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
-from sim.cache.repeats import SPARE_IDS
 from sim.cache.tree import RadixTree
 
 EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
@@ -133,10 +132,7 @@ def delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Nod
     (``_cascade_*_tombstone_leaves``). Returns the surviving ancestor and the tokens freed."""
     freed = node.end - node.start
     parent = node.parent
-    spare = tree.owns_page_lists and tree.full_pool.counts_frees  # its lists are its own, its ids all one
     tree.delete_leaf(node)
-    if spare:
-        _give_up_pages(node)
     while (
         parent.parent is not None
         and not parent.children
@@ -146,16 +142,8 @@ def delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Nod
         freed += parent.end - parent.start
         grand = parent.parent
         tree.delete_leaf(parent)
-        if spare:
-            _give_up_pages(parent)
         parent = grand
     return parent, freed
-
-
-def _give_up_pages(node: Node) -> None:
-    """A deleted node's FULL list to the spares (nothing reads a dead node's pages)."""
-    if SPARE_IDS.offer(node.full_pages):
-        node.full_pages = []
 
 
 def _unlocked_leaf(node: Node) -> bool:

@@ -40,9 +40,8 @@ from sim.tokens import TokenSeq
 # False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
 BLOCKED_BY_LINKS = True
-# Evicted prefixes kept as chains (hashed when first asked) until this many are; then all of them are hashed, to
-# the ints a lookup would make. A chain keeps its deleted node's key alive, and a fan-out deletes leaves at every
-# request (3M chains at 1M requests, ~0.5 GB). None: chains kept until asked (the reference)
+# Evicted prefixes kept as chains until this many are, then hashed to the ints a lookup would make: a chain keeps
+# its deleted node's key alive (a 1M fan-out deletes 3M leaves: ~0.5 GB). None: kept until asked (the reference)
 MAX_UNHASHED: int | None = 1 << 16
 
 
@@ -74,7 +73,7 @@ class TreeMissTracker:
     tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
-    # path's keys, hashed when first asked (per evicted leaf, so kept as small as an entry can be)
+    # path's keys, hashed when first asked or in a batch (per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
     _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
     unhashed: list[int] = field(default_factory=list)  # evicted_pages' keys chained since the last hashing

@@ -40,6 +40,9 @@ from sim.tokens import TokenSeq
 # False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
 BLOCKED_BY_LINKS = True
+# Evicted prefixes kept as chains until this many are, then hashed to the ints a lookup would make: a chain keeps
+# its deleted node's key alive (a 1M fan-out deletes 3M leaves: ~0.5 GB). None: kept until asked (the reference)
+MAX_UNHASHED: int | None = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -70,9 +73,11 @@ class TreeMissTracker:
     tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
     # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
-    # path's keys, hashed when first asked (per evicted leaf, so kept as small as an entry can be)
+    # path's keys, hashed when first asked or in a batch (per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
     _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
+    unhashed: list[int] = field(default_factory=list)  # evicted_pages' keys chained since the last hashing
+    _last_miss: MatchMiss = _NO_MISS  # an equal miss shares its record (a fan-out's misses are all one)
     _in_finish: bool = False
     _swa_eviction_pending: bool = False  # an SWA eviction was counted since the last tombstone
     # the leaf being deleted: its tombstone and state drop follow; no later match (live nodes only) asks
@@ -126,6 +131,9 @@ class TreeMissTracker:
             earlier.append(above)
         else:
             self.evicted_pages[key] = [earlier, above]
+        self.unhashed.append(key)
+        if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:
+            self.hash_unhashed()
         self._prefix_links.pop(node, None)
         self.tomb_cause.pop(node, None)
         self.state_evicted.pop(node, None)
@@ -175,7 +183,23 @@ class TreeMissTracker:
             else:
                 path = last.path_from_root()
                 blocked = blocked_on_path(path, cached, full_depth, r.has_swa, r.has_mamba, tombs, states)
-        return MatchMiss(blocked, evicted) if blocked or evicted else _NO_MISS
+        if not (blocked or evicted):
+            return _NO_MISS
+        miss = MatchMiss(blocked, evicted)
+        if miss != self._last_miss:
+            self._last_miss = miss
+        return self._last_miss
+
+    def hash_unhashed(self) -> None:
+        """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
+        pages = self.evicted_pages
+        for key in self.unhashed:
+            entry = pages[key]
+            if type(entry) is list:
+                entry[:] = [p if isinstance(p, int) else _prefix_hash(p) for p in entry]
+            elif not isinstance(entry, int):
+                pages[key] = _prefix_hash(entry)
+        self.unhashed.clear()
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
         """Whether a node starting at ``depth`` after exactly these tokens was evicted."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sim.cache import misses
 from sim.cache.misses import _NONE, TreeMissTracker
 from sim.cache.node import Node
 
@@ -32,7 +33,8 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     """``watcher._on_delete_leaf(LeafEvicted(node))`` for each of ``nodes`` in order; ``nodes`` emptied."""
     if not nodes:
         return
-    links, pages = watcher._prefix_links, watcher.evicted_pages
+    links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
+    max_unhashed = misses.MAX_UNHASHED
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
     for node in nodes:
         parent = node.parent
@@ -47,6 +49,9 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             earlier.append(above)
         else:
             pages[key] = [earlier, above]
+        unhashed.append(key)
+        if max_unhashed is not None and len(unhashed) > max_unhashed:
+            watcher.hash_unhashed()
         links.pop(node, None)
         if tomb_cause:
             tomb_cause.pop(node, None)

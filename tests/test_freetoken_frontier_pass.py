@@ -11,46 +11,16 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
+from real_id_runs import assert_switch_equal
 from test_freetoken_page_lists import page_cases
 
 import sim.cache.engines.freetoken_insert as insert
-from sim.cache.pools import Pool
-from sim.cache.tree import RadixTree
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.trace.generate import multiturn
-
-POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
-
-
-def run_logged(trace, config, from_frontier: bool, monkeypatch) -> tuple[list, object]:
-    """The run, every allocation's ids, and every tree's nodes and free ids as the run ends."""
-    log: list = []
-
-    def logged_alloc(pool, count):
-        ids = POOL_ALLOC(pool, count)
-        log.append((pool.name, list(ids)))
-        return ids
-
-    def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append([(n.start, n.end, list(n.full_pages), n.swa_pages, n.full_stamp) for n in nodes])
-        log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
-        DISMANTLE(tree)
-
-    monkeypatch.setattr(insert, "PASS_FROM_FRONTIER", from_frontier)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, simulate(trace, config)
 
 
 def assert_frontier_pass_equal(trace, config, monkeypatch) -> None:
-    fast_log, fast = run_logged(trace, config, True, monkeypatch)
-    plain_log, plain = run_logged(trace, config, False, monkeypatch)
-    assert fast_log == plain_log
-    assert fast.requests.equals(plain.requests)
-    assert fast.steps.equals(plain.steps)
-    assert fast.summary == plain.summary
+    assert_switch_equal(trace, config, insert, "PASS_FROM_FRONTIER", monkeypatch)
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds

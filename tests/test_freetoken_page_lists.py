@@ -14,15 +14,13 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+from real_id_runs import assert_switch_equal
 from test_freetoken_path_runs import short_window_cases
 
 import sim.cache.engines.freetoken_insert as insert
-from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.trace.generate import multiturn
-
-POOL_ALLOC, DISMANTLE = Pool.alloc, RadixTree.dismantle
 
 
 @st.composite
@@ -43,35 +41,8 @@ def page_cases(draw):
     return trace, replace(config, bounds=draw(st.booleans()))
 
 
-def run_logged(trace, config, in_place: bool, monkeypatch) -> tuple[list, object]:
-    """The run, every allocation's ids, and every tree's nodes and free ids as the run ends."""
-    log: list = []
-
-    def logged_alloc(pool, count):
-        ids = POOL_ALLOC(pool, count)
-        log.append((pool.name, list(ids)))
-        return ids
-
-    def logged_dismantle(tree):  # the run throws its tree away at its end: its nodes are logged first
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append([(n.start, n.end, list(n.full_pages), n.swa_pages, n.full_stamp) for n in nodes])
-        log.append((tree.num_swa_pages, tree.full_pool.returned_ids(), tree.swa_pool.returned_ids()))
-        DISMANTLE(tree)
-
-    monkeypatch.setattr(insert, "LISTS_IN_PLACE", in_place)
-    monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: they are compared
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, simulate(trace, config)
-
-
 def assert_lists_in_place_equal(trace, config, monkeypatch) -> None:
-    in_place_log, in_place = run_logged(trace, config, True, monkeypatch)
-    copied_log, copied = run_logged(trace, config, False, monkeypatch)
-    assert in_place_log == copied_log
-    assert in_place.requests.equals(copied.requests)
-    assert in_place.steps.equals(copied.steps)
-    assert in_place.summary == copied.summary
+    assert_switch_equal(trace, config, insert, "LISTS_IN_PLACE", monkeypatch)
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds

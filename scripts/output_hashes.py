@@ -7,7 +7,9 @@ grids); this one covers every preset, both modes, with and without bounds, on a 
 
     python scripts/output_hashes.py 1000                       # every sound preset x replay/timed x bounds off/on
     python scripts/output_hashes.py 1000 vllm:replay vllm:timed:bounds   # chosen cases, policy:mode[:bounds]
-    python scripts/output_hashes.py 1000 > A.txt; ...; diff <(cut -d' ' -f1-4 A.txt) <(cut -d' ' -f1-4 B.txt)
+    python scripts/output_hashes.py 1000 > A.txt; ...; python scripts/compare_hashes.py A.txt B.txt
+
+(`cut -d' ' -f1-4` is no comparison: the case name is padded with spaces, so its fields 2-4 are empty.)
 
 Set HYBRIDCACHE_COMPILED to a compiled build's folder to hash that build. The trace is
 $HYBRIDCACHE_SHARED/traces/mooncake/conversation_trace.jsonl (default ../shared).

@@ -1,4 +1,5 @@
-"""The request table built a chunk at a time equals the table built in one go: values, dtypes, index."""
+"""The request table built a chunk at a time equals the table built in one go: values, dtypes, index; joined a
+column at a time (``BY_COLUMN``) or whole (the reference), and each column's pieces freed as it is joined."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.run import table_chunks
 from sim.run.config import SimConfig
 from sim.run.metrics import request_table
 from sim.run.simulate import simulate
@@ -30,9 +32,28 @@ def _same(built: pd.DataFrame, direct: pd.DataFrame) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(ROW, max_size=40), st.integers(1, 9))
-def test_chunks_equal_one_go_for_any_mix_of_values(rows, chunk_len):
-    _same(frame_of_rows(lambda: iter(rows), COLUMNS, chunk_len), pd.DataFrame(rows, columns=COLUMNS))
+@given(st.lists(ROW, max_size=40), st.integers(1, 9), st.booleans())
+def test_chunks_equal_one_go_for_any_mix_of_values(rows, chunk_len, by_column):
+    saved, table_chunks.BY_COLUMN = table_chunks.BY_COLUMN, by_column
+    try:
+        _same(frame_of_rows(lambda: iter(rows), COLUMNS, chunk_len), pd.DataFrame(rows, columns=COLUMNS))
+    finally:
+        table_chunks.BY_COLUMN = saved
+
+
+def test_a_joined_column_leaves_the_chunks():
+    rows = [("a", 1, 1.5, True, "x"), ("b", 2, 2.5, False, "y"), ("c", 3, 0.5, None, None)]
+    chunks = [table_chunks._columns_of(pd.DataFrame(rows[:2], columns=COLUMNS)),
+              table_chunks._columns_of(pd.DataFrame(rows[2:], columns=COLUMNS))]
+    assert all(len(chunk._mgr.blocks) == len(COLUMNS) for chunk in chunks)  # a block a column: each frees alone
+    expected = pd.concat(chunks, ignore_index=True)
+    _same(table_chunks._joined(chunks), expected)
+    assert all(chunk.columns.empty for chunk in chunks)
+
+
+def test_duplicate_column_names_join_whole():
+    rows = [(1, 2), (3, 4), (5, 6)]
+    _same(frame_of_rows(lambda: iter(rows), ("a", "a"), 2), pd.DataFrame(rows, columns=("a", "a")))
 
 
 def test_chunks_that_disagree_fall_back_to_one_go():

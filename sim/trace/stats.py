@@ -3,16 +3,24 @@
 The ideal reuse is an upper bound for every policy: an infinite cache, FULL attention only, page 1.
 Each request (in file order) reuses the longest prefix of its prompt, capped at ``prompt_len - 1`` (the
 last prompt token is always recomputed), that some earlier request's prompt + output starts with.
-A radix tree over token runs makes that O(runs) per request instead of O(tokens).
+A radix tree over token runs makes that O(runs) per request instead of O(tokens). Only the head of a sequence
+before its tail of tokens no other request holds is inserted (``SHARED_HEADS``): no other prompt can match
+into that tail, so the reuse is the same and a fan-out's trie keeps a node per group, not one per request.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
+from operator import attrgetter, itemgetter
 
 from sim.tokens import Run, TokenSeq, match_runs
 from sim.trace.records import Request
 from sim.trace.trace import Trace
+
+# Off: every request's whole prompt + output is inserted (the reference ``SHARED_HEADS`` is held to:
+# tests/test_ideal_heads_property.py)
+SHARED_HEADS = True
 
 
 class _Node:
@@ -62,12 +70,28 @@ def _split(node: _Node, at: int) -> _Node:
 def ideal_cached_tokens(trace: Trace) -> list[int]:
     """Per request, in file order: the tokens an infinite FULL-attention page-1 cache would reuse."""
     trie, cached = RunTrie(), []
+    shared_refs, quoted = shared_refs_and_quoted(trace) if SHARED_HEADS else (set(), set())
     for request in trace:
-        prompt_len = trace.prompt_len(request.id)
+        request_id = request.id
+        prompt_len = trace.prompt_len(request_id)
         # the prompt is a prefix of prompt + output, so one walk both matches and inserts
-        known = trie.insert(trace.request_seq(request.id))
+        if SHARED_HEADS:
+            known = trie.insert(trace.shared_head_seq(request_id, shared_refs, quoted))
+        else:
+            known = trie.insert(trace.request_seq(request_id))
         cached.append(min(known, prompt_len - 1))
     return cached
+
+
+def shared_refs_and_quoted(trace: Trace) -> tuple[set[str], set[str]]:
+    """The refs two or more segments name, and the ids of the requests some prompt quotes: the token sources
+    more than one request's prompt + output holds (a quoted output is its own request's too)."""
+    # segments read and counted in C: this pass must cost less than the trie work it saves
+    segments = list(chain.from_iterable(map(attrgetter("prompt"), trace.requests)))
+    refs = Counter(map(itemgetter(0), segments))
+    quoted = set(map(itemgetter(2), segments))
+    quoted.discard(None)
+    return {ref for ref, count in refs.items() if count > 1 and ref is not None}, quoted
 
 
 def _fanout_groups(trace: Trace) -> list[int]:

@@ -77,6 +77,35 @@ class Trace:
             return TokenSeq._trusted(tuple(runs), self._prompt_len[request_id] + request.output_len)
         return TokenSeq(runs)
 
+    def shared_head_seq(self, request_id: str, shared_refs: set[str], quoted: set[str]) -> TokenSeq:
+        """``request_seq`` without its tail of tokens no other request holds: runs of refs not in ``shared_refs``
+        and the request's own output unless ``quoted`` (the ids some prompt quotes) holds it. An ``output_of``
+        run is always shared: its request holds it too."""
+        by_id = self._by_id
+        request = by_id[request_id]
+        prompt = request.prompt
+        num_head = len(prompt)
+        own_output = request_id in quoted
+        if not own_output:
+            while num_head:  # the tail's runs are never made
+                ref = prompt[num_head - 1][0]
+                if ref is None or ref in shared_refs:
+                    break
+                num_head -= 1
+        runs: list[Run] = []
+        length, all_refs = 0, True
+        for index in range(num_head):  # as ``request_seq``: segments read natively when compiled
+            segment = prompt[index]
+            run = _segment_run(by_id, segment)
+            runs.append(run)
+            length += run[2]
+            all_refs = all_refs and segment[0] is not None
+        if own_output:
+            runs.append((output_source(request_id), 0, request.output_len))
+            length += request.output_len
+        # all refs: normal already (see ``request_seq``); else merged again (outputs' runs may join)
+        return TokenSeq._trusted(tuple(runs), length) if all_refs else TokenSeq(runs)
+
 
 def _segment_run(by_id: dict[str, Request], segment: Segment) -> Run:
     # unpacked, not read by name: the compiled core reads a tuple's items natively, a NamedTuple's names not

@@ -171,7 +171,7 @@ def test_marconis_runs_are_the_same_with_counted_pages(case, monkeypatch):
 @pytest.mark.parametrize("case", [c[:2] for c in FIXED_CASES] + [c[:2] for c in MARCONI_CASES])
 def test_the_fixed_runs_end_with_counted_pages_in_their_trees(case, monkeypatch):
     """A test of the fixed examples: Marconi's trees end holding counted lists by the dozen, of more than one
-    length (a run that never made one would pass anything; the four end with 5 or more); FreeToken's, whose
+    length (a run that never made one would pass anything; the five end with 5 or more); FreeToken's, whose
     trees own their lists, none."""
     trace, config = case
     held = assert_counted_run_equal(trace, replace(config, mode="replay"), monkeypatch)

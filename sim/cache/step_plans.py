@@ -52,7 +52,7 @@ class StepPlans(ManagerViews):
             full_pool.count_out(num_pages)
             if swa_pool is not None:
                 swa_pool.count_out(num_pages)
-            req.add_anonymous_pages(num_pages, swa_pool is not None)
+            req.add_anonymous_pages(num_pages, swa_pool is not None, not self.tree.owns_page_lists)
             return
         req.add_own_pages(
             full_pool.alloc(num_pages),

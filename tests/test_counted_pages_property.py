@@ -1,0 +1,181 @@
+"""``CountedPages`` (a page list of anonymous pools held as its length and its leading None count) against the
+list it stands for, and whole runs with ``request.COUNTED_PAGES`` on against off (lists of ``ANONYMOUS_ID`` and
+None, the reference).
+
+1. Generated sequences of the operations page lists take (``+=`` of ids or None runs, slices, ``del`` of a
+   slice, a None fill of the live entries just past the freed ones, indexing, ``len``, iteration, ``==``)
+   applied to a ``CountedPages`` and to a real list: equal after every step.
+2. Generated FreeToken runs (``page_cases``: three presets, three models, pages 1, 2, 16 and 64, small pools,
+   bounds on and off; replay and timed; their trees own their lists, so they keep lists: held unchanged) and
+   Marconi's (``marconi_cases``, whose tuner forks anonymous caches; SGLang's rules' trees count too):
+   every allocation (pool, free count before it, count), every tree's nodes with their FULL and SWA page lists
+   (as lists) as each tree is thrown away, the pools' free counts, the eviction counts, and the run's tables and
+   summary equal with the switch on and off. Fixed cases hold floors on the counted lists' use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import strategies as st
+from same_runs import assert_same_run
+from test_freetoken_anonymous_replay import FIXED_CASES
+from test_freetoken_page_lists import page_cases
+from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
+from test_marconi_anonymous_ids import marconi_cases
+
+import sim.cache.request as request_module
+import sim.run.simulate as simulate_module
+from sim.cache.counted_pages import CountedPages
+from sim.cache.pools import ANONYMOUS_ID, Pool
+from sim.cache.tree import RadixTree
+from sim.run.simulate import simulate
+
+POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("ids"), st.integers(0, 9)),
+        st.tuples(st.just("nones"), st.integers(0, 9)),
+        st.tuples(st.just("counted"), st.integers(0, 9), st.integers(0, 9)),
+        st.tuples(st.just("del"), st.integers(-12, 12), st.one_of(st.none(), st.integers(-12, 12))),
+        st.tuples(st.just("fill"), st.integers(0, 9)),
+        st.tuples(st.just("slice"), st.one_of(st.none(), st.integers(-12, 12)), st.integers(-12, 12)),
+    ),
+    max_size=25,
+)
+
+
+def _apply(op: tuple, pages: list, counted: CountedPages) -> CountedPages:
+    kind = op[0]
+    if kind in ("ids", "nones", "counted"):
+        items = [ANONYMOUS_ID if kind == "ids" else None] * op[1]
+        more = CountedPages(op[1] + op[2], op[1]) if kind == "counted" else tuple(items)
+        more_list = list(more)
+        if more_list[:1] == [None] and any(page is not None for page in pages):
+            return counted  # a None after a live entry: page lists never hold one
+        pages += more_list
+        counted += more
+    elif kind == "del":
+        del pages[op[1] : op[2]]
+        del counted[op[1] : op[2]]
+    elif kind == "fill":  # the live entries just past the freed ones
+        start = next((i for i, page in enumerate(pages) if page is not None), len(pages))
+        stop = min(start + op[1], len(pages))
+        pages[start:stop] = [None] * (stop - start)
+        counted[start:stop] = (None,) * (stop - start)
+    else:
+        cut = slice(op[1], op[2])
+        assert list(counted[cut]) == pages[cut] and isinstance(counted[cut], CountedPages)
+    return counted
+
+
+@settings(max_examples=400, deadline=None)
+@given(first=st.integers(0, 9), first_none=st.integers(0, 9), steps=ops)
+@example(first=5, first_none=0, steps=[("fill", 2), ("del", 1, 4), ("slice", None, -1)])
+@example(first=3, first_none=3, steps=[("nones", 2), ("ids", 4), ("del", 0, 6), ("fill", 9)])
+def test_counted_pages_read_as_the_list_they_stand_for(first, first_none, steps):
+    pages: list = [None] * first_none + [ANONYMOUS_ID] * first
+    counted = CountedPages(first + first_none, first_none)
+    for op in steps:
+        counted = _apply(op, pages, counted)
+        assert len(counted) == len(pages) and bool(counted) == bool(pages)
+        assert (
+            list(counted) == pages
+            and counted == pages
+            and counted == CountedPages(len(pages), pages.count(None))
+        )
+        for index in range(-len(pages), len(pages)):
+            assert counted[index] == pages[index]
+        assert [0] + counted == [0, *pages] and counted + [0] == [*pages, 0]
+    with pytest.raises(IndexError):
+        counted[len(pages)]
+
+
+def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, list, object]:
+    """The run on anonymous pools, the switch set to ``counted``: every allocation (pool, free count before it,
+    count), every tree's nodes with their page lists as lists and the pools' counts as the run ends; the
+    ``CountedPages`` the trees held as they were thrown away."""
+    log: list = []
+    held: list = []
+
+    def logged_alloc(pool, count):
+        log.append((pool.name, pool.num_free, count))
+        return POOL_ALLOC(pool, count)
+
+    def logged_count_out(pool, count):  # an allocation without its list: logged as one
+        log.append((pool.name, pool.num_free, count))
+        POOL_COUNT_OUT(pool, count)
+
+    def logged_dismantle(tree):
+        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
+        held.extend(n.full_pages for n in nodes if isinstance(n.full_pages, CountedPages))
+        log.append(
+            [
+                (n.start, n.end, list(n.full_pages), None if n.swa_pages is None else list(n.swa_pages))
+                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
+                for n in nodes
+            ]
+        )
+        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
+        log.append(
+            (tree.num_full_pages, tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions))
+        )
+        DISMANTLE(tree)
+
+    monkeypatch.setattr(request_module, "COUNTED_PAGES", counted)
+    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
+    monkeypatch.setattr(Pool, "alloc", logged_alloc)
+    monkeypatch.setattr(Pool, "count_out", logged_count_out)
+    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
+    return log, held, simulate(trace, config)
+
+
+def assert_counted_run_equal(trace, config, monkeypatch) -> list:
+    """The two runs equal; returns the ``CountedPages`` the counted one's trees held at their ends."""
+    counted_log, held, counted = run_logged(trace, config, True, monkeypatch)
+    listed_log, listed_held, listed = run_logged(trace, config, False, monkeypatch)
+    assert counted_log == listed_log
+    assert_same_run(counted, listed)
+    assert not listed_held  # the switch did switch
+    return held
+
+
+@pytest.mark.interpreted  # sets the module's switch; the compiled core keeps lists
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=page_cases(), mode=st.sampled_from(["replay", "timed"]))
+def test_freetokens_runs_are_the_same_with_counted_pages(case, mode, monkeypatch):
+    trace, config = case
+    try:
+        assert_counted_run_equal(trace, replace(config, mode=mode), monkeypatch)
+    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
+        reject()
+
+
+@pytest.mark.interpreted
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=marconi_cases())
+@example(case=MARCONI_CASES[0][:2])
+@example(case=MARCONI_CASES[3][:2])
+def test_marconis_runs_are_the_same_with_counted_pages(case, monkeypatch):
+    trace, config = case
+    try:
+        assert_counted_run_equal(trace, config, monkeypatch)
+    except ValueError:  # a configuration the engine refuses
+        reject()
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("case", [c[:2] for c in FIXED_CASES] + [c[:2] for c in MARCONI_CASES])
+def test_the_fixed_runs_end_with_counted_pages_in_their_trees(case, monkeypatch):
+    """A test of the fixed examples: Marconi's trees end holding counted lists by the dozen, of more than one
+    length (a run that never made one would pass anything; the five end with 5 or more); FreeToken's, whose
+    trees own their lists, none."""
+    trace, config = case
+    held = assert_counted_run_equal(trace, replace(config, mode="replay"), monkeypatch)
+    if config.policy.startswith("freetoken"):
+        assert not held
+    else:
+        assert len(held) >= 5 and len({len(pages) for pages in held}) >= 2

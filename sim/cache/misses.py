@@ -24,6 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
+from sim.cache.misses_hashing import chain_hasher
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -192,13 +193,13 @@ class TreeMissTracker:
 
     def hash_unhashed(self) -> None:
         """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
-        pages = self.evicted_pages
+        pages, chain_hash = self.evicted_pages, chain_hasher(_prefix_hash)  # chains share links: one table
         for key in self.unhashed:
             entry = pages[key]
             if type(entry) is list:
-                entry[:] = [p if isinstance(p, int) else _prefix_hash(p) for p in entry]
+                entry[:] = [p if isinstance(p, int) else chain_hash(p) for p in entry]
             elif not isinstance(entry, int):
-                pages[key] = _prefix_hash(entry)
+                pages[key] = chain_hash(entry)
         self.unhashed.clear()
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:

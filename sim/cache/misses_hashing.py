@@ -6,14 +6,13 @@ runs, root first))``. vLLM+'s chunk run evicts a leaf per 32-token chunk, so a b
 (``misses.MAX_UNHASHED``) holds chains of hundreds of links, mostly shared: hashed one by one from their keys
 (``misses._prefix_hash``, the reference, switch ``BY_LINKS``) that was ~36 s of a 45 s replay at 1,000 requests.
 ``TokenSeq``'s merge of adjacent runs is a left fold, and a fold's result folds to itself, so the runs down to
-a link are its parent's runs with the parent's last run folded with the link's key: the same tuple, the same hash.
+a link are its parent's runs followed by its key's, the key's first run merged into the last before it where
+it continues it: the same tuple, the same hash.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from sim.tokens import TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
 BY_LINKS = True
@@ -37,10 +36,22 @@ class ChainHashes:
             below.append(link)
             link = link[1]
         runs: tuple = () if link is None else runs_at[id(link)][1]
-        for link in reversed(below):
-            runs = runs[:-1] + TokenSeq(runs[-1:] + link[0].runs).runs  # the fold from the last run on
-            runs_at[id(link)] = (link, runs)
+        for step in reversed(below):
+            runs = _folded(runs, step[0].runs)
+            runs_at[id(step)] = (step, runs)
         return runs
+
+
+def _folded(runs: tuple, key_runs: tuple) -> tuple:
+    """``TokenSeq(runs + key_runs).runs`` for two normalised run tuples (every ``TokenSeq``'s are: its
+    invariant): only the junction can merge, the key's first run into the last run before it."""
+    if not runs or not key_runs:
+        return runs + key_runs
+    source, start, count = runs[-1]
+    first_source, first_start, first_count = key_runs[0]
+    if first_source != source or start + count != first_start:
+        return runs + key_runs
+    return runs[:-1] + ((source, start, count + first_count),) + key_runs[1:]
 
 
 def chain_hasher(reference: Callable[[tuple | None], int]) -> Callable[[tuple | None], int]:

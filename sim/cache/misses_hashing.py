@@ -36,7 +36,8 @@ class ChainHashes:
             below.append(link)
             link = link[1]
         runs: tuple = () if link is None else runs_at[id(link)][1]
-        for step in reversed(below):
+        below.reverse()  # root side first (mypyc: no ``reversed`` of a list of bare tuples)
+        for step in below:
             runs = _folded(runs, step[0].runs)
             runs_at[id(step)] = (step, runs)
         return runs

@@ -1,6 +1,6 @@
 """The why watcher's batch of evicted-prefix chains hashed from a table of each link's runs
 (``misses_hashing.ChainHashes``) against the reference: each chain walked from the root and hashed as one
-``TokenSeq`` (``misses._prefix_hash``).
+``TokenSeq`` (``misses_hashing._prefix_hash``).
 
 Chains are generated as a tree of links whose keys' runs often continue the run above them (so the fold merges
 across a junction, sometimes over several links in a row) and are asked in any order, repeats included. The
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import sim.cache.misses as misses
+import sim.cache.misses_hashing as hashing
 from sim.cache.misses_hashing import ChainHashes
 from sim.tokens import TokenSeq
 
@@ -75,8 +75,8 @@ def test_chain_hashes_equal_each_chain_hashed_from_its_keys(tree):
     hashes = ChainHashes()
     for index in asked:
         link = links[index]
-        assert hashes(link) == misses._prefix_hash(link)
-        assert hashes.runs(link) == TokenSeq([run for key in misses._keys(link) for run in key.runs]).runs
+        assert hashes(link) == hashing._prefix_hash(link)
+        assert hashes.runs(link) == TokenSeq([run for key in hashing._keys(link) for run in key.runs]).runs
 
 
 def test_the_line_merges_across_junctions_and_reuses_its_links():
@@ -86,5 +86,5 @@ def test_the_line_merges_across_junctions_and_reuses_its_links():
     assert hashes.runs(links[-1]) == (("r:a", 0, 10), ("r:b", 0, 4), ("r:a", 10, 5))
     assert len(hashes.runs_at) == len(links) - 1  # every link met once, the root's None kept out
     for index in asked:
-        assert hashes(links[index]) == misses._prefix_hash(links[index])
+        assert hashes(links[index]) == hashing._prefix_hash(links[index])
     assert len(hashes.runs_at) == len(links) - 1

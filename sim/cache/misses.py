@@ -24,7 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import chain_hasher
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -36,7 +36,6 @@ from sim.cache.reasons import (
 )
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
-from sim.tokens import TokenSeq
 
 # False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
@@ -193,7 +192,7 @@ class TreeMissTracker:
 
     def hash_unhashed(self) -> None:
         """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
-        pages, chain_hash = self.evicted_pages, chain_hasher(_prefix_hash)  # chains share links: one table
+        pages, chain_hash = self.evicted_pages, chain_hasher()  # chains share links: one table
         for key in self.unhashed:
             entry = pages[key]
             if type(entry) is list:
@@ -235,17 +234,3 @@ class TreeMissTracker:
 
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)
-
-
-def _prefix_hash(link: tuple | None) -> int:
-    return hash(TokenSeq([run for key in _keys(link) for run in key.runs]))
-
-
-def _keys(link: tuple | None) -> list:
-    """The keys of a ``_prefix_link`` chain, root first."""
-    keys = []
-    while link is not None:
-        keys.append(link[0])
-        link = link[1]
-    keys.reverse()
-    return keys

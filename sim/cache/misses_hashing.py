@@ -4,7 +4,7 @@ runs built from its parent link's, so a batch costs a step per link it meets, no
 A chain is ``misses._prefix_link``'s ``(key, chain above)``, root last; its hash is ``hash(TokenSeq(the keys'
 runs, root first))``. vLLM+'s chunk run evicts a leaf per 32-token chunk, so a batch of 65,536 chains
 (``misses.MAX_UNHASHED``) holds chains of hundreds of links, mostly shared: hashed one by one from their keys
-(``misses._prefix_hash``, the reference, switch ``BY_LINKS``) that was ~36 s of a 45 s replay at 1,000 requests.
+(``_prefix_hash``, the reference, switch ``BY_LINKS``) that was ~36 s of a 45 s replay at 1,000 requests.
 ``TokenSeq``'s merge of adjacent runs is a left fold, and a fold's result folds to itself, so the runs down to
 a link are its parent's runs followed by its key's, the key's first run merged into the last before it where
 it continues it: the same tuple, the same hash.
@@ -13,6 +13,8 @@ it continues it: the same tuple, the same hash.
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from sim.tokens import TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
 BY_LINKS = True
@@ -55,6 +57,21 @@ def _folded(runs: tuple, key_runs: tuple) -> tuple:
     return runs[:-1] + ((source, start, count + first_count),) + key_runs[1:]
 
 
-def chain_hasher(reference: Callable[[tuple | None], int]) -> Callable[[tuple | None], int]:
-    """What one batch hashes its chains with: a fresh ``ChainHashes``, or ``reference`` with the switch off."""
-    return ChainHashes() if BY_LINKS else reference
+def chain_hasher() -> Callable[[tuple | None], int]:
+    """What one batch hashes its chains with: a fresh ``ChainHashes``, or ``_prefix_hash`` with the switch off."""
+    return ChainHashes() if BY_LINKS else _prefix_hash
+
+
+def _prefix_hash(link: tuple | None) -> int:
+    """A chain's hash from its keys, walked from the root: what a lookup asks for one chain (``misses``)."""
+    return hash(TokenSeq([run for key in _keys(link) for run in key.runs]))
+
+
+def _keys(link: tuple | None) -> list:
+    """The keys of a ``_prefix_link`` chain, root first."""
+    keys = []
+    while link is not None:
+        keys.append(link[0])
+        link = link[1]
+    keys.reverse()
+    return keys

@@ -1,6 +1,6 @@
 """The why watcher's batch of evicted-prefix chains hashed from a table of each link's runs
-(``misses_hashing.ChainHashes``) against the reference: each chain walked from the root and hashed as one
-``TokenSeq`` (``misses_hashing._prefix_hash``).
+(``misses_hashing.ChainHashes``: a fold of the runs carried link to link) against the reference: each chain
+walked from the root, its keys' runs normalised as one ``TokenSeq`` and folded (``misses_hashing._prefix_hash``).
 
 Chains are generated as a tree of links whose keys' runs often continue the run above them (so the fold merges
 across a junction, sometimes over several links in a row) and are asked in any order, repeats included. The
@@ -75,16 +75,23 @@ def test_chain_hashes_equal_each_chain_hashed_from_its_keys(tree):
     hashes = ChainHashes()
     for index in asked:
         link = links[index]
-        assert hashes(link) == hashing._prefix_hash(link)
-        assert hashes.runs(link) == TokenSeq([run for key in hashing._keys(link) for run in key.runs]).runs
+        runs = TokenSeq([run for key in hashing._keys(link) for run in key.runs]).runs
+        assert hashes(link) == hashing._prefix_hash(link) == hashing.prefix_hash(runs)
+        assert hashes.fold(link) == (hashing.prefix_hash(runs[:-1]), runs[-1] if runs else None)
 
 
 def test_the_line_merges_across_junctions_and_reuses_its_links():
     links, asked = LINE
     assert num_merged_junctions(links) >= 3
     hashes = ChainHashes()
-    assert hashes.runs(links[-1]) == (("r:a", 0, 10), ("r:b", 0, 4), ("r:a", 10, 5))
-    assert len(hashes.runs_at) == len(links) - 1  # every link met once, the root's None kept out
+    runs = (("r:a", 0, 10), ("r:b", 0, 4), ("r:a", 10, 5))
+    assert hashes.fold(links[-1]) == (hashing.prefix_hash(runs[:-1]), runs[-1])
+    assert (
+        hashes(links[-1])
+        == hashing.prefix_hash(runs)
+        == hash((hash((hash((hash(()), runs[0])), runs[1])), runs[2]))
+    )
+    assert len(hashes.folds_at) == len(links) - 1  # every link met once, the root's None kept out
     for index in asked:
         assert hashes(links[index]) == hashing._prefix_hash(links[index])
-    assert len(hashes.runs_at) == len(links) - 1
+    assert len(hashes.folds_at) == len(links) - 1

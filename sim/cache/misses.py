@@ -24,7 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher, prefix_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -207,7 +207,7 @@ class TreeMissTracker:
         entry = self.evicted_pages.get(first, _NONE)
         if entry is _NONE:
             return False
-        wanted = hash(tokens.slice(0, depth))
+        wanted = prefix_hash(tokens.slice(0, depth).runs)
         if type(entry) is not list:
             if not isinstance(entry, int):
                 entry = self.evicted_pages[first] = _prefix_hash(entry)

@@ -20,41 +20,50 @@ from sim.tokens import TokenSeq
 BY_LINKS = True
 
 
+_EMPTY = hash(())  # the empty prefix's int
+
+
+def prefix_hash(runs: tuple) -> int:
+    """The int a prefix is known by: its normalised runs folded one at a time, ``hash((before, run))``, so a
+    chain's is its parent's fold carried a step a run of its key (a tuple's own hash reads every run again)."""
+    if not runs:
+        return _EMPTY
+    folded = _EMPTY
+    for run in runs[:-1]:
+        folded = hash((folded, run))
+    return hash((folded, runs[-1]))
+
+
 class ChainHashes:
-    """Chains' hashes for one batch: the runs down to every link met, kept by the link's id while the batch
-    lasts (each entry holds its link too, so no id is reused while the table stands)."""
+    """Chains' hashes for one batch: at every link met, the fold of the runs down to it but the last, and
+    the last (which the next key may continue), kept by the link's id while the batch lasts (each entry holds
+    its link too, so no id is reused while the table stands)."""
 
     def __init__(self) -> None:
-        self.runs_at: dict[int, tuple[tuple, tuple]] = {}  # id(link) -> (link, its runs, normalised)
+        self.folds_at: dict[int, tuple[tuple, int, tuple | None]] = {}  # id(link) -> (link, fold, last run)
 
     def __call__(self, link: tuple | None) -> int:
-        return hash(self.runs(link))
+        folded, last = self.fold(link)
+        return _EMPTY if last is None else hash((folded, last))
 
-    def runs(self, link: tuple | None) -> tuple:
-        """The normalised runs of the tokens down to ``link``'s end (``TokenSeq(...).runs``)."""
-        runs_at = self.runs_at
+    def fold(self, link: tuple | None) -> tuple[int, tuple | None]:
+        """The fold of the normalised runs down to ``link``'s end but the last, and the last (None: none)."""
+        folds_at = self.folds_at
         below: list[tuple] = []
-        while link is not None and id(link) not in runs_at:
+        while link is not None and id(link) not in folds_at:
             below.append(link)
             link = link[1]
-        runs: tuple = () if link is None else runs_at[id(link)][1]
+        folded, last = (_EMPTY, None) if link is None else folds_at[id(link)][1:]
         below.reverse()  # root side first (mypyc: no ``reversed`` of a list of bare tuples)
         for step in below:
-            runs = _folded(runs, step[0].runs)
-            runs_at[id(step)] = (step, runs)
-        return runs
-
-
-def _folded(runs: tuple, key_runs: tuple) -> tuple:
-    """``TokenSeq(runs + key_runs).runs`` for two normalised run tuples (every ``TokenSeq``'s are: its
-    invariant): only the junction can merge, the key's first run into the last run before it."""
-    if not runs or not key_runs:
-        return runs + key_runs
-    source, start, count = runs[-1]
-    first_source, first_start, first_count = key_runs[0]
-    if first_source != source or start + count != first_start:
-        return runs + key_runs
-    return runs[:-1] + ((source, start, count + first_count),) + key_runs[1:]
+            for run in step[0].runs:  # TokenSeq's fold: a run continuing the last merges into it
+                if last is not None and run[0] == last[0] and last[1] + last[2] == run[1]:
+                    last = (last[0], last[1], last[2] + run[2])
+                elif run[2] > 0:
+                    folded = folded if last is None else hash((folded, last))
+                    last = run
+            folds_at[id(step)] = (step, folded, last)
+        return folded, last
 
 
 def chain_hasher() -> Callable[[tuple | None], int]:
@@ -64,7 +73,7 @@ def chain_hasher() -> Callable[[tuple | None], int]:
 
 def _prefix_hash(link: tuple | None) -> int:
     """A chain's hash from its keys, walked from the root: what a lookup asks for one chain (``misses``)."""
-    return hash(TokenSeq([run for key in _keys(link) for run in key.runs]))
+    return prefix_hash(TokenSeq([run for key in _keys(link) for run in key.runs]).runs)
 
 
 def _keys(link: tuple | None) -> list:

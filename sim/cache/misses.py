@@ -24,6 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher, prefix_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -35,7 +36,6 @@ from sim.cache.reasons import (
 )
 from sim.cache.resolve import Resolved
 from sim.cache.tree import RadixTree
-from sim.tokens import TokenSeq
 
 # False: the blocked ranges read along a list of the match's path (``blocked_on_path``): the
 # reference; True: up the parent links from its deepest node, no list made (``misses_links``)
@@ -192,13 +192,13 @@ class TreeMissTracker:
 
     def hash_unhashed(self) -> None:
         """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
-        pages = self.evicted_pages
+        pages, chain_hash = self.evicted_pages, chain_hasher()  # chains share links: one table
         for key in self.unhashed:
             entry = pages[key]
             if type(entry) is list:
-                entry[:] = [p if isinstance(p, int) else _prefix_hash(p) for p in entry]
+                entry[:] = [p if isinstance(p, int) else chain_hash(p) for p in entry]
             elif not isinstance(entry, int):
-                pages[key] = _prefix_hash(entry)
+                pages[key] = chain_hash(entry)
         self.unhashed.clear()
 
     def _was_evicted(self, tokens, depth: int, page: int) -> bool:
@@ -207,7 +207,7 @@ class TreeMissTracker:
         entry = self.evicted_pages.get(first, _NONE)
         if entry is _NONE:
             return False
-        wanted = hash(tokens.slice(0, depth))
+        wanted = prefix_hash(tokens.slice(0, depth).runs)
         if type(entry) is not list:
             if not isinstance(entry, int):
                 entry = self.evicted_pages[first] = _prefix_hash(entry)
@@ -234,17 +234,3 @@ class TreeMissTracker:
 
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)
-
-
-def _prefix_hash(link: tuple | None) -> int:
-    return hash(TokenSeq([run for key in _keys(link) for run in key.runs]))
-
-
-def _keys(link: tuple | None) -> list:
-    """The keys of a ``_prefix_link`` chain, root first."""
-    keys = []
-    while link is not None:
-        keys.append(link[0])
-        link = link[1]
-    keys.reverse()
-    return keys

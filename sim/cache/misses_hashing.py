@@ -1,0 +1,86 @@
+"""The why watcher's evicted-prefix chains hashed in a batch (``TreeMissTracker.hash_unhashed``), each chain's
+runs built from its parent link's, so a batch costs a step per link it meets, not a walk of every chain's depth.
+
+A chain is ``misses._prefix_link``'s ``(key, chain above)``, root last; its hash is ``hash(TokenSeq(the keys'
+runs, root first))``. vLLM+'s chunk run evicts a leaf per 32-token chunk, so a batch of 65,536 chains
+(``misses.MAX_UNHASHED``) holds chains of hundreds of links, mostly shared: hashed one by one from their keys
+(``_prefix_hash``, the reference, switch ``BY_LINKS``) that was ~36 s of a 45 s replay at 1,000 requests.
+``TokenSeq``'s merge of adjacent runs is a left fold, and a fold's result folds to itself, so the runs down to
+a link are its parent's runs followed by its key's, the key's first run merged into the last before it where
+it continues it: the same tuple, the same hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sim.tokens import TokenSeq
+
+# Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
+BY_LINKS = True
+
+
+_EMPTY = hash(())  # the empty prefix's int
+
+
+def prefix_hash(runs: tuple) -> int:
+    """The int a prefix is known by: its normalised runs folded one at a time, ``hash((before, run))``, so a
+    chain's is its parent's fold carried a step a run of its key (a tuple's own hash reads every run again)."""
+    if not runs:
+        return _EMPTY
+    folded = _EMPTY
+    for run in runs[:-1]:
+        folded = hash((folded, run))
+    return hash((folded, runs[-1]))
+
+
+class ChainHashes:
+    """Chains' hashes for one batch: at every link met, the fold of the runs down to it but the last, and
+    the last (which the next key may continue), kept by the link's id while the batch lasts (each entry holds
+    its link too, so no id is reused while the table stands)."""
+
+    def __init__(self) -> None:
+        self.folds_at: dict[int, tuple[tuple, int, tuple | None]] = {}  # id(link) -> (link, fold, last run)
+
+    def __call__(self, link: tuple | None) -> int:
+        folded, last = self.fold(link)
+        return _EMPTY if last is None else hash((folded, last))
+
+    def fold(self, link: tuple | None) -> tuple[int, tuple | None]:
+        """The fold of the normalised runs down to ``link``'s end but the last, and the last (None: none)."""
+        folds_at = self.folds_at
+        below: list[tuple] = []
+        while link is not None and id(link) not in folds_at:
+            below.append(link)
+            link = link[1]
+        folded, last = (_EMPTY, None) if link is None else folds_at[id(link)][1:]
+        below.reverse()  # root side first (mypyc: no ``reversed`` of a list of bare tuples)
+        for step in below:
+            for run in step[0].runs:  # TokenSeq's fold: a run continuing the last merges into it
+                if last is not None and run[0] == last[0] and last[1] + last[2] == run[1]:
+                    last = (last[0], last[1], last[2] + run[2])
+                elif run[2] > 0:
+                    folded = folded if last is None else hash((folded, last))
+                    last = run
+            folds_at[id(step)] = (step, folded, last)
+        return folded, last
+
+
+def chain_hasher() -> Callable[[tuple | None], int]:
+    """What one batch hashes its chains with: a fresh ``ChainHashes``, or ``_prefix_hash`` with the switch off."""
+    return ChainHashes() if BY_LINKS else _prefix_hash
+
+
+def _prefix_hash(link: tuple | None) -> int:
+    """A chain's hash from its keys, walked from the root: what a lookup asks for one chain (``misses``)."""
+    return prefix_hash(TokenSeq([run for key in _keys(link) for run in key.runs]).runs)
+
+
+def _keys(link: tuple | None) -> list:
+    """The keys of a ``_prefix_link`` chain, root first."""
+    keys = []
+    while link is not None:
+        keys.append(link[0])
+        link = link[1]
+    keys.reverse()
+    return keys

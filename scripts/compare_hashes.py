@@ -1,10 +1,10 @@
 """Compare two `scripts/output_hashes.py` printouts: the outputs must be equal, and no case may be far slower.
 
-Comparing the first four columns proves that no output changed, but says nothing of speed: a change that made one
-preset 16x slower (Round 22's `marconi-vllm`, 2.8 -> 45 s at 1,000 requests) passed that proof unseen. So beside the
-hashes this reads each case's `cpu=` against the base's and names every case over `--slower` times it. One timing
-on this machine is good to about +-30%, so the default 2.0 flags what no noise makes; below `--min-cpu` seconds
-on both sides a ratio is not read at all.
+Comparing the first four columns proves that no output changed, but says nothing of speed: a change that made
+one preset ~11x slower (Round 22's `marconi-vllm`, 4.4 -> 49 s at 1,000 requests in one process) passed that
+proof unseen. So beside the hashes this reads each case's `cpu=` against the base's and names every case over
+`--slower` times it. One timing on this machine is good to about +-30%, so the default 2.0 flags what no noise
+makes; below `--min-cpu` seconds on both sides a ratio is not read at all.
 
     python scripts/compare_hashes.py BASE.txt NEW.txt              # exit 0: equal and none slower
     python scripts/compare_hashes.py BASE.txt NEW.txt --slower 1.5

@@ -1,13 +1,16 @@
 """The why watcher's evicted-prefix chains hashed in a batch (``TreeMissTracker.hash_unhashed``), each chain's
 runs built from its parent link's, so a batch costs a step per link it meets, not a walk of every chain's depth.
 
-A chain is ``misses._prefix_link``'s ``(key, chain above)``, root last; its hash is ``hash(TokenSeq(the keys'
-runs, root first))``. vLLM+'s chunk run evicts a leaf per 32-token chunk, so a batch of 65,536 chains
-(``misses.MAX_UNHASHED``) holds chains of hundreds of links, mostly shared: hashed one by one from their keys
-(``_prefix_hash``, the reference, switch ``BY_LINKS``) that was ~36 s of a 45 s replay at 1,000 requests.
+A chain is ``misses._prefix_link``'s ``(key, chain above)``, root last; its hash is ``prefix_hash`` of
+``TokenSeq(the keys' runs, root first).runs``: the normalised runs folded one at a time. vLLM+'s chunk run
+evicts a leaf per 32-token chunk, so a batch of 65,536 chains (``misses.MAX_UNHASHED``) holds chains of hundreds
+of links, mostly shared: hashed one by one from their keys (``_prefix_hash``, the reference, switch ``BY_LINKS``)
+that was ~36 s of a 45 s replay at 1,000 requests.
 ``TokenSeq``'s merge of adjacent runs is a left fold, and a fold's result folds to itself, so the runs down to
 a link are its parent's runs followed by its key's, the key's first run merged into the last before it where
-it continues it: the same tuple, the same hash.
+it continues it: the same tuple, the same hash. ``ChainHashes.fold`` states that merge rule inline (a call per
+run in ``TokenSeq.__init__``, the hot constructor, would cost every run);
+``tests/test_misses_chain_hashes_property.py`` holds the two equal.
 """
 
 from __future__ import annotations

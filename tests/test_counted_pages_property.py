@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from anonymous_runs import run_switched
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from same_runs import assert_same_run
@@ -27,13 +28,10 @@ from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
 from test_marconi_anonymous_ids import marconi_cases
 
 import sim.cache.request as request_module
-import sim.run.simulate as simulate_module
 from sim.cache.counted_pages import CountedPages
-from sim.cache.pools import ANONYMOUS_ID, Pool
-from sim.cache.tree import RadixTree
-from sim.run.simulate import simulate
+from sim.cache.pools import ANONYMOUS_ID
 
-POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
+SWITCH = (request_module, "COUNTED_PAGES")
 
 ops = st.lists(
     st.one_of(
@@ -94,53 +92,17 @@ def test_counted_pages_read_as_the_list_they_stand_for(first, first_none, steps)
         counted[len(pages)]
 
 
-def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, list, object]:
-    """The run on anonymous pools, the switch set to ``counted``: every allocation (pool, free count before it,
-    count), every tree's nodes with their page lists as lists and the pools' counts as the run ends; the
-    ``CountedPages`` the trees held as they were thrown away."""
-    log: list = []
-    held: list = []
-
-    def logged_alloc(pool, count):
-        log.append((pool.name, pool.num_free, count))
-        return POOL_ALLOC(pool, count)
-
-    def logged_count_out(pool, count):  # an allocation without its list: logged as one
-        log.append((pool.name, pool.num_free, count))
-        POOL_COUNT_OUT(pool, count)
-
-    def logged_dismantle(tree):
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        held.extend(n.full_pages for n in nodes if isinstance(n.full_pages, CountedPages))
-        log.append(
-            [
-                (n.start, n.end, list(n.full_pages), None if n.swa_pages is None else list(n.swa_pages))
-                + (n.state, n.full_stamp, n.full_lock, sorted(n.swa_holders), n.state_lock)
-                for n in nodes
-            ]
-        )
-        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
-        log.append(
-            (tree.num_full_pages, tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions))
-        )
-        DISMANTLE(tree)
-
-    monkeypatch.setattr(request_module, "COUNTED_PAGES", counted)
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(Pool, "count_out", logged_count_out)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, held, simulate(trace, config)
-
-
 def assert_counted_run_equal(trace, config, monkeypatch) -> list:
-    """The two runs equal; returns the ``CountedPages`` the counted one's trees held at their ends."""
-    counted_log, held, counted = run_logged(trace, config, True, monkeypatch)
-    listed_log, listed_held, listed = run_logged(trace, config, False, monkeypatch)
+    """The run with the switch on and off equal (``anonymous_runs.run_switched``, page lists logged as lists);
+    returns the ``CountedPages`` the counted one's trees held as they were thrown away."""
+    held: list = []
+    counted_log, counted = run_switched(trace, config, {SWITCH: True}, monkeypatch, held=held)
+    listed_held: list = []
+    listed_log, listed = run_switched(trace, config, {SWITCH: False}, monkeypatch, held=listed_held)
     assert counted_log == listed_log
     assert_same_run(counted, listed)
-    assert not listed_held  # the switch did switch
-    return held
+    assert not any(isinstance(pages, CountedPages) for pages in listed_held)  # the switch did switch
+    return [pages for pages in held if isinstance(pages, CountedPages)]
 
 
 @pytest.mark.interpreted  # sets the module's switch; the compiled core keeps lists

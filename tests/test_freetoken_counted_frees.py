@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from anonymous_runs import tree_logger
+from anonymous_runs import run_switched
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from same_runs import assert_same_run
@@ -26,37 +26,27 @@ from test_marconi_anonymous_ids import marconi_cases
 
 import sim.cache.engines.freetoken_frees as frees
 import sim.cache.request as request_module
-import sim.run.simulate as simulate_module
 from sim.cache.components import Component
 from sim.cache.pools import Pool
-from sim.cache.tree import RadixTree
-from sim.run.simulate import simulate
 
-POOL_ALLOC, POOL_FREE_COUNT = Pool.alloc, Pool.free_count
+POOL_FREE_COUNT = Pool.free_count
 
 
 def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, dict, object]:
-    """The run on anonymous pools (the switches set to ``counted``): every allocation with the pool's free
-    count before it, every tree's nodes and counts as the run ends; the ids counted (``Pool.free_count``),
-    per pool."""
-    log: list = []
+    """``anonymous_runs.run_switched`` with the switches set to ``counted`` (page lists logged by length); the
+    ids counted (``Pool.free_count``), per pool."""
     num_counted = {Component.FULL: 0, Component.SWA: 0}
-
-    def logged_alloc(pool, count):
-        log.append((pool.name, pool.num_free, count))
-        return POOL_ALLOC(pool, count)
 
     def tallied_free_count(pool, count):
         num_counted[pool.component] += count
         POOL_FREE_COUNT(pool, count)
 
-    monkeypatch.setattr(frees, "COUNT_ANONYMOUS", counted)
-    monkeypatch.setattr(request_module, "COUNT_ANONYMOUS_FREES", counted)
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(Pool, "free_count", tallied_free_count)
-    monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))
-    result = simulate(trace, config)
+    switches = {
+        (frees, "COUNT_ANONYMOUS"): counted,
+        (request_module, "COUNT_ANONYMOUS_FREES"): counted,
+        (Pool, "free_count"): tallied_free_count,
+    }
+    log, result = run_switched(trace, config, switches, monkeypatch, lists=False)
     return log, num_counted, result
 
 

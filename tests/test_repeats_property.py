@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from anonymous_runs import run_switched
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from same_runs import assert_same_run
@@ -26,12 +27,8 @@ from test_marconi_anonymous_ids import marconi_cases
 
 import sim.cache.repeats as repeats
 import sim.cache.request as request_module
-import sim.run.simulate as simulate_module
-from sim.cache.pools import ANONYMOUS_ID, Pool
-from sim.cache.tree import RadixTree
-from sim.run.simulate import simulate
+from sim.cache.pools import ANONYMOUS_ID
 
-POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
 SHARED_ANONYMOUS_IDS, SHARED_NONES = repeats.anonymous_ids, repeats.nones
 
 
@@ -56,26 +53,9 @@ def test_a_run_holds_its_item_count_times(count, shared, monkeypatch):
 
 
 def run_logged(trace, config, shared: bool, monkeypatch) -> tuple[list, list, object]:
-    """The run on anonymous pools, the switch set to ``shared``: every allocation (pool, free count before it,
-    count), every tree's nodes with their page lists and the pools' counts as the run ends; the lengths the
-    request's lists took shared runs of (extends, None fills: empty with the switch off)."""
-    log: list = []
+    """``anonymous_runs.run_switched`` with the switch set to ``shared`` (page lists logged as lists); the
+    lengths the request's lists took shared runs of (extends, None fills: empty with the switch off)."""
     runs_used: list = []
-
-    def logged_alloc(pool, count):
-        log.append((pool.name, pool.num_free, count))
-        return POOL_ALLOC(pool, count)
-
-    def logged_count_out(pool, count):  # an allocation without its list: logged as one
-        log.append((pool.name, pool.num_free, count))
-        POOL_COUNT_OUT(pool, count)
-
-    def logged_dismantle(tree):
-        nodes = sorted(tree.nodes(), key=lambda n: (n.start, n.end, n.full_stamp))
-        log.append([(n.start, n.end, list(n.full_pages), n.swa_pages, n.state, n.full_stamp) for n in nodes])
-        pools = (tree.full_pool, tree.swa_pool, tree.state_pool)
-        log.append((tree.num_swa_pages, [p.num_free for p in pools], dict(tree.num_evictions)))
-        DISMANTLE(tree)
 
     def counted(run, kind):
         def run_of(count):
@@ -84,14 +64,13 @@ def run_logged(trace, config, shared: bool, monkeypatch) -> tuple[list, list, ob
 
         return run_of
 
-    monkeypatch.setattr(repeats, "SHARED_RUNS", shared)
-    monkeypatch.setattr(simulate_module, "ANONYMOUS_IDS", True)
-    monkeypatch.setattr(request_module, "anonymous_ids", counted(SHARED_ANONYMOUS_IDS, "ids"))
-    monkeypatch.setattr(request_module, "nones", counted(SHARED_NONES, "nones"))
-    monkeypatch.setattr(Pool, "alloc", logged_alloc)
-    monkeypatch.setattr(Pool, "count_out", logged_count_out)
-    monkeypatch.setattr(RadixTree, "dismantle", logged_dismantle)
-    return log, runs_used, simulate(trace, config)
+    switches = {
+        (repeats, "SHARED_RUNS"): shared,
+        (request_module, "anonymous_ids"): counted(SHARED_ANONYMOUS_IDS, "ids"),
+        (request_module, "nones"): counted(SHARED_NONES, "nones"),
+    }
+    log, result = run_switched(trace, config, switches, monkeypatch)
+    return log, runs_used, result
 
 
 def assert_shared_run_equal(trace, config, monkeypatch) -> list:

@@ -18,15 +18,14 @@ that was ~36 s of a 45 s replay at 1,000 requests, through ``ChainHashes`` a ste
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
 
-from sim.tokens import Run, TokenSeq
+from sim.tokens import TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
 BY_LINKS = True
 
 
-_EMPTY: Final = hash(())  # the empty prefix's int
+_EMPTY = hash(())  # the empty prefix's int
 
 
 def prefix_hash(runs: tuple) -> int:
@@ -67,14 +66,10 @@ class ChainHashes:
         return folded, last
 
 
-def fold_key(link: tuple | None, key: TokenSeq) -> tuple[int, Run | None]:
+def fold_key(link: tuple | None, key) -> tuple[int, tuple | None]:
     """The folded link below ``link`` (None: the root) for ``key``: the fold of the normalised runs down to the
-    key's end but the last, and the last, which the next key may continue (``misses.FOLD_ON_LINKS``). Typed:
-    compiled, a run's offsets add as native ints."""
-    folded: int = _EMPTY
-    last: Run | None = None
-    if link is not None:
-        folded, last = link
+    key's end but the last, and the last, which the next key may continue (``misses.FOLD_ON_LINKS``)."""
+    folded, last = (_EMPTY, None) if link is None else link
     for run in key.runs:  # TokenSeq's fold: a run continuing the last merges into it
         if last is not None and run[0] == last[0] and last[1] + last[2] == run[1]:
             last = (last[0], last[1], last[2] + run[2])

@@ -1,6 +1,7 @@
 """The why watcher's batch of evicted-prefix chains hashed from a table of each link's runs
 (``misses_hashing.ChainHashes``: a fold of the runs carried link to link) against the reference: each chain
-walked from the root, its keys' runs normalised as one ``TokenSeq`` and folded (``misses_hashing._prefix_hash``).
+walked from the root, its keys' runs normalised as one ``TokenSeq`` and folded (``misses_hashing._prefix_hash``);
+and each link folded as it is made from its parent's fold (``fold_key``, ``link_hash``: ``misses.FOLD_ON_LINKS``).
 
 Chains are generated as a tree of links whose keys' runs often continue the run above them (so the fold merges
 across a junction, sometimes over several links in a row) and are asked in any order, repeats included. The
@@ -95,3 +96,33 @@ def test_the_line_merges_across_junctions_and_reuses_its_links():
     for index in asked:
         assert hashes(links[index]) == hashing._prefix_hash(links[index])
     assert len(hashes.folds_at) == len(links) - 1
+
+
+def folded_links(links: list) -> dict[int, tuple | None]:
+    """Each link's fold made from its parent's as the watcher makes it (``fold_key``), parents first."""
+    folded: dict[int, tuple | None] = {id(None): None}
+    for link in links[1:]:
+        folded[id(link)] = hashing.fold_key(folded[id(link[1])], link[0])
+    return folded
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=chain_trees())
+@example(tree=LINE)
+def test_a_link_folded_as_it_is_made_hashes_as_its_chain(tree):
+    links, _ = tree
+    folded = folded_links(links)
+    for link in links:
+        runs = TokenSeq([run for key in hashing._keys(link) for run in key.runs]).runs
+        assert hashing.link_hash(folded[id(link)]) == hashing._prefix_hash(link) == hashing.prefix_hash(runs)
+        if link is not None:
+            assert folded[id(link)] == ChainHashes().fold(link)
+
+
+def test_the_line_folds_across_its_junctions():
+    links, _ = LINE
+    last = folded_links(links)[id(links[-1])]
+    runs = (("r:a", 0, 10), ("r:b", 0, 4), ("r:a", 10, 5))
+    assert last == (hashing.prefix_hash(runs[:-1]), runs[-1])
+    assert hashing.link_hash(last) == hash((hash((hash((hash(()), runs[0])), runs[1])), runs[2]))
+    assert hashing.link_hash(None) == hashing.link_hash((hash(()), None)) == hash(())

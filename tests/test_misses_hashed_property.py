@@ -32,8 +32,9 @@ from sim.trace.generate import fanout
 WATCHER_INIT = misses.TreeMissTracker.__post_init__
 
 
-def watched_run(trace, config, monkeypatch, max_unhashed):
-    """The run and the miss watchers it made, ``MAX_UNHASHED`` set for it."""
+def watched_run(trace, config, monkeypatch, max_unhashed, folded: bool = False):
+    """The run and the miss watchers it made, ``MAX_UNHASHED`` and ``FOLD_ON_LINKS`` set for it (the batches
+    are the chains' path: folded links make each int at once, ``test_misses_folded_links_property.py``)."""
     watchers: list = []
 
     def kept(watcher):
@@ -42,6 +43,7 @@ def watched_run(trace, config, monkeypatch, max_unhashed):
 
     with monkeypatch.context() as patch:
         patch.setattr(misses, "MAX_UNHASHED", max_unhashed)
+        patch.setattr(misses, "FOLD_ON_LINKS", folded)
         patch.setattr(misses.TreeMissTracker, "__post_init__", kept)
         return simulate(trace, config), watchers
 
@@ -131,4 +133,5 @@ def test_vllms_direct_eviction_hashes_as_the_handler_does(
     cache, requests, one_loop, max_unhashed, monkeypatch
 ):
     monkeypatch.setattr(misses, "MAX_UNHASHED", max_unhashed)
+    monkeypatch.setattr(misses, "FOLD_ON_LINKS", False)
     _compare(cache, requests, one_loop)

@@ -24,7 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher, prefix_hash
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -43,6 +43,9 @@ BLOCKED_BY_LINKS = True
 # Evicted prefixes kept as chains until this many are, then hashed to the ints a lookup would make: a chain keeps
 # its deleted node's key alive (a 1M fan-out deletes 3M leaves: ~0.5 GB). None: kept until asked (the reference)
 MAX_UNHASHED: int | None = 1 << 16
+# True: a live node's link is its prefix's fold (``misses_hashing.fold_key``), an evicted prefix its int at once,
+# no chain kept nor batched; False: chains and batches (``MAX_UNHASHED``), the reference
+FOLD_ON_LINKS = True
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,9 @@ class TreeMissTracker:
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node: Node = event.node
-        above = self._prefix_link(node.parent)  # hashed lazily: most are never asked
+        above: Any = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
+        if FOLD_ON_LINKS:
+            above = link_hash(above)
         key = hash(node.edge)
         earlier = self.evicted_pages.get(key, _NONE)
         if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
@@ -131,9 +136,10 @@ class TreeMissTracker:
             earlier.append(above)
         else:
             self.evicted_pages[key] = [earlier, above]
-        self.unhashed.append(key)
-        if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:
-            self.hash_unhashed()
+        if not FOLD_ON_LINKS:
+            self.unhashed.append(key)
+            if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:
+                self.hash_unhashed()
         self._prefix_links.pop(node, None)
         self.tomb_cause.pop(node, None)
         self.state_evicted.pop(node, None)
@@ -141,8 +147,9 @@ class TreeMissTracker:
 
     def _prefix_link(self, node: Node) -> tuple | None:
         """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,
-        so that a chain evicted leaf by leaf costs a step per node, not its depth. A node's tokens from the
-        root never change (a split keeps its end and what lies above), so a chain once made stays right."""
+        or folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth.
+        A node's tokens from the root never change (a split keeps its end and what lies above), so a link
+        once made stays right."""
         links = self._prefix_links
         chain: list[Node] = []
         while node.parent is not None and node not in links:
@@ -150,7 +157,7 @@ class TreeMissTracker:
             node = node.parent
         link: tuple | None = links.get(node)  # None: the root, an empty prefix
         for below in reversed(chain):
-            link = (below.key, link)
+            link = fold_key(link, below.key) if FOLD_ON_LINKS else (below.key, link)
             links[below] = link
         return link
 

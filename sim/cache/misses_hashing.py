@@ -1,16 +1,18 @@
-"""The why watcher's evicted-prefix chains hashed in a batch (``TreeMissTracker.hash_unhashed``), each chain's
-runs built from its parent link's, so a batch costs a step per link it meets, not a walk of every chain's depth.
+"""The ints the why watcher knows an evicted prefix by (``prefix_hash``: its normalised runs folded one at a
+time), made as each link is made (``fold_key``, switch ``misses.FOLD_ON_LINKS``) or, the reference, from
+chains hashed in a batch (``TreeMissTracker.hash_unhashed``, ``ChainHashes``).
 
-A chain is ``misses._prefix_link``'s ``(key, chain above)``, root last; its hash is ``prefix_hash`` of
-``TokenSeq(the keys' runs, root first).runs``: the normalised runs folded one at a time. vLLM+'s chunk run
-evicts a leaf per 32-token chunk, so a batch of 65,536 chains (``misses.MAX_UNHASHED``) holds chains of hundreds
-of links, mostly shared: hashed one by one from their keys (``_prefix_hash``, the reference, switch ``BY_LINKS``)
-that was ~36 s of a 45 s replay at 1,000 requests.
 ``TokenSeq``'s merge of adjacent runs is a left fold, and a fold's result folds to itself, so the runs down to
 a link are its parent's runs followed by its key's, the key's first run merged into the last before it where
-it continues it: the same tuple, the same hash. ``ChainHashes.fold`` states that merge rule inline (a call per
-run in ``TokenSeq.__init__``, the hot constructor, would cost every run);
-``tests/test_misses_chain_hashes_property.py`` holds the two equal.
+it continues it: the same tuple, the same hash. A folded link is that pair ``(fold of the runs but the last,
+the last)``, and its prefix's int is the pair's own hash, ready when its node's child is evicted: no chain is
+kept, no batch walks one. ``fold_key`` states that merge rule inline (a call per run in ``TokenSeq.__init__``,
+the hot constructor, would cost every run).
+The reference: a chain is ``misses._prefix_link``'s ``(key, chain above)``, root last, kept until a batch of
+65,536 (``misses.MAX_UNHASHED``); vLLM+'s chunk run evicts a leaf per 32-token chunk, so a batch holds chains
+of hundreds of links, mostly shared: hashed one by one from their keys (``_prefix_hash``, switch ``BY_LINKS``)
+that was ~36 s of a 45 s replay at 1,000 requests, through ``ChainHashes`` a step per link.
+``tests/test_misses_chain_hashes_property.py`` holds the three equal.
 """
 
 from __future__ import annotations
@@ -59,14 +61,27 @@ class ChainHashes:
         folded, last = (_EMPTY, None) if link is None else folds_at[id(link)][1:]
         below.reverse()  # root side first (mypyc: no ``reversed`` of a list of bare tuples)
         for step in below:
-            for run in step[0].runs:  # TokenSeq's fold: a run continuing the last merges into it
-                if last is not None and run[0] == last[0] and last[1] + last[2] == run[1]:
-                    last = (last[0], last[1], last[2] + run[2])
-                elif run[2] > 0:
-                    folded = folded if last is None else hash((folded, last))
-                    last = run
+            folded, last = fold_key((folded, last), step[0])
             folds_at[id(step)] = (step, folded, last)
         return folded, last
+
+
+def fold_key(link: tuple | None, key) -> tuple[int, tuple | None]:
+    """The folded link below ``link`` (None: the root) for ``key``: the fold of the normalised runs down to the
+    key's end but the last, and the last, which the next key may continue (``misses.FOLD_ON_LINKS``)."""
+    folded, last = (_EMPTY, None) if link is None else link
+    for run in key.runs:  # TokenSeq's fold: a run continuing the last merges into it
+        if last is not None and run[0] == last[0] and last[1] + last[2] == run[1]:
+            last = (last[0], last[1], last[2] + run[2])
+        elif run[2] > 0:
+            folded = folded if last is None else hash((folded, last))
+            last = run
+    return folded, last
+
+
+def link_hash(link: tuple | None) -> int:
+    """A folded link's prefix int, ``prefix_hash`` of its runs: the pair's own hash (``hash((fold, last))``)."""
+    return _EMPTY if link is None or link[1] is None else hash(link)
 
 
 def chain_hasher() -> Callable[[tuple | None], int]:

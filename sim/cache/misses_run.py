@@ -12,9 +12,11 @@ in the same order. ``_on_delete_leaf`` stays the reference (switch ``marconi_vll
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sim.cache import misses
 from sim.cache.misses import _NONE, TreeMissTracker
+from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 
 
@@ -34,13 +36,15 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     if not nodes:
         return
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
-    max_unhashed = misses.MAX_UNHASHED
+    max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
     for node in nodes:
         parent = node.parent
-        above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's chain is made
+        above: Any = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
         if above is _NONE:
             above = watcher._prefix_link(parent)
+        if folded:
+            above = link_hash(above)
         key = hash(node.edge)
         earlier = pages.get(key, _NONE)
         if earlier is _NONE:
@@ -49,9 +53,10 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             earlier.append(above)
         else:
             pages[key] = [earlier, above]
-        unhashed.append(key)
-        if max_unhashed is not None and len(unhashed) > max_unhashed:
-            watcher.hash_unhashed()
+        if not folded:
+            unhashed.append(key)
+            if max_unhashed is not None and len(unhashed) > max_unhashed:
+                watcher.hash_unhashed()
         links.pop(node, None)
         if tomb_cause:
             tomb_cause.pop(node, None)

@@ -173,6 +173,9 @@ def _result(
     (``seqs``: the requests' sequences where the run holds them)."""
     why, why_totals = why_column(requests, watcher, manager.page_size)
     requests = requests.assign(why=why)
+    del why  # the column holds the texts as Arrow strings: the list's str objects go before the summary
+    if isinstance(watcher, _KeptMisses):
+        watcher.misses = {}  # read once, here: a million requests' entries go before the summary too
     reuse = reuse_figures(requests)
     if setup.config.bounds:
         if on_phase:

@@ -87,11 +87,14 @@ def test_the_watchers_tables_are_gone_before_the_tables(monkeypatch):
     run_over, request_table = simulate_module._run_over, simulate_module.replay_request_table
 
     def cut(manager, watcher):
-        seen["watcher"] = weakref.ref(watcher)
+        try:
+            seen["watcher"] = weakref.ref(watcher)
+        except TypeError:  # compiled: a native class takes no weak reference
+            seen["watcher"] = None
         return run_over(manager, watcher)
 
     def table(*args):
-        seen["alive"] = seen["watcher"]() is not None
+        seen["alive"] = seen["watcher"] is not None and seen["watcher"]() is not None
         return request_table(*args)
 
     monkeypatch.setattr(simulate_module, "_run_over", cut)
@@ -101,4 +104,6 @@ def test_the_watchers_tables_are_gone_before_the_tables(monkeypatch):
         simulate(FANOUT, SimConfig(policy="freetoken", mode="replay", bounds=False, **SMALL))
     finally:
         gc.enable()
+    if seen["watcher"] is None:
+        pytest.skip("the compiled watcher takes no weak reference")
     assert seen["alive"] is False

@@ -78,6 +78,7 @@ def test_a_runs_request_table_is_the_same_in_chunks(mode, monkeypatch):
         return request_table(seen["states"])
 
     monkeypatch.setattr("sim.run.simulate.request_table", keep)
+    monkeypatch.setattr("sim.run.simulate.REPLAY_RECORDS", False)  # the states' rows (tests/test_replay_records.py)
     simulate(trace, SimConfig(policy="sglang-retain", mode=mode, bounds=False))
     rows = [state.row() for state in seen["states"]]
     for chunk_len in (1, 2, 5, 7):

@@ -15,7 +15,6 @@ from sim.cache.errors import ReplayRefused
 from sim.cache.interface import CacheModel
 from sim.cache.results import MatchResult
 from sim.cache.solo_run import run_alone
-from sim.sched.request import RequestState
 
 
 class RowLog(Protocol):
@@ -23,6 +22,14 @@ class RowLog(Protocol):
     type-check)."""
 
     def append(self, request_id: str, pools: tuple[int, ...]) -> None: ...
+
+
+class Outcomes(Protocol):
+    """``replay_records.ReplayRecords`` (machine integers) or ``StatesLog`` (the reference: ``RequestState``s)."""
+
+    def served(self, request_id: str, match: MatchResult, inserted_len: int) -> None: ...
+
+    def refused(self, request_id: str, why: str) -> None: ...
 
 
 def replay_order(trace) -> list[str]:
@@ -71,20 +78,17 @@ def replay_into(
     manager: CacheModel,
     chunk_size: int,
     fits: Callable[[str], str | None],
-    states: dict[str, RequestState],
+    outcomes: Outcomes,
     steps: RowLog,
     on_step: Callable[[int], object] | None = None,
 ) -> None:
-    """``replay_trace`` with each request's record and step row written as it ends: the run's per-request loop,
+    """``replay_trace`` with each request's outcome and step row written as it ends: the run's per-request loop,
     here so that the compiled core runs it natively (in ``simulate.py`` it stayed interpreted)."""
     for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, chunk_size, fits)):
         if isinstance(run, str):
-            states[request_id].rejected = run
+            outcomes.refused(request_id, run)
         else:
-            # the row needs the match's lengths only: its node may be evicted later and should then go
-            match = run.match
-            states[request_id].match = MatchResult(match.cached_len, match.full_depth, None, match.sound_len)
-            states[request_id].inserted_len = run.inserted_len
+            outcomes.served(request_id, run.match, run.inserted_len)
         steps.append(request_id, usage[FULL] + usage[SWA] + usage[MAMBA])  # ``metrics.pool_values``
         if on_step is not None:
             on_step(index + 1)

@@ -14,7 +14,7 @@ from sim.bounds.summary import BoundFigures, run_bounds, served_ids
 from sim.bounds.upper_bound import ideal_in_trace_order, upper_bound, with_ideal
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
-from sim.cache.misses import MissWatcher
+from sim.cache.misses import MatchMiss, MissWatcher
 from sim.cache.policy import Policy
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
@@ -31,6 +31,8 @@ from sim.run.metrics import (
     time_figures,
 )
 from sim.run.replay import replay_into
+from sim.run.replay_records import ReplayRecords, StatesLog
+from sim.run.replay_records import request_table as replay_request_table
 from sim.run.setup import RunSetup, build
 from sim.run.slo import capacity_figures
 from sim.run.step_log import ReplaySteps
@@ -49,6 +51,14 @@ ANONYMOUS_IDS = True
 # trace at its submission: two thirds of the trie's time); False: each made again (the reference;
 # tests/test_bounds_fast_paths_property.py holds both equal)
 BOUNDS_READ_RUN_SEQS = True
+# True: a replay keeps each request's outcome as machine integers (``ReplayRecords``) and makes its record only for
+# its row; False: a ``RequestState`` per request from before the first request (``states_of``, the reference;
+# tests/test_replay_records.py holds both equal)
+REPLAY_RECORDS = True
+# True: once the run is over its bus is closed and of the why watcher only its misses are kept: its tables of
+# evicted prefixes and tombstones (~0.3 KB a request at the fan-out) are read by later matches only, and go before
+# the tables are built; False: the watcher whole until the summary (the reference)
+WATCHER_MISSES_ONLY = True
 
 
 @dataclass
@@ -136,6 +146,7 @@ def run_timed(
     engine.start()
     env.run()
     engine.close()
+    tracker = _run_over(manager, tracker)
     requests = with_ideal(trace, request_table(engine.states.values()))
     events = recorder.events(served_ids(requests)) if recorder else None
     seqs = _submitted_seqs(engine) if recorder and BOUNDS_READ_RUN_SEQS else None
@@ -162,6 +173,9 @@ def _result(
     (``seqs``: the requests' sequences where the run holds them)."""
     why, why_totals = why_column(requests, watcher, manager.page_size)
     requests = requests.assign(why=why)
+    del why  # the column holds the texts as Arrow strings: the list's str objects go before the summary
+    if isinstance(watcher, _KeptMisses):
+        watcher.misses = {}  # read once, here: a million requests' entries go before the summary too
     reuse = reuse_figures(requests)
     if setup.config.bounds:
         if on_phase:
@@ -186,6 +200,21 @@ def _result(
     return SimResult(setup, requests, steps, summary)
 
 
+@dataclass
+class _KeptMisses:
+    """A finished run's why watcher as ``why_column`` reads it: its misses alone."""
+
+    misses: dict[str, MatchMiss]
+
+
+def _run_over(manager: CacheModel, watcher: MissWatcher | None) -> MissWatcher | None:
+    """The run is over: its bus closed (no handler holds the watcher), and its watcher cut to its misses."""
+    if not WATCHER_MISSES_ONLY or watcher is None:
+        return watcher
+    manager.events.close()
+    return _KeptMisses(watcher.misses)
+
+
 def _fits_check(trace: Trace, manager: CacheModel):
     """Why a request can never run, decided before it is queued (the manager's own answer), or None."""
     return lambda request_id: manager.never_fits(
@@ -199,13 +228,22 @@ def run_replay(
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus(), ids_read=not ANONYMOUS_IDS)
     tracker = manager.watch_misses()
-    states = states_of(trace)
     steps = ReplaySteps()
     fits = _fits_check(trace, manager)
-    replay_into(trace, manager, policy.chunked_prefill_size, fits, states, steps, on_step or None)
-    requests = with_ideal(trace, request_table(states.values()))
-    # the tables hold all that is asked of the records now: at a million requests they are 400 MB to free
-    del states
+    chunk_size = policy.chunked_prefill_size
+    if REPLAY_RECORDS:
+        records = ReplayRecords()
+        replay_into(trace, manager, chunk_size, fits, records, steps, on_step or None)
+        tracker = _run_over(manager, tracker)
+        requests = with_ideal(trace, replay_request_table(trace, steps.requests, records))
+        del records
+    else:
+        states = states_of(trace)
+        replay_into(trace, manager, chunk_size, fits, StatesLog(states), steps, on_step or None)
+        tracker = _run_over(manager, tracker)
+        requests = with_ideal(trace, request_table(states.values()))
+        # the tables hold all that is asked of the records now: at a million requests they are 400 MB to free
+        del states
     steps_frame, order = steps.frame(), steps.requests
     del steps
     events = (

@@ -1,0 +1,58 @@
+"""FreeToken's matches and finish trim up the parent links, where only a walk's end is wanted.
+
+Late in a long run a request's path holds ~230 nodes (cuts collect on the shared heads: Round 13), and the
+admission match and the finish trim each listed the whole path (``RadixTree.walk`` climbs from the remembered
+node to the root, appending) only to read it again from its end: ``deepest_acceptable`` stops near the end, the
+trim's doomed list reads every node once. Here the walk starts at the remembered node itself
+(``walk_end``: ``RadixTree.descend``, the same hint, no list), and the trim's one climb up the links takes both the
+nodes it tombstones and the deepest acceptable node. The references are the list-making steps, kept behind
+``freetoken_swa.MATCH_UP_LINKS`` and ``freetoken_swa.TRIM_UP_LINKS`` (tests/test_freetoken_links_property.py).
+"""
+
+from __future__ import annotations
+
+from sim.cache.node import Node
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
+
+
+def walk_end(tree: RadixTree, key: TokenSeq, end: int) -> tuple[Node, int]:
+    """``tree.walk(key, end)`` from the root, as the node it ends on (the root if none) and its FULL depth: the
+    remembered node is on ``key``'s path, so the descent from it is the walk's after its climb to it."""
+    end = min(end, len(key))
+    known = tree.hints.deepest_known(key, end)
+    start = known if known is not None else tree.root
+    below, depth = tree.descend(key, end, start, [])
+    return (below[-1] if below else start), depth
+
+
+def trim_climb(node: Node, window: int, has_mamba: bool) -> tuple[list[Node], Node | None]:
+    """One climb from ``node`` (the trim's walk's end) to the root: the nodes ``tombstone_head`` takes (live,
+    held by no window, with a child), top first, and ``deepest_acceptable`` of the path with SWA. A candidate's
+    window counts from it upward, so the deepest candidate of a live run decides the run: it is taken when the
+    run holds ``window`` tokens from it, or reaches the root; a tombstone ends the run."""
+    doomed: list[Node] = []
+    best: Node | None = None
+    candidate: Node | None = None
+    num_live = 0  # tokens from ``candidate`` up
+    while node.parent is not None and best is None:
+        if node.swa_pages is None:
+            candidate = None
+        else:
+            if not node.swa_holders and node.children:
+                doomed.append(node)
+            if candidate is None and (not has_mamba or node.state is not None):
+                candidate, num_live = node, 0
+            if candidate is not None:
+                num_live += node.end - node.start
+                if num_live >= window:
+                    best = candidate
+        node = node.parent
+    if best is None:  # the root reached: a candidate still open saw no tombstone above it
+        best = candidate
+    while node.parent is not None:
+        if node.swa_pages is not None and not node.swa_holders and node.children:
+            doomed.append(node)
+        node = node.parent
+    doomed.reverse()
+    return doomed, best

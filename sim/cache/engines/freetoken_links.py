@@ -36,30 +36,27 @@ def trim_climb(node: Node, window: int, has_mamba: bool) -> tuple[list[Node], No
     candidate's window counts from it upward, so the deepest candidate of a live run decides the run: it is
     taken when the run holds ``window`` tokens from it, or reaches the root; a tombstone ends the run."""
     doomed: list[Node] = []
-    best: Node | None = None
-    candidate: Node | None = None
-    num_live = 0  # tokens from ``candidate`` up
-    while node.parent is not None and best is None:
+    # the deepest candidate of the live run climbed (``is_open``), its tokens up to here; a Node throughout, not
+    # ``Node | None``, for mypyc
+    candidate, is_open, found, num_live = node, False, False, 0
+    while node.parent is not None and not found:
         if node.swa_pages is None:
-            candidate = None
+            is_open = False
         else:
             if not node.swa_holders and node.children:
                 doomed.append(node)
-            if candidate is None and (not has_mamba or node.state is not None):
-                candidate, num_live = node, 0
-            if candidate is not None:
+            if not is_open and (not has_mamba or node.state is not None):
+                candidate, is_open, num_live = node, True, 0
+            if is_open:
                 num_live += node.end - node.start
-                if num_live >= window:
-                    best = candidate
+                found = num_live >= window
         node = node.parent
-    if best is None:  # the root reached: a candidate still open saw no tombstone above it
-        best = candidate
     while node.parent is not None:
         if node.swa_pages is not None and not node.swa_holders and node.children:
             doomed.append(node)
         node = node.parent
     doomed.reverse()
-    return doomed, best
+    return doomed, candidate if is_open else None  # found, or the root reached by an open run
 
 
 def walk_from_live(

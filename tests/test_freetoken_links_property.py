@@ -17,7 +17,7 @@ from test_freetoken_leaf_heap import cases
 import sim.cache.engines.freetoken_insert as insert
 import sim.cache.engines.freetoken_swa as swa
 from sim.cache.engines.freetoken_links import trim_climb
-from sim.cache.matching import deepest_acceptable
+from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.run.simulate import SimConfig, simulate
 from sim.tokens import TokenSeq
@@ -53,11 +53,15 @@ def chain(specs) -> list[Node]:
 @example(specs=[(2, True, False, False, True), (2, True, True, True, True), (1, True, False, False, False)], window=9, has_mamba=True)  # fmt: skip
 @example(specs=[(2, False, True, False, True), (2, True, False, False, True)], window=3, has_mamba=True)
 @example(specs=[(1, True, True, False, True)], window=0, has_mamba=False)
+@example(specs=[(2, True, True, False, True), (2, True, False, False, False)], window=9, has_mamba=True)
 def test_trim_climb_equals_the_list_steps(specs, window, has_mamba):
     path = chain(specs)
     doomed = [n for n in path if n.swa_pages is not None and not n.swa_holders and n.children]
     best = deepest_acceptable(path, window, True, has_mamba)
     assert trim_climb(path[-1], window, has_mamba) == (doomed, best)
+    assert (
+        deepest_acceptable_above(path[-1], window, True, has_mamba) is best
+    )  # the match's climb (lean or not)
 
 
 def test_the_pinned_examples_meet_each_outcome():

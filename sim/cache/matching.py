@@ -71,6 +71,8 @@ def live_window_breaks_at(path: list[Node], at: int, window: int) -> int | None:
 def deepest_acceptable_above(node: Node, window: int, has_swa: bool, has_mamba: bool) -> Node | None:
     """``deepest_acceptable(node.path_from_root(), ...)``, climbing the parent links instead of a list (a match
     that knows where its walk ends: FreeToken's re-match after a commit)."""
+    if LEAN_SCAN and has_swa and has_mamba:
+        return _deepest_above_with_state_and_window(node, window)
     while node.parent is not None:
         if (has_swa and node.swa_pages is None) or (has_mamba and node.state is None):
             node = node.parent
@@ -86,6 +88,24 @@ def deepest_acceptable_above(node: Node, window: int, has_swa: bool, has_mamba: 
         if up.parent is None:  # the root reached with no tombstone
             return node
         node = up.parent  # above the tombstone that cut the run short
+    return None
+
+
+def _deepest_above_with_state_and_window(node: Node, window: int) -> Node | None:
+    """``deepest_acceptable_above`` with SWA and MAMBA: a stateless node skipped on one read, no flag."""
+    while node.parent is not None:
+        if node.state is None or node.swa_pages is None:
+            node = node.parent
+            continue
+        live_run, up = 0, node
+        while up.parent is not None and up.swa_pages is not None:
+            live_run += up.end - up.start
+            if live_run >= window:
+                return node
+            up = up.parent
+        if up.parent is None:
+            return node
+        node = up.parent
     return None
 
 

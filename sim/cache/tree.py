@@ -60,7 +60,10 @@ class RadixTree:
         if touch:
             for passed in path:
                 self.touch(passed, FULL)
-        node = path[-1] if path else node
+        return self.descend(key, end, path[-1] if path else node, path, touch)
+
+    def descend(self, key: TokenSeq, end: int, node: Node, path: list[Node], touch: bool = False):
+        """``walk`` from ``node`` (on ``key``'s path; ``end <= len(key)``) down, its nodes appended to ``path``."""
         pos, page = node.end, self.page_size
         while end - pos >= page:
             child = node.children.get(key.first_page(page, pos))

@@ -5,16 +5,19 @@ strictly inside its last chunk (``_build_track_metadata``: ``start + (extend - 1
 with the prompt if it lies on a page (the tree takes the slot, and a fresh one replaces it). A finish first
 commits a snapshot the request never committed, then donates its final state where the sequence ends on a
 page; nothing else (no decode or branch checkpoints). ``SwaGdnRules`` is FreeToken's SWA rules on a
-three-component model, which FreeToken itself cannot run: an extrapolation, documented as such.
+three-component model, which FreeToken itself cannot run: an extrapolation, documented as such. Its insert
+(``insert_gdn``) is the shared one, stamped as ``_walk`` stamps (every node walked, then the new node newer).
 """
 
 from __future__ import annotations
 
 from sim.cache.components import MAMBA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
-from sim.cache.engines.freetoken_insert import insert_gdn, insert_swa
+from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.engines.freetoken_swa import SwaRules
-from sim.cache.insert import attach_checkpoint
+from sim.cache.engines.freetoken_tree import FreeTokenClock
+from sim.cache.insert import attach_checkpoint, insert
+from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -111,3 +114,16 @@ def finish_states(rules: FreeTokenCommon, manager: RadixOps, req: RequestCache) 
         assert state is not None  # a GDN request holds its running state until it is released
         req.checkpoint, req.state = (req.kv_len, state), None
         rules.insert_state(manager, req, req.kv_len)
+
+
+def insert_gdn(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock) -> Node:
+    """``HybridRadixCache.insert``: ``_walk`` stamps every node from the root, a new node is newer."""
+    known = tree.walk(req.tokens, end)[1]  # the walk splits where the tree's path ends mid-node
+    node = insert(tree, req, end, 0, False, attach=False)
+    walked = node.path_from_root()
+    if known < end:
+        clock.stamp_walk(walked[:-1])
+        clock.stamp_new(node)
+    else:
+        clock.stamp_walk(walked)
+    return node

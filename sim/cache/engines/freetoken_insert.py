@@ -1,10 +1,9 @@
-"""FreeToken's inserts: ``SWARadixCache.insert`` and ``HybridRadixCache.insert``, on our tree.
+"""FreeToken's SWA insert: ``SWARadixCache.insert``, on our tree (``HybridRadixCache.insert``: ``freetoken_gdn``).
 
 SWA: a matched tombstone the request recomputed in its window is revived (whole, or its tail past the
 request's frontier), unless a reader still holds its path; the new suffix is one tombstone node below the
 frontier (never the whole suffix: the last page stays live) and one live node, not cut at a window. New and
-revived nodes get a fresh tick. GDN: the shared insert, stamped as ``_walk`` stamps (every node walked, then
-the new node newer); the caller hangs the state.
+revived nodes get a fresh tick.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from operator import attrgetter
 
 from sim.cache.components import FULL
 from sim.cache.engines.freetoken_frees import PoolFrees
+from sim.cache.engines.freetoken_links import walk_from_live
 from sim.cache.engines.freetoken_tree import EVENT_STRIDE, FreeTokenClock
-from sim.cache.insert import insert
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -35,6 +34,9 @@ PASS_FROM_FRONTIER = True
 # tick in a local, each span starting where the last ended; False: the reference loop
 # (tests/test_lean_path_loops.py)
 LOCAL_TICKS = True
+# True: where the FULL frees are counted, the walk's path listed only from where the SWA pass reads it
+# (``freetoken_links.walk_from_live``); False: the whole path (tests/test_freetoken_links_property.py)
+CLIMB_TO_LIVE = True
 
 
 def insert_swa(
@@ -43,21 +45,26 @@ def insert_swa(
     """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone. The
     duplicates it frees go to the pools at the end, together (``PoolFrees``)."""
     page, base = tree.page_size, req.prefix_len
-    path, depth = tree.walk(req.tokens, end, start=req.last_node)
     full, swa = req.take_own_pages(end)
     frees = PoolFrees(tree)
-    if path and PASS_FROM_FRONTIER:
-        frees.full_path(full, path, base)  # the tree's copy stays; the request's goes
-        if has_swa:
+    if CLIMB_TO_LIVE and PASS_FROM_FRONTIER and has_swa and frees.full_counted:
+        path, node, depth = walk_from_live(tree, req, end, swa, frees)  # counts the FULL frees
+        if path:
             _reconcile_from_frontier(tree, req.swa_frontier, path, base, swa, clock, frees)
-    elif path:
-        # page indices into full / swa of each walked node's span, taken before a revive splits a node
-        cuts = [(node.start - base) // page for node in path]
-        cuts.append((path[-1].end - base) // page)
-        frees.full_spans(full, cuts)  # the tree's copy stays; the request's goes
-        if has_swa:
-            _reconcile_swa(tree, req.swa_frontier, path, cuts, swa, clock, frees)
-    node = path[-1] if path else req.last_node
+    else:
+        path, depth = tree.walk(req.tokens, end, start=req.last_node)
+        if path and PASS_FROM_FRONTIER:
+            frees.full_path(full, path, base)  # the tree's copy stays; the request's goes
+            if has_swa:
+                _reconcile_from_frontier(tree, req.swa_frontier, path, base, swa, clock, frees)
+        elif path:
+            # page indices into full / swa of each walked node's span, taken before a revive splits a node
+            cuts = [(node.start - base) // page for node in path]
+            cuts.append((path[-1].end - base) // page)
+            frees.full_spans(full, cuts)  # the tree's copy stays; the request's goes
+            if has_swa:
+                _reconcile_swa(tree, req.swa_frontier, path, cuts, swa, clock, frees)
+        node = path[-1] if path else req.last_node
     if depth < end:
         lo = (depth - base) // page
         if LISTS_IN_PLACE:  # the walked spans are copied out above: the lists are the suffix's
@@ -232,17 +239,4 @@ def _add_suffix(
         full, swa = full[cut:], swa[cut:]
     node = tree.add_leaf(parent, req.tokens.slice(depth + dead, end), full, swa)
     clock.stamp_new(node)
-    return node
-
-
-def insert_gdn(tree: RadixTree, req: RequestCache, end: int, clock: FreeTokenClock) -> Node:
-    """``HybridRadixCache.insert``: ``_walk`` stamps every node from the root, a new node is newer."""
-    known = tree.walk(req.tokens, end)[1]  # the walk splits where the tree's path ends mid-node
-    node = insert(tree, req, end, 0, False, attach=False)
-    walked = node.path_from_root()
-    if known < end:
-        clock.stamp_walk(walked[:-1])
-        clock.stamp_new(node)
-    else:
-        clock.stamp_walk(walked)
     return node

@@ -14,11 +14,12 @@ from sim.cache.components import SWA
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_doomed
 from sim.cache.engines.freetoken_insert import insert_swa
+from sim.cache.engines.freetoken_links import trim_climb, walk_end
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
-from sim.cache.results import Refusal
+from sim.cache.results import MatchResult, Refusal
 from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
 
@@ -33,12 +34,28 @@ TRIM_AS_RUN = True
 # True: the tree's unlocked live SWA read from its counts (its live pages less the live nodes some request's window
 # holds); False: the reference, a sum over every node of the tree (tests/test_freetoken_swa_scan.py)
 AVAILABLE_FROM_COUNTS = True
+# True: the admission's match walks from the remembered node and climbs the links for its node
+# (``freetoken_links.walk_end``), and the finish trim takes its doomed nodes and its match in one climb
+# (``trim_climb``); False: the reference, on the walks' lists (tests/test_freetoken_links_property.py)
+MATCH_UP_LINKS = True
+TRIM_UP_LINKS = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class SwaRules(FreeTokenCommon):
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         self.clock.stamp_path(node)
+
+    def match(self, tree: RadixTree, tokens, prompt_len: int) -> MatchResult:
+        """``EngineRules.match``; its path is read only from its end (``stamp_path`` climbs from the node)."""
+        r = self.resolved
+        if not MATCH_UP_LINKS or r.window_slack or prompt_len <= 1:
+            return super().match(tree, tokens, prompt_len)
+        end, full_depth = walk_end(tree, tokens, floor_to(prompt_len - 1, self.page_size))
+        best = deepest_acceptable_above(end, r.window, r.has_swa, r.has_mamba)
+        node = best if best is not None else tree.root
+        self.refresh_after_match(tree, [], node)
+        return MatchResult(node.end, full_depth, node, None)
 
     # ---- admission and chunks ------------------------------------------------------------------------
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
@@ -126,6 +143,9 @@ class SwaRules(FreeTokenCommon):
         the re-match's walk passes the trim's path first, unchanged (a tombstone changes no structure), and
         restamps every node above where it stops; nothing reads a stamp in between, so the trim's match
         stamps only the nodes below that, afterwards (with its own, older, tick)."""
+        if TRIM_UP_LINKS and not self.resolved.window_slack:
+            self._trim_up_links(tree, tokens, keep_from, prompt_end)
+            return
         path, _ = tree.walk(tokens, keep_from)
         r, clock = self.resolved, self.clock
         trim_best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
@@ -135,6 +155,24 @@ class SwaRules(FreeTokenCommon):
         start = path[-1] if path else None
         below, full_depth = tree.walk(tokens, prompt_end, start=start)
         matched = self.match_walked(tree, path + below, full_depth).tree_node
+        clock.stamp_from(trim_node, trim_base, matched.end)
+
+    def _trim_up_links(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
+        """``trim_and_rematch`` with no path listed: the walk's end found from the remembered node, the doomed
+        nodes and the trim's match taken in one climb, the re-match climbing from where its walk ends."""
+        r, clock = self.resolved, self.clock
+        trim_end, _ = walk_end(tree, tokens, keep_from)
+        doomed, trim_best = trim_climb(trim_end, r.window, r.has_mamba)
+        trim_node = trim_best if trim_best is not None else tree.root
+        trim_base = clock.begin_path(trim_node)
+        frees = PoolFrees(tree)
+        if doomed:
+            tombstone_doomed(tree, doomed, frees)
+        frees.flush()
+        below, _ = tree.walk(tokens, prompt_end, start=trim_end)
+        best = deepest_acceptable_above(below[-1] if below else trim_end, r.window, r.has_swa, r.has_mamba)
+        matched = best if best is not None else tree.root
+        self.refresh_after_match(tree, [], matched)
         clock.stamp_from(trim_node, trim_base, matched.end)
 
     def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:

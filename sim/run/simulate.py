@@ -14,7 +14,7 @@ from sim.bounds.summary import BoundFigures, run_bounds, served_ids
 from sim.bounds.upper_bound import ideal_in_trace_order, upper_bound, with_ideal
 from sim.cache.events import EventBus
 from sim.cache.interface import CacheModel
-from sim.cache.misses import MatchMiss, MissWatcher
+from sim.cache.misses import MissWatcher
 from sim.cache.policy import Policy
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
@@ -37,7 +37,7 @@ from sim.run.setup import RunSetup, build
 from sim.run.slo import capacity_figures
 from sim.run.step_log import ReplaySteps
 from sim.run.summary import Summary
-from sim.run.why import why_column, why_summary
+from sim.run.why import KeptMisses, why_column, why_summary
 from sim.sched.request import states_of
 from sim.tokens import TokenSeq
 from sim.trace import Trace
@@ -174,7 +174,7 @@ def _result(
     why, why_totals = why_column(requests, watcher, manager.page_size)
     requests = requests.assign(why=why)
     del why  # the column holds the texts as Arrow strings: the list's str objects go before the summary
-    if isinstance(watcher, _KeptMisses):
+    if isinstance(watcher, KeptMisses):
         watcher.misses = {}  # read once, here: a million requests' entries go before the summary too
     reuse = reuse_figures(requests)
     if setup.config.bounds:
@@ -200,19 +200,12 @@ def _result(
     return SimResult(setup, requests, steps, summary)
 
 
-@dataclass
-class _KeptMisses:
-    """A finished run's why watcher as ``why_column`` reads it: its misses alone."""
-
-    misses: dict[str, MatchMiss]
-
-
 def _run_over(manager: CacheModel, watcher: MissWatcher | None) -> MissWatcher | None:
     """The run is over: its bus closed (no handler holds the watcher), and its watcher cut to its misses."""
     if not WATCHER_MISSES_ONLY or watcher is None:
         return watcher
     manager.events.close()
-    return _KeptMisses(watcher.misses)
+    return KeptMisses(watcher.misses)
 
 
 def _fits_check(trace: Trace, manager: CacheModel):

@@ -50,6 +50,14 @@ from sim.cache.reasons import (
 from sim.sched.request import served as served_rows
 
 
+@dataclass
+class KeptMisses:
+    """A finished run's why watcher as ``why_column`` reads it: its misses alone (``simulate.WATCHER_MISSES_ONLY``:
+    its tables of evicted prefixes and tombstones go when the run is over)."""
+
+    misses: dict[str, MatchMiss]
+
+
 def request_ranges(row, miss: MatchMiss | None, page_size: int) -> list[Range]:
     """Every recomputed range of one served request (a row of the request table), in position order."""
     cached, full_depth, prompt = int(row.cached_tokens), int(row.full_depth), int(row.prompt_tokens)

@@ -1,9 +1,10 @@
-"""A GDN snapshot's commit with its relock and its re-match's stamps in one climb (``freetoken_relock``) equals
-the reference, ``relock`` then ``rematch``'s ``stamp_path`` (``FUSE_RELOCK_STAMP`` off): ``lock_and_stamp``
-against ``_lock_path`` then ``stamp_from`` on generated paths (pinned: the match below the old lock, at it, above
-it, at the node, none), and whole generated FreeToken runs switched on and off (``test_freetoken_leaf_heap.cases``):
-after every commit, the path's locks and stamps, the tree's unlocked count, the clock, the leaf heap and the
-request's window, and the run's tables.
+"""A GDN snapshot's commit with its relock and its re-match's stamps in one climb, and a finish whose release
+leaves the path's locks to the trim's re-match (``freetoken_relock``), equal the references (``relock`` then
+``rematch``'s ``stamp_path``; ``unlock`` then ``stamp_path``; ``FUSE_RELOCK_STAMP`` / ``FUSE_UNLOCK_STAMP`` off):
+``lock_and_stamp`` and ``unlock_and_stamp`` against the two climbs on generated paths (pinned: the match below,
+at and above the locks, none), and whole generated FreeToken runs switched on and off
+(``test_freetoken_leaf_heap.cases``): after every commit and every finish trim, the path's locks and stamps, the
+tree's unlocked count, the clock, the leaf heap (and a commit's window), and the run's tables.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from test_freetoken_leaf_heap import cases
 import sim.cache.engines.freetoken_relock as relock
 from sim.cache.components import FULL
 from sim.cache.engines.freetoken_gdn import SwaGdnRules
+from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock
 from sim.cache.locks import _lock_path
 from sim.cache.node import Node
@@ -25,7 +27,9 @@ from sim.cache.tree import RadixTree
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import multiturn
 
-COMMIT_STATE, LOCK_AND_STAMP = SwaGdnRules.commit_state, relock.lock_and_stamp  # before any patch
+# before any patch
+COMMIT_STATE, AFTER_RELEASE = SwaGdnRules.commit_state, SwaRules.after_release
+LOCK_AND_STAMP, UNLOCK_AND_STAMP = relock.lock_and_stamp, relock.unlock_and_stamp
 
 
 def chain(tree: RadixTree, sizes_and_locks) -> list[Node]:
@@ -75,6 +79,34 @@ def test_lock_and_stamp_equals_the_two_climbs(specs, stop_at, best_at):
     assert logs[0] == logs[1]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    specs=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3)), min_size=1, max_size=20),
+    node_at=st.integers(-1, 19),
+    best_at=st.integers(-1, 19),
+)
+@example(specs=[(2, 1), (1, 2), (3, 1), (1, 1)], node_at=2, best_at=3)  # the match below the locks left
+@example(specs=[(2, 1), (1, 2), (3, 1), (1, 1)], node_at=3, best_at=1)  # above them
+@example(specs=[(2, 2), (1, 1), (3, 1)], node_at=1, best_at=1)  # at their first node
+@example(specs=[(2, 1), (1, 1)], node_at=1, best_at=-1)  # no match: the root
+@example(specs=[(2, 1), (1, 1)], node_at=-1, best_at=0)  # nothing left (the root)
+def test_unlock_and_stamp_equals_the_two_climbs(specs, node_at, best_at):
+    """Index -1: the root; an index past the path: its last node. Every node holds at least one lock."""
+    logs = []
+    for fused in (True, False):
+        tree = RadixTree(1, Pool("full", 100), Pool("swa", 0), Pool("state", 0))
+        path = chain(tree, specs)
+        node = tree.root if node_at < 0 else path[min(node_at, len(path) - 1)]
+        best = tree.root if best_at < 0 else path[min(best_at, len(path) - 1)]
+        if fused:
+            relock.unlock_and_stamp(tree, node, best, 1000)
+        else:
+            relock.unlock_path(tree, node)
+            FreeTokenClock().stamp_from(best, 1000, 0)
+        logs.append(after(tree, path))
+    assert logs[0] == logs[1]
+
+
 def run_logged(trace, config, on: bool, monkeypatch) -> tuple[list, object]:
     """The run with ``FUSE_RELOCK_STAMP`` ``on``; after every commit, what the relock and the stamps write."""
     log: list = []
@@ -90,8 +122,16 @@ def run_logged(trace, config, on: bool, monkeypatch) -> tuple[list, object]:
         log.append((end, taken, path, tree.num_unlocked_tokens, self.clock.events, heap, window))
         return taken
 
+    def logged_release(self, manager, req):
+        AFTER_RELEASE(self, manager, req)
+        path = [(n.start, n.end, n.full_lock, n.full_stamp) for n in req.locks.node.path_from_root()]
+        heap = [(stamp, n.start, n.end) for stamp, _, n in self.clock.leaves.heaps[FULL]]
+        log.append(("release", path, manager.tree.num_unlocked_tokens, self.clock.events, heap))
+
     monkeypatch.setattr(relock, "FUSE_RELOCK_STAMP", on)
+    monkeypatch.setattr(relock, "FUSE_UNLOCK_STAMP", on)
     monkeypatch.setattr(SwaGdnRules, "commit_state", logged_commit)
+    monkeypatch.setattr(SwaRules, "after_release", logged_release)
     return log, simulate(trace, config)
 
 
@@ -134,12 +174,20 @@ def test_a_fixed_run_fuses_long_climbs(monkeypatch):
         bounds=False,
     )
     climbs: list[int] = []
+    lifts: list[int] = []
 
     def counted(tree, node, stop, best, stamp):
         climbs.append(len(node.path_from_root()))
         LOCK_AND_STAMP(tree, node, stop, best, stamp)
 
+    def counted_lift(tree, node, best, stamp):
+        lifts.append(len(node.path_from_root()))
+        UNLOCK_AND_STAMP(tree, node, best, stamp)
+
     monkeypatch.setattr(relock, "lock_and_stamp", counted)
+    monkeypatch.setattr(relock, "unlock_and_stamp", counted_lift)
+    monkeypatch.setattr("sim.cache.engines.freetoken_swa.unlock_and_stamp", counted_lift)
     log, _ = run_logged(trace, config, True, monkeypatch)
     assert len(climbs) > 10 and max(climbs) > 8
+    assert len(lifts) > 10 and max(lifts) > 8
     assert log == run_logged(trace, config, False, monkeypatch)[0]

@@ -75,6 +75,7 @@ class SwaGdnRules(SwaRules):
 
     def finish(self, manager: RadixOps, req: RequestCache) -> None:
         finish_states(self, manager, req)
+        req.locks.defers_path = freetoken_relock.FUSE_UNLOCK_STAMP  # ``SwaRules.after_release`` lifts them
 
     def insert_state(
         self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False

@@ -8,6 +8,13 @@ and state are released first either way (a release pushes a leaf at its stamp), 
 pages and states, the leaf heap's push no lock. So one climb writes both (the re-match's tick and leaf push
 come before the locks instead of after). The reference, the two passes, stays behind ``FUSE_RELOCK_STAMP``
 (tests/test_freetoken_relock_property.py).
+
+A finish then releases the request (``unlock``: ~235 nodes) and the finish trim re-matches the prompt
+(``stamp_path``: ~234, the same path less the output's nodes). Between them only the trim's walks (a split
+copies a node's lock count to its upper half, so a lift after it lifts both), its climb and its tombstones run,
+none reading a FULL lock or the unlocked count. So the release lifts only the request's own node's lock (whose
+release may push it as a leaf, in its place) and the trim's re-match lifts the rest as it stamps
+(``unlock_and_stamp``; ``FUSE_UNLOCK_STAMP``, ``LockSet.defers_path``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from sim.cache.tree import RadixTree
 # True: a snapshot commit's relock and re-match stamps in one climb; False: the reference, ``relock`` then
 # ``rematch``'s ``stamp_path``
 FUSE_RELOCK_STAMP = True
+# True: a finished request's release leaves its path's FULL locks to the finish trim's re-match, which lifts them
+# as it stamps (``unlock_and_stamp``); False: the reference, ``unlock`` then ``stamp_path``
+FUSE_UNLOCK_STAMP = True
 
 
 def relock_and_stamp(
@@ -70,3 +80,40 @@ def lock_and_stamp(tree: RadixTree, node: Node, stop: Node, best: Node, stamp: i
         node.full_stamp = stamp
         stamp -= 1
         node = node.parent
+
+
+def unlock_path(tree: RadixTree, node: Node) -> None:
+    """The FULL locks a release left (``LockSet.path_left``), from ``node`` up to the root, lifted."""
+    num_unlocked = 0
+    while node.parent is not None:
+        num_holders = node.full_lock - 1
+        node.full_lock = num_holders
+        if num_holders == 0:
+            num_unlocked += node.end - node.start
+        node = node.parent
+    tree.num_unlocked_tokens += num_unlocked
+
+
+def unlock_and_stamp(tree: RadixTree, node: Node, best: Node, stamp: int) -> None:
+    """``unlock_path(node)`` and ``clock.stamp_from(best, stamp, 0)`` in one climb: ``node`` and ``best`` lie
+    on one path from the root, where the deeper node ends further."""
+    while best.end > node.end:  # ``best`` below ``node``: the stamp only
+        best.full_stamp = stamp
+        stamp -= 1
+        best = best.parent
+    num_unlocked = 0
+    while node.end > best.end:  # ``node`` below ``best``: the unlock only
+        num_holders = node.full_lock - 1
+        node.full_lock = num_holders
+        if num_holders == 0:
+            num_unlocked += node.end - node.start
+        node = node.parent
+    while node.parent is not None:  # from ``best`` (now ``node``) up: both
+        num_holders = node.full_lock - 1
+        node.full_lock = num_holders
+        if num_holders == 0:
+            num_unlocked += node.end - node.start
+        node.full_stamp = stamp
+        stamp -= 1
+        node = node.parent
+    tree.num_unlocked_tokens += num_unlocked

@@ -33,10 +33,6 @@ class LockSet:
     swa_covered: int = 0  # tokens of the nodes in ``swa_nodes``
     # ``swa_nodes`` is the window's walk from ``node`` (a split appends out of order)
     in_walk_order: bool = True
-    # True: the holder's release lifts the FULL lock of ``node`` alone and leaves those above it (from
-    # ``path_left``) to the caller's next climb (FreeToken's finish trim, ``freetoken_relock``)
-    defers_path: bool = False
-    path_left: Node | None = None
 
 
 def lock(
@@ -101,9 +97,6 @@ def _lock_window_and_state(
 def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> None:
     """Release ``held``; ``keep_from``: the FULL locks from this node up stay (the holder's new path)."""
     stop = tree.root if keep_from is None else keep_from
-    parent = held.node.parent
-    if held.defers_path and keep_from is None and LEAN_LOOPS and tree.leaves_only and parent is not None:
-        stop = held.path_left = parent
     if LEAN_LOOPS and tree.leaves_only:
         _unlock_leaves_only(tree, held, stop)
     else:

@@ -86,13 +86,6 @@ class FreeTokenCommon(EngineRules):
         the state."""
         raise NotImplementedError
 
-    def commit_state(self, manager: RadixOps, req: RequestCache, end: int) -> bool:
-        """A snapshot's commit: ``insert_state`` (a duplicate kept), then the re-match FreeToken makes to lock it
-        (a stamp); True if the tree took the state."""
-        taken = self.insert_state(manager, req, end, keep_duplicate=True)
-        self.rematch(manager.tree, req.tokens, end, req.last_node)
-        return taken
-
     # ---- admission (``PrefillAdder``) ----------------------------------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """``PrefillAdder(reserved_size=DecodeManager.inflight_tokens)``: what each decoding request may still

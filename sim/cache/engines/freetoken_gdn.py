@@ -12,14 +12,11 @@ three-component model, which FreeToken itself cannot run: an extrapolation, docu
 from __future__ import annotations
 
 from sim.cache.components import MAMBA
-from sim.cache.engines import freetoken_relock, freetoken_swa
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_insert import insert_swa
-from sim.cache.engines.freetoken_relock import relock_and_stamp
 from sim.cache.engines.freetoken_swa import SwaRules
 from sim.cache.engines.freetoken_tree import FreeTokenClock
 from sim.cache.insert import attach_checkpoint, insert
-from sim.cache.matching import deepest_acceptable_above
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
@@ -75,7 +72,6 @@ class SwaGdnRules(SwaRules):
 
     def finish(self, manager: RadixOps, req: RequestCache) -> None:
         finish_states(self, manager, req)
-        req.locks.defers_path = freetoken_relock.FUSE_UNLOCK_STAMP  # ``SwaRules.after_release`` lifts them
 
     def insert_state(
         self, manager: RadixOps, req: RequestCache, end: int, keep_duplicate: bool = False
@@ -83,24 +79,6 @@ class SwaGdnRules(SwaRules):
         node = insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa)
         taken = attach_checkpoint(manager.tree, req, node, end, keep_duplicate)
         manager.relock(req, node)
-        return taken
-
-    def commit_state(self, manager: RadixOps, req: RequestCache, end: int) -> bool:
-        """``FreeTokenCommon.commit_state`` with the relock and the re-match's stamps in one climb
-        (``freetoken_relock``), where the re-match climbs from the node the insert ends on."""
-        tree, r = manager.tree, self.resolved
-        node = insert_swa(tree, req, end, self.clock, r.has_swa)
-        taken = attach_checkpoint(tree, req, node, end, True)
-        # the switches read at the call (a test flips them); ``rematch`` climbs from the node only under TRIM_AS_RUN
-        fuses = freetoken_relock.FUSE_RELOCK_STAMP and freetoken_swa.TRIM_AS_RUN
-        if not fuses or node.end != end or self.slides_window_locks:
-            manager.relock(req, node)
-            self.rematch(tree, req.tokens, end, req.last_node)
-            return taken
-        tree.hints.remember(req.tokens, node)  # ``rematch``'s, as its walk would
-        best = deepest_acceptable_above(node, r.window - r.window_slack, r.has_swa, r.has_mamba)
-        matched = best if best is not None else tree.root
-        relock_and_stamp(tree, req, node, matched, self.clock, r.window, r.has_swa, r.has_mamba)
         return taken
 
 
@@ -118,7 +96,8 @@ def commit_snapshot(rules: FreeTokenCommon, manager: RadixOps, req: RequestCache
     if req.checkpoint is None:
         return
     end, slot = req.checkpoint
-    taken = rules.commit_state(manager, req, end)  # locked at the node ending at `end`, re-matched
+    taken = rules.insert_state(manager, req, end, keep_duplicate=True)  # locked at the node ending at `end`
+    rules.rematch(manager.tree, req.tokens, end, req.last_node)  # FreeToken re-matches it to lock it: a stamp
     if not taken:
         req.checkpoint = None
         req.spare_states.append(slot)

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from sim.align import ceil_div, ceil_to, floor_to
 from sim.cache.components import SWA
-from sim.cache.engines import freetoken_relock
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_doomed
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.engines.freetoken_links import trim_climb, walk_end
-from sim.cache.engines.freetoken_relock import unlock_and_stamp, unlock_path
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
@@ -124,39 +122,30 @@ class SwaRules(FreeTokenCommon):
         end = floor_to(req.kv_len, self.page_size)
         if end > req.prefix_len:
             manager.relock(req, insert_swa(manager.tree, req, end, self.clock, self.resolved.has_swa))
-        req.locks.defers_path = freetoken_relock.FUSE_UNLOCK_STAMP  # ``after_release`` lifts the path's locks
 
     def after_release(self, manager: RadixOps, req: RequestCache) -> None:
         """The prompt head's trim (with a gap), then the prompt re-matched: its path newer than the tail."""
         tree, page = manager.tree, self.page_size
-        prompt_end, keep_from = floor_to(req.prompt_len, page), 0
+        prompt_end = floor_to(req.prompt_len, page)
         gap = self.knobs.finish_trim_gap
         if prompt_end > 0 and gap is not None and self.resolved.has_swa:
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
-        left = req.locks.path_left  # the FULL locks the release left (``LockSet.defers_path``)
-        if keep_from > 0 and TRIM_AS_RUN:
-            self.trim_and_rematch(tree, req.tokens, keep_from, prompt_end, left)
-            return
-        if left is not None:
-            unlock_path(tree, left)  # first, as the release would have
-        if keep_from > 0:
-            self.trim_head(tree, req.tokens, keep_from)
+            if keep_from > 0 and TRIM_AS_RUN:
+                self.trim_and_rematch(tree, req.tokens, keep_from, prompt_end)
+                return
+            if keep_from > 0:
+                self.trim_head(tree, req.tokens, keep_from)
         if prompt_end > 0:
             self.match_prefix(tree, req.tokens, prompt_end)
 
-    def trim_and_rematch(
-        self, tree: RadixTree, tokens, keep_from: int, prompt_end: int, left: Node | None = None
-    ) -> None:
+    def trim_and_rematch(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
         """``trim_head(keep_from)`` then ``match_prefix(prompt_end)``, with one walk and one stamping pass:
         the re-match's walk passes the trim's path first, unchanged (a tombstone changes no structure), and
         restamps every node above where it stops; nothing reads a stamp in between, so the trim's match
-        stamps only the nodes below that, afterwards (with its own, older, tick). ``left``: FULL locks the
-        release left, lifted by the re-match's stamping climb (or first, by the reference)."""
+        stamps only the nodes below that, afterwards (with its own, older, tick)."""
         if TRIM_UP_LINKS and not self.resolved.window_slack:
-            self._trim_up_links(tree, tokens, keep_from, prompt_end, left)
+            self._trim_up_links(tree, tokens, keep_from, prompt_end)
             return
-        if left is not None:
-            unlock_path(tree, left)
         path, _ = tree.walk(tokens, keep_from)
         r, clock = self.resolved, self.clock
         trim_best = deepest_acceptable(path, r.window - r.window_slack, r.has_swa, r.has_mamba)
@@ -168,9 +157,7 @@ class SwaRules(FreeTokenCommon):
         matched = self.match_walked(tree, path + below, full_depth).tree_node
         clock.stamp_from(trim_node, trim_base, matched.end)
 
-    def _trim_up_links(
-        self, tree: RadixTree, tokens, keep_from: int, prompt_end: int, left: Node | None
-    ) -> None:
+    def _trim_up_links(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
         """``trim_and_rematch`` with no path listed: the walk's end found from the remembered node, the doomed
         nodes and the trim's match taken in one climb, the re-match climbing from where its walk ends."""
         r, clock = self.resolved, self.clock
@@ -185,10 +172,7 @@ class SwaRules(FreeTokenCommon):
         below, _ = tree.walk(tokens, prompt_end, start=trim_end)
         best = deepest_acceptable_above(below[-1] if below else trim_end, r.window, r.has_swa, r.has_mamba)
         matched = best if best is not None else tree.root
-        if left is None:
-            self.refresh_after_match(tree, [], matched)
-        else:  # ``refresh_after_match``'s ``stamp_path``, lifting the locks the release left
-            unlock_and_stamp(tree, left, matched, clock.begin_path(matched))
+        self.refresh_after_match(tree, [], matched)
         clock.stamp_from(trim_node, trim_base, matched.end)
 
     def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:

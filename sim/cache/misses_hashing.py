@@ -89,7 +89,7 @@ def node_link(node: Node) -> tuple | None:
     while node.parent is not None and node.why_link is None:
         chain.append(node)
         node = node.parent
-    link = node.why_link
+    link: tuple | None = node.why_link  # (typed: mypy narrows it to a tuple past the loop)
     for below in reversed(chain):
         link = below.why_link = fold_key(link, below.key)
     return link

@@ -86,10 +86,11 @@ def node_link(node: Node) -> tuple | None:
     ``misses.LINKS_ON_NODES``), not in a table: the walk up stops at the first node holding one, or the root
     (whose link is None, the empty prefix). A split's upper half is a new node, its lower keeps its end."""
     chain: list[Node] = []
-    while node.parent is not None and node.why_link is None:
+    link: tuple | None = node.why_link  # read once a node (mypy would narrow ``node.why_link`` past a loop)
+    while link is None and node.parent is not None:
         chain.append(node)
         node = node.parent
-    link: tuple | None = node.why_link  # (typed: mypy narrows it to a tuple past the loop)
+        link = node.why_link
     for below in reversed(chain):
         link = below.why_link = fold_key(link, below.key)
     return link

@@ -86,13 +86,16 @@ def node_link(node: Node) -> tuple | None:
     ``misses.LINKS_ON_NODES``), not in a table: the walk up stops at the first node holding one, or the root
     (whose link is None, the empty prefix). A split's upper half is a new node, its lower keeps its end."""
     chain: list[Node] = []
-    link: tuple | None = node.why_link  # read once a node (mypy would narrow ``node.why_link`` past a loop)
-    while link is None and node.parent is not None:
+    link: tuple | None = node.why_link
+    parent: Node | None = node.parent  # typed Node | None: mypy would take it for never None and the loop's
+    while link is None and parent is not None:  # end for ``link`` made, and the compiled code cast None
         chain.append(node)
-        node = node.parent
+        node = parent
         link = node.why_link
+        parent = node.parent
     for below in reversed(chain):
-        link = below.why_link = fold_key(link, below.key)
+        link = fold_key(link, below.key)
+        below.why_link = link
     return link
 
 

@@ -62,17 +62,11 @@ class Watched:
             {key: plain(value) for key, value in watcher.evicted_pages.items()},
             by_place(watcher.tomb_cause),
             by_place(watcher.state_evicted),
-            by_place(links_of(watcher, self.manager.tree)),
+            by_place(watcher._prefix_links),
             watcher._swa_eviction_pending,
             watcher._in_finish,
             plain(watcher._deleted),
         )
-
-
-def links_of(watcher, tree) -> dict:
-    """The watcher's links by node: its table's, or those kept on the nodes (``misses.LINKS_ON_NODES``)."""
-    on_nodes = {node: node.why_link for node in tree.nodes() if node.why_link is not None}
-    return {**watcher._prefix_links, **on_nodes}
 
 
 def _compare(cache, requests, one_loop: bool) -> None:

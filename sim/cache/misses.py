@@ -24,7 +24,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, node_link, prefix_hash
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -46,9 +46,6 @@ MAX_UNHASHED: int | None = 1 << 16
 # True: a live node's link is its prefix's fold (``misses_hashing.fold_key``), an evicted prefix its int at once,
 # no chain kept nor batched; False: chains and batches (``MAX_UNHASHED``), the reference
 FOLD_ON_LINKS = True
-# True: with FOLD_ON_LINKS, a node's folded link kept on it (``Node.why_link``, ``misses_hashing.node_link``): no
-# table lookups per eviction; False: in ``_prefix_links``, the reference
-LINKS_ON_NODES = True
 
 
 @dataclass(frozen=True)
@@ -144,7 +141,6 @@ class TreeMissTracker:
             if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:
                 self.hash_unhashed()
         self._prefix_links.pop(node, None)
-        node.why_link = None
         self.tomb_cause.pop(node, None)
         self.state_evicted.pop(node, None)
         self._deleted = node
@@ -154,8 +150,6 @@ class TreeMissTracker:
         or folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth.
         A node's tokens from the root never change (a split keeps its end and what lies above), so a link
         once made stays right."""
-        if FOLD_ON_LINKS and LINKS_ON_NODES:
-            return node_link(node)
         links = self._prefix_links
         chain: list[Node] = []
         while node.parent is not None and node not in links:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.cache.node import Node
 from sim.tokens import TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
@@ -27,7 +26,6 @@ BY_LINKS = True
 
 
 _EMPTY = hash(())  # the empty prefix's int
-EMPTY_HASH = _EMPTY  # as the watcher's run reads it (``misses_run``)
 
 
 def prefix_hash(runs: tuple) -> int:
@@ -79,24 +77,6 @@ def fold_key(link: tuple | None, key) -> tuple[int, tuple | None]:
             folded = folded if last is None else hash((folded, last))
             last = run
     return folded, last
-
-
-def node_link(node: Node) -> tuple | None:
-    """``misses._prefix_link`` with each folded link kept on its node (``Node.why_link``, switch
-    ``misses.LINKS_ON_NODES``), not in a table: the walk up stops at the first node holding one, or the root
-    (whose link is None, the empty prefix). A split's upper half is a new node, its lower keeps its end."""
-    chain: list[Node] = []
-    link: tuple | None = node.why_link
-    parent: Node | None = node.parent  # typed Node | None: mypy would take it for never None and the loop's
-    while link is None and parent is not None:  # end for ``link`` made, and the compiled code cast None
-        chain.append(node)
-        node = parent
-        link = node.why_link
-        parent = node.parent
-    for below in reversed(chain):
-        link = fold_key(link, below.key)
-        below.why_link = link
-    return link
 
 
 def link_hash(link: tuple | None) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sim.cache import misses
 from sim.cache.misses import _NONE, TreeMissTracker
-from sim.cache.misses_hashing import EMPTY_HASH, link_hash, node_link
+from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 
 
@@ -34,9 +34,6 @@ def defers_to(told: list[Callable] | None) -> TreeMissTracker | None:
 def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     """``watcher._on_delete_leaf(LeafEvicted(node))`` for each of ``nodes`` in order; ``nodes`` emptied."""
     if not nodes:
-        return
-    if misses.FOLD_ON_LINKS and misses.LINKS_ON_NODES:
-        _tell_on_nodes(watcher, nodes)
         return
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
@@ -61,33 +58,6 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             if max_unhashed is not None and len(unhashed) > max_unhashed:
                 watcher.hash_unhashed()
         links.pop(node, None)
-        if tomb_cause:
-            tomb_cause.pop(node, None)
-        if state_evicted:
-            state_evicted.pop(node, None)
-    watcher._deleted = nodes[-1]
-    nodes.clear()
-
-
-def _tell_on_nodes(watcher: TreeMissTracker, nodes: list[Node]) -> None:
-    """``tell_evicted`` where each folded link is on its node (``misses.LINKS_ON_NODES``): no table lookups,
-    ``link_hash`` inline."""
-    pages, tomb_cause, state_evicted = watcher.evicted_pages, watcher.tomb_cause, watcher.state_evicted
-    for node in nodes:
-        parent = node.parent
-        above = parent.why_link
-        if above is None:
-            above = node_link(parent)
-        prefix = EMPTY_HASH if above is None or above[1] is None else hash(above)
-        key = hash(node.edge)
-        earlier = pages.get(key, _NONE)
-        if earlier is _NONE:
-            pages[key] = prefix
-        elif type(earlier) is list:
-            earlier.append(prefix)
-        else:
-            pages[key] = [earlier, prefix]
-        node.why_link = None
         if tomb_cause:
             tomb_cause.pop(node, None)
         if state_evicted:

@@ -37,7 +37,6 @@ class Node:
         "swa_stamp",
         "state_stamp",
         "alive",
-        "why_link",
     )
 
     def __init__(
@@ -65,7 +64,6 @@ class Node:
         self.full_stamp = self.state_stamp = 0
         self.swa_stamp: float = 0.0  # SGLang puts a split's upper half between two touches (RadixTree.split)
         self.alive = True
-        self.why_link: tuple | None = None  # the why watcher's fold of the prefix (misses_hashing)
 
     @property
     def is_leaf(self) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from cache_helpers import seq
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
+from same_runs import assert_same_run
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_insert as insert
@@ -117,9 +118,7 @@ def test_links_equal_the_list_steps_over_runs(case, monkeypatch):
         reject()
     off_log, off = run_logged(trace, config, False, monkeypatch)
     assert on_log == off_log
-    assert on.requests.equals(off.requests)
-    assert on.steps.equals(off.steps)
-    assert on.summary == off.summary
+    assert_same_run(on, off)
 
 
 @pytest.mark.interpreted

@@ -3,7 +3,8 @@ reference on the walks' lists (``freetoken_swa.MATCH_UP_LINKS`` / ``TRIM_UP_LINK
 off): ``trim_climb`` against the doomed list and ``deepest_acceptable`` on generated paths (pinned examples: a match
 after a failed run, one by the root's open run, none, a window of 0), and whole generated FreeToken runs
 (``test_freetoken_leaf_heap.cases``) switched on and off: every trim's tombstones, every admission match (its node,
-depth and the clock), every insert's SWA pass (the nodes it revives or keeps, the frees counted) and the tables.
+depth and the clock), every insert's SWA pass (the nodes it revives or keeps, the frees counted) and the tables;
+and the admission match's window boundary on a fan-out at page 1, which the generated runs never meet.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.run.simulate import SimConfig, simulate
 from sim.tokens import TokenSeq
-from sim.trace.generate import multiturn
+from sim.trace.generate import fanout, multiturn
 
 # before any patch (a test patches twice)
 TOMBSTONE_DOOMED, MATCH, RECONCILE = swa.tombstone_doomed, swa.SwaRules.match, insert._reconcile_from_frontier
@@ -157,3 +158,28 @@ def test_a_fixed_run_trims_and_matches_deep(monkeypatch):
     assert sum(entry[1] > 0 for entry in log if entry[0] == "match") > 3
     assert max(len(entry[1]) for entry in log if entry[0] == "insert") > 8
     assert log == run_logged(trace, config, False, monkeypatch)[0]
+
+
+@pytest.mark.parametrize("window", [16, 32])
+@pytest.mark.parametrize("question_len, cached", [(swa.RETAIN_GAP, 200), (swa.RETAIN_GAP + 1, 0)])
+def test_a_match_needs_a_whole_window_of_live_tokens(window, question_len, cached):
+    """The boundary the generated runs never meet (their spans and windows are page multiples): the fan-out's first
+    request trims its path at ``prompt end - window - RETAIN_GAP``, so the shared 200-token head keeps a live tail
+    of ``window + RETAIN_GAP - question_len`` tokens; the next prompts reuse the head only where that tail is a
+    whole window (a question of ``RETAIN_GAP`` tokens: exactly ``window``), and none of it one token short. An
+    admission match asking ``window - 1`` (or ``window + 1``) fails here."""
+    trace = fanout(
+        num_groups=1, prompts_per_group=4, system_len=200, question_len=question_len, output_len=20,
+        request_rate=6.0, seed=1,
+    )  # fmt: skip
+    knobs = dict(page_size=1, window=window)
+    config = SimConfig(
+        policy="freetoken",
+        model="gemma-4-26b-a4b",
+        knobs=knobs,
+        pool_tokens=3_000,
+        bounds=False,
+        mode="replay",
+    )  # replay: each prompt after the last one's finish trim
+    requests = simulate(trace, config).requests
+    assert list(requests.cached_tokens) == [0, cached, cached, cached]

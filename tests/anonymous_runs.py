@@ -1,7 +1,8 @@
 """A run logged for the anonymous-id properties (FreeToken's and Marconi's: ``simulate.ANONYMOUS_IDS`` on
 against off): every allocation, the ids the FULL and SWA pools hand out, and every tree's nodes, free counts
 and eviction counts as the run throws the tree away. Two runs that decide alike log alike. ``run_switched`` is
-the same log for a switch's two settings on anonymous pools (counted page lists, shared runs, counted frees)."""
+the same log for a switch's two settings on anonymous pools (counted page lists, shared runs, counted frees).
+Both return ``(log, result, ...)``, as ``same_runs.same_both_ways`` runs them."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from sim.sched import sglang_event_plans
 POOL_ALLOC, POOL_COUNT_OUT, DISMANTLE = Pool.alloc, Pool.count_out, RadixTree.dismantle
 
 
-def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, list, object]:
-    """The run (``run(trace, config)``, the switch set to ``anonymous``); every allocation (pool, count); the
-    FULL and SWA allocations' ids, each with whether its pool is anonymous (Marconi's tuner's throwaway caches
-    always are); every tree's nodes, free counts and eviction counts as the run ends."""
+def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, object, list]:
+    """The run (``run(trace, config)``, the switch set to ``anonymous``) and its log: every allocation (pool,
+    count), every tree's nodes, free counts and eviction counts as the run ends; then the FULL and SWA
+    allocations' ids, each with whether its pool is anonymous (Marconi's tuner's throwaway caches always are)."""
     log: list = []
     kv_ids: list = []
 
@@ -43,7 +44,7 @@ def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tup
     monkeypatch.setattr(Pool, "alloc", logged_alloc)
     monkeypatch.setattr(Pool, "count_out", logged_count_out)
     monkeypatch.setattr(RadixTree, "dismantle", tree_logger(log))
-    return log, kv_ids, run(trace, config)
+    return log, run(trace, config), kv_ids
 
 
 def tree_logger(log: list, lists: bool = False, held: list | None = None):

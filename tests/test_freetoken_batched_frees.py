@@ -8,7 +8,8 @@ of the reference, where each list is freed at once (``BATCHED = False``), and so
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
+from same_runs import same_both_ways
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_frees as frees
@@ -51,15 +52,7 @@ def run_logged(trace, config, batched: bool, monkeypatch) -> tuple[list, object]
 @given(case=cases())
 def test_batched_frees_leave_the_pools_as_one_by_one(case, monkeypatch):
     trace, config = case
-    try:
-        batched_log, batched = run_logged(trace, config, True, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
-        reject()
-    plain_log, plain = run_logged(trace, config, False, monkeypatch)
-    assert batched_log == plain_log
-    assert batched.requests.equals(plain.requests)
-    assert batched.steps.equals(plain.steps)
-    assert batched.summary == plain.summary
+    same_both_ways(lambda batched: run_logged(trace, config, batched, monkeypatch))
 
 
 @pytest.mark.interpreted

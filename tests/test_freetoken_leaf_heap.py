@@ -13,8 +13,9 @@ import hashlib
 
 import pytest
 from cache_helpers import seq
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from same_runs import same_both_ways
 
 import sim.cache.engines.freetoken_common as common
 from sim.cache.components import FULL
@@ -91,14 +92,7 @@ def cases(draw):
 @given(case=cases())
 def test_kept_heap_evicts_as_the_scan(case, monkeypatch):
     trace, config = case
-    try:
-        kept_log, kept = run_with(evict_full, trace, config, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
-        reject()
-    scan_log, scan = run_with(evict_full_scan, trace, config, monkeypatch)
-    assert kept_log == scan_log
-    assert kept.requests.equals(scan.requests)
-    assert kept.summary == scan.summary
+    same_both_ways(lambda kept: run_with(evict_full if kept else evict_full_scan, trace, config, monkeypatch))
 
 
 @pytest.mark.interpreted  # patches freetoken_common.evict_full, which the compiled core calls directly

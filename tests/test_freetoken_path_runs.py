@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from same_runs import same_both_ways
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_insert as insert
@@ -78,15 +79,7 @@ def run_logged(trace, config, as_runs: bool, monkeypatch) -> tuple[list, object]
 @given(case=short_window_cases())
 def test_path_runs_equal_the_per_node_steps(case, monkeypatch):
     trace, config = case
-    try:
-        runs_log, runs = run_logged(trace, config, True, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
-        reject()
-    plain_log, plain = run_logged(trace, config, False, monkeypatch)
-    assert runs_log == plain_log
-    assert runs.requests.equals(plain.requests)
-    assert runs.steps.equals(plain.steps)
-    assert runs.summary == plain.summary
+    same_both_ways(lambda as_runs: run_logged(trace, config, as_runs, monkeypatch))
 
 
 @pytest.mark.interpreted

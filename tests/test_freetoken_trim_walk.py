@@ -7,7 +7,8 @@ run's tables are those of the reference (``TRIM_REUSES_WALK = False``: ``match_p
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
+from same_runs import same_both_ways
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_swa as swa
@@ -38,11 +39,4 @@ def run_logged(trace, config, reuses_walk: bool, monkeypatch) -> tuple[list, obj
 @given(case=cases())
 def test_trim_on_its_match_walk_equals_a_second_walk(case, monkeypatch):
     trace, config = case
-    try:
-        reused_log, reused = run_logged(trace, config, True, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
-        reject()
-    plain_log, plain = run_logged(trace, config, False, monkeypatch)
-    assert reused_log == plain_log
-    assert reused.requests.equals(plain.requests)
-    assert reused.steps.equals(plain.steps)
+    same_both_ways(lambda reuses_walk: run_logged(trace, config, reuses_walk, monkeypatch))

@@ -18,8 +18,9 @@ run's tables equal the reference's. The locks alone, operation by operation: tes
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from same_runs import same_both_ways
 from test_freetoken_page_lists import page_cases
 from test_matching_property import node_shapes, path_of
 
@@ -96,12 +97,7 @@ def run_logged(trace, config, lean: bool, anonymous: bool, monkeypatch) -> tuple
 
 
 def assert_lean_equal(trace, config, anonymous: bool, monkeypatch) -> None:
-    lean_log, lean = run_logged(trace, config, True, anonymous, monkeypatch)
-    plain_log, plain = run_logged(trace, config, False, anonymous, monkeypatch)
-    assert lean_log == plain_log
-    assert lean.requests.equals(plain.requests)
-    assert lean.steps.equals(plain.steps)
-    assert lean.summary == plain.summary
+    same_both_ways(lambda lean: run_logged(trace, config, lean, anonymous, monkeypatch))
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and module flags, which the compiled core binds
@@ -109,10 +105,7 @@ def assert_lean_equal(trace, config, anonymous: bool, monkeypatch) -> None:
 @given(case=page_cases(), anonymous=st.booleans())
 def test_freetoken_runs_equal_the_reference(case, anonymous, monkeypatch):
     trace, config = case
-    try:
-        assert_lean_equal(trace, config, anonymous, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses (e.g. the scan chunk and the page)
-        reject()
+    assert_lean_equal(trace, config, anonymous, monkeypatch)  # a configuration FreeToken refuses: rejected
 
 
 def small_trace(seed: int, num_turns: int = 4):
@@ -148,10 +141,7 @@ def test_other_engines_runs_equal_the_reference(policy, model, page, seed, mode,
         mode=mode,
         bounds=False,
     )
-    try:
-        assert_lean_equal(small_trace(seed), config, False, monkeypatch)
-    except ValueError:  # a configuration the engine refuses
-        reject()
+    assert_lean_equal(small_trace(seed), config, False, monkeypatch)  # a configuration refused: rejected
 
 
 @pytest.mark.interpreted

@@ -9,8 +9,9 @@ import hashlib
 
 import pytest
 from cache_helpers import seq
-from hypothesis import HealthCheck, example, given, reject, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from same_runs import same_both_ways
 from test_freetoken_leaf_heap import cases
 
 import sim.cache.page_cuts as page_cuts
@@ -114,14 +115,7 @@ def logged_run(trace, config, switch: bool, monkeypatch) -> tuple[list, object]:
 @given(case=cases())
 def test_freetoken_runs_equal_with_the_cut_in_place(case, monkeypatch):
     trace, config = case
-    try:
-        on_log, on = logged_run(trace, config, True, monkeypatch)
-    except ValueError:  # a configuration FreeToken refuses
-        reject()
-    off_log, off = logged_run(trace, config, False, monkeypatch)
-    assert on_log == off_log
-    assert on.requests.equals(off.requests)
-    assert on.summary == off.summary
+    same_both_ways(lambda switch: logged_run(trace, config, switch, monkeypatch))
 
 
 @pytest.mark.interpreted  # patches RadixTree.split
@@ -131,7 +125,5 @@ def test_the_runs_split_owned_lists(policy, monkeypatch):
     off."""
     trace = fanout(num_groups=4, prompts_per_group=4, system_len=300, question_len=40, output_len=40, seed=2)
     config = SimConfig(policy=policy, model="qwen3-next", knobs=dict(page_size=1), pool_tokens=3_000)
-    on_log, on = logged_run(trace, config, True, monkeypatch)
-    off_log, off = logged_run(trace, config, False, monkeypatch)
-    assert len(on_log) >= 3 and on_log == off_log
-    assert on.requests.equals(off.requests)
+    (on_log, _), _ = same_both_ways(lambda switch: logged_run(trace, config, switch, monkeypatch))
+    assert len(on_log) >= 3

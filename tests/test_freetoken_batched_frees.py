@@ -8,7 +8,7 @@ of the reference, where each list is freed at once (``BATCHED = False``), and so
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from same_runs import same_both_ways
 from test_freetoken_leaf_heap import cases
 
@@ -20,6 +20,20 @@ from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import multiturn
 
 POOL_ALLOC, TREE_INIT = Pool.alloc, RadixTree.__init__  # before any patch (a test runs twice)
+# a run whose operations free several lists at once, which the generated cases may never reach: the property's
+# example, so the joins' order is held to the reference (``test_the_batches_join_several_lists``)
+JOINING_CASE = (
+    multiturn(
+        num_sessions=4,
+        num_turns=3,
+        system_len=300,
+        user_len=100,
+        output_len=100,
+        think_time=0.2,
+        request_rate=4.0,
+    ),
+    SimConfig(policy="freetoken", model="inkling", knobs=dict(page_size=1), pool_tokens=2_000, bounds=False),
+)
 
 
 def run_logged(trace, config, batched: bool, monkeypatch) -> tuple[list, object]:
@@ -50,6 +64,7 @@ def run_logged(trace, config, batched: bool, monkeypatch) -> tuple[list, object]
 @pytest.mark.interpreted  # patches Pool.alloc and a module flag, which the compiled core binds
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases())
+@example(case=JOINING_CASE)
 def test_batched_frees_leave_the_pools_as_one_by_one(case, monkeypatch):
     trace, config = case
     same_both_ways(lambda batched: run_logged(trace, config, batched, monkeypatch))
@@ -67,18 +82,7 @@ def test_the_batches_join_several_lists(monkeypatch):
         free_as_one(pool, parts)
 
     monkeypatch.setattr(frees, "_free_as_one", counted)
-    trace = multiturn(
-        num_sessions=4,
-        num_turns=3,
-        system_len=300,
-        user_len=100,
-        output_len=100,
-        think_time=0.2,
-        request_rate=4.0,
-    )
-    config = SimConfig(
-        policy="freetoken", model="inkling", knobs=dict(page_size=1), pool_tokens=2_000, bounds=False
-    )
+    trace, config = JOINING_CASE
     log, _ = run_logged(trace, config, True, monkeypatch)
     assert max(joined) > 2
     reused = [

@@ -1,12 +1,14 @@
 """vLLM+'s chunk run holding an evicted leaf's parent off the leaf heap (``marconi_vllm_run.HOLDS_PARENTS``) is
-the run pushing it at once and popping it at the next chunk (the switch off).
+the run pushing it at once and popping it at the next chunk (the switch off); its commits' walk hints remembered
+once, the last's, after the first (``DEFERS_HINTS``), are each commit remembering its own (off).
 
 A run evicts a chain of one old request's nodes bottom up (99.7% of evictions at 1,000 Mooncake requests): each
 victim's parent gets the victim's stamp, the heap's lowest, and is the next chunk's victim. Held, it is taken
 where ``top_leaf`` would have answered with it (``holds_the_top``) and pushed before anything else reads the
-heap. Two ``marconi-vllm`` managers, alike but for the switch, run the same requests as
+heap. Two ``marconi-vllm`` managers, alike but for the two switches (both on, both off), run the same requests as
 ``test_marconi_vllm_run_property`` runs them (pools of a few dozen pages, pages 1 to 64, SWA on and off, watched
-by every event's recorder or by the miss watcher alone, the leaf heap compacted at its floor or at 8 entries);
+by every event's recorder or by the miss watcher alone, the leaf heap compacted at its floor or at 8 entries and
+the walk hints forgetting all at 256 heads or at 3);
 after every request: the results, ``snapshot``, locks, the heap's current entries (every leaf has one), stamps,
 clocks, hints and the events or the watcher's tables. Whole runs, replay and timed, give the same tables.
 """
@@ -22,32 +24,36 @@ from test_marconi_vllm_chunks_property import _trace, tight_vllm_caches
 from test_marconi_vllm_run_property import _observed, _stamps, current_entries
 from test_page_chunks_property import state, workloads
 
+from sim.cache import walk_hints
 from sim.cache.engines import marconi_lru
 from sim.cache.engines import marconi_vllm_run as run_module
 from sim.cache.sizing import PoolSizes
 from sim.run.simulate import SimConfig, simulate
 
-_TAKEN = {"held": 0, "popped": 0}
+_TAKEN = {"held": 0, "popped": 0, "deferred": 0}
 
 
-def _switched(observed, holds: bool):
-    """``observed.run`` with ``HOLDS_PARENTS`` set to ``holds`` while it runs."""
+def _switched(observed, on: bool):
+    """``observed.run`` with ``HOLDS_PARENTS`` and ``DEFERS_HINTS`` set to ``on`` while it runs."""
     run = observed.run
 
     def switched(*args):
-        saved, run_module.HOLDS_PARENTS = run_module.HOLDS_PARENTS, holds
+        saved = run_module.HOLDS_PARENTS, run_module.DEFERS_HINTS
+        run_module.HOLDS_PARENTS = run_module.DEFERS_HINTS = on
         try:
             return run(*args)
         finally:
-            run_module.HOLDS_PARENTS = saved
+            run_module.HOLDS_PARENTS, run_module.DEFERS_HINTS = saved
 
     observed.run = switched
     return observed
 
 
-def _compare(cache, requests, watched: bool, small_heap: bool) -> None:
-    saved = marconi_lru._COMPACT_FLOOR
-    marconi_lru._COMPACT_FLOOR = 8 if small_heap else saved
+def _compare(cache, requests, watched: bool, small: bool) -> None:
+    """``small``: the leaf heap compacts at 8 entries and the walk hints forget every head at 3."""
+    saved = marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED
+    if small:
+        marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = 8, 3
     try:
         ours = _switched(_observed(cache, True, watched), True)
         theirs = _switched(_observed(cache, True, watched), False)
@@ -69,7 +75,7 @@ def _compare(cache, requests, watched: bool, small_heap: bool) -> None:
                 assert state(ours) == state(theirs), f"after {rid}"
             ours.manager.check_integrity()
     finally:
-        marconi_lru._COMPACT_FLOOR = saved
+        marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = saved
 
 
 def _cache(page: int, swa: bool, window: int, pages: int, states: int):
@@ -87,10 +93,10 @@ def _cache(page: int, swa: bool, window: int, pages: int, states: int):
 # and 1), a heap compacting at 8 entries (the last two)
 _LONG = [(0, 100, 3, 300, 20), (1, 100, 3, 300, 20), (0, 100, 3, 280, 10), (2, 32, 3, 300, 5)]
 _FIXED = [
-    ((_cache(1, False, 64, 40, 30), _LONG, True, False), (70, 5)),
-    ((_cache(2, True, 8, 30, 20), _LONG, False, False), (0, 50)),
-    ((_cache(16, True, 48, 20, 12), _LONG, True, True), (25, 5)),
-    ((_cache(1, True, 5, 60, 40), _LONG, False, True), (0, 100)),
+    ((_cache(1, False, 64, 40, 30), _LONG, True, False), (70, 5, 90)),
+    ((_cache(2, True, 8, 30, 20), _LONG, False, False), (0, 50, 60)),
+    ((_cache(16, True, 48, 20, 12), _LONG, True, True), (25, 5, 30)),
+    ((_cache(1, True, 5, 60, 40), _LONG, False, True), (0, 100, 130)),
 ]
 
 
@@ -101,8 +107,8 @@ _FIXED = [
 @example(*_FIXED[1][0])
 @example(*_FIXED[2][0])
 @example(*_FIXED[3][0])
-def test_a_held_parent_is_the_parent_pushed_and_popped(cache, requests, watched, small_heap):
-    _compare(cache, requests, watched, small_heap)
+def test_a_held_parent_is_the_parent_pushed_and_popped(cache, requests, watched, small):
+    _compare(cache, requests, watched, small)
 
 
 # run once, inside test_the_property_takes_held_parents (which asserts what its examples reach)
@@ -113,20 +119,28 @@ test_a_held_parent_is_the_parent_pushed_and_popped.__test__ = False
 def test_the_property_takes_held_parents(monkeypatch):
     """The runs above take held parents as victims and also push them back (a locked, tied or stale parent, a
     general reservation between)."""
-    evict = run_module.evict_top_handing_over
+    evict, commit = run_module.evict_top_handing_over, run_module.commit_chunk
 
     def counted(tree, recency, leaves, victim, told, deferred=None, held=None, on_heap=True):
-        _TAKEN["popped" if on_heap else "held"] += 1
+        if run_module.HOLDS_PARENTS:
+            _TAKEN["popped" if on_heap else "held"] += 1
         return evict(tree, recency, leaves, victim, told, deferred, held, on_heap)
 
+    def counted_commit(*args):
+        node = commit(*args)
+        _TAKEN["deferred"] += node is not None and not args[-1]
+        return node
+
     monkeypatch.setattr(run_module, "evict_top_handing_over", counted)
-    for args, (held, popped) in _FIXED:
-        _TAKEN.update(held=0, popped=0)
+    monkeypatch.setattr(run_module, "commit_chunk", counted_commit)
+    for args, (held, popped, deferred) in _FIXED:
+        _TAKEN.update(held=0, popped=0, deferred=0)
         _compare(*args)
         assert _TAKEN["held"] >= held and _TAKEN["popped"] >= popped, (args[0][2:], _TAKEN)
-    _TAKEN.update(held=0, popped=0)
+        assert _TAKEN["deferred"] >= deferred, (args[0][2:], _TAKEN)
+    _TAKEN.update(held=0, popped=0, deferred=0)
     test_a_held_parent_is_the_parent_pushed_and_popped()
-    assert _TAKEN["held"] > 1200 and _TAKEN["popped"] > 5000, _TAKEN
+    assert _TAKEN["held"] > 1200 and _TAKEN["popped"] > 3000 and _TAKEN["deferred"] > 4500, _TAKEN
 
 
 @pytest.mark.interpreted
@@ -135,6 +149,7 @@ def test_whole_runs_are_equal_either_way(mode, monkeypatch):
     config = SimConfig(policy="marconi-vllm", model="qwen3-next", mode=mode, bounds=False, pool_tokens=2400)
     ours = simulate(_trace(), config)
     monkeypatch.setattr(run_module, "HOLDS_PARENTS", False)
+    monkeypatch.setattr(run_module, "DEFERS_HINTS", False)
     theirs = simulate(_trace(), config)
     assert ours.summary["evictions_full"] > 100
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)

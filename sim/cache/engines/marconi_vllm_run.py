@@ -45,6 +45,7 @@ from sim.cache.engines.marconi_vllm_run_steps import (
     holds_the_top,
     one_page,
     push_unpushed,
+    remember_deferred,
     top_leaf,
 )
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
@@ -65,6 +66,9 @@ Handed = tuple[list[int], list[int | None], int]
 WATCHER_AS_RUN = True  # False: the watcher hears each eviction as it goes (tests/test_misses_run_property.py)
 # False: an evicted leaf's parent goes on the heap at once, to be popped at the next chunk (the reference)
 HOLDS_PARENTS = True
+# False: every chunk's commit remembers its walk hint (the reference); True: after one that does, the next
+# ones' are remembered once, the last, before anything else runs (``remember_deferred``)
+DEFERS_HINTS = True
 
 
 class _ChunkManager(Protocol):
@@ -118,6 +122,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     holds = held if HOLDS_PARENTS else None
     lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
     keys = ChunkKeys(req.tokens)
+    hint: Node | None = None  # the last commit's walk hint, not remembered yet where deferred (None: none)
     done = 0
     while is_page_chunk(req, page):
         kv_len = req.kv_len
@@ -145,6 +150,8 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
             else:  # the rules' own reservation
                 push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
                 pending = None
+                remember_deferred(tree, req, hint)
+                hint = None
                 outcome = _reserve(chunks, manager, rules, num_swa)
                 if isinstance(outcome, Refusal):
                     return outcome
@@ -161,15 +168,19 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
         req.checkpoint = (end, slot)
         if chunks._checkpoint_saved:
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
-        node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys)
+        node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys, hint is None or not DEFERS_HINTS)
         if node is None:  # not one new leaf: the rules' own commit
             push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
             pending = None
+            remember_deferred(tree, req, hint)
+            hint = None
             rules.after_prefill_chunk(manager, req, end >= req.prompt_len)
         else:  # the last leaf's entry is stale now (``node`` is its child): never pushed
             pending = node
+            hint = node.parent  # remembered now or deferred: remembered again, it returns at once
         done += 1
     push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
+    remember_deferred(tree, req, hint)
     return done
 
 
@@ -195,11 +206,13 @@ def commit_chunk(
     rules: MarconiRules,
     has_swa: bool,
     keys: ChunkKeys | None,
+    remembers: bool = True,
 ) -> Node | None:
     """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
     checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
     new leaf; None, nothing changed, where it is not one new leaf below the request's. ``keys``: the run's key
-    cutter (None: ``chunk_key``)."""
+    cutter (None: ``chunk_key``). ``remembers`` False: the walk hint of the request's node (the new leaf's
+    parent) left to the caller (``remember_deferred``)."""
     last, base, window = req.locks.node, req.prefix_len, rules.window
     if last.children or last.parent is None or base != last.end:
         return None
@@ -210,7 +223,8 @@ def commit_chunk(
         return None
     recency = rules.recency
     recency.now += 2  # Marconi's insert runs a speculative match first: two ticks
-    tree.hints.remember(req.tokens, last)
+    if remembers:
+        tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
     key = keys.cut(base, end) if keys is not None else chunk_key(req.tokens, base, end)
     node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]

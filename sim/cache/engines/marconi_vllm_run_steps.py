@@ -14,6 +14,7 @@ from sim.cache.events import LeafEvicted, SlotsFreed, emit
 from sim.cache.misses import TreeMissTracker
 from sim.cache.misses_run import tell_evicted
 from sim.cache.node import Node
+from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
@@ -121,6 +122,16 @@ def push_unpushed(
         heapq.heappush(leaves.heap, (stamps[node.id], node.id, node))
     if held:
         heapq.heappush(leaves.heap, held.pop())
+
+
+def remember_deferred(tree: RadixTree, req: RequestCache, hint: Node | None) -> None:
+    """Before anything but the run reads the cache: the walk hint the run's commits since the last that
+    remembered its own would have left, ``remember(req.tokens, hint)`` once for the last commit's (None: no
+    commit since). Each deferred one remembers a node a page below the last remembered on the same path (never
+    returning early) and forgets every head only where the first of them would (its own head is kept, nothing
+    else writes a hint); where no commit was deferred, ``hint`` is the one just remembered: it returns at once."""
+    if hint is not None:
+        tree.hints.remember(req.tokens, hint)
 
 
 class ChunkKeys:

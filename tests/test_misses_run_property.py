@@ -22,6 +22,7 @@ from test_page_chunks_property import workloads
 
 from sim.cache import misses_run
 from sim.cache.engines import marconi_vllm_run as run_module
+from sim.cache.engines import marconi_vllm_run_steps as steps_module
 from sim.cache.engines.marconi_vllm_direct import told_as_one
 from sim.cache.misses_run import defers_to
 from sim.cache.sizing import PoolSizes
@@ -39,7 +40,7 @@ def _counting(monkeypatch):
         _TOLD["chains"] += len(nodes) > 1
         return tell(watcher, nodes)
 
-    monkeypatch.setattr(run_module, "tell_evicted", counted)
+    monkeypatch.setattr(steps_module, "tell_evicted", counted)  # where the run tells them (``push_unpushed``)
 
 
 def _run(watched: Watched, switch: bool, rid: str, tokens, prompt_len: int, output_len: int, monkeypatch):

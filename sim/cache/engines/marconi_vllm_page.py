@@ -20,8 +20,8 @@ from sim.cache import insert as insert_module
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_vllm_chunks import is_current
 from sim.cache.engines.marconi_vllm_direct import hands_over, takes_direct_nodes, told_as_one
-from sim.cache.engines.marconi_vllm_run import commit_chunk, exposes_nothing_above
-from sim.cache.engines.marconi_vllm_run_steps import evict_top_handing_over, top_leaf
+from sim.cache.engines.marconi_vllm_run import commit_chunk
+from sim.cache.engines.marconi_vllm_run_steps import evict_top_handing_over, exposes_nothing_above, top_leaf
 from sim.cache.request import RequestCache
 
 if TYPE_CHECKING:

@@ -38,10 +38,18 @@ from sim.cache.engines.marconi_vllm_direct import (
     takes_direct_nodes,
     told_as_one,
 )
-from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, evict_top_handing_over, top_leaf
+from sim.cache.engines.marconi_vllm_run_steps import (
+    ChunkKeys,
+    evict_top_handing_over,
+    exposes_nothing_above,
+    holds_the_top,
+    one_page,
+    push_unpushed,
+    remember_deferred,
+    top_leaf,
+)
 from sim.cache.events import CheckpointSaved, EventBus, Inserted, emit
-from sim.cache.misses import TreeMissTracker
-from sim.cache.misses_run import defers_to, tell_evicted
+from sim.cache.misses_run import defers_to
 from sim.cache.node import Node
 from sim.cache.page_chunks import is_page_chunk
 from sim.cache.request import RequestCache
@@ -56,6 +64,11 @@ if TYPE_CHECKING:
 Handed = tuple[list[int], list[int | None], int]
 
 WATCHER_AS_RUN = True  # False: the watcher hears each eviction as it goes (tests/test_misses_run_property.py)
+# False: an evicted leaf's parent goes on the heap at once, to be popped at the next chunk (the reference)
+HOLDS_PARENTS = True
+# False: every chunk's commit remembers its walk hint (the reference); True: after one that does, the next
+# ones' are remembered once, the last, before anything else runs (``remember_deferred``)
+DEFERS_HINTS = True
 
 
 class _ChunkManager(Protocol):
@@ -104,15 +117,24 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     evicted: list[Node] | None = [] if watcher is not None else None
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     pending: Node | None = None  # the last chunk's leaf, its heap entry not pushed yet
+    # the last victim's parent's entry, not pushed yet: the next victim where it would be the heap's top
+    held: list[tuple[int, int, Node]] = []
+    holds = held if HOLDS_PARENTS else None
     lru: bool | None = None  # ``takes_lru_leaves(rules.evictor(manager))``: its alpha is fixed once tuned
     keys = ChunkKeys(req.tokens)
+    hint: Node | None = None  # the last commit's walk hint, not remembered yet where deferred (None: none)
     done = 0
     while is_page_chunk(req, page):
         kv_len = req.kv_len
         end = kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-            victim = top_leaf(leaves, recency.stamps) if rules.tuner.done else None
+            on_heap = not (held and rules.tuner.done and holds_the_top(held[0], leaves, recency.stamps))
+            if on_heap and held:  # pushed as the eviction would have: the heap's own top decides
+                heapq.heappush(leaves.heap, held.pop())
+            victim = (
+                held[0][2] if not on_heap else top_leaf(leaves, recency.stamps) if rules.tuner.done else None
+            )
             if victim is not None and lru is None:
                 lru = takes_lru_leaves(rules.evictor(manager))
             if (
@@ -121,12 +143,15 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
                 and exposes_nothing_above(victim.parent, has_mamba)
                 and len(victim.full_pages) == 1
                 and victim.state is not None
-                and (victim.swa_pages is None if num_swa == 0 else _one_page(victim.swa_pages))
+                and (victim.swa_pages is None if num_swa == 0 else one_page(victim.swa_pages))
             ):  # ``reserve_page``'s tick and least recent leaf, ``exposes_nothing``, ``hands_over``: handed over
-                handed = evict_top_handing_over(tree, recency, leaves, victim, told, evicted)
+                held.clear()
+                handed = evict_top_handing_over(tree, recency, leaves, victim, told, evicted, holds, on_heap)
             else:  # the rules' own reservation
-                _push(leaves, recency.stamps, pending, watcher, evicted)
+                push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
                 pending = None
+                remember_deferred(tree, req, hint)
+                hint = None
                 outcome = _reserve(chunks, manager, rules, num_swa)
                 if isinstance(outcome, Refusal):
                     return outcome
@@ -143,32 +168,20 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
         req.checkpoint = (end, slot)
         if chunks._checkpoint_saved:
             emit(chunks._checkpoint_saved, CheckpointSaved(req.request_id, end, slot))
-        node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys)
+        node = commit_chunk(chunks, tree, req, end, rules, has_swa, keys, hint is None or not DEFERS_HINTS)
         if node is None:  # not one new leaf: the rules' own commit
-            _push(leaves, recency.stamps, pending, watcher, evicted)
+            push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
             pending = None
+            remember_deferred(tree, req, hint)
+            hint = None
             rules.after_prefill_chunk(manager, req, end >= req.prompt_len)
         else:  # the last leaf's entry is stale now (``node`` is its child): never pushed
             pending = node
+            hint = node.parent  # remembered now or deferred: remembered again, it returns at once
         done += 1
-    _push(leaves, recency.stamps, pending, watcher, evicted)
+    push_unpushed(leaves, recency.stamps, pending, watcher, evicted, held)
+    remember_deferred(tree, req, hint)
     return done
-
-
-def _push(
-    leaves: LeafHeap,
-    stamps: dict[int, int],
-    node: Node | None,
-    watcher: TreeMissTracker | None,
-    evicted: list[Node] | None,
-) -> None:
-    """Before anything but the run reads the cache: the heap entry ``recency.set`` pushed for ``node`` at its
-    commit, pushed now (its stamp is unchanged: nothing but the run ran since, and the run stamps only its new
-    leaves); the watcher told the run's evictions kept in ``evicted``."""
-    if watcher is not None:
-        tell_evicted(watcher, evicted)  # type: ignore[arg-type]  # kept wherever there is a watcher
-    if node is not None:
-        heapq.heappush(leaves.heap, (stamps[node.id], node.id, node))
 
 
 def _reserve(
@@ -193,11 +206,13 @@ def commit_chunk(
     rules: MarconiRules,
     has_swa: bool,
     keys: ChunkKeys | None,
+    remembers: bool = True,
 ) -> Node | None:
     """``commit_leaf_chunk(manager, req, end, ...)`` over the direct nodes (``run_applies``) for the chunk just
     checkpointed at ``end`` with one page of its own, but for the new leaf's heap entry (the caller's): the
     new leaf; None, nothing changed, where it is not one new leaf below the request's. ``keys``: the run's key
-    cutter (None: ``chunk_key``)."""
+    cutter (None: ``chunk_key``). ``remembers`` False: the walk hint of the request's node (the new leaf's
+    parent) left to the caller (``remember_deferred``)."""
     last, base, window = req.locks.node, req.prefix_len, rules.window
     if last.children or last.parent is None or base != last.end:
         return None
@@ -208,7 +223,8 @@ def commit_chunk(
         return None
     recency = rules.recency
     recency.now += 2  # Marconi's insert runs a speculative match first: two ticks
-    tree.hints.remember(req.tokens, last)
+    if remembers:
+        tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
     key = keys.cut(base, end) if keys is not None else chunk_key(req.tokens, base, end)
     node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]
@@ -230,20 +246,3 @@ def commit_chunk(
         emit(chunks._inserted, Inserted(req.request_id, end))
     recency.stamps[node.id] = recency.now  # ``recency.set``, its heap entry left to the caller
     return node
-
-
-def exposes_nothing_above(parent: Node, has_mamba: bool) -> bool:
-    """``exposes_nothing(victim, has_mamba)`` of the victim's ``parent``."""
-    return (
-        parent.parent is None
-        or len(parent.children) > 1
-        or parent.state is not None
-        or parent.full_lock > 0
-        or bool(parent.swa_holders)
-        or parent.state_lock > 0
-        or not has_mamba
-    )
-
-
-def _one_page(pages: list[int] | None) -> bool:
-    return pages is not None and len(pages) == 1

@@ -16,16 +16,24 @@ tests/test_run_nodes_property.py holds every output equal).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
-from sim.cache.events import Split, emit
+from sim.cache.events import EventBus, Split, emit
 from sim.cache.node import Node
 from sim.cache.page_cuts import cut_pages
 
-if TYPE_CHECKING:
-    from sim.cache.tree import RadixTree
-
 RUN_NODES = True
+
+
+class RadixTree(Protocol):
+    """What of ``tree.RadixTree`` a run reads (``tree`` imports this module: no cycle)."""
+
+    page_size: int
+    owns_page_lists: bool
+    events: EventBus
+    on_split: Callable[[Node, Node], None] | None
+    merge_check: Callable[[Node, Node], bool] | None
+    on_absorbed: Callable[[Node], None] | None
 
 
 def surface(tree: RadixTree, node: Node, pos: int) -> Node:

@@ -25,7 +25,7 @@ from sim.cache.node import Node
 from sim.cache.tree import RadixTree
 from sim.cache.tree_runs import piece_at
 
-# True: the SWA and state scans heap ``(stamp, NaN, node)`` triples from one tight walk; False: the reference,
+# True: the SWA and state scans heap ``(stamp, NaN, node, piece)`` entries from one tight walk; False: the reference,
 # FreeToken's ``_ByStamp`` entries, compared in Python
 SCANS_AS_TRIPLES = True
 _NAN = math.nan

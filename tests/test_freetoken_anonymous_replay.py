@@ -25,6 +25,13 @@ from sim.trace.generate import fanout, multiturn
 from tests.anonymous_runs import run_logged as run_logged_with_pools
 
 
+@pytest.fixture(autouse=True)
+def per_node_tree(monkeypatch):
+    """Real ids make no run nodes (a listed free's order is a node's), so the anonymous side makes none either
+    here, whose trees are compared node by node: tests/test_run_nodes_property.py holds the runs to them."""
+    monkeypatch.setattr("sim.cache.tree_runs.RUN_NODES", False)
+
+
 def run_logged(trace, config, anonymous: bool, monkeypatch, run=simulate) -> tuple[list, object, list]:
     """``anonymous_runs.run_logged`` with the FULL and SWA ids alone (FreeToken has no throwaway caches)."""
     log, result, kv_ids = run_logged_with_pools(trace, config, anonymous, monkeypatch, run)

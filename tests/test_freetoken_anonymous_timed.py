@@ -28,6 +28,13 @@ from sim.run.simulate import SimConfig, cost_model, run_timed
 from sim.trace.generate import fanout
 
 
+@pytest.fixture(autouse=True)
+def per_node_tree(monkeypatch):
+    """Real ids make no run nodes (a listed free's order is a node's), so the anonymous side makes none either
+    here, whose trees are compared node by node: tests/test_run_nodes_property.py holds the runs to them."""
+    monkeypatch.setattr("sim.cache.tree_runs.RUN_NODES", False)
+
+
 def _timed(case, bounds: bool, page: int | None = None, pool_tokens: int | None = None):
     trace, config = case[:2]
     config = replace(config, mode="timed", bounds=bounds)
@@ -49,8 +56,13 @@ TIMED_CASES = [
         # already (``freetoken_frees.swa_live``'s mixed list: the only case here that reaches it)
         fanout(num_groups=2, prompts_per_group=5, system_len=600, question_len=50, output_len=80, seed=3),
         SimConfig(
-            policy="freetoken", model="inkling", knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
-            pool_tokens=2_500, mamba_states=24, bounds=False, mode="timed",
+            policy="freetoken",
+            model="inkling",
+            knobs=dict(page_size=1, chunked_prefill_size=64, window=128),
+            pool_tokens=2_500,
+            mamba_states=24,
+            bounds=False,
+            mode="timed",
         ),
         (14_000, 15, 2),
     ),

@@ -26,10 +26,18 @@ from test_marconi_anonymous_ids import marconi_cases
 
 import sim.cache.engines.freetoken_frees as frees
 import sim.cache.request as request_module
+import sim.cache.tree_runs as tree_runs
 from sim.cache.components import Component
 from sim.cache.pools import Pool
 
 POOL_FREE_COUNT = Pool.free_count
+
+
+@pytest.fixture(autouse=True)
+def per_node_tree(monkeypatch):
+    """The listed frees make no run nodes (their order is a node's), so the counted side makes none either here:
+    tests/test_run_nodes_property.py holds the runs to the per-node tree."""
+    monkeypatch.setattr(tree_runs, "RUN_NODES", False)
 
 
 def run_logged(trace, config, counted: bool, monkeypatch) -> tuple[list, object, dict]:

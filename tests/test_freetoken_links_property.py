@@ -18,6 +18,7 @@ from test_freetoken_leaf_heap import cases
 
 import sim.cache.engines.freetoken_insert as insert
 import sim.cache.engines.freetoken_swa as swa
+import sim.cache.tree_runs as tree_runs
 from sim.cache.engines.freetoken_links import trim_climb
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
@@ -119,7 +120,8 @@ def test_links_equal_the_list_steps_over_runs(case, monkeypatch):
 @pytest.mark.interpreted
 def test_a_fixed_run_trims_and_matches_deep(monkeypatch):
     """A test of the run test: trims of many nodes and matches that hit (a run that trims nothing and matches
-    nothing would pass anything), held to the reference."""
+    nothing would pass anything), held to the reference; on the per-node tree (run nodes trim a run at once)."""
+    monkeypatch.setattr(tree_runs, "RUN_NODES", False)
     trace = multiturn(
         num_sessions=4,
         num_turns=6,

@@ -52,7 +52,7 @@ def test_triples_pop_as_the_reference_entries(shape, num_pops):
         nodes.append(node)
     triples = scans._candidates(tree, True)
     entries = scans._depth_first(tree, scans.swa_candidate)
-    assert [node for _, _, node in triples] == [entry.node for entry in entries]
+    assert [node for _, _, node, _ in triples] == [entry.node for entry in entries]
     heapq.heapify(triples)
     heapq.heapify(entries)
     num_pops = min(num_pops, len(entries))
@@ -67,7 +67,7 @@ def logged_scan(evict, swa: bool, log: list):
 
     def run(tree, amount):
         reference = [(entry.node.full_stamp, entry.node) for entry in scans._depth_first(tree, keep)]
-        assert [(stamp, node) for stamp, _, node in scans._candidates(tree, swa)] == reference
+        assert [(stamp, node) for stamp, _, node, _ in scans._candidates(tree, swa)] == reference
         num_locked = sum(1 for node in tree.nodes() if (node.swa_holders if swa else node.state_lock))
         freed = evict(tree, amount)
         pool = tree.swa_pool if swa else tree.state_pool
@@ -214,7 +214,7 @@ def count_ties(monkeypatch) -> list[int]:
 
     def counted(tree, swa):
         triples = candidates(tree, swa)
-        num_ties[0 if swa else 1] += len(triples) - len({stamp for stamp, _, _ in triples})
+        num_ties[0 if swa else 1] += len(triples) - len({stamp for stamp, _, _, _ in triples})
         return triples
 
     monkeypatch.setattr(scans, "_candidates", counted)

@@ -30,6 +30,7 @@ import sim.cache.engines.freetoken_insert as insert
 import sim.cache.engines.freetoken_swa as ft_swa
 import sim.cache.locks as locks
 import sim.cache.matching as matching
+import sim.cache.tree_runs as tree_runs
 from sim.cache.misses import TreeMissTracker
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -153,6 +154,9 @@ def test_the_real_trace_revives_and_trims_long_runs(anonymous, mode, monkeypatch
     revived: list[int] = []
     trimmed: list[int] = []
     revive_below, tombstone_doomed = insert._revive_below, frees.tombstone_doomed
+    monkeypatch.setattr(
+        tree_runs, "RUN_NODES", False
+    )  # the per-node tree's long runs (run nodes step them once)
 
     def counted_revives(tree, path, at, *args):
         revived.append(sum(n.swa_pages is None and n.full_lock == 0 for n in path[at:]))

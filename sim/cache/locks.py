@@ -13,10 +13,12 @@ to the rebuild.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
+from sim.cache.tree_runs import surface
 
 # True: the FULL passes add their unlocked tokens up in a local and write the tree's count once, and ``unlock``
 # tells the tree only of the nodes it may act on (a ``leaves_only`` strategy: the holder's own node, the one
@@ -84,6 +86,8 @@ def _lock_window_and_state(
     covered, current = 0, node
     while has_swa and current is not tree.root and covered < window:
         if current.swa_pages is not None:
+            if current.cuts is not None:  # a run node: the window ends at one of its pieces (``tree_runs``)
+                _cut_at_window(tree, current, window - covered)
             current.swa_holders.add(holder)
             held.swa_nodes.append(current)
             covered += current.end - current.start
@@ -92,6 +96,15 @@ def _lock_window_and_state(
     if has_mamba and node.state is not None:
         node.state_lock += 1
         held.state_node = node
+
+
+def _cut_at_window(tree: RadixTree, node: Node, needed: int) -> None:
+    """The run's pieces above the one that completes the window made a node of their own (not held)."""
+    cuts = node.cuts
+    assert cuts is not None
+    at = bisect_right(cuts, node.end - needed) - 1  # the deepest cut with ``needed`` tokens below it
+    if at >= 0:
+        surface(tree, node, cuts[at])
 
 
 def unlock(tree: RadixTree, held: LockSet, keep_from: Node | None = None) -> None:

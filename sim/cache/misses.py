@@ -7,6 +7,7 @@ watcher or none (its blocked ranges are then ``blocked_other``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol, cast
 
 from sim.cache.components import SWA
@@ -25,7 +26,7 @@ from sim.cache.events import (
     TombstoningRun,
 )
 from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
-from sim.cache.misses_links import blocked_by_links, blocked_on_path
+from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
 from sim.cache.reasons import (
     MAMBA_EVICTED,
@@ -96,6 +97,8 @@ class TreeMissTracker:
         subscribe(LeafDeleting, self._on_delete_leaf)
         subscribe(LeafEvicted, self._on_delete_leaf)  # and the three events after it (events.py)
         subscribe(Split, self._on_split)
+        self.tree.merge_check = partial(may_join, self.tomb_cause, self.state_evicted)
+        self.tree.on_absorbed = partial(forget, self.tomb_cause, self._prefix_links)
         subscribe(Matched, self._on_matched)
         subscribe(Admitted, self._on_admitted)
         subscribe(FinishStarted, self._on_finish_started)

@@ -106,3 +106,18 @@ def _stateless_above(last: Node, start: int, full_depth: int, state_evicted: dic
         return [(start, full_depth, MAMBA_STATE)]
     ranges = [(start, node.end, state_evicted[node])]
     return ranges + ([(node.end, full_depth, MAMBA_STATE)] if node.end < full_depth else [])
+
+
+def may_join(tomb_cause: dict[Node, str], state_evicted: dict[Node, str], upper: Node, lower: Node) -> bool:
+    """Whether the watcher lets ``upper`` and its child ``lower`` be one run node (``tree_runs``): not where it
+    holds a dropped state's cause above the run's end, nor two tombstones' different causes (a live node's
+    cause is read only once it is a tombstone again, which sets it)."""
+    if upper in state_evicted:
+        return False
+    return upper.swa_pages is not None or tomb_cause.get(upper) == tomb_cause.get(lower)
+
+
+def forget(tomb_cause: dict[Node, str], links: dict[Node, tuple], node: Node) -> None:
+    """A node joined into the run below it: its entries go (the run's are the deepest piece's)."""
+    tomb_cause.pop(node, None)
+    links.pop(node, None)

@@ -16,7 +16,7 @@ class Node:
     ``None`` for a *tombstone*: SWA freed, FULL kept. ``state`` is the MAMBA state after the node's last
     token, or ``None``. Locks: ``full_lock`` counts requests whose path runs through the node,
     ``swa_holders`` names the requests whose sliding window rests on it, ``state_lock`` counts requests
-    resumed from its state.
+    resumed from its state. ``cuts``: see ``tree_runs``.
     """
 
     __slots__ = (
@@ -37,6 +37,8 @@ class Node:
         "swa_stamp",
         "state_stamp",
         "alive",
+        "cuts",
+        "stamp_step",
     )
 
     def __init__(
@@ -64,6 +66,10 @@ class Node:
         self.full_stamp = self.state_stamp = 0
         self.swa_stamp: float = 0.0  # SGLang puts a split's upper half between two touches (RadixTree.split)
         self.alive = True
+        # a run node (``tree_runs``): the ends of the pieces inside it, which the per-node tree keeps as nodes;
+        # piece i of k + 1 (top first) has the stamp ``full_stamp - (k - i) * stamp_step``, the rest is the node's
+        self.cuts: list[int] | None = None
+        self.stamp_step = 0
 
     @property
     def is_leaf(self) -> bool:

@@ -11,6 +11,8 @@ from sim.cache.eviction import LRUEviction, set_stamp, stamp_of
 from sim.cache.node import Node
 from sim.cache.page_cuts import cut_pages
 from sim.cache.pools import Pool
+from sim.cache.split_stamps import just_older
+from sim.cache.tree_runs import around
 from sim.cache.walk_hints import WalkHints
 from sim.tokens import TokenSeq
 
@@ -37,6 +39,9 @@ class RadixTree:
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.hints = WalkHints()  # where each sequence's last walk ended (the miss watcher reads them too)
         self.on_split: Callable[[Node, Node], None] | None = None  # lets lock holders follow a split
+        # run nodes (``tree_runs``): whether two nodes may be one, and a node that was (the why watcher's)
+        self.merge_check: Callable[[Node, Node], bool] | None = None
+        self.on_absorbed: Callable[[Node], None] | None = None
         # SGLang's _split_node stamps both halves with the current time (the new upper half at its creation,
         # then the lower half): FULL eviction, which orders leaves by that time, sees a split leaf as new; its
         # SWA list keeps the lower half where it was and puts the upper half just behind it (older)
@@ -87,6 +92,13 @@ class RadixTree:
     def split(self, node: Node, offset: int) -> Node:
         """Cut ``node`` at ``offset`` tokens; returns the new upper half. The MAMBA state stays below."""
         assert 0 < offset < len(node.key) and offset % self.page_size == 0
+        if node.cuts is not None:  # a run node: a cut there made a node end again, or the piece holding it
+            pos = node.start + offset
+            for piece in around(self, node, pos):
+                if piece.end == pos:
+                    return piece
+                if piece.start < pos < piece.end:
+                    node, offset = piece, pos - piece.start
         cut, swa = offset // self.page_size, node.swa_pages
         full_head, full_tail = cut_pages(node.full_pages, cut, self.owns_page_lists)
         swa_head, swa_tail = (None, None) if swa is None else cut_pages(swa, cut, self.owns_page_lists)
@@ -103,7 +115,7 @@ class RadixTree:
             upper.full_stamp, node.full_stamp = self.clock + 1, self.clock + 2
             self.clock += 2
             self._push(FULL, node)
-            upper.swa_stamp = _just_older(upper, node.swa_stamp)
+            upper.swa_stamp = just_older(upper, node.swa_stamp)
         self._push(SWA, upper)
         if self.on_split is not None:
             self.on_split(upper, node)
@@ -232,19 +244,3 @@ class RadixTree:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
-
-
-def _just_older(upper: Node, stamp: float) -> float:
-    """A stamp just below ``stamp`` and above every other node's below it: SGLang's ``lru.insert_after(child,
-    new_node)``. Only the halves of splits since ``stamp``'s touch lie between it and the touch before; they
-    are the upper half's ancestors (older the shallower), so the new one goes between the deepest of them
-    and ``stamp``."""
-    base = -int(-stamp // 1)  # the touch the split halves descend from
-    below = float(base - 1)
-    node = upper.parent
-    while node is not None:
-        if below < node.swa_stamp < stamp:
-            below = node.swa_stamp
-        node = node.parent
-    middle = (below + stamp) / 2
-    return middle if below < middle < stamp else stamp

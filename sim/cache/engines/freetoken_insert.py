@@ -14,10 +14,11 @@ from operator import attrgetter
 from sim.cache.components import FULL
 from sim.cache.engines.freetoken_frees import PoolFrees
 from sim.cache.engines.freetoken_links import walk_from_live
-from sim.cache.engines.freetoken_tree import EVENT_STRIDE, FreeTokenClock
+from sim.cache.engines.freetoken_tree import EVENT_STRIDE, FreeTokenClock, tick_pieces
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
+from sim.cache.tree_runs import around
 
 # False: every walked node through the reference steps (``swa_live`` on its slice, ``_revive``); the property
 # test holds the inline loop to it (tests/test_freetoken_path_runs.py)
@@ -132,6 +133,9 @@ def _reconcile_from_frontier(
     revive's split moves the node's start; nodes below it are not touched yet)."""
     page = tree.page_size
     below = bisect_right(path, frontier, key=attrgetter("end"))  # path[:below] ends at or below frontier
+    if below < len(path) and path[below].cuts is not None and path[below].start < frontier:
+        path[below : below + 1] = around(tree, path[below], frontier)  # the frontier's piece made a node
+        below = bisect_right(path, frontier, key=attrgetter("end"))
     live_from = below
     while live_from > 0 and swa[(path[live_from - 1].end - base) // page - 1] is not None:
         live_from -= 1
@@ -160,7 +164,7 @@ def _reconcile_nodes(
         else:  # tree.revive(node, pages, stamp=False), then clock.stamp_new(node)
             node.swa_pages = swa[lo:hi]
             num_revived += hi - lo
-            clock.events += 1
+            clock.events = tick_pieces(node, clock.events)
             node.full_stamp = stamp = clock.events * EVENT_STRIDE
             if not node.children:
                 leaves.push(FULL, node, stamp)
@@ -183,7 +187,7 @@ def _revive_below(
         else:
             node.swa_pages = swa[lo:hi]
             num_revived += hi - lo
-            events += 1
+            events = events + 1 if node.cuts is None else tick_pieces(node, events)
             node.full_stamp = stamp = events * EVENT_STRIDE
             if not node.children:
                 leaves.push(FULL, node, stamp)

@@ -6,7 +6,7 @@ comparisons are the same.
 SWA and state eviction stay scans. Their candidates do share stamps (a split's two halves, both candidates, next to
 each other in the scan's order), and which of two equal entries heapq pops first depends on the values of the other
 entries, so no heap kept between calls can know it (docs/results/presets-speed.md, Round 21). What is kept cheap is
-the entry: ``(stamp, NaN, node)`` triples that heapq compares in C (``SCANS_AS_TRIPLES``). Every comparison gives
+the entry: ``(stamp, NaN, node, piece)`` tuples that heapq compares in C (``SCANS_AS_TRIPLES``). Every comparison gives
 ``_ByStamp``'s answer: the stamps decide; two entries of one stamp differ at their NaNs (each entry's own float
 object, so never equal by identity), where ``<`` is False both ways, "not less" as ``_ByStamp`` says, and the node
 (which has no order) is never compared. Same answers, so heapq makes the same moves and pops the same nodes
@@ -23,8 +23,9 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.freetoken_tree import delete_with_exposed
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
+from sim.cache.tree_runs import piece_at
 
-# True: the SWA and state scans heap ``(stamp, NaN, node)`` triples from one tight walk; False: the reference,
+# True: the SWA and state scans heap ``(stamp, NaN, node, piece)`` entries from one tight walk; False: the reference,
 # FreeToken's ``_ByStamp`` entries, compared in Python
 SCANS_AS_TRIPLES = True
 _NAN = math.nan
@@ -53,11 +54,12 @@ def _depth_first(tree: RadixTree, keep) -> list[_ByStamp]:
     return out
 
 
-def _candidates(tree: RadixTree, swa: bool) -> list[tuple[int, float, Node]]:
+def _candidates(tree: RadixTree, swa: bool) -> list[tuple[int, float, Node, int]]:
     """``_depth_first``'s nodes, in its order, each after its stamp and a NaN of its own: the live, window-unlocked
     ones (``swa``) or the unlocked snapshot ones (``swa_candidate`` / ``state_candidate``, inline: a call per node
-    would cost as much as the rest of the walk)."""
-    out: list[tuple[int, float, Node]] = []
+    would cost as much as the rest of the walk). Last, -1, or where a run node's pieces are candidates, each
+    piece's start (the per-node tree's nodes, consecutive in its order: a run has no branch)."""
+    out: list[tuple[int, float, Node, int]] = []
     stack = list(tree.root.children.values())
     while stack:
         node = stack.pop()
@@ -66,10 +68,21 @@ def _candidates(tree: RadixTree, swa: bool) -> list[tuple[int, float, Node]]:
             if swa
             else (node.state is not None and node.state_lock == 0)
         ):
-            out.append((node.full_stamp, -_NAN, node))  # negation makes a new float object
+            cuts = node.cuts
+            if cuts is None or not swa:  # a state is at a run's end, on its deepest piece
+                out.append((node.full_stamp, -_NAN, node, -1))  # negation makes a new float object
+            else:
+                _add_pieces(out, node, cuts)
         if node.children:
             stack.extend(node.children.values())
     return out
+
+
+def _add_pieces(out: list[tuple[int, float, Node, int]], node: Node, cuts: list[int]) -> None:
+    stamp, step, num_cuts = node.full_stamp, node.stamp_step, len(cuts)
+    out.append((stamp - num_cuts * step, -_NAN, node, node.start))
+    for index in range(num_cuts):
+        out.append((stamp - (num_cuts - 1 - index) * step, -_NAN, node, cuts[index]))
 
 
 def evict_full_scan(tree: RadixTree, num_tokens: int, has_swa: bool) -> int:
@@ -118,6 +131,8 @@ def _evict_by_scan(tree: RadixTree, amount: int, swa: bool) -> int:
     while freed < amount and heap:
         top = heapq.heappop(heap)
         node = top[2] if SCANS_AS_TRIPLES else top.node
+        if SCANS_AS_TRIPLES and top[3] >= 0:  # a run's piece: made a node
+            node = piece_at(tree, node, top[3])
         if not node.alive or not keep(node):
             continue
         tree.count_eviction(SWA if swa else MAMBA, node)

@@ -10,7 +10,9 @@ the whole sequence, then (before issue #200's fix) tombstones the prompt head be
 from __future__ import annotations
 
 from sim.align import ceil_div, ceil_to, floor_to
+from sim.cache import tree_runs
 from sim.cache.components import SWA
+from sim.cache.engines import freetoken_insert, freetoken_scans
 from sim.cache.engines.freetoken_common import FreeTokenCommon
 from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_doomed
 from sim.cache.engines.freetoken_insert import insert_swa
@@ -132,11 +134,29 @@ class SwaRules(FreeTokenCommon):
             keep_from = floor_to(max(prompt_end - self.window - gap, 0), page)
             if keep_from > 0 and TRIM_AS_RUN:
                 self.trim_and_rematch(tree, req.tokens, keep_from, prompt_end)
-                return
-            if keep_from > 0:
+            elif keep_from > 0:
                 self.trim_head(tree, req.tokens, keep_from)
+            if keep_from > 0 and TRIM_AS_RUN:
+                self.compact_runs(tree, req.tokens, prompt_end)
+                return
         if prompt_end > 0:
             self.match_prefix(tree, req.tokens, prompt_end)
+            self.compact_runs(tree, req.tokens, prompt_end)
+
+    def compact_runs(self, tree: RadixTree, tokens, prompt_end: int) -> None:
+        """The finished prompt's path made runs where its nodes are alike (``tree_runs``), after its re-match,
+        where the per-node passes have just made them so. Only where the pools count their frees (nobody reads
+        a page id: a listed free's order is a node's); the reference steps make none."""
+        if (
+            tree_runs.RUN_NODES
+            and PoolFrees(tree).full_counted
+            and tree.swa_pool.counts_frees
+            and freetoken_insert.PASS_FROM_FRONTIER
+            and freetoken_scans.SCANS_AS_TRIPLES
+        ):
+            end = tree.hints.deepest_known(tokens, prompt_end)  # where the re-match's walk ended
+            if end is not None:
+                tree_runs.compact(tree, end)
 
     def trim_and_rematch(self, tree: RadixTree, tokens, keep_from: int, prompt_end: int) -> None:
         """``trim_head(keep_from)`` then ``match_prefix(prompt_end)``, with one walk and one stamping pass:

@@ -23,6 +23,7 @@ from sim.cache.components import FULL, Component
 from sim.cache.eviction import LRUEviction
 from sim.cache.node import Node
 from sim.cache.tree import RadixTree
+from sim.cache.tree_runs import surface
 
 EVENT_STRIDE = 1 << 24  # a stamp event leaves room below it for per-depth offsets
 # True: a push of a node whose entry at the same stamp is still queued is skipped (about a quarter of the pushes:
@@ -96,7 +97,12 @@ class FreeTokenClock:
         stamp = self.begin_path(node)
         while node.parent is not None:
             node.full_stamp = stamp
-            stamp -= 1
+            cuts = node.cuts
+            if cuts is None:
+                stamp -= 1
+            else:  # a run node: its pieces one apart (``tree_runs``)
+                node.stamp_step = 1
+                stamp -= len(cuts) + 1
             node = node.parent
 
     def begin_path(self, node: Node) -> int:
@@ -111,7 +117,12 @@ class FreeTokenClock:
         offset = 0
         while node.parent is not None and node.end > above_end:
             node.full_stamp = base - offset
-            offset += 1
+            cuts = node.cuts
+            if cuts is None:
+                offset += 1
+            else:
+                node.stamp_step = 1
+                offset += len(cuts) + 1
             node = node.parent
 
     def stamp_walk(self, nodes: list[Node]) -> None:
@@ -119,8 +130,18 @@ class FreeTokenClock:
         stamp = self.tick()
         for node in nodes:
             node.full_stamp = stamp
+            node.stamp_step = 0
             if not node.children:
                 self.leaves.push(FULL, node, stamp)
+
+
+def tick_pieces(node: Node, events: int) -> int:
+    """The clock after a fresh tick for each of ``node``'s pieces, top first (one for a plain node): a revive."""
+    cuts = node.cuts
+    if cuts is None:
+        return events + 1
+    node.stamp_step = EVENT_STRIDE
+    return events + len(cuts) + 1
 
 
 def _tombstoned(node: Node, has_swa: bool) -> bool:
@@ -129,7 +150,10 @@ def _tombstoned(node: Node, has_swa: bool) -> bool:
 
 def delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Node, int]:
     """Delete an unlocked leaf, then every unlocked tombstone leaf its deletion exposes upward
-    (``_cascade_*_tombstone_leaves``). Returns the surviving ancestor and the tokens freed."""
+    (``_cascade_*_tombstone_leaves``). Returns the surviving ancestor and the tokens freed. A run node goes a
+    piece at a time, as the per-node tree's nodes would (``tree_runs``)."""
+    if node.cuts is not None:
+        surface(tree, node, node.cuts[-1])
     freed = node.end - node.start
     parent = node.parent
     tree.delete_leaf(node)
@@ -139,6 +163,8 @@ def delete_with_exposed(tree: RadixTree, node: Node, has_swa: bool) -> tuple[Nod
         and parent.full_lock == 0
         and _tombstoned(parent, has_swa)
     ):
+        if parent.cuts is not None:
+            surface(tree, parent, parent.cuts[-1])
         freed += parent.end - parent.start
         grand = parent.parent
         tree.delete_leaf(parent)

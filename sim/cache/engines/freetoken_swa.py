@@ -146,13 +146,17 @@ class SwaRules(FreeTokenCommon):
     def compact_runs(self, tree: RadixTree, tokens, prompt_end: int) -> None:
         """The finished prompt's path made runs where its nodes are alike (``tree_runs``), after its re-match,
         where the per-node passes have just made them so. Only where the pools count their frees (nobody reads
-        a page id: a listed free's order is a node's); the reference steps make none."""
+        a page id: a listed free's order is a node's); the reference steps make none, the walks' list steps
+        included (their trim reads a run's pieces as one node: tests/test_freetoken_links_property.py)."""
         if (
             tree_runs.RUN_NODES
             and PoolFrees(tree).full_counted
             and tree.swa_pool.counts_frees
             and freetoken_insert.PASS_FROM_FRONTIER
             and freetoken_scans.SCANS_AS_TRIPLES
+            and MATCH_UP_LINKS
+            and TRIM_UP_LINKS
+            and freetoken_insert.CLIMB_TO_LIVE
         ):
             end = tree.hints.deepest_known(tokens, prompt_end)  # where the re-match's walk ended
             if end is not None:

@@ -140,6 +140,17 @@ def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
 PRIVATE_EVICTED = (("fanout", (2, 12, 200, 40, 60)), ("replay", "inkling", {}, 2000))
 SHARED_EVICTED = (("multiturn", (3, 4, 200, 48, 60, 0)), ("timed", "inkling", {}, 4000))
 PREEMPTED = (("fanout", (2, 8, 300, 60, 200)), ("timed", "tiny-swa", {"async_scheduling": True}, 2000))
+# r0's shared ref ends inside a block: the block before it is shared, evicted under r1-r3 and read by r4's hit
+# (its FULL answer stops there: ``full_evicted``); a cut one block early leaves that eviction out
+EDGE_EVICTED = (
+    (
+        "mixed",
+        [([("s", 0, 200), ("o", 99)], 50)]
+        + [([("s", 1, 300), ("o", 99)], 50)] * 3
+        + [([("s", 0, 200), ("o", 49)], 50)],
+    ),
+    ("replay", "inkling", {}, 2100),
+)
 SKIPPED = (("multiturn", (2, 4, 100, 40, 50, 7)), ("replay", "inkling", {"retention_interval": 0}, 6000))
 
 
@@ -148,6 +159,7 @@ SKIPPED = (("multiturn", (2, 4, 100, 40, 50, 7)), ("replay", "inkling", {"retent
 @example(trace_spec=SHARED_EVICTED[0], config_spec=SHARED_EVICTED[1])
 @example(trace_spec=PREEMPTED[0], config_spec=PREEMPTED[1])
 @example(trace_spec=SKIPPED[0], config_spec=SKIPPED[1])
+@example(trace_spec=EDGE_EVICTED[0], config_spec=EDGE_EVICTED[1])
 @given(trace_spec=traces, config_spec=configs())
 def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, config_spec, monkeypatch):
     try:
@@ -165,7 +177,8 @@ def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, co
 
 
 def test_the_fixed_cases_reach_what_they_hold(monkeypatch):
-    """A private block's eviction left out; a shared one's read by a later hit; preemptions; skips left out."""
+    """A private block's eviction left out; a shared one's read by a later hit; preemptions; skips left out; the
+    last shared block's eviction read by a later hit."""
     seen, _ = same_runs(*PRIVATE_EVICTED, monkeypatch)
     assert seen[True][0] < seen[False][0], seen
     seen, result = same_runs(*SHARED_EVICTED, monkeypatch)
@@ -174,3 +187,5 @@ def test_the_fixed_cases_reach_what_they_hold(monkeypatch):
     assert result.requests["retractions"].sum() > 0 and seen[True][0] < seen[False][0], seen
     seen, _ = same_runs(*SKIPPED, monkeypatch)
     assert 0 < seen[True][1] < seen[False][1], seen
+    seen, result = same_runs(*EDGE_EVICTED, monkeypatch)
+    assert result.requests["why"].iloc[-1].startswith("full_evicted"), result.requests["why"].iloc[-1]

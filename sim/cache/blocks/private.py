@@ -22,7 +22,7 @@ from sim.trace.trace import Trace
 # Off: every eviction and skip recorded (the reference; tests/test_vllm_private_blocks_property.py holds the two
 # runs equal)
 UNWATCHES_PRIVATE = True
-NEVER = 1 << 62  # a ``private_from`` past any sequence: no block private
+NEVER = 1 << 60  # a ``private_from`` past any sequence (tokens fit in 31 bits): no block private; a short int
 
 
 def shared_sources(trace: Trace) -> frozenset[str]:

@@ -106,11 +106,13 @@ def configs(draw):
 
 
 def watched(trace_spec, config_spec, unwatches: bool, monkeypatch, seen: dict) -> tuple:
-    """The run with the switch set; ``seen`` gets the watcher's recorded entries as the run ends."""
+    """The run with the switch set; ``seen`` gets the watcher's recorded entries as the run ends, where the pool's
+    integrity is checked."""
     monkeypatch.setattr(private, "UNWATCHES_PRIVATE", unwatches)
     run_over = simulate_module._run_over
 
     def counted(manager, watcher):
+        manager.check_integrity()  # a block marked private is hashed
         if watcher is not None:
             evicted = sum(map(len, watcher.evicted.values()))
             seen[unwatches] = (evicted, sum(map(len, watcher.skipped.values())) + watcher.num_unsorted)

@@ -153,6 +153,13 @@ EDGE_EVICTED = (
     ),
     ("replay", "inkling", {}, 2100),
 )
+# retention 176 on tiny-swa: r0's SWA keeps blocks 7-10 (a segment's tail) and skips block 11, the last shared
+# one; r1's window before 192 misses block 11 alone, read as skipped (``retention``); a skip cut one block early
+# leaves it out
+EDGE_SKIPPED = (
+    ("mixed", [([("s", 0, 200), ("o", 99)], 50), ([("s", 0, 200), ("o", 49)], 50)]),
+    ("replay", "tiny-swa", {"retention_interval": 176}, 20000),
+)
 SKIPPED = (("multiturn", (2, 4, 100, 40, 50, 7)), ("replay", "inkling", {"retention_interval": 0}, 6000))
 
 
@@ -162,6 +169,7 @@ SKIPPED = (("multiturn", (2, 4, 100, 40, 50, 7)), ("replay", "inkling", {"retent
 @example(trace_spec=PREEMPTED[0], config_spec=PREEMPTED[1])
 @example(trace_spec=SKIPPED[0], config_spec=SKIPPED[1])
 @example(trace_spec=EDGE_EVICTED[0], config_spec=EDGE_EVICTED[1])
+@example(trace_spec=EDGE_SKIPPED[0], config_spec=EDGE_SKIPPED[1])
 @given(trace_spec=traces, config_spec=configs())
 def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, config_spec, monkeypatch):
     try:
@@ -180,7 +188,7 @@ def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, co
 
 def test_the_fixed_cases_reach_what_they_hold(monkeypatch):
     """A private block's eviction left out; a shared one's read by a later hit; preemptions; skips left out; the
-    last shared block's eviction read by a later hit."""
+    last shared block's eviction read by a later hit, and its skip."""
     seen, _ = same_runs(*PRIVATE_EVICTED, monkeypatch)
     assert seen[True][0] < seen[False][0], seen
     seen, result = same_runs(*SHARED_EVICTED, monkeypatch)
@@ -191,3 +199,5 @@ def test_the_fixed_cases_reach_what_they_hold(monkeypatch):
     assert 0 < seen[True][1] < seen[False][1], seen
     seen, result = same_runs(*EDGE_EVICTED, monkeypatch)
     assert result.requests["why"].iloc[-1].startswith("full_evicted"), result.requests["why"].iloc[-1]
+    seen, result = same_runs(*EDGE_SKIPPED, monkeypatch)
+    assert result.requests["why"].iloc[-1].startswith("retention [176,192)"), result.requests["why"].iloc[-1]

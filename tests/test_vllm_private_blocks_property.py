@@ -193,6 +193,7 @@ def test_the_fixed_cases_reach_what_they_hold(monkeypatch):
     assert seen[True][0] < seen[False][0], seen
     seen, result = same_runs(*SHARED_EVICTED, monkeypatch)
     assert seen[True][0] > 0 and result.requests["why"].str.contains("evicted").any(), seen
+    assert result.requests["retractions"].sum() > 0  # a preempted turn admitted again, not classified again
     seen, result = same_runs(*PREEMPTED, monkeypatch)
     assert result.requests["retractions"].sum() > 0 and seen[True][0] < seen[False][0], seen
     seen, _ = same_runs(*SKIPPED, monkeypatch)

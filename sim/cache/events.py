@@ -196,7 +196,9 @@ class BlockHit:
 
 @dataclass(frozen=True, slots=True)
 class BlocksEvicted:
-    """Cached blocks lost their hash to one allocation, oldest first: ``keys`` are (block key, group)."""
+    """Cached blocks lost their hash to one allocation, oldest first: ``keys`` are (block key, group). Where the run
+    told the manager its trace (``watch_misses``), the blocks only their own request could hold are left out
+    (``blocks/private.py``: no question of the why watcher reads them)."""
 
     keys: list
 
@@ -205,7 +207,8 @@ class BlocksEvicted:
 class BlocksSkipped:
     """Blocks a request computed and held when they filled, left unhashed by the retention interval's mask:
     their block keys, the same in each of ``groups`` (a model's SWA or Mamba groups skip alike: one event,
-    one set in the watcher, for all of them). No later request can hit them."""
+    one set in the watcher, for all of them). No later request can hit them. As ``BlocksEvicted``, a request's
+    blocks only it could hold are not told where the run told the manager its trace."""
 
     groups: tuple[int, ...]
     keys: list

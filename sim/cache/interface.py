@@ -20,6 +20,7 @@ from sim.cache.pools import PoolUsage
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, Refusal
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
+from sim.trace.trace import Trace
 
 
 class RequestView(Protocol):
@@ -87,7 +88,8 @@ class CacheModel(Protocol):
         """What each component could hold at most (0: the cache does not keep it)."""
         ...
 
-    def watch_misses(self) -> MissWatcher | None:
+    def watch_misses(self, trace: Trace | None = None) -> MissWatcher | None:
         """A watcher, subscribed from now on, of what each admission's match lost and why (None: no
-        such watcher for this cache: its blocked ranges are ``blocked_other``)."""
+        such watcher for this cache: its blocked ranges are ``blocked_other``). ``trace``: the run's, where the
+        watcher may leave out what no request of it can ask (vLLM's private blocks)."""
         ...

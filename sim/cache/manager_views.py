@@ -14,6 +14,7 @@ from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
 from sim.cache.sizing import PoolSizes, sequence_refusal
 from sim.cache.tree import RadixTree
+from sim.trace.trace import Trace
 
 
 class ManagerViews:
@@ -62,5 +63,5 @@ class ManagerViews:
     def check_integrity(self) -> None:
         check_integrity(self)
 
-    def watch_misses(self) -> TreeMissTracker:
+    def watch_misses(self, trace: Trace | None = None) -> TreeMissTracker:  # every event recorded
         return TreeMissTracker(self.tree, self.resolved, self.events)

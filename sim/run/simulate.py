@@ -130,7 +130,7 @@ def run_timed(
     manager = make_manager(model, policy, sizes, EventBus(), ids_read=ids_read)
     if observe is not None:
         observe(manager.events)
-    tracker = manager.watch_misses()
+    tracker = manager.watch_misses(trace)
     backend.attach(manager)  # a backend with memory of its own mirrors the manager's pools
     scheduler = make_scheduler(manager, policy, sizes)
     env = simpy.Environment()
@@ -220,7 +220,7 @@ def run_replay(
 ) -> SimResult:
     config, model, policy, sizes = setup.config, setup.model, setup.policy, setup.sizes
     manager = make_manager(model, policy, sizes, EventBus(), ids_read=not ANONYMOUS_IDS)
-    tracker = manager.watch_misses()
+    tracker = manager.watch_misses(trace)
     steps = ReplaySteps()
     fits = _fits_check(trace, manager)
     chunk_size = policy.chunked_prefill_size

@@ -182,16 +182,19 @@ class BoundaryDecodes(BlockViews):
             for kind in layout.kinds
         }
         told: list[int] = []
+        private = index >= req.private_from // B  # only this request holds it (``private.py``): not told
         for group, (kind, table) in enumerate(zip(layout.group_kinds, req.tables, strict=True)):
             block = table[index]
             if block is None:
                 continue
             if reached[kind]:
                 pool.cache(block, (key, group))
+                if private:
+                    pool.private[block] = 1
                 if kind == MAMBA:
                     self._mamba_keys_this_step.add((key, group))
             elif kind != FULL:
                 told.append(group)
         req.num_cached[:] = [index + 1] * len(req.num_cached)
-        if told and self._on_skip:
+        if told and self._on_skip and not private:
             emit(self._on_skip, BlocksSkipped(tuple(told), [key]))

@@ -1,6 +1,6 @@
 """``check_integrity`` for the block cache: every block is in the free queue or held, never both; reference
-counts equal the running requests' table entries; the cache map and the blocks' keys agree; the counters
-behind ``usage()`` are what a recount gives."""
+counts equal the running requests' table entries; the cache map and the blocks' keys agree (a block marked
+private is hashed); the counters behind ``usage()`` are what a recount gives."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ def _check_cache_map(pool) -> None:
             )
             listed[block] += 1
     _expect(all(listed[b] == 1 for b in pool.key_of), "a hashed block is missing from the cache map")
+    marked = [block for block, mark in enumerate(pool.private) if mark and block not in pool.key_of]
+    _expect(not marked, f"blocks {marked[:5]} are marked private with no hash (``private.py``)")
 
 
 def _check_counters(manager, pool) -> None:

@@ -27,6 +27,7 @@ from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
+from sim.cache.blocks.private import NEVER, private_from
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.startup import check_config, in_flight_tokens, settle_max_model_len
 from sim.cache.events import Aborted, Admitted, BlockHit, BlocksSkipped, EventBus, Finished, emit
@@ -65,6 +66,9 @@ class BlockCacheManager(PlainBlockDecodes):
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
+        self.shared_sources: frozenset[str] | None = (
+            None  # told by ``watch_misses``: a private block's eviction is not told
+        )
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
 
     def admit(
@@ -103,6 +107,9 @@ class BlockCacheManager(PlainBlockDecodes):
                 [0] * len(tables),
                 kv_len=hit.tokens,
                 num_prompt_tokens=self._prompts.get(request_id, prompt_len),
+                private_from=NEVER
+                if self.shared_sources is None
+                else private_from(tokens, self.shared_sources),
             )
         )
 

@@ -42,6 +42,10 @@ class BlockPool(CacheMap):
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
+        # 1: a hashed block only its own request can ever hold (``private.py``), its eviction not told; set only
+        # where the manager marks them (``marks_private``), cleared when the block loses its hash
+        self.private = bytearray(num_blocks)
+        self.marks_private = False
         bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
         self._discarded = bus.channel(BlocksDiscarded)
@@ -107,10 +111,27 @@ class BlockPool(CacheMap):
         for group, num_group in Counter(map(itemgetter(1), keys)).items():
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
-        if self.on_evict:
-            emit(self.on_evict, BlocksEvicted(keys))
+        told = self._unmark_private(blocks, keys) if self.marks_private else keys
+        if self.on_evict and told:
+            emit(self.on_evict, BlocksEvicted(told))
         self._unlist(blocks, keys)
         return blocks
+
+    def _unmark_private(self, blocks: list[int], keys: list) -> list:
+        """The evicted ``keys`` whose blocks are not private; those blocks' marks cleared."""
+        private = self.private
+        marked = list(map(private.__getitem__, blocks))
+        if 1 not in marked:
+            return keys
+        for block in compress(blocks, marked):
+            private[block] = 0
+        return list(compress(keys, map(not_, marked)))
+
+    def mark_private(self, blocks: list[int]) -> None:
+        """Hashed blocks only their own request can ever hold."""
+        private = self.private
+        for block in blocks:
+            private[block] = 1
 
     def touch(self, table: list[int | None], group: int) -> None:
         """A hit: each block of a hit's table (hashed, each once) leaves the free queue (if there) and gains a

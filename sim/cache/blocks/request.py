@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sim.cache.blocks.hit import Hit
 from sim.cache.blocks.keys import KeyChain
+from sim.cache.blocks.private import NEVER
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
 
@@ -27,6 +28,9 @@ class BlockRequest:
         tuple[int, int], ...
     ] = ()  # (engine iteration, tokens) of its last two steps, oldest first
     decode_steps: int = 0
+    # where its first token of a source no other request holds is (``private.py``): its blocks ending past it
+    # are its own alone, their eviction and skip not told (``private.NEVER``: none, or the watcher not told)
+    private_from: int = NEVER
 
     @property
     def replay_boundary(self) -> int:

@@ -146,16 +146,20 @@ def cache_blocks(
         stride = stride_of[kind]
         blocks, new_keys = _hashed_blocks(table, keys_of, stride, group, indices)
         pool.cache_all(blocks, new_keys)
+        cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
+        if cut < stop:
+            pool.mark_private(_private_blocks(table, indices, cut))
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
+            told = min(stop, max(first, cut))  # a private block's skip is not told
             if None in table[first:stop]:  # a null in the range: its own keys
-                skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices)
+                skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices, told)
             elif shape in skipped_of:
                 skipped[group] = skipped_of[shape]
             else:
                 skipped[group] = skipped_of[shape] = _unhashed_keys(
-                    table, keys_of, stride, first, stop, indices
+                    table, keys_of, stride, first, stop, indices, told
                 )
         req.num_cached[group] = max(first, full_blocks)
     if on_skip and skipped:
@@ -196,13 +200,23 @@ def _hashed_blocks(
     return held_blocks, [(keys_of[(i + 1) * stride - 1], group) for i in held]
 
 
-def _unhashed_keys(table: list[int | None], keys_of: list, stride: int, first: int, stop: int, kept) -> list:
-    """The keys of the held blocks of ``[first, stop)`` the mask left out (a block id is never 0, the null
-    block: a held block is truthy)."""
+def _unhashed_keys(
+    table: list[int | None], keys_of: list, stride: int, first: int, stop: int, kept, told: int = -1
+) -> list:
+    """The keys of the held blocks of ``[first, told)`` the mask left out of ``[first, stop)`` (a block id is
+    never 0, the null block: a held block is truthy; ``told`` -1: ``stop``)."""
     held = table[first:stop]
     for index in kept:
         held[index - first] = None
-    return list(compress(keys_of[(first + 1) * stride - 1 : stop * stride : stride], held))
+    end = stop if told < 0 else told
+    return list(compress(keys_of[(first + 1) * stride - 1 : end * stride : stride], held))
+
+
+def _private_blocks(table: list[int | None], indices: range | list[int], cut: int) -> list[int]:
+    """The held blocks at ``indices`` from ``cut`` on (a block id is never 0, the null block)."""
+    if isinstance(indices, range):
+        return cast(list[int], list(filter(None, table[max(cut, indices.start) : indices.stop])))
+    return [block for index in indices if index >= cut and (block := table[index]) is not None]
 
 
 def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, list]) -> None:

@@ -3,12 +3,14 @@ limit on a request's length, and the integrity check (the first of ``BlockCacheM
 
 from __future__ import annotations
 
+from sim.cache.blocks import private
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.misses import BlockMissTracker
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.components import Component
 from sim.cache.events import EventBus
 from sim.cache.pools import PoolUsage
+from sim.trace.trace import Trace
 
 # each component with its layer kind, read once (``usage`` runs at every engine step)
 _LAYER_KINDS = tuple((comp, comp.layer_kind) for comp in Component)
@@ -25,6 +27,7 @@ class BlockViews:
     has_swa: bool
     has_mamba: bool
     max_model_len: int
+    shared_sources: frozenset[str] | None  # the trace's shared sources where the watcher is told them
 
     def usage(self) -> dict[Component, PoolUsage]:
         """Per group kind, in blocks of the one pool: free (unhashed, shared by all), held by running
@@ -44,8 +47,12 @@ class BlockViews:
     def num_evictions(self) -> dict[Component, int]:
         return {comp: self.pool.num_evictions.get(comp.layer_kind, 0) for comp in Component}
 
-    def watch_misses(self) -> BlockMissTracker:
-        """Why each hit lost what it lost: evictions and retention, from the pool's events."""
+    def watch_misses(self, trace: Trace | None = None) -> BlockMissTracker:
+        """Why each hit lost what it lost: evictions and retention, from the pool's events. Given the run's
+        ``trace``, the blocks only their own request can hold are not told (``private.py``)."""
+        if trace is not None and private.UNWATCHES_PRIVATE:
+            self.shared_sources = private.shared_sources(trace)
+            self.pool.marks_private = True
         return BlockMissTracker(self.layout, self.pool, self.events)
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:

@@ -49,14 +49,16 @@ def _switched(observed, on: bool):
     return observed
 
 
-def _compare(cache, requests, watched: bool, small: bool) -> None:
-    """``small``: the leaf heap compacts at 8 entries and the walk hints forget every head at 3."""
+def _compare(cache, requests, watched: bool, small: bool, switched=None) -> None:
+    """``small``: the leaf heap compacts at 8 entries and the walk hints forget every head at 3. ``switched``:
+    what sets the switches around each run (``_switched``: held parents and deferred hints)."""
+    switched = switched or _switched
     saved = marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED
     if small:
         marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = 8, 3
     try:
-        ours = _switched(_observed(cache, True, watched), True)
-        theirs = _switched(_observed(cache, True, watched), False)
+        ours = switched(_observed(cache, True, watched), True)
+        theirs = switched(_observed(cache, True, watched), False)
         for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
             rid = f"r{index}"
             own_ref = rid if own == 3 else f"own{family}-{own}"

@@ -26,6 +26,7 @@ from test_page_chunks_property import state, workloads
 
 from sim.cache import walk_hints
 from sim.cache.engines import marconi_lru
+from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines import marconi_vllm_run as run_module
 from sim.cache.sizing import PoolSizes
 from sim.run.simulate import SimConfig, simulate
@@ -133,6 +134,7 @@ def test_the_property_takes_held_parents(monkeypatch):
         _TAKEN["deferred"] += node is not None and not args[-1]
         return node
 
+    monkeypatch.setattr(chain_module, "FUSES_CHAINS", False)  # a chain in one loop takes no counted step
     monkeypatch.setattr(run_module, "evict_top_handing_over", counted)
     monkeypatch.setattr(run_module, "commit_chunk", counted_commit)
     for args, (held, popped, deferred) in _FIXED:

@@ -64,17 +64,19 @@ def take_chain(
     req: RequestCache,
     keys: ChunkKeys,
     held: list[tuple[int, int, Node]],
-    evicted: list[Node],
+    evicted: list[Node] | None,
     has_swa: bool,
 ) -> Node | None:
     """The run's next chunks while each takes ``held``'s node as its victim and commits one new leaf (the
-    caller: the pools short, LRU over leaves, tuned, a commit's hint deferred, the watcher's tellings
-    deferred): the last new leaf, ``held`` the chain's next parent; None, nothing changed, where the first
-    chunk is not one."""
+    caller: the pools short, LRU over leaves, tuned, a commit's hint deferred; ``evicted``: the watcher's
+    tellings deferred, None: told at once, no chain): the last new leaf, ``held`` the chain's next parent;
+    None, nothing changed, where the first chunk is not one."""
     recency, window, has_mamba = rules.recency, rules.window, rules.has_mamba
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     heap, stamps, page = leaves.heap, recency.stamps, tree.page_size
-    if not held or len(heap) + 1 > leaves.compact_at or not fits_chain(tree, req, window, has_swa):
+    if evicted is None or not held or len(heap) + 1 > leaves.compact_at:
+        return None
+    if not fits_chain(tree, req, window, has_swa):
         return None
     num_swa = 1 if has_swa else 0
     top = heap[0][0] if heap else None

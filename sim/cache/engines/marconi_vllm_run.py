@@ -120,13 +120,13 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     keys = ChunkKeys(req.tokens)
     hint: Node | None = None  # the last commit's walk hint, not remembered yet where deferred (None: none)
     done = 0
-    chains = chain_module.FUSES_CHAINS and DEFERS_HINTS and evicted is not None  # ``take_chain``'s callers
+    chains = chain_module.FUSES_CHAINS and DEFERS_HINTS  # ``take_chain``: each victim the last's held parent
     while is_page_chunk(req, page):
         kv_len = req.kv_len
         end = kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-            if chains and lru and hint is not None and rules.tuner.done:  # each victim the last's held parent
+            if chains and lru and hint is not None and rules.tuner.done:
                 node = chain_module.take_chain(tree, rules, req, keys, held, evicted, has_swa)
                 if node is not None:
                     pending, hint, done = node, node.parent, done + (node.end - kv_len) // page

@@ -75,12 +75,12 @@ def current_entries(manager) -> list[tuple]:
 
 
 def _stamps(manager) -> tuple:
-    """Every node's recency stamp and tree stamps by position, the clocks and eviction counts."""
+    """Every node's recency stamp and tree stamps by position, the clocks, eviction counts and stamps kept."""
     tree, recency = manager.tree, manager.rules.recency
     nodes = tuple(
         (n.start, n.end, recency.stamps.get(n.id), n.full_stamp, n.swa_stamp, n.state_stamp) for n in tree.nodes()
     )
-    return nodes, tree.clock, recency.now, tree.num_evictions
+    return nodes, tree.clock, recency.now, tree.num_evictions, len(recency.stamps)  # no dead node's stamp kept
 
 
 def _compare(cache, requests, watched: bool) -> None:

@@ -86,7 +86,7 @@ def take_chain(
     locks, start, prompt_len = req.locks, req.prefix_len, req.prompt_len
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0
     node: Node | None = None
-    nodes, holder, covered = locks.swa_nodes, locks.holder, locks.swa_covered
+    made: list[Node] = []  # the chain's new leaves, for the window's lock (``slide_window_over``)
     parent = victim  # the last victim's parent: the next victim (held), or the root (none held)
     while (
         parent is victim
@@ -111,8 +111,7 @@ def take_chain(
         clock += 4
         node.state = slot
         node.full_lock = 1  # ``slide_unreleased``: the FULL lock one node down
-        if has_swa and window > 0:
-            covered = _slide_window(node, nodes, holder, covered + page, window)
+        made.append(node)
         stamps[node.id] = now
         last, base = node, end
         if parent.parent is not None:  # the parent holds the victim's stamp where it is higher
@@ -121,22 +120,31 @@ def take_chain(
         return None
     tree.num_evictions[FULL] += (base - start) // page
     _close(tree, recency, req, held, node, parent, stamp, now, clock, unlocked, has_mamba)
-    locks.swa_covered = covered
+    if has_swa and window > 0:
+        locks.swa_covered = slide_window_over(made, locks.swa_nodes, locks.holder, locks.swa_covered, window)
     return node
 
 
-def _slide_window(node: Node, nodes: list[Node], holder: str, covered: int, window: int) -> int:
-    """``slide_unreleased``'s window: ``node`` held at the bottom, the top nodes past the window's cover let go."""
-    node.swa_holders.add(holder)
-    nodes.insert(0, node)
+def slide_window_over(made: list[Node], nodes: list[Node], holder: str, covered: int, window: int) -> int:
+    """``slide_unreleased``'s window slid over each of ``made`` in turn (each held at the bottom, then the top
+    nodes past the window's cover let go), as one slide: the pops come in the same order (the cover only grows
+    between them), and a new leaf held then let go within the chain is left as it was (its holders empty): the
+    window's cover after it."""
+    nodes[:0] = made[::-1]
+    for node in made:
+        covered += node.end - node.start
     while len(nodes) > 1:
         top = nodes[-1]
         below = covered - (top.end - top.start)
         if below < window:
             break
         nodes.pop()
-        top.swa_holders.discard(holder)
+        top.swa_holders.discard(
+            holder
+        )  # a new leaf let go: never held (the per-chunk slide adds, then discards)
         covered = below
+    for node in nodes[: len(made)]:  # the new leaves still held: the front of the list
+        node.swa_holders.add(holder)
     return covered
 
 

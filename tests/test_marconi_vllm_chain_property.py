@@ -47,12 +47,14 @@ def _compare(cache, requests, watched: bool, small: bool) -> None:
 
 
 # fixed runs, each with floors on the chunks the chain takes and the chains: chains of one family's prompts
-# evicted by another's (page 1), with SWA windows sliding along them (pages 2 and 16), the heap compacting at 8
+# evicted by another's (page 1), with SWA windows sliding along them (pages 2 and 16; one wider than a chain),
+# the heap compacting at 8
 _FIXED = [
     ((_cache(1, False, 64, 40, 30), _LONG, True, False), (70, 3)),
     ((_cache(2, True, 8, 30, 20), _LONG, True, False), (45, 3)),
     ((_cache(16, True, 48, 20, 12), _LONG, True, True), (25, 3)),
     ((_cache(1, True, 5, 60, 40), _LONG, True, True), (100, 3)),
+    ((_cache(1, True, 64, 40, 30), _LONG, True, False), (70, 3)),  # chains shorter than the window
 ]
 
 
@@ -63,6 +65,7 @@ _FIXED = [
 @example(*_FIXED[1][0])
 @example(*_FIXED[2][0])
 @example(*_FIXED[3][0])
+@example(*_FIXED[4][0])
 def test_a_chain_in_one_loop_is_its_chunks_one_by_one(cache, requests, watched, small):
     _compare(cache, requests, watched, small)
 

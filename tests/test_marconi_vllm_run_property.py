@@ -51,7 +51,7 @@ def _observed(cache, runs: bool, watched: bool):
         req = manager.requests.get(request_id)
         if req is not None:
             held = req.locks
-            window = tuple((node.start, node.end) for node in held.swa_nodes)
+            window = tuple((node.start, node.end, held.holder in node.swa_holders) for node in held.swa_nodes)
             state_node = None if held.state_node is None else held.state_node.end
             observed.locks.append((held.node.end, window, held.swa_covered, state_node, held.in_walk_order))
         return taken

@@ -81,7 +81,7 @@ def take_chain(
     num_swa = 1 if has_swa else 0
     top = heap[0][0] if heap else None
     stamp, _, victim = held[0]
-    if stamps.get(victim.id) != stamp:  # a stamp kept (else the eviction holds no entry where the parent branches)
+    if stamps.get(victim.id) != stamp:  # kept: unkept (held at 0), its parent may get no entry
         return None
     locks, start, prompt_len = req.locks, req.prefix_len, req.prompt_len
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0

@@ -26,6 +26,7 @@ from test_page_chunks_property import state, workloads
 
 from sim.cache import walk_hints
 from sim.cache.engines import marconi_lru
+from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines import marconi_vllm_run as run_module
 from sim.cache.sizing import PoolSizes
 from sim.run.simulate import SimConfig, simulate
@@ -49,14 +50,16 @@ def _switched(observed, on: bool):
     return observed
 
 
-def _compare(cache, requests, watched: bool, small: bool) -> None:
-    """``small``: the leaf heap compacts at 8 entries and the walk hints forget every head at 3."""
+def _compare(cache, requests, watched: bool, small: bool, switched=None) -> None:
+    """``small``: the leaf heap compacts at 8 entries and the walk hints forget every head at 3. ``switched``:
+    what sets the switches around each run (``_switched``: held parents and deferred hints)."""
+    switched = switched or _switched
     saved = marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED
     if small:
         marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = 8, 3
     try:
-        ours = _switched(_observed(cache, True, watched), True)
-        theirs = _switched(_observed(cache, True, watched), False)
+        ours = switched(_observed(cache, True, watched), True)
+        theirs = switched(_observed(cache, True, watched), False)
         for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
             rid = f"r{index}"
             own_ref = rid if own == 3 else f"own{family}-{own}"
@@ -131,6 +134,7 @@ def test_the_property_takes_held_parents(monkeypatch):
         _TAKEN["deferred"] += node is not None and not args[-1]
         return node
 
+    monkeypatch.setattr(chain_module, "FUSES_CHAINS", False)  # a chain in one loop takes no counted step
     monkeypatch.setattr(run_module, "evict_top_handing_over", counted)
     monkeypatch.setattr(run_module, "commit_chunk", counted_commit)
     for args, (held, popped, deferred) in _FIXED:

@@ -7,20 +7,17 @@ leaf: ~430k chunks in 1,000 requests, and per chunk the loop called some thirty 
 manager, the rules, the evictor, the recency and the tree, each asking again what cannot change within one
 request's run (the rules' switches, the tree's strategy, the observers, the pools' kind). Here those are
 asked once per run (``run_applies``) and each chunk runs the same statements in the same order, but one:
-
-The new leaf's heap entry is pushed only if the leaf is still a leaf when anything but this run reads the
+the new leaf's heap entry is pushed only if the leaf is still a leaf when anything but this run reads the
 heap. A chunk's leaf gets the next chunk's leaf as its child one reservation later, so its entry would be
 stale at once: the per-chunk loop pushed ~430k entries that only made the heap outgrow the tree and be
 rebuilt (``LeafHeap._compact``). Unpushed, it is missed by no pick in between: it is the request's own,
-FULL-locked and the newest stamp (the heap's unique highest), so the fast pick (``top_leaf``: the top
-and the lowest of the rest) sees the same entries; before any other reader (``least_recent_leaf``, the
-general evictor or commit, a refusal, the run's end) it is pushed. Every pick answers from the current
-entries alone (stale ones dropped, ties by preorder), so a stale entry fewer changes no pick, only when
-the heap is next compacted.
+FULL-locked and the heap's unique highest stamp, so ``top_leaf`` sees the same entries; before any other
+reader (the general evictor or commit, a refusal, the run's end) it is pushed. Every pick answers from the
+current entries alone, so a stale entry fewer changes no pick, only when the heap is next compacted.
+Chains (each victim the last's held parent) go through ``marconi_vllm_chain.take_chain``.
 
 The per-chunk loop (``MarconiVllmRules.chunk_runs`` off) is the reference (tests/test_marconi_vllm_run_property.py).
-Where a chunk leaves the one shape (a locked, stale or tied top, a victim exposing its parent or holding other
-slots, a commit not one new leaf) the run asks the rules' own function, which checks again and goes general.
+Where a chunk leaves the one shape the run asks the rules' own function, which checks again and goes general.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sim.cache import insert as insert_module
 from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_direct import (
@@ -66,9 +64,7 @@ Handed = tuple[list[int], list[int | None], int]
 WATCHER_AS_RUN = True  # False: the watcher hears each eviction as it goes (tests/test_misses_run_property.py)
 # False: an evicted leaf's parent goes on the heap at once, to be popped at the next chunk (the reference)
 HOLDS_PARENTS = True
-# False: every chunk's commit remembers its walk hint (the reference); True: after one that does, the next
-# ones' are remembered once, the last, before anything else runs (``remember_deferred``)
-DEFERS_HINTS = True
+DEFERS_HINTS = True  # False: each commit remembers its hint; True: the last, once (``remember_deferred``)
 
 
 class _ChunkManager(Protocol):
@@ -124,11 +120,17 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
     keys = ChunkKeys(req.tokens)
     hint: Node | None = None  # the last commit's walk hint, not remembered yet where deferred (None: none)
     done = 0
+    chains = chain_module.FUSES_CHAINS and DEFERS_HINTS  # ``take_chain``: each victim the last's held parent
     while is_page_chunk(req, page):
         kv_len = req.kv_len
         end = kv_len + page
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
+            if chains and lru and hint is not None and rules.tuner.done:
+                node = chain_module.take_chain(tree, rules, req, keys, held, evicted, has_swa)
+                if node is not None:
+                    pending, hint, done = node, node.parent, done + (node.end - kv_len) // page
+                    continue
             on_heap = not (held and rules.tuner.done and holds_the_top(held[0], leaves, recency.stamps))
             if on_heap and held:  # pushed as the eviction would have: the heap's own top decides
                 heapq.heappush(leaves.heap, held.pop())

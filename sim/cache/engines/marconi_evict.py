@@ -19,6 +19,11 @@ from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal
 
+# alpha 0 (plain recency, and the alpha tuned on every Mooncake window so far): the victim is the first of
+# the lowest raw recencies, no efficiency read and nothing normalised (``MarconiEvictor._best``); off: the
+# whole score, the reference (tests/test_marconi_zero_alpha_property.py)
+ZERO_ALPHA_BY_RECENCY = True
+
 
 def candidates(root: Node, leaves_only: bool) -> list[Node]:
     out, stack = [], list(reversed(root.children.values()))
@@ -112,7 +117,12 @@ class MarconiEvictor:
             stamps = [stamp_of(node.id, 0) for node in found]
             return found[stamps.index(min(stamps))], stale
         now, efficiency_of, has_mamba = self.recency.now, self.cost.efficiency, self.has_mamba
-        recency = _normalize([1 / max(now - stamp_of(node.id, 0), 1) for node in found])
+        recency = [1 / max(now - stamp_of(node.id, 0), 1) for node in found]
+        if self.alpha == 0.0 and ZERO_ALPHA_BY_RECENCY:
+            # the score is the normalised recency alone (0 x a finite efficiency adds 0.0), and min-max
+            # normalising maps exactly the lowest values to 0.0 and keeps the order: the same first lowest
+            return found[recency.index(min(recency))], stale
+        recency = _normalize(recency)
         efficiency = _normalize(
             [
                 efficiency_of(p, n.end) if n.state is not None or not has_mamba else 0.0

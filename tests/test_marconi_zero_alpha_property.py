@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from unittest import mock
 
-from cache_helpers import hybrid_model
 import pytest
+from cache_helpers import hybrid_model
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
@@ -80,7 +80,9 @@ def test_the_fixed_examples_reach_what_the_property_is_about():
     """Floors on the fixed examples alone (a generated run adds to them, never needed)."""
     REACHED.update(dict.fromkeys(REACHED, 0))
     for drawn in (ALL_EQUAL, CLAMPED, LOWEST_LATER):
-        test_the_first_lowest_recency_is_the_whole_scores_victim_at_alpha_0.hypothesis.inner_test(drawn, 6, False)
+        test_the_first_lowest_recency_is_the_whole_scores_victim_at_alpha_0.hypothesis.inner_test(
+            drawn, 6, False
+        )
     assert REACHED == {"lowest not first": 1, "equal lowest": 1, "alpha changes the victim": 3}
 
 

@@ -1,7 +1,9 @@
-"""Marconi's pick at alpha 0 reads the raw recencies' first lowest (``marconi_evict.ZERO_ALPHA_BY_RECENCY``): the
-whole score, min-max normalised recency plus 0 x normalised efficiency, is the reference. Held to it on
-generated candidate lists (stamps close together so that recencies tie, ages 0 and 1 clamped alike, ends that
-make efficiencies differ), on generated caches run request by request with alpha 0 (every decision and hit),
+"""Marconi's pick at alpha 0 reads the raw recencies' first lowest (``marconi_evict.ZERO_ALPHA_BY_RECENCY``), in
+the walk itself (``first_oldest``) where no stale count needs the candidates: the whole score, min-max normalised
+recency plus 0 x normalised efficiency over ``scan``'s candidates, is the reference. Held to it on generated
+candidate lists (stamps close together so that recencies tie, ages 0 and 1 clamped alike, ends that
+make efficiencies differ), on generated caches run request by request with alpha 0 (every decision and hit, and
+each component's pick after every request),
 and on whole runs where the tuner picks alpha (its figures, the chosen alpha, the tables).
 """
 
@@ -17,6 +19,8 @@ from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
 from test_marconi_fork import WINDOW, tuned_caches, tuner_for
 
+from sim.cache.byte_budget import BYTES
+from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines import marconi_evict
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
@@ -106,6 +110,39 @@ def test_caches_at_alpha_0_decide_alike_request_by_request(configuration, reques
     knobs = {**knobs, "marconi_alpha": 0.0}
     on = _run_alone_both_ways(model, knobs, sizes, requests, True)
     assert on == _run_alone_both_ways(model, knobs, sizes, requests, False)
+
+
+PICKS = {"picks": 0, "not the first candidate": 0}
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(tight_marconi_caches(), request_lists(10))
+def test_the_one_walk_picks_the_scored_victim(configuration, requests):
+    """After every request, each component's pick at alpha 0: the walk's (``first_oldest``) is the whole
+    score's over ``scan``'s candidates."""
+    model, knobs, sizes = configuration
+    cache = make_manager(model, make_policy("marconi", **{**knobs, "marconi_alpha": 0.0}), sizes)
+    evictor = cache.rules.evictor(cache)
+    for index, request in enumerate(requests):
+        run_request(cache, index, request, knobs["chunked_prefill_size"])
+        for comp in (FULL, SWA, MAMBA, BYTES):
+            with _switched(True):
+                fast = evictor.pick(cache.tree, comp)
+            with _switched(False):
+                assert fast == evictor.pick(cache.tree, comp), f"r{index} {comp}"
+            found = marconi_evict.scan(cache.tree.root, comp in (FULL, SWA), evictor.has_mamba)[0]
+            PICKS["picks"] += fast[0] is not None
+            PICKS["not the first candidate"] += bool(found) and fast[0] is not found[0]
+
+
+def test_the_one_walks_picks_reach_past_the_first_candidate():
+    PICKS.update(dict.fromkeys(PICKS, 0))
+    test_the_one_walk_picks_the_scored_victim()
+    assert PICKS["picks"] > 1000 and PICKS["not the first candidate"] > 150, PICKS
+
+
+# run inside the floor test above (collected on its own too, its examples would run twice)
+test_the_one_walk_picks_the_scored_victim.__test__ = False
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -112,6 +112,61 @@ def test_caches_at_alpha_0_decide_alike_request_by_request(configuration, reques
     assert on == _run_alone_both_ways(model, knobs, sizes, requests, False)
 
 
+# a generated tree: each node (parent's index, or -1 for the root; age or None; state; lock: none, a request's
+# path, a window, a resumed state)
+tree_nodes = st.lists(
+    st.tuples(st.integers(-1, 8), st.one_of(st.none(), st.integers(0, 4)), st.booleans(), st.integers(0, 3)),
+    min_size=1,
+    max_size=14,
+)
+WALKED = {"equal lowest": 0, "locked lowest": 0}
+
+
+def _tree(drawn, now: int) -> tuple[Node, Recency]:
+    """Nodes under one root, each under an earlier one (or the root), stamped ``now - age`` (or never)."""
+    root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]
+    recency, nodes = Recency(), []
+    recency.now = now
+    for index, (parent_at, age, has_state, lock) in enumerate(drawn):
+        parent = nodes[parent_at] if 0 <= parent_at < index else root
+        node = Node(TokenSeq.of(f"t{index}", 4), parent.end, parent, [], [], 1 if has_state else None)
+        node.edge = (index,)
+        parent.children[node.edge] = node
+        node.full_lock, node.state_lock = lock == 1, lock == 3
+        if lock == 2:
+            node.swa_holders.add("r")
+        if age is not None:
+            recency.set(node, now - age)
+        nodes.append(node)
+    return root, recency
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(tree_nodes, st.integers(4, 6), st.booleans())
+@example([(-1, 2, True, 0), (0, 4, True, 0), (0, 3, True, 0), (-1, 4, True, 0)], 6, True)
+@example([(-1, 4, True, 1), (-1, 4, True, 2), (-1, 3, True, 0), (-1, 4, True, 0), (3, 4, True, 3)], 6, False)
+def test_the_walk_keeps_the_first_lowest_of_the_scans_candidates(drawn, now, leaves_only):
+    root, recency = _tree(drawn, now)
+    found, ends = marconi_evict.scan(root, leaves_only, True)
+    walked = marconi_evict.first_oldest(root, leaves_only, now, recency.stamps)
+    assert walked is (_best(found, ends, recency, 0.0, False, fast=False)[0] if found else None)
+    ages = [max(now - recency.of(node), 1) for node in found]
+    WALKED["equal lowest"] += len(set(ages)) > 1 and ages.count(max(ages)) > 1
+    WALKED["locked lowest"] += any(n.is_locked and not n.children for n in root.children.values())
+
+
+def test_the_walks_fixed_examples_reach_ties_and_locks():
+    WALKED.update(dict.fromkeys(WALKED, 0))
+    for drawn, leaves_only in (
+        ([(-1, 2, True, 0), (0, 4, True, 0), (0, 3, True, 0), (-1, 4, True, 0)], True),
+        ([(-1, 4, True, 1), (-1, 4, True, 2), (-1, 3, True, 0), (-1, 4, True, 0), (3, 4, True, 3)], False),
+    ):
+        test_the_walk_keeps_the_first_lowest_of_the_scans_candidates.hypothesis.inner_test(
+            drawn, 6, leaves_only
+        )
+    assert WALKED == {"equal lowest": 1, "locked lowest": 1}
+
+
 PICKS = {"picks": 0, "not the first candidate": 0}
 
 

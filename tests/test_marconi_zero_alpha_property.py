@@ -40,9 +40,14 @@ CLAMPED = [(1, 5, True), (0, 30, True), (1, 2, False)]  # ages 0 and 1 read alik
 LOWEST_LATER = [(2, 40, True), (6, 40, True), (5, 3, True), (6, 20, True), (None, 1, True)]
 
 
+def _root() -> Node:
+    """An empty tree's root (a parentless ``Node`` of one's own is refused by the compiled core)."""
+    return make_manager(hybrid_model(), make_policy("marconi"), PoolSizes(64, 64, 4)).tree.root
+
+
 def _candidates(drawn: list[tuple[int | None, int, bool]], now: int) -> tuple[list[Node], list[int], Recency]:
     """Nodes in preorder under one parent ending at 7, each stamped ``now - age`` (or never)."""
-    root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]
+    root = _root()
     recency, found, ends = Recency(), [], []
     recency.now = now
     for age, length, has_state in drawn:
@@ -124,7 +129,7 @@ WALKED = {"equal lowest": 0, "locked lowest": 0}
 
 def _tree(drawn, now: int) -> tuple[Node, Recency]:
     """Nodes under one root, each under an earlier one (or the root), stamped ``now - age`` (or never)."""
-    root = Node(TokenSeq(), 0, None, [], [], None)  # type: ignore[arg-type]
+    root = _root()
     recency, nodes = Recency(), []
     recency.now = now
     for index, (parent_at, age, has_state, lock) in enumerate(drawn):

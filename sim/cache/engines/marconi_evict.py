@@ -19,6 +19,12 @@ from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal
 
+# alpha 0 (plain recency, and the alpha tuned on every Mooncake window so far): the victim is the first of
+# the lowest raw recencies, no efficiency read and nothing normalised (``MarconiEvictor._best``), found in
+# the walk itself where no stale count needs the candidates (``first_oldest``); off: the whole score, the
+# reference (tests/test_marconi_zero_alpha_property.py)
+ZERO_ALPHA_BY_RECENCY = True
+
 
 def candidates(root: Node, leaves_only: bool) -> list[Node]:
     out, stack = [], list(reversed(root.children.values()))
@@ -50,6 +56,25 @@ def scan(root: Node, leaves_only: bool, has_mamba: bool) -> tuple[list[Node], li
         below = node.end if node.state is not None or not has_mamba else end_above
         stack.extend([(child, below) for child in reversed(children.values())])
     return found, ends
+
+
+def first_oldest(root: Node, leaves_only: bool, now: int, stamps: dict[int, int]) -> Node | None:
+    """``scan``'s walk keeping only the first candidate of the lowest recency (``1 / max(now - stamp, 1)``)."""
+    best, lowest = None, 2.0  # every recency is at most 1
+    stack = list(reversed(root.children.values()))
+    while stack:
+        node = stack.pop()
+        children = node.children
+        if children:
+            stack.extend(reversed(children.values()))
+            if leaves_only or len(children) != 1 or node.state is None or node.state_lock != 0:
+                continue
+        elif node.is_locked:
+            continue
+        recency = 1 / max(now - stamps.get(node.id, 0), 1)
+        if recency < lowest:
+            best, lowest = node, recency
+    return best
 
 
 def _is_candidate(node: Node, leaves_only: bool) -> bool:
@@ -99,6 +124,9 @@ class MarconiEvictor:
         if self.recency.leaves is not None and not self.flop_aware and not self.code_counting:
             return self.recency.leaves.pick(tree.root, self.recency.of), None
         leaves_only = not self.flop_aware or comp in (FULL, SWA)
+        if self.alpha == 0.0 and self.flop_aware and not self.code_counting and ZERO_ALPHA_BY_RECENCY:
+            victim = first_oldest(tree.root, leaves_only, self.recency.now, self.recency.stamps)
+            return (victim, None) if victim is not None else (None, 0)
         found, ends = scan(tree.root, leaves_only, self.has_mamba)
         if not found:
             return None, 0
@@ -112,7 +140,12 @@ class MarconiEvictor:
             stamps = [stamp_of(node.id, 0) for node in found]
             return found[stamps.index(min(stamps))], stale
         now, efficiency_of, has_mamba = self.recency.now, self.cost.efficiency, self.has_mamba
-        recency = _normalize([1 / max(now - stamp_of(node.id, 0), 1) for node in found])
+        recency = [1 / max(now - stamp_of(node.id, 0), 1) for node in found]
+        if self.alpha == 0.0 and ZERO_ALPHA_BY_RECENCY:
+            # the score is the normalised recency alone (0 x a finite efficiency adds 0.0), and min-max
+            # normalising maps exactly the lowest values to 0.0 and keeps the order: the same first lowest
+            return found[recency.index(min(recency))], stale
+        recency = _normalize(recency)
         efficiency = _normalize(
             [
                 efficiency_of(p, n.end) if n.state is not None or not has_mamba else 0.0

@@ -66,9 +66,8 @@ class BlockCacheManager(PlainBlockDecodes):
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
         self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
-        self.shared_sources: frozenset[str] | None = (
-            None  # told by ``watch_misses``: a private block's eviction is not told
-        )
+        # told by ``watch_misses``: a private block's eviction is not told
+        self.shared_sources: frozenset[str] | None = None
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
 
     def admit(

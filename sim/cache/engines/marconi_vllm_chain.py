@@ -139,9 +139,8 @@ def slide_window_over(made: list[Node], nodes: list[Node], holder: str, covered:
         if below < window:
             break
         nodes.pop()
-        top.swa_holders.discard(
-            holder
-        )  # a new leaf let go: never held (the per-chunk slide adds, then discards)
+        # a new leaf let go: never held (the per-chunk slide adds, then discards)
+        top.swa_holders.discard(holder)
         covered = below
     for node in nodes[: len(made)]:  # the new leaves still held: the front of the list
         node.swa_holders.add(holder)

@@ -19,6 +19,7 @@ from sim.cache.events import (
     Split,
     StateDropping,
     Tombstoning,
+    TombstoningRun,
 )
 from sim.cache.locks import LockSet
 from sim.cache.misses import MatchMiss
@@ -33,6 +34,7 @@ FROZEN = [
     (Finished, ("r", 7)),
     (Evicting, (FULL, NODE)),
     (Tombstoning, (NODE,)),
+    (TombstoningRun, ((NODE, OTHER),)),
     (StateDropping, (NODE,)),
     (LeafDeleting, (NODE,)),
     (Split, (NODE, OTHER)),

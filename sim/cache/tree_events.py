@@ -40,6 +40,9 @@ class TombstoningRun:
 
     nodes: Any
 
+    def __init__(self, nodes: Any) -> None:
+        object.__setattr__(self, "nodes", nodes)
+
 
 @dataclass(frozen=True, slots=True)
 class StateDropping:

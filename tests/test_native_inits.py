@@ -23,8 +23,11 @@ from sim.cache.events import (
 )
 from sim.cache.locks import LockSet
 from sim.cache.misses import MatchMiss
+from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 from sim.cache.results import MatchResult
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
 
 NODE, OTHER = object(), object()
 FROZEN = [
@@ -72,22 +75,19 @@ def test_a_miss_by_default_loses_nothing():
 
 
 def test_a_lock_set_and_a_request_get_every_default():
-    node = object()
+    node = RadixTree(
+        4, Pool("full", 0), Pool("swa", 0), Pool("state", 0)
+    ).root  # compiled, the fields take a Node
     held = LockSet("r", node)
     assert [held.holder, held.node] == ["r", node]
     assert [getattr(held, f.name) for f in dataclasses.fields(LockSet)[2:]] == _defaults(LockSet, 2)
     match = MatchResult(0, 0, node)
-    req = RequestCache("r", "tokens", 10, match, held, 16, kv_len=3, prefix_len=2)
-    assert [req.request_id, req.tokens, req.prompt_len, req.match, req.locks, req.page_size] == [
-        "r",
-        "tokens",
-        10,
-        match,
-        held,
-        16,
-    ]
+    tokens = TokenSeq()
+    req = RequestCache("r", tokens, 10, match, held, 16, kv_len=3, prefix_len=2)
+    given = [req.request_id, req.tokens, req.prompt_len, req.match, req.locks, req.page_size]
+    assert given == ["r", tokens, 10, match, held, 16]
     assert [req.kv_len, req.prefix_len] == [3, 2]
     assert [getattr(req, f.name) for f in dataclasses.fields(RequestCache)[8:]] == _defaults(RequestCache, 8)
-    other = RequestCache("q", "tokens", 10, match, held, 16)
+    other = RequestCache("q", tokens, 10, match, held, 16)
     assert other.own_full is not req.own_full and other.spare_states is not req.spare_states  # fresh lists
     assert [other.kv_len, other.prefix_len] == [0, 0]

@@ -6,6 +6,8 @@ floors on what the heads cut, so a head that cuts nothing would not pass for a c
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -66,6 +68,8 @@ def traces(draw) -> Trace:
 @settings(max_examples=400, deadline=None)
 @given(traces())
 def test_heads_reuse_what_whole_sequences_reuse(trace):
+    counts = Counter(segment.ref for request in trace for segment in request.prompt)
+    assert stats.shared_refs_and_quoted(trace)[0] == {r for r, n in counts.items() if n > 1 and r is not None}
     assert _ideal(trace, heads=True) == _ideal(trace, heads=False)
 
 

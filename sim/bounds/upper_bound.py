@@ -43,7 +43,7 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
     kept of each request at its finish), ``previous_inserted_tokens``: what it kept of a follow-up's
     previous turn (a MAMBA model's insert stops at the last checkpoint, so a short answer is never cached)."""
     ideal = ideal_in_trace_order(trace)
-    ids = requests["id"]
+    ids = requests["id"].tolist()  # read three times below: a list, not the column's strings one by one
     column: np.ndarray | list
     if not len(ids):
         column = []
@@ -57,10 +57,8 @@ def with_ideal(trace: Trace, requests: pd.DataFrame) -> pd.DataFrame:
         return requests
     parents = followup_parents(trace)
     quoted = set(parents.values())  # only what a follow-up's parent kept is asked: no map of every request
-    inserted = {
-        i: kept for i, kept in zip(requests["id"], requests["inserted_tokens"], strict=True) if i in quoted
-    }
-    previous = [inserted[parents[i]] if i in parents else None for i in requests["id"]]
+    inserted = {i: kept for i, kept in zip(ids, requests["inserted_tokens"], strict=True) if i in quoted}
+    previous = [inserted[parents[i]] if i in parents else None for i in ids]
     return requests.assign(previous_inserted_tokens=pd.array(previous, dtype="Int64"))
 
 

@@ -68,11 +68,23 @@ class Matched:
     cached_len: int
     full_depth: int
 
+    def __init__(
+        self, tokens: Any, prompt_len: int, cached_len: int, full_depth: int
+    ) -> None:  # native (``tree_events.py``)
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "prompt_len", prompt_len)
+        object.__setattr__(self, "cached_len", cached_len)
+        object.__setattr__(self, "full_depth", full_depth)
+
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
     request_id: str
     cached_len: int
+
+    def __init__(self, request_id: str, cached_len: int) -> None:  # native (``tree_events.py``)
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "cached_len", cached_len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +115,18 @@ class CheckpointSaved:
 class FinishStarted:
     request_id: str
 
+    def __init__(self, request_id: str) -> None:  # native (``tree_events.py``)
+        object.__setattr__(self, "request_id", request_id)
+
 
 @dataclass(frozen=True, slots=True)
 class Finished:
     request_id: str
     inserted_len: int
+
+    def __init__(self, request_id: str, inserted_len: int) -> None:  # native (``tree_events.py``)
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "inserted_len", inserted_len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,54 +151,16 @@ class BlocksDiscarded:
     blocks: list[int]
 
 
-# ---- the radix tree: each published before the tree changes -----------------------------------------
-@dataclass(frozen=True, slots=True)
-class Evicting:
-    """An eviction of ``component`` is about to take ``node``'s share of it."""
-
-    component: Component
-    node: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Tombstoning:
-    node: Any  # its SWA pages are about to be freed (FULL kept)
-
-
-@dataclass(frozen=True, slots=True)
-class TombstoningRun:
-    """``Tombstoning`` for each of ``nodes`` (live), in order, as one event: FreeToken's finish trim tombstones
-    a hundred nodes of a path at once late in a run (``RadixTree.tombstone_run``)."""
-
-    nodes: Any
-
-
-@dataclass(frozen=True, slots=True)
-class StateDropping:
-    node: Any  # its MAMBA state is about to be freed
-
-
-@dataclass(frozen=True, slots=True)
-class LeafDeleting:
-    node: Any  # about to leave the tree with all it holds
-
-
-@dataclass(frozen=True, slots=True)
-class LeafEvicted:
-    """``Evicting(FULL, node)``, ``LeafDeleting``, ``Tombstoning`` and ``StateDropping`` of one leaf, in that
-    order, as one event. An observer of this kind subscribes to the four too and takes this one as the four
-    (``TreeMissTracker``), so where each of the five kinds has one handler they are one observer's, and
-    vLLM+'s per-chunk eviction publishes this instead of the four (``marconi_vllm_direct.told_as_one``).
-    Only a tree that never counts an SWA eviction publishes it (Marconi's), so the tombstone's reset of a
-    pending SWA count has nothing to reset."""
-
-    node: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Split:
-    upper: Any  # the new node above
-    lower: Any  # the old node, now below it
+# ---- the radix tree: each published before the tree changes (``tree_events.py``) ---------------------------
+from sim.cache.tree_events import (  # noqa: E402, F401  (re-exported: every observer imports them from here)
+    Evicting,
+    LeafDeleting,
+    LeafEvicted,
+    Split,
+    StateDropping,
+    Tombstoning,
+    TombstoningRun,
+)
 
 
 # ---- vLLM's block pool (sim/cache/blocks/) ---------------------------------------------------------

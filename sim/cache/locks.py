@@ -36,6 +36,10 @@ class LockSet:
     # ``swa_nodes`` is the window's walk from ``node`` (a split appends out of order)
     in_walk_order: bool = True
 
+    def __init__(self, holder: str, node: Node) -> None:  # native when compiled (``RequestCache.__init__``)
+        self.holder, self.node, self.swa_nodes, self.state_node = holder, node, [], None
+        self.swa_covered, self.in_walk_order = 0, True
+
 
 def lock(
     tree: RadixTree,

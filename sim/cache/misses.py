@@ -56,6 +56,10 @@ class MatchMiss:
     blocked: tuple[Range, ...] = ()  # [cached, full_depth) split by reason
     next_page_evicted: bool = False  # the page at full_depth was in the tree under this path, and evicted
 
+    def __init__(self, blocked: tuple[Range, ...] = (), next_page_evicted: bool = False) -> None:  # native
+        object.__setattr__(self, "blocked", blocked)  # frozen: as the generated one sets them
+        object.__setattr__(self, "next_page_evicted", next_page_evicted)
+
 
 _NO_MISS = MatchMiss()  # most matches lose nothing: one shared record for them (frozen)
 

@@ -51,6 +51,27 @@ class RequestCache:
     first_chunk_cap: int | None = None  # the engine's cap on the first prefill chunk, set at admission
     num_outputs_known: int = 0  # outputs a retracted request prefills again as part of its prompt
 
+    # written out, not generated: compiled, a dataclass's generated ``__init__`` is an interpreted function
+    # (mypyc keeps the dataclass machinery's), one Python frame a request; this one is native
+    # (tests/test_native_inits.py holds it to the fields' defaults)
+    def __init__(
+        self,
+        request_id: str,
+        tokens: TokenSeq,
+        prompt_len: int,
+        match: MatchResult,
+        locks: LockSet,
+        page_size: int,
+        kv_len: int = 0,
+        prefix_len: int = 0,
+    ) -> None:
+        self.request_id, self.tokens, self.prompt_len, self.match = request_id, tokens, prompt_len, match
+        self.locks, self.page_size, self.kv_len, self.prefix_len = locks, page_size, kv_len, prefix_len
+        self.own_full, self.own_swa, self.swa_frontier, self.state = [], [], 0, None
+        self.checkpoint, self.planned, self.earlier_checkpoint, self.spare_states = None, (), None, []
+        self.decode_steps, self.commit_pending, self.swa_branch, self.first_chunk_cap = 0, False, None, None
+        self.num_outputs_known = 0
+
     @property
     def last_node(self) -> Node:
         return self.locks.node

@@ -31,7 +31,9 @@ is the request's own out-of-window free), whose MAMBA state was evicted, which F
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -48,6 +50,10 @@ from sim.cache.reasons import (
     Range,
 )
 from sim.sched.request import served as served_rows
+
+# True: ``why_column`` reads the columns it needs, each made a list once; False: ``itertuples`` over every column,
+# the reference (tests/test_why_rows_property.py holds the two equal)
+ROWS_BY_COLUMN = True
 
 
 @dataclass
@@ -98,7 +104,8 @@ def why_column(requests: pd.DataFrame, watcher: MissWatcher | None, page_size: i
     none) blocked ranges are ``blocked_other``."""
     misses = watcher.misses if watcher is not None else {}
     totals, column = dict.fromkeys(REASONS, 0), []
-    for row in requests.itertuples(index=False):
+    rows = _why_rows(requests) if ROWS_BY_COLUMN else requests.itertuples(index=False)
+    for row in rows:
         if row.rejected != "":
             column.append("")
             continue
@@ -107,6 +114,28 @@ def why_column(requests: pd.DataFrame, watcher: MissWatcher | None, page_size: i
             totals[reason] += end - start
         column.append(format_ranges(ranges))
     return column, totals
+
+
+class _WhyRow(NamedTuple):
+    """The fields of a request table's row that ``request_ranges`` reads."""
+
+    id: str
+    rejected: str
+    cached_tokens: int
+    full_depth: int
+    prompt_tokens: int
+    ideal_cached_tokens: int
+    previous_inserted_tokens: int | None
+
+
+def _why_rows(requests: pd.DataFrame) -> Iterator[_WhyRow]:
+    """``itertuples`` of the columns ``request_ranges`` reads, each made a list once: a row of every column
+    iterates each of them (the ids, the refusals and the why texts are Arrow strings) a value at a time."""
+    num_rows = len(requests)
+    kept = requests["previous_inserted_tokens"] if "previous_inserted_tokens" in requests else None
+    columns = [requests[name].tolist() for name in _WhyRow._fields[:-1]]
+    columns.append(kept.tolist() if kept is not None else [None] * num_rows)
+    return map(_WhyRow._make, zip(*columns, strict=True))
 
 
 @dataclass(frozen=True, kw_only=True)

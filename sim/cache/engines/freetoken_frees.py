@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sim.cache.events import TombstoningRun, emit
 from sim.cache.node import Node
+from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
 
 BATCHED = True
@@ -26,6 +27,11 @@ COUNT_ANONYMOUS = True
 # True: a trim's run of tombstones on a pool that only counts its frees adds its pages to the count as it goes;
 # False: it lists them to be counted at the flush, the reference (tests/test_lean_path_loops.py)
 COUNT_RUNS = True
+
+
+def frees_counted(pool: Pool) -> bool:
+    """Whether an operation's frees from ``pool`` are counted (``PoolFrees.num_*``), not listed."""
+    return COUNT_ANONYMOUS and BATCHED and pool.counts_frees
 
 
 class PoolFrees:
@@ -40,8 +46,8 @@ class PoolFrees:
         self.full_parts: list[list[int]] = []
         self.swa_parts: list[list[int]] = []
         # per pool: its frees are counted (``num_*``), not listed
-        self.full_counted = COUNT_ANONYMOUS and BATCHED and tree.full_pool.counts_frees
-        self.swa_counted = COUNT_ANONYMOUS and BATCHED and tree.swa_pool.counts_frees
+        self.full_counted = frees_counted(tree.full_pool)
+        self.swa_counted = frees_counted(tree.swa_pool)
         self.num_full = self.num_swa = 0
 
     def full_spans(self, full: list[int], cuts: list[int]) -> None:

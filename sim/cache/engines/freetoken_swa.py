@@ -14,7 +14,7 @@ from sim.cache import tree_runs
 from sim.cache.components import SWA
 from sim.cache.engines import freetoken_insert, freetoken_scans
 from sim.cache.engines.freetoken_common import FreeTokenCommon
-from sim.cache.engines.freetoken_frees import PoolFrees, tombstone_doomed
+from sim.cache.engines.freetoken_frees import PoolFrees, frees_counted, tombstone_doomed
 from sim.cache.engines.freetoken_insert import insert_swa
 from sim.cache.engines.freetoken_links import trim_climb, walk_end
 from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
@@ -150,7 +150,7 @@ class SwaRules(FreeTokenCommon):
         included (their trim reads a run's pieces as one node: tests/test_freetoken_links_property.py)."""
         if (
             tree_runs.RUN_NODES
-            and PoolFrees(tree).full_counted
+            and frees_counted(tree.full_pool)
             and tree.swa_pool.counts_frees
             and freetoken_insert.PASS_FROM_FRONTIER
             and freetoken_scans.SCANS_AS_TRIPLES

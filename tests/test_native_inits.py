@@ -1,0 +1,93 @@
+"""The dataclasses whose ``__init__`` is written out (native when compiled: a generated one is interpreted) set
+every field as the generated one would: the arguments given, each other field its declared default or a fresh
+value of its factory; the frozen ones stay frozen, equal and hashable by their fields."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.cache.components import FULL
+from sim.cache.events import (
+    Admitted,
+    Evicting,
+    Finished,
+    FinishStarted,
+    LeafDeleting,
+    Matched,
+    Split,
+    StateDropping,
+    Tombstoning,
+    TombstoningRun,
+)
+from sim.cache.locks import LockSet
+from sim.cache.misses import MatchMiss
+from sim.cache.pools import Pool
+from sim.cache.request import RequestCache
+from sim.cache.results import MatchResult
+from sim.cache.tree import RadixTree
+from sim.tokens import TokenSeq
+
+NODE, OTHER = object(), object()
+FROZEN = [
+    (Matched, ("tokens", 9, 4, 6)),
+    (Admitted, ("r", 4)),
+    (FinishStarted, ("r",)),
+    (Finished, ("r", 7)),
+    (Evicting, (FULL, NODE)),
+    (Tombstoning, (NODE,)),
+    (TombstoningRun, ((NODE, OTHER),)),
+    (StateDropping, (NODE,)),
+    (LeafDeleting, (NODE,)),
+    (Split, (NODE, OTHER)),
+    (MatchMiss, (((0, 4, "swa_trigger"),), True)),
+]
+
+
+def _defaults(cls, given: int) -> list:
+    """The values the generated ``__init__`` gives the fields after the first ``given``."""
+    out = []
+    for spec in dataclasses.fields(cls)[given:]:
+        if spec.default_factory is not dataclasses.MISSING:
+            out.append(spec.default_factory())
+        else:
+            assert spec.default is not dataclasses.MISSING, f"{cls.__name__}.{spec.name} has no default"
+            out.append(spec.default)
+    return out
+
+
+@pytest.mark.parametrize("cls, args", FROZEN, ids=lambda v: getattr(v, "__name__", ""))
+def test_frozen_events_set_their_fields_and_stay_frozen(cls, args):
+    made = cls(*args)
+    assert dataclasses.astuple(made) == args or [
+        getattr(made, f.name) for f in dataclasses.fields(cls)
+    ] == list(args)
+    assert made == cls(*args) and hash(made) == hash(cls(*args))
+    keywords = cls(**{f.name: value for f, value in zip(dataclasses.fields(cls), args, strict=True)})
+    assert keywords == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, dataclasses.fields(cls)[0].name, None)
+
+
+def test_a_miss_by_default_loses_nothing():
+    assert [getattr(MatchMiss(), f.name) for f in dataclasses.fields(MatchMiss)] == _defaults(MatchMiss, 0)
+
+
+def test_a_lock_set_and_a_request_get_every_default():
+    node = RadixTree(
+        4, Pool("full", 0), Pool("swa", 0), Pool("state", 0)
+    ).root  # compiled, the fields take a Node
+    held = LockSet("r", node)
+    assert [held.holder, held.node] == ["r", node]
+    assert [getattr(held, f.name) for f in dataclasses.fields(LockSet)[2:]] == _defaults(LockSet, 2)
+    match = MatchResult(0, 0, node)
+    tokens = TokenSeq()
+    req = RequestCache("r", tokens, 10, match, held, 16, kv_len=3, prefix_len=2)
+    given = [req.request_id, req.tokens, req.prompt_len, req.match, req.locks, req.page_size]
+    assert given == ["r", tokens, 10, match, held, 16]
+    assert [req.kv_len, req.prefix_len] == [3, 2]
+    assert [getattr(req, f.name) for f in dataclasses.fields(RequestCache)[8:]] == _defaults(RequestCache, 8)
+    other = RequestCache("q", tokens, 10, match, held, 16)
+    assert other.own_full is not req.own_full and other.spare_states is not req.spare_states  # fresh lists
+    assert [other.kv_len, other.prefix_len] == [0, 0]

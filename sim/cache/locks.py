@@ -192,3 +192,17 @@ def _slide_window(held: LockSet, node: Node, tree: RadixTree, window: int) -> No
         tree.release(top)
         covered = below
     held.swa_covered = covered
+
+
+def let_go_past(nodes: list[Node], covered: int, window: int, holder: str) -> int:
+    """``_slide_window``'s release of the top nodes past the window's cover, for the runs that know no node let
+    go is freed by it (vLLM+'s chunk steps): each popped and its hold by ``holder`` dropped; the cover left."""
+    while len(nodes) > 1:
+        top = nodes[-1]
+        below = covered - (top.end - top.start)
+        if below < window:
+            break
+        nodes.pop()
+        top.swa_holders.discard(holder)
+        covered = below
+    return covered

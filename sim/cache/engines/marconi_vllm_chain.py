@@ -22,6 +22,7 @@ from sim.cache.components import FULL
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, exposes_nothing_above
+from sim.cache.locks import let_go_past
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -133,15 +134,8 @@ def slide_window_over(made: list[Node], nodes: list[Node], holder: str, covered:
     nodes[:0] = made[::-1]
     for node in made:
         covered += node.end - node.start
-    while len(nodes) > 1:
-        top = nodes[-1]
-        below = covered - (top.end - top.start)
-        if below < window:
-            break
-        nodes.pop()
-        # a new leaf let go: never held (the per-chunk slide adds, then discards)
-        top.swa_holders.discard(holder)
-        covered = below
+    # a new leaf let go here was never held (the per-chunk slide adds, then discards)
+    covered = let_go_past(nodes, covered, window, holder)
     for node in nodes[: len(made)]:  # the new leaves still held: the front of the list
         node.swa_holders.add(holder)
     return covered

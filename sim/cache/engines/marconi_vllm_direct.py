@@ -30,7 +30,7 @@ from sim.cache.events import (
     emit,
 )
 from sim.cache.eviction import NoEviction
-from sim.cache.locks import LockSet
+from sim.cache.locks import LockSet, let_go_past
 from sim.cache.node import Node
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
@@ -174,16 +174,7 @@ def slide_unreleased(
             node.swa_holders.add(holder)
             nodes.insert(0, node)
             held.swa_covered += node.end - node.start
-        covered = held.swa_covered
-        while len(nodes) > 1:  # ``_slide_window``: the top nodes past the window's cover go
-            top = nodes[-1]
-            below = covered - (top.end - top.start)
-            if below < window:
-                break
-            nodes.pop()
-            top.swa_holders.discard(holder)
-            covered = below
-        held.swa_covered = covered
+        held.swa_covered = let_go_past(nodes, held.swa_covered, window, holder)  # ``_slide_window``'s
     old_state = held.state_node
     if old_state is not None:
         old_state.state_lock -= 1

@@ -28,9 +28,7 @@ ROOT = "CPyDef_replay___replay_into"  # samples outside it are the import of the
 
 
 def run_once(num_requests: int, policy: str) -> None:
-    sys.path.insert(0, str(REPO))
-    if os.environ.get("HYBRIDCACHE_COMPILED"):
-        sys.path.insert(0, os.environ["HYBRIDCACHE_COMPILED"])
+    sys.path.insert(0, str(REPO))  # ``sim/__init__`` takes (and checks) the build HYBRIDCACHE_COMPILED names
     from sim.run.simulate import SimConfig, simulate
     from sim.trace.azure_import import import_mooncake
 

@@ -12,6 +12,7 @@ on ``sys.path``; the case fails if a hot module still loads from source).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -62,9 +63,13 @@ def load_trace(case: SpeedCase):
 
 
 def run(case: SpeedCase) -> SpeedResult:
+    # the checkout first: ``sim/__init__`` takes the build the variable names and refuses one built from other
+    # sources (the build's own copy first on the path would only be checked against itself)
     if case.build == "compiled":
-        sys.path.insert(0, case.compiled_dir)
-    sys.path.insert(1 if case.build == "compiled" else 0, str(REPO_ROOT))
+        os.environ["HYBRIDCACHE_COMPILED"] = case.compiled_dir
+    else:
+        os.environ.pop("HYBRIDCACHE_COMPILED", None)
+    sys.path.insert(0, str(REPO_ROOT))
     import importlib
 
     probe = importlib.import_module(HOT_PROBE)

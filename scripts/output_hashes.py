@@ -75,9 +75,9 @@ def hash_line(trace, case: str) -> str:
 def main(argv: list[str]) -> None:
     if not argv or not argv[0].isdigit() or int(argv[0]) < 1:
         raise SystemExit(__doc__)
+    # the checkout first: ``sim/__init__`` takes the build named by HYBRIDCACHE_COMPILED and refuses it if it
+    # was built from other sources (the build's own copy first would only be checked against itself)
     sys.path.insert(0, str(REPO))
-    if os.environ.get("HYBRIDCACHE_COMPILED"):
-        sys.path.insert(0, os.environ["HYBRIDCACHE_COMPILED"])
     from sim.trace.azure_import import import_mooncake
 
     cases = argv[1:] or all_cases()

@@ -88,3 +88,17 @@ def test_no_compiled_module_caches_with_cached_property():
     Python). Such a module stays in ``INTERPRETED``, or keeps its figures in attributes set once."""
     offenders = [path for path in compiled_sources(SIM_DIR.parent) if "cached_property" in path.read_text()]
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize("script", ["scripts/output_hashes.py", "benchmarks/compiled_profile.py"])
+def test_the_measuring_scripts_refuse_a_build_of_other_sources(tmp_path, script):
+    """A build whose own copy of ``sim`` agrees with its manifest but not with the checkout is refused: the
+    scripts import the checkout's ``sim``, which checks the build against these sources (with the build first
+    on the path, its copy was checked against itself and an out-of-date build ran)."""
+    copy = tmp_path / "sim"
+    copy.mkdir()
+    (copy / "__init__.py").write_text("")  # a build's sources that are not the checkout's
+    (tmp_path / MANIFEST).write_text(json.dumps({"sources_sha256": sources_sha256(copy)}))
+    done = subprocess.run([sys.executable, script, "1", "sglang:replay"], capture_output=True, text=True,
+                          cwd=SIM_DIR.parent, env={**os.environ, ENV: str(tmp_path)}, timeout=120)
+    assert done.returncode != 0 and "built from other sources" in done.stderr, done.stderr[-2000:]

@@ -198,7 +198,10 @@ def test_the_one_walk_picks_the_scored_victim(configuration, requests):
 def test_the_one_walks_picks_reach_past_the_first_candidate():
     PICKS.update(dict.fromkeys(PICKS, 0))
     test_the_one_walk_picks_the_scored_victim()
-    assert PICKS["picks"] > 1000 and PICKS["not the first candidate"] > 150, PICKS
+    # Hypothesis also draws constants it finds in the loaded local modules, so the generated caches differ with
+    # what else the process imported: 198 past the first alone, 112 beside the whole suite (CI), 52 beside
+    # ``conformance.generate``; the floor holds in each and still fails where the walk keeps the first candidate
+    assert PICKS["picks"] > 1000 and PICKS["not the first candidate"] > 20, PICKS
 
 
 # run inside the floor test above (collected on its own too, its examples would run twice)

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 from sim.compiled_core import requested_build
+from tests.hypothesis_pins import draw_no_local_constants
+
+# before any test draws: a property's examples must not depend on what else the process imported
+draw_no_local_constants()
 
 DATA_DIR = Path(__file__).parent / "data"
 

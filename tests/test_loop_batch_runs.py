@@ -91,7 +91,9 @@ def test_the_generated_runs_take_full_steps_in_batch_runs():
     """The property above is exercised: its batch runs took steps the loops take in full."""
     test_loop_batch_runs_change_no_table()
     assert TOTALS["full_steps"] > 2000, TOTALS
-    assert TOTALS["merged_steps"] > 1000, TOTALS  # page-starting steps handed on as runs of several
+    # page-starting steps handed on as runs of several: 902 in the examples tests/hypothesis_pins.py fixes (alone
+    # and in the suite alike; 1,000+ had depended on what else the process imported)
+    assert TOTALS["merged_steps"] > 700, TOTALS
 
 
 def test_freetoken_at_page_1_takes_its_steps_in_batch_runs_with_requests_waiting():

@@ -198,10 +198,9 @@ def test_the_one_walk_picks_the_scored_victim(configuration, requests):
 def test_the_one_walks_picks_reach_past_the_first_candidate():
     PICKS.update(dict.fromkeys(PICKS, 0))
     test_the_one_walk_picks_the_scored_victim()
-    # Hypothesis also draws constants it finds in the loaded local modules, so the generated caches differ with
-    # what else the process imported: 198 past the first alone, 112 beside the whole suite (CI), 52 beside
-    # ``conformance.generate``; the floor holds in each and still fails where the walk keeps the first candidate
-    assert PICKS["picks"] > 1000 and PICKS["not the first candidate"] > 20, PICKS
+    # 168 past the first in the examples tests/hypothesis_pins.py fixes; before that pin the examples changed with
+    # what else the process imported (198 alone, 112 beside the whole suite, 52 beside ``conformance.generate``)
+    assert PICKS["picks"] > 1000 and PICKS["not the first candidate"] > 100, PICKS
 
 
 # run inside the floor test above (collected on its own too, its examples would run twice)

@@ -26,13 +26,11 @@ from sim.cache.locks import let_go_past
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
-from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi import MarconiRules
 
 FUSES_CHAINS = True
-CUTS_IN_RUN = True  # False: each chunk's key from ``keys.cut`` (the reference)
 
 
 def fits_chain(tree: RadixTree, req: RequestCache, window: int, has_swa: bool) -> bool:
@@ -91,7 +89,6 @@ def take_chain(
     node: Node | None = None
     made: list[Node] = []  # the chain's new leaves, for the window's lock (``slide_window_over``)
     parent = victim  # the last victim's parent: the next victim (held), or the root (none held)
-    source, first, run_start, run_end = _run_at(keys)
     while (
         parent is victim
         and base + page <= prompt_len
@@ -107,11 +104,7 @@ def take_chain(
         full, swa, slot = victim.full_pages, victim.swa_pages, victim.state
         victim.swa_pages = victim.state = None
         victim.alive = False
-        if CUTS_IN_RUN and run_start < base and end < run_end:  # ``keys.cut``'s answer inside one run
-            key = TokenSeq(((source, first + base - run_start, page),), page)
-        else:
-            key = keys.cut(base, end)
-            source, first, run_start, run_end = _run_at(keys)
+        key = keys.cut(base, end)
         node = Node(key, base, last, full, swa if has_swa else None, None)
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
@@ -131,14 +124,6 @@ def take_chain(
     if has_swa and window > 0:
         locks.swa_covered = slide_window_over(made, locks.swa_nodes, locks.holder, locks.swa_covered, window)
     return node
-
-
-def _run_at(keys: ChunkKeys) -> tuple[str, int, int, int]:
-    """The run of ``keys``' tokens that ``keys.cut`` found last (its index): its source, first offset, start
-    and end in the sequence."""
-    index = keys.index
-    run, run_start = keys.runs[index], keys.starts[index]
-    return run[0], run[1], run_start, run_start + run[2]
 
 
 def slide_window_over(made: list[Node], nodes: list[Node], holder: str, covered: int, window: int) -> int:

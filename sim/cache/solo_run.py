@@ -35,39 +35,9 @@ def run_alone(
     computed), finish. ``tokens`` holds the prompt followed by the output."""
     manager.begin_pass()
     admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)
-    iteration = _prefill_and_decode(
-        manager, request_id, admitted.match.cached_len, prompt_len, output_len, chunk_size, iteration
-    )
-    peak_usage = manager.usage()
-    finished = manager.finish(request_id)
-    return SoloRun(admitted.match, iteration, finished.inserted_len, peak_usage)
-
-
-def hit_alone(
-    manager: CacheModel, request_id: str, tokens: TokenSeq, prompt_len: int, output_len: int, chunk_size: int
-) -> int:
-    """``run_alone`` for a caller that reads only the request's hit (Marconi's tuner): the same calls on the
-    cache, so the same cache after it, without the pools' peak usage or the run's tuple."""
-    manager.begin_pass()
-    cached_len = _ok(manager.admit(request_id, tokens, prompt_len), request_id).match.cached_len
-    _prefill_and_decode(manager, request_id, cached_len, prompt_len, output_len, chunk_size, 0)
-    manager.finish(request_id)
-    return cached_len
-
-
-def _prefill_and_decode(
-    manager: CacheModel,
-    request_id: str,
-    cached_len: int,
-    prompt_len: int,
-    output_len: int,
-    chunk_size: int,
-    iteration: int,
-) -> int:
-    """An admitted request's prefill, in chunks from its hit, and its decode; returns the iteration after."""
-    position = cached_len
+    position = admitted.match.cached_len
     while position < prompt_len:
-        if position > cached_len:  # each later chunk is a pass of its own
+        if position > admitted.match.cached_len:  # each later chunk is a pass of its own
             manager.settle(request_id, 0)  # an overlap loop commits the chunk before it schedules the next
             manager.begin_pass()
         taken = _ok(manager.take_page_chunks(request_id, chunk_size), request_id)  # each a chunk as below
@@ -83,7 +53,10 @@ def _prefill_and_decode(
     done = manager.advance_decode(request_id, output_len - 1, iteration)
     if done < output_len - 1:
         _ok(manager.prepare_decode(request_id, iteration + done), request_id)
-    return iteration + done
+    iteration += done
+    peak_usage = manager.usage()
+    finished = manager.finish(request_id)
+    return SoloRun(admitted.match, iteration, finished.inserted_len, peak_usage)
 
 
 def _ok(result, request_id: str):

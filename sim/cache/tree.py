@@ -35,7 +35,6 @@ class RadixTree:
         self.clock = 0
         self.eviction = eviction if eviction is not None else LRUEviction()
         self.leaves_only: bool = getattr(self.eviction, "leaves_only", False)  # its candidates are leaves
-        self.tells_eviction = True  # False: a strategy that keeps nothing is not told (the tuner's caches)
         self.num_full_pages = self.num_swa_pages = self.num_states = self.num_unlocked_tokens = 0
         self.num_evictions = dict.fromkeys(Component, 0)  # nodes each component's eviction walk took
         self.hints = WalkHints()  # where each sequence's last walk ended (the miss watcher reads them too)
@@ -212,7 +211,7 @@ class RadixTree:
     def _push(self, comp: Component, node: Node) -> None:
         # only nodes that hold the component (FULL: leaves) can be candidates; whatever gives a node the
         # component later (revive, set_state, losing its last child) pushes it then
-        if node is self.root or not self.tells_eviction:
+        if node is self.root:
             return
         if comp is FULL:
             if node.children:
@@ -224,7 +223,7 @@ class RadixTree:
     def release(self, node: Node) -> None:
         """A lock on ``node`` dropped (or it is new): it may be a candidate again, for each component it holds
         (a strategy of ``leaves_only`` is not told of an inner node: FreeToken's, ~250 per request late)."""
-        if node is not self.root and self.tells_eviction and not (self.leaves_only and node.children):
+        if node is not self.root and not (self.leaves_only and node.children):
             self.eviction.release(node)
 
     def pop_lru(self, comp: Component, eligible: Callable[[Node], bool]) -> Node | None:

@@ -16,18 +16,14 @@ from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_fork import can_fork, could_evict, fork, num_evictions
 from sim.cache.engines.marconi_knobs import MarconiKnobs
 from sim.cache.errors import ReplayRefused
-from sim.cache.eviction import NoEviction
 from sim.cache.manager import CacheManager
 from sim.cache.ops import RadixOps
 from sim.cache.policy import Policy, own_knobs
-from sim.cache.solo_run import hit_alone, run_alone
+from sim.cache.solo_run import run_alone
 from sim.tokens import TokenSeq
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
 TUNING_TAIL = 500  # requests of the replay the choice looks at (ConfigTuner: tuning_interval)
-# the replays do only what their figures read (``hit_alone``: no peak usage, no run tuple; the tree does not
-# tell its eviction strategy, which keeps nothing, of releases and stamps); False: ``run_alone``, the reference
-LEAN_SOLO_RUNS = True
 
 
 class AlphaTuner:
@@ -93,19 +89,15 @@ class AlphaTuner:
         """An empty cache of the same size with ``alpha`` fixed. The replay reads only each request's hit: its
         page ids are never read (one shared id is cheaper)."""
         policy = self.policy.with_knobs(marconi_alpha=alpha)
-        fresh = cast(CacheManager, manager.empty_like(policy, anonymous_pages=True))
-        if LEAN_SOLO_RUNS and isinstance(fresh.tree.eviction, NoEviction):
-            fresh.tree.tells_eviction = False
-        return fresh
+        return cast(CacheManager, manager.empty_like(policy, anonymous_pages=True))
 
     def run(self, fresh: CacheManager, request_id: str, tokens: TokenSeq, prompt_len: int) -> int:
         """One request of the window alone: its hit (0 where the pools cannot hold it)."""
         chunk = self.policy.chunked_prefill_size
-        output_len = len(tokens) - prompt_len
         try:
-            if LEAN_SOLO_RUNS:
-                return hit_alone(fresh, request_id, tokens, prompt_len, output_len, chunk)
-            return run_alone(fresh, request_id, tokens, prompt_len, output_len, chunk).match.cached_len
+            return run_alone(
+                fresh, request_id, tokens, prompt_len, len(tokens) - prompt_len, chunk
+            ).match.cached_len
         except ReplayRefused:
             if request_id in fresh.requests:
                 fresh.abort(request_id)

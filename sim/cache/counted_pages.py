@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import repeat
-from typing import Any
+from typing import Any, overload
 
 from sim.cache.pools import ANONYMOUS_ID
 
@@ -37,7 +37,11 @@ class CountedPages:
         yield from repeat(None, self.num_none)
         yield from repeat(ANONYMOUS_ID, self.length - self.num_none)
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+    @overload
+    def __getitem__(self, index: slice) -> CountedPages: ...
+    def __getitem__(self, index: int | slice) -> int | None | CountedPages:
         if isinstance(index, slice):
             start, stop, step = index.indices(self.length)
             assert step == 1, "page lists are cut, never strided"
@@ -95,3 +99,8 @@ def _leading_nones(items: Any) -> int:
     if items[-1] is None:
         return len(items)
     return next(i for i, item in enumerate(items) if item is not None)
+
+
+# a page list as the modules type it: a real list, or counted (anonymous pools, ``request.COUNTED_PAGES``);
+# compiled, ``CountedPages`` is a native class, and every op on either is one call
+PageList = list[Any] | CountedPages  # FULL or SWA ids (a request's SWA: None where freed, a prefix)

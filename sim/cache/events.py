@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sim.cache.components import Component
+
+if TYPE_CHECKING:  # counted_pages imports pools, which import this module
+    from sim.cache.counted_pages import PageList
 
 E = TypeVar("E")
 
@@ -139,7 +142,7 @@ class SlotsFreed:
     """Ids a pool took back (pages or states): whatever they held is garbage from now on."""
 
     component: Component
-    ids: list[int]
+    ids: PageList  # counted where the pool is anonymous (``request.COUNTED_PAGES``)
 
 
 @dataclass(frozen=True, slots=True)

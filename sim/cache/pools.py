@@ -8,11 +8,14 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from sim.cache.components import Component
 from sim.cache.errors import PoolExhausted
 from sim.cache.events import EventBus, SlotsFreed, emit
+
+if TYPE_CHECKING:  # counted_pages reads ANONYMOUS_ID from here
+    from sim.cache.counted_pages import PageList
 
 
 class Pool:
@@ -129,7 +132,7 @@ class Pool:
     def alloc_one(self) -> int:
         return self.alloc(1)[0]
 
-    def free(self, ids: list[int]) -> None:
+    def free(self, ids: PageList) -> None:
         """Take ``ids`` back; the list is kept as it is (the caller no longer changes it)."""
         if not ids:
             return
@@ -138,7 +141,7 @@ class Pool:
         if self.anonymous:  # the ids are all one: nothing to keep
             self.num_free += len(ids)
             return
-        self._lists.append(ids)
+        self._lists.append(cast("list[int]", ids))  # a pool with ids never hands out counted lists
         self._firsts.append(0)
         self._num_returned += len(ids)
         self.num_free += len(ids)

@@ -1,4 +1,4 @@
-"""A page list that is only a count, for anonymous pools in pure Python.
+"""A page list that is only a count, for anonymous pools.
 
 On anonymous pools (``Pool.make_anonymous``) every page id is ``ANONYMOUS_ID``, and a request's SWA list holds
 None where its SWA was freed, always a prefix (``check_integrity``). So such a list is two numbers: its length
@@ -6,8 +6,10 @@ and how many of its first entries are None. At page 1 the lists are one entry pe
 slicing and dropping them was ~25% of a `marconi` replay (docs/results/presets-speed.md, Round 23): here each of
 those is a few integer operations. ``CountedPages`` reads like the list it stands for (``len``, indexing,
 slices, iteration, ``+=``, ``del`` and None fills of a slice, ``==``), so the code that moves, cuts and frees
-page lists takes it unchanged. The compiled core types these lists ``list[int]`` and keeps real lists
-(``request.COUNTED_PAGES``).
+page lists takes it unchanged. Compiled, it is a native class, and every module that a counted list reaches
+types it ``PageList`` (a list or counted: its ops are the object protocol's, one C call each); FreeToken's
+trees, which own their lists and never get a counted one, narrow them to ``list[int]`` where they take them
+(``request.COUNTED_PAGES``; docs/results/presets-speed.md, Round 27).
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from itertools import repeat
 from typing import Any, overload
 
-from sim.cache.pools import ANONYMOUS_ID
+# The one id an anonymous pool hands out (``Pool.make_anonymous``; ``pools`` takes it from here, so that pools,
+# nodes and events can type their lists ``PageList``): no real id is negative
+ANONYMOUS_ID = -1
 
 
 class CountedPages:

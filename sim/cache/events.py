@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sim.cache.components import Component
 
-if TYPE_CHECKING:  # counted_pages imports pools, which import this module
+if TYPE_CHECKING:
     from sim.cache.counted_pages import PageList
 
 E = TypeVar("E")

@@ -8,14 +8,12 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import NamedTuple, cast
 
 from sim.cache.components import Component
+from sim.cache.counted_pages import ANONYMOUS_ID, PageList
 from sim.cache.errors import PoolExhausted
 from sim.cache.events import EventBus, SlotsFreed, emit
-
-if TYPE_CHECKING:  # counted_pages reads ANONYMOUS_ID from here
-    from sim.cache.counted_pages import PageList
 
 
 class Pool:
@@ -164,9 +162,6 @@ class Pool:
             stack += held[first:][::-1]
         return stack
 
-
-# The one id an anonymous pool hands out: no real id is negative
-ANONYMOUS_ID = -1
 
 # Every id's int, made once and shared by all pools: a fresh pool would otherwise make (and later free) an int
 # per id it hands out for the first time, at page 1 a token's worth each; Marconi's tuner replays its window on

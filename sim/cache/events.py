@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sim.cache.components import Component
-
-if TYPE_CHECKING:
-    from sim.cache.counted_pages import PageList
+from sim.cache.counted_pages import PageList
 
 E = TypeVar("E")
 

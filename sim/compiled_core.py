@@ -30,8 +30,7 @@ REBUILD = "python scripts/build_compiled.py"
 # other than Exception), what a run reaches only once (knobs, policies, resolution, sizing, the
 # protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields, and vLLM's block
 # ``layout``: mypyc compiles a ``cached_property`` as a plain property, so its figures, computed once in
-# Python, would be rebuilt at every read (a compiled vLLM replay ran 1.4x slower than pure Python), and
-# ``counted_pages``: a stand-in for a list that only pure Python takes (``request.COUNTED_PAGES``)
+# Python, would be rebuilt at every read (a compiled vLLM replay ran 1.4x slower than pure Python)
 COMPILED_MODULES = (
     "sim/tokens.py",
     "sim/align.py",
@@ -65,7 +64,6 @@ INTERPRETED = (
     "sglang_knobs.py",
     "freetoken_knobs.py",
     "layout.py",
-    "counted_pages.py",
 )
 
 

@@ -11,6 +11,10 @@ None, the reference).
    every allocation (pool, free count before it, count), every tree's nodes with their FULL and SWA page lists
    (as lists) as each tree is thrown away, the pools' free counts, the eviction counts, and the run's tables and
    summary equal with the switch on and off. Fixed cases hold floors on the counted lists' use.
+3. Marconi's tuner caches (anonymous pools, ``test_anonymous_pages.cache_pair``) running generated requests
+   alone with the switch on and off: every request's outcome, the tree's nodes with their page lists (as lists),
+   pool and eviction counts equal after every request. This one patches no class, so it runs against the
+   compiled core too (``HYBRIDCACHE_COMPILED``, in ``.ci/run``'s hot tests), where the lists are counted as well.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dataclasses import replace
 
 import pytest
 from anonymous_runs import run_switched
+from cache_helpers import hybrid_model
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
+from test_anonymous_pages import cache_pair, decisions, request_lists, run_request, tight_marconi_caches
 from test_freetoken_anonymous_replay import FIXED_CASES
 from test_freetoken_page_lists import page_cases
 from test_marconi_anonymous_ids import FIXED_CASES as MARCONI_CASES
@@ -30,6 +36,7 @@ from test_marconi_anonymous_ids import marconi_cases
 import sim.cache.request as request_module
 from sim.cache.counted_pages import CountedPages
 from sim.cache.pools import ANONYMOUS_ID
+from sim.cache.sizing import PoolSizes
 
 SWITCH = (request_module, "COUNTED_PAGES")
 
@@ -133,3 +140,50 @@ def test_the_fixed_runs_end_with_counted_pages_in_their_trees(case, monkeypatch)
         assert not held
     else:
         assert len(held) >= 5 and len({len(pages) for pages in held}) >= 2
+
+
+def tuner_cache_run(configuration, requests, counted: bool) -> tuple[list, list]:
+    """The requests run alone on a tuner's anonymous cache with the switch set: the log of each one's outcome
+    and the cache after it (page lists as lists), and the ``CountedPages`` its tree holds at the end."""
+    model, knobs, sizes = configuration
+    _, cache = cache_pair(model, knobs, sizes)
+    log: list = []
+    for index, request in enumerate(requests):
+        with pytest.MonkeyPatch.context() as monkeypatch:  # a module global: compiled code reads it too
+            monkeypatch.setattr(request_module, "COUNTED_PAGES", counted)
+            log.append(run_request(cache, index, request, knobs["chunked_prefill_size"]))
+        lists = [
+            (list(n.full_pages), None if n.swa_pages is None else list(n.swa_pages))
+            for n in cache.tree.nodes()
+        ]
+        log.append((decisions(cache), lists))
+    pages = [
+        p for n in cache.tree.nodes() for p in (n.full_pages, n.swa_pages) if isinstance(p, CountedPages)
+    ]
+    return log, pages
+
+
+TUNER_REQUESTS = [(i % 2, 60, 30 + 7 * i, 20 + i) for i in range(12)]  # test_anonymous_pages' window
+
+
+@settings(max_examples=150, deadline=None)
+@given(tight_marconi_caches(), request_lists(8))
+def test_a_tuner_cache_decides_alike_counted_or_not(configuration, requests):
+    on, off = tuner_cache_run(configuration, requests, True), tuner_cache_run(configuration, requests, False)
+    assert on[0] == off[0] and not off[1]
+
+
+def test_a_tuner_cache_holds_counted_lists():
+    """The property above is not met by a run that never counts: a page-1 window, compiled or not, ends with
+    counted lists of more than one length in its tree."""
+    configuration = (
+        hybrid_model(window=40),
+        {"page_size": 1, "chunked_prefill_size": 64},
+        PoolSizes(300, 300, 6),
+    )
+    on, off = (
+        tuner_cache_run(configuration, TUNER_REQUESTS, True),
+        tuner_cache_run(configuration, TUNER_REQUESTS, False),
+    )
+    assert on[0] == off[0] and not off[1]
+    assert len(on[1]) >= 5 and len({len(pages) for pages in on[1]}) >= 2

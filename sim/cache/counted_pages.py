@@ -1,4 +1,4 @@
-"""A page list that is only a count, for anonymous pools in pure Python.
+"""A page list that is only a count, for anonymous pools.
 
 On anonymous pools (``Pool.make_anonymous``) every page id is ``ANONYMOUS_ID``, and a request's SWA list holds
 None where its SWA was freed, always a prefix (``check_integrity``). So such a list is two numbers: its length
@@ -6,17 +6,21 @@ and how many of its first entries are None. At page 1 the lists are one entry pe
 slicing and dropping them was ~25% of a `marconi` replay (docs/results/presets-speed.md, Round 23): here each of
 those is a few integer operations. ``CountedPages`` reads like the list it stands for (``len``, indexing,
 slices, iteration, ``+=``, ``del`` and None fills of a slice, ``==``), so the code that moves, cuts and frees
-page lists takes it unchanged. The compiled core types these lists ``list[int]`` and keeps real lists
-(``request.COUNTED_PAGES``).
+page lists takes it unchanged. Compiled, it is a native class, and every module that a counted list reaches
+types it ``PageList`` (a list or counted: its ops are the object protocol's, one C call each); FreeToken's
+trees, which own their lists and never get a counted one, narrow them to ``list[int]`` where they take them
+(``request.COUNTED_PAGES``; docs/results/presets-speed.md, Round 27).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import repeat
-from typing import Any
+from typing import Any, overload
 
-from sim.cache.pools import ANONYMOUS_ID
+# The one id an anonymous pool hands out (``Pool.make_anonymous``; ``pools`` takes it from here, so that pools,
+# nodes and events can type their lists ``PageList``): no real id is negative
+ANONYMOUS_ID = -1
 
 
 class CountedPages:
@@ -37,7 +41,11 @@ class CountedPages:
         yield from repeat(None, self.num_none)
         yield from repeat(ANONYMOUS_ID, self.length - self.num_none)
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+    @overload
+    def __getitem__(self, index: slice) -> CountedPages: ...
+    def __getitem__(self, index: int | slice) -> int | None | CountedPages:
         if isinstance(index, slice):
             start, stop, step = index.indices(self.length)
             assert step == 1, "page lists are cut, never strided"
@@ -95,3 +103,8 @@ def _leading_nones(items: Any) -> int:
     if items[-1] is None:
         return len(items)
     return next(i for i, item in enumerate(items) if item is not None)
+
+
+# a page list as the modules type it: a real list, or counted (anonymous pools, ``request.COUNTED_PAGES``);
+# compiled, ``CountedPages`` is a native class, and every op on either is one call
+PageList = list[Any] | CountedPages  # FULL or SWA ids (a request's SWA: None where freed, a prefix)

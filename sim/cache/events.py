@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sim.cache.components import Component
+from sim.cache.counted_pages import PageList
 
 E = TypeVar("E")
 
@@ -139,7 +140,7 @@ class SlotsFreed:
     """Ids a pool took back (pages or states): whatever they held is garbage from now on."""
 
     component: Component
-    ids: list[int]
+    ids: PageList  # counted where the pool is anonymous (``request.COUNTED_PAGES``)
 
 
 @dataclass(frozen=True, slots=True)

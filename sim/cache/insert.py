@@ -11,6 +11,7 @@ from typing import cast
 
 from sim.align import ceil_to
 from sim.cache.components import FULL, MAMBA
+from sim.cache.counted_pages import PageList
 from sim.cache.matching import refresh_swa_window
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
@@ -68,7 +69,7 @@ def insert(
 
 
 def _merge_existing(
-    tree: RadixTree, req: RequestCache, node: Node, full: list[int], swa: list[int | None], has_swa: bool
+    tree: RadixTree, req: RequestCache, node: Node, full: PageList, swa: PageList, has_swa: bool
 ) -> None:
     tree.full_pool.free(full)
     frontier = req.swa_frontier
@@ -88,8 +89,8 @@ def _add_new(
     req: RequestCache,
     parent: Node,
     key: TokenSeq,
-    full: list[int],
-    swa: list[int | None],
+    full: PageList,
+    swa: PageList,
     window: int,
     has_swa: bool,
 ) -> Node:
@@ -143,20 +144,18 @@ def attach_checkpoint(
     return False
 
 
-def _from(pages: list, index: int) -> list:
+def _from(pages: PageList, index: int) -> PageList:
     """``pages[index:]``; the list itself from 0: the pages ``take_own_pages`` hands over pass to the tree
     uncopied (at page 1, a list per token)."""
     return pages if index == 0 else pages[index:]
 
 
-def free_live(tree: RadixTree, swa: list[int | None]) -> None:
+def free_live(tree: RadixTree, swa: PageList) -> None:
     """``swa``: a run of a request's own SWA pages, whose None entries form a prefix (check_integrity)."""
     if swa and swa[-1] is not None:  # else every entry is None
-        tree.swa_pool.free(
-            cast("list[int]", swa) if swa[0] is not None else [p for p in swa if p is not None]
-        )
+        tree.swa_pool.free(cast(PageList, swa) if swa[0] is not None else [p for p in swa if p is not None])
 
 
-def _live(swa: list[int | None]) -> list[int]:
+def _live(swa: PageList) -> PageList:
     """SWA pages at or past the request's frontier: never freed, so none of them is None."""
-    return cast("list[int]", swa)
+    return cast(PageList, swa)

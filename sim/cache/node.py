@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from sim.cache.counted_pages import PageList
 from sim.tokens import TokenSeq
 
 _ids = itertools.count(1)
@@ -46,8 +47,8 @@ class Node:
         key: TokenSeq,
         start: int,
         parent: Node,
-        full_pages: list[int],
-        swa_pages: list[int] | None,
+        full_pages: PageList,
+        swa_pages: PageList | None,
         state: int | None = None,
     ):
         self.id = next(_ids)

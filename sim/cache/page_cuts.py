@@ -12,15 +12,13 @@ Switch: ``KEEP_HEAD_IN_PLACE`` (tests/test_page_cuts_property.py holds both equa
 
 from __future__ import annotations
 
-from typing import TypeVar
+from sim.cache.counted_pages import PageList
 
 # False: both halves are slices and the node's list is dropped (the reference)
 KEEP_HEAD_IN_PLACE = True
 
-T = TypeVar("T")
 
-
-def cut_pages(pages: list[T], cut: int, owned: bool) -> tuple[list[T], list[T]]:
+def cut_pages(pages: PageList, cut: int, owned: bool) -> tuple[PageList, PageList]:
     """``(pages[:cut], pages[cut:])``; where ``owned`` (nobody else holds ``pages``), the first is ``pages``
     itself, cut short."""
     if owned and KEEP_HEAD_IN_PLACE:

@@ -8,9 +8,10 @@ recorded by the holders, and ``check_integrity`` in the manager proves every id 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from sim.cache.components import Component
+from sim.cache.counted_pages import ANONYMOUS_ID, PageList
 from sim.cache.errors import PoolExhausted
 from sim.cache.events import EventBus, SlotsFreed, emit
 
@@ -129,7 +130,7 @@ class Pool:
     def alloc_one(self) -> int:
         return self.alloc(1)[0]
 
-    def free(self, ids: list[int]) -> None:
+    def free(self, ids: PageList) -> None:
         """Take ``ids`` back; the list is kept as it is (the caller no longer changes it)."""
         if not ids:
             return
@@ -138,7 +139,7 @@ class Pool:
         if self.anonymous:  # the ids are all one: nothing to keep
             self.num_free += len(ids)
             return
-        self._lists.append(ids)
+        self._lists.append(cast("list[int]", ids))  # a pool with ids never hands out counted lists
         self._firsts.append(0)
         self._num_returned += len(ids)
         self.num_free += len(ids)
@@ -161,9 +162,6 @@ class Pool:
             stack += held[first:][::-1]
         return stack
 
-
-# The one id an anonymous pool hands out: no real id is negative
-ANONYMOUS_ID = -1
 
 # Every id's int, made once and shared by all pools: a fresh pool would otherwise make (and later free) an int
 # per id it hands out for the first time, at page 1 a token's worth each; Marconi's tuner replays its window on

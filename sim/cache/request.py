@@ -8,7 +8,7 @@ from typing import cast
 
 from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
-from sim.cache.counted_pages import CountedPages
+from sim.cache.counted_pages import CountedPages, PageList
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.pools import ANONYMOUS_ID, Pool
@@ -22,9 +22,9 @@ from sim.tokens import TokenSeq
 COUNT_ANONYMOUS_FREES = True
 # True: a request's lists of pages counted out of anonymous pools are ``CountedPages`` (two counts, not an entry
 # per page) where the tree does not own its lists; False: lists of ``ANONYMOUS_ID`` and None, the reference
-# (tests/test_counted_pages_property.py holds the two to each other). Pure Python only: the compiled core types
-# the lists ``list[int]``, so it keeps them
-COUNTED_PAGES = __file__.endswith(".py")
+# (tests/test_counted_pages_property.py holds the two to each other). Compiled too: the lists are typed
+# ``counted_pages.PageList`` (a list or counted) wherever the counted ones go, and ``CountedPages`` is native
+COUNTED_PAGES = True
 
 
 @dataclass
@@ -37,8 +37,8 @@ class RequestCache:
     page_size: int
     kv_len: int = 0  # positions whose KV is written
     prefix_len: int = 0  # [0, prefix_len) belongs to the tree (SGLang's cache_protected_len)
-    own_full: list[int] = field(default_factory=list)  # pages from prefix_len on
-    own_swa: list[int | None] = field(default_factory=list)  # same pages; None once freed (a prefix of it)
+    own_full: PageList = field(default_factory=list)  # pages from prefix_len on
+    own_swa: PageList = field(default_factory=list)  # same pages; None once freed (a prefix of it)
     swa_frontier: int = 0  # positions below it have had this request's SWA freed
     state: int | None = None  # running MAMBA state
     checkpoint: tuple[int, int] | None = None  # (position, state id) not yet handed to the tree
@@ -93,12 +93,12 @@ class RequestCache:
         have = self.prefix_len // self.page_size + len(self.own_full)
         return max(0, ceil_div(new_kv_len, self.page_size) - have)
 
-    def drop_own_swa_below(self, frontier: int) -> list[int]:
+    def drop_own_swa_below(self, frontier: int) -> PageList:
         """Forget the request's own SWA pages below ``frontier`` (positions the tree owns are not its own) and
         move its frontier there; returns the pages to free."""
         live, hi = self._live_own_swa_span(frontier)
         own_swa = self.own_swa
-        freed = cast(list, own_swa[live:hi])
+        freed = own_swa[live:hi]  # no None among them (``_live_own_swa_span``)
         own_swa[live:hi] = [None] * (hi - live)
         self.swa_frontier = max(self.swa_frontier, frontier)
         return freed
@@ -130,11 +130,11 @@ class RequestCache:
             live += 1
         return live, max(live, hi)
 
-    def drop_all(self) -> dict[Component, list[int]]:
+    def drop_all(self) -> dict[Component, PageList]:
         """Forget every page and state the request holds itself; returns them, per pool, to free."""
         checkpoint = self.checkpoint[1] if self.checkpoint else None
         states = [s for s in (self.state, checkpoint) if s is not None] + [s for _, s in self.planned]
-        held = {
+        held: dict[Component, PageList] = {
             FULL: self.own_full,
             SWA: [page for page in self.own_swa if page is not None],
             MAMBA: states + self.spare_states,
@@ -145,19 +145,19 @@ class RequestCache:
 
     def page_tables(self) -> tuple[list[int], list[int | None]]:
         """FULL and SWA page ids of the request's positions (None where SWA is freed)."""
-        full: list[int] = []
-        swa: list[int | None] = []
+        full: list = []
+        swa: list = []
         for node in self.last_node.path_from_root():
             full += node.full_pages
             swa += node.swa_pages if node.swa_pages is not None else [None] * len(node.full_pages)
-        return full + self.own_full, swa + self.own_swa
+        return full + list(self.own_full), swa + list(self.own_swa)
 
     def add_own_pages(self, full: list[int], swa: Sequence[int | None]) -> None:
         """Append newly allocated pages (fresh lists the request may keep: at page 1 a chunk's pages are a
         list per token, so the first chunk's become the request's own lists instead of being copied)."""
         if self.own_full:
             self.own_full += full
-            self.own_swa += swa
+            self.own_swa += swa  # type: ignore[operator]  # a list or counted: either takes +=
         else:
             self.own_full, self.own_swa = full, cast("list[int | None]", swa)  # SWA ids, or None per page
 
@@ -169,17 +169,18 @@ class RequestCache:
         ``_revive_below``: ~2 M reads at 12,031 requests), each a Python call on a counted list: its pure
         12,031 replay ran 1.04x slower counted (0.88x at 1,000)."""
         if not self.own_full and COUNTED_PAGES and countable:
-            self.own_full = cast("list[int]", CountedPages(num_pages))
-            self.own_swa = cast("list[int | None]", CountedPages(num_pages, 0 if has_swa else num_pages))
+            self.own_full = CountedPages(num_pages)
+            self.own_swa = CountedPages(num_pages, 0 if has_swa else num_pages)
             return
         if not self.own_full:  # the request's first pages: lists of its own, as ``add_own_pages`` keeps
             self.own_full = [ANONYMOUS_ID] * num_pages
             self.own_swa = [ANONYMOUS_ID if has_swa else None] * num_pages
             return
-        self.own_full += anonymous_ids(num_pages)
-        self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)
+        # a list or counted: either takes +=
+        self.own_full += anonymous_ids(num_pages)  # type: ignore[operator]
+        self.own_swa += anonymous_ids(num_pages) if has_swa else nones(num_pages)  # type: ignore[operator]
 
-    def take_own_pages(self, end: int) -> tuple[list[int], list[int | None]]:
+    def take_own_pages(self, end: int) -> tuple[PageList, PageList]:
         """Remove and return the own pages for ``[prefix_len, end)`` (they pass to the tree)."""
         count = (end - self.prefix_len) // self.page_size
         # the lists pass as they are and keep what stays: a commit or finish takes all or all but a page

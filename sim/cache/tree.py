@@ -3,9 +3,10 @@ acceptable) lives in the manager; this file only keeps the structure consistent 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.counted_pages import PageList
 from sim.cache.events import EventBus, Evicting, LeafDeleting, Split, StateDropping, Tombstoning, emit
 from sim.cache.eviction import LRUEviction, set_stamp, stamp_of
 from sim.cache.node import Node
@@ -127,8 +128,8 @@ class RadixTree:
         self,
         parent: Node,
         key: TokenSeq,
-        full_pages: list[int],
-        swa_pages: list[int] | None,
+        full_pages: PageList,
+        swa_pages: PageList | None,
         state: int | None = None,
     ) -> Node:
         assert len(key) == len(full_pages) * self.page_size and len(key) > 0
@@ -168,7 +169,7 @@ class RadixTree:
         if held is None:
             self.swa_pool.free(node.swa_pages)
         else:
-            held.append(node.swa_pages)
+            held.append(cast("list[int]", node.swa_pages))  # held by FreeToken's rules alone: lists
         self.num_swa_pages -= freed
         node.swa_pages = None
         return freed
@@ -179,7 +180,7 @@ class RadixTree:
         if self._evicting:
             emit(self._evicting, Evicting(comp, node))
 
-    def revive(self, node: Node, swa_pages: list[int], stamp: bool = True) -> None:
+    def revive(self, node: Node, swa_pages: PageList, stamp: bool = True) -> None:
         """``stamp``: SWA-stamp it (False: rules that keep no SWA stamp, FreeToken's one timestamp a node)."""
         assert node.swa_pages is None and len(swa_pages) == len(node.full_pages)
         node.swa_pages = swa_pages

@@ -16,7 +16,7 @@ tests/test_run_nodes_property.py holds every output equal).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable, Protocol
+from typing import Callable, Protocol, cast
 
 from sim.cache.events import EventBus, Split, emit
 from sim.cache.node import Node
@@ -141,11 +141,11 @@ def _step(tree: RadixTree, upper: Node, lower: Node) -> int | None:
 def _join(tree: RadixTree, stretch: list[Node], step: int) -> None:
     """``stretch`` (deepest first) made one node, the deepest: the lists of the top one extended."""
     top, bottom = stretch[-1], stretch[0]
-    full, swa, key = top.full_pages, top.swa_pages, top.key
+    full, swa, key = cast("list[int]", top.full_pages), cast("list[int] | None", top.swa_pages), top.key
     cuts = top.cuts if top.cuts is not None else []
     for index in range(len(stretch) - 2, -1, -1):
         node = stretch[index]
-        full.extend(node.full_pages)
+        full.extend(cast("list[int]", node.full_pages))
         if swa is not None:
             swa.extend(node.swa_pages)  # type: ignore[arg-type]  # alike: both live
         cuts.append(node.start)

@@ -17,6 +17,8 @@ reference tests/test_freetoken_counted_frees.py holds the counts to.
 
 from __future__ import annotations
 
+from typing import cast
+
 from sim.cache.events import TombstoningRun, emit
 from sim.cache.node import Node
 from sim.cache.pools import Pool
@@ -144,7 +146,7 @@ def tombstone_run(
         elif held is None:
             tree.swa_pool.free(pages)
         else:
-            held.append(pages)
+            held.append(cast("list[int]", pages))  # FreeToken's trees own their lists: never counted
         num_freed += len(pages)
         node.swa_pages = None
     tree.num_swa_pages -= num_freed

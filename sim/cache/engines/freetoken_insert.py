@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from operator import attrgetter
+from typing import cast
 
 from sim.cache.components import FULL
 from sim.cache.engines.freetoken_frees import PoolFrees
@@ -46,7 +47,8 @@ def insert_swa(
     """``SWARadixCache.insert`` of ``[0, end)``; without SWA (a FULL-only model) no node is a tombstone. The
     duplicates it frees go to the pools at the end, together (``PoolFrees``)."""
     page, base = tree.page_size, req.prefix_len
-    full, swa = req.take_own_pages(end)
+    taken = req.take_own_pages(end)  # lists: FreeToken's trees own theirs, so none is counted
+    full, swa = cast("list[int]", taken[0]), cast("list[int | None]", taken[1])
     frees = PoolFrees(tree)
     if CLIMB_TO_LIVE and PASS_FROM_FRONTIER and has_swa and frees.full_counted:
         path, node, depth = walk_from_live(tree, req, end, swa, frees)  # counts the FULL frees

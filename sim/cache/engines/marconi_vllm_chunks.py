@@ -18,6 +18,7 @@ from typing import Protocol, cast
 from sim.cache import insert as insert_module
 from sim.cache import locks
 from sim.cache.components import FULL, MAMBA, SWA
+from sim.cache.counted_pages import PageList
 from sim.cache.engines.marconi_evict import MarconiEvictor, _refusal
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
@@ -92,7 +93,7 @@ def _hand_over(
     """Evict ``victim`` and hand its page, SWA page and state to the chunk as its allocations."""
     swa = victim.swa_pages
     own_swa: list[int | None] = [None] if swa is None else cast("list[int | None]", swa)
-    handed = (victim.full_pages, own_swa, cast(int, victim.state))
+    handed = (cast("list[int]", victim.full_pages), own_swa, cast(int, victim.state))  # pools with ids: lists
     evict_lone_leaf(tree, recency, victim, True, told)
     chunk.handed_slots = handed
 
@@ -152,7 +153,7 @@ def commit_leaf_chunk(
     recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
     tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
-    own_swa = cast("list[int]", swa) if has_swa else None
+    own_swa = cast(PageList, swa) if has_swa else None
     direct = takes_direct_nodes(tree)
     key = chunk_key(req.tokens, base, end) if direct else req.tokens.slice(base, end)
     if direct:

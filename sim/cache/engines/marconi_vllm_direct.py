@@ -18,6 +18,7 @@ import heapq
 from bisect import bisect_right
 
 from sim.cache.components import FULL
+from sim.cache.counted_pages import PageList
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.events import (
     EventBus,
@@ -132,7 +133,7 @@ def hands_over(victim: Node, swa_pages: int, pools: tuple[Pool, Pool, Pool]) -> 
     )
 
 
-def _give_back(pool: Pool, ids: list[int], hand_over: bool) -> None:
+def _give_back(pool: Pool, ids: PageList, hand_over: bool) -> None:
     """``pool.free(ids)``; handed over: only its ``SlotsFreed`` (the next allocation takes ``ids`` back)."""
     if not hand_over:
         pool.free(ids)
@@ -141,7 +142,7 @@ def _give_back(pool: Pool, ids: list[int], hand_over: bool) -> None:
 
 
 def add_checkpointed_leaf(
-    tree: RadixTree, parent: Node, key: TokenSeq, full: list[int], swa: list[int] | None, state: int
+    tree: RadixTree, parent: Node, key: TokenSeq, full: PageList, swa: PageList | None, state: int
 ) -> Node:
     """``tree.add_leaf(parent, key, full, swa)`` then ``tree.set_state(node, state)``, over ``NoEviction``."""
     node = Node(key, parent.end, parent, full, swa, None)

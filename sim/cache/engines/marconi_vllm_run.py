@@ -162,7 +162,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
             req.own_full, req.own_swa, slot = handed
         else:
             req.own_full = full_pool.alloc(1)
-            req.own_swa = swa_pool.alloc(1) if has_swa else [None]  # type: ignore[assignment]
+            req.own_swa = swa_pool.alloc(1) if has_swa else [None]
             slot = state_pool.alloc_one()
         chunks._pass_open = False
         req.kv_len = end
@@ -229,7 +229,7 @@ def commit_chunk(
         tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
     key = keys.cut(base, end) if keys is not None else chunk_key(req.tokens, base, end)
-    node = Node(key, base, last, full, swa if has_swa else None, None)  # type: ignore[arg-type]
+    node = Node(key, base, last, full, swa if has_swa else None, None)
     node.edge = edge = key.runs  # a key of one page is its own first page (``add_checkpointed_leaf``)
     last.children[edge] = node
     tree.num_full_pages += 1

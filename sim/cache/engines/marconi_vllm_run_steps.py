@@ -16,6 +16,7 @@ import heapq
 from collections.abc import Callable
 
 from sim.cache.components import FULL
+from sim.cache.counted_pages import PageList
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_direct import evict_lone_leaf
@@ -209,5 +210,5 @@ def exposes_nothing_above(parent: Node, has_mamba: bool) -> bool:
     )
 
 
-def one_page(pages: list[int] | None) -> bool:
+def one_page(pages: PageList | None) -> bool:
     return pages is not None and len(pages) == 1

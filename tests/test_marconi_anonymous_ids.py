@@ -136,6 +136,7 @@ def test_the_fixed_runs_use_the_anonymous_pools_and_evict(trace, config, floors,
     assert sum(isinstance(entry, tuple) and isinstance(entry[-1], dict) for entry in log) >= num_trees
 
 
+@pytest.mark.interpreted  # counts ids through a patched ``Pool.alloc``, which compiled callers never reach
 def test_an_observed_timed_run_and_vllm_plus_keep_real_ids(monkeypatch):
     """Only runs of Marconi or SGLang+ that nobody reads an id of switch: an observed timed run of the same
     case (an observer may read the ids its events carry) and a vLLM+ replay hand out real ids from their own

@@ -1,7 +1,8 @@
 """The block pool's per-block lists (``sim/cache/blocks/by_id.py``): each batch operation's two bodies, the loop
 (``LOOPS`` on, the compiled core's) and the C pass (off, pure Python's), give the same answer and leave the same
-list, over generated lists and batches (repeated blocks, empty batches); and whole ``vllm`` runs with the switch
-on and off are the same run (replay and timed: evictions, shared blocks, preemptions)."""
+list (a table's first null found alike), over generated lists and batches (repeated blocks, empty batches); and
+whole ``vllm`` runs with the switch on and off are the same run (replay and timed: evictions, shared blocks,
+preemptions)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def test_the_loops_and_the_c_passes_agree(entries, count_entries, blocks, value,
         (lambda e: by_id.take(e, blocks, None), entries),
         (lambda e: by_id.all_equal(e, blocks, value), count_entries),
         (lambda e: by_id.fill(e, blocks, value), count_entries),
+        (by_id.first_none, entries),
+        (by_id.has_none, entries),
     ):
         loops, passes = both(monkeypatch, call, on)
         assert loops == passes
@@ -55,6 +58,8 @@ def test_a_fixed_batch_reads_each_answer():
     assert by_id.all_none(entries, [0, 2]) and not by_id.all_none(entries, [2, 3])
     assert by_id.take(entries, [3, 1], None) == [("b", 1), ("a", 0)] and entries == [None] * 4
     assert by_id.all_equal([1, 0, 1], [0, 2], 1) and not by_id.all_equal([1, 0, 1], [0, 1], 1)
+    assert by_id.first_none([3, 4, None, 5, None]) == 2 and by_id.first_none([3, 4]) == 2
+    assert by_id.has_none([3, None]) and not by_id.has_none([3, 4]) and not by_id.has_none([])
 
 
 RUNS = (

@@ -1,5 +1,5 @@
 """The block pool's per-block entries kept in lists indexed by block id (ids are dense: ``1 .. num_blocks - 1``),
-read and written a batch of blocks at a time.
+read and written a batch of blocks at a time; and a table's scan for its first null.
 
 Each batch operation has two bodies. Compiled, a loop: mypyc indexes a list by a machine integer, with no
 hashing and no boxed key, ~3x faster than a dict's C pass over the same blocks (``isdisjoint``, ``update``).
@@ -67,3 +67,23 @@ def take(entries: list[Any], blocks: list[int], value: Any) -> list[Any]:
     taken = read(entries, blocks)
     fill(entries, blocks, value)
     return taken
+
+
+def first_none(items: list[Any]) -> int:
+    """Where the first None of ``items`` is (a table's first null; ``len(items)``: none)."""
+    if LOOPS:
+        for index, item in enumerate(items):
+            if item is None:
+                return index
+        return len(items)
+    return items.index(None) if None in items else len(items)  # a C scan, comparing each id with None
+
+
+def has_none(items: list[Any]) -> bool:
+    """``None in items`` (a table's stretch holds a null)."""
+    if LOOPS:
+        for item in items:
+            if item is None:
+                return True
+        return False
+    return None in items

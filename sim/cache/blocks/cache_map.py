@@ -114,10 +114,11 @@ class CacheMap:
     def _unlist(self, blocks: list[int], keys: list[Key]) -> None:
         """Evicted ``blocks`` (their ``keys`` in order) leave the map."""
         first_of, more_of = self.first_of, self.more_of
-        shared = list(map(more_of.__contains__, keys)) if more_of else []
-        if True not in shared:  # each evicted key has one block: it leaves the map
+        # each evicted key has one block (a key has more in a few of hundreds): it leaves the map
+        if not more_of or more_of.keys().isdisjoint(keys):
             deque(map(first_of.pop, keys), 0)  # consumed in C
             return
+        shared = list(map(more_of.__contains__, keys))
         # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
         # with more (a few of hundreds) one by one, in order, as before
         deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)

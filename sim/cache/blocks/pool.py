@@ -16,7 +16,6 @@ out of it anywhere (``tail.py``: a list whose entries a hit leaves stale). Refer
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from itertools import compress
 from operator import itemgetter, not_
@@ -45,7 +44,7 @@ class BlockPool(CacheMap):
         self.num_evictions = dict.fromkeys(kinds, 0)
         # 1: a hashed block only its own request can ever hold (``private.py``), its eviction not told; set only
         # where the manager marks them (``marks_private``), cleared when the block loses its hash
-        self.private = bytearray(num_blocks)
+        self.private: list[int] = [0] * num_blocks  # by block id (``by_id.py``)
         self.marks_private = False
         bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
@@ -109,7 +108,9 @@ class BlockPool(CacheMap):
         if self._discarded:
             for block, key in zip(blocks, keys, strict=True):
                 emit(self._discarded, BlocksDiscarded(key[1], [block]))
-        for group, num_group in Counter(map(itemgetter(1), keys)).items():
+        groups = list(map(itemgetter(1), keys))
+        for group in dict.fromkeys(groups):  # a few groups: counted in C, no ``Counter`` (Python code)
+            num_group = groups.count(group)
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
         told = self._unmark_private(blocks, keys) if self.marks_private else keys
@@ -121,18 +122,15 @@ class BlockPool(CacheMap):
     def _unmark_private(self, blocks: list[int], keys: list) -> list:
         """The evicted ``keys`` whose blocks are not private; those blocks' marks cleared."""
         private = self.private
-        marked = list(map(private.__getitem__, blocks))
-        if 1 not in marked:
+        if by_id.all_equal(private, blocks, 0):
             return keys
-        for block in compress(blocks, marked):
-            private[block] = 0
+        marked = by_id.read(private, blocks)
+        by_id.fill(private, list(compress(blocks, marked)), 0)
         return list(compress(keys, map(not_, marked)))
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""
-        private = self.private
-        for block in blocks:
-            private[block] = 1
+        by_id.fill(self.private, blocks, 1)
 
     def touch(self, table: list[int | None], group: int) -> None:
         """A hit: each block of a hit's table (hashed, each once) leaves the free queue (if there) and gains a

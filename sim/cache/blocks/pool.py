@@ -37,7 +37,7 @@ class BlockPool(CacheMap):
         self.group_kinds = group_kinds
         self._head: list[int] = []  # the queue's head part, its first block last
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
-        self._tail = FreeTail()
+        self._tail = FreeTail(num_blocks)
         kinds = set(group_kinds)
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind

@@ -2,16 +2,18 @@
 (``LOOPS`` on, the compiled core's) and the C pass (off, pure Python's), give the same answer and leave the same
 list (a table's first null found alike), over generated lists and batches (repeated blocks, empty batches); and
 whole ``vllm`` runs with the switch on and off are the same run (replay and timed: evictions, shared blocks,
-preemptions)."""
+preemptions); the compiled map's listing in one probe (``CacheMap._list_new``) leaves the map as the C passes do
+(a key listed already, a key twice in one call)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
 
 from sim.cache.blocks import by_id
+from sim.cache.blocks.cache_map import CacheMap
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import fanout, multiturn
 
@@ -87,3 +89,38 @@ def test_whole_runs_are_the_same_with_the_loops_and_the_c_passes(case, monkeypat
 
     on, _ = same_both_ways(run)
     assert on[1].summary.requests == len(trace.requests) and on[1].summary.cached_tokens > 0
+
+
+# each call: distinct blocks of 1..11 with keys of a small alphabet, so a key is often listed already or twice
+calls = st.lists(
+    st.lists(
+        st.tuples(st.integers(1, NUM_BLOCKS - 1), st.integers(0, 4)), max_size=6, unique_by=lambda bk: bk[0]
+    ),
+    max_size=6,
+)
+LISTED_AND_TWICE = [[(1, 0), (2, 1)], [(3, 1), (4, 2), (5, 2)], [(2, 3), (6, 0)]]  # key 1 listed, key 2 twice
+
+
+def cached_map(calls_made: list, loops: bool, monkeypatch) -> tuple:
+    """A map after ``cache_all`` of each call's blocks (group 0), every third call's first block then evicted."""
+    monkeypatch.setattr(by_id, "LOOPS", loops)
+    cache = CacheMap(NUM_BLOCKS)
+    for number, call in enumerate(calls_made):
+        cache.cache_all([block for block, _ in call], [(bytes([key]), 0) for _, key in call])
+        listed = [block for block, _ in call if cache.key_at[block] is not None][:1]
+        if number % 3 == 2 and listed:
+            cache._unlist(listed, [cache.key_at[listed[0]]])
+            cache.key_at[listed[0]] = None
+    return cache.key_at, list(cache.first_of.items()), cache.more_of, len(cache.more_of)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(calls_made=LISTED_AND_TWICE)
+@given(calls_made=calls)
+def test_a_listing_in_one_probe_leaves_the_map_as_the_c_passes(calls_made, monkeypatch):
+    loops = cached_map(calls_made, True, monkeypatch)
+    assert loops[:3] == cached_map(calls_made, False, monkeypatch)[:3]
+
+
+def test_the_fixed_calls_list_a_key_already_listed_and_one_twice(monkeypatch):
+    assert cached_map(LISTED_AND_TWICE, True, monkeypatch)[3] == 2

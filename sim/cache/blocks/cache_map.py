@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import compress, repeat
 from operator import not_
+from typing import Any
 
 from sim.cache.blocks import by_id
 
@@ -50,7 +51,12 @@ class CacheMap:
         """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
         block is new to the map and every key too, each once: then in three updates. The keys go straight into
         the map; where it grew by fewer than the blocks (a key twice in ``keys``: all of them were new), they
-        are taken out again and cached one by one."""
+        are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is listed in one probe
+        instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
+        if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
+            by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
+            self._list_new(blocks, keys)
+            return
         first_of = self.first_of
         if by_id.all_none(self.key_at, blocks) and first_of.keys().isdisjoint(keys):
             num_keys = len(first_of)
@@ -61,6 +67,15 @@ class CacheMap:
             deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache(block, key)
+
+    def _list_new(self, blocks: list[Any], keys: list[Any]) -> None:
+        """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and
+        answers an old one's first block, another block (the objects typed ``Any``: no int unboxed, none boxed)."""
+        first_of: dict[Any, Any] = self.first_of
+        for index in range(len(blocks)):
+            block, key = blocks[index], keys[index]
+            if first_of.setdefault(key, block) is not block:  # the key has a block already
+                self.more_of.setdefault(key, []).append(block)
 
     def count_of(self, block: int) -> int:
         """A hashed block's reference count (0: free, in the tail)."""

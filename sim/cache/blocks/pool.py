@@ -16,7 +16,7 @@ out of it anywhere (``tail.py``: a list whose entries a hit leaves stale). Refer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from itertools import compress
 from operator import itemgetter, not_
 
@@ -148,7 +148,7 @@ class BlockPool(CacheMap):
         self.cached_free[kind] -= len(freed)
         self.held[kind] += len(freed)
 
-    def free_blocks(self, ordered: Sequence[int | None], group: int) -> None:
+    def free_blocks(self, ordered: Iterable[int | None], group: int) -> None:
         """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
         head, in the given order; hashed at the tail)."""
         blocks = list(filter(None, ordered))  # a held block is never 0, the null block

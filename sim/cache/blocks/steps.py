@@ -246,5 +246,5 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
     """``KVCacheManager.free``: group by group, each table tail first."""
     for group, table in enumerate(req.tables):
-        pool.free_blocks(list(reversed(table)), group)
+        pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
         table.clear()

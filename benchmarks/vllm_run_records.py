@@ -108,13 +108,13 @@ def install(rc: RecordCounts) -> None:
     c = rc.counts
 
     def cached(pool: CacheMap, blocks: list[int], keys: list) -> None:
-        new = [(block, key) for block, key in zip(blocks, keys, strict=True) if block not in pool.key_of]
+        new = [(block, key) for block, key in zip(blocks, keys, strict=True) if pool.key_at[block] is None]
         for block, key in new:
             rc.learn(block, key)
         rc.count("cache", [block for block, _ in new])
 
     def cached_one(pool: CacheMap, block: int, key: Any) -> None:
-        if block not in pool.key_of:
+        if pool.key_at[block] is None:
             rc.learn(block, key)
             rc.count("cache", [block])
 

@@ -74,6 +74,6 @@ def state_cached_this_step(
     """``MambaManager.get_num_blocks_to_allocate``: a hit whose state another request hashed in this step is not
     admitted now (it asks for more blocks than the pool has)."""
     return any(
-        kind == MAMBA and table and table[-1] is not None and pool.key_of.get(table[-1]) in keys
+        kind == MAMBA and table and table[-1] is not None and pool.key_at[table[-1]] in keys
         for kind, table in zip(layout.group_kinds, tables, strict=True)
     )

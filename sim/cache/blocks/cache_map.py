@@ -9,8 +9,11 @@ Reference counts are kept for hashed blocks only: only a hit shares a block and 
 an unhashed block is held once or is free, and allocating, freeing and re-allocating the hundreds of unhashed
 blocks of a prefill step (every SWA block the window leaves) writes no count. A block is hashed while the
 request that computed it holds it alone: its count starts at 1, and a count of 1 is not written at all
-(``ref_cnt`` holds the hashed blocks counted 0, free in the tail, or 2 and more, shared: ``count_of``), so
-hashing the hundreds of blocks of a prefill step writes no count either.
+(``count_at`` holds 1 for every block but the hashed blocks counted 0, free in the tail, or 2 and more, shared:
+``count_of``), so hashing the hundreds of blocks of a prefill step writes no count either.
+
+A block's key and count are lists indexed by block id (``by_id.py``: the ids are dense), not dicts: the compiled
+core reads and writes them a batch at a time in its own loops.
 """
 
 from __future__ import annotations
@@ -18,21 +21,24 @@ from __future__ import annotations
 from collections import deque
 from itertools import compress, repeat
 from operator import not_
+from typing import Any
+
+from sim.cache.blocks import by_id
 
 Key = tuple[object, int]  # (block key, group index)
 
 
 class CacheMap:
-    def __init__(self) -> None:
-        self.ref_cnt: dict[int, int] = {}  # hashed blocks counted other than 1 (see ``count_of``)
-        self.key_of: dict[int, Key] = {}
+    def __init__(self, num_blocks: int) -> None:
+        self.count_at: list[int] = [1] * num_blocks  # by block id: 1 unless hashed and counted otherwise
+        self.key_at: list[Key | None] = [None] * num_blocks  # by block id: its key, None while unhashed
         self.first_of: dict[Key, int] = {}  # each cached key's oldest block
         self.more_of: dict[Key, list[int]] = {}  # its newer blocks, oldest first, where it has any
 
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
-        if block not in self.key_of:
-            self.key_of[block] = key  # counted 1: not written
+        if self.key_at[block] is None:
+            self.key_at[block] = key  # counted 1: not written
             self._list(block, key)
 
     def _list(self, block: int, key: Key) -> None:
@@ -45,21 +51,46 @@ class CacheMap:
         """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
         block is new to the map and every key too, each once: then in three updates. The keys go straight into
         the map; where it grew by fewer than the blocks (a key twice in ``keys``: all of them were new), they
-        are taken out again and cached one by one."""
-        key_of, first_of = self.key_of, self.first_of
-        if key_of.keys().isdisjoint(blocks) and first_of.keys().isdisjoint(keys):
+        are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is listed in one probe
+        instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
+        if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
+            by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
+            self._list_new(blocks, keys)
+            return
+        first_of = self.first_of
+        if by_id.all_none(self.key_at, blocks) and first_of.keys().isdisjoint(keys):
             num_keys = len(first_of)
             first_of.update(zip(keys, blocks, strict=True))
             if len(first_of) - num_keys == len(blocks):
-                key_of.update(zip(blocks, keys, strict=True))  # each counted 1: not written
+                by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
                 return
             deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache(block, key)
 
+    def _list_new(self, blocks: list[Any], keys: list[Any]) -> None:
+        """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and
+        answers an old one's first block, another block (the objects typed ``Any``: no int unboxed, none boxed)."""
+        first_of: dict[Any, Any] = self.first_of
+        for index in range(len(blocks)):
+            block, key = blocks[index], keys[index]
+            if first_of.setdefault(key, block) is not block:  # the key has a block already
+                self.more_of.setdefault(key, []).append(block)
+
     def count_of(self, block: int) -> int:
         """A hashed block's reference count (0: free, in the tail)."""
-        return self.ref_cnt.get(block, 1)
+        return self.count_at[block]
+
+    @property
+    def key_of(self) -> dict[int, Key]:
+        """Every hashed block's key (for tests and integrity checks)."""
+        return {block: key for block, key in enumerate(self.key_at) if key is not None}
+
+    @property
+    def ref_cnt(self) -> dict[int, int]:
+        """The hashed blocks counted other than 1 (for tests)."""
+        key_at = self.key_at
+        return {block: n for block, n in enumerate(self.count_at) if n != 1 and key_at[block] is not None}
 
     def cached(self, key: Key) -> int | None:
         """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
@@ -87,21 +118,22 @@ class CacheMap:
         return {key: [block, *self.more_of.get(key, ())] for key, block in self.first_of.items()}
 
     def num_evictable(self, table: list[int | None]) -> int:
-        """``is_evictable`` counted over a hit's table (a block counted 1 or unhashed has no entry)."""
-        return list(map(self.ref_cnt.get, filter(None, table))).count(0)
+        """``is_evictable`` counted over a hit's table (a block unhashed is counted 1)."""
+        return by_id.read(self.count_at, list(filter(None, table))).count(0)
 
     def is_evictable(self, block: int | None) -> bool:
         """A cached block no running request holds: touching it takes it out of the free queue. (Asked of a
-        hit's blocks, which are hashed; an unhashed block answers False.)"""
-        return block is not None and self.ref_cnt.get(block) == 0
+        hit's blocks, which are hashed; an unhashed block, counted 1, answers False.)"""
+        return block is not None and self.count_at[block] == 0
 
     def _unlist(self, blocks: list[int], keys: list[Key]) -> None:
         """Evicted ``blocks`` (their ``keys`` in order) leave the map."""
         first_of, more_of = self.first_of, self.more_of
-        shared = list(map(more_of.__contains__, keys)) if more_of else []
-        if True not in shared:  # each evicted key has one block: it leaves the map
+        # each evicted key has one block (a key has more in a few of hundreds): it leaves the map
+        if not more_of or more_of.keys().isdisjoint(keys):
             deque(map(first_of.pop, keys), 0)  # consumed in C
             return
+        shared = list(map(more_of.__contains__, keys))
         # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
         # with more (a few of hundreds) one by one, in order, as before
         deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)

@@ -24,14 +24,18 @@ class Hit(NamedTuple):
     junction: int  # shared_prefix_boundary: full_tokens if it beats the hit, else 0
 
 
-def is_cached(layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, index: int) -> bool:
-    """Block ``index`` of the ``kind`` groups is cached in every one of them."""
-    key = layout.key_index(kind, index)
-    return (
-        0 <= index
-        and key < len(chain)
-        and all(pool.cached((chain[key], g)) is not None for g in layout.groups_of(kind))
-    )
+def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], stride: int, index: int) -> bool:
+    """Block ``index`` of ``groups`` (a kind's, ``stride`` hash blocks a block: ``Layout.key_index``) is cached
+    in every one of them. The caller reads the kind's figures from the layout once: its methods run
+    interpreted even in the compiled core (``layout.py`` is not compiled)."""
+    key = (index + 1) * stride - 1
+    if index < 0 or key >= len(chain):
+        return False
+    block_key = chain[key]
+    for group in groups:
+        if pool.cached((block_key, group)) is None:
+            return False
+    return True
 
 
 def answer(
@@ -44,13 +48,11 @@ def answer(
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
         return _full_run(layout, pool, chain, top) * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
-        late = int(past_state)
-        found = (
-            end * B
-            for end in range(top, 0, -1)
-            if end * B % A == 0 and is_cached(layout, pool, chain, kind, end - 1 - late)
-        )
-        return next(found, 0)
+        late, groups, stride = int(past_state), layout.groups_of(kind), layout.key_stride[kind]
+        for end in range(top, 0, -1):
+            if end * B % A == 0 and is_cached(pool, chain, groups, stride, end - 1 - late):
+                return end * B
+        return 0
     return _swa_answer(layout, pool, chain, top)
 
 
@@ -69,8 +71,9 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int
     if not need:  # a window of one token needs no block before the point
         return top * B // A * A
     run = 0  # cached blocks from ``index`` rightwards
+    groups, stride = layout.groups_of(SWA), layout.key_stride[SWA]
     for index in range(top - 1, -1, -1):
-        if not is_cached(layout, pool, chain, SWA, index):
+        if not is_cached(pool, chain, groups, stride, index):
             run = 0
             continue
         if run == 0 and (index + 1) * B % A:

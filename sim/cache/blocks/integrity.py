@@ -47,16 +47,17 @@ def _check_request(manager, req) -> None:
 
 def _check_cache_map(pool) -> None:
     listed: Counter[int] = Counter()
+    key_of = pool.key_of
     for key, blocks in pool.blocks_of.items():
         _expect(bool(blocks), f"cache key {key} maps to no block")
         for block in blocks:
             _expect(
-                pool.key_of.get(block) == key,
-                f"block {block} listed under {key}, keyed {pool.key_of.get(block)}",
+                key_of.get(block) == key,
+                f"block {block} listed under {key}, keyed {key_of.get(block)}",
             )
             listed[block] += 1
-    _expect(all(listed[b] == 1 for b in pool.key_of), "a hashed block is missing from the cache map")
-    marked = [block for block, mark in enumerate(pool.private) if mark and block not in pool.key_of]
+    _expect(all(listed[b] == 1 for b in key_of), "a hashed block is missing from the cache map")
+    marked = [block for block, mark in enumerate(pool.private) if mark and block not in key_of]
     _expect(not marked, f"blocks {marked[:5]} are marked private with no hash (``private.py``)")
 
 

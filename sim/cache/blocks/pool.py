@@ -16,11 +16,11 @@ out of it anywhere (``tail.py``: a list whose entries a hit leaves stale). Refer
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Sequence
-from itertools import compress, repeat
+from collections.abc import Iterable
+from itertools import compress
 from operator import itemgetter, not_
 
+from sim.cache.blocks import by_id
 from sim.cache.blocks.cache_map import CacheMap
 from sim.cache.blocks.tail import FreeTail
 from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
@@ -32,19 +32,19 @@ class BlockPool(CacheMap):
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
             )
-        super().__init__()
+        super().__init__(num_blocks)
         self.num_blocks = num_blocks
         self.group_kinds = group_kinds
         self._head: list[int] = []  # the queue's head part, its first block last
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
-        self._tail = FreeTail()
+        self._tail = FreeTail(num_blocks)
         kinds = set(group_kinds)
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
         # 1: a hashed block only its own request can ever hold (``private.py``), its eviction not told; set only
         # where the manager marks them (``marks_private``), cleared when the block loses its hash
-        self.private = bytearray(num_blocks)
+        self.private: list[int] = [0] * num_blocks  # by block id (``by_id.py``)
         self.marks_private = False
         bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
@@ -103,12 +103,14 @@ class BlockPool(CacheMap):
         (a prefill step evicts hundreds: batched, in the queue's order). Every tail block is hashed."""
         blocks = self._tail.pop_oldest(count)
         group_kinds = self.group_kinds
-        keys = list(map(self.key_of.pop, blocks))
-        deque(map(self.ref_cnt.pop, blocks), 0)  # consumed in C
+        keys = by_id.take(self.key_at, blocks, None)
+        by_id.fill(self.count_at, blocks, 1)  # counted 0: unhashed, 1
         if self._discarded:
             for block, key in zip(blocks, keys, strict=True):
                 emit(self._discarded, BlocksDiscarded(key[1], [block]))
-        for group, num_group in Counter(map(itemgetter(1), keys)).items():
+        groups = list(map(itemgetter(1), keys))
+        for group in dict.fromkeys(groups):  # a few groups: counted in C, no ``Counter`` (Python code)
+            num_group = groups.count(group)
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
         told = self._unmark_private(blocks, keys) if self.marks_private else keys
@@ -120,36 +122,33 @@ class BlockPool(CacheMap):
     def _unmark_private(self, blocks: list[int], keys: list) -> list:
         """The evicted ``keys`` whose blocks are not private; those blocks' marks cleared."""
         private = self.private
-        marked = list(map(private.__getitem__, blocks))
-        if 1 not in marked:
+        if by_id.all_equal(private, blocks, 0):
             return keys
-        for block in compress(blocks, marked):
-            private[block] = 0
+        marked = by_id.read(private, blocks)
+        by_id.fill(private, list(compress(blocks, marked)), 0)
         return list(compress(keys, map(not_, marked)))
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""
-        private = self.private
-        for block in blocks:
-            private[block] = 1
+        by_id.fill(self.private, blocks, 1)
 
     def touch(self, table: list[int | None], group: int) -> None:
         """A hit: each block of a hit's table (hashed, each once) leaves the free queue (if there) and gains a
         reference."""
         blocks = list(filter(None, table))
-        ref_cnt, kind = self.ref_cnt, self.group_kinds[group]
-        counts = list(map(ref_cnt.get, blocks, repeat(1)))
+        count_at, kind = self.count_at, self.group_kinds[group]
+        counts = by_id.read(count_at, blocks)
         held = list(compress(blocks, counts))  # counted 1 or more: one more
-        ref_cnt.update(zip(held, map((1).__add__, compress(counts, counts)), strict=True))
+        by_id.write(count_at, held, list(map((1).__add__, compress(counts, counts))))
         freed = list(compress(blocks, map(not_, counts)))  # a hit's block is hashed: if free, in the tail
         if not freed:
             return
-        deque(map(ref_cnt.pop, freed), 0)  # counted 1 now: not written
+        by_id.fill(count_at, freed, 1)
         self._tail.take(freed)
         self.cached_free[kind] -= len(freed)
         self.held[kind] += len(freed)
 
-    def free_blocks(self, ordered: Sequence[int | None], group: int) -> None:
+    def free_blocks(self, ordered: Iterable[int | None], group: int) -> None:
         """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
         head, in the given order; hashed at the tail)."""
         blocks = list(filter(None, ordered))  # a held block is never 0, the null block
@@ -162,10 +161,10 @@ class BlockPool(CacheMap):
     def free_held(self, blocks: list[int], group: int) -> None:
         """``free_blocks`` of held blocks (no null among them)."""
         kind = self.group_kinds[group]
-        if self.key_of.keys().isdisjoint(blocks):  # none hashed (a SWA window's release: hundreds)
+        if by_id.all_none(self.key_at, blocks):  # none hashed (a SWA window's release: hundreds)
             self._free_unhashed(blocks, group, kind)
             return
-        flags = list(map(self.key_of.__contains__, blocks))
+        flags = by_id.read(self.key_at, blocks)  # a key is a non-empty tuple: true
         hashed = list(compress(blocks, flags))
         if len(hashed) < len(blocks):
             self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
@@ -180,10 +179,9 @@ class BlockPool(CacheMap):
 
     def _free_hashed(self, hashed: list[int], kind: str) -> None:
         """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""
-        ref_cnt = self.ref_cnt
-        if ref_cnt.keys().isdisjoint(hashed):  # the usual case: each counted 1, no other request shares them
+        if by_id.all_equal(self.count_at, hashed, 1):  # the usual case: no other request shares them
             released = hashed
-            ref_cnt.update(dict.fromkeys(hashed, 0))
+            by_id.fill(self.count_at, hashed, 0)
         else:
             released = []
             for block in hashed:
@@ -196,7 +194,7 @@ class BlockPool(CacheMap):
     def free_one(self, block: int, group: int) -> None:
         """``free_blocks`` of one block."""
         kind = self.group_kinds[group]
-        if block in self.key_of:
+        if self.key_at[block] is not None:
             if self._drop_reference(block):
                 return
             self._tail.append(block)
@@ -208,12 +206,9 @@ class BlockPool(CacheMap):
         self.held[kind] -= 1
 
     def _drop_reference(self, block: int) -> int:
-        """A held hashed block's count, one less (written unless it is 1), returned."""
-        count = self.ref_cnt.get(block, 1) - 1
-        if count == 1:
-            del self.ref_cnt[block]
-        else:
-            self.ref_cnt[block] = count
+        """A held hashed block's count, one less, returned."""
+        count = self.count_at[block] - 1
+        self.count_at[block] = count
         return count
 
     def queue(self) -> list[int]:
@@ -224,6 +219,6 @@ class BlockPool(CacheMap):
         """Every handed-out block's reference count, 0 when free (for tests and integrity checks)."""
         free = set(self._head)
         return {
-            block: self.count_of(block) if block in self.key_of else int(block not in free)
+            block: self.count_of(block) if self.key_at[block] is not None else int(block not in free)
             for block in range(1, self._fresh)
         }

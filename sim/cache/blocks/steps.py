@@ -11,6 +11,7 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from sim.align import ceil_div
+from sim.cache.blocks import by_id
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -53,8 +54,8 @@ def release_window(
     top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    below = table[top::-1]  # the live run ends at the first null under it (a prefill frees hundreds)
-    num_freed = below.index(None) if None in below else len(below)
+    below = table[top::-1]
+    num_freed = by_id.first_none(below)  # the live run ends at the first null under it (a prefill: hundreds)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
     pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
 
@@ -153,7 +154,7 @@ def cache_blocks(
             mamba_keys.update(new_keys)
         if on_skip and kind != FULL and first < stop:
             told = min(stop, max(first, cut))  # a private block's skip is not told
-            if None in table[first:stop]:  # a null in the range: its own keys
+            if by_id.has_none(table[first:stop]):  # a null in the range: its own keys
                 skipped[group] = _unhashed_keys(table, keys_of, stride, first, stop, indices, told)
             elif shape in skipped_of:
                 skipped[group] = skipped_of[shape]
@@ -192,7 +193,7 @@ def _hashed_blocks(
     hundreds a prefill step) by slicing. Block ``i``'s key is ``keys_of[(i + 1) * stride - 1]``."""
     if isinstance(indices, range) and indices:
         blocks = table[indices.start : indices.stop]
-        if None not in blocks:
+        if not by_id.has_none(blocks):
             keys = keys_of[(indices.start + 1) * stride - 1 : indices.stop * stride : stride]
             return cast(list[int], blocks), list(zip(keys, repeat(group)))
     held = [index for index in indices if table[index] is not None]
@@ -236,8 +237,7 @@ def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, 
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
-    """The Mamba block an internal checkpoint filled, where it is kept (the prompt's last boundary or the
-    junction), else -1."""
+    """The Mamba block an internal checkpoint filled, if kept (the prompt's last boundary, the junction), else -1."""
     B = layout.block_of(MAMBA)
     kept = {req.replay_boundary // B * B, req.junction}
     return ceil_div(end, B) - 2 if ceil_div(end, B) - 1 in {k // B for k in kept} else -1
@@ -246,5 +246,5 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
     """``KVCacheManager.free``: group by group, each table tail first."""
     for group, table in enumerate(req.tables):
-        pool.free_blocks(list(reversed(table)), group)
+        pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
         table.clear()

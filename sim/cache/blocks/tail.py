@@ -3,19 +3,22 @@ map: a run of hashed blocks freed is one ``extend`` and an allocation's eviction
 map made a node per block and popped them one by one.
 
 A hit takes a block out of the tail anywhere: here it leaves the block's entry in the list and counts it stale
-(``_stale``); the front skips it when it gets there. A block's stale entries are all older than its live one
+(``_stale``, by block id: ``by_id.py``); the front skips it when it gets there. A block's stale entries are all older than its live one
 (the hit holds the block until it is freed and appended again), so the first entries of a block the front
 meets are its stale ones. The consumed front is cut off once it is most of the list.
 """
 
 from __future__ import annotations
 
+from sim.cache.blocks import by_id
+
 
 class FreeTail:
-    def __init__(self, compact_at: int = 4096) -> None:
+    def __init__(self, num_blocks: int, compact_at: int = 4096) -> None:
         self._entries: list[int] = []  # oldest first, live and stale, read from _at on
         self._at = 0
-        self._stale: dict[int, int] = {}  # block -> its stale entries still in _entries
+        self._stale = [0] * num_blocks  # by block id: its stale entries still in _entries
+        self._num_stale = 0  # all blocks' together
         self.size = 0  # the live entries: the blocks in the tail
         self.compact_at = compact_at  # entries consumed before the list drops them (a test lowers it)
 
@@ -31,11 +34,12 @@ class FreeTail:
     def take(self, blocks: list[int]) -> None:
         """A hit takes ``blocks`` (each in the tail, each once) out: their entries become stale."""
         stale = self._stale
-        if stale.keys().isdisjoint(blocks):
-            stale.update(dict.fromkeys(blocks, 1))
+        if by_id.all_equal(stale, blocks, 0):
+            by_id.fill(stale, blocks, 1)
         else:
             for block in blocks:
-                stale[block] = stale.get(block, 0) + 1
+                stale[block] += 1
+        self._num_stale += len(blocks)
         self.size -= len(blocks)
 
     def pop_oldest(self, count: int) -> list[int]:
@@ -43,8 +47,8 @@ class FreeTail:
         entries, at, stale = self._entries, self._at, self._stale
         blocks = entries[at : at + count]
         at += count
-        if stale and not stale.keys().isdisjoint(blocks):
-            blocks = [block for block in blocks if block not in stale or not self._drop_stale(block)]
+        if self._num_stale and not by_id.all_equal(stale, blocks, 0):
+            blocks = [block for block in blocks if not stale[block] or not self._drop_stale(block)]
             while len(blocks) < count:
                 at += 1
                 if not self._drop_stale(entries[at - 1]):
@@ -58,18 +62,17 @@ class FreeTail:
 
     def _drop_stale(self, block: int) -> bool:
         """``block``'s entry met at the front is stale (and is dropped): it has stale entries left."""
-        num_stale = self._stale.get(block, 0)
-        if num_stale == 1:
-            del self._stale[block]
-        elif num_stale:
+        num_stale = self._stale[block]
+        if num_stale:
             self._stale[block] = num_stale - 1
+            self._num_stale -= 1
         return num_stale > 0
 
     def live(self) -> list[int]:
         """The blocks in the tail, oldest first (for tests and integrity checks)."""
-        stale, blocks = dict(self._stale), []
+        stale, blocks = list(self._stale), []
         for block in self._entries[self._at :]:
-            if stale.get(block):
+            if stale[block]:
                 stale[block] -= 1
             else:
                 blocks.append(block)

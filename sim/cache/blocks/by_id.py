@@ -1,0 +1,89 @@
+"""The block pool's per-block entries kept in lists indexed by block id (ids are dense: ``1 .. num_blocks - 1``),
+read and written a batch of blocks at a time; and a table's scan for its first null.
+
+Each batch operation has two bodies. Compiled, a loop: mypyc indexes a list by a machine integer, with no
+hashing and no boxed key, ~3x faster than a dict's C pass over the same blocks (``isdisjoint``, ``update``).
+Pure Python, the C pass over the list (``map`` of its ``__getitem__``, ``__setitem__``), where a loop would run
+in the interpreter. ``LOOPS`` picks them (tests/test_vllm_by_id_property.py holds the two to each other).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import repeat
+from typing import Any
+
+# True: the loops (the compiled core's); False: the C passes (pure Python's). Either gives the same lists
+LOOPS = not __file__.endswith(".py")
+
+
+def all_none(entries: list[Any], blocks: list[int]) -> bool:
+    """No block of ``blocks`` has an entry (its entry is None)."""
+    if LOOPS:
+        for block in blocks:
+            if entries[block] is not None:
+                return False
+        return True
+    return not any(map(entries.__getitem__, blocks))  # an entry is a non-empty tuple: true
+
+
+def all_equal(entries: list[int], blocks: list[int], value: int) -> bool:
+    """Every block of ``blocks`` has ``value``."""
+    if LOOPS:
+        for block in blocks:
+            if entries[block] != value:
+                return False
+        return True
+    return list(map(entries.__getitem__, blocks)).count(value) == len(blocks)
+
+
+def read(entries: list[Any], blocks: list[int]) -> list[Any]:
+    """The entries of ``blocks``, in order."""
+    if LOOPS:
+        return [entries[block] for block in blocks]
+    return list(map(entries.__getitem__, blocks))
+
+
+def write(entries: list[Any], blocks: list[int], values: list[Any]) -> None:
+    """``entries[block] = value`` for each block with its value, in order."""
+    if LOOPS:
+        for block, value in zip(blocks, values, strict=True):
+            entries[block] = value
+        return
+    deque(map(entries.__setitem__, blocks, values), 0)  # consumed in C
+
+
+def fill(entries: list[Any], blocks: list[int], value: Any) -> None:
+    """``entries[block] = value`` for each of ``blocks``."""
+    if LOOPS:
+        for block in blocks:
+            entries[block] = value
+        return
+    deque(map(entries.__setitem__, blocks, repeat(value)), 0)
+
+
+def take(entries: list[Any], blocks: list[int], value: Any) -> list[Any]:
+    """The entries of ``blocks``, in order, each then set to ``value``."""
+    taken = read(entries, blocks)
+    fill(entries, blocks, value)
+    return taken
+
+
+def first_none(items: list[Any]) -> int:
+    """Where the first None of ``items`` is (a table's first null; ``len(items)``: none)."""
+    if LOOPS:
+        for index, item in enumerate(items):
+            if item is None:
+                return index
+        return len(items)
+    return items.index(None) if None in items else len(items)  # a C scan, comparing each id with None
+
+
+def has_none(items: list[Any]) -> bool:
+    """``None in items`` (a table's stretch holds a null)."""
+    if LOOPS:
+        for item in items:
+            if item is None:
+                return True
+        return False
+    return None in items

@@ -20,7 +20,7 @@ from sim.cache.engines.sglang_pass import running_decode_offset_of
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import Refusal
+from sim.cache.results import Refusal, new_refusal
 from sim.compiled_core import mypyc_attr
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
@@ -243,4 +243,4 @@ def _no_token(pool: str, needed: int, available: int) -> Refusal:
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
         f"needs {needed} {pool} tokens, at most {available} can be freed"
     )
-    return Refusal(pool, needed, available, why)
+    return new_refusal(pool, needed, available, why)

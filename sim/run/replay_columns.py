@@ -8,7 +8,6 @@ which pandas infers as it infers a column of rows; a replay sets none of the clo
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -17,19 +16,18 @@ from sim.sched.request import REQUEST_COLUMNS
 from sim.trace import Trace
 from sim.trace.stats import followup_parent
 
-if TYPE_CHECKING:
-    from sim.run.replay_records import ReplayRecords
-
 # a replay sets none of a request's clocks
 _CLOCKS = ("arrival_at", "first_token_at", "finished_at", "ttft_s", "tpot_s", "e2e_s")
 
 
-def columns_table(trace: Trace, order: list[str], records: ReplayRecords) -> pd.DataFrame:
-    """``replay_records.request_table``'s table; ``order``: the ids as they ran."""
+def columns_table(
+    trace: Trace, order: list[str], lengths: tuple[array, array, array, array], refusals: dict[int, str]
+) -> pd.DataFrame:
+    """``replay_records.request_table``'s table; ``order``: the ids as they ran; ``lengths``: the records'
+    cached, full-depth, sound (-1: none) and inserted lengths; ``refusals``: why, by run position."""
     requests = trace.requests
     at = _run_positions(trace, order)
-    cached, full_depth = _in_trace_order(records.cached_len, at), _in_trace_order(records.full_depth, at)
-    sound_len = _in_trace_order(records.sound_len, at)
+    cached, full_depth, sound_len, inserted = (_in_trace_order(column, at) for column in lengths)
     prompt = np.array([trace.prompt_len(request.id) for request in requests], dtype=np.int64)
     previous = [_previous_prompt_len(trace, request) for request in requests]
     cached_ints = cached.tolist()
@@ -50,9 +48,9 @@ def columns_table(trace: Trace, order: list[str], records: ReplayRecords) -> pd.
         ],
         **{clock: [None] * len(requests) for clock in _CLOCKS},
         "retractions": np.zeros(len(requests), dtype=np.int64),
-        "rejected": _rejected(records.refusals, at, len(requests)),
+        "rejected": _rejected(refusals, at, len(requests)),
         "relies_on_freed_window": (sound_len >= 0) & (sound_len < cached),  # -1: no sound length
-        "inserted_tokens": _in_trace_order(records.inserted_len, at),
+        "inserted_tokens": inserted,
     }
     return pd.DataFrame({name: data[name] for name in REQUEST_COLUMNS}, copy=False)
 

@@ -70,7 +70,8 @@ class ReplayRecords:
 def request_table(trace: Trace, order: list[str], records: ReplayRecords) -> pd.DataFrame:
     """``metrics.request_table`` of the records ``StatesLog`` would have kept."""
     if TABLE_BY_COLUMN:
-        return columns_table(trace, order, records)
+        lengths = (records.cached_len, records.full_depth, records.sound_len, records.inserted_len)
+        return columns_table(trace, order, lengths, records.refusals)
     return frame_of_rows(lambda: records.rows(trace, order), REQUEST_COLUMNS)
 
 

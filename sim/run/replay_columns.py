@@ -30,7 +30,9 @@ def columns_table(
     cached, full_depth, sound_len, inserted = (_in_trace_order(column, at) for column in lengths)
     prompt = np.array([trace.prompt_len(request.id) for request in requests], dtype=np.int64)
     previous = [_previous_prompt_len(trace, request) for request in requests]
-    cached_ints = cached.tolist()
+    followup = np.array([p is not None for p in previous], dtype=bool)
+    previous_or_0 = np.array([0 if p is None else p for p in previous], dtype=np.int64)
+    hits = (cached > previous_or_0 + 1).tolist()  # Python's bools, as a row's ``cached > previous + 1``
     data: dict[str, object] = {
         "id": [request.id for request in requests],
         "session": [request.session for request in requests],
@@ -41,12 +43,10 @@ def columns_table(
         "blocked": full_depth - cached,
         "recomputed_tokens": prompt - cached,
         "reuse_fraction": cached / prompt,  # IEEE division of exact doubles: Python's ``int / int``
-        "followup": np.array([p is not None for p in previous], dtype=bool),
+        "followup": followup,
         "previous_prompt_tokens": previous,
-        "decode_region_hit": [
-            None if p is None else c > p + 1 for c, p in zip(cached_ints, previous, strict=True)
-        ],
-        **{clock: [None] * len(requests) for clock in _CLOCKS},
+        "decode_region_hit": [None if p is None else hit for p, hit in zip(previous, hits, strict=True)],
+        **dict.fromkeys(_CLOCKS, [None] * len(requests)),  # one list: pandas makes each column its own
         "retractions": np.zeros(len(requests), dtype=np.int64),
         "rejected": _rejected(refusals, at, len(requests)),
         "relies_on_freed_window": (sound_len >= 0) & (sound_len < cached),  # -1: no sound length

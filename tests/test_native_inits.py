@@ -13,6 +13,7 @@ import pickle
 import pytest
 
 from sim.cache.components import FULL
+from sim.cache.engines.sglang_budget import PassBudget, PrefillVerdict, new_pass_budget, new_prefill_verdict
 from sim.cache.events import (
     Admitted,
     Evicting,
@@ -118,6 +119,8 @@ MAKERS = [  # (type, maker, every field's value)
     (FinishResult, new_finish_result, (7,)),
     (PoolUsage, new_pool_usage, (1, 2, 3)),
     (SoloRun, new_solo_run, (MATCH, 4, 5, {"full": PoolUsage(1, 2, 3)})),
+    (PrefillVerdict, new_prefill_verdict, (True, 7)),
+    (PassBudget, new_pass_budget, (1, 2, 3, 4, 5)),
 ]
 
 

@@ -9,13 +9,15 @@ import simpy
 
 from sim.cost import CostModel, get_gpu
 from sim.engines.registry import make_manager, make_scheduler
+from sim.run import simulate as sim_simulate
 from sim.run.backend import PredictBackend
 from sim.run.engine import Engine
 from sim.run.replay import replay_trace
 from sim.run.setup import build
 from sim.run.simulate import SimConfig, _fits_check, simulate
 from sim.sched.request import RequestState
-from sim.trace import Trace, load_trace
+from sim.trace import Trace, load_trace, stats
+from sim.trace.stats import ideal_cached_tokens
 
 PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy", "marconi",
            "marconi-vllm"]
@@ -74,6 +76,28 @@ def test_timed_engine_makes_no_cyclic_garbage(policy, fast_path):
 
     assert _cyclic_garbage_of(run) == 0
     assert len(engine.steps) > 0 and sum(manager.tree.num_evictions.values()) > 0
+
+
+@pytest.mark.parametrize("shared_heads", [True, False])
+def test_the_ideal_makes_no_cyclic_garbage(monkeypatch, shared_heads):
+    """So simulate() computes it with the collector paused (``simulate.IDEAL_PAUSED``)."""
+    monkeypatch.setattr(stats, "SHARED_HEADS", shared_heads)
+    trace = load_trace("traces/mooncake_conversation_500.jsonl")
+    assert _cyclic_garbage_of(lambda: ideal_cached_tokens(trace)) == 0
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_the_ideal_runs_with_the_collector_paused_and_restored_after(monkeypatch, paused):
+    trace, config = _pressured("sglang-retain")
+    seen = []
+    monkeypatch.setattr(sim_simulate, "IDEAL_PAUSED", paused)
+    ideal = sim_simulate.ideal_in_trace_order
+    monkeypatch.setattr(
+        sim_simulate, "ideal_in_trace_order", lambda trace: seen.append(gc.isenabled()) or ideal(trace)
+    )
+    simulate(Trace(list(trace)[:5]), config)
+    assert seen == [not paused]
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("mode", ["timed", "replay"])

@@ -9,9 +9,11 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pandas as pd
 import pytest
 from same_runs import assert_same_run
 
+import sim.run.replay_records as replay_records
 import sim.run.simulate as simulate_module
 import sim.run.table_chunks as table_chunks
 from sim.run.replay import replay_order
@@ -107,3 +109,35 @@ def test_the_watchers_tables_are_gone_before_the_tables(monkeypatch):
     if seen["watcher"] is None:
         pytest.skip("the compiled watcher takes no weak reference")
     assert seen["alive"] is False
+
+
+def _same_table_by_column(trace, config, monkeypatch):
+    """The run with the table made a column at a time (``replay_records.TABLE_BY_COLUMN``) and by rows."""
+    on = simulate(trace, config)
+    monkeypatch.setattr(replay_records, "TABLE_BY_COLUMN", False)
+    off = simulate(trace, config)
+    monkeypatch.setattr(replay_records, "TABLE_BY_COLUMN", True)
+    pd.testing.assert_frame_equal(on.requests, off.requests, check_dtype=True, check_exact=True)
+    assert_same_run(on, off)
+    return on
+
+
+@pytest.mark.parametrize("policy", ["sglang-retain", "freetoken", "vllm", "marconi"])
+@pytest.mark.parametrize("trace", [TURNS, FANOUT], ids=["turns", "fanout"])
+@pytest.mark.parametrize("small", [False, True])
+def test_the_table_by_column_is_the_rows_table(policy, trace, small, monkeypatch):
+    config = SimConfig(policy=policy, mode="replay", bounds=small, **(SMALL if small else {}))
+    _same_table_by_column(trace, config, monkeypatch)
+
+
+def test_the_table_by_column_floors(monkeypatch):
+    """Refusals, an order unlike the trace's, follow-ups with and without a decode-region hit beside first turns
+    (None), and a reference made in chunks."""
+    config = SimConfig(policy="sglang-retain", mode="replay", bounds=False, pool_tokens=600)
+    table = _same_table_by_column(TURNS, config, monkeypatch).requests
+    assert 0 < (table["rejected"] != "").sum() < len(TURNS)
+    config = SimConfig(policy="sglang-retain", mode="replay", bounds=False)
+    hits = _same_table_by_column(TURNS, config, monkeypatch).requests["decode_region_hit"]
+    assert hits.isna().any() and set(hits.dropna()) == {True, False}
+    monkeypatch.setattr(table_chunks, "CHUNK_LEN", 4)
+    _same_table_by_column(TURNS, SimConfig(policy="freetoken", mode="replay", bounds=False, **SMALL), monkeypatch)

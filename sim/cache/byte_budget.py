@@ -10,7 +10,7 @@ from __future__ import annotations
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.events import EventBus
 from sim.cache.pools import PoolUsage
-from sim.cache.results import Refusal
+from sim.cache.results import Refusal, new_refusal
 from sim.cache.sizing import PoolSizes
 from sim.cache.topology import component_pools, pool_usage
 from sim.models import ModelSpec
@@ -57,7 +57,9 @@ class ByteBudget:
         return min(room, self.pools[FULL].num_free, self.pools[SWA].num_free if has_swa else room)
 
     def refusal(self, full_pages: int, swa_pages: int, states: int) -> Refusal:
-        return Refusal("BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes())
+        return new_refusal(
+            "BYTES", self.bytes_of(full_pages, swa_pages, states), self.budget - self.used_bytes()
+        )
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
         return pool_usage(self.pools, tree)

@@ -33,6 +33,7 @@ from sim.cache.resolve import resolve
 from sim.cache.results import AdmitResult, ChunkPlan, FinishResult, MatchResult, Refusal
 from sim.cache.sizing import PoolSizes
 from sim.cache.tree import RadixTree
+from sim.cache.tuple_new import new_tuple
 from sim.models import ModelSpec
 from sim.tokens import TokenSeq
 
@@ -116,7 +117,7 @@ class CacheManager(SchedulingPasses):
         self.rules.after_admit(self, req)
         if self._admitted:
             emit(self._admitted, Admitted(request_id, cached))
-        return AdmitResult(match, copy_from)
+        return new_tuple(AdmitResult, (match, copy_from))  # every field: built natively (tuple_new.py)
 
     def next_chunk_len(self, request_id: str, budget: int) -> int:
         """The request's next prefill chunk under a token budget: the rest of its prompt, or a
@@ -172,7 +173,7 @@ class CacheManager(SchedulingPasses):
         if self._finishing:
             emit(self._finishing, FinishStarted(request_id))
         self.rules.finish(self, req)
-        result = FinishResult(inserted_len=req.prefix_len if self.rules.keeps_cache else 0)
+        result = new_tuple(FinishResult, (req.prefix_len if self.rules.keeps_cache else 0,))
         self._release(req)
         del self.requests[request_id]
         self.rules.after_release(self, req)

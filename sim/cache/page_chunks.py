@@ -19,7 +19,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.plain_decodes import PlainDecodes
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan, Refusal
+from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 
 
 class PageChunks(PlainDecodes):
@@ -78,7 +78,7 @@ class PageChunks(PlainDecodes):
         start = req.kv_len
         planned = ((start + page, slot),)
         req.planned = planned
-        return ChunkPlan(req.request_id, start, start + page, req.state, planned)
+        return new_chunk_plan(req.request_id, start, start + page, req.state, planned)
 
     def _page_slots(self, req: RequestCache) -> int | Refusal:
         """A page chunk's page, SWA page (or None) and state slot: the rules' reservation where a pool lacks

@@ -14,6 +14,7 @@ from sim.cache.components import Component
 from sim.cache.counted_pages import ANONYMOUS_ID, PageList
 from sim.cache.errors import PoolExhausted
 from sim.cache.events import EventBus, SlotsFreed, emit
+from sim.cache.tuple_new import new_tuple
 
 
 class Pool:
@@ -183,3 +184,8 @@ class PoolUsage(NamedTuple):  # a tuple: made for every pool at every engine ste
     free: int
     running: int  # held by running requests
     tree: int  # held by the radix tree (evictable unless locked)
+
+
+def new_pool_usage(free: int, running: int, tree: int) -> PoolUsage:
+    """``PoolUsage(free, running, tree)``, built natively when compiled (``sim/cache/tuple_new.py``)."""
+    return new_tuple(PoolUsage, (free, running, tree))

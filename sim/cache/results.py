@@ -1,7 +1,8 @@
 """Typed results the cache manager hands to the scheduler (and, through it, to a backend).
 
 The immutable ones are named tuples: a timed run makes about a million ``ChunkPlan``s, and a named tuple
-is built in half the time of a frozen dataclass.
+is built in half the time of a frozen dataclass. The hot paths build them with the ``new_*`` makers below (the
+compiled core natively: ``sim/cache/tuple_new.py``); ``MatchResult(...)`` and the others make the same objects.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.cache.node import Node
+from sim.cache.tuple_new import new_tuple
 
 
 class MatchResult(NamedTuple):
@@ -66,3 +68,28 @@ class AdmitResult(NamedTuple):
 
 class FinishResult(NamedTuple):
     inserted_len: int  # how much of the sequence the tree now holds for this request
+
+
+# the makers: every field in order, the declared defaults (tests/test_native_inits.py holds them to the types)
+def new_match_result(
+    cached_len: int, full_depth: int, node: Node | None, sound_len: int | None = None
+) -> MatchResult:
+    return new_tuple(MatchResult, (cached_len, full_depth, node, sound_len))
+
+
+def new_refusal(pool: str, needed: int, available: int, reason: str = "") -> Refusal:
+    return new_tuple(Refusal, (pool, needed, available, reason))
+
+
+def new_chunk_plan(
+    request_id: str, start: int, end: int, state_id: int | None, checkpoints: tuple[tuple[int, int], ...] = ()
+) -> ChunkPlan:
+    return new_tuple(ChunkPlan, (request_id, start, end, state_id, checkpoints))
+
+
+def new_admit_result(match: MatchResult, copy_state_from: int | None = None) -> AdmitResult:
+    return new_tuple(AdmitResult, (match, copy_state_from))
+
+
+def new_finish_result(inserted_len: int) -> FinishResult:
+    return new_tuple(FinishResult, (inserted_len,))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sim.cache.errors import ReplayRefused
 from sim.cache.results import MatchResult, Refusal
+from sim.cache.tuple_new import new_tuple
 from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
@@ -20,6 +21,11 @@ class SoloRun(NamedTuple):
     end_iteration: int
     inserted_len: int
     peak_usage: dict  # pool usage just before the finish: the request still holds all it allocated
+
+
+def new_solo_run(match: MatchResult, end_iteration: int, inserted_len: int, peak_usage: dict) -> SoloRun:
+    """``SoloRun(...)``, built natively when compiled (``sim/cache/tuple_new.py``)."""
+    return new_tuple(SoloRun, (match, end_iteration, inserted_len, peak_usage))
 
 
 def run_alone(
@@ -56,7 +62,7 @@ def run_alone(
     iteration += done
     peak_usage = manager.usage()
     finished = manager.finish(request_id)
-    return SoloRun(admitted.match, iteration, finished.inserted_len, peak_usage)
+    return new_solo_run(admitted.match, iteration, finished.inserted_len, peak_usage)
 
 
 def _ok(result, request_id: str):

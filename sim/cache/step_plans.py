@@ -8,7 +8,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.manager_views import ManagerViews
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan, Refusal
+from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 
 
 class StepPlans(ManagerViews):
@@ -18,7 +18,7 @@ class StepPlans(ManagerViews):
         num_pages = req.pages_needed(req.kv_len + num_tokens)
         if not num_pages and not checkpoint:  # nothing to allocate (most decode steps)
             req.planned = ()
-            return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
+            return new_chunk_plan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state)
         new_state = 1 if checkpoint and not req.spare_states else 0
         refusal = self.rules.reserve(self, num_pages, num_pages if self.has_swa else 0, new_state)
         if refusal is not None:
@@ -31,7 +31,7 @@ class StepPlans(ManagerViews):
         req.planned = planned
         if planned and num_tokens > 1 and self.policy.fault == "early-checkpoint":
             planned = ((planned[0][0] - 1, planned[0][1]),)  # the tree still records the checkpoint
-        return ChunkPlan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
+        return new_chunk_plan(req.request_id, req.kv_len, req.kv_len + num_tokens, req.state, planned)
 
     def prepare_page_decode(self, req: RequestCache, num_pages: int) -> None:
         """``prepare_decode`` of a step that only starts a page (no checkpoint, no out-of-window SWA free: the

@@ -9,8 +9,8 @@ from __future__ import annotations
 from sim.cache import evictor
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.events import EventBus
-from sim.cache.pools import Pool, PoolUsage
-from sim.cache.results import Refusal
+from sim.cache.pools import Pool, PoolUsage, new_pool_usage
+from sim.cache.results import Refusal, new_refusal
 from sim.cache.sizing import PoolSizes
 
 # False: each pool's usage made in a loop over the pools (the reference; tests/test_step_rows_lean.py holds both
@@ -33,7 +33,7 @@ class SeparatePools:
         ):
             pool = self.pools[comp]
             if needed and not evictor.ensure_free(tree, pool, comp, needed):
-                return Refusal(pool.name, needed, pool.num_free)
+                return new_refusal(pool.name, needed, pool.num_free)
         return None
 
     def usage(self, tree) -> dict[Component, PoolUsage]:
@@ -63,12 +63,12 @@ def pool_usage(pools, tree) -> dict[Component, PoolUsage]:
         full, swa, mamba = pools[FULL], pools[SWA], pools[MAMBA]
         in_full, in_swa, in_states = tree.num_full_pages, tree.num_swa_pages, tree.num_states
         return {
-            FULL: PoolUsage(full.num_free, full.size - full.num_free - in_full, in_full),
-            SWA: PoolUsage(swa.num_free, swa.size - swa.num_free - in_swa, in_swa),
-            MAMBA: PoolUsage(mamba.num_free, mamba.size - mamba.num_free - in_states, in_states),
+            FULL: new_pool_usage(full.num_free, full.size - full.num_free - in_full, in_full),
+            SWA: new_pool_usage(swa.num_free, swa.size - swa.num_free - in_swa, in_swa),
+            MAMBA: new_pool_usage(mamba.num_free, mamba.size - mamba.num_free - in_states, in_states),
         }
     tree_held = {FULL: tree.num_full_pages, SWA: tree.num_swa_pages, MAMBA: tree.num_states}
     return {
-        comp: PoolUsage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
+        comp: new_pool_usage(pool.num_free, pool.num_used - tree_held[comp], tree_held[comp])
         for comp, pool in pools.items()
     }

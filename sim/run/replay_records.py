@@ -12,11 +12,15 @@ from collections.abc import Iterator
 import pandas as pd
 
 from sim.cache.results import MatchResult
+from sim.run.replay_columns import columns_table
 from sim.run.table_chunks import frame_of_rows
 from sim.sched.request import REQUEST_COLUMNS, RequestRow, RequestState
 from sim.trace import Trace
 
 _NO_SOUND_LEN = -1  # ``MatchResult.sound_len`` None (a length is never negative)
+# True: the request table is made a column at a time from the records (``sim/run/replay_columns.py``); False: a
+# ``RequestState`` and a row per request, a chunk of rows at a time (the reference; tests/test_replay_records.py)
+TABLE_BY_COLUMN = True
 
 
 class ReplayRecords:
@@ -65,6 +69,9 @@ class ReplayRecords:
 
 def request_table(trace: Trace, order: list[str], records: ReplayRecords) -> pd.DataFrame:
     """``metrics.request_table`` of the records ``StatesLog`` would have kept."""
+    if TABLE_BY_COLUMN:
+        lengths = (records.cached_len, records.full_depth, records.sound_len, records.inserted_len)
+        return columns_table(trace, order, lengths, records.refusals)
     return frame_of_rows(lambda: records.rows(trace, order), REQUEST_COLUMNS)
 
 

@@ -11,7 +11,7 @@ from sim.cache.components import MAMBA, Component
 from sim.cache.manager import CacheManager
 from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan
+from sim.cache.results import ChunkPlan, new_chunk_plan
 from sim.sched.request import RequestState
 
 # False: a quiet stretch's take computes its page starts again (the reference; tests/test_stretch_starts_once.py
@@ -64,7 +64,7 @@ class DecodeBatch(Batch):
         if self._items is None:
             offset = self.offset
             self._items = [
-                BatchItem(ChunkPlan(request_id, length + offset, length + offset + 1, state), False)
+                BatchItem(new_chunk_plan(request_id, length + offset, length + offset + 1, state), False)
                 for request_id, length, state in zip(self.request_ids, self.lengths, self.states, strict=True)
             ]
             for index, plan in enumerate(self.plans or ()):
@@ -131,7 +131,7 @@ def page_step_batch(
     batch = Batch(iteration)
     for req, length in zip(reqs, lengths, strict=True):
         start = length + offset
-        batch.items.append(BatchItem(ChunkPlan(req.request_id, start, start + 1, req.state), False))
+        batch.items.append(BatchItem(new_chunk_plan(req.request_id, start, start + 1, req.state), False))
     return batch
 
 

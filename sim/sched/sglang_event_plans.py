@@ -27,7 +27,7 @@ from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.manager import CacheManager
 from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
-from sim.cache.results import ChunkPlan, Refusal
+from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 from sim.sched.batch import Batch, BatchItem
 
 ONE_PASS = True
@@ -121,7 +121,7 @@ def plan_each(
         elif batch is None:
             continue
         else:
-            plan = ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
+            plan = new_chunk_plan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
         if batch is not None:
             batch.items.append(BatchItem(plan, False))
 
@@ -141,7 +141,9 @@ def plan_needs(
             num_counted += num_pages
         if batch is not None:
             plan = (
-                plan if plan is not None else ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
+                plan
+                if plan is not None
+                else new_chunk_plan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
             )
             batch.items.append(BatchItem(plan, False))
     if num_counted:
@@ -161,4 +163,4 @@ def decode_plan(
             raise AssertionError(f"{req.request_id}: a batch run's event step refused ({plan})")
         return plan
     manager.prepare_page_decode(req, pages_alone)
-    return ChunkPlan(req.request_id, req.kv_len, req.kv_len + 1, req.state) if wanted else None
+    return new_chunk_plan(req.request_id, req.kv_len, req.kv_len + 1, req.state) if wanted else None

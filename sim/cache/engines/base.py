@@ -21,7 +21,7 @@ from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal
+from sim.cache.results import NO_FIRST_CHUNK, MatchResult, Refusal, new_match_result, new_refusal
 from sim.cache.topology import SeparatePools
 from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
@@ -72,7 +72,7 @@ class EngineRules:
     def match(self, tree: RadixTree, tokens: TokenSeq, prompt_len: int) -> MatchResult:
         """The deepest node every component accepts, on the walk of ``page_floor(prompt_len - 1)``."""
         if prompt_len <= 1:
-            return MatchResult(0, 0, tree.root)
+            return new_match_result(0, 0, tree.root)
         path, full_depth = tree.walk(tokens, floor_to(prompt_len - 1, self.page_size))
         return self.match_walked(tree, path, full_depth)
 
@@ -86,7 +86,7 @@ class EngineRules:
         if r.window_slack:
             sound_node = deepest_acceptable(path, r.window, r.has_swa, r.has_mamba)
             sound = sound_node.end if sound_node is not None else 0
-        return MatchResult(node.end, full_depth, node, sound)
+        return new_match_result(node.end, full_depth, node, sound)
 
     def refresh_after_match(self, tree: RadixTree, path: list, node) -> None:
         raise NotImplementedError
@@ -169,7 +169,7 @@ class EngineRules:
             return None
         if self.resolved.has_mamba and req.match.cached_len:
             self.reserve(manager, 0, 0, 1)
-        return Refusal(NO_FIRST_CHUNK, self.page_size, chunk, "no page of its first chunk fits the pass")
+        return new_refusal(NO_FIRST_CHUNK, self.page_size, chunk, "no page of its first chunk fits the pass")
 
     def chunk_len(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The engine's own cap on a prefill chunk the budget allows (0: none this step)."""

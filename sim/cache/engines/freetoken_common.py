@@ -19,7 +19,7 @@ from sim.cache.ops import RadixOps
 from sim.cache.policy import own_knobs
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import Refusal
+from sim.cache.results import Refusal, new_refusal
 from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
 
@@ -105,7 +105,7 @@ class FreeTokenCommon(EngineRules):
         if free >= need:
             return None
         evictable = manager.tree.num_unlocked_tokens
-        return Refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
+        return new_refusal(FULL.pool_name, need, free + evictable) if free + evictable < need else None
 
     def reservation(self, req: RequestCache) -> int:
         """``_kv_reservation_size``: the pages the rest of the request (prompt and output) still needs."""
@@ -139,7 +139,7 @@ class FreeTokenCommon(EngineRules):
             (MAMBA, states),
         ):
             if pools[comp].num_free < needed:
-                return Refusal(pools[comp].name, needed, pools[comp].num_free)
+                return new_refusal(pools[comp].name, needed, pools[comp].num_free)
         return None
 
     def rematch(self, tree: RadixTree, tokens, end: int, node) -> None:

@@ -21,7 +21,7 @@ from sim.cache.matching import deepest_acceptable, deepest_acceptable_above
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
-from sim.cache.results import MatchResult, Refusal
+from sim.cache.results import MatchResult, Refusal, new_match_result, new_refusal
 from sim.cache.tree import RadixTree
 from sim.compiled_core import mypyc_attr
 
@@ -57,7 +57,7 @@ class SwaRules(FreeTokenCommon):
         best = deepest_acceptable_above(end, r.window, r.has_swa, r.has_mamba)
         node = best if best is not None else tree.root
         self.refresh_after_match(tree, [], node)
-        return MatchResult(node.end, full_depth, node, None)
+        return new_match_result(node.end, full_depth, node, None)
 
     # ---- admission and chunks ------------------------------------------------------------------------
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
@@ -67,7 +67,7 @@ class SwaRules(FreeTokenCommon):
         page, reserved = self.page_size, self.reserved_swa
         need = ceil_to(min(max(req.prompt_len - req.kv_len, 1), self.window) + 1, page)
         available = self.swa_available(manager, req, need + reserved) - reserved
-        return Refusal(SWA.pool_name, need, available) if available < need else None
+        return new_refusal(SWA.pool_name, need, available) if available < need else None
 
     def cap_chunk(self, manager: RadixOps, req: RequestCache, chunk_len: int) -> int:
         """The SWA the pool can back this pass (less what earlier chunks of the pass were charged, plus what

@@ -17,7 +17,7 @@ from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
-from sim.cache.results import Refusal
+from sim.cache.results import Refusal, new_refusal
 
 # alpha 0 (plain recency, and the alpha tuned on every Mooncake window so far): the victim is the first of
 # the lowest raw recencies, no efficiency read and nothing normalised (``MarconiEvictor._best``), found in
@@ -230,7 +230,7 @@ def _refusal(topology, full_pages: int, swa_pages: int, states: int) -> Refusal:
     for comp, needed in ((FULL, full_pages), (SWA, swa_pages), (MAMBA, states)):
         pool = topology.pools[comp]
         if needed > pool.num_free:
-            return Refusal(pool.name, needed, pool.num_free)
+            return new_refusal(pool.name, needed, pool.num_free)
     raise AssertionError("no pool is short")
 
 

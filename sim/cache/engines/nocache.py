@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.ops import RadixOps
-from sim.cache.results import MatchResult
+from sim.cache.results import MatchResult, new_match_result
 from sim.compiled_core import mypyc_attr
 
 
@@ -16,7 +16,7 @@ class NoCacheRules(SGLangRules):
     keeps_cache = False
 
     def match(self, tree, tokens, prompt_len) -> MatchResult:
-        return MatchResult(0, 0, tree.root)
+        return new_match_result(0, 0, tree.root)
 
     def after_prefill_chunk(self, manager: RadixOps, req, is_last: bool) -> None:
         pass

@@ -14,13 +14,13 @@ from collections.abc import Set as AbstractSet
 import sim.cache.engines.sglang_budget as budget
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.base import EngineRules
-from sim.cache.engines.sglang_budget import PassBudget
+from sim.cache.engines.sglang_budget import PassBudget, new_pass_budget
 from sim.cache.engines.sglang_locked import locked_pages_shared
 from sim.cache.engines.sglang_pass import running_decode_offset_of
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import Refusal
+from sim.cache.results import Refusal, new_refusal
 from sim.compiled_core import mypyc_attr
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
@@ -40,7 +40,7 @@ class SGLangAdmission(EngineRules):
         # alloc_paged_token_slots_extend / _decode evict for a page per request more than they allocate; the
         # unpaged allocator (page 1) evicts for exactly what it allocates
         self.alloc_slack_pages = 1 if self.page_size > 1 else 0
-        self.pass_budget = PassBudget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
+        self.pass_budget = new_pass_budget(0, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
         # the pass's requests with a step launched, not yet processed
         self.in_flight: AbstractSet[str] = frozenset()
         self.full_pool_tokens = 0  # set by each pass (the FULL pool's size, for the generation clip)
@@ -62,13 +62,13 @@ class SGLangAdmission(EngineRules):
         what every running request still owes."""
         requests, pool_tokens = manager.requests.values(), self.full_pool_tokens
         offset = running_decode_offset_of(requests, in_flight, steps_ahead, pool_tokens, self.page_size)
-        return PassBudget(offset, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
+        return new_pass_budget(offset, 0, 0, self.policy.chunked_prefill_size, MAX_PREFILL_TOKENS)
 
     def reserve_mixed_decode(self, num_running: int) -> None:
         """``PrefillAdder(num_mixed_decode_tokens=running_bs)`` under ``--enable-mixed-chunk``: a token per running
         request, charged to both FULL offsets and both token budgets (not to SWA's: ``SWAPrefillBudget``)."""
         b = self.pass_budget
-        self.pass_budget = PassBudget(
+        self.pass_budget = new_pass_budget(
             b.total + num_running,
             b.current + num_running,
             b.swa,
@@ -102,7 +102,7 @@ class SGLangAdmission(EngineRules):
         whole = self._max_new(req) + req.num_outputs_known
         max_new = budget.clipped_new_tokens(whole) if req.kv_len + chunk_len >= req.prompt_len else 0
         swa = budget.estimate_swa_kv_tokens(paged, max_new, self.window, page, b.chunk)
-        self.pass_budget = PassBudget(
+        self.pass_budget = new_pass_budget(
             b.total + paged + page + max_new,
             b.current + paged + page,
             b.swa + (swa if self.swa_budget else 0),
@@ -243,4 +243,4 @@ def _no_token(pool: str, needed: int, available: int) -> Refusal:
         f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
         f"needs {needed} {pool} tokens, at most {available} can be freed"
     )
-    return Refusal(pool, needed, available, why)
+    return new_refusal(pool, needed, available, why)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.align import ceil_to
+from sim.cache.tuple_new import new_tuple
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's decode is budgeted up to this
 
@@ -35,6 +36,14 @@ class PassBudget(NamedTuple):
     swa: int
     chunk: int
     input: int
+
+
+def new_prefill_verdict(admit: bool, chunk_cap: int | None) -> PrefillVerdict:
+    return new_tuple(PrefillVerdict, (admit, chunk_cap))  # built natively (sim/cache/tuple_new.py)
+
+
+def new_pass_budget(total: int, current: int, swa: int, chunk: int, input: int) -> PassBudget:
+    return new_tuple(PassBudget, (total, current, swa, chunk, input))
 
 
 def ceil_page(tokens: int, page: int) -> int:
@@ -88,16 +97,16 @@ def check_prefill(
     request that could never fit the whole SWA pool (``swa_never_fits``) is admitted, with its chunk capped
     by ``swa_chunk_cap``. Any other shortfall is transient to SGLang: the request waits."""
     if total_tokens >= remaining_total:
-        return PrefillVerdict(False, None)
+        return new_prefill_verdict(False, None)
     if remaining_swa is None:
-        return PrefillVerdict(True, chunk_limit)
+        return new_prefill_verdict(True, chunk_limit)
     needed = estimate_swa_kv_tokens(ceil_page(extend_len, page), max_new_tokens, window, page, chunk_limit)
     if needed < remaining_swa:
-        return PrefillVerdict(True, chunk_limit)
+        return new_prefill_verdict(True, chunk_limit)
     cap = swa_chunk_cap(remaining_swa, max_new_tokens, window, page) if needed >= swa_pool_tokens else 0
     if chunk_limit is None or cap <= 0:
-        return PrefillVerdict(False, None)
-    return PrefillVerdict(True, min(chunk_limit, cap))
+        return new_prefill_verdict(False, None)
+    return new_prefill_verdict(True, min(chunk_limit, cap))
 
 
 def new_request_total_tokens(extend_len: int, max_new_tokens: int, page: int) -> int:

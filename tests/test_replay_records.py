@@ -33,21 +33,34 @@ EXPLAINED = {"sglang-retain": "evicted"}  # what the watcher explains there
 SMALL = dict(pool_tokens=1400, mamba_states=6)  # pools the runs fill: evictions, blocked ranges, refusals
 
 
-def _both(trace, config, switch: str, monkeypatch):
+def _both(trace, config, switch: str, monkeypatch, module=simulate_module):
+    """The run with ``module.switch`` on and off: its request table equal, dtypes included, and the rest."""
     on = simulate(trace, config)
-    monkeypatch.setattr(simulate_module, switch, False)
+    monkeypatch.setattr(module, switch, False)
     off = simulate(trace, config)
     monkeypatch.undo()
+    pd.testing.assert_frame_equal(on.requests, off.requests, check_dtype=True, check_exact=True)
     assert_same_run(on, off)
     return on
+
+
+def _same_table_by_column(trace, config, monkeypatch):
+    """The run with the table made a column at a time (``replay_records.TABLE_BY_COLUMN``) and by rows."""
+    return _both(trace, config, "TABLE_BY_COLUMN", monkeypatch, replay_records)
 
 
 @pytest.mark.parametrize("policy", ["sglang-retain", "freetoken", "vllm", "marconi"])
 @pytest.mark.parametrize("trace", [TURNS, FANOUT], ids=["turns", "fanout"])
 @pytest.mark.parametrize("small", [False, True])
-def test_replay_records_make_the_reference_table(policy, trace, small, monkeypatch):
+@pytest.mark.parametrize(
+    "module, switch",
+    [(simulate_module, "REPLAY_RECORDS"), (replay_records, "TABLE_BY_COLUMN")],
+    ids=["records", "columns"],
+)
+def test_the_switched_tables_are_the_reference(policy, trace, small, module, switch, monkeypatch):
+    """Replay records against the per-request states, and the table by column against the rows' table."""
     config = SimConfig(policy=policy, mode="replay", bounds=small, **(SMALL if small else {}))
-    _both(trace, config, "REPLAY_RECORDS", monkeypatch)
+    _both(trace, config, switch, monkeypatch, module)
 
 
 def test_replay_records_floors(monkeypatch):
@@ -111,25 +124,6 @@ def test_the_watchers_tables_are_gone_before_the_tables(monkeypatch):
     assert seen["alive"] is False
 
 
-def _same_table_by_column(trace, config, monkeypatch):
-    """The run with the table made a column at a time (``replay_records.TABLE_BY_COLUMN``) and by rows."""
-    on = simulate(trace, config)
-    monkeypatch.setattr(replay_records, "TABLE_BY_COLUMN", False)
-    off = simulate(trace, config)
-    monkeypatch.setattr(replay_records, "TABLE_BY_COLUMN", True)
-    pd.testing.assert_frame_equal(on.requests, off.requests, check_dtype=True, check_exact=True)
-    assert_same_run(on, off)
-    return on
-
-
-@pytest.mark.parametrize("policy", ["sglang-retain", "freetoken", "vllm", "marconi"])
-@pytest.mark.parametrize("trace", [TURNS, FANOUT], ids=["turns", "fanout"])
-@pytest.mark.parametrize("small", [False, True])
-def test_the_table_by_column_is_the_rows_table(policy, trace, small, monkeypatch):
-    config = SimConfig(policy=policy, mode="replay", bounds=small, **(SMALL if small else {}))
-    _same_table_by_column(trace, config, monkeypatch)
-
-
 def test_the_table_by_column_floors(monkeypatch):
     """Refusals, an order unlike the trace's, follow-ups with and without a decode-region hit beside first turns
     (None), and a reference made in chunks."""
@@ -140,4 +134,6 @@ def test_the_table_by_column_floors(monkeypatch):
     hits = _same_table_by_column(TURNS, config, monkeypatch).requests["decode_region_hit"]
     assert hits.isna().any() and set(hits.dropna()) == {True, False}
     monkeypatch.setattr(table_chunks, "CHUNK_LEN", 4)
-    _same_table_by_column(TURNS, SimConfig(policy="freetoken", mode="replay", bounds=False, **SMALL), monkeypatch)
+    _same_table_by_column(
+        TURNS, SimConfig(policy="freetoken", mode="replay", bounds=False, **SMALL), monkeypatch
+    )

@@ -74,8 +74,8 @@ def _refused_burst(policy: str, page: int, chunk: int, running: int, pool_tokens
     return sorted(REFUSED_SHAPES, key=lambda r: r[1]), 760, _config(policy, page, chunk, running, pool_tokens)
 
 
-# the generated examples change with the modules loaded (hypothesis draws on their constants): these fixed ones
-# ask the budget with paths past the windows whatever else the run imported (1,227 and 673 such calls)
+# the floor below rests on these fixed examples, not on what the generated ones reach: they ask the budget with
+# paths past the windows (1,227 and 673 such calls)
 @pytest.mark.interpreted  # patches a module global the compiled core binds
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(bursts())

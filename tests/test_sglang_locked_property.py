@@ -1,9 +1,8 @@
 """SGLang's budget counts the tree's locked pages with ``locked_pages_shared`` (each FULL path walked up only to
 where an earlier holder's walk reached); ``locked_pages`` (every holder's whole path) is the reference. Every
 budget check of generated bursts (pages 1 and 64, SWA and not, pools tight enough to evict, retract and
-chunk) is asked of both, which must agree. The floor on paths that share nodes rests on a fixed burst: the
-derandomized draws depend on the modules loaded before them (Hypothesis draws constants from every local module
-in ``sys.modules``), so what they reach moves with the test order."""
+chunk) is asked of both, which must agree. The floor on paths that share nodes rests on a fixed burst, not on
+what the generated bursts reach (those moved with the test order until ``tests/hypothesis_pins.py``)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_the_tallies_give_the_walks_tables(policy, mode):
 
 
 # the second example alone meets the floors below (165 candidates, 347 shared, 347 partly locked): they rest on
-# it, not on what the derandomized draws reach (those depend on the modules loaded before them)
+# it, not on what the generated bursts reach
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(bursts())
 @example(

@@ -27,6 +27,6 @@ def test_remembered_efficiency_is_the_formula(follows, pairs):
         for parent_end, end in pairs + pairs[::-1]:
             held = cost.held_bytes(parent_end, end)
             assert cost.efficiency(parent_end, end) == cost.saved(parent_end, end) / held
-        assert len(cost._efficiency) <= CAP
+        assert len(cost.remembered) <= CAP
     finally:
         marconi_flops._MAX_REMEMBERED = original

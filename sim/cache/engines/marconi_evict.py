@@ -15,6 +15,7 @@ from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
+from sim.cache.engines.marconi_scored import scored_victim
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal, new_refusal
@@ -24,6 +25,8 @@ from sim.cache.results import Refusal, new_refusal
 # the walk itself where no stale count needs the candidates (``first_oldest``); off: the whole score, the
 # reference (tests/test_marconi_zero_alpha_property.py)
 ZERO_ALPHA_BY_RECENCY = True
+# alpha != 0: the candidates scored as the walk finds them (``marconi_scored.py``); off: ``scan`` then ``_best``
+SCORED_WALK = True
 
 
 def candidates(root: Node, leaves_only: bool) -> list[Node]:
@@ -126,6 +129,12 @@ class MarconiEvictor:
         leaves_only = not self.flop_aware or comp in (FULL, SWA)
         if self.alpha == 0.0 and self.flop_aware and not self.code_counting and ZERO_ALPHA_BY_RECENCY:
             victim = first_oldest(tree.root, leaves_only, self.recency.now, self.recency.stamps)
+            return (victim, None) if victim is not None else (None, 0)
+        if self.flop_aware and not self.code_counting and SCORED_WALK:
+            recency = self.recency
+            victim = scored_victim(
+                tree.root, leaves_only, self.has_mamba, recency.now, recency.stamps, self.cost, self.alpha
+            )
             return (victim, None) if victim is not None else (None, 0)
         found, ends = scan(tree.root, leaves_only, self.has_mamba)
         if not found:

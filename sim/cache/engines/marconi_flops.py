@@ -29,7 +29,7 @@ class NodeCost:
         self.kv_bytes = model.full_kv_bytes_per_token() + model.swa_kv_bytes_per_token()
         self.state_bytes = model.mamba_state_bytes() if model.has_mamba else 0
         self._mlp_vs_attention = _mlp_vs_attention(model)
-        self._efficiency: dict[tuple[int, int], float] = {}
+        self.remembered: dict[tuple[int, int], float] = {}  # ``efficiency``'s, by (parent_end, end)
 
     def prefill_flops(self, start: int, count: int) -> int:
         """FLOPs of computing tokens ``[start, start + count)`` with ``[0, start)`` cached."""
@@ -51,13 +51,13 @@ class NodeCost:
     def efficiency(self, parent_end: int, end: int) -> float:
         """Remembered: every eviction scores every candidate, and most candidates stay from one to the next."""
         key = (parent_end, end)
-        known = self._efficiency.get(key)
+        known = self.remembered.get(key)
         if known is None:
             held = self.held_bytes(parent_end, end)
             known = self.saved(parent_end, end) / held if held else 0.0
-            if len(self._efficiency) >= _MAX_REMEMBERED:  # memory flat in trace length
-                self._efficiency.clear()
-            self._efficiency[key] = known
+            if len(self.remembered) >= _MAX_REMEMBERED:  # memory flat in trace length
+                self.remembered.clear()
+            self.remembered[key] = known
         return known
 
     def leaf_bytes_counted(self, edge_len: int) -> int:

@@ -1,0 +1,79 @@
+"""Marconi's FLOP-aware pick at alpha != 0 in one walk: ``scan``'s candidates scored as they are found.
+
+The tuner's 20 replays at alpha != 0 pick a victim at every eviction by the whole score, min-max normalised
+recency plus alpha x normalised FLOP efficiency (``MarconiEvictor._best``), over every candidate of a tree walk
+(``scan``): ~22% of the tuner, in list passes over the same candidates (their ends, their recencies, their
+efficiencies, each normalised, then the scores). Here the walk reads each candidate's recency and efficiency
+where it finds it, and one pass scores them with the same float operations in the same order (``_normalize``'s
+``(v - low) / (high - low)``, then ``r + alpha * e``), so the first lowest is the same node, ties included.
+Off (``marconi_evict.SCORED_WALK``): ``scan`` then ``_best``, the reference
+(tests/test_marconi_scored_walk_property.py).
+"""
+
+from __future__ import annotations
+
+from sim.cache.engines.marconi_flops import NodeCost
+from sim.cache.node import Node
+
+
+def scored_victim(
+    root: Node,
+    leaves_only: bool,
+    has_mamba: bool,
+    now: int,
+    stamps: dict[int, int],
+    cost: NodeCost,
+    alpha: float,
+) -> Node | None:
+    """The first candidate of the lowest ``norm(recency) + alpha * norm(efficiency)``, or None (no candidate)."""
+    found: list[Node] = []
+    recency: list[float] = []
+    efficiency: list[float] = []
+    efficiency_of, remembered, stamp_of = cost.efficiency, cost.remembered, stamps.get
+    stack = [(child, root.end) for child in reversed(root.children.values())]
+    while stack:
+        node, end_above = stack.pop()
+        children = node.children
+        if children:
+            below = node.end if node.state is not None or not has_mamba else end_above
+            stack.extend([(child, below) for child in reversed(children.values())])
+            if leaves_only or len(children) != 1 or node.state is None or node.state_lock != 0:
+                continue
+        elif node.full_lock > 0 or node.swa_holders or node.state_lock > 0:  # ``is_locked``
+            continue
+        age = now - stamp_of(node.id, 0)
+        found.append(node)
+        recency.append(1 / (age if age > 1 else 1))  # ``1 / max(age, 1)``: the same int divides
+        if node.state is None and has_mamba:
+            efficiency.append(0.0)
+            continue
+        known = remembered.get((end_above, node.end))  # most candidates stay from one eviction to the next
+        efficiency.append(known if known is not None else efficiency_of(end_above, node.end))
+    if not found:
+        return None
+    return found[_first_lowest(recency, efficiency, alpha)]
+
+
+def _first_lowest(recency: list[float], efficiency: list[float], alpha: float) -> int:
+    """The index of the first lowest score; the same values as ``_best``'s lists, computed in one pass."""
+    r_low, r_high, e_low, e_high = min(recency), max(recency), min(efficiency), max(efficiency)
+    if len(recency) < 2 or r_low == r_high or e_low == e_high:  # a list ``_normalize`` maps to ones
+        r_norm = (
+            [1.0] * len(recency) if len(recency) < 2 or r_low == r_high else _norm(recency, r_low, r_high)
+        )
+        e_norm = (
+            [1.0] * len(recency) if len(recency) < 2 or e_low == e_high else _norm(efficiency, e_low, e_high)
+        )
+        scores = [r + alpha * e for r, e in zip(r_norm, e_norm, strict=True)]
+    else:
+        r_span, e_span = r_high - r_low, e_high - e_low
+        scores = [
+            (r - r_low) / r_span + alpha * ((e - e_low) / e_span)
+            for r, e in zip(recency, efficiency, strict=True)
+        ]
+    return scores.index(min(scores))
+
+
+def _norm(values: list[float], low: float, high: float) -> list[float]:
+    span = high - low
+    return [(v - low) / span for v in values]

@@ -23,6 +23,11 @@ STEP_NUMBERS_IN_BULK = True
 # ``frame`` (``sim/run/step_blocks.py``); False: written row by row into ``columns`` (the reference;
 # tests/test_step_blocks.py holds both equal). Read when a log is made: one log keeps one way throughout
 INT_COLUMNS_AS_BLOCKS = True
+# True: the table holds the arrays ``frame`` made (each column its own block) where all are new, as the blocks'
+# are; False: pandas copies them into one block a dtype (the reference). The copy is the table again in fresh
+# memory: at 4,000 requests of no-cache (~600,000 rows) most of ``frame``'s time was the system's, faulting in new
+# pages (tests/test_step_blocks.py holds both equal)
+FRAME_UNCOPIED = True
 
 
 class StepLog:
@@ -114,7 +119,8 @@ class StepLog:
         if self.blocks is not None:
             table.update(zip(("step",) + INT_COLUMNS, self.blocks.columns(), strict=True))
         table.update(zip(POOL_COLUMNS, self.pools.columns(len(self)), strict=True))
-        return pd.DataFrame(table)
+        # the row-by-row columns are views of this log's arrays: a table of its own copies them
+        return pd.DataFrame(table, copy=not (FRAME_UNCOPIED and self.blocks is not None))
 
 
 def _as_numpy(column: list | array) -> np.ndarray:

@@ -52,14 +52,17 @@ class PoolMarks:
             return [np.zeros(0, dtype=np.int64) for _ in POOL_COLUMNS]
         mark_rows = np.frombuffer(self.mark_rows, dtype=np.int64)
         values = np.frombuffer(self.mark_values, dtype=np.int64).reshape(-1, _NUM_POOL_COLUMNS)
-        rows = np.arange(num_rows, dtype=np.int64)
-        which = np.searchsorted(mark_rows, rows, "right") - 1  # each row's mark: the last at or before it
-        if which[0] < 0:
+        if not len(mark_rows) or mark_rows[0] > 0:
             raise ValueError("the step table's first row has no pools")
+        # each row's mark: the last at or before it (marks come in row order; one sharing a later mark's row
+        # covers no row), as a repeat of each mark over its rows, not a search per row: fewer new arrays
+        mark_spans = np.diff(mark_rows, append=num_rows)
+        which = np.repeat(np.arange(len(mark_rows)), mark_spans)
         # every column at once: each a row of one take (contiguous), rather than a strided take per column
         columns = list(np.ascontiguousarray(values.T)[:, which])
         if len(self.move_rows):
-            self._add_moves(columns, mark_rows[which], num_rows)
+            del which  # the rows' marks' rows instead: one array of the table's length at a time
+            self._add_moves(columns, np.repeat(mark_rows, mark_spans), num_rows)
         return columns
 
     def _add_moves(self, columns: list[np.ndarray], marked_at: np.ndarray, num_rows: int) -> None:
@@ -74,7 +77,9 @@ class PoolMarks:
             np.add.at(per_row, move_rows[chosen], pages[chosen])
             np.add.at(per_row, move_ends[chosen], -pages[chosen])
             moved = np.zeros(num_rows + 1, dtype=np.int64)  # moved[r + 1]: pages rows 0..r moved
-            np.cumsum(np.cumsum(per_row[:num_rows]), out=moved[1:])
-            since_mark = moved[1:] - moved[marked_at]
+            steps = per_row[:num_rows]  # each row's pages, made in place (new arrays cost page faults)
+            np.cumsum(steps, out=steps)
+            np.cumsum(steps, out=moved[1:])
+            since_mark = np.subtract(moved[1:], moved[marked_at], out=steps)
             columns[free] -= since_mark
             columns[free + 1] += since_mark

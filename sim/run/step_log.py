@@ -14,7 +14,7 @@ from sim.run.pool_marks import PoolMarks
 from sim.run.step_blocks import StepBlocks
 
 STEP_COLUMNS = ("step", "start_at", "duration_s", "num_prefill", "prefill_tokens", "num_decode")
-TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (kept as Python floats)
+TIME_COLUMNS = ("start_at", "duration_s")  # as the clock gives them (the same floats: ``TIMES_AS_DOUBLES``)
 INT_COLUMNS = ("num_prefill", "prefill_tokens", "num_decode")  # after ``step``, in a row's order
 # False: a run's step numbers appended one Python int at a time (the reference); True: as one int64 block, the
 # same numbers (tests/test_step_rows_lean.py holds both equal)
@@ -23,6 +23,15 @@ STEP_NUMBERS_IN_BULK = True
 # ``frame`` (``sim/run/step_blocks.py``); False: written row by row into ``columns`` (the reference;
 # tests/test_step_blocks.py holds both equal). Read when a log is made: one log keeps one way throughout
 INT_COLUMNS_AS_BLOCKS = True
+# True: the table holds the arrays ``frame`` made (each column its own block) where all are new, as the blocks'
+# are; False: pandas copies them into one block a dtype (the reference). The copy is the table again in fresh
+# memory: at 4,000 requests of no-cache (~600,000 rows) most of ``frame``'s time was the system's, faulting in new
+# pages (tests/test_step_blocks.py holds both equal)
+FRAME_UNCOPIED = True
+# True: the time columns kept as machine doubles (``array('d')``: the same floats, 8 bytes each rather than a list's
+# pointer to a 24-byte float that lives until the table is made); False: lists of the clock's floats (the
+# reference; tests/test_step_blocks.py holds both equal). Read when a log is made
+TIMES_AS_DOUBLES = True
 
 
 class StepLog:
@@ -34,8 +43,8 @@ class StepLog:
     ``frame``."""
 
     def __init__(self) -> None:
-        self._starts: list[float] = []
-        self._durations: list[float] = []
+        self._starts: list[float] | array = array("d") if TIMES_AS_DOUBLES else []
+        self._durations: list[float] | array = array("d") if TIMES_AS_DOUBLES else []
         times = {"start_at": self._starts, "duration_s": self._durations}
         self.columns: dict[str, list | array] = {
             name: times[name] if name in TIME_COLUMNS else array("q") for name in STEP_COLUMNS
@@ -114,13 +123,14 @@ class StepLog:
         if self.blocks is not None:
             table.update(zip(("step",) + INT_COLUMNS, self.blocks.columns(), strict=True))
         table.update(zip(POOL_COLUMNS, self.pools.columns(len(self)), strict=True))
-        return pd.DataFrame(table)
+        # the row-by-row columns are views of this log's arrays: a table of its own copies them
+        return pd.DataFrame(table, copy=not (FRAME_UNCOPIED and self.blocks is not None))
 
 
 def _as_numpy(column: list | array) -> np.ndarray:
-    if isinstance(column, array):
+    if isinstance(column, array) and column.typecode == "q":
         return np.frombuffer(column, dtype=np.int64)
-    return np.array(column)
+    return np.array(column)  # a list of floats, or doubles copied (the table's own, not a view of the log's)
 
 
 def run_pool_columns(pools: Sequence[int], full_steps, num_steps: int, kv_columns) -> list[array]:

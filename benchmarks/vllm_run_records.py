@@ -27,13 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.cache.blocks import steps  # noqa: E402
 from sim.cache.blocks.cache_map import CacheMap  # noqa: E402
-from sim.cache.blocks.keys import block_key  # noqa: E402
 from sim.cache.blocks.pool import BlockPool  # noqa: E402
 from sim.cache.blocks.tail import FreeTail  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
-Ident = tuple[bytes, int, int]  # a hashed block's digest, group and end in its token run
+Ident = tuple[int, int, int]  # a hashed block's digest (its key past the end), group and end in its token run
 
 
 class RecordCounts:
@@ -50,8 +49,8 @@ class RecordCounts:
         self.newest: int | None = None
 
     def learn(self, block: int, key: Any) -> None:
-        digest, group = key[0][:16], key[1]
-        self.ident[block] = (digest, group, int.from_bytes(key[0][16:], "little"))
+        digest, end = divmod(key[0], 1 << 64)  # an int key: digest << 64 | end (keys.py)
+        self.ident[block] = (digest, key[1], end)
 
     def next_to(self, a: int | None, b: int | None) -> bool:
         """``a`` and ``b`` are neighbours in one record (either order)."""
@@ -141,7 +140,11 @@ def install(rc: RecordCounts) -> None:
         for block in blocks:
             del rc.ident[block]
 
-    wrap(CacheMap, "cache_all", before=cached)
+    wrap(
+        CacheMap,
+        "cache_group",
+        before=lambda pool, blocks, keys, group: cached(pool, blocks, [(key, group) for key in keys]),
+    )
     wrap(CacheMap, "cache", before=cached_one)
     wrap(FreeTail, "extend", before=freed)
     wrap(FreeTail, "append", before=lambda tail, block: freed(tail, [block]))
@@ -163,7 +166,7 @@ def install_pool(rc: RecordCounts) -> None:
         rc.count("hit", blocks)
         if blocks:
             digest, group, end = rc.ident[blocks[-1]]
-            goes_on = (block_key(digest, end + rc.block_tokens[group]), group) in pool.first_of
+            goes_on = pool.cached_in(digest << 64 | (end + rc.block_tokens[group]), group) is not None
             c["split: a hit stops where its run goes on in the map"] += goes_on
 
     def pool_made(pool: BlockPool, result: None, *args: Any) -> None:

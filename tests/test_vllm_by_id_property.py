@@ -19,7 +19,7 @@ from sim.trace.generate import fanout, multiturn
 
 NUM_BLOCKS = 12
 keys = st.lists(
-    st.one_of(st.none(), st.tuples(st.binary(max_size=2), st.integers(0, 3))),
+    st.one_of(st.none(), st.integers(0, 3), st.tuples(st.binary(max_size=2), st.integers(0, 3))),
     min_size=NUM_BLOCKS,
     max_size=NUM_BLOCKS,
 )
@@ -43,6 +43,7 @@ def test_the_loops_and_the_c_passes_agree(entries, count_entries, blocks, value,
     values = [(bytes([block]), block) for block in blocks]
     for call, on in (
         (lambda e: by_id.all_none(e, blocks), entries),
+        (lambda e: by_id.is_set(e, blocks), entries),
         (lambda e: by_id.read(e, blocks), entries),
         (lambda e: by_id.write(e, blocks, values), entries),
         (lambda e: by_id.take(e, blocks, None), entries),
@@ -58,6 +59,8 @@ def test_the_loops_and_the_c_passes_agree(entries, count_entries, blocks, value,
 def test_a_fixed_batch_reads_each_answer():
     entries: list = [None, ("a", 0), None, ("b", 1)]
     assert by_id.all_none(entries, [0, 2]) and not by_id.all_none(entries, [2, 3])
+    assert by_id.is_set(entries, [2, 3, 1]) == [False, True, True]
+    assert not by_id.all_none([0, None], [0])  # a falsy entry (a test's key 0) is an entry
     assert by_id.take(entries, [3, 1], None) == [("b", 1), ("a", 0)] and entries == [None] * 4
     assert by_id.all_equal([1, 0, 1], [0, 2], 1) and not by_id.all_equal([1, 0, 1], [0, 1], 1)
     assert by_id.first_none([3, 4, None, 5, None]) == 2 and by_id.first_none([3, 4]) == 2
@@ -109,9 +112,10 @@ def cached_map(calls_made: list, loops: bool, monkeypatch) -> tuple:
         cache.cache_all([block for block, _ in call], [(bytes([key]), 0) for _, key in call])
         listed = [block for block, _ in call if cache.key_at[block] is not None][:1]
         if number % 3 == 2 and listed:
-            cache._unlist(listed, [cache.key_at[listed[0]]])
+            cache._unlist(listed, [cache.key_at[listed[0]]], [0])
             cache.key_at[listed[0]] = None
-    return cache.key_at, list(cache.first_of.items()), cache.more_of, len(cache.more_of)
+    first_of, more_of = cache.first_in[0], cache.more_in[0]
+    return cache.key_at, list(first_of.items()), more_of, len(more_of)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cache.blocks.keys import ROOT, BlockKeys, _digest, block_key
+from sim.cache.blocks.keys import ROOT, BlockKeys, _digest, block_key, pack_key
 from sim.tokens import TokenSeq
 
 
@@ -71,16 +71,17 @@ def test_keys_are_equal_exactly_where_the_prefixes_are(parts, other_parts, size,
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=16, max_size=16), st.integers(0, 2**64 - 1))
-def test_a_packed_key_is_the_digest_then_the_end_as_8_little_endian_bytes(digest, end):
-    assert block_key(digest, end) == digest + end.to_bytes(8, "little")
+def test_a_key_is_the_digest_then_the_end_as_8_little_endian_bytes_read_as_a_number(digest, end):
+    assert pack_key(digest, end) == digest + end.to_bytes(8, "little")
+    assert block_key(digest, end) == int.from_bytes(digest + end.to_bytes(8, "big"), "big")
 
 
 def test_a_chain_s_keys_are_its_run_digests_with_each_block_s_end_in_its_run():
-    """The reference form: each key built block by block as digest + end bytes (``block_key`` packs both)."""
+    """The reference form: each key built block by block as the digest then the end (``block_key``)."""
     tokens = seq(("x", 0, 40), ("y", 5, 70))
     chain = BlockKeys(16).chain(tokens, 6)
     x_at = _digest(ROOT + repr(("r:x", 0)).encode())
     y_at = _digest(_digest(ROOT + repr(("r:x", 0, 40)).encode()) + repr(("r:y", 5)).encode())
-    expected = [x_at + end.to_bytes(8, "little") for end in (16, 32)]
-    expected += [y_at + end.to_bytes(8, "little") for end in (8, 24, 40, 56)]  # blocks end at 48..96: -40
+    expected = [block_key(x_at, end) for end in (16, 32)]
+    expected += [block_key(y_at, end) for end in (8, 24, 40, 56)]  # blocks end at 48..96: -40
     assert chain.keys == expected

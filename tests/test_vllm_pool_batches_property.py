@@ -101,9 +101,9 @@ def test_sliced_step_helpers_match_their_index_by_index_forms(table, stride, dat
         range(first, stop) if every else sorted(data.draw(st.sets(st.integers(first, max(first, stop - 1)))))
     )
     indices = [i for i in indices if i < stop] if not every else indices
-    blocks, keys = steps._hashed_blocks(table, keys_of, stride, 5, indices)
+    blocks, keys = steps._hashed_blocks(table, keys_of, stride, indices)
     assert blocks == [table[i] for i in indices if table[i] is not None]
-    assert keys == [(keys_of[(i + 1) * stride - 1], 5) for i in indices if table[i] is not None]
+    assert keys == [keys_of[(i + 1) * stride - 1] for i in indices if table[i] is not None]
     unhashed = steps._unhashed_keys(table, keys_of, stride, first, stop, indices)
     assert unhashed == [
         keys_of[(i + 1) * stride - 1] for i in range(first, stop) if table[i] is not None and i not in indices

@@ -98,7 +98,8 @@ def _cache_blocks_per_group(layout, pool, keys, req, end, checkpoint, retention,
         if kind == MAMBA and first <= exported < stop and exported not in indices:
             indices = sorted([*indices, exported])
         stride = layout.key_stride[kind]
-        blocks, new_keys = steps._hashed_blocks(table, keys_of, stride, group, indices)
+        blocks, group_keys = steps._hashed_blocks(table, keys_of, stride, indices)
+        new_keys = [(key, group) for key in group_keys]
         pool.cache_all(blocks, new_keys)
         if kind == MAMBA:
             mamba_keys.update(new_keys)

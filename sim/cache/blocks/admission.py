@@ -33,7 +33,7 @@ def hit_tables(
         stride = layout.key_stride[kind]  # block i's key: chain[(i + 1) * stride - 1]
         blocks = pool.cached_blocks(chain[(first + 1) * stride - 1 : num_blocks * stride : stride], group)
         if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
-            blocks[-1] = pool.cached((chain[layout.key_index(kind, num_blocks - 2)], group))
+            blocks[-1] = pool.cached_in(chain[layout.key_index(kind, num_blocks - 2)], group)
         tables.append(unread + blocks)
     return tables
 
@@ -74,6 +74,6 @@ def state_cached_this_step(
     """``MambaManager.get_num_blocks_to_allocate``: a hit whose state another request hashed in this step is not
     admitted now (it asks for more blocks than the pool has)."""
     return any(
-        kind == MAMBA and table and table[-1] is not None and pool.key_at[table[-1]] in keys
+        kind == MAMBA and table and table[-1] is not None and pool.hashed_key(table[-1]) in keys
         for kind, table in zip(layout.group_kinds, tables, strict=True)
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import repeat
+from operator import is_not
 from typing import Any
 
 # True: the loops (the compiled core's); False: the C passes (pure Python's). Either gives the same lists
@@ -24,7 +25,16 @@ def all_none(entries: list[Any], blocks: list[int]) -> bool:
             if entries[block] is not None:
                 return False
         return True
-    return not any(map(entries.__getitem__, blocks))  # an entry is a non-empty tuple: true
+    # counted in C (``count`` answers each None by identity): as fast as ``not any`` over them, and a falsy
+    # entry (a test's block key 0) is not taken for None
+    return list(map(entries.__getitem__, blocks)).count(None) == len(blocks)
+
+
+def is_set(entries: list[Any], blocks: list[int]) -> list[bool]:
+    """Whether each block of ``blocks`` has an entry (not None), in order."""
+    if LOOPS:
+        return [entries[block] is not None for block in blocks]
+    return list(map(is_not, map(entries.__getitem__, blocks), repeat(None)))
 
 
 def all_equal(entries: list[int], blocks: list[int], value: int) -> bool:

@@ -1,9 +1,11 @@
 """The block pool's cache map and reference counts (``BlockPool``'s base).
 
 The map keys ``(block key, group)`` to every block hashed to it, oldest first: there is no de-duplication,
-and a lookup takes the oldest one still cached. A key almost always has one block, so the map is kept as its
-oldest block (``first_of``) and, for the rare keys with more, the newer ones in a list (``more_of``): a list
-per key held hundreds of thousands of lists the collector walks after a run.
+and a lookup takes the oldest one still cached. It is kept as a map per group keyed by the block key alone
+(``first_in[group]``, ``more_in[group]``): the group picks the dict, so no ``(key, group)`` tuple is made and
+hashed a block (a bytes key's hash is cached in it). A key almost always has one block, so a group's map is
+kept as its oldest block (``first_in``) and, for the rare keys with more, the newer ones in a list
+(``more_in``): a list per key held hundreds of thousands of lists the collector walks after a run.
 
 Reference counts are kept for hashed blocks only: only a hit shares a block and a hit takes hashed blocks, so
 an unhashed block is held once or is free, and allocating, freeing and re-allocating the hundreds of unhashed
@@ -12,70 +14,91 @@ request that computed it holds it alone: its count starts at 1, and a count of 1
 (``count_at`` holds 1 for every block but the hashed blocks counted 0, free in the tail, or 2 and more, shared:
 ``count_of``), so hashing the hundreds of blocks of a prefill step writes no count either.
 
-A block's key and count are lists indexed by block id (``by_id.py``: the ids are dense), not dicts: the compiled
+A block's key, group and count are lists indexed by block id (``by_id.py``: the ids are dense), not dicts: the compiled
 core reads and writes them a batch at a time in its own loops.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress, repeat
-from operator import not_
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Any
 
 from sim.cache.blocks import by_id
 
-Key = tuple[object, int]  # (block key, group index)
+Key = tuple[object, int]  # (block key, group index): how the map's entries are named outside it
 
 
 class CacheMap:
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, num_groups: int = 1) -> None:
         self.count_at: list[int] = [1] * num_blocks  # by block id: 1 unless hashed and counted otherwise
-        self.key_at: list[Key | None] = [None] * num_blocks  # by block id: its key, None while unhashed
-        self.first_of: dict[Key, int] = {}  # each cached key's oldest block
-        self.more_of: dict[Key, list[int]] = {}  # its newer blocks, oldest first, where it has any
+        # by block id: its block key, None while unhashed; and the group it is hashed in
+        self.key_at: list[object | None] = [None] * num_blocks
+        self.group_at: list[int] = [0] * num_blocks
+        # a map per group keyed by the block key alone: no (key, group) tuple made or hashed a block
+        self.first_in: list[dict[object, int]] = [{} for _ in range(num_groups)]  # each key's oldest block
+        self.more_in: list[dict[object, list[int]]] = [{} for _ in range(num_groups)]  # its newer ones
 
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
+        self.cache_in(block, key[0], key[1])
+
+    def cache_in(self, block: int, key: object, group: int) -> None:
+        """``cache`` of ``block`` under ``key`` in ``group``."""
         if self.key_at[block] is None:
             self.key_at[block] = key  # counted 1: not written
-            self._list(block, key)
+            self.group_at[block] = group
+            self._list(block, key, group)
 
-    def _list(self, block: int, key: Key) -> None:
-        if key in self.first_of:
-            self.more_of.setdefault(key, []).append(block)
+    def _list(self, block: int, key: object, group: int) -> None:
+        first_of = self.first_in[group]
+        if key in first_of:
+            self.more_in[group].setdefault(key, []).append(block)
         else:
-            self.first_of[key] = block
+            first_of[key] = block
 
     def cache_all(self, blocks: list[int], keys: list[Key]) -> None:
-        """``cache`` for each block with its key, in order (a prefill step hashes hundreds). Usually every
-        block is new to the map and every key too, each once: then in three updates. The keys go straight into
-        the map; where it grew by fewer than the blocks (a key twice in ``keys``: all of them were new), they
-        are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is listed in one probe
-        instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
+        """``cache`` for each block with its (key, group), in order (tests; a step hashes a group's blocks
+        with ``cache_group``)."""
+        groups = set(map(itemgetter(1), keys))
+        if len(groups) == 1:
+            self.cache_group(blocks, list(map(itemgetter(0), keys)), groups.pop())
+            return
+        for block, key in zip(blocks, keys, strict=True):
+            self.cache(block, key)
+
+    def cache_group(self, blocks: list[int], keys: list[object], group: int) -> None:
+        """``cache_in`` for each block with its key, in order, in ``group`` (a prefill step hashes hundreds).
+        Usually every block is new to the map and every key too, each once: then in three updates. The keys go
+        straight into the group's map; where it grew by fewer than the blocks (a key twice in ``keys``: all of
+        them were new), they are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is
+        listed in one probe instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
         if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
             by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
-            self._list_new(blocks, keys)
+            by_id.fill(self.group_at, blocks, group)
+            self._list_new(blocks, keys, group)
             return
-        first_of = self.first_of
+        first_of = self.first_in[group]
         if by_id.all_none(self.key_at, blocks) and first_of.keys().isdisjoint(keys):
             num_keys = len(first_of)
             first_of.update(zip(keys, blocks, strict=True))
             if len(first_of) - num_keys == len(blocks):
                 by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
+                by_id.fill(self.group_at, blocks, group)
                 return
             deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
-            self.cache(block, key)
+            self.cache_in(block, key, group)
 
-    def _list_new(self, blocks: list[Any], keys: list[Any]) -> None:
+    def _list_new(self, blocks: list[Any], keys: list[Any], group: int) -> None:
         """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and
         answers an old one's first block, another block (the objects typed ``Any``: no int unboxed, none boxed)."""
-        first_of: dict[Any, Any] = self.first_of
+        first_of: dict[Any, Any] = self.first_in[group]
         for index in range(len(blocks)):
             block, key = blocks[index], keys[index]
             if first_of.setdefault(key, block) is not block:  # the key has a block already
-                self.more_of.setdefault(key, []).append(block)
+                self.more_in[group].setdefault(key, []).append(block)
 
     def count_of(self, block: int) -> int:
         """A hashed block's reference count (0: free, in the tail)."""
@@ -83,8 +106,9 @@ class CacheMap:
 
     @property
     def key_of(self) -> dict[int, Key]:
-        """Every hashed block's key (for tests and integrity checks)."""
-        return {block: key for block, key in enumerate(self.key_at) if key is not None}
+        """Every hashed block's (key, group) (for tests and integrity checks)."""
+        group_at = self.group_at
+        return {block: (key, group_at[block]) for block, key in enumerate(self.key_at) if key is not None}
 
     @property
     def ref_cnt(self) -> dict[int, int]:
@@ -93,29 +117,42 @@ class CacheMap:
         return {block: n for block, n in enumerate(self.count_at) if n != 1 and key_at[block] is not None}
 
     def cached(self, key: Key) -> int | None:
-        """``get_cached_block``: the oldest block hashed to ``key`` that is still cached."""
-        return self.first_of.get(key)
+        """``get_cached_block``: the oldest block hashed to ``key`` (a block key and its group) still cached."""
+        return self.first_in[key[1]].get(key[0])
+
+    def cached_in(self, key: object, group: int) -> int | None:
+        """``cached`` of ``key`` in ``group``."""
+        return self.first_in[group].get(key)
 
     def cached_blocks(self, keys: list[object], group: int) -> list[int | None]:
         """``cached`` of each of ``keys`` in ``group`` (a hit's table)."""
-        return list(map(self.first_of.get, zip(keys, repeat(group))))
+        return list(map(self.first_in[group].get, keys))
 
     def num_cached_from(self, keys: list[object], group: int) -> int:
         """How many of ``keys``, from the first, are cached in ``group`` (a hit's leading run: about 146
         blocks of a prompt's 860), looked up a stretch at a time in C, block by block in the stretch that ends
         the run."""
-        contains, run = self.first_of.__contains__, 0
+        contains, run = self.first_in[group].__contains__, 0
         while run < len(keys):
             stretch = keys[run : run + 32]
-            if not all(map(contains, zip(stretch, repeat(group)))):
-                return run + list(map(contains, zip(stretch, repeat(group)))).index(False)
+            if not all(map(contains, stretch)):
+                return run + list(map(contains, stretch)).index(False)
             run += len(stretch)
         return run
 
+    def hashed_key(self, block: int) -> Key | None:
+        """A block's (key, group), None while unhashed."""
+        key = self.key_at[block]
+        return None if key is None else (key, self.group_at[block])
+
     @property
     def blocks_of(self) -> dict[Key, list[int]]:
-        """Every cached key's blocks, oldest first (for tests and integrity checks)."""
-        return {key: [block, *self.more_of.get(key, ())] for key, block in self.first_of.items()}
+        """Every cached (key, group)'s blocks, oldest first (for tests and integrity checks)."""
+        return {
+            (key, group): [block, *self.more_in[group].get(key, ())]
+            for group, first_of in enumerate(self.first_in)
+            for key, block in first_of.items()
+        }
 
     def num_evictable(self, table: list[int | None]) -> int:
         """``is_evictable`` counted over a hit's table (a block unhashed is counted 1)."""
@@ -126,29 +163,46 @@ class CacheMap:
         hit's blocks, which are hashed; an unhashed block, counted 1, answers False.)"""
         return block is not None and self.count_at[block] == 0
 
-    def _unlist(self, blocks: list[int], keys: list[Key]) -> None:
-        """Evicted ``blocks`` (their ``keys`` in order) leave the map."""
-        first_of, more_of = self.first_of, self.more_of
-        # each evicted key has one block (a key has more in a few of hundreds): it leaves the map
-        if not more_of or more_of.keys().isdisjoint(keys):
-            deque(map(first_of.pop, keys), 0)  # consumed in C
+    def _unlist(self, blocks: list[int], keys: list[object], groups: list[int]) -> None:
+        """Evicted ``blocks`` (their ``keys`` and ``groups`` in order) leave the map."""
+        if by_id.LOOPS and self._unlist_each(keys, groups):
             return
-        shared = list(map(more_of.__contains__, keys))
+        first_in, more_in = self.first_in, self.more_in
+        shared = list(map(dict.__contains__, map(more_in.__getitem__, groups), keys)) if any(more_in) else []
+        if True not in shared:  # each evicted key has one block (a key has more in a few of hundreds)
+            deque(map(dict.pop, map(first_in.__getitem__, groups), keys), 0)  # consumed in C
+            return
         # a key with one block gains no second while blocks are evicted: those leave the map in C; the keys
         # with more (a few of hundreds) one by one, in order, as before
-        deque(map(first_of.pop, compress(keys, map(not_, shared))), 0)
-        for block, key in zip(compress(blocks, shared), compress(keys, shared), strict=True):
-            if key in more_of:
-                self._forget_duplicate(block, key)
+        single = list(map(not_, shared))
+        deque(map(dict.pop, map(first_in.__getitem__, compress(groups, single)), compress(keys, single)), 0)
+        for block, key, group in zip(
+            compress(blocks, shared), compress(keys, shared), compress(groups, shared), strict=True
+        ):
+            if key in more_in[group]:
+                self._forget_duplicate(block, key, group)
             else:
-                del first_of[key]
+                del first_in[group][key]
 
-    def _forget_duplicate(self, block: int, key: Key) -> None:
+    def _unlist_each(self, keys: list[Any], groups: list[int]) -> bool:
+        """Compiled: where no evicted key has newer blocks, each leaves its group's dict in a native loop (no
+        method looked up and called a key, as ``map(dict.pop, ...)`` does); else False, nothing done."""
+        first_in, more_in = self.first_in, self.more_in
+        if any(more_in):
+            for index in range(len(keys)):
+                if keys[index] in more_in[groups[index]]:
+                    return False
+        for index in range(len(keys)):
+            del first_in[groups[index]][keys[index]]
+        return True
+
+    def _forget_duplicate(self, block: int, key: object, group: int) -> None:
         """``block`` leaves a key that has more than one block: the next oldest becomes its first."""
-        newer = self.more_of[key]
-        if self.first_of[key] == block:
-            self.first_of[key] = newer.pop(0)
+        first_of, more_of = self.first_in[group], self.more_in[group]
+        newer = more_of[key]
+        if first_of[key] == block:
+            first_of[key] = newer.pop(0)
         else:
             newer.remove(block)
         if not newer:
-            del self.more_of[key]
+            del more_of[key]

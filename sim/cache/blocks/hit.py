@@ -33,7 +33,7 @@ def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], stride:
         return False
     block_key = chain[key]
     for group in groups:
-        if pool.cached((block_key, group)) is None:
+        if pool.cached_in(block_key, group) is None:
             return False
     return True
 

@@ -5,10 +5,15 @@ so a key stands for the whole prefix up to the block's end. Here a prefix is tol
 are canonical (equal tokens, equal runs: ``TokenSeq`` merges contiguous runs), so the prefix ``[0, e)`` is
 exactly: the whole runs before the run holding token ``e - 1``, where that run starts (its source and
 offset), and how much of it the prefix takes. A block's key is the 128-bit BLAKE2b digest of the first two
-(chained run by run: one digest per run, not per block) followed by the third: equal prefixes give equal
-keys, and unequal ones collide with probability 2^-128 per pair, as vLLM's do with its digest. Keys live only
-as long as the blocks and requests that hold them (a table of every block ever seen would grow with the
-trace).
+(chained run by run: one digest per run, not per block) with the third: equal prefixes give equal keys, and
+unequal ones collide with probability 2^-128 per pair, as vLLM's do with its digest. Keys live only as long
+as the blocks and requests that hold them (a table of every block ever seen would grow with the trace).
+
+A key is one int, ``digest << 64 | end`` (``INT_KEYS``; off, the reference: the digest's 16 bytes, then the
+end as 8 bytes little-endian): the same equality. An int's hash is its value modulo 2^61 - 1, so the blocks of
+a run, whose ends step by the block size, hash to neighbouring values and sit in neighbouring slots of the
+cache map's dicts, where bytes hash to random ones: a prefill step's hundreds of new keys, and an eviction's
+hundreds of old ones, touch a few stretches of a dict's memory rather than missing the cache a key.
 """
 
 from __future__ import annotations
@@ -19,11 +24,18 @@ from struct import Struct
 
 from sim.tokens import TokenSeq
 
-BlockKey = object  # a prefix's identity (bytes here): equal keys mean equal prefixes
+BlockKey = object  # a prefix's identity (an int; the reference's bytes): equal keys mean equal prefixes
 ROOT = b""  # the digest of no runs (vLLM's NONE_HASH)
-# a block's key: the 16-byte digest, then where in its run the block ends as 8 bytes little-endian (the
-# digest + ``end.to_bytes(8, "little")``, packed in one C call: a partial with keywords cost ~15x more)
-block_key = Struct("<16sQ").pack
+INT_KEYS = True  # False: the reference's keys, bytes (tests/test_vllm_keys.py holds the two alike)
+# the reference's key: the 16-byte digest, then where in its run the block ends as 8 bytes little-endian
+# (packed in one C call: a partial with keywords cost ~15x more)
+pack_key = Struct("<16sQ").pack
+
+
+def block_key(digest: bytes, end: int) -> BlockKey:
+    """The key of the block ending ``end`` tokens into the run whose digest (with where it starts) is
+    ``digest``."""
+    return int.from_bytes(digest, "big") << 64 | end if INT_KEYS else pack_key(digest, end)
 
 
 def _digest(data: bytes) -> bytes:
@@ -33,14 +45,15 @@ def _digest(data: bytes) -> bytes:
 class KeyChain:
     """The keys of one sequence's whole blocks, oldest first (``keys``), extended as its blocks fill, and
     where the walk over its runs stands: the run the next block ends in, that run's first position, the
-    digest of the runs before it, and the digest of those with where it starts (None until needed)."""
+    digest of the runs before it, and that of those with where it starts (None until needed: an int, the
+    run's key for an end of 0; the reference's bytes, the digest)."""
 
     def __init__(self) -> None:
         self.keys: list[BlockKey] = []
         self.run = 0
         self.run_start = 0
         self.before = ROOT
-        self.at: bytes | None = None
+        self.at: int | bytes | None = None
 
 
 class BlockKeys:
@@ -65,10 +78,22 @@ class BlockKeys:
                 run_start += runs[run][2]
                 run, at = run + 1, None
             if at is None:
-                at = _digest(before + repr(runs[run][:2]).encode())
+                at = _run_at(_digest(before + repr(runs[run][:2]).encode()))
             last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
             ends = range((index + 1) * size - run_start, (last + 1) * size - run_start, size)  # in the run
-            keys += map(block_key, repeat(at), ends)
+            keys += _keys(at, ends)
             index = last
         chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
         return chain
+
+
+def _run_at(digest: bytes) -> int | bytes:
+    """What a run's keys are made from: the key of its end 0, or the reference's digest."""
+    return int.from_bytes(digest, "big") << 64 if INT_KEYS else digest
+
+
+def _keys(at: int | bytes, ends: range) -> list[BlockKey]:
+    """The keys of the blocks ending at ``ends`` in a run (``at``: ``_run_at``), one C pass."""
+    if isinstance(at, int):
+        return list(map(at.__add__, ends))  # ``at`` has 64 zero low bits: + is | here
+    return list(map(pack_key, repeat(at), ends))

@@ -119,14 +119,17 @@ class BlockMissTracker:
 
     def _has_state(self, chain: list, end: int) -> bool:
         key = self.layout.key_index(MAMBA, end // self.layout.block_of(MAMBA) - 1)
-        return all(self.pool.cached((chain[key], g)) is not None for g in self.layout.groups_of(MAMBA))
+        return all(self.pool.cached_in(chain[key], g) is not None for g in self.layout.groups_of(MAMBA))
 
     def _window_cause(self, chain: list, end: int) -> str:
         """Why the window before ``end`` is short: a block of it evicted, else one left unhashed."""
         B, need = self.layout.block_of(SWA), self.layout.swa_need  # a SWA group's blocks hold B tokens
         keys = [chain[self.layout.key_index(SWA, i)] for i in range(max(0, end // B - need), end // B)]
         missing = [
-            (key, g) for key in keys for g in self.layout.groups_of(SWA) if self.pool.cached((key, g)) is None
+            (key, g)
+            for key in keys
+            for g in self.layout.groups_of(SWA)
+            if self.pool.cached_in(key, g) is None
         ]
         return self._cause(missing, SWA_EVICTION, BLOCKED_OTHER)
 

@@ -5,7 +5,8 @@ Block 0 is the null block and never handed out. The free queue starts as blocks 
 id order; ``get_new_blocks`` pops from its head, and a popped block that still has a hash loses it (that is
 eviction); ``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks
 that reach ref count 0 without a hash (given order kept: the first given is popped first) and appends the
-hashed ones (LRU). The cache map (``cache_map.py``) keys ``(block key, group)`` to every block hashed to it.
+hashed ones (LRU). The cache map (``cache_map.py``) keys ``(block key, group)`` to every block hashed to it
+(a map per group).
 
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import compress
-from operator import itemgetter, not_
+from operator import not_
 
 from sim.cache.blocks import by_id
 from sim.cache.blocks.cache_map import CacheMap
@@ -32,7 +33,7 @@ class BlockPool(CacheMap):
             raise ValueError(
                 f"a vLLM block pool needs at least 2 blocks (one is the null block), got {num_blocks}"
             )
-        super().__init__(num_blocks)
+        super().__init__(num_blocks, len(group_kinds))
         self.num_blocks = num_blocks
         self.group_kinds = group_kinds
         self._head: list[int] = []  # the queue's head part, its first block last
@@ -104,29 +105,30 @@ class BlockPool(CacheMap):
         blocks = self._tail.pop_oldest(count)
         group_kinds = self.group_kinds
         keys = by_id.take(self.key_at, blocks, None)
+        groups = by_id.read(self.group_at, blocks)
         by_id.fill(self.count_at, blocks, 1)  # counted 0: unhashed, 1
         if self._discarded:
-            for block, key in zip(blocks, keys, strict=True):
-                emit(self._discarded, BlocksDiscarded(key[1], [block]))
-        groups = list(map(itemgetter(1), keys))
+            for block, group in zip(blocks, groups, strict=True):
+                emit(self._discarded, BlocksDiscarded(group, [block]))
         for group in dict.fromkeys(groups):  # a few groups: counted in C, no ``Counter`` (Python code)
             num_group = groups.count(group)
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
-        told = self._unmark_private(blocks, keys) if self.marks_private else keys
-        if self.on_evict and told:
+        told = self._told(blocks, keys, groups)
+        if told:
             emit(self.on_evict, BlocksEvicted(told))
-        self._unlist(blocks, keys)
+        self._unlist(blocks, keys, groups)
         return blocks
 
-    def _unmark_private(self, blocks: list[int], keys: list) -> list:
-        """The evicted ``keys`` whose blocks are not private; those blocks' marks cleared."""
-        private = self.private
-        if by_id.all_equal(private, blocks, 0):
-            return keys
-        marked = by_id.read(private, blocks)
-        by_id.fill(private, list(compress(blocks, marked)), 0)
-        return list(compress(keys, map(not_, marked)))
+    def _told(self, blocks: list[int], keys: list, groups: list[int]) -> list:
+        """The evicted (key, group)s to tell (none without a listener), less those of private blocks, whose marks
+        are cleared."""
+        if self.marks_private and not by_id.all_equal(self.private, blocks, 0):
+            marked = by_id.read(self.private, blocks)
+            by_id.fill(self.private, list(compress(blocks, marked)), 0)
+            kept = list(map(not_, marked))
+            keys, groups = list(compress(keys, kept)), list(compress(groups, kept))
+        return list(zip(keys, groups, strict=True)) if self.on_evict else []
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""
@@ -164,7 +166,7 @@ class BlockPool(CacheMap):
         if by_id.all_none(self.key_at, blocks):  # none hashed (a SWA window's release: hundreds)
             self._free_unhashed(blocks, group, kind)
             return
-        flags = by_id.read(self.key_at, blocks)  # a key is a non-empty tuple: true
+        flags = by_id.is_set(self.key_at, blocks)
         hashed = list(compress(blocks, flags))
         if len(hashed) < len(blocks):
             self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)

@@ -145,13 +145,13 @@ def cache_blocks(
         if indices is None:
             indices = masks[shape] = _mask(layout, kind, B, first, stop, retention, boundaries, exported)
         stride = stride_of[kind]
-        blocks, new_keys = _hashed_blocks(table, keys_of, stride, group, indices)
-        pool.cache_all(blocks, new_keys)
+        blocks, new_keys = _hashed_blocks(table, keys_of, stride, indices)
+        pool.cache_group(blocks, new_keys, group)
         cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
         if cut < stop:
             pool.mark_private(_private_blocks(table, indices, cut))
         if kind == MAMBA and mamba_keys is not None:
-            mamba_keys.update(new_keys)
+            mamba_keys.update(zip(new_keys, repeat(group)))
         if on_skip and kind != FULL and first < stop:
             told = min(stop, max(first, cut))  # a private block's skip is not told
             if by_id.has_none(table[first:stop]):  # a null in the range: its own keys
@@ -187,18 +187,18 @@ def _mask(
 
 
 def _hashed_blocks(
-    table: list[int | None], keys_of: list, stride: int, group: int, indices: range | list[int]
-) -> tuple[list[int], list[tuple[object, int]]]:
-    """The held blocks at ``indices`` and their (key, group); a run with no null (FULL's, a dense mask's:
+    table: list[int | None], keys_of: list, stride: int, indices: range | list[int]
+) -> tuple[list[int], list[object]]:
+    """The held blocks at ``indices`` and their keys; a run with no null (FULL's, a dense mask's:
     hundreds a prefill step) by slicing. Block ``i``'s key is ``keys_of[(i + 1) * stride - 1]``."""
     if isinstance(indices, range) and indices:
         blocks = table[indices.start : indices.stop]
         if not by_id.has_none(blocks):
             keys = keys_of[(indices.start + 1) * stride - 1 : indices.stop * stride : stride]
-            return cast(list[int], blocks), list(zip(keys, repeat(group)))
+            return cast(list[int], blocks), keys
     held = [index for index in indices if table[index] is not None]
     held_blocks = cast(list[int], list(map(table.__getitem__, held)))  # one cast, not a call per block
-    return held_blocks, [(keys_of[(i + 1) * stride - 1], group) for i in held]
+    return held_blocks, [keys_of[(i + 1) * stride - 1] for i in held]
 
 
 def _unhashed_keys(

@@ -69,6 +69,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # told by ``watch_misses``: a private block's eviction is not told
         self.shared_sources: frozenset[str] | None = None
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
+        self.boundary_runs = True  # a run's boundary steps in one loop (off: one ``_boundary_step`` a step)
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None

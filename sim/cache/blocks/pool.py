@@ -39,6 +39,8 @@ class BlockPool(CacheMap):
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
         self._tail = FreeTail(num_blocks)
         kinds = set(group_kinds)
+        # each kind with its groups' count, in first-seen order (a block per group: held by kind at once)
+        self._kind_counts = [(kind, group_kinds.count(kind)) for kind in dict.fromkeys(group_kinds)]
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
@@ -81,26 +83,37 @@ class BlockPool(CacheMap):
 
     def get_block_per_group(self) -> list[int]:
         """One new block for each group, in group order: what ``get_new_blocks(1, group)`` for each group in
-        turn hands out (a decode step starting a block in every group), in one call."""
-        if len(self.group_kinds) > self.num_free:
+        turn hands out (a decode step starting a block in every group), in one call: the head's top blocks,
+        then never-used ids, then the tail's oldest, each eviction told alone as each of those calls tells it."""
+        count = len(self.group_kinds)
+        if count > self.num_free:
             raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
-        head, held = self._head, self.held
-        blocks: list[int] = []
-        for kind in self.group_kinds:
-            if head:
-                block = head.pop()
-            elif self._fresh < self.num_blocks:
-                block = self._fresh
-                self._fresh += 1
-            else:  # only the tail holds hashed blocks: an eviction
-                block = self._evict_oldest(1)[0]
-            held[kind] += 1
-            blocks.append(block)
+        head = self._head
+        taken = min(count, len(head))
+        blocks = head[len(head) - taken :]
+        blocks.reverse()
+        del head[len(head) - taken :]
+        if taken < count:
+            fresh = min(count - taken, self.num_blocks - self._fresh)
+            blocks += range(self._fresh, self._fresh + fresh)
+            self._fresh += fresh
+            if len(blocks) < count:  # only the tail holds hashed blocks: evictions
+                blocks += self._evict_each(count - len(blocks))
+        for kind, num_groups in self._kind_counts:
+            self.held[kind] += num_groups
         return blocks
 
-    def _evict_oldest(self, count: int) -> list[int]:
+    def _evict_each(self, count: int) -> list[int]:
+        """``_evict_oldest(1)`` ``count`` times: its blocks taken at once, each told evicted in its own event
+        (one at a time where the discards are heard: each block's discard comes before its eviction)."""
+        if self._discarded:
+            return [block for _ in range(count) for block in self._evict_oldest(1)]
+        return self._evict_oldest(count, True)
+
+    def _evict_oldest(self, count: int, told_each: bool = False) -> list[int]:
         """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
-        (a prefill step evicts hundreds: batched, in the queue's order). Every tail block is hashed."""
+        (a prefill step evicts hundreds: batched, in the queue's order; ``told_each``: an event a block). Every
+        tail block is hashed."""
         blocks = self._tail.pop_oldest(count)
         group_kinds = self.group_kinds
         keys = by_id.take(self.key_at, blocks, None)
@@ -115,7 +128,8 @@ class BlockPool(CacheMap):
             self.num_evictions[group_kinds[group]] += num_group
         told = self._unmark_private(blocks, keys) if self.marks_private else keys
         if self.on_evict and told:
-            emit(self.on_evict, BlocksEvicted(told))
+            for keys_told in [[key] for key in told] if told_each else [told]:
+                emit(self.on_evict, BlocksEvicted(keys_told))
         self._unlist(blocks, keys)
         return blocks
 
@@ -170,6 +184,25 @@ class BlockPool(CacheMap):
             self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
         self._free_hashed(hashed, kind)
 
+    @property
+    def hears_discards(self) -> bool:
+        """Someone hears ``BlocksDiscarded`` (the executor: a block's contents die when it is freed unhashed)."""
+        return bool(self._discarded)
+
+    def push_unhashed(self, blocks: list[int]) -> None:
+        """Unhashed held blocks onto the head, in order, their held count left to the caller, no discard
+        told (where none is heard: ``hears_discards``)."""
+        self._head.extend(blocks)
+
+    def free_hashed_once(self, blocks: list[int], kind: str) -> None:
+        """``free_blocks`` of hashed blocks each held once (a group's or a run's of ``kind``): onto the tail."""
+        self._free_hashed(blocks, kind)
+
+    def tail_outlasts(self, num_allocated: int) -> bool:
+        """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only blocks in
+        the tail now (the head and the never-used ids hand out the others)."""
+        return num_allocated - len(self._head) - (self.num_blocks - self._fresh) <= self._tail.size
+
     def _free_unhashed(self, unhashed: list[int], group: int, kind: str) -> None:
         """Onto the head, first given on top: first given, first out."""
         self._head.extend(reversed(unhashed))
@@ -204,6 +237,26 @@ class BlockPool(CacheMap):
             if self._discarded:
                 emit(self._discarded, BlocksDiscarded(group, [block]))
         self.held[kind] -= 1
+
+    def free_each(self, blocks: list[int], groups: list[int], kind: str) -> None:
+        """``free_one`` of each held block with its group (all of ``kind``), in order: a decode step's window
+        or states leaving, a block per group, in one call where none is hashed or all are held once."""
+        if by_id.all_none(self.key_at, blocks):  # onto the head, each told discarded alone
+            self._head.extend(blocks)
+            self.held[kind] -= len(blocks)
+            if self._discarded:
+                for block, group in zip(blocks, groups, strict=True):
+                    emit(self._discarded, BlocksDiscarded(group, [block]))
+        elif not by_id.has_none(by_id.read(self.key_at, blocks)) and by_id.all_equal(
+            self.count_at, blocks, 1
+        ):
+            by_id.fill(self.count_at, blocks, 0)  # each hashed and held once: onto the tail
+            self._tail.extend(blocks)
+            self.cached_free[kind] += len(blocks)
+            self.held[kind] -= len(blocks)
+        else:
+            for block, group in zip(blocks, groups, strict=True):
+                self.free_one(block, group)
 
     def _drop_reference(self, block: int) -> int:
         """A held hashed block's count, one less, returned."""

@@ -20,6 +20,10 @@ from sim.cache.blocks.boundary_hashes import RunHashes
 from sim.cache.blocks.request import BlockRequest
 from sim.models import MAMBA
 
+# Off: each manager takes a run's boundary steps one ``_boundary_step`` at a time (the reference; a manager's
+# ``boundary_runs`` starts as this; tests/test_vllm_boundary_run_property.py holds the two equal)
+BY_RUNS = True
+
 
 class BoundaryRuns(BoundaryDecodes):
     """``BoundaryDecodes`` with a run's boundary steps taken in one loop (views <- boundary decodes <- boundary

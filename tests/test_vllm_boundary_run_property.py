@@ -52,10 +52,12 @@ def counting(monkeypatch) -> None:
 
 
 def three_runs(model, knobs: dict, num_blocks: int, hears_discards: bool, private: bool) -> list[Run]:
-    """The run loop, the reference loop, step by step."""
+    """The run loop, the reference loop, step by step through ``allocate_slots``' walk (each group's block
+    allocated by its own ``get_new_blocks`` call: each eviction told alone)."""
     runs = [Run(model, knobs, num_blocks, fast=True), Run(model, knobs, num_blocks, fast=True)]
     runs.append(Run(model, knobs, num_blocks, fast=False))
     runs[1].manager.boundary_runs = False
+    runs[2].manager.one_block_hash = runs[2].manager.steady_steps = False  # ``_step``: a block per call
     for run in runs:
         if not hears_discards:
             run.manager.events.channel(BlocksDiscarded).clear()
@@ -63,6 +65,11 @@ def three_runs(model, knobs: dict, num_blocks: int, hears_discards: bool, privat
             run.manager.shared_sources = frozenset(["r:shared", *(f"r:r{index}" for index in range(4))])
             run.manager.pool.marks_private = True
     return runs
+
+
+def state(run: Run) -> tuple:
+    """``snapshot`` and the pool's private marks."""
+    return (*snapshot(run), tuple(run.manager.pool.private))
 
 
 def compare(configuration, workload, hears_discards: bool, private: bool) -> None:
@@ -79,7 +86,7 @@ def compare(configuration, workload, hears_discards: bool, private: bool) -> Non
         tokens = tokens + TokenSeq.of("o:" + rid, output_len)
         for run in runs:
             run.start(rid, tokens, shared_len + own_len, output_len)
-        assert snapshot(runs[0]) == snapshot(runs[1]) == snapshot(runs[2]), f"after admitting {rid}"
+        assert state(runs[0]) == state(runs[1]) == state(runs[2]), f"after admitting {rid}"
     for position, num_steps in enumerate(segments):
         if not runs[0].remaining:
             break
@@ -87,9 +94,7 @@ def compare(configuration, workload, hears_discards: bool, private: bool) -> Non
         for run in runs:
             run.decode(rid, num_steps)
         assert runs[0].remaining == runs[1].remaining == runs[2].remaining
-        assert snapshot(runs[0]) == snapshot(runs[1]) == snapshot(runs[2]), (
-            f"after {num_steps} steps of {rid}"
-        )
+        assert state(runs[0]) == state(runs[1]) == state(runs[2]), f"after {num_steps} steps of {rid}"
     runs[0].manager.check_integrity()
 
 

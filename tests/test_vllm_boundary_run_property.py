@@ -3,8 +3,8 @@
 step-by-step decoding do: each request's tables, counts and keys, the free queue in order, ref counts, hashes,
 counters and every event in order, compared after every decode segment, over the layouts, windows, retention
 intervals, async scheduling and pools of ``test_vllm_decode_fast_path_property.py``; with and without a
-``BlocksDiscarded`` handler (the steady states' one push is taken only where none is heard) and with private
-blocks marked (a FULL block's private mark written at the run's end).
+``BlocksDiscarded`` handler (each free's discard told in its step, each eviction's before its eviction) and with
+private blocks marked (a FULL block's private mark written at the run's end).
 
 The fixed examples hold floors on what the run loop reaches: the window's frees left to the run's end, the
 steady states' pushes, and a run's allocations evicting several blocks at once (each told alone)."""
@@ -27,10 +27,10 @@ REACHED: Counter = Counter()  # what the run loop took, over the fixed examples
 
 def counting(monkeypatch) -> None:
     """Count the run loop's bulk paths as they are taken."""
-    frees, steady, evict_each = (
+    frees, steady, evict = (
         boundary_frees.RunFrees.flush,
         boundary_frees.RunFrees._steady_states,
-        pool.BlockPool._evict_each,
+        pool.BlockPool._evict_oldest,
     )
 
     def flush(self):
@@ -42,13 +42,13 @@ def counting(monkeypatch) -> None:
         REACHED["steady states"] += taken
         return taken
 
-    def evicts(self, count):
-        REACHED["evicted at once"] += count > 1
-        return evict_each(self, count)
+    def evicts(self, count, told_each=False):
+        REACHED["evicted at once"] += told_each and count > 1
+        return evict(self, count, told_each)
 
     monkeypatch.setattr(boundary_frees.RunFrees, "flush", flush)
     monkeypatch.setattr(boundary_frees.RunFrees, "_steady_states", steady_states)
-    monkeypatch.setattr(pool.BlockPool, "_evict_each", evicts)
+    monkeypatch.setattr(pool.BlockPool, "_evict_oldest", evicts)
 
 
 def three_runs(model, knobs: dict, num_blocks: int, hears_discards: bool, private: bool) -> list[Run]:

@@ -34,8 +34,8 @@ class RunFrees:
         self.later: list[int] = []  # the window's blocks left for later, in the steps' order
         self.first = tops[0] if tops else 0  # the first step's index among them
         self.num_passed = 0  # the window steps taken since (their blocks are the first of ``later``)
-        # no state of the run hashed, no discard heard: once a step frees a state in every Mamba group, the
-        # later ones free theirs in one push each (``_steady_states``)
+        # no state of the run hashed: once a step frees a state in every Mamba group, the later ones free
+        # theirs without their checks (``_steady_states``)
         self.states_unhashed = False
         self.num_steady, self.last_below = 0, -1
         self.at_end = bool(tops) and self._leave_at_end(tops[0], tops[-1] + 1, num_allocs * len(req.tables))
@@ -98,8 +98,8 @@ class RunFrees:
 
     def _steady_states(self, below: int) -> bool:
         """``states`` where the step before freed a state in every group (the retired counts are then all
-        ``below``): this one frees the next, unhashed, in every group, the retired counts and the held count
-        written at the run's end (``_settle_states``); False (settled, nothing freed) where it does not."""
+        ``below``): this one frees the next, unhashed, in every group, the retired counts written at the run's
+        end (``_settle_states``); False (settled, nothing freed) where it does not."""
         tables = self.mamba_tables
         row = [table[below] for table in tables] if below < min(map(len, tables)) else [None]
         blocks = cast(list[int], row)  # where it holds no None
@@ -108,17 +108,16 @@ class RunFrees:
             return False
         for table in tables:
             table[below] = None
-        self.pool.push_unhashed(blocks)
+        self.pool.free_each(blocks, self.mamba_groups, MAMBA)
         self.num_steady += 1
         self.last_below = below
         return True
 
     def _settle_states(self) -> None:
-        """The steady states' retired counts and held count written."""
+        """The steady states' retired counts written."""
         if self.num_steady > 1:
             for group in self.mamba_groups:
                 self.req.retired[group] = self.last_below + 1
-            self.pool.held[MAMBA] -= (self.num_steady - 1) * len(self.mamba_groups)
         self.num_steady = 0
 
     def finish(self) -> None:
@@ -134,6 +133,6 @@ class RunFrees:
         stop = self.first + self.num_passed
         for table in self.swa_tables:
             table[self.first : stop] = [None] * self.num_passed
-        self.pool.free_hashed_once(self.later[:num_freed], SWA)
+        self.pool.free_hashed(self.later[:num_freed], SWA)
         del self.later[:num_freed]
         self.first, self.num_passed = stop, 0

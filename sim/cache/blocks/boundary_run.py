@@ -84,7 +84,7 @@ class BoundaryRuns(BoundaryDecodes):
         frees = RunFrees(
             self, req, tops if window_at != state_at else [], sum((e - 1) % B == 0 for e in ends)
         )
-        frees.states_unhashed = not hashes.reached.get(MAMBA) and not pool.hears_discards
+        frees.states_unhashed = not hashes.reached.get(MAMBA)
         for end in ends:
             processed = end - lag
             window_moves = end % B == window_at

@@ -67,6 +67,14 @@ class BlockPool(CacheMap):
                 f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)"
             )
         kind = self.group_kinds[group]
+        blocks = self._unhashed_first(count)
+        if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
+            blocks += self._evict_oldest(count - len(blocks))
+        self.held[kind] += count
+        return blocks
+
+    def _unhashed_first(self, count: int) -> list[int]:
+        """Up to ``count`` blocks off the head, then never-used ids: the queue's front before the tail."""
         head = self._head
         taken = min(count, len(head))
         blocks = head[len(head) - taken :]
@@ -76,9 +84,6 @@ class BlockPool(CacheMap):
             fresh = min(count - len(blocks), self.num_blocks - self._fresh)
             blocks += range(self._fresh, self._fresh + fresh)
             self._fresh += fresh
-        if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
-            blocks += self._evict_oldest(count - len(blocks))
-        self.held[kind] += count
         return blocks
 
     def get_block_per_group(self) -> list[int]:
@@ -88,27 +93,14 @@ class BlockPool(CacheMap):
         count = len(self.group_kinds)
         if count > self.num_free:
             raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
-        head = self._head
-        taken = min(count, len(head))
-        blocks = head[len(head) - taken :]
-        blocks.reverse()
-        del head[len(head) - taken :]
-        if taken < count:
-            fresh = min(count - taken, self.num_blocks - self._fresh)
-            blocks += range(self._fresh, self._fresh + fresh)
-            self._fresh += fresh
-            if len(blocks) < count:  # only the tail holds hashed blocks: evictions
-                blocks += self._evict_each(count - len(blocks))
+        blocks = self._unhashed_first(count)
+        if len(blocks) < count and self._discarded:  # a block's discard told before its eviction
+            blocks += [block for _ in range(count - len(blocks)) for block in self._evict_oldest(1)]
+        elif len(blocks) < count:  # only the tail holds hashed blocks: evictions, each told alone
+            blocks += self._evict_oldest(count - len(blocks), True)
         for kind, num_groups in self._kind_counts:
             self.held[kind] += num_groups
         return blocks
-
-    def _evict_each(self, count: int) -> list[int]:
-        """``_evict_oldest(1)`` ``count`` times: its blocks taken at once, each told evicted in its own event
-        (one at a time where the discards are heard: each block's discard comes before its eviction)."""
-        if self._discarded:
-            return [block for _ in range(count) for block in self._evict_oldest(1)]
-        return self._evict_oldest(count, True)
 
     def _evict_oldest(self, count: int, told_each: bool = False) -> list[int]:
         """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
@@ -182,21 +174,7 @@ class BlockPool(CacheMap):
         hashed = list(compress(blocks, flags))
         if len(hashed) < len(blocks):
             self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
-        self._free_hashed(hashed, kind)
-
-    @property
-    def hears_discards(self) -> bool:
-        """Someone hears ``BlocksDiscarded`` (the executor: a block's contents die when it is freed unhashed)."""
-        return bool(self._discarded)
-
-    def push_unhashed(self, blocks: list[int]) -> None:
-        """Unhashed held blocks onto the head, in order, their held count left to the caller, no discard
-        told (where none is heard: ``hears_discards``)."""
-        self._head.extend(blocks)
-
-    def free_hashed_once(self, blocks: list[int], kind: str) -> None:
-        """``free_blocks`` of hashed blocks each held once (a group's or a run's of ``kind``): onto the tail."""
-        self._free_hashed(blocks, kind)
+        self.free_hashed(hashed, kind)
 
     def tail_outlasts(self, num_allocated: int) -> bool:
         """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only blocks in
@@ -210,7 +188,7 @@ class BlockPool(CacheMap):
         if self._discarded:
             emit(self._discarded, BlocksDiscarded(group, unhashed))
 
-    def _free_hashed(self, hashed: list[int], kind: str) -> None:
+    def free_hashed(self, hashed: list[int], kind: str) -> None:
         """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""
         if by_id.all_equal(self.count_at, hashed, 1):  # the usual case: no other request shares them
             released = hashed
@@ -240,20 +218,15 @@ class BlockPool(CacheMap):
 
     def free_each(self, blocks: list[int], groups: list[int], kind: str) -> None:
         """``free_one`` of each held block with its group (all of ``kind``), in order: a decode step's window
-        or states leaving, a block per group, in one call where none is hashed or all are held once."""
+        or states leaving, a block per group, in one call where all or none are hashed."""
         if by_id.all_none(self.key_at, blocks):  # onto the head, each told discarded alone
             self._head.extend(blocks)
             self.held[kind] -= len(blocks)
             if self._discarded:
                 for block, group in zip(blocks, groups, strict=True):
                     emit(self._discarded, BlocksDiscarded(group, [block]))
-        elif not by_id.has_none(by_id.read(self.key_at, blocks)) and by_id.all_equal(
-            self.count_at, blocks, 1
-        ):
-            by_id.fill(self.count_at, blocks, 0)  # each hashed and held once: onto the tail
-            self._tail.extend(blocks)
-            self.cached_free[kind] += len(blocks)
-            self.held[kind] -= len(blocks)
+        elif not by_id.has_none(by_id.read(self.key_at, blocks)):  # each hashed: those reaching 0 to the tail
+            self.free_hashed(blocks, kind)
         else:
             for block, group in zip(blocks, groups, strict=True):
                 self.free_one(block, group)

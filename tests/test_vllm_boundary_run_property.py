@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_vllm_decode_fast_path_property import Run, configurations, snapshot, workloads
@@ -126,6 +127,7 @@ def test_the_run_loop_leaves_the_block_manager_as_the_reference(
     compare(configuration, workload, hears_discards, private)
 
 
+@pytest.mark.interpreted  # counts through patched methods, which compiled callers never reach
 def test_the_fixed_runs_reach_the_bulk_paths(monkeypatch):
     """Floors over the fixed runs alone, never over generated examples: the window's frees left to the run's
     end, the steady states' pushes, a run's allocations evicting several blocks at once."""

@@ -178,7 +178,7 @@ def install_pool(rc: RecordCounts) -> None:
         rc.block_tokens = dict(enumerate(layout.group_blocks))
         return original_cache_blocks(layout, *args, **kwargs)
 
-    wrap(BlockPool, "_free_hashed", before=shared_at_free)
+    wrap(BlockPool, "free_hashed", before=shared_at_free)
     wrap(BlockPool, "touch", before=hit)
     wrap(BlockPool, "__init__", after=pool_made)
     steps.cache_blocks = cache_blocks  # the manager and the decode loop call it through the module

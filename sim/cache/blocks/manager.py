@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import steps
+from sim.cache.blocks import boundary_run, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -69,6 +69,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # told by ``watch_misses``: a private block's eviction is not told
         self.shared_sources: frozenset[str] | None = None
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
+        self.boundary_runs = boundary_run.BY_RUNS  # a run's boundary steps in one loop (off: step by step)
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None

@@ -11,12 +11,12 @@ that ``p`` is known to advance one token a step (``lag`` = 2 under async schedul
 from __future__ import annotations
 
 from sim.cache import decode_runs
-from sim.cache.blocks.boundary import BoundaryDecodes
+from sim.cache.blocks.boundary_run import BoundaryRuns
 from sim.cache.blocks.request import BlockRequest
 
 
-class PlainBlockDecodes(BoundaryDecodes):
-    """The base of ``BlockCacheManager`` (views <- boundary decodes <- plain decodes <- manager: one line of
+class PlainBlockDecodes(BoundaryRuns):
+    """The base of ``BlockCacheManager`` (views <- boundary decodes <- boundary runs <- plain decodes <- manager: one line of
     classes, as the compiled core takes single inheritance only): uses its ``requests``, ``layout``,
     ``window``, ``has_swa``, ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
 
@@ -26,7 +26,7 @@ class PlainBlockDecodes(BoundaryDecodes):
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step: steady runs in one
-        loop (``BoundaryDecodes``), the other steps through ``decode_runs``. Fewer where a step is refused."""
+        loop (``BoundaryRuns``), the other steps through ``decode_runs``. Fewer where a step is refused."""
         req, done = self.requests[request_id], 0
         while done < num_steps:
             taken = self.take_boundary_run(req, iteration + done, num_steps - done)

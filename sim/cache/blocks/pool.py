@@ -40,6 +40,8 @@ class BlockPool(CacheMap):
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
         self._tail = FreeTail(num_blocks)
         kinds = set(group_kinds)
+        # each kind with its groups' count, in first-seen order (a block per group: held by kind at once)
+        self._kind_counts = [(kind, group_kinds.count(kind)) for kind in dict.fromkeys(group_kinds)]
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
@@ -50,9 +52,8 @@ class BlockPool(CacheMap):
         bus = events if events is not None else EventBus()
         # blocks whose contents die are announced (BlocksDiscarded): the executor poisons them with NaN
         self._discarded = bus.channel(BlocksDiscarded)
-        self.on_evict = bus.channel(
-            BlocksEvicted
-        )  # the cached blocks each allocation evicts (the why watcher)
+        # the cached blocks each allocation evicts (the why watcher)
+        self.on_evict = bus.channel(BlocksEvicted)
 
     # ---- the free queue -----------------------------------------------------------------------------
     @property
@@ -66,6 +67,14 @@ class BlockPool(CacheMap):
                 f"block pool: asked for {count} blocks, {self.num_free} free (check num_free first)"
             )
         kind = self.group_kinds[group]
+        blocks = self._unhashed_first(count)
+        if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
+            blocks += self._evict_oldest(count - len(blocks))
+        self.held[kind] += count
+        return blocks
+
+    def _unhashed_first(self, count: int) -> list[int]:
+        """Up to ``count`` blocks off the head, then never-used ids: the queue's front before the tail."""
         head = self._head
         taken = min(count, len(head))
         blocks = head[len(head) - taken :]
@@ -75,33 +84,28 @@ class BlockPool(CacheMap):
             fresh = min(count - len(blocks), self.num_blocks - self._fresh)
             blocks += range(self._fresh, self._fresh + fresh)
             self._fresh += fresh
-        if len(blocks) < count:  # only the tail holds hashed blocks: these are evictions
-            blocks += self._evict_oldest(count - len(blocks))
-        self.held[kind] += count
         return blocks
 
     def get_block_per_group(self) -> list[int]:
         """One new block for each group, in group order: what ``get_new_blocks(1, group)`` for each group in
-        turn hands out (a decode step starting a block in every group), in one call."""
-        if len(self.group_kinds) > self.num_free:
+        turn hands out (a decode step starting a block in every group), in one call: the head's top blocks,
+        then never-used ids, then the tail's oldest, each eviction told alone as each of those calls tells it."""
+        count = len(self.group_kinds)
+        if count > self.num_free:
             raise RuntimeError(f"block pool: asked for a block per group, {self.num_free} free")
-        head, held = self._head, self.held
-        blocks: list[int] = []
-        for kind in self.group_kinds:
-            if head:
-                block = head.pop()
-            elif self._fresh < self.num_blocks:
-                block = self._fresh
-                self._fresh += 1
-            else:  # only the tail holds hashed blocks: an eviction
-                block = self._evict_oldest(1)[0]
-            held[kind] += 1
-            blocks.append(block)
+        blocks = self._unhashed_first(count)
+        if len(blocks) < count and self._discarded:  # a block's discard told before its eviction
+            blocks += [block for _ in range(count - len(blocks)) for block in self._evict_oldest(1)]
+        elif len(blocks) < count:  # only the tail holds hashed blocks: evictions, each told alone
+            blocks += self._evict_oldest(count - len(blocks), True)
+        for kind, num_groups in self._kind_counts:
+            self.held[kind] += num_groups
         return blocks
 
-    def _evict_oldest(self, count: int) -> list[int]:
+    def _evict_oldest(self, count: int, told_each: bool = False) -> list[int]:
         """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
-        (a prefill step evicts hundreds: batched, in the queue's order). Every tail block is hashed."""
+        (a prefill step evicts hundreds: batched, in the queue's order; ``told_each``: an event a block). Every
+        tail block is hashed."""
         blocks = self._tail.pop_oldest(count)
         group_kinds = self.group_kinds
         keys = by_id.take(self.key_at, blocks, None)
@@ -115,8 +119,8 @@ class BlockPool(CacheMap):
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
         told = self._told(blocks, keys, groups)
-        if told:
-            emit(self.on_evict, BlocksEvicted(told))
+        for keys_told in [[key] for key in told] if told_each else [told] if told else []:
+            emit(self.on_evict, BlocksEvicted(keys_told))
         self._unlist(blocks, keys, groups)
         return blocks
 
@@ -170,7 +174,12 @@ class BlockPool(CacheMap):
         hashed = list(compress(blocks, flags))
         if len(hashed) < len(blocks):
             self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
-        self._free_hashed(hashed, kind)
+        self.free_hashed(hashed, kind)
+
+    def tail_outlasts(self, num_allocated: int) -> bool:
+        """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only blocks in
+        the tail now (the head and the never-used ids hand out the others)."""
+        return num_allocated - len(self._head) - (self.num_blocks - self._fresh) <= self._tail.size
 
     def _free_unhashed(self, unhashed: list[int], group: int, kind: str) -> None:
         """Onto the head, first given on top: first given, first out."""
@@ -179,7 +188,7 @@ class BlockPool(CacheMap):
         if self._discarded:
             emit(self._discarded, BlocksDiscarded(group, unhashed))
 
-    def _free_hashed(self, hashed: list[int], kind: str) -> None:
+    def free_hashed(self, hashed: list[int], kind: str) -> None:
         """The hashed blocks of a ``free_blocks`` call: those reaching 0 go to the tail, in the given order."""
         if by_id.all_equal(self.count_at, hashed, 1):  # the usual case: no other request shares them
             released = hashed
@@ -206,6 +215,21 @@ class BlockPool(CacheMap):
             if self._discarded:
                 emit(self._discarded, BlocksDiscarded(group, [block]))
         self.held[kind] -= 1
+
+    def free_each(self, blocks: list[int], groups: list[int], kind: str) -> None:
+        """``free_one`` of each held block with its group (all of ``kind``), in order: a decode step's window
+        or states leaving, a block per group, in one call where all or none are hashed."""
+        if by_id.all_none(self.key_at, blocks):  # onto the head, each told discarded alone
+            self._head.extend(blocks)
+            self.held[kind] -= len(blocks)
+            if self._discarded:
+                for block, group in zip(blocks, groups, strict=True):
+                    emit(self._discarded, BlocksDiscarded(group, [block]))
+        elif not by_id.has_none(by_id.read(self.key_at, blocks)):  # each hashed: those reaching 0 to the tail
+            self.free_hashed(blocks, kind)
+        else:
+            for block, group in zip(blocks, groups, strict=True):
+                self.free_one(block, group)
 
     def _drop_reference(self, block: int) -> int:
         """A held hashed block's count, one less, returned."""

@@ -9,8 +9,7 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import compress, repeat
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -57,14 +56,15 @@ class BlockMissTracker:
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
 
     def _on_evicted(self, event: BlocksEvicted) -> None:
-        evicted = (
-            self.evicted
-        )  # an allocation evicts runs of one group's keys (a request's blocks freed together)
-        for group, run in groupby(event.keys, key=itemgetter(1)):
-            seen = evicted.get(group)
+        """Each evicted key into its group's set: an allocation evicts runs of one group's keys (a request's
+        blocks freed together), usually all of one group."""
+        keys, groups = event.block_keys, event.groups
+        for group in dict.fromkeys(groups):
+            seen = self.evicted.get(group)
             if seen is None:
-                seen = evicted[group] = set()
-            seen.update(map(itemgetter(0), run))
+                seen = self.evicted[group] = set()
+            one_group = groups.count(group) == len(groups)
+            seen.update(keys if one_group else compress(keys, map(group.__eq__, groups)))
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
         self.unsorted_skips.setdefault(event.groups, []).append(event.keys)

@@ -92,15 +92,13 @@ class CacheMap:
             self.cache_in(block, key, group)
 
     def _list_new(self, blocks: list[Any], keys: list[Any], group: int) -> None:
-        """``_list`` of each block (none yet listed) with its key, in order: a ``get`` and a store in the native
-        style of ``_unlist_each`` (the objects typed ``Any``: no int unboxed, none boxed)."""
+        """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and
+        answers an old one's first block, another block (the objects typed ``Any``: no int unboxed, none boxed)."""
         first_of: dict[Any, Any] = self.first_in[group]
         for index in range(len(blocks)):
-            key = keys[index]
-            if first_of.get(key) is None:
-                first_of[key] = blocks[index]
-            else:  # the key has a block already
-                self.more_in[group].setdefault(key, []).append(blocks[index])
+            block, key = blocks[index], keys[index]
+            if first_of.setdefault(key, block) is not block:  # the key has a block already
+                self.more_in[group].setdefault(key, []).append(block)
 
     def count_of(self, block: int) -> int:
         """A hashed block's reference count (0: free, in the tail)."""

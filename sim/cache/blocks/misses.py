@@ -9,7 +9,7 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import groupby, repeat
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -59,12 +59,20 @@ class BlockMissTracker:
         """Each evicted key into its group's set: an allocation evicts runs of one group's keys (a request's
         blocks freed together), usually all of one group."""
         keys, groups = event.block_keys, event.groups
-        for group in dict.fromkeys(groups):
-            seen = self.evicted.get(group)
-            if seen is None:
-                seen = self.evicted[group] = set()
-            one_group = groups.count(group) == len(groups)
-            seen.update(keys if one_group else compress(keys, map(group.__eq__, groups)))
+        if groups and groups.count(groups[0]) == len(groups):
+            self._evicted_in(groups[0]).update(keys)
+            return
+        start = 0
+        for group, run in groupby(groups):  # each run of one group's keys a slice of them
+            end = start + len(list(run))
+            self._evicted_in(group).update(keys[start:end])
+            start = end
+
+    def _evicted_in(self, group: int) -> set:
+        seen = self.evicted.get(group)
+        if seen is None:
+            seen = self.evicted[group] = set()
+        return seen
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
         self.unsorted_skips.setdefault(event.groups, []).append(event.keys)

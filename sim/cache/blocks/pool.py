@@ -131,7 +131,8 @@ class BlockPool(CacheMap):
             return keys, groups
         marked = by_id.read(self.private, blocks)
         by_id.fill(self.private, list(compress(blocks, marked)), 0)
-        return list(compress(keys, map(not_, marked))), list(compress(groups, map(not_, marked)))
+        kept = list(map(not_, marked))
+        return list(compress(keys, kept)), list(compress(groups, kept))
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""

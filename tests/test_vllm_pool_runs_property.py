@@ -119,7 +119,7 @@ def test_the_watcher_files_evicted_runs_as_key_by_key(evictions):
     tracker = BlockMissTracker(layout, BlockPool(2, layout.group_kinds), bus)
     expected: dict[int, set] = {}
     for keys in evictions:
-        bus.publish(BlocksEvicted([(bytes([key]), group) for key, group in keys]))
+        bus.publish(BlocksEvicted([bytes([key]) for key, _ in keys], [group for _, group in keys]))
         for key, group in keys:
             expected.setdefault(group, set()).add(bytes([key]))
     assert tracker.evicted == expected

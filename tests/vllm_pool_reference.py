@@ -100,7 +100,7 @@ class ReferenceBlockPool:
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
         if self.on_evict:
-            emit(self.on_evict, BlocksEvicted(keys))
+            emit(self.on_evict, BlocksEvicted([key[0] for key in keys], [key[1] for key in keys]))
         first_of, more_of = self.first_of, self.more_of
         for block, key in zip(blocks, keys, strict=True):
             if key in more_of:

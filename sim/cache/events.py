@@ -178,11 +178,18 @@ class BlockHit:
 
 @dataclass(frozen=True, slots=True)
 class BlocksEvicted:
-    """Cached blocks lost their hash to one allocation, oldest first: ``keys`` are (block key, group). Where the run
-    told the manager its trace (``watch_misses``), the blocks only their own request could hold are left out
-    (``blocks/private.py``: no question of the why watcher reads them)."""
+    """Cached blocks lost their hash to one allocation, oldest first: their block keys and, in the same order,
+    their groups (told apart, as the pool holds them: no pair made a block); ``keys`` pairs them, (block key,
+    group). Where the run told the manager its trace (``watch_misses``), the blocks only their own request could
+    hold are left out (``blocks/private.py``: no question of the why watcher reads them)."""
 
-    keys: list
+    block_keys: list
+    groups: list
+
+    @property
+    def keys(self) -> list:
+        """The (block key, group) of each evicted block, oldest first."""
+        return list(zip(self.block_keys, self.groups, strict=True))
 
 
 @dataclass(frozen=True, slots=True)

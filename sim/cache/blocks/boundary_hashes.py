@@ -2,7 +2,7 @@
 hashing steps, with the keys chained once to the run's last block (step by step extends the chain a block a
 step, to the same end) and the retention mask worked out once per kind over the run's blocks.
 
-The FULL groups' hashes and private marks are written in one ``cache_all`` at the run's end: nothing in a run
+The FULL groups' hashes and private marks are written at the run's end, a ``cache_group`` per group: nothing in a run
 reads the cache map (it looks nothing up; the why watcher keeps the keys it is told), a FULL block is not freed
 while its request decodes, and a key's newer block is listed after its older ones whichever comes first, its
 own hashing or the older one's eviction. An SWA or Mamba block the mask reaches is hashed in its step (a later
@@ -44,8 +44,9 @@ class RunHashes:
                     )
                     self.reached[kind] = set(found)
         self.any_reached = set().union(*self.reached.values())
-        self.full_blocks: list[int] = []
-        self.full_keys: list[tuple[object, int]] = []
+        # each FULL group's blocks and their bare keys, in order, for ``cache_group`` at ``finish``
+        self.full_blocks: dict[int, list[int]] = {group: [] for group in self.full_groups}
+        self.full_keys: dict[int, list[object]] = {group: [] for group in self.full_groups}
         self.private_blocks: list[int] = []
         self.last = -1
 
@@ -87,8 +88,8 @@ class RunHashes:
             emit(on_skip, BlocksSkipped(tuple(told), [key]))
 
     def _keep_full(self, block: int, key: object, group: int, private: bool) -> None:
-        self.full_blocks.append(block)
-        self.full_keys.append((key, group))
+        self.full_blocks[group].append(block)
+        self.full_keys[group].append(key)
         if private:
             self.private_blocks.append(block)
 
@@ -96,6 +97,7 @@ class RunHashes:
         """The FULL blocks hashed, in order, their private marks set; every group hashed to the last block."""
         if self.last < 0:
             return
-        self.pool.cache_all(self.full_blocks, self.full_keys)
+        for group in self.full_groups:  # a group's map and its blocks' keys are its own: any group order
+            self.pool.cache_group(self.full_blocks[group], self.full_keys[group], group)
         by_id.fill(self.pool.private, self.private_blocks, 1)
         self.req.num_cached[:] = [self.last + 1] * len(self.req.num_cached)

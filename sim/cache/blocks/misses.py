@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import groupby, repeat
-from operator import itemgetter
 
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -57,14 +56,23 @@ class BlockMissTracker:
         self.events.subscribe(BlockHit, self._on_hit)  # told only for an admitted request
 
     def _on_evicted(self, event: BlocksEvicted) -> None:
-        evicted = (
-            self.evicted
-        )  # an allocation evicts runs of one group's keys (a request's blocks freed together)
-        for group, run in groupby(event.keys, key=itemgetter(1)):
-            seen = evicted.get(group)
-            if seen is None:
-                seen = evicted[group] = set()
-            seen.update(map(itemgetter(0), run))
+        """Each evicted key into its group's set: an allocation evicts runs of one group's keys (a request's
+        blocks freed together), usually all of one group."""
+        keys, groups = event.block_keys, event.groups
+        if groups and groups.count(groups[0]) == len(groups):
+            self._evicted_in(groups[0]).update(keys)
+            return
+        start = 0
+        for group, run in groupby(groups):  # each run of one group's keys a slice of them
+            end = start + len(list(run))
+            self._evicted_in(group).update(keys[start:end])
+            start = end
+
+    def _evicted_in(self, group: int) -> set:
+        seen = self.evicted.get(group)
+        if seen is None:
+            seen = self.evicted[group] = set()
+        return seen
 
     def _on_skipped(self, event: BlocksSkipped) -> None:
         self.unsorted_skips.setdefault(event.groups, []).append(event.keys)

@@ -118,21 +118,21 @@ class BlockPool(CacheMap):
             num_group = groups.count(group)
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
-        told = self._told(blocks, keys, groups)
-        for keys_told in [[key] for key in told] if told_each else [told] if told else []:
-            emit(self.on_evict, BlocksEvicted(keys_told))
+        keys_told, groups_told = self._told(blocks, keys, groups)  # told apart, as the pool holds them
+        spans = [(at, at + 1) for at in range(len(keys_told))] if told_each else [(0, len(keys_told))]
+        for start, end in spans if keys_told and self.on_evict else ():
+            emit(self.on_evict, BlocksEvicted(keys_told[start:end], groups_told[start:end]))
         self._unlist(blocks, keys, groups)
         return blocks
 
-    def _told(self, blocks: list[int], keys: list, groups: list[int]) -> list:
-        """The evicted (key, group)s to tell (none without a listener), less those of private blocks, whose marks
-        are cleared."""
-        if self.marks_private and not by_id.all_equal(self.private, blocks, 0):
-            marked = by_id.read(self.private, blocks)
-            by_id.fill(self.private, list(compress(blocks, marked)), 0)
-            kept = list(map(not_, marked))
-            keys, groups = list(compress(keys, kept)), list(compress(groups, kept))
-        return list(zip(keys, groups, strict=True)) if self.on_evict else []
+    def _told(self, blocks: list[int], keys: list, groups: list[int]) -> tuple[list, list[int]]:
+        """The evicted keys and their groups to tell, less those of private blocks, whose marks are cleared."""
+        if not self.marks_private or by_id.all_equal(self.private, blocks, 0):
+            return keys, groups
+        marked = by_id.read(self.private, blocks)
+        by_id.fill(self.private, list(compress(blocks, marked)), 0)
+        kept = list(map(not_, marked))
+        return list(compress(keys, kept)), list(compress(groups, kept))
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""

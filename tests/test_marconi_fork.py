@@ -42,6 +42,17 @@ def tuner_for(model, knobs: dict, sizes: PoolSizes, requests) -> tuple:
     return main, tuner, main.rules.cost(main)
 
 
+def figures_both_ways(switched, configuration: tuple, requests) -> list[dict]:
+    """The tuner's figures for every alpha over ``requests``, with ``switched(True)`` and then ``switched(False)``
+    in force (a fast path's module flag and its reference)."""
+    figures = []
+    for on in (True, False):
+        with switched(on):
+            main, tuner, cost = tuner_for(*configuration, requests)
+            figures.append(tuner.replay_all(main, cost))
+    return figures
+
+
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(tuned_caches(), request_lists(12))
 def test_forked_replays_score_every_alpha_as_replays_from_scratch(configuration, requests):

@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
-from test_marconi_fork import WINDOW, tuned_caches, tuner_for
+from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches
 from test_marconi_zero_alpha_property import _tree, _window_trace, tree_nodes
 
 from sim.cache.byte_budget import BYTES
@@ -139,22 +139,14 @@ def test_caches_at_alpha_above_0_pick_and_decide_alike(configuration, requests, 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(tuned_caches(), request_lists(12))
 def test_the_tuners_figures_are_equal(configuration, requests):
-    figures = []
-    for on in (True, False):
-        with _switched(on):
-            main, tuner, cost = tuner_for(*configuration, requests)
-            figures.append(tuner.replay_all(main, cost))
+    figures = figures_both_ways(_switched, configuration, requests)
     assert figures[0] == figures[1]
 
 
 def test_a_window_where_the_alphas_differ():
     """The fork test's window (the paper's figure): its 21 figures equal either way, and not all alike."""
     knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_follows": "paper"}
-    figures = []
-    for on in (True, False):
-        with _switched(on):
-            main, tuner, cost = tuner_for(hybrid_model(window=40), knobs, PoolSizes(900, 900, 12), WINDOW)
-            figures.append(tuner.replay_all(main, cost))
+    figures = figures_both_ways(_switched, (hybrid_model(window=40), knobs, PoolSizes(900, 900, 12)), WINDOW)
     assert figures[0] == figures[1] and len(set(figures[0].values())) > 1, figures[0]
 
 

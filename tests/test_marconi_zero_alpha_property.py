@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
-from test_marconi_fork import WINDOW, tuned_caches, tuner_for
+from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches, tuner_for
 
 from sim.cache.byte_budget import BYTES
 from sim.cache.components import FULL, MAMBA, SWA
@@ -211,11 +211,7 @@ test_the_one_walk_picks_the_scored_victim.__test__ = False
 @given(tuned_caches(), request_lists(12))
 def test_the_tuners_figures_are_equal(configuration, requests):
     """Every alpha's replay, alpha 0's among them, scores the window alike either way."""
-    figures = []
-    for fast in (True, False):
-        with _switched(fast):
-            main, tuner, cost = tuner_for(*configuration, requests)
-            figures.append(tuner.replay_all(main, cost))
+    figures = figures_both_ways(_switched, configuration, requests)
     assert figures[0] == figures[1]
 
 

@@ -15,7 +15,7 @@ from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.engines.marconi_scored import scored_victim
+from sim.cache.engines.marconi_scored import first_lowest, scored_victim
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal, new_refusal
@@ -154,16 +154,11 @@ class MarconiEvictor:
             # the score is the normalised recency alone (0 x a finite efficiency adds 0.0), and min-max
             # normalising maps exactly the lowest values to 0.0 and keeps the order: the same first lowest
             return found[recency.index(min(recency))], stale
-        recency = _normalize(recency)
-        efficiency = _normalize(
-            [
-                efficiency_of(p, n.end) if n.state is not None or not has_mamba else 0.0
-                for n, p in zip(found, ends, strict=True)
-            ]
-        )
-        alpha = self.alpha
-        scores = [r + alpha * e for r, e in zip(recency, efficiency, strict=True)]
-        return found[scores.index(min(scores))], stale
+        efficiency = [
+            efficiency_of(p, n.end) if n.state is not None or not has_mamba else 0.0
+            for n, p in zip(found, ends, strict=True)
+        ]
+        return found[first_lowest(recency, efficiency, self.alpha)], stale
 
     def pick_by_scan(self, tree, comp: str) -> tuple[Node | None, int | None]:
         """``pick`` as the rule reads (``candidates``, then each one's ``parent_end``): the reference the
@@ -213,14 +208,6 @@ class MarconiEvictor:
                 or not self.has_mamba
             ):
                 return freed
-
-
-def _normalize(values: list[float]) -> list[float]:
-    """Min-max to [0, 1]; all ones when there is one value or all are equal (``utils._normalize``)."""
-    low, high = min(values), max(values)
-    if len(values) < 2 or low == high:
-        return [1.0] * len(values)
-    return [(v - low) / (high - low) for v in values]
 
 
 def _short(topology, full_pages: int, swa_pages: int, states: int) -> str | None:

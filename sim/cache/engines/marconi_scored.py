@@ -3,9 +3,9 @@
 The tuner's 20 replays at alpha != 0 pick a victim at every eviction by the whole score, min-max normalised
 recency plus alpha x normalised FLOP efficiency (``MarconiEvictor._best``), over every candidate of a tree walk
 (``scan``): ~22% of the tuner, in list passes over the same candidates (their ends, their recencies, their
-efficiencies, each normalised, then the scores). Here the walk reads each candidate's recency and efficiency
-where it finds it, and one pass scores them with the same float operations in the same order (``_normalize``'s
-``(v - low) / (high - low)``, then ``r + alpha * e``), so the first lowest is the same node, ties included.
+efficiencies). Here the walk reads each candidate's recency and efficiency where it finds it, and both are
+scored by the one ``first_lowest`` (``_best`` calls it too), so the first lowest is the same node, ties
+included.
 Off (``marconi_evict.SCORED_WALK``): ``scan`` then ``_best``, the reference
 (tests/test_marconi_scored_walk_property.py).
 """
@@ -51,29 +51,19 @@ def scored_victim(
         efficiency.append(known if known is not None else efficiency_of(end_above, node.end))
     if not found:
         return None
-    return found[_first_lowest(recency, efficiency, alpha)]
+    return found[first_lowest(recency, efficiency, alpha)]
 
 
-def _first_lowest(recency: list[float], efficiency: list[float], alpha: float) -> int:
-    """The index of the first lowest score; the same values as ``_best``'s lists, computed in one pass."""
-    r_low, r_high, e_low, e_high = min(recency), max(recency), min(efficiency), max(efficiency)
-    if len(recency) < 2 or r_low == r_high or e_low == e_high:  # a list ``_normalize`` maps to ones
-        r_norm = (
-            [1.0] * len(recency) if len(recency) < 2 or r_low == r_high else _norm(recency, r_low, r_high)
-        )
-        e_norm = (
-            [1.0] * len(recency) if len(recency) < 2 or e_low == e_high else _norm(efficiency, e_low, e_high)
-        )
-        scores = [r + alpha * e for r, e in zip(r_norm, e_norm, strict=True)]
-    else:
-        r_span, e_span = r_high - r_low, e_high - e_low
-        scores = [
-            (r - r_low) / r_span + alpha * ((e - e_low) / e_span)
-            for r, e in zip(recency, efficiency, strict=True)
-        ]
+def first_lowest(recency: list[float], efficiency: list[float], alpha: float) -> int:
+    """The index of the first lowest score, ``normalize(recency) + alpha * normalize(efficiency)`` (one list per
+    candidate, in order): ``_best`` and the walk both score with it."""
+    scores = [r + alpha * e for r, e in zip(normalize(recency), normalize(efficiency), strict=True)]
     return scores.index(min(scores))
 
 
-def _norm(values: list[float], low: float, high: float) -> list[float]:
-    span = high - low
-    return [(v - low) / span for v in values]
+def normalize(values: list[float]) -> list[float]:
+    """Min-max to [0, 1]; all ones when there is one value or all are equal (``utils._normalize``)."""
+    low, high = min(values), max(values)
+    if len(values) < 2 or low == high:
+        return [1.0] * len(values)
+    return [(v - low) / (high - low) for v in values]

@@ -188,7 +188,7 @@ class BoundaryDecodes(BlockViews):
             if block is None:
                 continue
             if reached[kind]:
-                pool.cache(block, (key, group))
+                pool.cache_in(block, key, group)
                 if private:
                     pool.private[block] = 1
                 if kind == MAMBA:

@@ -76,7 +76,7 @@ class RunHashes:
             if kind == FULL:
                 self._keep_full(block, key, group, private)
             elif index in self.reached[kind]:
-                self.pool.cache(block, (key, group))
+                self.pool.cache_in(block, key, group)
                 if private:
                     self.pool.private[block] = 1
                 if kind == MAMBA:

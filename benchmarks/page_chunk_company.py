@@ -65,12 +65,12 @@ def counted_run(trace, policy: str) -> Company:
     """One timed run (bounds off) with ``DefaultScheduler.schedule`` wrapped to count each step's batch."""
     company, schedule = Company(), default_module.DefaultScheduler.schedule
 
-    def counting(scheduler, iteration: int) -> Batch:
+    def counting(scheduler: default_module.DefaultScheduler, iteration: int) -> Batch:
         batch = schedule(scheduler, iteration)
         company.count(batch)
         return batch
 
-    default_module.DefaultScheduler.schedule = counting  # type: ignore[method-assign]
+    default_module.DefaultScheduler.schedule = counting  # type: ignore[method-assign,assignment]
     try:
         simulate(trace, SimConfig(policy=policy, mode="timed", bounds=False))
     finally:

@@ -149,6 +149,15 @@ def test_page_chunk_paths_times_the_three_paths_and_the_yardstick():
     assert ratios.startswith("timed / replay ") and "timed / sglang-retain replay " in ratios
 
 
+def test_page_chunk_company_splits_every_chunk_by_its_step():
+    out = run_script("page_chunk_company.py", "--trace", str(HEAD), "--limit", "12")
+    lines = out.strip().splitlines()
+    total = int(lines[0].split(": ")[1].split()[0])
+    kinds = [int(line.split()[-2]) for line in lines[1:4]]
+    assert total > 0 and sum(kinds) == total
+    assert lines[4].startswith("alone stretches: ")
+
+
 def test_sglang_timed_counts_add_up_to_the_step_table():
     out = run_script("sglang_timed_counts.py", "radix", "marconi-sglang", "--trace", str(HEAD), "--limit", "40")
     counts: dict[str, dict[str, int]] = {}

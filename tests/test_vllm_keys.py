@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.cache.blocks import keys as block_keys
 from sim.cache.blocks.keys import ROOT, BlockKeys, _digest, block_key, pack_key
 from sim.tokens import TokenSeq
 
@@ -77,7 +78,20 @@ def test_a_key_is_the_digest_then_the_end_as_8_little_endian_bytes_read_as_a_num
 
 
 def test_a_chain_s_keys_are_its_run_digests_with_each_block_s_end_in_its_run():
-    """The reference form: each key built block by block as the digest then the end (``block_key``)."""
+    """Each key built block by block as its run's digest then the end (``block_key``); a run's digest takes
+    the key of the previous run's end (``ONE_DIGEST``)."""
+    tokens = seq(("x", 0, 40), ("y", 5, 70))
+    chain = BlockKeys(16).chain(tokens, 6)
+    x_at = _digest(ROOT + repr(("r:x", 0)).encode())
+    y_at = _digest(pack_key(x_at, 40) + repr(("r:y", 5)).encode())
+    expected = [block_key(x_at, end) for end in (16, 32)]
+    expected += [block_key(y_at, end) for end in (8, 24, 40, 56)]  # blocks end at 48..96: -40
+    assert chain.keys == expected
+
+
+def test_the_reference_chain_digests_the_runs_before_apart(monkeypatch):
+    """Off (``ONE_DIGEST``), the reference: the runs before a run have their own digest."""
+    monkeypatch.setattr(block_keys, "ONE_DIGEST", False)
     tokens = seq(("x", 0, 40), ("y", 5, 70))
     chain = BlockKeys(16).chain(tokens, 6)
     x_at = _digest(ROOT + repr(("r:x", 0)).encode())

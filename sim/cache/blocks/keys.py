@@ -14,12 +14,18 @@ end as 8 bytes little-endian): the same equality. An int's hash is its value mod
 a run, whose ends step by the block size, hash to neighbouring values and sit in neighbouring slots of the
 cache map's dicts, where bytes hash to random ones: a prefill step's hundreds of new keys, and an eviction's
 hundreds of old ones, touch a few stretches of a dict's memory rather than missing the cache a key.
+
+One digest a run (``ONE_DIGEST``): a run's digest takes, for the runs before it, the key of the previous run's
+end (that run's digest with its length: it stands for every token before this run), so crossing a run costs
+the digest its own blocks need anyway, not a second one of the runs before it. Off, the reference: the runs
+before chained apart (a digest of them, then one with where the run starts). The same equality either way.
 """
 
 from __future__ import annotations
 
 from hashlib import blake2b
 from itertools import repeat
+from operator import add
 from struct import Struct
 
 from sim.tokens import TokenSeq
@@ -27,6 +33,7 @@ from sim.tokens import TokenSeq
 BlockKey = object  # a prefix's identity (an int; the reference's bytes): equal keys mean equal prefixes
 ROOT = b""  # the digest of no runs (vLLM's NONE_HASH)
 INT_KEYS = True  # False: the reference's keys, bytes (tests/test_vllm_keys.py holds the two alike)
+ONE_DIGEST = True  # False: the reference, two digests a run (tests/test_vllm_key_digests_property.py)
 # the reference's key: the 16-byte digest, then where in its run the block ends as 8 bytes little-endian
 # (packed in one C call: a partial with keywords cost ~15x more)
 pack_key = Struct("<16sQ").pack
@@ -44,15 +51,17 @@ def _digest(data: bytes) -> bytes:
 
 class KeyChain:
     """The keys of one sequence's whole blocks, oldest first (``keys``), extended as its blocks fill, and
-    where the walk over its runs stands: the run the next block ends in, that run's first position, the
-    digest of the runs before it, and that of those with where it starts (None until needed: an int, the
-    run's key for an end of 0; the reference's bytes, the digest)."""
+    where the walk over its runs stands: the run the next block ends in, that run's first position, what
+    stands for the runs before it (``ONE_DIGEST``: the previous run's end's key as bytes; off, their digest),
+    and this run's digest and what its keys are made from (None until needed: an int, the run's key for an
+    end of 0; the reference's bytes, the digest)."""
 
     def __init__(self) -> None:
         self.keys: list[BlockKey] = []
         self.run = 0
         self.run_start = 0
         self.before = ROOT
+        self.digest: bytes | None = None
         self.at: int | bytes | None = None
 
 
@@ -64,27 +73,53 @@ class BlockKeys:
         """Keys of blocks ``0 .. num_blocks - 1`` of ``tokens`` (whole blocks only): ``known`` (a chain of
         the same tokens) extended in place, or a new chain."""
         chain = known if known is not None else KeyChain()
-        size, keys = self.block_size, chain.keys
-        stop = min(num_blocks, len(tokens) // size)
-        index = len(keys)
-        if index >= stop:
-            return chain
-        runs = tokens.runs
-        run, run_start, before, at = chain.run, chain.run_start, chain.before, chain.at
-        while index < stop:
-            end = (index + 1) * size
-            while run_start + runs[run][2] < end:  # the block ends past this run: on to the next
-                before = _digest(before + repr(runs[run]).encode())
-                run_start += runs[run][2]
-                run, at = run + 1, None
-            if at is None:
-                at = _run_at(_digest(before + repr(runs[run][:2]).encode()))
-            last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
-            ends = range((index + 1) * size - run_start, (last + 1) * size - run_start, size)  # in the run
-            keys += _keys(at, ends)
-            index = last
-        chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
+        stop = min(num_blocks, len(tokens) // self.block_size)
+        if len(chain.keys) < stop:
+            if ONE_DIGEST:
+                _extend(chain, tokens.runs, self.block_size, stop)
+            else:
+                _extend_reference(chain, tokens.runs, self.block_size, stop)
         return chain
+
+
+def _extend(chain: KeyChain, runs: tuple[tuple[str, int, int], ...], size: int, stop: int) -> None:
+    """``chain``'s keys up to block ``stop``, one digest a run (the runs before it told by the key of the
+    previous run's end)."""
+    keys, index = chain.keys, len(chain.keys)
+    run, run_start, before, digest, at = chain.run, chain.run_start, chain.before, chain.digest, chain.at
+    while index < stop:
+        end = (index + 1) * size
+        while run_start + runs[run][2] < end:  # the block ends past this run: on to the next
+            if digest is None:
+                digest = _digest(before + repr(runs[run][:2]).encode())
+            before = pack_key(digest, runs[run][2])  # the reference key of the run's end
+            run_start += runs[run][2]
+            run, digest, at = run + 1, None, None
+        if at is None:
+            digest = _digest(before + repr(runs[run][:2]).encode())
+            at = _run_at(digest)
+        last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
+        keys += _keys(at, range(end - run_start, (last + 1) * size - run_start, size))
+        index = last
+    chain.run, chain.run_start, chain.before, chain.digest, chain.at = run, run_start, before, digest, at
+
+
+def _extend_reference(chain: KeyChain, runs: tuple[tuple[str, int, int], ...], size: int, stop: int) -> None:
+    """The reference: the runs before a run digested apart, a second digest for where the run starts."""
+    keys, index = chain.keys, len(chain.keys)
+    run, run_start, before, at = chain.run, chain.run_start, chain.before, chain.at
+    while index < stop:
+        end = (index + 1) * size
+        while run_start + runs[run][2] < end:  # the block ends past this run: on to the next
+            before = _digest(before + repr(runs[run]).encode())
+            run_start += runs[run][2]
+            run, at = run + 1, None
+        if at is None:
+            at = _run_at(_digest(before + repr(runs[run][:2]).encode()))
+        last = min(stop, (run_start + runs[run][2]) // size)  # the blocks ending inside this run
+        keys += _keys(at, range(end - run_start, (last + 1) * size - run_start, size))
+        index = last
+    chain.run, chain.run_start, chain.before, chain.at = run, run_start, before, at
 
 
 def _run_at(digest: bytes) -> int | bytes:
@@ -95,5 +130,7 @@ def _run_at(digest: bytes) -> int | bytes:
 def _keys(at: int | bytes, ends: range) -> list[BlockKey]:
     """The keys of the blocks ending at ``ends`` in a run (``at``: ``_run_at``), one C pass."""
     if isinstance(at, int):
-        return list(map(at.__add__, ends))  # ``at`` has 64 zero low bits: + is | here
+        # ``at`` has 64 zero low bits: + is | here; ``add`` over ``repeat`` is a plain C call a key, where the
+        # bound ``at.__add__`` goes through its method wrapper (``add``: ~0.72 of its time, pure Python 3.11)
+        return list(map(add, repeat(at), ends))
     return list(map(pack_key, repeat(at), ends))

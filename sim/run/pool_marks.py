@@ -21,9 +21,9 @@ import numpy as np
 from sim.run.metrics import POOL_COLUMNS
 
 _NUM_POOL_COLUMNS = len(POOL_COLUMNS)
-# True: a column every mark leaves at 0 and no move touches (a pool the model has not: SWA and Mamba under `radix`)
-# is ``np.zeros``, memory the system maps only when it is read, and the others are taken from the marks; False:
-# every column taken, 0 written row by row (the reference: tests/test_pool_marks.py)
+# True: a column every mark leaves at 0 (a pool the model has not: SWA and Mamba under `radix`) is ``np.zeros``,
+# memory the system maps only when it is read or moved into, and the others are taken from the marks; False: every
+# column taken, 0 written row by row (the reference: tests/test_pool_marks.py)
 ZERO_COLUMNS_UNWRITTEN = True
 
 
@@ -73,11 +73,9 @@ class PoolMarks:
         return columns
 
     def _taken_or_zero(self, values: np.ndarray, which: np.ndarray, num_rows: int) -> list[np.ndarray]:
-        """Each column's rows: zeros where every mark is 0 and no move touches it, else taken from the marks
-        (those in one take, a row of it each)."""
-        moved = np.frombuffer(self.move_free, dtype=np.int64)
-        touched = set(moved.tolist()) | set((moved + 1).tolist())
-        zero = [not values[:, c].any() and c not in touched for c in range(_NUM_POOL_COLUMNS)]
+        """Each column's rows: zeros where every mark is 0 (the moves, if any, add to them in place), else taken
+        from the marks (those in one take, a row of it each)."""
+        zero = [not values[:, c].any() for c in range(_NUM_POOL_COLUMNS)]
         kept = [c for c in range(_NUM_POOL_COLUMNS) if not zero[c]]
         taken = iter(np.ascontiguousarray(values.T[kept])[:, which]) if kept else iter(())
         return [

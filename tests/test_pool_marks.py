@@ -2,23 +2,29 @@
 ``StepLog.append`` / ``extend_decode_only`` / ``extend_batch_run``) are, row by row, the reference's: each
 full step's pools, a plain run repeating the row before, and each batch run's rows from ``run_pool_columns``
 over its full steps (page-starting stretches of 1, 2, 16 or 64 pages a step, event steps' pools, a finishing
-step that only moved lengths), with one KV pool or two (SWA), in any order the engine writes them."""
+step that only moved lengths), with one KV pool or two (SWA), in any order the engine writes them; with a pool
+the model has not (every mark 0, no move) made as zeros (``ZERO_COLUMNS_UNWRITTEN``) or taken (the reference)."""
 
 from __future__ import annotations
 
 from array import array
+from unittest import mock
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.pools import PoolUsage
+from sim.run import pool_marks
 from sim.run.metrics import POOL_COLUMNS
 from sim.run.step_log import STEP_COLUMNS, StepLog, run_pool_columns
 from sim.sched.batch import FullStep
 
 POOLS = st.tuples(*[st.integers(0, 5000)] * len(POOL_COLUMNS))
+# a model without SWA or Mamba pools (``radix``): their six columns 0 at every mark
+FULL_ONLY = st.tuples(*[st.integers(0, 5000)] * 3, *[st.just(0)] * 6)
 
 
 def _usage(pools: tuple[int, ...]) -> dict:
@@ -51,11 +57,12 @@ def batch_runs(draw, kv_columns):
 @st.composite
 def step_logs(draw):
     kv_columns = draw(st.sampled_from([(0,), (0, 3)]))
-    writes = [("row", draw(POOLS))]
+    pools = draw(st.sampled_from([POOLS, FULL_ONLY]))
+    writes = [("row", draw(pools))]
     for _ in range(draw(st.integers(0, 12))):
         kind = draw(st.sampled_from(["row", "plain", "batch"]))
         if kind == "row":
-            writes.append(("row", draw(POOLS)))
+            writes.append(("row", draw(pools)))
         elif kind == "plain":
             writes.append(("plain", draw(st.integers(1, 30))))
         else:
@@ -87,11 +94,18 @@ def _written(kv_columns, writes) -> tuple[StepLog, list[array]]:
     return log, reference
 
 
+ZEROS = (5, 1, 2) + (0,) * 6
+
+
+@pytest.mark.parametrize("zeros_unwritten", [True, False])
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(step_logs())
-def test_the_pool_columns_are_the_row_by_row_reference(log_writes):
-    log, reference = _written(*log_writes)
-    frame = log.frame()
+@example(((0,), [("row", ZEROS), ("plain", 4), ("row", ZEROS)]))
+@example(((0, 3), [("row", ZEROS), ("batch", (6, list(ZEROS), [FullStep(1, 16, None, None, 3)]))]))
+def test_the_pool_columns_are_the_row_by_row_reference(zeros_unwritten, log_writes):
+    with mock.patch.object(pool_marks, "ZERO_COLUMNS_UNWRITTEN", zeros_unwritten):
+        log, reference = _written(*log_writes)
+        frame = log.frame()
     assert list(frame.columns) == list(STEP_COLUMNS + POOL_COLUMNS)
     for name, expected in zip(POOL_COLUMNS, reference, strict=True):
         assert frame[name].dtype == np.int64

@@ -21,6 +21,10 @@ import numpy as np
 from sim.run.metrics import POOL_COLUMNS
 
 _NUM_POOL_COLUMNS = len(POOL_COLUMNS)
+# True: a column every mark leaves at 0 (a pool the model has not: SWA and Mamba under `radix`) is ``np.zeros``,
+# memory the system maps only when it is read or moved into, and the others are taken from the marks; False: every
+# column taken, 0 written row by row (the reference: tests/test_pool_marks.py)
+ZERO_COLUMNS_UNWRITTEN = True
 
 
 class PoolMarks:
@@ -59,11 +63,24 @@ class PoolMarks:
         mark_spans = np.diff(mark_rows, append=num_rows)
         which = np.repeat(np.arange(len(mark_rows)), mark_spans)
         # every column at once: each a row of one take (contiguous), rather than a strided take per column
-        columns = list(np.ascontiguousarray(values.T)[:, which])
+        if ZERO_COLUMNS_UNWRITTEN:
+            columns = self._taken_or_zero(values, which, num_rows)
+        else:
+            columns = list(np.ascontiguousarray(values.T)[:, which])
         if len(self.move_rows):
             del which  # the rows' marks' rows instead: one array of the table's length at a time
             self._add_moves(columns, np.repeat(mark_rows, mark_spans), num_rows)
         return columns
+
+    def _taken_or_zero(self, values: np.ndarray, which: np.ndarray, num_rows: int) -> list[np.ndarray]:
+        """Each column's rows: zeros where every mark is 0 (the moves, if any, add to them in place), else taken
+        from the marks (those in one take, a row of it each)."""
+        zero = [not values[:, c].any() for c in range(_NUM_POOL_COLUMNS)]
+        kept = [c for c in range(_NUM_POOL_COLUMNS) if not zero[c]]
+        taken = iter(np.ascontiguousarray(values.T[kept])[:, which]) if kept else iter(())
+        return [
+            np.zeros(num_rows, dtype=np.int64) if zero[c] else next(taken) for c in range(_NUM_POOL_COLUMNS)
+        ]
 
     def _add_moves(self, columns: list[np.ndarray], marked_at: np.ndarray, num_rows: int) -> None:
         """Each KV pool's pages moved from its row's mark's row through the row, from free to running."""

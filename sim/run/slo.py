@@ -24,6 +24,10 @@ from sim.sched.request import served_mask
 TARGETS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 DEFAULT_ATTAINMENT = 0.9
 PERCENTILES = (50, 90, 99)
+# True: each percentile reads the one gap at its rank (``gaps[order[i]]``) from the columns as numpy arrays; False:
+# every gap gathered in order once per percentile (``gaps[order][i]``: a new array the table's length each, in
+# fresh memory), the ends added as pandas columns (the reference; tests/test_table_figures_lean.py)
+ITL_GAP_AT_RANK = True
 
 
 @dataclass(frozen=True)
@@ -111,8 +115,7 @@ def itl_percentiles(steps: pd.DataFrame) -> dict[str, float]:
     names = [f"itl_p{p}_s" for p in PERCENTILES]
     if "start_at" not in steps or not len(steps):
         return dict.fromkeys(names, 0.0)
-    ends = (steps["start_at"] + steps["duration_s"]).to_numpy(dtype=float)
-    gaps = np.diff(ends, prepend=steps["start_at"].to_numpy(dtype=float)[:1])
+    gaps = _step_gaps(steps)
     weights = steps["num_decode"].to_numpy(dtype=np.int64)
     if not weights.sum():
         return dict.fromkeys(names, 0.0)
@@ -121,5 +124,16 @@ def itl_percentiles(steps: pd.DataFrame) -> dict[str, float]:
     out = {}
     for name, p in zip(names, PERCENTILES, strict=True):
         rank = max(1, int(np.ceil(p / 100 * cumulative[-1])))
-        out[name] = round(float(gaps[order][np.searchsorted(cumulative, rank)]), 6)
+        at = np.searchsorted(cumulative, rank)
+        out[name] = round(float(gaps[order[at]] if ITL_GAP_AT_RANK else gaps[order][at]), 6)
     return out
+
+
+def _step_gaps(steps: pd.DataFrame) -> np.ndarray:
+    """Each step's end less the end before it (the first step's: less its start)."""
+    if not ITL_GAP_AT_RANK:
+        ends = (steps["start_at"] + steps["duration_s"]).to_numpy(dtype=float)
+        return np.diff(ends, prepend=steps["start_at"].to_numpy(dtype=float)[:1])
+    starts = steps["start_at"].to_numpy(dtype=float)
+    ends = starts + steps["duration_s"].to_numpy(dtype=float)  # the same IEEE sums as the columns' ``+``
+    return np.diff(ends, prepend=starts[:1])

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.sched.request import RequestState
 
 # False: every step asks the rules (the reference; tests/test_capped_stalls.py holds both equal)
 REMEMBER_CAPPED = True
-# False: each empty step of the default loop parks one request (the reference; tests/test_park_capped_property.py)
-PARK_CAPPED_AT_ONCE = True
 
 
 class CappedStalls:
@@ -53,18 +50,3 @@ class CappedStalls:
     def forget(self, request_id: str) -> None:
         """The request stopped running (retracted, parked or given up on)."""
         self._capped.pop(request_id, None)
-
-
-def parked_at_once(
-    capped: CappedStalls, newest: RequestState, running: dict[str, RequestState], none_waiting: bool
-) -> list[RequestState]:
-    """What an empty step of the default loop parks: its newest running request, or, where none waits and each
-    of the others gets no chunk under any budget while it runs (``holds``), all of them, newest first. The steps
-    after would each find the same (no decode, no chunk, no admission asked: nothing scheduled) and park the next
-    newest, with no row, clock or event between (an empty step records nothing)."""
-    newest_id = newest.request_id
-    if not PARK_CAPPED_AT_ONCE or not none_waiting:
-        return [newest]
-    if not all(capped.holds(request_id) for request_id in running if request_id != newest_id):
-        return [newest]
-    return sorted(running.values(), key=lambda run: run.admission_order, reverse=True)

@@ -18,7 +18,7 @@ from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
-from sim.sched.capped_stalls import CappedStalls, parked_at_once
+from sim.sched.capped_stalls import CappedStalls
 from sim.sched.chunk_ahead import takes_chunk_next
 from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
@@ -70,15 +70,13 @@ class DefaultScheduler:
         return max(self.running.values(), key=_order, default=None)
 
     def park_newest(self) -> bool:
-        """Free the newest running request and hold it back until ``unpark``; False when nothing runs. The rest
-        go too where the next steps would each park one and do nothing else (``parked_at_once``)."""
+        """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
         newest = self.newest_running()
         if newest is None:
             return False
-        for run in parked_at_once(self._capped, newest, self.running, not self.waiting):
-            self._retract(run, run.last_refusal or "nothing could be scheduled")
-            if self.waiting and self.waiting[0] is run:
-                self.parked.append(self.waiting.popleft())
+        self._retract(newest, newest.last_refusal or "nothing could be scheduled")
+        if self.waiting and self.waiting[0] is newest:
+            self.parked.append(self.waiting.popleft())
         return True
 
     def unpark(self) -> None:

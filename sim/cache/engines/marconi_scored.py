@@ -12,8 +12,13 @@ Off (``marconi_evict.SCORED_WALK``): ``scan`` then ``_best``, the reference
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.node import Node
+
+if TYPE_CHECKING:
+    from sim.cache.engines.marconi_kept import KeptCandidates
 
 
 def scored_victim(
@@ -24,8 +29,10 @@ def scored_victim(
     stamps: dict[int, int],
     cost: NodeCost,
     alpha: float,
+    kept: KeptCandidates | None = None,
 ) -> Node | None:
-    """The first candidate of the lowest ``norm(recency) + alpha * norm(efficiency)``, or None (no candidate)."""
+    """The first candidate of the lowest ``norm(recency) + alpha * norm(efficiency)``, or None (no candidate).
+    ``kept``: handed the candidates, their efficiencies and the victim's index (leaves only)."""
     found: list[Node] = []
     recency: list[float] = []
     efficiency: list[float] = []
@@ -51,7 +58,10 @@ def scored_victim(
         efficiency.append(known if known is not None else efficiency_of(end_above, node.end))
     if not found:
         return None
-    return found[first_lowest(recency, efficiency, alpha)]
+    at = first_lowest(recency, efficiency, alpha)
+    if kept is not None:
+        kept.keep(found, efficiency, at)
+    return found[at]
 
 
 def first_lowest(recency: list[float], efficiency: list[float], alpha: float) -> int:
@@ -67,3 +77,12 @@ def normalize(values: list[float]) -> list[float]:
     if len(values) < 2 or low == high:
         return [1.0] * len(values)
     return [(v - low) / (high - low) for v in values]
+
+
+def parent_end(node: Node, has_mamba: bool) -> int:
+    """Where a hit would resume without the node: the end of the nearest ancestor holding a state (0: the
+    root), or, in a cache without MAMBA state, of its parent."""
+    current = node.parent
+    while has_mamba and current.parent is not None and current.state is None:
+        current = current.parent
+    return current.end

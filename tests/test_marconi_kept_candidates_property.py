@@ -1,5 +1,5 @@
 """A reserve's later picks at alpha != 0 read its last pick's candidates less the victim
-(``marconi_kept.py``, switch ``marconi_evict.KEEP_CANDIDATES``); off, every pick walks the tree (the
+(``marconi_scored.KeptCandidates``, switch ``marconi_evict.KEEP_CANDIDATES``); off, every pick walks the tree (the
 reference). Held: at every kept pick the kept candidates are the walk's, in its order, and the victim is the
 walk's; caches run request by request decide alike either way; the tuner's 21 figures and whole runs are equal.
 """
@@ -19,8 +19,7 @@ from test_marconi_zero_alpha_property import _window_trace
 
 from sim.cache.engines import marconi_evict
 from sim.cache.engines.marconi_evict import MarconiEvictor
-from sim.cache.engines.marconi_kept import KeptCandidates
-from sim.cache.engines.marconi_scored import scored_victim
+from sim.cache.engines.marconi_scored import KeptCandidates, scored_victim
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
 from sim.run.simulate import SimConfig, simulate

@@ -14,9 +14,8 @@ from __future__ import annotations
 from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
-from sim.cache.engines.marconi_kept import KeptCandidates
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.engines.marconi_scored import first_lowest, parent_end, scored_victim
+from sim.cache.engines.marconi_scored import KeptCandidates, first_lowest, parent_end, scored_victim
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal, new_refusal
@@ -28,7 +27,7 @@ from sim.cache.results import Refusal, new_refusal
 ZERO_ALPHA_BY_RECENCY = True
 # alpha != 0: the candidates scored as the walk finds them (``marconi_scored.py``); off: ``scan`` then ``_best``
 SCORED_WALK = True
-# a reserve's later picks at alpha != 0 read its last pick's candidates less the victim (``marconi_kept.py``); off:
+# a reserve's later picks at alpha != 0 read its last pick's candidates less the victim (``marconi_scored.KeptCandidates``); off:
 # every pick walks the tree, the reference
 KEEP_CANDIDATES = True
 
@@ -113,7 +112,7 @@ class MarconiEvictor:
             if victim is None:
                 return _refusal(manager.topology, full_pages, swa_pages, states) if short else None
             counted += self.evict(manager.tree, victim, counts)
-            if kept is not None and kept.current:  # the next pick reads them (marconi_kept.py)
+            if kept is not None and kept.current:  # the next pick reads them (``KeptCandidates``)
                 kept.evicted(victim, self.has_mamba, self.cost)
             short = _short(manager.topology, full_pages, swa_pages, states)
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from cache_helpers import hybrid_model
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -106,6 +107,7 @@ def test_caches_insert_the_same_keys(configuration, requests):
     assert logs[0] == logs[1]
 
 
+@pytest.mark.interpreted  # counts the calls of a module function the compiled core calls natively
 def test_the_fixed_examples_cut_capped_keys():
     """A floor on the fixed examples alone: new keys over the window, cut in two or three."""
     CAPPED.clear()

@@ -61,13 +61,19 @@ _SMALL = [(family, 0, 12 + 3 * i, 4) for i, family in enumerate([0, 1, 2, 3] * 4
 MANY_LEAVES = _SMALL + [(0, 30, 180, 20), (1, 0, 150, 30)] + _SMALL[:8] + [(2, 0, 220, 10)]
 MANY_LEAVES += _SMALL[8:] + [(3, 0, 230, 5)]
 _PAGE_1 = {"page_size": 1, "chunked_prefill_size": 64}
-FIXED = [  # SWA and MAMBA, MAMBA alone, SWA alone (pages of 2)
+FIXED = [  # SWA and MAMBA, MAMBA alone, SWA alone (pages of 2), and a locked survivor
     ((hybrid_model(window=40), _PAGE_1, PoolSizes(260, 260, 40)), MANY_LEAVES, 1.3),
     ((hybrid_model(swa=False), _PAGE_1, PoolSizes(260, 260, 40)), MANY_LEAVES, 0.3),
     (
         (hybrid_model(mamba=False, window=30), {**_PAGE_1, "page_size": 2}, PoolSizes(150, 150, 4)),
         MANY_LEAVES,
         2.0,
+    ),
+    # the last request's own locked node (its hit's state, at 100) loses its last child mid-reserve: no candidate
+    (
+        (hybrid_model(swa=False), {**_PAGE_1, "chunked_prefill_size": 256}, PoolSizes(320, 320, 12)),
+        [(1, 0, 25, 3), (0, 100, 20, 5), (0, 160, 20, 5), (2, 0, 20, 3), (3, 0, 40, 3), (0, 100, 200, 5)],
+        0.3,
     ),
 ]
 
@@ -78,6 +84,7 @@ FIXED = [  # SWA and MAMBA, MAMBA alone, SWA alone (pages of 2)
 @example(*FIXED[0])
 @example(*FIXED[1])
 @example(*FIXED[2])
+@example(*FIXED[3])
 def test_caches_pick_and_decide_alike(configuration, requests, alpha):
     """Every kept pick's candidates, efficiencies and victim are a fresh walk's; the requests' hits and the caches' decisions are equal either way."""
     model, knobs, sizes = configuration
@@ -104,7 +111,7 @@ def test_the_fixed_examples_read_kept_candidates():
     NUM_KEPT.clear()
     for drawn in FIXED:
         test_caches_pick_and_decide_alike.hypothesis.inner_test(*drawn)
-    assert len(NUM_KEPT) >= 30, len(NUM_KEPT)  # 47
+    assert len(NUM_KEPT) >= 30, len(NUM_KEPT)  # 51
 
 
 def _switched(on: bool):

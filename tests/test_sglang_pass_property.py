@@ -144,7 +144,11 @@ def running_batches(draw):
         )
     in_flight = frozenset(r.request_id for r in requests if draw(st.booleans()))
     rules = SimpleNamespace(
-        full_pool_tokens=draw(st.sampled_from([0, 1000, 4000, 8000, 100000])), page_size=page
+        full_pool_tokens=draw(st.sampled_from([0, 1000, 4000, 8000, 100000])),
+        page_size=page,
+        _max_new_req=None,  # ``_max_new``'s kept answer (``MAX_NEW_KEPT``): none yet
+        _max_new_pool_tokens=0,
+        _max_new_len=0,
     )
     return requests, in_flight, draw(st.integers(0, 300)), rules
 

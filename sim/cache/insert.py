@@ -21,6 +21,10 @@ from sim.tokens import TokenSeq
 # Off: every insert walks on from the request's node and cuts its new KV as the general case does (the reference
 # the shortcuts are held to: tests/test_page_chunks_property.py)
 LEAF_SHORTCUTS = True
+# True: new nodes' keys are cut from the request's tokens, whose run starts it keeps (a window-capped insert cuts
+# two or three); False: from the one slice of ``[depth, end)`` first, the reference
+# (tests/test_insert_keys_property.py)
+KEYS_FROM_TOKENS = True
 
 
 def insert(
@@ -57,8 +61,9 @@ def insert(
     node = path[-1] if path else last
     if depth < end:
         lo = (depth - base) // page
+        tokens, at = (req.tokens, depth) if KEYS_FROM_TOKENS else (req.tokens.slice(depth, end), 0)
         node = _add_new(
-            tree, req, node, req.tokens.slice(depth, end), _from(full, lo), _from(swa, lo), window, has_swa
+            tree, req, node, tokens, at, end - depth, _from(full, lo), _from(swa, lo), window, has_swa
         )
     if attach:
         attach_checkpoint(tree, req, node, end)
@@ -88,23 +93,26 @@ def _add_new(
     tree: RadixTree,
     req: RequestCache,
     parent: Node,
-    key: TokenSeq,
+    tokens: TokenSeq,
+    at: int,
+    key_len: int,
     full: PageList,
     swa: PageList,
     window: int,
     has_swa: bool,
 ) -> Node:
-    """New nodes for ``key`` below ``parent``, holding ``full`` and ``swa`` (taken: cut in place)."""
+    """New nodes for the key ``tokens[at : at + key_len]`` below ``parent``, holding ``full`` and ``swa`` (taken:
+    cut in place); each node's key is cut from ``tokens``."""
     if not has_swa:
-        return tree.add_leaf(parent, key, full, None)
+        return tree.add_leaf(parent, tokens.slice(at, at + key_len), full, None)
     page = tree.page_size
-    if LEAF_SHORTCUTS and req.swa_frontier <= parent.end and len(key) <= window:  # all live, in one window
-        return tree.add_leaf(parent, key, full, _live(swa))
-    dead = min(max(req.swa_frontier - parent.end, 0), len(key))
+    if LEAF_SHORTCUTS and req.swa_frontier <= parent.end and key_len <= window:  # all live, in one window
+        return tree.add_leaf(parent, tokens.slice(at, at + key_len), full, _live(swa))
+    dead = min(max(req.swa_frontier - parent.end, 0), key_len)
     if dead:
         free_live(tree, swa[: dead // page])
-        parent = tree.add_leaf(parent, key.slice(0, dead), full[: dead // page], None)
-    live = len(key) - dead
+        parent = tree.add_leaf(parent, tokens.slice(at, at + dead), full[: dead // page], None)
+    live = key_len - dead
     tail = ceil_to(max(window, 1), page)
     shift = 0  # pages cut off the front of ``full`` and ``swa``
     if live > tail:  # the leaf is capped at one window so a lock pins no more than it needs
@@ -116,12 +124,15 @@ def _add_new(
             shift = cut
         else:
             upper_full, upper_swa = full[lo : lo + cut], swa[lo : lo + cut]
-        parent = tree.add_leaf(parent, key.slice(dead, dead + live - tail), upper_full, _live(upper_swa))
+        upper_key = tokens.slice(at + dead, at + dead + live - tail)
+        parent = tree.add_leaf(parent, upper_key, upper_full, _live(upper_swa))
         dead += live - tail
-    if dead == len(key):
+    if dead == key_len:
         return parent
     lo = dead // page - shift
-    return tree.add_leaf(parent, key.slice(dead), _from(full, lo), _live(_from(swa, lo)))
+    return tree.add_leaf(
+        parent, tokens.slice(at + dead, at + key_len), _from(full, lo), _live(_from(swa, lo))
+    )
 
 
 def attach_checkpoint(

@@ -15,7 +15,7 @@ from sim.cache.byte_budget import BYTES, ByteBudget
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.engines.marconi_scored import first_lowest, scored_victim
+from sim.cache.engines.marconi_scored import KeptCandidates, first_lowest, parent_end, scored_victim
 from sim.cache.node import Node
 from sim.cache.ops import RadixOps
 from sim.cache.results import Refusal, new_refusal
@@ -27,6 +27,9 @@ from sim.cache.results import Refusal, new_refusal
 ZERO_ALPHA_BY_RECENCY = True
 # alpha != 0: the candidates scored as the walk finds them (``marconi_scored.py``); off: ``scan`` then ``_best``
 SCORED_WALK = True
+# a reserve's later picks at alpha != 0 read its last pick's candidates less the victim (``marconi_scored.KeptCandidates``); off:
+# every pick walks the tree, the reference
+KEEP_CANDIDATES = True
 
 
 def candidates(root: Node, leaves_only: bool) -> list[Node]:
@@ -86,15 +89,6 @@ def _is_candidate(node: Node, leaves_only: bool) -> bool:
     return not leaves_only and len(node.children) == 1 and node.state is not None and node.state_lock == 0
 
 
-def parent_end(node: Node, has_mamba: bool) -> int:
-    """Where a hit would resume without the node: the end of the nearest ancestor holding a state (0: the
-    root), or, in a cache without MAMBA state, of its parent."""
-    current = node.parent
-    while has_mamba and current.parent is not None and current.state is None:
-        current = current.parent
-    return current.end
-
-
 class MarconiEvictor:
     def __init__(
         self, cost: NodeCost, recency: Recency, flop_aware: bool, code_counting: bool, has_mamba: bool = True
@@ -112,18 +106,20 @@ class MarconiEvictor:
         # the reference code stops when its own count of evicted bytes covers the shortfall
         counting = self.code_counting and short == BYTES
         target = _budget(manager).shortfall(full_pages, swa_pages, states) if counting else 0
-        counted = 0
+        counted, kept = 0, KeptCandidates() if KEEP_CANDIDATES and self.alpha != 0.0 else None
         while short is not None or counted < target:
-            victim, counts = self.pick(manager.tree, short or BYTES)
+            victim, counts = self.pick(manager.tree, short or BYTES, kept)
             if victim is None:
                 return _refusal(manager.topology, full_pages, swa_pages, states) if short else None
             counted += self.evict(manager.tree, victim, counts)
+            if kept is not None and kept.current:  # the next pick reads them (``KeptCandidates``)
+                kept.evicted(victim, self.has_mamba, self.cost)
             short = _short(manager.topology, full_pages, swa_pages, states)
         return None
 
-    def pick(self, tree, comp: str) -> tuple[Node | None, int | None]:
+    def pick(self, tree, comp: str, kept: KeptCandidates | None = None) -> tuple[Node | None, int | None]:
         """The victim for ``comp`` (a component, or ``BYTES``) and what the evicted-bytes count adds if it is a leaf (the code's stale variable:
-        the edge of the last candidate scored)."""
+        the edge of the last candidate scored). ``kept``: the reserve's candidates, read or filled here."""
         if self.recency.leaves is not None and not self.flop_aware and not self.code_counting:
             return self.recency.leaves.pick(tree.root, self.recency.of), None
         leaves_only = not self.flop_aware or comp in (FULL, SWA)
@@ -131,10 +127,22 @@ class MarconiEvictor:
             victim = first_oldest(tree.root, leaves_only, self.recency.now, self.recency.stamps)
             return (victim, None) if victim is not None else (None, 0)
         if self.flop_aware and not self.code_counting and SCORED_WALK:
-            recency = self.recency
-            victim = scored_victim(
-                tree.root, leaves_only, self.has_mamba, recency.now, recency.stamps, self.cost, self.alpha
-            )
+            recency, keeps = self.recency, kept if leaves_only else None
+            if keeps is not None and keeps.current:
+                victim = keeps.victim(recency.now, recency.stamps, self.alpha)
+            else:
+                victim = scored_victim(
+                    tree.root,
+                    leaves_only,
+                    self.has_mamba,
+                    recency.now,
+                    recency.stamps,
+                    self.cost,
+                    self.alpha,
+                    keeps,
+                )
+            if kept is not None and not leaves_only:  # its eviction may drop a state: the ends below it move
+                kept.current = False
             return (victim, None) if victim is not None else (None, 0)
         found, ends = scan(tree.root, leaves_only, self.has_mamba)
         if not found:

@@ -20,10 +20,13 @@ from sim.cache.engines.sglang_pass import running_decode_offset_of
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import Refusal, new_refusal
+from sim.cache.results import Refusal
 from sim.compiled_core import mypyc_attr
 
 MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens: a pass's prefill tokens (rem_input_tokens)
+# True: ``_max_new`` keeps its last answer for the same request's next ask (alone, it asks twice at admission and at
+# every chunk's charge); off: computed at every ask, the reference (tests/test_sglang_max_new_kept_property.py)
+MAX_NEW_KEPT = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -48,6 +51,8 @@ class SGLangAdmission(EngineRules):
         # decode rows of a mixed batch (mix_with_running): set by SGLang's scheduler around them for any rules it
         # drives (Marconi's too, whose rules read it not); declared here so a compiled rules class has the field
         self.decode_untracked = False
+        self._max_new_req: RequestCache | None = None  # ``_max_new``'s last answer's request, pool and answer
+        self._max_new_pool_tokens, self._max_new_len = 0, 0
 
     # ---- the pass (PrefillAdder.__init__ and _update_prefill_budget) --------------------------------------
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
@@ -138,9 +143,9 @@ class SGLangAdmission(EngineRules):
             return None
         self._copy_on_write_eviction(manager, req)
         if total >= remaining_total:
-            return _no_token(FULL.pool_name, total, remaining_total)
+            return budget.no_token(FULL.pool_name, total, remaining_total)
         assert remaining_swa is not None  # without SWA only the FULL budget refuses
-        return _no_token(SWA.pool_name, needed_swa, remaining_swa)
+        return budget.no_token(SWA.pool_name, needed_swa, remaining_swa)
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """A first chunk's end is floored to a page (``_select_prefill_admission``); a continuation is cut
@@ -190,11 +195,14 @@ class SGLangAdmission(EngineRules):
     def _max_new(self, req: RequestCache) -> int:
         """Its ``max_new_tokens`` as ``init_req_max_new_tokens`` clipped it: the outputs it generates, but 0
         where the pool left no room (it still generates its first token)."""
-        if not self.full_pool_tokens:
+        pool = self.full_pool_tokens
+        if not pool:
             return req.output_len
-        return budget.max_new_tokens_for_memory(
-            req.prompt_len, req.output_len, self.full_pool_tokens, self.page_size
-        )
+        if MAX_NEW_KEPT and req is self._max_new_req and pool == self._max_new_pool_tokens:
+            return self._max_new_len  # a request's prompt and output never change
+        max_new = budget.max_new_tokens_for_memory(req.prompt_len, req.output_len, pool, self.page_size)
+        self._max_new_req, self._max_new_pool_tokens, self._max_new_len = req, pool, max_new
+        return max_new
 
     def _remaining_total(self, manager: RadixOps, req: RequestCache | None, enough: int) -> int:
         """``remaining_total``: free + evictable FULL tokens, less what the pass reserved (the running
@@ -236,11 +244,3 @@ class SGLangAdmission(EngineRules):
         budget (``MambaComponent.finalize_match_result_in_cache``): a refused request has still made room."""
         if self.resolved.has_mamba and req.match.tree_node.state is not None and req.cached_len:
             self.reserve(manager, 0, 0, 1)
-
-
-def _no_token(pool: str, needed: int, available: int) -> Refusal:
-    why = (
-        f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
-        f"needs {needed} {pool} tokens, at most {available} can be freed"
-    )
-    return new_refusal(pool, needed, available, why)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.align import ceil_to
+from sim.cache.results import Refusal, new_refusal
 from sim.cache.tuple_new import new_tuple
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's decode is budgeted up to this
@@ -138,3 +139,12 @@ def decode_tokens_needed(kv_len: int, page: int) -> int:
     """``ScheduleBatch.new_tokens_required_next_decode`` for one request: a page when the token it writes
     starts one (``kv_committed_len % page == 0``), else nothing."""
     return page if kv_len % page == 0 else 0
+
+
+def no_token(pool: str, needed: int, available: int) -> Refusal:
+    """``check_prefill``'s refusal as SGLang's ``NO_TOKEN`` (``SGLangAdmission.admission_refusal``)."""
+    why = (
+        f"SGLang's PrefillAdder answers NO_TOKEN (it would wait forever on an idle server): the request "
+        f"needs {needed} {pool} tokens, at most {available} can be freed"
+    )
+    return new_refusal(pool, needed, available, why)

@@ -12,17 +12,13 @@ import pytest
 from cache_helpers import hybrid_model
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
-from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches
-from test_marconi_zero_alpha_property import _window_trace
 
 from sim.cache.engines import marconi_evict
 from sim.cache.engines.marconi_evict import MarconiEvictor
 from sim.cache.engines.marconi_scored import KeptCandidates, scored_victim
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
-from sim.run.simulate import SimConfig, simulate
 
 NUM_KEPT: list[int] = []  # kept picks checked against the walk
 
@@ -116,30 +112,3 @@ def test_the_fixed_examples_read_kept_candidates():
 
 def _switched(on: bool):
     return mock.patch.object(marconi_evict, "KEEP_CANDIDATES", on)
-
-
-@settings(max_examples=40, deadline=None, derandomize=True)
-@given(tuned_caches(), request_lists(12))
-def test_the_tuners_figures_are_equal(configuration, requests):
-    figures = figures_both_ways(_switched, configuration, requests)
-    assert figures[0] == figures[1]
-
-
-def test_a_window_where_the_alphas_differ():
-    knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_follows": "paper"}
-    figures = figures_both_ways(_switched, (hybrid_model(window=40), knobs, PoolSizes(900, 900, 12)), WINDOW)
-    assert figures[0] == figures[1] and len(set(figures[0].values())) > 1, figures[0]
-
-
-@pytest.mark.parametrize("mode", ["replay", "timed"])
-@pytest.mark.parametrize("alpha", [None, 1.3])
-def test_whole_runs_are_the_same_run(monkeypatch, mode, alpha):
-    knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_alpha": alpha, "marconi_follows": "paper"}
-    config = SimConfig(policy="marconi", model="tiny", mode=mode, bounds=False, pool_tokens=900, knobs=knobs)
-
-    def run(on: bool) -> tuple:
-        monkeypatch.setattr(marconi_evict, "KEEP_CANDIDATES", on)
-        return (), simulate(_window_trace(), config)
-
-    on, _ = same_both_ways(run)
-    assert on[1].summary["evictions_full"] > 10

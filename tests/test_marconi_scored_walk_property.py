@@ -10,23 +10,18 @@ from __future__ import annotations
 
 from unittest import mock
 
-import pytest
 from cache_helpers import hybrid_model
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
-from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches
-from test_marconi_zero_alpha_property import _tree, _window_trace, tree_nodes
+from test_marconi_zero_alpha_property import _tree, tree_nodes
 
 from sim.cache.byte_budget import BYTES
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.engines import marconi_evict
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_scored import scored_victim
-from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
-from sim.run.simulate import SimConfig, simulate
 
 REACHED = {"not the first candidate": 0, "tied lowest": 0, "one list all equal": 0, "none": 0}
 # equal ages and stateless leaves: every score ties, the first wins
@@ -134,32 +129,3 @@ def test_caches_at_alpha_above_0_pick_and_decide_alike(configuration, requests, 
                             assert picked == evictor.pick(cache.tree, comp), f"r{index} {comp}"
         logs.append(log)
     assert logs[0] == logs[1]
-
-
-@settings(max_examples=40, deadline=None, derandomize=True)
-@given(tuned_caches(), request_lists(12))
-def test_the_tuners_figures_are_equal(configuration, requests):
-    figures = figures_both_ways(_switched, configuration, requests)
-    assert figures[0] == figures[1]
-
-
-def test_a_window_where_the_alphas_differ():
-    """The fork test's window (the paper's figure): its 21 figures equal either way, and not all alike."""
-    knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_follows": "paper"}
-    figures = figures_both_ways(_switched, (hybrid_model(window=40), knobs, PoolSizes(900, 900, 12)), WINDOW)
-    assert figures[0] == figures[1] and len(set(figures[0].values())) > 1, figures[0]
-
-
-@pytest.mark.parametrize("mode", ["replay", "timed"])
-@pytest.mark.parametrize("alpha", [None, 1.3])
-def test_whole_runs_are_the_same_run(monkeypatch, mode, alpha):
-    """A run whose tuner picks alpha (or alpha 1.3 fixed), replay and timed: equal tables and summary."""
-    knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_alpha": alpha, "marconi_follows": "paper"}
-    config = SimConfig(policy="marconi", model="tiny", mode=mode, bounds=False, pool_tokens=900, knobs=knobs)
-
-    def run(on: bool) -> tuple:
-        monkeypatch.setattr(marconi_evict, "SCORED_WALK", on)
-        return (), simulate(_window_trace(), config)
-
-    on, _ = same_both_ways(run)
-    assert on[1].summary["evictions_full"] > 10

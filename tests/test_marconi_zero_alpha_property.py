@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from unittest import mock
 
-import pytest
 from cache_helpers import hybrid_model
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists, run_request, tight_marconi_caches
-from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches, tuner_for
+from test_marconi_fork import WINDOW, tuner_for
 
 from sim.cache.byte_budget import BYTES
 from sim.cache.components import FULL, MAMBA, SWA
@@ -27,7 +25,6 @@ from sim.cache.engines.marconi_recency import Recency
 from sim.cache.node import Node
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import make_manager, make_policy
-from sim.run.simulate import SimConfig, simulate
 from sim.tokens import TokenSeq
 from sim.trace import Trace
 from sim.trace.records import Request, Segment
@@ -207,14 +204,6 @@ def test_the_one_walks_picks_reach_past_the_first_candidate():
 test_the_one_walk_picks_the_scored_victim.__test__ = False
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
-@given(tuned_caches(), request_lists(12))
-def test_the_tuners_figures_are_equal(configuration, requests):
-    """Every alpha's replay, alpha 0's among them, scores the window alike either way."""
-    figures = figures_both_ways(_switched, configuration, requests)
-    assert figures[0] == figures[1]
-
-
 def test_a_window_where_the_alphas_differ():
     """The fork test's window, whose figures differ between alphas: equal either way, alpha 0's own too."""
     knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_follows": "code"}
@@ -240,19 +229,3 @@ def _window_trace() -> Trace:
             for index, (family, shared_len, own_len, output_len) in enumerate(WINDOW * 2)
         ]
     )
-
-
-@pytest.mark.parametrize("mode", ["replay", "timed"])
-@pytest.mark.parametrize("alpha", [None, 0.0])
-def test_whole_runs_are_the_same_run(monkeypatch, mode, alpha):
-    """A run whose tuner picks alpha (or alpha 0 fixed), replay and timed: equal tables and summary."""
-    knobs = {"page_size": 1, "chunked_prefill_size": 64, "marconi_alpha": alpha}
-    config = SimConfig(policy="marconi", model="tiny", mode=mode, bounds=False, pool_tokens=900, knobs=knobs)
-
-    def run(fast: bool) -> tuple:
-        monkeypatch.setattr(marconi_evict, "ZERO_ALPHA_BY_RECENCY", fast)
-        result = simulate(_window_trace(), config)
-        return (), result
-
-    on, _ = same_both_ways(run)
-    assert on[1].summary["evictions_full"] > 10

@@ -78,7 +78,7 @@ def take_loop_run(
     settles each request it plans (the default loop)."""
     reqs = [manager.requests[run.request_id] for run in runs]
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
-    folds = FOLD_SWA_FREES and not announced and not _step_rows_told(manager)
+    folds = FOLD_SWA_FREES and not announced and _folds_swa_frees(manager, reqs[0])
     done = 0
     full_steps: list[FullStep] = []
     while done < max_steps:
@@ -100,9 +100,13 @@ def take_loop_run(
     return done, full_steps
 
 
-def _step_rows_told(manager: CacheManager) -> bool:
-    """Whether a listener reads the run's steps as events (their grouping into full and plain steps)."""
-    return bool(manager.events.channel(StepEnded) or manager.events.channel(PlainStepsEnded))
+def _folds_swa_frees(manager: CacheManager, req: RequestCache) -> bool:
+    """Whether the run's stretches may take SWA frees: the rules take them so (asked once a run: nothing in it
+    begins a pass with a step in flight), and no listener reads the run's steps as events (their grouping into
+    full and plain steps)."""
+    if manager.events.channel(StepEnded) or manager.events.channel(PlainStepsEnded):
+        return False
+    return manager.rules.checkpoint_free_steps(req) is not None
 
 
 def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:

@@ -1,6 +1,6 @@
 """Batch decode stretches that take the out-of-window SWA frees inside them (the default loop's and FreeToken's
-batch runs, ``sim/sched/loop_runs.py``), where the rules say so (``checkpoint_free_steps``: SGLang's rules
-outside the overlap loop, so ``no-cache``).
+batch runs, ``sim/sched/loop_runs.py``), where the rules say so (``SGLangRules.checkpoint_free_steps``: outside
+a pass with a step in flight, so ``no-cache``).
 
 A quiet stretch (``batch_decode_stretch``) stops at the first step some request's SWA free may fire, and the
 loop takes that step as an event step (its room checked, each request planned): at 4,000 requests of
@@ -18,6 +18,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 
 from sim.cache.components import FULL, SWA
+from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 
@@ -29,9 +30,11 @@ def freeing_stretch(
     start leave, after each step, room for a page per request and the engine's slack in every KV pool, and
     those steps' page starts ((step offset, index in ``reqs``), sorted); 0 where that cannot be said, None
     where the rules take no free in a stretch."""
-    steps = max_steps
+    rules, steps = manager.rules, max_steps
+    if not isinstance(rules, SGLangRules):
+        return None
     for req in reqs:
-        free_steps = manager.rules.checkpoint_free_steps(req)
+        free_steps = rules.checkpoint_free_steps(req)
         if free_steps is None:
             return None
         if req.commit_pending:  # a commit waits for the next step's processing

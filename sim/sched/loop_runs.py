@@ -14,6 +14,7 @@ states are free on pools apart; the run stops before a step that might evict, re
 
 from __future__ import annotations
 
+from sim.cache.engines.sglang import SGLangRules
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
@@ -106,7 +107,8 @@ def _folds_swa_frees(manager: CacheManager, req: RequestCache) -> bool:
     full and plain steps)."""
     if manager.events.channel(StepEnded) or manager.events.channel(PlainStepsEnded):
         return False
-    return manager.rules.checkpoint_free_steps(req) is not None
+    rules = manager.rules
+    return isinstance(rules, SGLangRules) and rules.checkpoint_free_steps(req) is not None
 
 
 def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:

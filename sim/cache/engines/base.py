@@ -225,12 +225,6 @@ class EngineRules:
         has_mamba = self.resolved.has_mamba
         return position if has_mamba and position % self.policy.track_interval == 0 else None
 
-    def checkpoint_free_steps(self, req: RequestCache) -> int | None:
-        """Decode steps from now on that take no checkpoint, where a batch run may take the SWA frees among
-        them by ``decode_free_target`` (``sim/cache/swa_free_runs.py``); None: these rules' frees are not
-        taken so (their steps stay the loop's event steps)."""
-        return None
-
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         """Decode steps from ``iteration`` on that take no checkpoint and free no SWA (closed forms of
         ``decode_checkpoint`` and ``decode_free_target``; the manager adds the page bound)."""

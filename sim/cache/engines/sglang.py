@@ -182,8 +182,9 @@ class SGLangRules(SGLangAdmission):
         return stalled
 
     def checkpoint_free_steps(self, req: RequestCache) -> int | None:
-        """As ``plain_decode_steps`` leaves the SWA frees out; None where the pass has a step in flight (the
-        overlap loop's: its frees lag)."""
+        """Decode steps from now on that take no checkpoint, where a batch run may take the SWA frees among them
+        (``sim/cache/swa_free_runs.py``: ``plain_decode_steps`` without the trigger); None where the pass has a
+        step in flight (the overlap loop's: its frees lag)."""
         if self.knobs.overlap and self.in_flight:
             return None
         return -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62

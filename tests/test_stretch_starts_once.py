@@ -34,6 +34,14 @@ pytestmark = pytest.mark.interpreted
 POLICIES = ["no-cache", "marconi-vllm", "freetoken", "radix", "sglang-retain"]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _stretches_stop_at_swa_frees():
+    """The quiet stretch's switches are the subject here: ``no-cache``'s stretches stop at each SWA free, as
+    before freeing stretches (``loop_runs.FOLD_SWA_FREES``, held to this by ``tests/test_swa_free_runs.py``)."""
+    with mock.patch.object(loop_runs, "FOLD_SWA_FREES", False):
+        yield
+
+
 @st.composite
 def bursts(draw):
     """Requests arriving close together, and a run's knobs and pools."""

@@ -92,6 +92,8 @@ class StepLog:
                 self.pools.mark(row + full.offset, pool_values(full.usage))
             elif full.pages:
                 self.pools.move(row + full.offset, full.num_steps, full.pages, kv_columns)
+            if full.swa_freed:  # SWA pages back from running to free (a freeing stretch's step)
+                self.pools.move(row + full.offset, 1, -full.swa_freed, kv_columns[1:])
 
     def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
         if self.blocks is not None:

@@ -100,6 +100,7 @@ class FullStep(NamedTuple):
     usage: dict[Component, PoolUsage] | None
     num_steps: int = 1
     finished: tuple[RequestState, ...] = ()
+    swa_freed: int = 0  # SWA pages its first step freed (``swa_free_runs.py``), moved from running to free
 
 
 def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullStep]:

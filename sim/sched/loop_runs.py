@@ -14,11 +14,13 @@ states are free on pools apart; the run stops before a step that might evict, re
 
 from __future__ import annotations
 
-from sim.cache.events import StepStarted
+from sim.cache.engines.sglang import SGLangRules
+from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
 from sim.sched.batch import Batch, BatchItem, DecodeBatch, FullStep, step_fits_room, take_quiet_stretch
+from sim.sched.freeing_runs import take_freeing_stretch
 from sim.sched.request import RequestState
 
 # False: an event step builds its batch though nobody reads it (the reference; tests/test_stretch_starts_once.py
@@ -31,6 +33,10 @@ LEAN_QUIET_REQUESTS = True
 # keeps the lengths and the others' plans (a ``DecodeBatch``: the recorder reads the lengths); False: every
 # request planned in full, the batch of their plans (the reference; tests/test_bounds_fast_paths_property.py)
 EVENT_BATCH_FROM_LENGTHS = True
+# True: where no step event is listened to, a stretch runs through the SWA frees of the rules that allow it
+# (``sim/cache/swa_free_runs.py``: SGLang's outside the overlap loop), which were event steps; False: a stretch
+# stops at each (the reference; tests/test_swa_free_runs.py holds both equal)
+FOLD_SWA_FREES = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -73,10 +79,14 @@ def take_loop_run(
     settles each request it plans (the default loop)."""
     reqs = [manager.requests[run.request_id] for run in runs]
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    folds = FOLD_SWA_FREES and not announced and _folds_swa_frees(manager, reqs[0])
     done = 0
     full_steps: list[FullStep] = []
     while done < max_steps:
-        stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
+        taken = take_freeing_stretch(manager, reqs, iteration, done, max_steps) if folds else None
+        if taken is None:
+            taken = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
+        stretch, stretch_steps = taken
         if stretch:
             full_steps += stretch_steps
             done += stretch
@@ -89,6 +99,16 @@ def take_loop_run(
     for run in runs:
         run.decoded += done
     return done, full_steps
+
+
+def _folds_swa_frees(manager: CacheManager, req: RequestCache) -> bool:
+    """Whether the run's stretches may take SWA frees: the rules take them so (asked once a run: nothing in it
+    begins a pass with a step in flight), and no listener reads the run's steps as events (their grouping into
+    full and plain steps)."""
+    if manager.events.channel(StepEnded) or manager.events.channel(PlainStepsEnded):
+        return False
+    rules = manager.rules
+    return isinstance(rules, SGLangRules) and rules.checkpoint_free_steps(req) is not None
 
 
 def event_step_fits(manager: CacheManager, reqs: list[RequestCache]) -> bool:

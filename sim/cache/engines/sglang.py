@@ -181,6 +181,14 @@ class SGLangRules(SGLangAdmission):
         self.pass_budget = current
         return stalled
 
+    def checkpoint_free_steps(self, req: RequestCache) -> int | None:
+        """Decode steps from now on that take no checkpoint, where a batch run may take the SWA frees among them
+        (``sim/cache/swa_free_runs.py``: ``plain_decode_steps`` without the trigger); None where the pass has a
+        step in flight (the overlap loop's: its frees lag)."""
+        if self.knobs.overlap and self.in_flight:
+            return None
+        return -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62
+
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         steps = -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62
         if self.resolved.has_swa:

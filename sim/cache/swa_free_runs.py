@@ -1,0 +1,138 @@
+"""Batch decode stretches that take the out-of-window SWA frees inside them (the default loop's and FreeToken's
+batch runs, ``sim/sched/loop_runs.py``), where the rules say so (``SGLangRules.checkpoint_free_steps``: outside
+a pass with a step in flight, so ``no-cache``).
+
+A quiet stretch (``batch_decode_stretch``) stops at the first step some request's SWA free may fire, and the
+loop takes that step as an event step (its room checked, each request planned): at 4,000 requests of
+``no-cache`` ~8,000 of its 13,199 event steps only free SWA (with the page they start). A *freeing* stretch runs
+to the first checkpoint instead, with the same room (what a free gives back only adds to it), and takes each
+free where the step would: at its step, in batch order, each request's free before the page it starts
+(``prepare_decode``), through the manager's own ``free_out_of_window`` with the request's length and steps as
+the step sees them; the next free of that request from the rules' closed form (``plain_decode_steps``: the
+trigger's silent steps), asked again at the step it names. The step table reads each free as pages moved back
+from running to free in the SWA pool at its step (``FullStep.swa_freed``). Switch: ``loop_runs.FOLD_SWA_FREES``.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+from sim.cache.components import FULL, SWA
+from sim.cache.engines.sglang import SGLangRules
+from sim.cache.manager import CacheManager
+from sim.cache.request import RequestCache
+
+
+def freeing_stretch(
+    manager: CacheManager, reqs: list[RequestCache], iteration: int, max_steps: int
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """How many of the next ``max_steps`` decode steps of ``reqs`` take no checkpoint while the pages they
+    start leave, after each step, room for a page per request and the engine's slack in every KV pool, and
+    those steps' page starts ((step offset, index in ``reqs``), sorted); 0 where that cannot be said, None
+    where the rules take no free in a stretch."""
+    rules, steps = manager.rules, max_steps
+    if not isinstance(rules, SGLangRules):
+        return None
+    for req in reqs:
+        free_steps = rules.checkpoint_free_steps(req)
+        if free_steps is None:
+            return None
+        if req.commit_pending:  # a commit waits for the next step's processing
+            return 0, []
+        steps = min(steps, free_steps)
+    spare = manager.batch_run_room(reqs)
+    if steps <= 0 or spare < 0:
+        return 0, []
+    starts = manager._page_starts(reqs, steps)
+    if starts is None:
+        return 0, []
+    if len(starts) <= spare:
+        return steps, starts
+    stretch, cut = starts[spare][0], spare  # the starts before the step whose page would not fit
+    while cut and starts[cut - 1][0] == stretch:
+        cut -= 1
+    return stretch, starts[:cut]
+
+
+def take_freeing_decodes(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    iteration: int,
+    num_steps: int,
+    starts: list[tuple[int, int]],
+) -> list[tuple[int, int]]:
+    """What ``num_steps`` decode steps (``freeing_stretch``) record: the pages they start and the SWA they
+    free, in step then batch order, and the lengths. Returns (step offset, SWA pages freed) of each step that
+    freed some, in step order."""
+    at_start = [(req.kv_len, req.decode_steps, iteration, num_steps) for req in reqs]
+    due: list[tuple[int, int]] = []  # (step offset, index): a request's next free may fire there
+    for index, req in enumerate(reqs):
+        _push_next(manager, due, req, index, at_start[index], 0)
+    swa_pool = manager.pools[SWA] if manager.has_swa else None
+    freed_at: dict[int, int] = {}
+    allocated = 0
+    while due:
+        offset, index = heappop(due)
+        allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
+        req = reqs[index]
+        req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
+        free_before = swa_pool.num_free if swa_pool is not None else 0
+        manager.free_out_of_window(req.request_id, iteration + offset)
+        freed = swa_pool.num_free - free_before if swa_pool is not None else 0
+        if freed:
+            freed_at[offset] = freed_at.get(offset, 0) + freed
+        _push_next(manager, due, req, index, at_start[index], offset + 1)
+    _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
+    for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
+        req.kv_len, req.decode_steps = kv_len, steps
+        manager.take_plain_decodes(req, num_steps)
+    return sorted(freed_at.items())
+
+
+def _push_next(
+    manager: CacheManager,
+    due: list[tuple[int, int]],
+    req: RequestCache,
+    index: int,
+    at_start: tuple[int, int, int, int],
+    offset: int,
+) -> None:
+    """The first step from ``offset`` on where the request's free may fire (the rules' closed form, read with
+    its length and steps at that step), if inside the stretch. ``at_start``: the request's length and steps at
+    the stretch's start, and the stretch's first iteration and its steps. The stretch takes no checkpoint, so
+    the closed form's checkpoint bound lies past it."""
+    kv_len, decode_steps, iteration, num_steps = at_start
+    if offset >= num_steps:
+        return
+    req.kv_len, req.decode_steps = kv_len + offset, decode_steps + offset
+    quiet = manager.rules.plain_decode_steps(req, iteration + offset + manager.policy.iteration_phase)
+    if offset + quiet < num_steps:
+        heappush(due, (offset + max(quiet, 0), index))
+
+
+def _allocate_before(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    starts: list[tuple[int, int]],
+    allocated: int,
+    before: tuple[int, int],
+) -> int:
+    """The page starts from ``allocated`` on that come before ``before`` (step offset, index: that request's
+    free comes before its page at that step), handed out as ``take_batch_decodes`` hands them; returns how
+    many starts are allocated now."""
+    end = allocated
+    while end < len(starts) and starts[end] < before:
+        end += 1
+    if end == allocated:
+        return end
+    num_pages = end - allocated
+    full = manager.pools[FULL].alloc(num_pages)
+    swa = manager.pools[SWA].alloc(num_pages) if manager.has_swa else [None] * num_pages
+    own_full: dict[int, list[int]] = {}
+    own_swa: dict[int, list[int | None]] = {}
+    for (_, index), full_id, swa_id in zip(starts[allocated:end], full, swa, strict=True):
+        own_full.setdefault(index, []).append(full_id)
+        own_swa.setdefault(index, []).append(swa_id)
+    for index in sorted(own_full):
+        reqs[index].add_own_pages(own_full[index], own_swa[index])
+    return end

@@ -86,12 +86,7 @@ class PlainDecodes(StepPlans):
         starts = self._page_starts(reqs, steps)
         if starts is None:
             return 0, None
-        if len(starts) <= spare:
-            return steps, starts
-        stretch, cut = starts[spare][0], spare  # the starts before the step whose page would not fit
-        while cut and starts[cut - 1][0] == stretch:
-            cut -= 1
-        return stretch, starts[:cut]
+        return fitting_starts(starts, steps, spare)
 
     def batch_run_room(self, reqs: list[RequestCache]) -> int:
         """Pages a batch run may start without evicting: each KV pool keeps a page per request and the slack."""
@@ -206,6 +201,19 @@ class PlainDecodes(StepPlans):
         if not slack:
             return True
         return self.pools[FULL].num_free >= slack and (not self.has_swa or self.pools[SWA].num_free >= slack)
+
+
+def fitting_starts(
+    starts: list[tuple[int, int]], steps: int, spare: int
+) -> tuple[int, list[tuple[int, int]]]:
+    """Of a stretch of ``steps`` steps and its page starts (sorted), what may be taken with ``spare`` pages: all of
+    it where every start fits, else the steps before the one whose page would not fit, with their starts."""
+    if len(starts) <= spare:
+        return steps, starts
+    stretch, cut = starts[spare][0], spare
+    while cut and starts[cut - 1][0] == stretch:
+        cut -= 1
+    return stretch, starts[:cut]
 
 
 def _counted(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -20,6 +20,7 @@ from heapq import heappop, heappush
 from sim.cache.components import FULL, SWA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
+from sim.cache.plain_decodes import fitting_starts
 from sim.cache.request import RequestCache
 
 
@@ -46,12 +47,7 @@ def freeing_stretch(
     starts = manager._page_starts(reqs, steps)
     if starts is None:
         return 0, []
-    if len(starts) <= spare:
-        return steps, starts
-    stretch, cut = starts[spare][0], spare  # the starts before the step whose page would not fit
-    while cut and starts[cut - 1][0] == stretch:
-        cut -= 1
-    return stretch, starts[:cut]
+    return fitting_starts(starts, steps, spare)
 
 
 def take_freeing_decodes(

@@ -3,8 +3,9 @@ its pops past stale entries taken a slice at a time (``LIVE_IN_SLICES`` on) pop 
 same tail as the reference, an entry at a time (off), over generated appends, hits and pops (blocks hit and
 freed again: a block's stale and live entries in one slice, a pop that takes a second slice). The cache map's
 pure unlisting of one group's keys in one C call a dict (``cache_map.ONE_GROUP_UNLIST``) leaves the map as the
-reference (keys with newer blocks, several groups). Whole ``vllm`` runs with each switch on and off are the same
-run."""
+reference (keys with newer blocks, several groups). A prompt's frees split their blocks into hashed and
+unhashed reading each key once (``by_id.ONE_PASS_SPLIT``), as the reference does, loops or C passes. Whole
+``vllm`` runs with each switch on and off are the same run."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ cached = st.lists(
     max_size=9,
     unique_by=lambda bkg: bkg[0],
 )
+batches = st.lists(st.integers(0, 3), max_size=6)
 SHARED_KEYS = ([(1, 0, 0), (2, 0, 0), (3, 1, 0), (4, 2, 1)], [[0, 2], [1], [3]])  # key 0 twice in group 0
 
 
@@ -103,11 +105,28 @@ def test_the_fixed_batches_unlist_a_key_with_a_newer_block(monkeypatch):
     assert after[0][0][0] == [(0, 2)] and after[0][1][0] == {}  # block 1 left key 0: block 2 its first
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(entries=[None, 0, None, (b"a", 1)], blocks=[3, 2, 1, 2])  # a falsy key, a block twice
+@example(entries=[None] * 4, blocks=[])  # an empty call: no block with an entry
+@given(entries=st.lists(st.one_of(st.none(), st.integers(0, 2)), min_size=4, max_size=4), blocks=batches)
+def test_a_split_in_one_pass_splits_as_the_reference(entries, blocks, monkeypatch):
+    done = []
+    for loops, one_pass in ((True, True), (False, True), (True, False), (False, False)):
+        monkeypatch.setattr(by_id, "LOOPS", loops)
+        monkeypatch.setattr(by_id, "ONE_PASS_SPLIT", one_pass)
+        done.append(by_id.split_set(entries, blocks))
+    assert done[0] == done[1] == done[2] == done[3]
+    assert done[0] == (
+        [b for b in blocks if entries[b] is not None],
+        [b for b in blocks if entries[b] is None],
+    )
+
+
 RUNS = (
     (fanout(2, 12, 200, 40, 60), SimConfig(policy="vllm", mode="replay", bounds=False, pool_tokens=2000)),
     (multiturn(3, 4, 200, 48, 60), SimConfig(policy="vllm", mode="timed", bounds=False, pool_tokens=4000)),
 )
-SWITCHES = ((tail, "LIVE_IN_SLICES"), (cache_map, "ONE_GROUP_UNLIST"))
+SWITCHES = ((tail, "LIVE_IN_SLICES"), (cache_map, "ONE_GROUP_UNLIST"), (by_id, "ONE_PASS_SPLIT"))
 
 
 @pytest.mark.parametrize("case", range(len(RUNS)))

@@ -49,10 +49,11 @@ def split_set(entries: list[Any], blocks: list[int]) -> tuple[list[int], list[in
             return [], blocks
         flags = is_set(entries, blocks)
         return list(compress(blocks, flags)), list(compress(blocks, map(not_, flags)))
-    if LOOPS:
-        with_entry: list[int] = []
-        without: list[int] = []
-        for block in blocks:
+    if LOOPS:  # the blocks typed ``Any``: each appended as the object it is, no int unboxed and boxed again
+        with_entry: list[Any] = []
+        without: list[Any] = []
+        ids: list[Any] = blocks
+        for block in ids:
             if entries[block] is not None:
                 with_entry.append(block)
             else:

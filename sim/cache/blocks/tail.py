@@ -10,6 +10,8 @@ meets are its stale ones. The consumed front is cut off once it is most of the l
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from sim.cache.blocks import by_id
 
 # True: the entries an eviction meets past a stale one are taken a slice at a time, each slice filtered in one
@@ -74,8 +76,8 @@ class FreeTail:
     def _live_of(self, entries: list[int]) -> list[int]:
         """The live blocks of ``entries`` met at the front, in order; the stale ones dropped (no call a
         stale entry: a prefill's evictions meet hundreds of thousands after hits)."""
-        stale, live = self._stale, []
-        for block in entries:
+        stale, live, ids = self._stale, [], cast(list[Any], entries)  # appended as the objects they are
+        for block in ids:
             num_stale = stale[block]
             if num_stale:
                 stale[block] = num_stale - 1

@@ -44,6 +44,7 @@ def test_the_loops_and_the_c_passes_agree(entries, count_entries, blocks, value,
     for call, on in (
         (lambda e: by_id.all_none(e, blocks), entries),
         (lambda e: by_id.is_set(e, blocks), entries),
+        (lambda e: by_id.split_set(e, blocks), entries),
         (lambda e: by_id.read(e, blocks), entries),
         (lambda e: by_id.write(e, blocks, values), entries),
         (lambda e: by_id.take(e, blocks, None), entries),

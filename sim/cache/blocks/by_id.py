@@ -10,12 +10,16 @@ in the interpreter. ``LOOPS`` picks them (tests/test_vllm_by_id_property.py hold
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
-from operator import is_not
+from itertools import compress, repeat
+from operator import is_not, not_
 from typing import Any
 
 # True: the loops (the compiled core's); False: the C passes (pure Python's). Either gives the same lists
 LOOPS = not __file__.endswith(".py")
+# True: ``split_set`` reads each entry once (a loop putting each block in one list, or one C pass read and then
+# counted and flagged); False: the reference, ``all_none`` then ``is_set`` and two ``compress``
+# (tests/test_vllm_eviction_property.py holds the two equal)
+ONE_PASS_SPLIT = True
 
 
 def all_none(entries: list[Any], blocks: list[int]) -> bool:
@@ -35,6 +39,31 @@ def is_set(entries: list[Any], blocks: list[int]) -> list[bool]:
     if LOOPS:
         return [entries[block] is not None for block in blocks]
     return list(map(is_not, map(entries.__getitem__, blocks), repeat(None)))
+
+
+def split_set(entries: list[Any], blocks: list[int]) -> tuple[list[int], list[int]]:
+    """The blocks of ``blocks`` with an entry and those without, each in order (``blocks`` itself where none
+    has one). A prompt's frees split hundreds of blocks so: the window's retained blocks among the others."""
+    if not ONE_PASS_SPLIT:
+        if all_none(entries, blocks):
+            return [], blocks
+        flags = is_set(entries, blocks)
+        return list(compress(blocks, flags)), list(compress(blocks, map(not_, flags)))
+    if LOOPS:  # the blocks typed ``Any``: each appended as the object it is, no int unboxed and boxed again
+        with_entry: list[Any] = []
+        without: list[Any] = []
+        ids: list[Any] = blocks
+        for block in ids:
+            if entries[block] is not None:
+                with_entry.append(block)
+            else:
+                without.append(block)
+        return with_entry, without
+    read_once = list(map(entries.__getitem__, blocks))
+    if read_once.count(None) == len(blocks):
+        return [], blocks
+    flags = list(map(is_not, read_once, repeat(None)))
+    return list(compress(blocks, flags)), list(compress(blocks, map(not_, flags)))
 
 
 def all_equal(entries: list[int], blocks: list[int], value: int) -> bool:

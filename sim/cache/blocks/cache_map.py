@@ -29,6 +29,10 @@ from sim.cache.blocks import by_id
 
 Key = tuple[object, int]  # (block key, group index): how the map's entries are named outside it
 
+# True: pure Python's ``_unlist`` of one group's keys (an eviction's usual batch) asks that group's dicts in one
+# C call each; False: the reference, a dict looked up a key (tests/test_vllm_eviction_property.py)
+ONE_GROUP_UNLIST = True
+
 
 class CacheMap:
     def __init__(self, num_blocks: int, num_groups: int = 1) -> None:
@@ -167,6 +171,11 @@ class CacheMap:
         """Evicted ``blocks`` (their ``keys`` and ``groups`` in order) leave the map."""
         if by_id.LOOPS and self._unlist_each(keys, groups):
             return
+        if ONE_GROUP_UNLIST and groups and groups.count(groups[0]) == len(groups):
+            more_of = self.more_in[groups[0]]  # usually all of one group: its two dicts read once, not a key
+            if not more_of or more_of.keys().isdisjoint(keys):  # no key has newer blocks: no list built
+                deque(map(self.first_in[groups[0]].pop, keys), 0)
+                return
         first_in, more_in = self.first_in, self.more_in
         shared = list(map(dict.__contains__, map(more_in.__getitem__, groups), keys)) if any(more_in) else []
         if True not in shared:  # each evicted key has one block (a key has more in a few of hundreds)

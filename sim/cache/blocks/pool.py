@@ -167,14 +167,11 @@ class BlockPool(CacheMap):
     def free_held(self, blocks: list[int], group: int) -> None:
         """``free_blocks`` of held blocks (no null among them)."""
         kind = self.group_kinds[group]
-        if by_id.all_none(self.key_at, blocks):  # none hashed (a SWA window's release: hundreds)
-            self._free_unhashed(blocks, group, kind)
-            return
-        flags = by_id.is_set(self.key_at, blocks)
-        hashed = list(compress(blocks, flags))
-        if len(hashed) < len(blocks):
-            self._free_unhashed(list(compress(blocks, map(not_, flags))), group, kind)
-        self.free_hashed(hashed, kind)
+        hashed, unhashed = by_id.split_set(self.key_at, blocks)  # often none hashed (a SWA window's release)
+        if unhashed or not hashed:  # (an empty call told discarded, as ever)
+            self._free_unhashed(unhashed, group, kind)
+        if hashed:
+            self.free_hashed(hashed, kind)
 
     def tail_outlasts(self, num_allocated: int) -> bool:
         """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only blocks in

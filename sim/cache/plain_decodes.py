@@ -104,19 +104,24 @@ class PlainDecodes(StepPlans):
                 return self._take_lockstep(reqs, num_steps)
             starts = self._page_starts(reqs, num_steps) or []
         if starts:
-            full = self.pools[FULL].alloc(len(starts))
-            swa = self.pools[SWA].alloc(len(starts)) if self.has_swa else [None] * len(starts)
-            own_full: list[list[int]] = [[] for _ in reqs]
-            own_swa: list[list[int | None]] = [[] for _ in reqs]
-            for (_, index), full_id, swa_id in zip(starts, full, swa, strict=True):
-                own_full[index].append(full_id)
-                own_swa[index].append(swa_id)
-            for req, full_ids, swa_ids in zip(reqs, own_full, own_swa, strict=True):
-                if full_ids:
-                    req.add_own_pages(full_ids, swa_ids)
+            self.hand_out_starts(reqs, starts)
         for req in reqs:
             self.take_plain_decodes(req, num_steps)
-        return _counted(starts)
+        return counted_starts(starts)
+
+    def hand_out_starts(self, reqs: list[RequestCache], starts: list[tuple[int, int]]) -> None:
+        """A page for each of ``starts`` ((step offset, index in ``reqs``), sorted), handed out in that order: a
+        pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between."""
+        full = self.pools[FULL].alloc(len(starts))
+        swa = self.pools[SWA].alloc(len(starts)) if self.has_swa else [None] * len(starts)
+        own_full: list[list[int]] = [[] for _ in reqs]
+        own_swa: list[list[int | None]] = [[] for _ in reqs]
+        for (_, index), full_id, swa_id in zip(starts, full, swa, strict=True):
+            own_full[index].append(full_id)
+            own_swa[index].append(swa_id)
+        for req, full_ids, swa_ids in zip(reqs, own_full, own_swa, strict=True):
+            if full_ids:
+                req.add_own_pages(full_ids, swa_ids)
 
     def _in_lockstep(self, reqs: list[RequestCache]) -> bool:
         """At page 1, requests whose slots end at their length start a page each at every step."""
@@ -216,6 +221,6 @@ def fitting_starts(
     return stretch, starts[:cut]
 
 
-def _counted(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def counted_starts(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """(offset, pages started) per step offset of sorted page starts."""
     return list(Counter(map(itemgetter(0), starts)).items())  # a dict keeps the sorted offsets' order

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from sim.cache.components import FULL, SWA
+from sim.cache.components import SWA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import fitting_starts
@@ -121,14 +121,5 @@ def _allocate_before(
         end += 1
     if end == allocated:
         return end
-    num_pages = end - allocated
-    full = manager.pools[FULL].alloc(num_pages)
-    swa = manager.pools[SWA].alloc(num_pages) if manager.has_swa else [None] * num_pages
-    own_full: dict[int, list[int]] = {}
-    own_swa: dict[int, list[int | None]] = {}
-    for (_, index), full_id, swa_id in zip(starts[allocated:end], full, swa, strict=True):
-        own_full.setdefault(index, []).append(full_id)
-        own_swa.setdefault(index, []).append(swa_id)
-    for index in sorted(own_full):
-        reqs[index].add_own_pages(own_full[index], own_swa[index])
+    manager.hand_out_starts(reqs, starts[allocated:end])
     return end

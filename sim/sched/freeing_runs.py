@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sim.cache import swa_free_runs
 from sim.cache.manager import CacheManager
-from sim.cache.plain_decodes import _counted
+from sim.cache.plain_decodes import counted_starts
 from sim.cache.request import RequestCache
 from sim.sched.batch import FullStep
 
@@ -24,7 +24,7 @@ def take_freeing_stretch(
     if not stretch:
         return 0, []
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts)
-    return stretch, freeing_step_runs(_counted(starts), freed, done)
+    return stretch, freeing_step_runs(counted_starts(starts), freed, done)
 
 
 def freeing_step_runs(

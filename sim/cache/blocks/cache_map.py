@@ -21,7 +21,7 @@ core reads and writes them a batch at a time in its own loops.
 from __future__ import annotations
 
 from collections import deque
-from itertools import chain, compress, repeat
+from itertools import compress
 from operator import itemgetter, not_
 from typing import Any
 
@@ -32,9 +32,6 @@ Key = tuple[object, int]  # (block key, group index): how the map's entries are 
 # True: pure Python's ``_unlist`` of one group's keys (an eviction's usual batch) asks that group's dicts in one
 # C call each; False: the reference, a dict looked up a key (tests/test_vllm_eviction_property.py)
 ONE_GROUP_UNLIST = True
-# True: pure Python's ``cache_groups`` writes a step's groups' per-block lists in one pass for all; False: the
-# reference, a ``cache_group`` a group (tests/test_vllm_step_commit_property.py)
-ONE_COMMIT = True
 
 
 class CacheMap:
@@ -77,56 +74,26 @@ class CacheMap:
 
     def cache_group(self, blocks: list[int], keys: list[object], group: int) -> None:
         """``cache_in`` for each block with its key, in order, in ``group`` (a prefill step hashes hundreds).
-        Usually every block and key is new, each once: then in three updates (``_listed_new``), else one by one.
-        Compiled (``by_id.LOOPS``), each key listed in one probe (``_list_new``): most of a prefill step's cost."""
+        Usually every block is new to the map and every key too, each once: then in three updates. The keys go
+        straight into the group's map; where it grew by fewer than the blocks (a key twice in ``keys``: all of
+        them were new), they are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is
+        listed in one probe instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
         if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
             by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
             by_id.fill(self.group_at, blocks, group)
             self._list_new(blocks, keys, group)
             return
-        if by_id.all_none(self.key_at, blocks) and self._listed_new(blocks, keys, group):
-            by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
-            by_id.fill(self.group_at, blocks, group)
-            return
+        first_of = self.first_in[group]
+        if by_id.all_none(self.key_at, blocks) and first_of.keys().isdisjoint(keys):
+            num_keys = len(first_of)
+            first_of.update(zip(keys, blocks, strict=True))
+            if len(first_of) - num_keys == len(blocks):
+                by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
+                by_id.fill(self.group_at, blocks, group)
+                return
+            deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache_in(block, key, group)
-
-    def _listed_new(self, blocks: list[int], keys: list[object], group: int) -> bool:
-        """Every key new to the group's map, none twice: listed in one update (True); else False, map unchanged."""
-        first_of = self.first_in[group]
-        if not first_of.keys().isdisjoint(keys):
-            return False
-        num_keys = len(first_of)
-        first_of.update(zip(keys, blocks, strict=True))
-        if len(first_of) - num_keys == len(blocks):
-            return True
-        deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
-        return False
-
-    def cache_groups(self, commits: list[tuple[list[int], list[object], int]]) -> None:
-        """``cache_group`` of each (blocks, keys, group), no block in two (a step's groups). Pure Python, the
-        per-block lists are read and written once for all the groups (none hashed yet, their keys, their groups),
-        not a pass of each a group; a group whose keys are not all new lists them one by one."""
-        if not ONE_COMMIT or by_id.LOOPS or len(commits) == 1:  # compiled: a group's passes are native loops
-            return self.cache_groups_each(commits)
-        every_block = list(chain.from_iterable(blocks for blocks, _, _ in commits))
-        if not by_id.all_none(self.key_at, every_block):  # a block hashed already: a group at a time
-            return self.cache_groups_each(commits)
-        listed = [self._listed_new(blocks, keys, group) for blocks, keys, group in commits]
-        for blocks, keys, group in compress(commits, map(not_, listed)):
-            for block, key in zip(blocks, keys, strict=True):
-                self.cache_in(block, key, group)
-        done = list(compress(commits, listed))
-        blocks_done = every_block if all(listed) else list(chain.from_iterable(c[0] for c in done))
-        by_id.write(self.key_at, blocks_done, list(chain.from_iterable(c[1] for c in done)))
-        by_id.write(
-            self.group_at, blocks_done, list(chain.from_iterable(repeat(c[2], len(c[0])) for c in done))
-        )
-
-    def cache_groups_each(self, commits: list[tuple[list[int], list[object], int]]) -> None:
-        """``cache_groups``' reference: a ``cache_group`` a group."""
-        for blocks, keys, group in commits:
-            self.cache_group(blocks, keys, group)
 
     def _list_new(self, blocks: list[Any], keys: list[Any], group: int) -> None:
         """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and

@@ -113,12 +113,12 @@ def cache_blocks(
     mamba_keys: set | None = None,
     on_skip: list[Callable[[Any], None]] | None = None,
 ) -> None:
-    """Hash the blocks that became full, as each group's mask allows (every group's in one ``cache_groups``);
-    a block skipped is never hashed later. An exported internal checkpoint is kept only at the prompt's last
-    boundary or the junction. The Mamba groups' new keys go to ``mamba_keys`` (``MambaManager.
-    cached_blocks_this_step``); ``on_skip`` (``BlocksSkipped``'s handlers) hears of the held blocks the mask
-    left unhashed. A hit is a multiple of the scheduler block, so only the tokens below the last one are hashed
-    (``get_num_cacheable_tokens``): a group with smaller blocks leaves the ones past it unhashed."""
+    """Hash the blocks that became full, as each group's mask allows; a block skipped is never hashed later.
+    An exported internal checkpoint is kept only at the prompt's last boundary or the junction. The Mamba
+    groups' new keys go to ``mamba_keys`` (``MambaManager.cached_blocks_this_step``); ``on_skip`` (the
+    handlers of ``BlocksSkipped``) hears of the held blocks the mask left unhashed. A hit is a multiple of the
+    scheduler block, so only the tokens below the last one are hashed (``HybridKVCacheCoordinator.
+    get_num_cacheable_tokens``): a group with smaller blocks leaves the ones past it unhashed."""
     cacheable = end // layout.block_size * layout.block_size
     B = layout.uniform_block
     if (
@@ -130,12 +130,12 @@ def cache_blocks(
     keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
+    stride_of = layout.key_stride
     skipped: dict[int, list] = {}
-    # a kind's groups usually share (first, stop): their mask, and skipped keys where none is null, made once
+    # a kind's groups usually share (first, stop): their mask, and their skipped keys where no block in the
+    # range is null, are worked out for the first and reused (the same values)
     masks: dict[tuple[str, int, int, int], range | list[int]] = {}
     skipped_of: dict[tuple[str, int, int, int], list] = {}
-    commits: list[tuple[list[int], list[object], int]] = []  # each group's, for one ``cache_groups``
-    private: list[int] = []
     for group, (kind, B) in enumerate(zip(layout.group_kinds, layout.group_blocks, strict=True)):
         full_blocks = cacheable // B
         table, first = req.tables[group], req.num_cached[group]
@@ -144,13 +144,12 @@ def cache_blocks(
         indices = masks.get(shape)
         if indices is None:
             indices = masks[shape] = _mask(layout, kind, B, first, stop, retention, boundaries, exported)
-        stride = layout.key_stride[kind]
+        stride = stride_of[kind]
         blocks, new_keys = _hashed_blocks(table, keys_of, stride, indices)
-        if blocks:  # a group with none (a Mamba group's usual step) asks nothing of the map
-            commits.append((blocks, new_keys, group))
+        pool.cache_group(blocks, new_keys, group)
         cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
         if cut < stop:
-            private += _private_blocks(table, indices, cut)
+            pool.mark_private(_private_blocks(table, indices, cut))
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(zip(new_keys, repeat(group)))
         if on_skip and kind != FULL and first < stop:
@@ -164,8 +163,6 @@ def cache_blocks(
                     table, keys_of, stride, first, stop, indices, told
                 )
         req.num_cached[group] = max(first, full_blocks)
-    pool.cache_groups(commits)
-    pool.mark_private(private)
     if on_skip and skipped:
         tell_skipped(on_skip, skipped)
 
@@ -227,10 +224,13 @@ def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, 
     """One ``BlocksSkipped`` for the groups told the same keys, in group order; none for no keys."""
     told: list[tuple[list, list[int]]] = []
     for group, keys in keys_of_group.items():
-        same = [groups for seen, groups in told if seen == keys]  # none told is empty
-        if same:
-            same[0].append(group)
-        elif keys:
+        if not keys:
+            continue
+        for seen, groups in told:
+            if seen == keys:
+                groups.append(group)
+                break
+        else:
             told.append((keys, [group]))
     for keys, groups in told:
         emit(on_skip, BlocksSkipped(tuple(groups), keys))

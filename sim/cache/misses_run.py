@@ -87,7 +87,7 @@ def folded_aboves(watcher: TreeMissTracker, nodes: list[Node]) -> list[int]:
         while top + 1 < num_nodes and nodes[top + 1] is nodes[top].parent:
             top += 1
         above = nodes[top].parent
-        link = links.get(above, _NONE)
+        link: Any = links.get(above, _NONE)
         if link is _NONE:
             link = watcher._prefix_link(above)
         stretch = [link_hash(link)]  # top first

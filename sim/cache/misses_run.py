@@ -16,11 +16,8 @@ from typing import Any
 
 from sim.cache import misses
 from sim.cache.misses import _NONE, TreeMissTracker
-from sim.cache.misses_hashing import fold_key, link_hash
+from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
-
-# Off: each told node's prefix read from its parent's link, made by ``_prefix_link`` where missing (the reference)
-FOLDS_CHAINS = True
 
 
 def defers_to(told: list[Callable] | None) -> TreeMissTracker | None:
@@ -41,17 +38,13 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
-    aboves = folded_aboves(watcher, nodes) if folded and FOLDS_CHAINS else None
-    for at, node in enumerate(nodes):
-        if aboves is not None:
-            above: Any = aboves[at]
-        else:
-            parent = node.parent
-            above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
-            if above is _NONE:
-                above = watcher._prefix_link(parent)
-            if folded:
-                above = link_hash(above)
+    for node in nodes:
+        parent = node.parent
+        above: Any = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
+        if above is _NONE:
+            above = watcher._prefix_link(parent)
+        if folded:
+            above = link_hash(above)
         key = hash(node.edge)
         earlier = pages.get(key, _NONE)
         if earlier is _NONE:
@@ -71,30 +64,3 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             state_evicted.pop(node, None)
     watcher._deleted = nodes[-1]
     nodes.clear()
-
-
-def folded_aboves(watcher: TreeMissTracker, nodes: list[Node]) -> list[int]:
-    """Each of ``nodes``' prefix int, ``link_hash`` of its parent's folded link; a stretch of nodes each the
-    last's parent (a chain the run evicted bottom up) folded down once from its top's parent's link. Told one
-    by one, the first node's ``_prefix_link`` makes a link for each node of the stretch, which its own telling
-    pops: those are never made; the top's parent's (and the unlinked above it) are made as ``_prefix_link``
-    makes them. A link is its path's fold (links never change), so the ints are the same."""
-    links = watcher._prefix_links
-    aboves: list[int] = []
-    at, num_nodes = 0, len(nodes)
-    while at < num_nodes:
-        top = at
-        while top + 1 < num_nodes and nodes[top + 1] is nodes[top].parent:
-            top += 1
-        above = nodes[top].parent
-        link: Any = links.get(above, _NONE)
-        if link is _NONE:
-            link = watcher._prefix_link(above)
-        stretch = [link_hash(link)]  # top first
-        for below in range(top, at, -1):  # nodes[below] is the parent of nodes[below - 1]
-            link = fold_key(link, nodes[below].key)
-            stretch.append(link_hash(link))
-        stretch.reverse()
-        aboves.extend(stretch)
-        at = top + 1
-    return aboves

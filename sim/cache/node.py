@@ -54,7 +54,7 @@ class Node:
         self.id = next(_ids)
         self.key = key
         self.start = start
-        self.end = start + key.length  # a split moves start and shortens the key together: end never changes
+        self.end = start + len(key)  # a split moves start and shortens the key together: end never changes
         self.parent = parent  # None for the root alone (RadixTree makes it): every walk up stops at the root
         self.edge: tuple = ()  # the key of this node in its parent's children: its first page
         self.children: dict[tuple, Node] = {}

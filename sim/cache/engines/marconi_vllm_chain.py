@@ -26,7 +26,6 @@ from sim.cache.locks import let_go_past
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
-from sim.tokens import TokenSeq
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi import MarconiRules
@@ -46,16 +45,18 @@ def fits_chain(tree: RadixTree, req: RequestCache, window: int, has_swa: bool) -
     return not (tree.full_pool._freed or tree.swa_pool._freed or tree.state_pool._freed)
 
 
-def takes_victim(victim: Node, has_mamba: bool, num_swa: int) -> bool:
-    """The run's lone-victim checks of ``holds_the_top`` (the heap's top is unchanged along the chain, the entry
-    current by construction; the caller compares the stamps): a live, unlocked leaf (``exposes_nothing_above``),
-    one page, a state, its SWA."""
-    if victim.children or not victim.alive or victim.full_lock > 0 or victim.swa_holders or victim.state_lock > 0:
+def takes_victim(victim: Node, stamp: int, top: int | None, has_mamba: bool, num_swa: int) -> bool:
+    """``holds_the_top`` (the heap's top, ``top``, unchanged along the chain; the entry current by
+    construction) and the run's lone-victim checks (``exposes_nothing_above``, one page, a state, its SWA)."""
+    if (top is not None and top <= stamp) or victim.children or not victim.alive:
         return False
-    if victim.state is None or len(victim.full_pages) != 1 or not exposes_nothing_above(victim.parent, has_mamba):
+    if victim.full_lock > 0 or victim.swa_holders or victim.state_lock > 0:
+        return False
+    if not exposes_nothing_above(victim.parent, has_mamba) or len(victim.full_pages) != 1:
         return False
     swa = victim.swa_pages
-    return swa is None if num_swa == 0 else (swa is not None and len(swa) == 1)
+    one_swa = swa is None if num_swa == 0 else (swa is not None and len(swa) == 1)
+    return one_swa and victim.state is not None
 
 
 def take_chain(
@@ -85,15 +86,13 @@ def take_chain(
         return None
     locks, start, prompt_len = req.locks, req.prefix_len, req.prompt_len
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0
-    run, run_start = keys.holding(base)  # a chunk inside it is its key's one run, shifted (``keys.cut``)
     node: Node | None = None
     made: list[Node] = []  # the chain's new leaves, for the window's lock (``slide_window_over``)
     parent = victim  # the last victim's parent: the next victim (held), or the root (none held)
     while (
         parent is victim
         and base + page <= prompt_len
-        and (top is None or stamp < top)
-        and takes_victim(victim, has_mamba, num_swa)
+        and takes_victim(victim, stamp, top, has_mamba, num_swa)
     ):
         end = base + page
         now += 3  # ``reserve_page``'s tick, then the insert's two
@@ -105,25 +104,19 @@ def take_chain(
         full, swa, slot = victim.full_pages, victim.swa_pages, victim.state
         victim.swa_pages = victim.state = None
         victim.alive = False
-        if base and end <= run_start + run[2]:
-            key = TokenSeq(((run[0], run[1] + base - run_start, page),), page)
-        else:  # the whole prompt (its own tokens), or a chunk crossing a run's end: the cut, the next run
-            key = keys.cut(base, end)
-            run, run_start = keys.holding(end)
-        node = Node(key, base, last, full, swa if has_swa else None, slot)
+        key = keys.cut(base, end)
+        node = Node(key, base, last, full, swa if has_swa else None, None)
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
-        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, clock + 2.0, clock + 4
+        node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4
         clock += 4
+        node.state = slot
         node.full_lock = 1  # ``slide_unreleased``: the FULL lock one node down
         made.append(node)
         stamps[node.id] = now
         last, base = node, end
         if parent.parent is not None:  # the parent holds the victim's stamp where it is higher
-            victim = parent
-            kept = stamps.get(parent.id, 0)
-            if kept > stamp:
-                stamp = kept
+            stamp, victim = max(stamps.get(parent.id, 0), stamp), parent
     if node is None:
         return None
     tree.num_evictions[FULL] += (base - start) // page

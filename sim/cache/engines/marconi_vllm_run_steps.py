@@ -152,20 +152,16 @@ class ChunkKeys:
         self.tokens, self.runs, self.starts = tokens, tokens.runs, tokens._run_starts()
         self.index = 0
 
-    def holding(self, start: int) -> tuple[tuple[str, int, int], int]:
-        """The run holding ``start`` (not before the last asked) and where it starts."""
+    def cut(self, start: int, end: int) -> TokenSeq:
+        tokens = self.tokens
+        if start == 0 and end == tokens.length:
+            return tokens
         runs, starts, index = self.runs, self.starts, self.index
         last = len(runs) - 1
         while index < last and starts[index + 1] <= start:
             index += 1
         self.index = index
-        return runs[index], starts[index]
-
-    def cut(self, start: int, end: int) -> TokenSeq:
-        tokens = self.tokens
-        if start == 0 and end == tokens.length:
-            return tokens
-        run, run_start = self.holding(start)
+        run, run_start = runs[index], starts[index]
         run_end = run_start + run[2]
         if end > run_end:
             return tokens.slice(start, end)

@@ -123,4 +123,3 @@ def test_whole_runs_equal_either_way(case):
             return figures, simulate(trace, config)
 
     same_both_ways(run)
-

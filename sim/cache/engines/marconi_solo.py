@@ -15,20 +15,31 @@ the chosen alpha and whole runs equal either way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from sim.cache import decode_runs, locks
+from sim.cache.engines.marconi_recency import Recency
 from sim.cache.errors import ReplayRefused
 from sim.cache.insert import insert
 from sim.cache.manager import CacheManager
+from sim.cache.node import Node
+from sim.cache.request import RequestCache
 from sim.cache.solo_run import accepted, run_alone
 from sim.tokens import TokenSeq
 
-if TYPE_CHECKING:
-    from sim.cache.engines.marconi import MarconiRules
-
 # True: the tuner's solo runs go through ``solo_hit``; False: through ``run_alone``, the reference
 FUSED_SOLO = True
+
+
+class MarconiFinish(Protocol):
+    """What of ``MarconiRules`` the fused finish reads (``marconi.py`` imports the tuner, which imports this)."""
+
+    recency: Recency
+    insert_touches_path: bool
+
+    def insert_len(self, req: RequestCache) -> int | None: ...
+
+    def stamp_inserted(self, node: Node) -> None: ...
 
 
 def solo_hit(
@@ -61,7 +72,7 @@ def _finish(manager: CacheManager, req) -> None:
     (the same counts and holders at the end: the relock's slide or rebuild only moves them down the new path;
     Marconi's trees make no run nodes, whose window lock could cut one, and its eviction strategy hears no
     release)."""
-    rules = cast("MarconiRules", manager.rules)
+    rules = cast(MarconiFinish, manager.rules)
     end = rules.insert_len(req)
     if end is not None and end > req.prefix_len:
         rules.recency.tick(2)  # as ``MarconiRules.insert``

@@ -40,32 +40,34 @@ def run_alone(
     """Admit, prefill in chunks, decode ``output_len - 1`` tokens (the last sampled token is never
     computed), finish. ``tokens`` holds the prompt followed by the output."""
     manager.begin_pass()
-    admitted = _ok(manager.admit(request_id, tokens, prompt_len), request_id)
+    admitted = accepted(manager.admit(request_id, tokens, prompt_len), request_id)
     position = admitted.match.cached_len
     while position < prompt_len:
         if position > admitted.match.cached_len:  # each later chunk is a pass of its own
             manager.settle(request_id, 0)  # an overlap loop commits the chunk before it schedules the next
             manager.begin_pass()
-        taken = _ok(manager.take_page_chunks(request_id, chunk_size), request_id)  # each a chunk as below
+        # each a chunk as below
+        taken = accepted(manager.take_page_chunks(request_id, chunk_size), request_id)
         if taken:
             position, iteration = position + taken * manager.page_size, iteration + taken
             continue
         chunk = manager.next_chunk_len(request_id, chunk_size)
         if chunk <= 0:
             raise ReplayRefused(f"request {request_id}: no prefill chunk fits at position {position}")
-        _ok(manager.prepare_prefill(request_id, chunk, iteration), request_id)
+        accepted(manager.prepare_prefill(request_id, chunk, iteration), request_id)
         manager.complete_prefill(request_id, chunk)
         position, iteration = position + chunk, iteration + 1
     done = manager.advance_decode(request_id, output_len - 1, iteration)
     if done < output_len - 1:
-        _ok(manager.prepare_decode(request_id, iteration + done), request_id)
+        accepted(manager.prepare_decode(request_id, iteration + done), request_id)
     iteration += done
     peak_usage = manager.usage()
     finished = manager.finish(request_id)
     return new_solo_run(admitted.match, iteration, finished.inserted_len, peak_usage)
 
 
-def _ok(result, request_id: str):
+def accepted(result, request_id: str):
+    """``result``, or ``ReplayRefused`` where it is a ``Refusal`` (``run_alone``'s and the tuner's fused run's)."""
     if isinstance(result, Refusal):
         raise ReplayRefused(f"request {request_id}: the pools cannot hold it even after eviction ({result})")
     return result

@@ -239,7 +239,11 @@ class MarconiRules(SGLangAdmission):
             return
         self.recency.tick(2)  # Marconi's insert runs a speculative match first: two ticks
         manager.insert(req, end)
+        self.stamp_inserted(req.last_node)
+
+    def stamp_inserted(self, node) -> None:
+        """An insert's recency: the path down to ``node``, the node ending at the insert's end."""
         if self.path_refresh:
-            self.recency.stamp_down_to(req.last_node)
+            self.recency.stamp_down_to(node)
         else:
-            self.recency.stamp_path(req.last_node.path_from_root(), every=False)
+            self.recency.stamp_path(node.path_from_root(), every=False)

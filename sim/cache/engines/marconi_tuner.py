@@ -15,11 +15,11 @@ from typing import cast
 from sim.cache.engines.marconi_flops import NodeCost
 from sim.cache.engines.marconi_fork import can_fork, could_evict, fork, num_evictions
 from sim.cache.engines.marconi_knobs import MarconiKnobs
+from sim.cache.engines.marconi_solo import solo_hit
 from sim.cache.errors import ReplayRefused
 from sim.cache.manager import CacheManager
 from sim.cache.ops import RadixOps
 from sim.cache.policy import Policy, own_knobs
-from sim.cache.solo_run import run_alone
 from sim.tokens import TokenSeq
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(21))
@@ -93,11 +93,8 @@ class AlphaTuner:
 
     def run(self, fresh: CacheManager, request_id: str, tokens: TokenSeq, prompt_len: int) -> int:
         """One request of the window alone: its hit (0 where the pools cannot hold it)."""
-        chunk = self.policy.chunked_prefill_size
         try:
-            return run_alone(
-                fresh, request_id, tokens, prompt_len, len(tokens) - prompt_len, chunk
-            ).match.cached_len
+            return solo_hit(fresh, request_id, tokens, prompt_len, self.policy.chunked_prefill_size)
         except ReplayRefused:
             if request_id in fresh.requests:
                 fresh.abort(request_id)

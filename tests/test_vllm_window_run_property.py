@@ -2,10 +2,8 @@
 run goes (``by_id.RUN_BY_SLICES`` on: one loop nulling and splitting when compiled, C passes over slices each
 twice the last when pure), where the reference (off) copies the whole table below the top. Over generated
 tables (runs of nulls and of blocks, hundreds long, so a run crosses several slices) the run is nulled alike and
-its blocks split alike into hashed and unhashed, highest first, both bodies. Compiled, a prompt's Mamba states
-(``by_id.null_held``) and an eviction's reads and writes (``by_id.evicted``) take one loop each
-(``by_id.ONE_LOOP``), as the reference's passes. Whole ``vllm`` runs with each switch on and off are the same
-run, with the loops' bodies and with the C passes."""
+its blocks split alike into hashed and unhashed, highest first, both bodies; whole ``vllm`` runs with the switch
+on and off are the same run."""
 
 from __future__ import annotations
 
@@ -68,41 +66,6 @@ def test_the_long_run_is_split_highest_first(monkeypatch):
     assert table[204:] == [None] * 150 and None not in table[3:203]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(made=LONG_RUN, start_at=0, stop_at=354)
-@example(made=[(False, 2), (True, 3)], start_at=3, stop_at=3)  # an empty range
-@given(made=runs, start_at=st.integers(0, 1 << 11), stop_at=st.integers(0, 1 << 11))
-def test_a_states_release_nulls_as_the_reference(made, start_at, stop_at, monkeypatch):
-    done = []
-    for loops, one_loop in ((True, True), (True, False), (False, True)):
-        monkeypatch.setattr(by_id, "LOOPS", loops)
-        monkeypatch.setattr(by_id, "ONE_LOOP", one_loop)
-        table = table_of(made)
-        start = start_at % len(table)
-        stop = start + stop_at % (len(table) - start + 1)
-        done.append((by_id.null_held(table, start, stop), table))
-    assert done[0] == done[1] == done[2]
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(blocks=[3, 1, 2], keys=[None, 5, 0, 7], groups=[0, 1, 2, 1], counts=[0, 0, 2, 1])
-@given(
-    blocks=st.lists(st.integers(1, 3), max_size=5, unique=True),
-    keys=st.lists(st.one_of(st.none(), st.integers(0, 9)), min_size=4, max_size=4),
-    groups=st.lists(st.integers(0, 3), min_size=4, max_size=4),
-    counts=st.lists(st.integers(0, 3), min_size=4, max_size=4),
-)
-def test_an_evictions_reads_and_writes_are_the_references(blocks, keys, groups, counts, monkeypatch):
-    done = []
-    for loops, one_loop in ((True, True), (True, False), (False, True)):
-        monkeypatch.setattr(by_id, "LOOPS", loops)
-        monkeypatch.setattr(by_id, "ONE_LOOP", one_loop)
-        keys_at, groups_at, counts_at = list(keys), list(groups), list(counts)
-        done.append((by_id.evicted(keys_at, groups_at, counts_at, blocks), keys_at, groups_at, counts_at))
-    assert done[0] == done[1] == done[2]
-    assert done[0][0] == ([keys[block] for block in blocks], [groups[block] for block in blocks])
-
-
 RUNS = (
     (fanout(2, 12, 200, 40, 60), SimConfig(policy="vllm", mode="replay", bounds=False, pool_tokens=2000)),
     (multiturn(3, 4, 200, 48, 60), SimConfig(policy="vllm", mode="timed", bounds=False, pool_tokens=4000)),
@@ -111,13 +74,12 @@ RUNS = (
 
 @pytest.mark.parametrize("case", range(len(RUNS)))
 @pytest.mark.parametrize("loops", [False, True])
-@pytest.mark.parametrize("switch", ["RUN_BY_SLICES", "ONE_LOOP"])
-def test_whole_runs_are_the_same_with_each_switch(case, loops, switch, monkeypatch):
+def test_whole_runs_are_the_same_with_the_switch(case, loops, monkeypatch):
     trace, config = RUNS[case]
     monkeypatch.setattr(by_id, "LOOPS", loops)
 
     def run(on: bool) -> tuple:
-        monkeypatch.setattr(by_id, switch, on)
+        monkeypatch.setattr(by_id, "RUN_BY_SLICES", on)
         return (), simulate(trace, config)
 
     on, _ = same_both_ways(run)

@@ -24,9 +24,6 @@ ONE_PASS_SPLIT = True
 # or C passes over slices each twice the last); False: the reference, the whole table below the top copied
 # reversed and scanned for its first None, then split (tests/test_vllm_window_run_property.py holds them equal)
 RUN_BY_SLICES = True
-# True: compiled, ``evicted`` and ``null_held`` take their blocks in one loop each, where the reference (False, and
-# pure Python's C passes) runs a pass a list (tests/test_vllm_window_run_property.py holds them equal)
-ONE_LOOP = True
 
 
 def all_none(entries: list[Any], blocks: list[int]) -> bool:
@@ -113,42 +110,6 @@ def take(entries: list[Any], blocks: list[int], value: Any) -> list[Any]:
     taken = read(entries, blocks)
     fill(entries, blocks, value)
     return taken
-
-
-def evicted(
-    keys_at: list[Any], groups_at: list[Any], counts_at: list[Any], blocks: list[int]
-) -> tuple[list, list]:
-    """An eviction's reads and writes: the keys of ``blocks`` (each then None) and their groups, in order, each
-    block's count set to 1 (the pool's "unhashed, not free")."""
-    if LOOPS and ONE_LOOP:
-        keys: list[Any] = []
-        groups: list[Any] = []
-        for block in blocks:
-            keys.append(keys_at[block])
-            keys_at[block] = None
-            groups.append(groups_at[block])
-            counts_at[block] = 1
-        return keys, groups
-    keys = take(keys_at, blocks, None)
-    groups = read(groups_at, blocks)
-    fill(counts_at, blocks, 1)
-    return keys, groups
-
-
-def null_held(table: list[Any], start: int, stop: int) -> list[int]:
-    """The blocks of ``table[start:stop]``, highest first, each entry then None (a prompt's Mamba states below the
-    running one: hundreds of entries, most of them None already). A held block is never 0, the null block."""
-    if LOOPS and ONE_LOOP:
-        held: list[Any] = []
-        for at in range(stop - 1, start - 1, -1):
-            block = table[at]
-            if block is not None:
-                held.append(block)
-                table[at] = None
-        return held
-    held = list(filter(None, reversed(table[start:stop])))
-    table[start:stop] = [None] * (stop - start)
-    return held
 
 
 def first_none(items: list[Any]) -> int:

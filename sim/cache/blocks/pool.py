@@ -108,7 +108,9 @@ class BlockPool(CacheMap):
         tail block is hashed."""
         blocks = self._tail.pop_oldest(count)
         group_kinds = self.group_kinds
-        keys, groups = by_id.evicted(self.key_at, self.group_at, self.count_at, blocks)
+        keys = by_id.take(self.key_at, blocks, None)
+        groups = by_id.read(self.group_at, blocks)
+        by_id.fill(self.count_at, blocks, 1)  # counted 0: unhashed, 1
         if self._discarded:
             for block, group in zip(blocks, groups, strict=True):
                 emit(self._discarded, BlocksDiscarded(group, [block]))

@@ -64,7 +64,8 @@ def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: in
     last = min(last_state(layout, processed), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
-    freed = by_id.null_held(table, retired, last)  # highest first
+    freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
+    table[retired:last] = [None] * (last - retired)
     if freed:
         pool.free_held(freed, group)
     req.retired[group] = max(retired, last)

@@ -20,10 +20,6 @@ LOOPS = not __file__.endswith(".py")
 # counted and flagged); False: the reference, ``all_none`` then ``is_set`` and two ``compress``
 # (tests/test_vllm_eviction_property.py holds the two equal)
 ONE_PASS_SPLIT = True
-# True: ``null_live_run`` reads down from the top only as far as the run goes (one loop nulling and splitting,
-# or C passes over slices each twice the last); False: the reference, the whole table below the top copied
-# reversed and scanned for its first None, then split (tests/test_vllm_window_run_property.py holds them equal)
-RUN_BY_SLICES = True
 
 
 def all_none(entries: list[Any], blocks: list[int]) -> bool:
@@ -120,46 +116,6 @@ def first_none(items: list[Any]) -> int:
                 return index
         return len(items)
     return items.index(None) if None in items else len(items)  # a C scan, comparing each id with None
-
-
-def live_run_down(items: list[Any], top: int) -> int:
-    """How many entries from ``items[top]`` down are not None before the first None (``top + 1``: none is)."""
-    end, span = top + 1, 64  # the slice ``[start, end)``, read highest first, each twice the last
-    while True:
-        start = max(0, end - span)
-        below = items[end - 1 : start - 1 : -1] if start else items[end - 1 :: -1]
-        if None in below:
-            return top + 1 - end + below.index(None)
-        if not start:
-            return top + 1
-        end, span = start, 2 * span
-
-
-def null_live_run(table: list[Any], top: int, entries: list[Any]) -> tuple[list[int], list[int]]:
-    """The live run from ``table[top]`` down to the first None, nulled in ``table``; its blocks with an entry
-    and without (``split_set``), each highest first. An SWA window's release: a prefill frees hundreds, and a
-    long table holds thousands of nulls below them, released before."""
-    if not RUN_BY_SLICES:
-        below = table[top::-1]
-        num_freed = first_none(below)
-        table[top + 1 - num_freed : top + 1] = [None] * num_freed
-        return split_set(entries, below[:num_freed])
-    if LOOPS:  # one loop: each entry read, nulled and its block put in its list
-        with_entry: list[Any] = []
-        without: list[Any] = []
-        at = top
-        while at >= 0 and (block := table[at]) is not None:
-            table[at] = None
-            if entries[block] is not None:
-                with_entry.append(block)
-            else:
-                without.append(block)
-            at -= 1
-        return with_entry, without
-    num_freed = live_run_down(table, top)
-    freed = table[top + 1 - num_freed : top + 1][::-1]
-    table[top + 1 - num_freed : top + 1] = [None] * num_freed
-    return split_set(entries, freed)
 
 
 def has_none(items: list[Any]) -> bool:

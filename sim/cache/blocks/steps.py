@@ -54,8 +54,10 @@ def release_window(
     top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    hashed, unhashed = by_id.null_live_run(table, top, pool.key_at)  # at least one block, none null
-    pool.free_split(hashed, unhashed, group)
+    below = table[top::-1]
+    num_freed = by_id.first_none(below)  # the live run ends at the first null under it (a prefill: hundreds)
+    table[top + 1 - num_freed : top + 1] = [None] * num_freed
+    pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:

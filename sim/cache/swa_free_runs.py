@@ -11,6 +11,11 @@ free where the step would: at its step, in batch order, each request's free befo
 the step sees them; the next free of that request from the rules' closed form (``plain_decode_steps``: the
 trigger's silent steps), asked again at the step it names. The step table reads each free as pages moved back
 from running to free in the SWA pool at its step (``FullStep.swa_freed``). Switch: ``loop_runs.FOLD_SWA_FREES``.
+
+A request whose decode checkpoints move no pool (``folds_checkpoints``: the slot comes from its ping-pong pair and
+the last one goes back to it) has them taken inside the stretch too, each at its step after that step's frees and
+pages (``complete_decode`` after ``prepare_decode``): at 4,000 requests of ``no-cache`` they were every one of its
+4,139 event steps. Switch: ``FOLD_CHECKPOINTS``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import fitting_starts
 from sim.cache.request import RequestCache
+
+# True: a freeing stretch runs through the decode checkpoints that move no pool (``folds_checkpoints``), each
+# taken at its step; False: it stops before each, which the loop takes as an event step (the reference;
+# tests/test_checkpoint_folds.py holds both equal)
+FOLD_CHECKPOINTS = True
 
 
 def freeing_stretch(
@@ -40,7 +50,8 @@ def freeing_stretch(
             return None
         if req.commit_pending:  # a commit waits for the next step's processing
             return 0, []
-        steps = min(steps, free_steps)
+        if not (FOLD_CHECKPOINTS and folds_checkpoints(rules, req)):
+            steps = min(steps, free_steps)
     spare = manager.batch_run_room(reqs)
     if steps <= 0 or spare < 0:
         return 0, []
@@ -48,6 +59,15 @@ def freeing_stretch(
     if starts is None:
         return 0, []
     return fitting_starts(starts, steps, spare)
+
+
+def folds_checkpoints(rules: SGLangRules, req: RequestCache) -> bool:
+    """Whether a stretch may take the request's decode checkpoints: tracked ones (``decode_checkpoint``) whose
+    slot is a spare of its own (``_plan`` pops one, no pool's) and whose last one goes back to its spares
+    (``give_back_slot``: fewer than its pair's), so their count, and the answer, stay the same after each."""
+    spares = len(req.spare_states)
+    tracked = rules.resolved.has_mamba and not rules.decode_untracked
+    return tracked and req.checkpoint is not None and 0 < spares < rules.admission_states
 
 
 def take_freeing_decodes(
@@ -60,16 +80,25 @@ def take_freeing_decodes(
     """What ``num_steps`` decode steps (``freeing_stretch``) record: the pages they start and the SWA they
     free, in step then batch order, and the lengths. Returns (step offset, SWA pages freed) of each step that
     freed some, in step order."""
+    rules = manager.rules
+    assert isinstance(rules, SGLangRules)  # freeing_stretch's
     at_start = [(req.kv_len, req.decode_steps, iteration, num_steps) for req in reqs]
-    due: list[tuple[int, int]] = []  # (step offset, index): a request's next free may fire there
+    # (step offset, index): a request's next free may fire there; index past the requests: a checkpoint's turn,
+    # after the step's frees and pages
+    due: list[tuple[int, int]] = []
     for index, req in enumerate(reqs):
-        _push_next(manager, due, req, index, at_start[index], 0)
+        _push_next(rules, manager, due, req, index, at_start[index], 0)
+        if FOLD_CHECKPOINTS and folds_checkpoints(rules, req):
+            _push_checkpoint(rules, due, len(reqs) + index, req.kv_len, 0, num_steps)
     swa_pool = manager.pools[SWA] if manager.has_swa else None
     freed_at: dict[int, int] = {}
     allocated = 0
     while due:
         offset, index = heappop(due)
         allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
+        if index >= len(reqs):
+            _take_checkpoint(rules, manager, due, index, reqs, at_start, offset)
+            continue
         req = reqs[index]
         req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
         free_before = swa_pool.num_free if swa_pool is not None else 0
@@ -77,7 +106,7 @@ def take_freeing_decodes(
         freed = swa_pool.num_free - free_before if swa_pool is not None else 0
         if freed:
             freed_at[offset] = freed_at.get(offset, 0) + freed
-        _push_next(manager, due, req, index, at_start[index], offset + 1)
+        _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
     _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, steps
@@ -85,7 +114,37 @@ def take_freeing_decodes(
     return sorted(freed_at.items())
 
 
+def _take_checkpoint(
+    rules: SGLangRules,
+    manager: CacheManager,
+    due: list[tuple[int, int]],
+    index: int,
+    reqs: list[RequestCache],
+    at_start: list[tuple[int, int, int, int]],
+    offset: int,
+) -> None:
+    """The decode checkpoint of ``reqs[index - len(reqs)]`` at step ``offset``, as its step plans it (a spare
+    slot) and completes it (``CheckpointSaved`` told where listened), and its next one pushed."""
+    req = reqs[index - len(reqs)]
+    kv_len, _, _, num_steps = at_start[index - len(reqs)]
+    req.planned = ((kv_len + offset + 1, req.spare_states.pop()),)
+    manager._take_planned_checkpoint(req)
+    _push_checkpoint(rules, due, index, kv_len, offset + 1, num_steps)
+
+
+def _push_checkpoint(
+    rules: SGLangRules, due: list[tuple[int, int]], index: int, kv_len: int, offset: int, num_steps: int
+) -> None:
+    """The request's first decode checkpoint from step ``offset`` on, if inside the stretch: where the length
+    after the step reaches the track grid (``decode_checkpoint``). ``kv_len``: its length at the stretch's
+    start."""
+    at = offset + -(kv_len + offset + 1) % rules.resolved.track_grid
+    if at < num_steps:
+        heappush(due, (at, index))
+
+
 def _push_next(
+    rules: SGLangRules,
     manager: CacheManager,
     due: list[tuple[int, int]],
     req: RequestCache,
@@ -101,7 +160,7 @@ def _push_next(
     if offset >= num_steps:
         return
     req.kv_len, req.decode_steps = kv_len + offset, decode_steps + offset
-    quiet = manager.rules.plain_decode_steps(req, iteration + offset + manager.policy.iteration_phase)
+    quiet = rules.swa_silent_steps(req, iteration + offset + manager.policy.iteration_phase)
     if offset + quiet < num_steps:
         heappush(due, (offset + max(quiet, 0), index))
 

@@ -191,6 +191,8 @@ class SGLangRules(SGLangAdmission):
 
     def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
         steps = -(req.kv_len + 1) % self.resolved.track_grid if self.resolved.has_mamba else 1 << 62
-        if self.resolved.has_swa:
-            steps = min(steps, self.trigger.silent_steps(req, iteration))
-        return steps
+        return min(steps, self.swa_silent_steps(req, iteration))
+
+    def swa_silent_steps(self, req: RequestCache, iteration: int) -> int:
+        """``plain_decode_steps``' SWA term: steps from ``iteration`` on whose out-of-window free does not fire."""
+        return self.trigger.silent_steps(req, iteration) if self.resolved.has_swa else 1 << 62

@@ -83,13 +83,7 @@ def take_freeing_decodes(
     rules = manager.rules
     assert isinstance(rules, SGLangRules)  # freeing_stretch's
     at_start = [(req.kv_len, req.decode_steps, iteration, num_steps) for req in reqs]
-    # (step offset, index): a request's next free may fire there; index past the requests: a checkpoint's turn,
-    # after the step's frees and pages
-    due: list[tuple[int, int]] = []
-    for index, req in enumerate(reqs):
-        _push_next(rules, manager, due, req, index, at_start[index], 0)
-        if FOLD_CHECKPOINTS and folds_checkpoints(rules, req):
-            _push_checkpoint(rules, due, len(reqs) + index, req.kv_len, 0, num_steps)
+    due = _first_due(rules, manager, reqs, at_start)
     swa_pool = manager.pools[SWA] if manager.has_swa else None
     freed_at: dict[int, int] = {}
     allocated = 0
@@ -103,15 +97,30 @@ def take_freeing_decodes(
         req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
         free_before = swa_pool.num_free if swa_pool is not None else 0
         manager.free_out_of_window(req.request_id, iteration + offset)
-        freed = swa_pool.num_free - free_before if swa_pool is not None else 0
-        if freed:
-            freed_at[offset] = freed_at.get(offset, 0) + freed
+        if swa_pool is not None and swa_pool.num_free > free_before:
+            freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
         _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
     _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, steps
         manager.take_plain_decodes(req, num_steps)
     return sorted(freed_at.items())
+
+
+def _first_due(
+    rules: SGLangRules,
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    at_start: list[tuple[int, int, int, int]],
+) -> list[tuple[int, int]]:
+    """The stretch's first turns, a heap of (step offset, index): where a request's next free may fire, and,
+    at an index past the requests, a checkpoint's turn (after its step's frees and pages)."""
+    due: list[tuple[int, int]] = []
+    for index, req in enumerate(reqs):
+        _push_next(rules, manager, due, req, index, at_start[index], 0)
+        if FOLD_CHECKPOINTS and folds_checkpoints(rules, req):
+            _push_checkpoint(rules, due, len(reqs) + index, req.kv_len, 0, at_start[index][3])
+    return due
 
 
 def _take_checkpoint(

@@ -18,8 +18,9 @@ from sim.engines.registry import make_manager, make_policy
 
 
 @st.composite
-def tuned_caches(draw):
-    """A model, Marconi's knobs (alpha left to the tuner) and pools from a few requests' worth to a dozen's."""
+def tuned_caches(draw, max_pool_units: int = 200, max_states: int = 40):
+    """A model, Marconi's knobs (alpha left to the tuner) and pools from a few requests' worth to a dozen's
+    (``max_pool_units`` x 16 tokens a pool at most, ``max_states`` states)."""
     page = draw(st.sampled_from([1, 1, 2, 16]))
     knobs = dict(
         page_size=page,
@@ -27,8 +28,10 @@ def tuned_caches(draw):
         marconi_follows=draw(st.sampled_from(["paper", "code"])),
     )
     model = hybrid_model(swa=draw(st.booleans()), mamba=draw(st.booleans()), window=draw(st.integers(17, 90)))
-    tokens_per_pool = draw(st.integers(6, 200)) * 16
-    sizes = PoolSizes(-(-tokens_per_pool // page), -(-tokens_per_pool // page), draw(st.integers(3, 40)))
+    tokens_per_pool = draw(st.integers(6, max_pool_units)) * 16
+    sizes = PoolSizes(
+        -(-tokens_per_pool // page), -(-tokens_per_pool // page), draw(st.integers(3, max_states))
+    )
     return model, knobs, sizes
 
 

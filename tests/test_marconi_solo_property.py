@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_anonymous_pages import decisions, request_lists
 from test_marconi_anonymous_ids import marconi_cases
-from test_marconi_fork import WINDOW, figures_both_ways, tuner_for
+from test_marconi_fork import WINDOW, figures_both_ways, tuned_caches, tuner_for
 
 from sim.cache.byte_budget import unit_bytes
 from sim.cache.engines import marconi_solo
@@ -32,16 +32,9 @@ def _switched(on: bool):
 @st.composite
 def solo_caches(draw):
     """A model, Marconi's knobs and tight pools (a few requests' worth), apart or one byte budget."""
-    page = draw(st.sampled_from([1, 1, 2, 16]))
-    knobs = dict(
-        page_size=page,
-        chunked_prefill_size=page * draw(st.integers(1, 6)),
-        marconi_follows=draw(st.sampled_from(["paper", "code"])),
-    )
-    model = hybrid_model(swa=draw(st.booleans()), mamba=draw(st.booleans()), window=draw(st.integers(17, 90)))
-    tokens_per_pool = draw(st.integers(6, 60)) * 16
-    sizes = PoolSizes(-(-tokens_per_pool // page), -(-tokens_per_pool // page), draw(st.integers(3, 30)))
+    model, knobs, sizes = draw(tuned_caches(max_pool_units=60, max_states=30))
     if draw(st.integers(0, 3)) == 0:
+        page = knobs["page_size"]
         units = unit_bytes(model, page)
         budget = sizes.full_pages * (units[0] + units[1]) + draw(st.integers(3, 8)) * units[2]
         sizes = PoolSizes(10**6, 10**6, 10**6, budget_bytes=budget, unit_bytes=units)

@@ -12,9 +12,10 @@ one.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 from same_runs import same_both_ways
+from test_swa_free_runs import STRETCH_RUNS
 
 import sim.run.simulate as simulate_module
 from sim.cache import swa_free_runs
@@ -121,12 +122,7 @@ MAMBA_ONLY = (
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and module flags, which the compiled core binds
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@STRETCH_RUNS
 @given(burst=bursts())
 @example(burst=PAGE_64)
 @example(burst=PAGE_16_ITERATIONS)

@@ -24,6 +24,13 @@ from sim.trace import Trace
 from tests.fast_slow_helpers import burst_requests, growing_burst
 
 POOL_ALLOC, MAKE_MANAGER = Pool.alloc, simulate_module.make_manager  # before any patch
+# a stretch property's runs (also tests/test_checkpoint_folds.py's): fixed examples, each a whole simulated run
+STRETCH_RUNS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 TAKE_FREEING = swa_free_runs.take_freeing_decodes
 
 
@@ -97,12 +104,7 @@ PAGE_16_ITERATIONS = (
 
 
 @pytest.mark.interpreted  # patches Pool.alloc and module flags, which the compiled core binds
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@STRETCH_RUNS
 @given(burst=bursts())
 @example(burst=PAGE_64)
 @example(burst=PAGE_16_ITERATIONS)

@@ -37,16 +37,11 @@ def test_a_run_that_settles_midway_goes_on_from_the_references_clock():
     cost = CostModel(get_model("inkling"), get_gpu("h200"))
     co, gpu = cost._coefficients, cost.gpu
     contexts = (3, 200, 505, 4000)  # settles 509 steps in
-    # a long memory-bound run comes as arrays of doubles (``RUNS_AS_ARRAYS``): compared as lists
-    full = _lists(settled_decode_run(co, gpu, contexts, 1.5, float("inf"), 800))
+    full = settled_decode_run(co, gpu, contexts, 1.5, float("inf"), 800)
     assert full == roofline_decode_run(co, gpu, contexts, 1.5, float("inf"), 800) and len(full[0]) == 800
     for cut in (100, 508, 509, 510, 700):  # the horizon at a step's start: the step before it is the last
         horizon = full[0][cut]
-        assert _lists(settled_decode_run(co, gpu, contexts, 1.5, horizon, 800)) == (
+        assert settled_decode_run(co, gpu, contexts, 1.5, horizon, 800) == (
             full[0][: cut - 1],
             full[1][: cut - 1],
         )
-
-
-def _lists(run: tuple) -> tuple[list[float], list[float]]:
-    return list(run[0]), list(run[1])

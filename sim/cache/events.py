@@ -8,7 +8,7 @@ run nobody watches pays one truth test per event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -235,6 +235,6 @@ class PlainStepsEnded:
     """Steps of the fast path: decodes only, nothing allocated; the pools read as after the step before."""
 
     first_step: int
-    starts: Sequence[float]  # a list, or machine doubles (``array('d')``: ``decode_run_arrays``)
-    durations: Sequence[float]
+    starts: list[float]
+    durations: list[float]
     num_decode: int

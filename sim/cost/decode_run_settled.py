@@ -21,21 +21,15 @@ by bisection at the horizon (the durations are not negative, so the ends never f
 from __future__ import annotations
 
 import bisect
-from array import array
-from collections.abc import Sequence
 from itertools import accumulate
 
 from sim.cost.decode_run import RooflineFigures, roofline_decode_run
 from sim.cost.decode_run import _first_step as first_step_figures
-from sim.cost.decode_run_arrays import MIN_ARRAY_STEPS, memory_bound_arrays
 from sim.cost.gpus import GPUSpec
 
 # False: every settled step through the lean loop (the reference; tests/test_memory_bound_runs.py holds both
 # equal, floats bit for bit and whole runs' tables); True: a memory-bound run's steps as lists (module docstring)
 MEMORY_BOUND_RUNS = True
-# True: such a run of ``MIN_ARRAY_STEPS`` or more as arrays of doubles, made by numpy (``decode_run_arrays``: the
-# same floats); False: as lists, a float a step (the reference; tests/test_decode_run_arrays.py holds both equal)
-RUNS_AS_ARRAYS = True
 EXACT_INTS = 1 << 53  # ints below it convert to floats exactly
 
 
@@ -46,9 +40,9 @@ def settled_decode_run(
     now: float,
     horizon: float,
     max_steps: int,
-) -> tuple[Sequence[float], Sequence[float]]:
+) -> tuple[list[float], list[float]]:
     """``roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)``: the steps before every context
-    reaches the window by the reference, the rest in the lean loop (lists, or arrays: ``RUNS_AS_ARRAYS``)."""
+    reaches the window by the reference, the rest in the lean loop."""
     settled = max(co.window - min(contexts), 0) if contexts else 0
     if settled >= max_steps or not contexts:
         return roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)
@@ -109,16 +103,10 @@ def _memory_bound_steps(
     num_steps: int,
     starts: list[float],
     taken: list[float],
-) -> tuple[Sequence[float], Sequence[float]]:
+) -> tuple[list[float], list[float]]:
     """The lean loop's steps of a memory-bound run appended to ``starts`` and ``taken``: each duration the
     overhead plus its memory time, each start the previous end (``ends[0]`` is ``now`` itself)."""
     overhead, bytes_rate = gpu.step_overhead_s, gpu.mem_bandwidth * gpu.bw_efficiency
-    # (a clock still at its int 0 starts the run with that int, as the lists keep it: those stay lists)
-    if RUNS_AS_ARRAYS and num_steps >= MIN_ARRAY_STEPS and type(now) is float:
-        run = memory_bound_arrays(overhead, bytes_rate, bytes_read, bytes_each, now, horizon, num_steps)
-        if not starts:
-            return run
-        return array("d", starts) + run[0], array("d", taken) + run[1]
     stop = bytes_read + num_steps * bytes_each
     durations = [overhead + step_bytes / bytes_rate for step_bytes in range(bytes_read, stop, bytes_each)]
     ends = list(accumulate(durations, initial=now))

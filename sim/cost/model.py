@@ -8,7 +8,6 @@ calibration file (sim/cost/calibration.py), when given, replaces both with a fit
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -170,7 +169,7 @@ class CostModel:
 
     def decode_run(
         self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
-    ) -> tuple[Sequence[float], Sequence[float]]:
+    ) -> tuple[list[float], list[float]]:
         """The starts and durations of the decode steps ``decode_times`` gives that end before ``horizon``
         (``steps_before``), at most ``max_steps``: the roofline's in tight loops (``decode_run_settled``), the
         same floats."""

@@ -7,7 +7,7 @@ decisions step by step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from sim.cache.interface import CacheModel
@@ -37,7 +37,7 @@ class Backend(Protocol):
 
     def decode_run(
         self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
-    ) -> tuple[Sequence[float], Sequence[float]]:
+    ) -> tuple[list[float], list[float]]:
         """The starts and durations of those steps, from ``now``, that end before ``horizon``, at most
         ``max_steps``: ``steps_before(decode_times(contexts), ...)`` (``sim/cost/decode_run.py``)."""
 

@@ -7,7 +7,6 @@ The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 
 import simpy
 
@@ -151,9 +150,7 @@ class Engine:
                 self.on_step()
         return bool(ended)
 
-    def _record_batch_run(
-        self, runs, starts: Sequence[float], durations: Sequence[float], full_steps, pools
-    ) -> None:
+    def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
         """The rows of a batch run, from the pools before it, as column blocks (its pool columns as marks and
         moves: ``StepLog.extend_batch_run``); the bounds see each full step's batch, and other listeners the
         steps' events as the loop would send them (their rows' pools row by row: ``run_pool_columns``)."""

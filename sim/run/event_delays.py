@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 # True: where the caller gives the last step's start (a decode run's ``starts[-1]``: the clock's running sum, each
 # start the previous start plus its duration, from ``now``), the jump to the last end is tried first from it,
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 DELAYS_FROM_LAST_START = True
 
 
-def event_delays(now: float, durations: Sequence[float], last_start: float | None = None) -> list[float]:
+def event_delays(now: float, durations: list[float], last_start: float | None = None) -> list[float]:
     """Timeouts that take the clock from ``now`` through steps of ``durations`` and end exactly where step
     after step would (each end is the previous end plus a duration, in floating point): one jump to the
     latest step end a single delay can land on exactly, then the remaining steps one by one. Usually
@@ -30,7 +29,7 @@ def event_delays(now: float, durations: Sequence[float], last_start: float | Non
     for index in range(len(ends) - 1, 0, -1):
         delay = delay_landing_on(now, ends[index])
         if delay is not None:
-            return [delay, *durations[index + 1 :]]
+            return [delay] + durations[index + 1 :]
     return list(durations)  # the first end is now + durations[0] by definition
 
 

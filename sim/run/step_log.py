@@ -65,7 +65,7 @@ class StepLog:
             column.append(value)
 
     def extend_decode_only(
-        self, first_step: int, starts: Sequence[float], durations: Sequence[float], num_decode: int
+        self, first_step: int, starts: list[float], durations: list[float], num_decode: int
     ) -> None:
         """Steps that only decoded and allocated nothing: the pools read as after the step before."""
         self._extend_decodes(first_step, starts, durations, num_decode)
@@ -73,8 +73,8 @@ class StepLog:
     def extend_batch_run(
         self,
         first_step: int,
-        starts: Sequence[float],
-        durations: Sequence[float],
+        starts: list[float],
+        durations: list[float],
         num_decode: int,
         pools: Sequence[int],
         full_steps: Sequence,
@@ -95,9 +95,7 @@ class StepLog:
             if full.swa_freed:  # SWA pages back from running to free (a freeing stretch's step)
                 self.pools.move(row + full.offset, 1, -full.swa_freed, kv_columns[1:])
 
-    def _extend_decodes(
-        self, first_step: int, starts: Sequence[float], durations: Sequence[float], num_decode: int
-    ):
+    def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
         if self.blocks is not None:
             self._starts.extend(starts)
             self._durations.extend(durations)

@@ -25,8 +25,7 @@ ENV = "HYBRIDCACHE_COMPILED"
 REBUILD = "python scripts/build_compiled.py"
 
 # the hot path of a run: token runs, the cache managers and rules, the block pool, the bounds' inner loops,
-# the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass), and a
-# timed run's step pricing (a decode run's durations and starts, a full step's sums: every step of a timed run).
+# the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass).
 # ``INTERPRETED`` stays interpreted: ``errors`` and ``integrity`` (mypyc cannot subclass a built-in exception
 # other than Exception), what a run reaches only once (knobs, policies, resolution, sizing, the
 # protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields, and vLLM's block
@@ -40,9 +39,6 @@ COMPILED_MODULES = (
     "sim/cache/blocks/*.py",
     "sim/sched/*.py",
     "sim/run/replay.py",
-    "sim/cost/decode_run.py",
-    "sim/cost/decode_run_settled.py",
-    "sim/cost/step_sums.py",
     "sim/trace/trace.py",
     "sim/trace/stats.py",
     "sim/bounds/belady.py",

@@ -48,25 +48,6 @@ def _counted_reserve(real):
 
 
 _PAGE_1 = {"page_size": 1, "chunked_prefill_size": 32}
-# a run whose pick fills its list before its branch checkpoint is inserted, then picks again (found by search)
-AFTER_BRANCH = [
-    (
-        (
-            hybrid_model(swa=False, window=38),
-            {**_PAGE_1, "chunked_prefill_size": 14},
-            PoolSizes(368, 368, 14),
-        ),
-        [(3, 0, 99, 14), (3, 40, 37, 7), (0, 0, 73, 1), (2, 40, 10, 33), (2, 100, 56, 33), (2, 100, 1, 8)]
-        + [(3, 200, 45, 20), (3, 100, 101, 37), (3, 0, 83, 25), (3, 40, 72, 1), (2, 40, 119, 30)],
-        2.0,
-    ),
-    (
-        (hybrid_model(window=49), {**_PAGE_1, "chunked_prefill_size": 3}, PoolSizes(256, 256, 18)),
-        [(3, 40, 43, 36), (0, 0, 96, 39), (0, 200, 55, 27), (3, 100, 54, 1), (2, 0, 3, 11), (2, 40, 28, 6)]
-        + [(2, 100, 118, 22), (0, 0, 44, 20)],
-        0.4,
-    ),
-]
 FIXED = [  # long prompts in small chunks over many small leaves: a run's reserves evict one after another
     ((hybrid_model(window=40), _PAGE_1, PoolSizes(260, 260, 40)), MANY_LEAVES, 1.3),
     ((hybrid_model(swa=False), _PAGE_1, PoolSizes(260, 260, 40)), MANY_LEAVES, 0.4),
@@ -75,7 +56,7 @@ FIXED = [  # long prompts in small chunks over many small leaves: a run's reserv
         MANY_LEAVES,
         2.0,
     ),
-] + AFTER_BRANCH
+]
 
 
 @pytest.mark.interpreted
@@ -84,8 +65,6 @@ FIXED = [  # long prompts in small chunks over many small leaves: a run's reserv
 @example(*FIXED[0])
 @example(*FIXED[1])
 @example(*FIXED[2])
-@example(*FIXED[3])
-@example(*FIXED[4])
 def test_runs_pick_from_the_walks_candidates_and_decide_alike(configuration, requests, alpha):
     main, tuner, _ = tuner_for(*configuration, requests)
     caches = [tuner.fresh_cache(main, alpha) for _ in range(2)]

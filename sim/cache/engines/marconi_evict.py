@@ -96,7 +96,6 @@ class MarconiEvictor:
         self.cost, self.recency, self.has_mamba = cost, recency, has_mamba
         self.flop_aware, self.code_counting = flop_aware, code_counting
         self.alpha = 0.0
-        self.run_kept: KeptCandidates | None = None  # a solo run's, shared by its reserves (``marconi_solo``)
 
     def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """Evict until the allocation fits; None, or the refusal of the pool that cannot."""
@@ -107,9 +106,7 @@ class MarconiEvictor:
         # the reference code stops when its own count of evicted bytes covers the shortfall
         counting = self.code_counting and short == BYTES
         target = _budget(manager).shortfall(full_pages, swa_pages, states) if counting else 0
-        counted, kept = 0, None
-        if KEEP_CANDIDATES and self.alpha != 0.0:
-            kept = self.run_kept if self.run_kept is not None else KeptCandidates()
+        counted, kept = 0, KeptCandidates() if KEEP_CANDIDATES and self.alpha != 0.0 else None
         while short is not None or counted < target:
             victim, counts = self.pick(manager.tree, short or BYTES, kept)
             if victim is None:

@@ -11,13 +11,6 @@ budget sized never passes the prompt, and rules that take no page chunks plan no
 Marconi's last insert and the release, with no event, no ``FinishResult`` and no relock of the new path (the
 release would unlock it at once: ``_finish``). tests/test_marconi_solo_property.py holds the tuner's figures,
 the chosen alpha and whole runs equal either way.
-
-A run's reserves share one ``KeptCandidates`` (``KEPT_IN_RUN``): between two reserves of a run alone, once it is
-admitted, the tree moves only by the run's own evictions (which the list follows) and by its inserts (the
-branch checkpoint after a chunk, the finish: each moves ``req.prefix_len``), and no lock moves but the
-inserts' relocks. So a reserve's first pick reads the last reserve's candidates where no insert came between,
-instead of walking the tree (43% of the tuner's walks at 1,000 requests). Off: each reserve keeps its own, the
-reference (tests/test_marconi_run_kept_property.py).
 """
 
 from __future__ import annotations
@@ -25,9 +18,7 @@ from __future__ import annotations
 from typing import Protocol, cast
 
 from sim.cache import decode_runs, locks
-from sim.cache.engines.marconi_evict import MarconiEvictor
 from sim.cache.engines.marconi_recency import Recency
-from sim.cache.engines.marconi_scored import KeptCandidates
 from sim.cache.errors import ReplayRefused
 from sim.cache.insert import insert
 from sim.cache.manager import CacheManager
@@ -38,9 +29,6 @@ from sim.tokens import TokenSeq
 
 # True: the tuner's solo runs go through ``solo_hit``; False: through ``run_alone``, the reference
 FUSED_SOLO = True
-# True: a fused run's reserves share one ``KeptCandidates`` until an insert moves the tree; False: each reserve
-# keeps its own, the reference
-KEPT_IN_RUN = True
 
 
 class MarconiFinish(Protocol):
@@ -52,8 +40,6 @@ class MarconiFinish(Protocol):
     def insert_len(self, req: RequestCache) -> int | None: ...
 
     def stamp_inserted(self, node: Node) -> None: ...
-
-    def evictor(self, manager: CacheManager) -> MarconiEvictor: ...
 
 
 def solo_hit(
@@ -69,16 +55,11 @@ def solo_hit(
     admitted = accepted(manager.admit(request_id, tokens, prompt_len), request_id)
     req = manager.requests[request_id]
     hit = admitted.match.cached_len
-    evictor = cast(MarconiFinish, rules).evictor(manager)
-    evictor.run_kept = KeptCandidates() if KEPT_IN_RUN else None
-    try:
-        iteration = _prefill(manager, req, chunk_size, hit, evictor.run_kept)
-        num_steps = len(tokens) - prompt_len - 1
-        done = decode_runs.advance_decode(manager, request_id, num_steps, iteration)
-        if done < num_steps:
-            accepted(manager.prepare_decode(request_id, iteration + done), request_id)
-    finally:  # the finish's insert moves the tree, and the next run is admitted with lists of its own
-        evictor.run_kept = None
+    iteration = _prefill(manager, req, chunk_size, hit)
+    num_steps = len(tokens) - prompt_len - 1
+    done = decode_runs.advance_decode(manager, request_id, num_steps, iteration)
+    if done < num_steps:
+        accepted(manager.prepare_decode(request_id, iteration + done), request_id)
     _finish(manager, req)
     del manager.requests[request_id]
     rules.after_release(manager, req)
@@ -104,11 +85,10 @@ def _finish(manager: CacheManager, req) -> None:
     locks.unlock(manager.tree, req.locks)
 
 
-def _prefill(manager: CacheManager, req, chunk_size: int, hit: int, kept: KeptCandidates | None) -> int:
+def _prefill(manager: CacheManager, req, chunk_size: int, hit: int) -> int:
     """The prompt's chunks from the hit on, each its own pass, as ``run_alone`` takes them on rules that take
-    no page chunks; returns the iteration after the last. ``kept``: the run's candidates, which an insert
-    (the branch checkpoint after a chunk) leaves stale."""
-    rules, prompt_len, iteration, prefix = manager.rules, req.prompt_len, 0, req.prefix_len
+    no page chunks; returns the iteration after the last."""
+    rules, prompt_len, iteration = manager.rules, req.prompt_len, 0
     while req.kv_len < prompt_len:
         if req.kv_len > hit:  # each later chunk is a pass of its own, its commit settled first
             manager.settle(req.request_id, 0)
@@ -122,9 +102,6 @@ def _prefill(manager: CacheManager, req, chunk_size: int, hit: int, kept: KeptCa
         rules.evict_ahead(manager, req.pages_needed(req.kv_len + chunk))
         accepted(manager._plan(req, chunk, rules.prefill_checkpoint(req, chunk)), req.request_id)
         manager.complete_prefill(req.request_id, chunk)
-        # the chunk's insert (the branch checkpoint) moved the tree: the next pick walks
-        if kept is not None and req.prefix_len != prefix:
-            kept.current, prefix = False, req.prefix_len
         iteration += 1
     return iteration
 

@@ -47,7 +47,7 @@ class VllmScheduler:
         self._known: dict[str, int] = {}  # a preempted request's tokens to recompute (prompt + outputs)
         self._launched: Batch | None = None  # async: the step scheduled, not yet processed
         self._done: list[RequestState] = []  # finished in that step: they leave when it is processed
-        self._batch_at: int | None = None  # the iteration a batch run the last ``plain_decode_run`` allowed starts
+        self._batch_at: int | None = None  # where the batch run ``plain_decode_run`` last allowed starts
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -113,6 +113,7 @@ class VllmScheduler:
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
+        return None
 
     # ---- internals ----------------------------------------------------------------------------------
     def _launch(self, iteration: int) -> Batch:

@@ -13,14 +13,14 @@ the first that is not, and the loop takes that step in full (a refusal, a preemp
 
 from __future__ import annotations
 
-from sim.cache.blocks.boundary_run import BoundaryRuns
+from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.components import Component
 from sim.cache.pools import PoolUsage
 
 
 def take_decode_batch(
-    manager: BoundaryRuns, reqs: list[BlockRequest], iteration: int, num_steps: int
+    manager: BlockCacheManager, reqs: list[BlockRequest], iteration: int, num_steps: int
 ) -> tuple[int, list[tuple[int, dict[Component, PoolUsage]]]]:
     """Up to ``num_steps`` decode steps of ``reqs`` (in running order) from ``iteration`` on, exactly as the
     loop's steps: the steps taken, and each step that did anything by its offset, with the pools after it."""
@@ -52,7 +52,7 @@ def take_decode_batch(
     return taken, steps
 
 
-def steady_batch(manager: BoundaryRuns, reqs: list[BlockRequest], iteration: int, lag: int) -> bool:
+def steady_batch(manager: BlockCacheManager, reqs: list[BlockRequest], iteration: int, lag: int) -> bool:
     """Whether every request decodes steadily from ``iteration`` on, through ``steady_step``'s path."""
     if not manager.steady_steps or manager.layout.kind_blocks or manager.policy.fault == "vllm-early-free":
         return False

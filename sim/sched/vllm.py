@@ -21,9 +21,10 @@ from collections import deque
 from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.results import Refusal
-from sim.sched.batch import Batch, BatchItem, StepOutcome
+from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
+from sim.sched.vllm_runs import batch_run_steps, take_batch_run
 
 
 class VllmScheduler:
@@ -46,6 +47,7 @@ class VllmScheduler:
         self._known: dict[str, int] = {}  # a preempted request's tokens to recompute (prompt + outputs)
         self._launched: Batch | None = None  # async: the step scheduled, not yet processed
         self._done: list[RequestState] = []  # finished in that step: they leave when it is processed
+        self._batch_at: int | None = None  # where the batch run ``plain_decode_run`` last allowed starts
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -94,17 +96,24 @@ class VllmScheduler:
         pass
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """Decode-only steps with nothing waiting, nothing finishing, every request decoding."""
+        """Decode-only steps with nothing waiting, nothing finishing, every request decoding: a batch run
+        (block boundaries included) where ``batch_run_steps`` allows one, else plain steps."""
+        self._batch_at = None
         if self.waiting or self._done or not self.running or len(self.running) > self.budget:
             return [], 0
         if not all(self._prompt_done(run) for run in self.running):
             return [], 0
-        return list(self.running), plain_steps(self.manager, self.running, iteration)
+        batch_steps = batch_run_steps(self.manager, self.running)
+        self._batch_at = iteration if batch_steps else None
+        return list(self.running), batch_steps or plain_steps(self.manager, self.running, iteration)
 
-    def advance_plain(self, runs: list[RequestState], num_steps: int) -> None:
+    def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
+        if self._batch_at is not None:  # a batch run: block boundaries included (``vllm_runs.py``)
+            return take_batch_run(self.manager, runs, self._batch_at, num_steps)
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps
+        return None
 
     # ---- internals ----------------------------------------------------------------------------------
     def _launch(self, iteration: int) -> Batch:

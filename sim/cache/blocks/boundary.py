@@ -119,11 +119,7 @@ class BoundaryDecodes(BlockViews):
         """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""
         B, tables = self.layout.block_size, req.tables
         allocates, hashed = (end - 1) % B == 0, end - lag + 1
-        if allocates and (  # every table at its length: counted in C, not a generator per table
-            len(tables) > self.pool.num_free or list(map(len, tables)).count((end - 1) // B) != len(tables)
-        ):
-            return False
-        if hashed % B == 0 and req.num_cached.count(hashed // B - 1) != len(req.num_cached):
+        if not 0 <= self.steady_need(req, end, lag) <= self.pool.num_free:
             return False
         processed = end - lag
         window_moves = self.has_swa and (processed - self.window + 1) % B == 0
@@ -136,6 +132,18 @@ class BoundaryDecodes(BlockViews):
         if hashed % B == 0:
             self._hash_block(req, hashed // B - 1)
         return True
+
+    def steady_need(self, req: BlockRequest, end: int, lag: int) -> int:
+        """The free blocks the step ending at ``end`` takes where it is of the steady shape (every table at its
+        length where it allocates, every group hashed to the block before where it hashes), else -1."""
+        B, tables = self.layout.block_size, req.tables
+        hashed = end - lag + 1
+        if hashed % B == 0 and req.num_cached.count(hashed // B - 1) != len(req.num_cached):
+            return -1
+        if (end - 1) % B:
+            return 0
+        # every table at its length: counted in C, not a generator per table
+        return len(tables) if list(map(len, tables)).count((end - 1) // B) == len(tables) else -1
 
     def _release(self, req: BlockRequest, processed: int, window_moves: bool, state_moves: bool) -> None:
         """``release_skipped`` for the groups whose first live block moves at ``processed`` (the SWA window's,

@@ -120,6 +120,14 @@ def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullSte
     return runs
 
 
+def ids_decode_batch(iteration: int, request_ids: list[str], lengths: list[int], offset: int) -> DecodeBatch:
+    """A ``DecodeBatch`` of requests known by id whose plans carry no state (vLLM's blocks: ``ChunkPlan.state_id``
+    None), for a cache whose requests are not ``RequestCache``s (``vllm_runs.py``'s batch runs)."""
+    batch = DecodeBatch(iteration, [], [], offset)
+    batch.request_ids, batch.states, batch.lengths = request_ids, [None] * len(request_ids), lengths
+    return batch
+
+
 def page_step_batch(
     reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
 ) -> Batch | None:

@@ -12,9 +12,8 @@ from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 from same_runs import same_both_ways
-from test_vllm_batch_runs_property import FIXED, trace_of
+from test_vllm_batch_runs_property import FIXED, RUN_DRAWS, assert_floors, config_of, trace_of
 
 from sim.bounds.recorder import EventRecorder
 from sim.cache.blocks import decode_batch
@@ -54,11 +53,7 @@ def run_recorded(trace, config: SimConfig, on: bool, monkeypatch) -> tuple:
 
 
 def both_ways(model: str, shape: str, size: int, output_len: int, knobs: dict, pool_tokens: int, monkeypatch):
-    trace = trace_of(shape, size, output_len)
-    pool_tokens *= 10 if model == "qwen3-next" else 1  # its Mamba block is ~1,000 tokens: vLLM needs more
-    config = SimConfig(
-        policy="vllm", model=model, mode="timed", bounds=True, pool_tokens=pool_tokens, knobs=knobs
-    )
+    trace, config = trace_of(shape, size, output_len), config_of(model, knobs, pool_tokens, bounds=True)
     on, _ = same_both_ways(lambda on: run_recorded(trace, config, on, monkeypatch))
     return on[1]
 
@@ -66,15 +61,7 @@ def both_ways(model: str, shape: str, size: int, output_len: int, knobs: dict, p
 @pytest.mark.interpreted  # patches module flags and methods the compiled core binds
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(model="tiny", shape="fanout", size=6, output_len=90, page=16, async_on=True, pool_tokens=900)
-@given(
-    model=st.sampled_from(["tiny", "tiny-swa", "qwen3-next", "inkling", "gpt-oss-20b"]),
-    shape=st.sampled_from(["fanout", "multiturn"]),
-    size=st.integers(2, 7),
-    output_len=st.integers(3, 120),
-    page=st.sampled_from([16, 32]),
-    async_on=st.booleans(),
-    pool_tokens=st.integers(500, 4000),
-)
+@given(**RUN_DRAWS)
 def test_announced_batch_runs_tell_the_bounds_what_full_steps_do(
     model, shape, size, output_len, page, async_on, pool_tokens, monkeypatch
 ):
@@ -85,10 +72,4 @@ def test_announced_batch_runs_tell_the_bounds_what_full_steps_do(
 @pytest.mark.interpreted
 @pytest.mark.parametrize("case", range(len(FIXED)))
 def test_fixed_runs_reach_the_announced_runs_floors(case, monkeypatch):
-    model, shape, size, output_len, async_on, pool_tokens = FIXED[case]
-    knobs = {"page_size": 16, "async_scheduling": async_on}
-    result = both_ways(model, shape, size, output_len, knobs, pool_tokens, monkeypatch)
-    REACHED["preempted"] += int(result.requests["retractions"].sum())
-    assert REACHED["runs"] > 0 and REACHED["event steps"] > 0
-    if case == len(FIXED) - 1:  # over the fixed runs: a run stopped short, requests preempted
-        assert REACHED["stopped short"] > 0 and REACHED["preempted"] > 0, REACHED
+    assert_floors(case, REACHED, both_ways, monkeypatch)

@@ -20,6 +20,15 @@ from sim.sched import vllm_runs
 from sim.trace.generate import fanout, multiturn
 
 REACHED: Counter = Counter()  # what the batch runs took, over the fixed examples
+RUN_DRAWS = dict(  # the generated runs, shared with test_vllm_batch_runs_bounds.py
+    model=st.sampled_from(["tiny", "tiny-swa", "qwen3-next", "inkling", "gpt-oss-20b"]),
+    shape=st.sampled_from(["fanout", "multiturn"]),
+    size=st.integers(2, 7),
+    output_len=st.integers(3, 120),
+    page=st.sampled_from([16, 32]),
+    async_on=st.booleans(),
+    pool_tokens=st.integers(500, 4000),
+)
 
 
 def counting(monkeypatch) -> None:
@@ -42,12 +51,15 @@ def trace_of(shape: str, size: int, output_len: int):
     return multiturn(size, 3, 100, 24, output_len, think_time=0.05)
 
 
-def both_ways(model: str, shape: str, size: int, output_len: int, knobs: dict, pool_tokens: int, monkeypatch):
-    trace = trace_of(shape, size, output_len)
+def config_of(model: str, knobs: dict, pool_tokens: int, bounds: bool) -> SimConfig:
     pool_tokens *= 10 if model == "qwen3-next" else 1  # its Mamba block is ~1,000 tokens: vLLM needs more
-    config = SimConfig(
-        policy="vllm", model=model, mode="timed", bounds=False, pool_tokens=pool_tokens, knobs=knobs
+    return SimConfig(
+        policy="vllm", model=model, mode="timed", bounds=bounds, pool_tokens=pool_tokens, knobs=knobs
     )
+
+
+def both_ways(model: str, shape: str, size: int, output_len: int, knobs: dict, pool_tokens: int, monkeypatch):
+    trace, config = trace_of(shape, size, output_len), config_of(model, knobs, pool_tokens, bounds=False)
 
     def run(on: bool) -> tuple:
         monkeypatch.setattr(vllm_runs, "BATCH_RUNS", on)
@@ -61,15 +73,7 @@ def both_ways(model: str, shape: str, size: int, output_len: int, knobs: dict, p
 @example(
     model="tiny", shape="fanout", size=6, output_len=90, page=16, async_on=True, pool_tokens=900
 )  # preempts
-@given(
-    model=st.sampled_from(["tiny", "tiny-swa", "qwen3-next", "inkling", "gpt-oss-20b"]),
-    shape=st.sampled_from(["fanout", "multiturn"]),
-    size=st.integers(2, 7),
-    output_len=st.integers(3, 120),
-    page=st.sampled_from([16, 32]),
-    async_on=st.booleans(),
-    pool_tokens=st.integers(500, 4000),
-)
+@given(**RUN_DRAWS)
 def test_batch_runs_are_the_same_run_as_full_steps(
     model, shape, size, output_len, page, async_on, pool_tokens, monkeypatch
 ):
@@ -88,11 +92,17 @@ FIXED = (  # (model, shape, size, output_len, async, pool tokens)
 
 @pytest.mark.parametrize("case", range(len(FIXED)))
 def test_fixed_runs_reach_the_batch_runs_floors(case, monkeypatch):
-    model, shape, size, output_len, async_on, pool_tokens = FIXED[case]
     counting(monkeypatch)
+    assert_floors(case, REACHED, both_ways, monkeypatch)
+
+
+def assert_floors(case: int, reached: Counter, both_ways, monkeypatch) -> None:
+    """``both_ways`` over ``FIXED[case]``: batch runs taken with event steps, and over the fixed runs (at the last
+    case) a run stopped short and requests preempted."""
+    model, shape, size, output_len, async_on, pool_tokens = FIXED[case]
     knobs = {"page_size": 16, "async_scheduling": async_on}
     result = both_ways(model, shape, size, output_len, knobs, pool_tokens, monkeypatch)
-    REACHED["preempted"] += int(result.requests["retractions"].sum())
-    assert REACHED["runs"] > 0 and REACHED["event steps"] > 0
-    if case == len(FIXED) - 1:  # over the fixed runs: a run stopped short, requests preempted
-        assert REACHED["stopped short"] > 0 and REACHED["preempted"] > 0, REACHED
+    reached["preempted"] += int(result.requests["retractions"].sum())
+    assert reached["runs"] > 0 and reached["event steps"] > 0
+    if case == len(FIXED) - 1:
+        assert reached["stopped short"] > 0 and reached["preempted"] > 0, reached

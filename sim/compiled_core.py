@@ -25,7 +25,8 @@ ENV = "HYBRIDCACHE_COMPILED"
 REBUILD = "python scripts/build_compiled.py"
 
 # the hot path of a run: token runs, the cache managers and rules, the block pool, the bounds' inner loops,
-# the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass).
+# the replay and the scheduler, the trace's token sequences and its ideal reuse (every run's first pass),
+# and the timed loop: the engine, its step log, the backend and the step pricing (Round 31).
 # ``INTERPRETED`` stays interpreted: ``errors`` and ``integrity`` (mypyc cannot subclass a built-in exception
 # other than Exception), what a run reaches only once (knobs, policies, resolution, sizing, the
 # protocols), where mypyc's dataclasses would not take ``object`` or ``type`` fields, and vLLM's block
@@ -39,6 +40,15 @@ COMPILED_MODULES = (
     "sim/cache/blocks/*.py",
     "sim/sched/*.py",
     "sim/run/replay.py",
+    "sim/run/engine.py",
+    "sim/run/step_log.py",
+    "sim/run/backend.py",
+    "sim/run/event_delays.py",
+    "sim/cost/shape.py",
+    "sim/cost/step_sums.py",
+    "sim/cost/decode_run.py",
+    "sim/cost/decode_run_settled.py",
+    "sim/cost/model.py",
     "sim/trace/trace.py",
     "sim/trace/stats.py",
     "sim/bounds/belady.py",

@@ -83,6 +83,7 @@ def test_same_inputs_give_identical_tables():
     assert json.dumps(a.summary.as_dict()) == json.dumps(b.summary.as_dict())
 
 
+@pytest.mark.interpreted  # patches Engine._record_step: the compiled engine takes no patch
 @pytest.mark.parametrize("policy", ["sglang", "sglang-retain", "freetoken", "freetoken-lazy", "no-cache", "radix"])
 def test_occupancy_rows_match_integrity_under_pressure(policy, monkeypatch):
     monkeypatch.setattr("sim.run.simulate.ANONYMOUS_IDS", False)  # real ids: check_integrity reads them

@@ -8,6 +8,7 @@ how many went as runs of several, so the property is not met by never taking one
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,8 +17,9 @@ from sim.run.simulate import SimConfig
 from sim.trace import Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests, growing_burst
 
-# the engine stays interpreted: patched under the compiled core too
 _RECORD_BATCH_RUN = Engine._record_batch_run
+# these tests patch the engine's methods, which the compiled core (its engine compiled) takes no patch of
+pytestmark = pytest.mark.interpreted
 
 FREETOKEN = ["freetoken", "freetoken-lazy", "freetoken-budget"]
 

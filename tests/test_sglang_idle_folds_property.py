@@ -17,8 +17,9 @@ from sim.run.simulate import SimConfig
 from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow
 
-# the engine stays interpreted: patched under the compiled core too
 _RECORD_BATCH_RUN = Engine._record_batch_run
+# these tests patch the engine's methods, which the compiled core (its engine compiled) takes no patch of
+pytestmark = pytest.mark.interpreted
 
 TOTALS = {"runs": 0, "folded": 0}
 

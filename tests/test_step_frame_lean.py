@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from itertools import product
 from unittest import mock
 
+import pandas as pd
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -29,14 +30,15 @@ FEEDS = st.lists(st.one_of(ROW.map(lambda row: ("row", row)), RUN.map(lambda run
 SWITCHES = ("FRAME_UNCOPIED", "TIMES_AS_DOUBLES", "INT_COLUMNS_AS_BLOCKS")
 
 
-def _fed(feeds: list, on: tuple[bool, ...]) -> StepLog:
-    """A log made and fed with the switches as ``on`` (``SWITCHES``' order), its frame made as ``frame_made``."""
+def _fed(feeds: list, on: tuple[bool, ...]) -> tuple[StepLog, pd.DataFrame]:
+    """A log made and fed with the switches as ``on`` (``SWITCHES``' order), and the frame it made so (kept
+    beside it: a compiled ``StepLog`` takes no new attribute)."""
     with ExitStack() as stack:
         for name, value in zip(SWITCHES, on, strict=True):
             stack.enter_context(mock.patch.object(step_log, name, value))
         log = fed_log(StepLog(), feeds)
-        log.frame_made = log.frame()
-    return log
+        frame_made = log.frame()
+    return log, frame_made
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -46,10 +48,9 @@ def _fed(feeds: list, on: tuple[bool, ...]) -> StepLog:
     [("row", (3, 1.0, 0.1, 2, 900, 1)), ("run", ((1 << 62) - 400, 300, 64)), ("row", (5, 2.0, 0.1, 0, 0, 0))]
 )
 def test_the_lean_frame_is_the_reference_table(feeds):
-    reference = _fed(feeds, (False, False, False)).frame_made
+    reference = _fed(feeds, (False, False, False))[1]
     for on in product((False, True), repeat=3):
-        log = _fed(feeds, on)
-        made = log.frame_made
+        log, made = _fed(feeds, on)
         assert list(made.dtypes) == list(reference.dtypes) and list(made.columns) == list(reference.columns)
         assert made.equals(reference), on
         before = made.copy()
@@ -59,7 +60,7 @@ def test_the_lean_frame_is_the_reference_table(feeds):
 
 def test_the_lean_frame_holds_a_block_a_column():
     feeds = [("run", (1, 50, 4)), ("row", (51, 30.0, 0.1, 1, 64, 3))]
-    lean, copied = _fed(feeds, (True, True, True)).frame_made, _fed(feeds, (False, True, True)).frame_made
+    lean, copied = _fed(feeds, (True, True, True))[1], _fed(feeds, (False, True, True))[1]
     assert len(lean._mgr.blocks) == len(lean.columns) and len(copied._mgr.blocks) == 2
 
 

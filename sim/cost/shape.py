@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 
 def is_count(value: object, minimum: int) -> bool:
@@ -18,14 +20,17 @@ class StepShape:
     decode: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "prefill", tuple(tuple(item) for item in self.prefill))
-        object.__setattr__(self, "decode", tuple(self.decode))
-        for index, item in enumerate(self.prefill):
+        # read as objects: compiled, an ``int`` read would unbox a bool to 1 and a pair of ints check its length
+        prefill = tuple(tuple(item) for item in cast(Iterable[Iterable[object]], self.prefill))
+        decode = tuple(cast(Iterable[object], self.decode))
+        object.__setattr__(self, "prefill", prefill)
+        object.__setattr__(self, "decode", decode)
+        for index, item in enumerate(prefill):
             if len(item) != 2 or not is_count(item[0], 0) or not is_count(item[1], 1):
                 raise ValueError(
                     f"StepShape.prefill[{index}] must be (cached_len >= 0, chunk_len >= 1), got {item}"
                 )
-        for index, context_len in enumerate(self.decode):
+        for index, context_len in enumerate(decode):
             if not is_count(context_len, 0):
                 raise ValueError(
                     f"StepShape.decode[{index}] must be a context length >= 0, got {context_len!r}"
@@ -37,8 +42,9 @@ class StepShape:
 
     @classmethod
     def trusted(cls, prefill: tuple[tuple[int, int], ...], decode: tuple[int, ...]) -> StepShape:
-        """A shape the engine built from a scheduled batch: valid by construction, so unchecked."""
-        shape = object.__new__(cls)
+        """A shape the engine built from a scheduled batch: valid by construction, so unchecked. Made by the
+        class's own ``__new__``: compiled (``sim/compiled_core.py``), ``object.__new__`` refuses the class."""
+        shape: StepShape = getattr(cls, "__new__")(cls)  # mypyc names no native __new__
         object.__setattr__(shape, "prefill", prefill)
         object.__setattr__(shape, "decode", decode)
         return shape

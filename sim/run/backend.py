@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from sim.cache.interface import CacheModel
+from sim.compiled_core import mypyc_attr
 from sim.cost import CostModel, StepShape
 from sim.cost.decode_run import steps_before
 from sim.sched.batch import Batch
@@ -50,6 +51,7 @@ def batch_shape(batch: Batch) -> StepShape:
     return StepShape.trusted(prefill, decode)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled, yet tests subclass it
 class PredictBackend:
     predicts_only = True
 
@@ -72,6 +74,7 @@ class PredictBackend:
         return self.cost.decode_run(contexts, now, horizon, max_steps)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FixedStepBackend:
     """Every step takes the same time: exact, hand-checkable simulated times in tests and examples."""
 

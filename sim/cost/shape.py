@@ -44,7 +44,7 @@ class StepShape:
     def trusted(cls, prefill: tuple[tuple[int, int], ...], decode: tuple[int, ...]) -> StepShape:
         """A shape the engine built from a scheduled batch: valid by construction, so unchecked. Made by the
         class's own ``__new__``: compiled (``sim/compiled_core.py``), ``object.__new__`` refuses the class."""
-        shape: StepShape = getattr(cls, "__new__")(cls)  # mypyc names no native __new__
+        shape: StepShape = getattr(cls, "__new__")(cls)  # noqa: B009 (mypy names no native __new__ on a compiled class)
         object.__setattr__(shape, "prefill", prefill)
         object.__setattr__(shape, "decode", decode)
         return shape

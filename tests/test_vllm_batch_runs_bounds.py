@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from same_runs import same_both_ways
-from test_vllm_batch_runs_property import FIXED, RUN_DRAWS, assert_floors, config_of, trace_of
+from test_vllm_batch_runs_property import RUN_DRAWS, assert_floors, config_of, trace_of
 
 from sim.bounds.recorder import EventRecorder
 from sim.cache.blocks import decode_batch
@@ -70,6 +70,5 @@ def test_announced_batch_runs_tell_the_bounds_what_full_steps_do(
 
 
 @pytest.mark.interpreted
-@pytest.mark.parametrize("case", range(len(FIXED)))
-def test_fixed_runs_reach_the_announced_runs_floors(case, monkeypatch):
-    assert_floors(case, REACHED, both_ways, monkeypatch)
+def test_fixed_runs_reach_the_announced_runs_floors(monkeypatch):
+    assert_floors(REACHED, both_ways, monkeypatch)

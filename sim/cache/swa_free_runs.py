@@ -76,10 +76,12 @@ def take_freeing_decodes(
     iteration: int,
     num_steps: int,
     starts: list[tuple[int, int]],
+    due_at: list[int] | None = None,
 ) -> list[tuple[int, int]]:
     """What ``num_steps`` decode steps (``freeing_stretch``) record: the pages they start and the SWA they
     free, in step then batch order, and the lengths. Returns (step offset, SWA pages freed) of each step that
-    freed some, in step order."""
+    freed some, in step order. ``due_at`` (where given) gets the offset of each free and checkpoint taken, in
+    step order: the steps a quiet stretch stops at, which the loop takes in full."""
     rules = manager.rules
     assert isinstance(rules, SGLangRules)  # freeing_stretch's
     at_start = [(req.kv_len, req.decode_steps, iteration, num_steps) for req in reqs]
@@ -90,6 +92,8 @@ def take_freeing_decodes(
     while due:
         offset, index = heappop(due)
         allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
+        if due_at is not None:
+            due_at.append(offset)
         if index >= len(reqs):
             _take_checkpoint(rules, manager, due, index, reqs, at_start, offset)
             continue

@@ -20,7 +20,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
 from sim.sched.batch import Batch, BatchItem, DecodeBatch, FullStep, step_fits_room, take_quiet_stretch
-from sim.sched.freeing_runs import take_freeing_stretch
+from sim.sched.freeing_runs import join_step_runs, take_freeing_stretch
 from sim.sched.request import RequestState
 
 # False: an event step builds its batch though nobody reads it (the reference; tests/test_stretch_starts_once.py
@@ -37,6 +37,11 @@ EVENT_BATCH_FROM_LENGTHS = True
 # (``sim/cache/swa_free_runs.py``: SGLang's outside the overlap loop), which were event steps; False: a stretch
 # stops at each (the reference; tests/test_swa_free_runs.py holds both equal)
 FOLD_SWA_FREES = True
+# True: where only batch readers listen to ``StepStarted`` (the bounds' recorder) and event steps' batches are read
+# from their lengths, stretches fold the SWA frees too, each step the loop would take in full carrying the batch it
+# would announce (``freeing_runs.announced_step_runs``); False: any listener turns the folds off (the reference;
+# tests/test_swa_free_runs_bounds.py holds both equal)
+ANNOUNCED_FOLDS = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -79,16 +84,19 @@ def take_loop_run(
     settles each request it plans (the default loop)."""
     reqs = [manager.requests[run.request_id] for run in runs]
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
-    folds = FOLD_SWA_FREES and not announced and _folds_swa_frees(manager, reqs[0])
+    folds = FOLD_SWA_FREES and _folds_swa_frees(manager, reqs[0], announced)
+    told: set[int] | None = (
+        set() if folds and announced else None
+    )  # the loop's full steps' offsets in the run
     done = 0
     full_steps: list[FullStep] = []
     while done < max_steps:
-        taken = take_freeing_stretch(manager, reqs, iteration, done, max_steps) if folds else None
+        taken = take_freeing_stretch(manager, reqs, iteration, done, max_steps, told) if folds else None
         if taken is None:
             taken = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
         stretch, stretch_steps = taken
         if stretch:
-            full_steps += stretch_steps
+            join_step_runs(full_steps, stretch_steps, told)
             done += stretch
             continue
         if not event_step_fits(manager, reqs):
@@ -101,11 +109,17 @@ def take_loop_run(
     return done, full_steps
 
 
-def _folds_swa_frees(manager: CacheManager, req: RequestCache) -> bool:
+def _folds_swa_frees(manager: CacheManager, req: RequestCache, announced: bool) -> bool:
     """Whether the run's stretches may take SWA frees: the rules take them so (asked once a run: nothing in it
     begins a pass with a step in flight), and no listener reads the run's steps as events (their grouping into
-    full and plain steps)."""
-    if manager.events.channel(StepEnded) or manager.events.channel(PlainStepsEnded):
+    full and plain steps), but batch readers, where the loop's own event steps would hand them lengths batches
+    (``ANNOUNCED_FOLDS``)."""
+    events = manager.events
+    if events.channel(StepEnded) or events.channel(PlainStepsEnded):
+        return False
+    if announced and not (ANNOUNCED_FOLDS and EVENT_BATCH_FROM_LENGTHS and EVENT_BATCH_WHEN_READ):
+        return False
+    if announced and not events.only_batch_readers():
         return False
     rules = manager.rules
     return isinstance(rules, SGLangRules) and rules.checkpoint_free_steps(req) is not None

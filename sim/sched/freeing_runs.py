@@ -41,7 +41,8 @@ def take_freeing_stretch(
     if told is None:
         freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts)
         return stretch, freeing_step_runs(counted_starts(starts), freed, done)
-    lengths, due_at = [req.kv_len for req in reqs], []
+    lengths = [req.kv_len for req in reqs]
+    due_at: list[int] = []
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts, due_at)
     told.update(done + offset for offset in due_at)
     runs = announced_step_runs(counted_starts(starts), freed, due_at, done)

@@ -10,6 +10,8 @@ recorder's event log, the tables and the summary equal the run with both switche
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -38,6 +40,15 @@ SWITCHES = [
     (recorder_module, "INLINE_RUN_EXTENSION"),
 ]
 SUBMITTED = simulate_module._submitted_seqs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _event_steps_under_the_bounds():
+    """The event steps' lengths batches are a subject here (``EVENT_BATCH_FROM_LENGTHS``, their floor): ``no-cache``'s
+    stretches stop at each SWA free and checkpoint under the bounds, as before ``loop_runs.ANNOUNCED_FOLDS`` (held to
+    this by ``tests/test_swa_free_runs_bounds.py``)."""
+    with mock.patch.object(loop_runs, "ANNOUNCED_FOLDS", False):
+        yield
 
 
 def run_recorded(trace, config: SimConfig, fast: bool, monkeypatch) -> tuple:

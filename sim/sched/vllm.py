@@ -109,13 +109,7 @@ class VllmScheduler:
 
     def advance_plain(self, runs: list[RequestState], num_steps: int) -> tuple[int, list[FullStep]] | None:
         if self._batch_at is not None:  # a batch run: block boundaries included (``vllm_runs.py``)
-            taken, full_steps = take_batch_run(self.manager, runs, self._batch_at, num_steps)
-            if full_steps and full_steps[-1].finished:  # through a last output: ``postprocess``'s finish
-                self._done.extend(full_steps[-1].finished)
-                if not self.async_scheduling:  # they leave now (the settles hash nothing), the row read after
-                    self._process(Batch(self._batch_at + taken - 1))
-                    full_steps[-1] = full_steps[-1]._replace(usage=self.manager.usage())
-            return taken, full_steps
+            return take_batch_run(self.manager, runs, self._batch_at, num_steps)
         for run in runs:
             self.manager.take_plain_decodes(self.manager.requests[run.request_id], num_steps)
             run.decoded += num_steps

@@ -17,7 +17,7 @@ from sim.cache.blocks.decode_batch import take_decode_batch
 from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.interface import CacheModel
-from sim.sched.batch import DecodeBatch, FullStep, ids_decode_batch
+from sim.sched.batch import FullStep, ids_decode_batch
 from sim.sched.request import RequestState
 
 # False: a run stops before any block boundary and the loop takes that step in full (the reference;
@@ -26,17 +26,13 @@ BATCH_RUNS = True
 # True: batch runs go on where only batch readers listen to ``StepStarted`` (the bounds), their busy steps announced
 # with their batches; False: any listener turns them off (the reference; tests/test_vllm_batch_runs_bounds.py)
 ANNOUNCED_RUNS = True
-# True: a batch run goes through the step that gives a request its last output, ending there, its finish handed to
-# the loop as that step's (``FullStep.finished``); False: it stops a step short, the loop takes that step in full (the
-# reference; tests/test_vllm_batch_runs_property.py and tests/test_vllm_batch_runs_bounds.py hold both equal)
-THROUGH_LAST_OUTPUT = True
 
 
 def batch_run_steps(manager: CacheModel, runs: list[RequestState]) -> int:
-    """How many steps a batch run of ``runs`` (every running request, all decoding) may be asked for: through the
-    first last output (``THROUGH_LAST_OUTPUT``), else a step short of it, as ``plain_steps`` does; 0 where the
-    switch is off, the cache is not vLLM's blocks or a step event is listened to (the run's steps are announced
-    after it), but by batch readers (``ANNOUNCED_RUNS``)."""
+    """How many steps a batch run of ``runs`` (every running request, all decoding) may be asked for: each stops
+    a step short of its last output, as ``plain_steps`` does; 0 where the switch is off, the cache is not
+    vLLM's blocks or a step event is listened to (the run's steps are announced after it), but by batch readers
+    (``ANNOUNCED_RUNS``)."""
     if not BATCH_RUNS or not isinstance(manager, BlockCacheManager):
         return 0
     events = manager.events
@@ -44,9 +40,7 @@ def batch_run_steps(manager: CacheModel, runs: list[RequestState]) -> int:
         return 0
     if events.channel(StepStarted) and not (ANNOUNCED_RUNS and events.only_batch_readers()):
         return 0
-    # the step that gives a request its last output makes ``decoded`` ``output_len - 1`` (``postprocess``)
-    through_last = 1 if THROUGH_LAST_OUTPUT else 0
-    fewest = min(run.output_len - run.decoded - 2 for run in runs) + through_last
+    fewest = min(run.output_len - run.decoded - 2 for run in runs)
     return fewest if fewest > 0 else 0
 
 
@@ -54,30 +48,17 @@ def take_batch_run(
     manager: CacheModel, runs: list[RequestState], iteration: int, num_steps: int
 ) -> tuple[int, list[FullStep]]:
     """Up to ``num_steps`` steps of the batch run ``batch_run_steps`` allowed: the steps taken, and those that
-    moved the pools as event steps (their pools after them), each with its batch where the bounds read it; a run
-    through a last output ends with that step, the requests it gives theirs as its ``finished`` (running order,
-    as ``postprocess`` reports them; the scheduler lets them leave)."""
+    moved the pools as event steps (their pools after them), each with its batch where the bounds read it."""
     assert isinstance(manager, BlockCacheManager)
     reqs = [manager.requests[run.request_id] for run in runs]
     lengths = [req.kv_len for req in reqs] if manager.events.channel(StepStarted) else None
-    ids = [run.request_id for run in runs]
     taken, steps = take_decode_batch(manager, reqs, iteration, num_steps)
     for run in runs:
         run.decoded += taken
-    full_steps = [
-        FullStep(offset, 0, announced(iteration, offset, ids, lengths), usage) for offset, usage in steps
+    if lengths is None:
+        return taken, [FullStep(offset, 0, None, usage) for offset, usage in steps]
+    ids = [run.request_id for run in runs]
+    return taken, [
+        FullStep(offset, 0, ids_decode_batch(iteration + offset, ids, lengths, offset), usage)
+        for offset, usage in steps
     ]
-    finished = tuple(run for run in runs if run.decoded >= run.output_len - 1) if taken else ()
-    if finished:  # the last step, where it moved no pool too: the loop's row and finish
-        last = taken - 1
-        if full_steps and full_steps[-1].offset == last:
-            full_steps.pop()
-        full_steps.append(
-            FullStep(last, 0, announced(iteration, last, ids, lengths), manager.usage(), 1, finished)
-        )
-    return taken, full_steps
-
-
-def announced(iteration: int, offset: int, ids: list[str], lengths: list[int] | None) -> DecodeBatch | None:
-    """The batch the loop's step ``offset`` steps into a run would announce, where the bounds read it."""
-    return None if lengths is None else ids_decode_batch(iteration + offset, ids, lengths, offset)

@@ -48,12 +48,10 @@ class BoundaryDecodes(BlockViews):
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
         (0: the next one is not a steady step of a one-block-size layout)."""
-        layout, lag = self.layout, 2 if self.async_scheduling else 1
-        if layout.kind_blocks or not req.decodes_steadily(iteration, lag):
+        lag = 2 if self.async_scheduling else 1
+        if not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return 0
-        if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
-            return 0
-        B, start = layout.block_size, req.kv_len
+        B, start = self.layout.block_size, req.kv_len
         busy = self._busy_residues(lag)
         end, last = start + 1, start + num_steps  # the ends of the next step and of the last one
         while True:
@@ -66,10 +64,7 @@ class BoundaryDecodes(BlockViews):
             end += 1
         taken = end - 1 - start  # the steps before ``end``'s
         if taken:
-            last_at = iteration + taken - 1
-            req.history = ((last_at - 1, 1), (last_at, 1))
-            req.kv_len += taken
-            req.decode_steps += taken
+            req.take_steady_decodes(iteration + taken - 1, taken)
         return taken
 
     def steady_step(self, req: BlockRequest, iteration: int) -> ChunkPlan | None:
@@ -77,12 +72,7 @@ class BoundaryDecodes(BlockViews):
         what ``_step`` does, through ``take_boundary_step``, and the step recorded; None (nothing touched) where
         it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
         lag = 2 if self.async_scheduling else 1
-        if (
-            not self.steady_steps
-            or self.layout.kind_blocks
-            or not req.decodes_steadily(iteration, lag)
-            or self.policy.fault == "vllm-early-free"  # the negative control frees by its own rule
-        ):
+        if not self.steady_steps or not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return None
         end = req.kv_len + 1
         if not self.take_boundary_step(req, end, lag):
@@ -110,6 +100,11 @@ class BoundaryDecodes(BlockViews):
             self._mamba_keys_this_step,
             self._on_skip,
         )
+
+    def takes_steady_steps(self) -> bool:
+        """Whether steady decode steps may go through the boundary path: every group has one block size, and
+        the policy is not the negative control that frees by its own rule (``vllm-early-free``)."""
+        return not self.layout.kind_blocks and self.policy.fault != "vllm-early-free"
 
     def busy_step_ends(self, start: int, last: int, lag: int) -> list[int]:
         """The ends ``e`` in ``(start, last]`` of the steady decode steps that free, allocate or hash, in order

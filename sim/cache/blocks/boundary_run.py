@@ -35,19 +35,15 @@ class BoundaryRuns(BoundaryDecodes):
         lag = 2 if self.async_scheduling else 1
         if (
             not self.boundary_runs
-            or self.layout.kind_blocks
+            or not self.takes_steady_steps()
             or not req.decodes_steadily(iteration, lag)
-            or self.policy.fault == "vllm-early-free"
         ):
             return super().take_boundary_run(req, iteration, num_steps)
         ends = self.busy_step_ends(req.kv_len, req.kv_len + num_steps, lag)
         if not self._run_fits(req, ends, lag):
             return super().take_boundary_run(req, iteration, num_steps)
         self._take_ends(req, ends, lag)
-        last_at = iteration + num_steps - 1
-        req.history = ((last_at - 1, 1), (last_at, 1))
-        req.kv_len += num_steps
-        req.decode_steps += num_steps
+        req.take_steady_decodes(iteration + num_steps - 1, num_steps)
         return num_steps
 
     def _run_fits(self, req: BlockRequest, ends: list[int], lag: int) -> bool:

@@ -44,16 +44,13 @@ def take_decode_batch(
             manager.take_boundary_step(req, end, lag)
         steps.append((offset, manager.usage()))
     if taken:
-        last_at = iteration + taken - 1
         for req in reqs:
-            req.history = ((last_at - 1, 1), (last_at, 1))
-            req.kv_len += taken
-            req.decode_steps += taken
+            req.take_steady_decodes(iteration + taken - 1, taken)
     return taken, steps
 
 
 def steady_batch(manager: BlockCacheManager, reqs: list[BlockRequest], iteration: int, lag: int) -> bool:
     """Whether every request decodes steadily from ``iteration`` on, through ``steady_step``'s path."""
-    if not manager.steady_steps or manager.layout.kind_blocks or manager.policy.fault == "vllm-early-free":
+    if not manager.steady_steps or not manager.takes_steady_steps():
         return False
     return all(req.decodes_steadily(iteration, lag) for req in reqs)

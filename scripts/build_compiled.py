@@ -38,9 +38,9 @@ import sys
 from setuptools import setup
 from mypyc.build import mypycify
 
-modules = sys.argv[1:]
+paths = sys.argv[1:]  # mypy options (the project's config file), then the modules
 sys.argv = [sys.argv[0], "build_ext", "--inplace", "--parallel", "{jobs}"]
-setup(name="hybridcache_compiled_core", ext_modules=mypycify(modules, opt_level="3"))
+setup(name="hybridcache_compiled_core", ext_modules=mypycify(paths, opt_level="3"))
 """
 
 
@@ -58,10 +58,14 @@ def copy_sources(out: Path) -> None:
 
 
 def compile_tree(out: Path, jobs: int) -> list[str]:
+    """mypyc over ``COMPILED_MODULES``' copies in ``out``, under the project's mypy settings (``pyproject.toml``'s
+    ``[tool.mypy]``: run in ``out``, mypy would find no config, and the imports the project's overrides let
+    pass untyped, ``pandas``', would each need an ignore that the project's mypy reports unused)."""
     modules = [path.relative_to(out).as_posix() for path in compiled_sources(out)]
     (out / "setup_compiled.py").write_text(SETUP.format(jobs=jobs))
     env = {**os.environ, "MYPYPATH": str(out), "HYBRIDCACHE_COMPILED": "0"}
-    done = subprocess.run([sys.executable, "setup_compiled.py", *modules], cwd=out, env=env)
+    config = ["--config-file", str(REPO / "pyproject.toml")]  # mypycify reads mypy options among its paths
+    done = subprocess.run([sys.executable, "setup_compiled.py", *config, *modules], cwd=out, env=env)
     if done.returncode:
         raise SystemExit(f"error: mypyc failed (exit {done.returncode}); see its output above")
     return modules

@@ -45,7 +45,7 @@ def recorded_log(page: int, from_lengths: bool, num_steps: int) -> list:
     """r0, r1, r2 admitted and prefilled, r3 (quoting r0's output) looked up, then a run of ``num_steps`` decode
     steps of r0, r1, r2 from their prompts' ends (r2 past its last computed page part-way)."""
     recorder, manager, reqs = prefilled(page)
-    run = DecodeBatch(2, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], 0)
+    run = DecodeBatch.of_requests(2, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], 0)
     with mock.patch.object(recorder_module, "RUN_FROM_LENGTHS", from_lengths):
         recorder.record(run, manager, num_steps)
     return recorder.events({"r0", "r1", "r2", "r3"})
@@ -77,7 +77,9 @@ def stepped_log(page: int, inline: bool, offsets: list[int]) -> tuple[list, int]
         mock.patch.object(EventRecorder, "_produce", counted),
     ):
         for step, offset in enumerate(offsets):
-            batch = DecodeBatch(2 + step, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], offset)
+            batch = DecodeBatch.of_requests(
+                2 + step, [reqs[rid] for rid in ("r0", "r1", "r2")], [8, 5, 6], offset
+            )
             recorder.record(batch, manager)
     return recorder.events({"r0", "r1", "r2", "r3"}), len(produced)
 

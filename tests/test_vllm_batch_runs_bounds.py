@@ -13,10 +13,9 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from same_runs import same_both_ways
-from test_vllm_batch_runs_property import RUN_DRAWS, assert_floors, config_of, trace_of
+from test_vllm_batch_runs_property import RUN_DRAWS, assert_floors, config_of, counting, trace_of
 
 from sim.bounds.recorder import EventRecorder
-from sim.cache.blocks import decode_batch
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import vllm_runs
 
@@ -26,10 +25,9 @@ REACHED: Counter = Counter()  # what the announced batch runs took, over the fix
 
 def run_recorded(trace, config: SimConfig, on: bool, monkeypatch) -> tuple:
     """The run with ``ANNOUNCED_RUNS`` ``on``: the batches the recorder was handed (each item read) and its event
-    log, then the result; the batch runs taken and their event steps counted (switch on only)."""
+    log, then the result; the batch runs taken and their event steps counted (``counting``)."""
     monkeypatch.setattr(vllm_runs, "ANNOUNCED_RUNS", on)
     logs: list = []
-    take = decode_batch.take_decode_batch
 
     def recorded(recorder, batch, manager, num_steps=1):
         logs.append((batch.iteration, num_steps, [tuple(item.plan) for item in batch.items]))
@@ -39,16 +37,9 @@ def run_recorded(trace, config: SimConfig, on: bool, monkeypatch) -> tuple:
         logs.append(EVENTS(recorder, served))
         return logs[-1]
 
-    def counted(manager, reqs, iteration, num_steps):
-        taken, steps = take(manager, reqs, iteration, num_steps)
-        REACHED["runs"] += on and taken > 0
-        REACHED["event steps"] += on and len(steps)
-        REACHED["stopped short"] += on and 0 < taken < num_steps
-        return taken, steps
-
     monkeypatch.setattr(EventRecorder, "record", recorded)
     monkeypatch.setattr(EventRecorder, "events", logged)
-    monkeypatch.setattr(vllm_runs, "take_decode_batch", counted)
+    counting(monkeypatch, REACHED)
     return logs, simulate(trace, config)
 
 

@@ -31,15 +31,16 @@ RUN_DRAWS = dict(  # the generated runs, shared with test_vllm_batch_runs_bounds
 )
 
 
-def counting(monkeypatch) -> None:
-    """Count the batch runs, their event steps and those stopped short, as they are taken."""
+def counting(monkeypatch, reached: Counter) -> None:
+    """Count into ``reached`` the batch runs, their event steps and those stopped short, as they are taken (the
+    reference, either switch off, takes none); shared with test_vllm_batch_runs_bounds.py."""
     take = decode_batch.take_decode_batch
 
     def counted(manager, reqs, iteration, num_steps):
         taken, steps = take(manager, reqs, iteration, num_steps)
-        REACHED["runs"] += taken > 0
-        REACHED["event steps"] += len(steps)
-        REACHED["stopped short"] += 0 < taken < num_steps
+        reached["runs"] += taken > 0
+        reached["event steps"] += len(steps)
+        reached["stopped short"] += 0 < taken < num_steps
         return taken, steps
 
     monkeypatch.setattr(vllm_runs, "take_decode_batch", counted)
@@ -92,7 +93,7 @@ FIXED = (  # (model, shape, size, output_len, async, pool tokens)
 
 @pytest.mark.interpreted  # counts through a patched function, which compiled callers never reach
 def test_fixed_runs_reach_the_batch_runs_floors(monkeypatch):
-    counting(monkeypatch)
+    counting(monkeypatch, REACHED)
     assert_floors(REACHED, both_ways, monkeypatch)
 
 

@@ -1,5 +1,5 @@
 """A steady decode run's boundary steps taken in one loop (``sim/cache/blocks/boundary_run.py``, switch
-``boundary_runs``) leave the block manager exactly as the reference loop of ``_boundary_step`` (switch off) and as
+``boundary_runs``) leave the block manager exactly as the reference loop of ``take_boundary_step`` (switch off) and as
 step-by-step decoding do: each request's tables, counts and keys, the free queue in order, ref counts, hashes,
 counters and every event in order, compared after every decode segment, over the layouts, windows, retention
 intervals, async scheduling and pools of ``test_vllm_decode_fast_path_property.py``; with and without a

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd  # type: ignore[import-untyped, unused-ignore]  # the compiled build's mypy reads no config
+import pandas as pd
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.interface import CacheModel

@@ -7,7 +7,7 @@ from array import array
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd  # type: ignore[import-untyped, unused-ignore]  # no stubs: the compiled build's mypy reads no config
+import pandas as pd
 
 from sim.run.metrics import POOL_COLUMNS, pool_values
 from sim.run.pool_marks import PoolMarks

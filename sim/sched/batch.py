@@ -44,20 +44,40 @@ class DecodeBatch(Batch):
     ``lengths[i] + offset`` on its state ``states[i]`` (as read when the batch was made). At a page step of a
     short batch, making every item cost more than the bounds' recorder's whole work on them. ``plans``: an
     event step's (``loop_runs``), each request's plan where its step was planned in full, None where it was
-    quiet (its plan would be the plain one the lengths make)."""
+    quiet (its plan would be the plain one the lengths make). Made from the requests (``of_requests``) or,
+    for a cache whose requests are not ``RequestCache``s, from their ids (``of_ids``)."""
 
     def __init__(
         self,
         iteration: int,
-        reqs: list[RequestCache],
+        request_ids: list[str],
+        states: list[int | None],
         lengths: list[int],
         offset: int,
         plans: list[ChunkPlan | None] | None = None,
     ):
         self.iteration, self.lengths, self.offset, self.plans = iteration, lengths, offset, plans
-        self.request_ids = [req.request_id for req in reqs]
-        self.states = [req.state for req in reqs]
+        self.request_ids, self.states = request_ids, states
         self._items: list[BatchItem] | None = None
+
+    @classmethod
+    def of_requests(
+        cls,
+        iteration: int,
+        reqs: list[RequestCache],
+        lengths: list[int],
+        offset: int,
+        plans: list[ChunkPlan | None] | None = None,
+    ) -> DecodeBatch:
+        """The batch of ``reqs``, each on its state as it is now."""
+        ids, states = [req.request_id for req in reqs], [req.state for req in reqs]
+        return cls(iteration, ids, states, lengths, offset, plans)
+
+    @classmethod
+    def of_ids(cls, iteration: int, request_ids: list[str], lengths: list[int], offset: int) -> DecodeBatch:
+        """The batch of requests known by id whose plans carry no state (vLLM's blocks: ``ChunkPlan.state_id``
+        None; ``vllm_runs.py``'s batch runs)."""
+        return cls(iteration, request_ids, [None] * len(request_ids), lengths, offset)
 
     @property
     def items(self) -> list[BatchItem]:
@@ -120,14 +140,6 @@ def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullSte
     return runs
 
 
-def ids_decode_batch(iteration: int, request_ids: list[str], lengths: list[int], offset: int) -> DecodeBatch:
-    """A ``DecodeBatch`` of requests known by id whose plans carry no state (vLLM's blocks: ``ChunkPlan.state_id``
-    None), for a cache whose requests are not ``RequestCache``s (``vllm_runs.py``'s batch runs)."""
-    batch = DecodeBatch(iteration, [], [], offset)
-    batch.request_ids, batch.states, batch.lengths = request_ids, [None] * len(request_ids), lengths
-    return batch
-
-
 def page_step_batch(
     reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
 ) -> Batch | None:
@@ -136,7 +148,7 @@ def page_step_batch(
     if lengths is None:
         return None
     if LAZY_DECODE_BATCH:
-        return DecodeBatch(iteration, reqs, lengths, offset)
+        return DecodeBatch.of_requests(iteration, reqs, lengths, offset)
     batch = Batch(iteration)
     for req, length in zip(reqs, lengths, strict=True):
         start = length + offset

@@ -147,7 +147,7 @@ def take_last_output_step(
     manager.begin_pass()
     batch: Batch = _planned_decodes(manager, reqs, iteration, settles=True)
     if lengths is not None:
-        batch = DecodeBatch(iteration, reqs, lengths, 0, [item.plan for item in batch.items])
+        batch = DecodeBatch.of_requests(iteration, reqs, lengths, 0, [item.plan for item in batch.items])
     ended: list[RequestState] = []
     for run in runs:
         manager.complete_decode(run.request_id)
@@ -177,7 +177,9 @@ def _event_step(
             manager.complete_decode(req.request_id)
         return batch
     # the lengths and states before any request's step: a quiet request's plan is the plain one they make
-    lengths_batch = DecodeBatch(iteration, reqs, [req.kv_len for req in reqs], 0) if announced else None
+    lengths_batch = (
+        DecodeBatch.of_requests(iteration, reqs, [req.kv_len for req in reqs], 0) if announced else None
+    )
     plans = [_quiet_or_planned(manager, req, iteration, settles) for req in reqs]
     for req, plan in zip(reqs, plans, strict=True):
         if plan is None:

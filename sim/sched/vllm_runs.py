@@ -17,7 +17,7 @@ from sim.cache.blocks.decode_batch import take_decode_batch
 from sim.cache.blocks.manager import BlockCacheManager
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.interface import CacheModel
-from sim.sched.batch import FullStep, ids_decode_batch
+from sim.sched.batch import DecodeBatch, FullStep
 from sim.sched.request import RequestState
 
 # False: a run stops before any block boundary and the loop takes that step in full (the reference;
@@ -59,6 +59,6 @@ def take_batch_run(
         return taken, [FullStep(offset, 0, None, usage) for offset, usage in steps]
     ids = [run.request_id for run in runs]
     return taken, [
-        FullStep(offset, 0, ids_decode_batch(iteration + offset, ids, lengths, offset), usage)
+        FullStep(offset, 0, DecodeBatch.of_ids(iteration + offset, ids, lengths, offset), usage)
         for offset, usage in steps
     ]

@@ -48,48 +48,34 @@ class BoundaryDecodes(BlockViews):
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
         (0: the next one is not a steady step of a one-block-size layout)."""
-        layout, lag = self.layout, 2 if self.async_scheduling else 1
-        if layout.kind_blocks or not req.decodes_steadily(iteration, lag):
+        lag = 2 if self.async_scheduling else 1
+        if not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return 0
-        if self.policy.fault == "vllm-early-free":  # the negative control frees by its own rule
-            return 0
-        B, start = layout.block_size, req.kv_len
-        busy = [1, (lag - 1) % B]
-        if self.has_swa:
-            busy.append((lag + self.window - 1) % B)
-        if self.has_mamba:
-            busy.append((lag + 1) % B)
+        B, start = self.layout.block_size, req.kv_len
+        busy = self._busy_residues(lag)
         end, last = start + 1, start + num_steps  # the ends of the next step and of the last one
         while True:
             end += min((residue - end) % B for residue in busy)  # the next step that does anything
             if end > last:
                 end = last + 1
                 break
-            if not self._boundary_step(req, end, lag):
+            if not self.take_boundary_step(req, end, lag):
                 break
             end += 1
         taken = end - 1 - start  # the steps before ``end``'s
         if taken:
-            last_at = iteration + taken - 1
-            req.history = ((last_at - 1, 1), (last_at, 1))
-            req.kv_len += taken
-            req.decode_steps += taken
+            req.take_steady_decodes(iteration + taken - 1, taken)
         return taken
 
     def steady_step(self, req: BlockRequest, iteration: int) -> ChunkPlan | None:
         """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):
-        what ``_step`` does, through ``_boundary_step``, and the step recorded; None (nothing touched) where
+        what ``_step`` does, through ``take_boundary_step``, and the step recorded; None (nothing touched) where
         it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
         lag = 2 if self.async_scheduling else 1
-        if (
-            not self.steady_steps
-            or self.layout.kind_blocks
-            or not req.decodes_steadily(iteration, lag)
-            or self.policy.fault == "vllm-early-free"  # the negative control frees by its own rule
-        ):
+        if not self.steady_steps or not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return None
         end = req.kv_len + 1
-        if not self._boundary_step(req, end, lag):
+        if not self.take_boundary_step(req, end, lag):
             return None
         req.record_step(iteration, 1)
         return ChunkPlan(req.request_id, req.kv_len, end, None)
@@ -115,8 +101,32 @@ class BoundaryDecodes(BlockViews):
             self._on_skip,
         )
 
-    def _boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
-        """The step ending at ``end``, or False (nothing touched) where it is not of the steady shape."""
+    def takes_steady_steps(self) -> bool:
+        """Whether steady decode steps may go through the boundary path: every group has one block size, and
+        the policy is not the negative control that frees by its own rule (``vllm-early-free``)."""
+        return not self.layout.kind_blocks and self.policy.fault != "vllm-early-free"
+
+    def busy_step_ends(self, start: int, last: int, lag: int) -> list[int]:
+        """The ends ``e`` in ``(start, last]`` of the steady decode steps that free, allocate or hash, in order
+        (each request's busy steps of a run: ``boundary_run.py``'s, ``decode_batch.py``'s)."""
+        B, residues = self.layout.block_size, self._busy_residues(lag)
+        base = start - start % B
+        return [e for at in range(base, last + 1, B) for e in [at + r for r in residues] if start < e <= last]
+
+    def _busy_residues(self, lag: int) -> list[int]:
+        """The step ends mod B where a steady decode step does anything: allocates (1), hashes (``lag - 1``),
+        moves the SWA window, moves the Mamba state; in order, each once."""
+        B = self.layout.block_size
+        busy = {1, (lag - 1) % B}
+        if self.has_swa:
+            busy.add((lag + self.window - 1) % B)
+        if self.has_mamba:
+            busy.add((lag + 1) % B)
+        return sorted(busy)
+
+    def take_boundary_step(self, req: BlockRequest, end: int, lag: int) -> bool:
+        """The steady decode step ending at ``end`` taken, or False (nothing touched) where it is not of the
+        steady shape."""
         B, tables = self.layout.block_size, req.tables
         allocates, hashed = (end - 1) % B == 0, end - lag + 1
         if not 0 <= self.steady_need(req, end, lag) <= self.pool.num_free:

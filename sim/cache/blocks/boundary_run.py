@@ -1,5 +1,5 @@
 """A steady decode run's boundary steps taken in one loop, what they share worked out once
-(``take_boundary_run``; ``BoundaryDecodes``' loop of ``_boundary_step`` is the reference, switch
+(``take_boundary_run``; ``BoundaryDecodes``' loop of ``take_boundary_step`` is the reference, switch
 ``boundary_runs``).
 
 The run's busy steps are known before it starts (their ends are residues mod B). Its shape is checked once:
@@ -20,7 +20,7 @@ from sim.cache.blocks.boundary_hashes import RunHashes
 from sim.cache.blocks.request import BlockRequest
 from sim.models import MAMBA
 
-# Off: each manager takes a run's boundary steps one ``_boundary_step`` at a time (the reference; a manager's
+# Off: each manager takes a run's boundary steps one ``take_boundary_step`` at a time (the reference; a manager's
 # ``boundary_runs`` starts as this; tests/test_vllm_boundary_run_property.py holds the two equal)
 BY_RUNS = True
 
@@ -29,38 +29,22 @@ class BoundaryRuns(BoundaryDecodes):
     """``BoundaryDecodes`` with a run's boundary steps taken in one loop (views <- boundary decodes <- boundary
     runs <- plain decodes <- manager)."""
 
-    boundary_runs: bool  # take_boundary_run's one loop (a test turns it off: ``_boundary_step`` step by step)
+    boundary_runs: bool  # take_boundary_run's one loop (a test turns it off: step by step, the reference)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         lag = 2 if self.async_scheduling else 1
         if (
             not self.boundary_runs
-            or self.layout.kind_blocks
+            or not self.takes_steady_steps()
             or not req.decodes_steadily(iteration, lag)
-            or self.policy.fault == "vllm-early-free"
         ):
             return super().take_boundary_run(req, iteration, num_steps)
-        ends = self._busy_ends(req.kv_len, req.kv_len + num_steps, lag)
+        ends = self.busy_step_ends(req.kv_len, req.kv_len + num_steps, lag)
         if not self._run_fits(req, ends, lag):
             return super().take_boundary_run(req, iteration, num_steps)
         self._take_ends(req, ends, lag)
-        last_at = iteration + num_steps - 1
-        req.history = ((last_at - 1, 1), (last_at, 1))
-        req.kv_len += num_steps
-        req.decode_steps += num_steps
+        req.take_steady_decodes(iteration + num_steps - 1, num_steps)
         return num_steps
-
-    def _busy_ends(self, start: int, last: int, lag: int) -> list[int]:
-        """The ends ``e`` in ``(start, last]`` of the steps that free, allocate or hash, in order."""
-        B = self.layout.block_size
-        busy = {1, (lag - 1) % B}
-        if self.has_swa:
-            busy.add((lag + self.window - 1) % B)
-        if self.has_mamba:
-            busy.add((lag + 1) % B)
-        residues = sorted(busy)
-        base = start - start % B
-        return [e for at in range(base, last + 1, B) for e in [at + r for r in residues] if start < e <= last]
 
     def _run_fits(self, req: BlockRequest, ends: list[int], lag: int) -> bool:
         """Every step of the run is of the steady shape (see the module's docstring)."""
@@ -75,7 +59,7 @@ class BoundaryRuns(BoundaryDecodes):
         return not hashing or req.num_cached.count((hashing[0] - lag + 1) // B - 1) == len(req.num_cached)
 
     def _take_ends(self, req: BlockRequest, ends: list[int], lag: int) -> None:
-        """The steps ending at ``ends`` (each of the steady shape), in ``_boundary_step``'s order."""
+        """The steps ending at ``ends`` (each of the steady shape), in ``take_boundary_step``'s order."""
         B, pool, tables = self.layout.block_size, self.pool, req.tables
         window_at = (lag + self.window - 1) % B if self.has_swa else -1  # the residue where the window moves
         state_at = (lag + 1) % B if self.has_mamba else -1  # and where the state does

@@ -2,10 +2,10 @@
 (``take_decode_batch``; the engine's batch run of ``VllmScheduler``, switch ``sim.sched.vllm_runs.BATCH_RUNS``).
 
 The timed loop takes a step where any running request frees, allocates or hashes a block in full: the
-scheduler's walk, each request's ``prepare_decode`` (``steady_step`` -> ``_boundary_step``), the settles that
+scheduler's walk, each request's ``prepare_decode`` (``steady_step`` -> ``take_boundary_step``), the settles that
 hash nothing more, the step's row. Where every request decodes steadily, the steps that do anything are known
-before the run (each request's busy ends, ``_busy_ends``); this loop visits only those, each request's
-``_boundary_step`` in the running order within a step, as ``_launch`` makes them, and every other step only
+before the run (each request's busy ends, ``busy_step_ends``); this loop visits only those, each request's
+``take_boundary_step`` in the running order within a step, as ``_launch`` makes them, and every other step only
 lengthens the requests. A step is taken only where every request's part is of the steady shape and the free
 queue holds every block it allocates before any of its frees (``steady_need``); the run stops untouched before
 the first that is not, and the loop takes that step in full (a refusal, a preemption).
@@ -30,7 +30,7 @@ def take_decode_batch(
     busy: dict[int, list[tuple[BlockRequest, int]]] = {}  # the steps that do anything, by offset
     for req in reqs:
         start = req.kv_len
-        for end in manager._busy_ends(start, start + num_steps, lag):
+        for end in manager.busy_step_ends(start, start + num_steps, lag):
             busy.setdefault(end - start - 1, []).append((req, end))
     taken, steps = num_steps, []
     for offset in sorted(busy):
@@ -41,19 +41,16 @@ def take_decode_batch(
             break
         manager.begin_pass()
         for req, end in step:
-            manager._boundary_step(req, end, lag)
+            manager.take_boundary_step(req, end, lag)
         steps.append((offset, manager.usage()))
     if taken:
-        last_at = iteration + taken - 1
         for req in reqs:
-            req.history = ((last_at - 1, 1), (last_at, 1))
-            req.kv_len += taken
-            req.decode_steps += taken
+            req.take_steady_decodes(iteration + taken - 1, taken)
     return taken, steps
 
 
 def steady_batch(manager: BlockCacheManager, reqs: list[BlockRequest], iteration: int, lag: int) -> bool:
     """Whether every request decodes steadily from ``iteration`` on, through ``steady_step``'s path."""
-    if not manager.steady_steps or manager.layout.kind_blocks or manager.policy.fault == "vllm-early-free":
+    if not manager.steady_steps or not manager.takes_steady_steps():
         return False
     return all(req.decodes_steadily(iteration, lag) for req in reqs)

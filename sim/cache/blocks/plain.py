@@ -40,10 +40,7 @@ class PlainBlockDecodes(BoundaryRuns):
         return 0
 
     def take_plain_decodes(self, req: BlockRequest, num_steps: int) -> None:
-        last_at = req.history[-1][0] + num_steps
-        req.history = ((last_at - 1, 1), (last_at, 1))
-        req.kv_len += num_steps
-        req.decode_steps += num_steps
+        req.take_steady_decodes(req.history[-1][0] + num_steps, num_steps)
 
     def solo_decode_steps(self, req: BlockRequest, iteration: int) -> int:
         """A request decoding alone takes the same runs (their steps allocate nothing)."""

@@ -66,5 +66,12 @@ class BlockRequest:
     def record_step(self, iteration: int, num_tokens: int) -> None:
         self.history = self.history[-1:] + ((iteration, num_tokens),)
 
+    def take_steady_decodes(self, last_at: int, num_steps: int) -> None:
+        """``num_steps`` decode steps of one token each taken, the last at iteration ``last_at`` (a run that only
+        lengthens the request, or whose block work is done): its last two steps in the history."""
+        self.history = ((last_at - 1, 1), (last_at, 1))
+        self.kv_len += num_steps
+        self.decode_steps += num_steps
+
     def blocks(self) -> list[int]:
         return [block for table in self.tables for block in table if block is not None]

@@ -85,9 +85,8 @@ def take_loop_run(
     reqs = [manager.requests[run.request_id] for run in runs]
     announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
     folds = FOLD_SWA_FREES and _folds_swa_frees(manager, reqs[0], announced)
-    told: set[int] | None = (
-        set() if folds and announced else None
-    )  # the loop's full steps' offsets in the run
+    # where the bounds read the batches: the run's offsets of the steps the loop takes in full (event steps)
+    told: set[int] | None = set() if folds and announced else None
     done = 0
     full_steps: list[FullStep] = []
     while done < max_steps:

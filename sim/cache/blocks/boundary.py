@@ -32,14 +32,14 @@ from sim.models import FULL, MAMBA, SWA
 
 class BoundaryDecodes(BlockViews):
     """A base of ``BlockCacheManager`` (views <- boundary decodes <- plain decodes <- manager): uses its
-    ``layout``, ``pool``, ``keys``, ``knobs``, ``policy``, ``window``, ``async_scheduling``, the Mamba keys
+    ``layout``, ``pool``, ``keys``, ``knobs``, ``policy``, ``window``, ``batches_in_flight``, the Mamba keys
     hashed this step and the skip handlers."""
 
     keys: BlockKeys
     knobs: VllmKnobs
     policy: Policy
     window: int
-    async_scheduling: bool
+    batches_in_flight: int  # the knobs': a decode step ending at e has processed e - batches_in_flight tokens
     _mamba_keys_this_step: set
     _on_skip: list[Callable[[Any], None]]
     steady_steps: bool  # prepare_decode's steady path (a test turns it off: ``_step`` is the reference)
@@ -48,7 +48,7 @@ class BoundaryDecodes(BlockViews):
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step; the steps taken
         (0: the next one is not a steady step of a one-block-size layout)."""
-        lag = 2 if self.async_scheduling else 1
+        lag = self.batches_in_flight
         if not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return 0
         B, start = self.layout.block_size, req.kv_len
@@ -71,7 +71,7 @@ class BoundaryDecodes(BlockViews):
         """``prepare_decode``'s step where it is steady (the timed loop takes every busy decode step one by one):
         what ``_step`` does, through ``take_boundary_step``, and the step recorded; None (nothing touched) where
         it is not steady, or not of the steady shape (``_step`` then takes it, refusal included)."""
-        lag = 2 if self.async_scheduling else 1
+        lag = self.batches_in_flight
         if not self.steady_steps or not self.takes_steady_steps() or not req.decodes_steadily(iteration, lag):
             return None
         end = req.kv_len + 1

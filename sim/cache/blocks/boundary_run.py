@@ -32,7 +32,7 @@ class BoundaryRuns(BoundaryDecodes):
     boundary_runs: bool  # take_boundary_run's one loop (a test turns it off: step by step, the reference)
 
     def take_boundary_run(self, req: BlockRequest, iteration: int, num_steps: int) -> int:
-        lag = 2 if self.async_scheduling else 1
+        lag = self.batches_in_flight
         if (
             not self.boundary_runs
             or not self.takes_steady_steps()

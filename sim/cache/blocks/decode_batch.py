@@ -24,7 +24,7 @@ def take_decode_batch(
 ) -> tuple[int, list[tuple[int, dict[Component, PoolUsage]]]]:
     """Up to ``num_steps`` decode steps of ``reqs`` (in running order) from ``iteration`` on, exactly as the
     loop's steps: the steps taken, and each step that did anything by its offset, with the pools after it."""
-    lag = 2 if manager.async_scheduling else 1
+    lag = manager.batches_in_flight
     if not steady_batch(manager, reqs, iteration, lag):
         return 0, []
     busy: dict[int, list[tuple[BlockRequest, int]]] = {}  # the steps that do anything, by offset

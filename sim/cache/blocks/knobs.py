@@ -53,3 +53,10 @@ class VllmKnobs(EngineKnobs):
         maximum=MAX_INT,
         none_means="the longest the pool can serve",
     )
+
+    @property
+    def batches_in_flight(self) -> int:
+        """The batches launched and not yet processed when a step is scheduled, its own included
+        (vLLM's ``max_concurrent_batches``): a decode ending at ``e`` has processed ``e - batches_in_flight``
+        tokens (the decode paths' ``lag``), and the start-up check counts a token budget per batch."""
+        return 2 if self.async_scheduling else 1

@@ -53,7 +53,7 @@ class BlockCacheManager(PlainBlockDecodes):
         # the unit of the pool columns and of a hit: the scheduler block (every group's block size divides it)
         self.page_size, self.window = self.layout.block_size, self.layout.window
         self.has_swa, self.has_mamba = SWA in self.layout.kinds, MAMBA in self.layout.kinds
-        self.async_scheduling = knobs.async_scheduling
+        self.async_scheduling, self.batches_in_flight = knobs.async_scheduling, knobs.batches_in_flight
         check_config(self.layout, policy, model)
         self.max_model_len = settle_max_model_len(self.layout, sizes.blocks, policy)
         self.num_blocks = sizes.blocks

@@ -5,7 +5,8 @@ A decode step ending at ``e`` does something only when ``e`` fills a block (it i
 one (a block is allocated), or the processed tokens ``p = e - lag`` move the window's or the Mamba state's
 first live block (``p - W + 1`` or ``p - 1`` a multiple of B). Between those, ``allocate_slots`` changes
 nothing but lengths. The first step after a prefill or an idle iteration is always taken step by step, so
-that ``p`` is known to advance one token a step (``lag`` = 2 under async scheduling, 1 without).
+that ``p`` is known to advance one token a step (``lag``: the knobs' ``batches_in_flight``, 2 under async
+scheduling, 1 without).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from sim.cache.blocks.request import BlockRequest
 class PlainBlockDecodes(BoundaryRuns):
     """The base of ``BlockCacheManager`` (views <- boundary decodes <- boundary runs <- plain decodes <- manager: one line of
     classes, as the compiled core takes single inheritance only): uses its ``requests``, ``layout``,
-    ``window``, ``has_swa``, ``has_mamba``, ``async_scheduling``, ``prepare_decode`` and ``complete_decode``."""
+    ``window``, ``has_swa``, ``has_mamba``, ``batches_in_flight``, ``prepare_decode`` and ``complete_decode``."""
 
     requests: dict[str, BlockRequest]
     window: int
-    async_scheduling: bool
+    batches_in_flight: int
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step: steady runs in one
@@ -51,7 +52,7 @@ class PlainBlockDecodes(BoundaryRuns):
 
     def plain_decode_steps(self, req: BlockRequest, iteration: int) -> int:
         """How many decode steps from ``iteration`` on change nothing but lengths (0: take the next one)."""
-        lag = 2 if self.async_scheduling else 1
+        lag = self.batches_in_flight
         if not req.decodes_steadily(iteration, lag):
             return 0
         # every group's block size is a multiple of the hash block: counting in it stops no later

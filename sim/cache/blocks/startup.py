@@ -12,7 +12,7 @@ from sim.models import MAMBA, SWA, ModelSpec
 def in_flight_tokens(policy: Policy) -> int:
     """``VllmConfig.max_in_flight_tokens``: a full token budget per batch in flight (two under async
     scheduling)."""
-    return (2 if own_knobs(policy, VllmKnobs).async_scheduling else 1) * policy.chunked_prefill_size
+    return own_knobs(policy, VllmKnobs).batches_in_flight * policy.chunked_prefill_size
 
 
 def settle_max_model_len(layout: Layout, num_blocks: int, policy: Policy) -> int:

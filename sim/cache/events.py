@@ -42,6 +42,14 @@ class EventBus:
         readers = self._batch_readers
         return all(any(handler is reader for reader in readers) for handler in self.channel(StepStarted))
 
+    def reads_batches(self) -> bool:
+        """Whether a ``StepStarted`` handler reads the steps' batches (the bounds' recorder): runs then make them."""
+        return bool(self.channel(StepStarted))
+
+    def reads_step_events(self) -> bool:
+        """Whether a handler reads a run's steps one event each (``StepEnded``, ``PlainStepsEnded``)."""
+        return bool(self.channel(StepEnded) or self.channel(PlainStepsEnded))
+
     def publish(self, event: object) -> None:
         for handler in self._channels.get(type(event), ()):
             handler(event)

@@ -3,11 +3,13 @@ what the step's end changed (first tokens, finished requests)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sim.cache import plain_decodes
 from sim.cache.components import MAMBA, Component
+from sim.cache.interface import RequestView
 from sim.cache.manager import CacheManager
 from sim.cache.pools import PoolUsage
 from sim.cache.request import RequestCache
@@ -140,6 +142,12 @@ def page_step_runs(page_steps: list[tuple[int, int]], done: int) -> list[FullSte
     return runs
 
 
+def batch_lengths(reqs: Sequence[RequestView], announced: bool) -> list[int] | None:
+    """The requests' lengths before a run, which its steps' batches are made from (``page_step_batch``,
+    ``DecodeBatch``), where the bounds read them (``announced``); None where no batch is made."""
+    return [req.kv_len for req in reqs] if announced else None
+
+
 def page_step_batch(
     reqs: list[RequestCache], lengths: list[int] | None, iteration: int, offset: int
 ) -> Batch | None:
@@ -192,7 +200,7 @@ def take_quiet_stretch(
         stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done), None
     if not stretch:
         return 0, []
-    lengths = [req.kv_len for req in reqs] if announced else None
+    lengths = batch_lengths(reqs, announced)
     full_steps: list[FullStep] = []
     for run in _taken_runs(manager, reqs, stretch, starts, done):
         batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)

@@ -18,7 +18,6 @@ reads a run's steps from their lengths, none of which the finishes move: ``READ_
 
 from __future__ import annotations
 
-from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.manager import CacheManager
 from sim.sched import batch as batch_module
 from sim.sched import loop_runs
@@ -66,9 +65,9 @@ class LastOutputSteps:
         if self.manager is None or not THROUGH_LAST_OUTPUT:
             return False
         events = self.manager.events
-        if events.channel(StepEnded) or events.channel(PlainStepsEnded):
+        if events.reads_step_events():
             return False
-        return not events.channel(StepStarted) or (read_from_lengths() and events.only_batch_readers())
+        return not events.reads_batches() or (read_from_lengths() and events.only_batch_readers())
 
     def take_run(
         self, runs: list[RequestState], iteration: int, num_steps: int, running: dict[str, RequestState]

@@ -15,11 +15,18 @@ states are free on pools apart; the run stops before a step that might evict, re
 from __future__ import annotations
 
 from sim.cache.engines.sglang import SGLangRules
-from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal
-from sim.sched.batch import Batch, BatchItem, DecodeBatch, FullStep, step_fits_room, take_quiet_stretch
+from sim.sched.batch import (
+    Batch,
+    BatchItem,
+    DecodeBatch,
+    FullStep,
+    batch_lengths,
+    step_fits_room,
+    take_quiet_stretch,
+)
 from sim.sched.freeing_runs import join_step_runs, take_freeing_stretch
 from sim.sched.request import RequestState
 
@@ -83,7 +90,7 @@ def take_loop_run(
     step of the loop begins a scheduling pass (which admits nothing) before its decodes; ``settles``: it
     settles each request it plans (the default loop)."""
     reqs = [manager.requests[run.request_id] for run in runs]
-    announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds = FOLD_SWA_FREES and _folds_swa_frees(manager, reqs[0], announced)
     # where the bounds read the batches: the run's offsets of the steps the loop takes in full (event steps)
     told: set[int] | None = set() if folds and announced else None
@@ -114,7 +121,7 @@ def _folds_swa_frees(manager: CacheManager, req: RequestCache, announced: bool) 
     full and plain steps), but batch readers, where the loop's own event steps would hand them lengths batches
     (``ANNOUNCED_FOLDS``)."""
     events = manager.events
-    if events.channel(StepEnded) or events.channel(PlainStepsEnded):
+    if events.reads_step_events():
         return False
     if announced and not (ANNOUNCED_FOLDS and EVENT_BATCH_FROM_LENGTHS and EVENT_BATCH_WHEN_READ):
         return False
@@ -142,7 +149,7 @@ def take_last_output_step(
     if not event_step_fits(manager, reqs):
         return None
     # read (by batch readers only: ``last_output.py``) after the finishes below, so from its lengths
-    lengths = [req.kv_len for req in reqs] if manager.events.channel(StepStarted) else None
+    lengths = batch_lengths(reqs, manager.events.reads_batches())
     manager.begin_pass()
     batch: Batch = _planned_decodes(manager, reqs, iteration, settles=True)
     if lengths is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
-from sim.sched.batch import FullStep, page_step_batch
+from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 
 
 def idle_event_steps(
@@ -68,7 +68,7 @@ def _frees_nothing(rules: SGLangRules, req: RequestCache, phase: int, steps: int
 def _fitting_steps(manager: CacheManager, reqs: list[RequestCache], steps: int) -> int:
     """The first ``steps`` steps, cut before the first whose pages (with those started before it) pass the room
     a batch run keeps (``event_step_fits``)."""
-    starts = manager._page_starts(reqs, steps)
+    starts = manager.page_starts(reqs, steps)
     if starts is None:
         return 0
     room = manager.batch_run_room(reqs)
@@ -87,7 +87,7 @@ def take_idle_event_steps(
 ) -> list[FullStep]:
     """Take ``num_steps`` idle event steps (``idle_event_steps``) from ``iteration + done`` on at once: their
     pages in step then batch order, the lengths; returns each step as the full step it was."""
-    lengths = [req.kv_len for req in reqs] if announced else None
+    lengths = batch_lengths(reqs, announced)
     pages_at = dict(manager.take_batch_decodes(reqs, num_steps))
     full_steps: list[FullStep] = []
     for offset in range(num_steps):

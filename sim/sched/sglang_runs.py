@@ -16,7 +16,6 @@ from typing import Any, Callable, Protocol
 
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.sglang import SGLangRules
-from sim.cache.events import StepStarted
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.sched import sglang_event_plans as plans
@@ -67,7 +66,7 @@ def take_batch_run(
     in_flight: frozenset[str] | None = frozenset(ids)
     done = 0
     full_steps: list[FullStep] = []
-    announced = bool(manager.events.channel(StepStarted))  # the bounds read each full step's batch
+    announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
     while done < max_steps:
         if process is None:
@@ -133,7 +132,7 @@ def _last_step_batch(sched: RunningBatch, iteration: int) -> Batch | None:
     it: each running request's next token. Made only where someone reads the steps' batches (``StepStarted``):
     an observer is told of every step, a batch or among plain decodes."""
     manager = sched.manager
-    if not manager.events.channel(StepStarted):
+    if not manager.events.reads_batches():
         return None
     reqs = [manager.requests[state.request_id] for state in sched.running]
     return page_step_batch(reqs, [req.kv_len - 1 for req in reqs], iteration, 0)

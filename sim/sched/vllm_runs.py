@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from sim.cache.blocks.decode_batch import take_decode_batch
 from sim.cache.blocks.manager import BlockCacheManager
-from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted
 from sim.cache.interface import CacheModel
-from sim.sched.batch import DecodeBatch, FullStep
+from sim.sched.batch import DecodeBatch, FullStep, batch_lengths
 from sim.sched.request import RequestState
 
 # False: a run stops before any block boundary and the loop takes that step in full (the reference;
@@ -36,9 +35,9 @@ def batch_run_steps(manager: CacheModel, runs: list[RequestState]) -> int:
     if not BATCH_RUNS or not isinstance(manager, BlockCacheManager):
         return 0
     events = manager.events
-    if events.channel(StepEnded) or events.channel(PlainStepsEnded):
+    if events.reads_step_events():
         return 0
-    if events.channel(StepStarted) and not (ANNOUNCED_RUNS and events.only_batch_readers()):
+    if events.reads_batches() and not (ANNOUNCED_RUNS and events.only_batch_readers()):
         return 0
     fewest = min(run.output_len - run.decoded - 2 for run in runs)
     return fewest if fewest > 0 else 0
@@ -51,7 +50,7 @@ def take_batch_run(
     moved the pools as event steps (their pools after them), each with its batch where the bounds read it."""
     assert isinstance(manager, BlockCacheManager)
     reqs = [manager.requests[run.request_id] for run in runs]
-    lengths = [req.kv_len for req in reqs] if manager.events.channel(StepStarted) else None
+    lengths = batch_lengths(reqs, manager.events.reads_batches())
     taken, steps = take_decode_batch(manager, reqs, iteration, num_steps)
     for run in runs:
         run.decoded += taken

@@ -77,7 +77,7 @@ def leaner_equals_reference(
 
     def take(manager, reqs, num_steps, starts=None):
         if starts is not None:
-            assert starts == (manager._page_starts(reqs, num_steps) or []), (
+            assert starts == (manager.page_starts(reqs, num_steps) or []), (
                 "stale or wrong page starts handed"
             )
             counts["handed"] += 1
@@ -87,7 +87,7 @@ def leaner_equals_reference(
         steps, starts = _STRETCH(manager, reqs, iteration, max_steps)
         room = manager.batch_run_room(reqs)
         # one step more would start more pages than the room: the question cut its starts there
-        counts["cut"] += starts is not None and len(manager._page_starts(reqs, steps + 1) or []) > room
+        counts["cut"] += starts is not None and len(manager.page_starts(reqs, steps + 1) or []) > room
         return steps, starts
 
     def event_step(*args):

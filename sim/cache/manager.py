@@ -144,7 +144,7 @@ class CacheManager(SchedulingPasses):
         self._pass_open = False
         req = self.requests[request_id]
         req.kv_len += chunk_len
-        self._take_planned_checkpoint(req)
+        self.take_planned_checkpoint(req)
         self.rules.after_prefill_chunk(self, req, req.kv_len >= req.prompt_len)
 
     def prepare_decode(self, request_id: str, iteration: int) -> ChunkPlan | Refusal:

@@ -70,7 +70,7 @@ class PlainDecodes(StepPlans):
     def batch_decode_stretch(
         self, reqs: list[RequestCache], iteration: int, max_steps: int
     ) -> tuple[int, list[tuple[int, int]] | None]:
-        """``batch_decode_steps``, and the page starts of that many steps (``_page_starts``) where it computed
+        """``batch_decode_steps``, and the page starts of that many steps (``page_starts``) where it computed
         them on the way (None in lockstep or where it answers 0): what ``take_batch_decodes`` would compute
         again, handed to it while nothing moves in between."""
         phase, steps = iteration + self.policy.iteration_phase, max_steps
@@ -83,7 +83,7 @@ class PlainDecodes(StepPlans):
             return 0, None
         if self._in_lockstep(reqs):  # a page per request at every step
             return min(steps, spare // len(reqs)), None
-        starts = self._page_starts(reqs, steps)
+        starts = self.page_starts(reqs, steps)
         if starts is None:
             return 0, None
         return fitting_starts(starts, steps, spare)
@@ -102,7 +102,7 @@ class PlainDecodes(StepPlans):
         if starts is None:
             if self._in_lockstep(reqs):
                 return self._take_lockstep(reqs, num_steps)
-            starts = self._page_starts(reqs, num_steps) or []
+            starts = self.page_starts(reqs, num_steps) or []
         if starts:
             self.hand_out_starts(reqs, starts)
         for req in reqs:
@@ -161,7 +161,7 @@ class PlainDecodes(StepPlans):
             self.take_plain_decodes(req, num_steps)
         return num_reqs
 
-    def _page_starts(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]] | None:
+    def page_starts(self, reqs: list[RequestCache], num_steps: int) -> list[tuple[int, int]] | None:
         """(step offset, index in ``reqs``) of every page the next ``num_steps`` decode steps start, in step then
         batch order (None if a request lacks slots below its length: no run is taken then)."""
         page = self.page_size

@@ -71,9 +71,11 @@ class StepPlans(ManagerViews):
         req.kv_len += 1
         req.decode_steps += 1
         if req.planned:
-            self._take_planned_checkpoint(req)
+            self.take_planned_checkpoint(req)
 
-    def _take_planned_checkpoint(self, req: RequestCache) -> None:
+    def take_planned_checkpoint(self, req: RequestCache) -> None:
+        """The checkpoints the request's decode step planned taken (``req.planned``), each superseding the one
+        before, which goes back; a freeing stretch takes them at their steps too (``swa_free_runs``)."""
         for position, state_id in req.planned:
             if req.checkpoint is not None:  # superseded before it reached the tree
                 self.give_back_slot(req, req.checkpoint[1])

@@ -55,7 +55,7 @@ def freeing_stretch(
     spare = manager.batch_run_room(reqs)
     if steps <= 0 or spare < 0:
         return 0, []
-    starts = manager._page_starts(reqs, steps)
+    starts = manager.page_starts(reqs, steps)
     if starts is None:
         return 0, []
     return fitting_starts(starts, steps, spare)
@@ -141,7 +141,7 @@ def _take_checkpoint(
     req = reqs[index - len(reqs)]
     kv_len, _, _, num_steps = at_start[index - len(reqs)]
     req.planned = ((kv_len + offset + 1, req.spare_states.pop()),)
-    manager._take_planned_checkpoint(req)
+    manager.take_planned_checkpoint(req)
     _push_checkpoint(rules, due, index, kv_len, offset + 1, num_steps)
 
 

@@ -8,12 +8,16 @@ from unittest import mock
 from hypothesis import strategies as st
 
 from sim.run.simulate import SimConfig, simulate
-from sim.trace import Request, Segment
+from sim.trace import Request, Segment, Trace
 
 
-def burst_requests(draw, num_requests: int, max_prompt: int, max_output: int, max_arrival_ms: int) -> list[Request]:
+def burst_requests(
+    draw, num_requests: int, max_prompt: int, max_output: int, max_arrival_ms: int
+) -> list[Request]:
     """``num_requests`` requests of drawn prompt and output lengths, arriving within ``max_arrival_ms``."""
-    lengths = st.tuples(st.integers(1, max_prompt), st.integers(2, max_output), st.integers(0, max_arrival_ms))
+    lengths = st.tuples(
+        st.integers(1, max_prompt), st.integers(2, max_output), st.integers(0, max_arrival_ms)
+    )
     return [
         Request(
             id=f"r{index}",
@@ -49,3 +53,21 @@ def growing_burst(num_requests: int) -> list[Request]:
         )
         for index in range(num_requests)
     ]
+
+
+def nocache_burst(draw, pages: list[int]) -> tuple[Trace, str, dict, int]:
+    """Requests arriving close together, the model, the knobs of a ``no-cache`` run (a page size of ``pages``,
+    SWA frees and checkpoints at drawn intervals) and its pool's tokens."""
+    requests = burst_requests(draw, draw(st.integers(3, 12)), 2500, 900, 400)
+    page = draw(st.sampled_from(pages))
+    knobs = dict(
+        page_size=page,
+        max_running_requests=draw(st.integers(2, 12)),
+        track_interval=draw(st.sampled_from([48, 64, 128, 256])),
+        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
+        swa_eviction_interval=draw(st.sampled_from([1, 7, 32, 128])),
+        chunked_prefill_size=max(page, 16) * draw(st.integers(4, 32)),
+    )
+    model = draw(st.sampled_from(["inkling", "small", "qwen3-next", "gemma-4-26b-a4b"]))
+    pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
+    return Trace(sorted(requests, key=lambda r: r.arrival)), model, knobs, pool_tokens

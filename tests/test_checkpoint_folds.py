@@ -23,7 +23,7 @@ from sim.cache.events import CheckpointSaved, SwaFreed
 from sim.cache.pools import Pool
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
-from tests.fast_slow_helpers import burst_requests, growing_burst
+from tests.fast_slow_helpers import growing_burst, nocache_burst
 
 POOL_ALLOC, POOL_FREE, MAKE_MANAGER = Pool.alloc, Pool.free, simulate_module.make_manager  # before any patch
 TAKE_CHECKPOINT = swa_free_runs._take_checkpoint
@@ -31,27 +31,9 @@ TAKE_CHECKPOINT = swa_free_runs._take_checkpoint
 
 @st.composite
 def bursts(draw):
-    """Requests arriving close together, the model, and the knobs of a ``no-cache`` run."""
-    requests = burst_requests(draw, draw(st.integers(3, 12)), 2500, 900, 400)
-    page = draw(st.sampled_from([1, 16, 64]))
-    knobs = dict(
-        page_size=page,
-        max_running_requests=draw(st.integers(2, 12)),
-        track_interval=draw(st.sampled_from([48, 64, 128, 256])),
-        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
-        swa_eviction_interval=draw(st.sampled_from([1, 7, 32, 128])),
-        chunked_prefill_size=max(page, 16) * draw(st.integers(4, 32)),
-    )
-    model = draw(st.sampled_from(["inkling", "small", "qwen3-next", "gemma-4-26b-a4b"]))
-    pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
-    return (
-        Trace(sorted(requests, key=lambda r: r.arrival)),
-        model,
-        knobs,
-        pool_tokens,
-        draw(st.booleans()),
-        draw(st.booleans()),
-    )
+    """Requests arriving close together, the model, the knobs of a ``no-cache`` run, its pool, and whether the
+    bounds run and the pools' events are listened to."""
+    return (*nocache_burst(draw, [1, 16, 64]), draw(st.booleans()), draw(st.booleans()))
 
 
 def run_logged(burst, folds: bool, monkeypatch) -> tuple[list, object, int]:

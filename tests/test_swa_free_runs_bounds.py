@@ -22,7 +22,7 @@ from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import freeing_runs, loop_runs
 from sim.trace import Request, Segment, Trace
-from tests.fast_slow_helpers import burst_requests, growing_burst
+from tests.fast_slow_helpers import growing_burst, nocache_burst
 
 RECORD, EVENTS = EventRecorder.record, EventRecorder.events  # the originals, before a run wraps them
 ANNOUNCED_RUNS, JOIN = freeing_runs.announced_step_runs, loop_runs.join_step_runs
@@ -32,19 +32,7 @@ REACHED: Counter = Counter()  # what the announced freeing stretches took, over 
 @st.composite
 def bursts(draw):
     """Requests arriving close together, the model, the knobs of a ``no-cache`` run and its pool."""
-    requests = burst_requests(draw, draw(st.integers(3, 12)), 2500, 900, 400)
-    page = draw(st.sampled_from([1, 2, 16, 64]))
-    knobs = dict(
-        page_size=page,
-        max_running_requests=draw(st.integers(2, 12)),
-        track_interval=draw(st.sampled_from([48, 64, 128, 256])),
-        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
-        swa_eviction_interval=draw(st.sampled_from([1, 7, 32, 128])),
-        chunked_prefill_size=max(page, 16) * draw(st.integers(4, 32)),
-    )
-    model = draw(st.sampled_from(["inkling", "small", "qwen3-next", "gemma-4-26b-a4b"]))
-    pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), model, knobs, pool_tokens
+    return nocache_burst(draw, [1, 2, 16, 64])
 
 
 def run_recorded(burst, on: bool, monkeypatch) -> tuple[list, object]:

@@ -181,7 +181,8 @@ def runs_with_batches(
             run._replace(batch=page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done))
             for run in runs
         ]
-    ids, states = [req.request_id for req in reqs], [req.state for req in reqs]
+    read = DecodeBatch.of_requests(iteration, reqs, lengths, 0)  # the ids and states, read once
+    ids, states = read.request_ids, read.states
     return [
         run._replace(batch=DecodeBatch(iteration + run.offset, ids, states, lengths, run.offset - done))
         for run in runs

@@ -77,17 +77,15 @@ def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
 
 
 def tries_alike(trace: Trace, page: int, events: list) -> None:
-    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place), with and without
-    ``MATCH_CARRIED`` (a match carried down, a chain gone down at once), builds the reference's trie: the same
-    nodes, parents and depths, and every event covering the same nodes."""
+    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place) builds the reference's trie: the
+    same nodes, parents and depths, and every event covering the same nodes."""
     built = []
-    for in_place, carried in ((True, True), (True, False), (False, False)):
-        with mock.patch.multiple(segment_trie, LABELS_IN_PLACE=in_place, MATCH_CARRIED=carried):
+    for in_place in (True, False):
+        with mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place):
             built.append(SegmentTrie(trace, page, events))
-    reference = built[-1]
-    for fast in built[:-1]:
-        assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
-        assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
+    fast, reference = built
+    assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
+    assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,26 +111,3 @@ def test_labels_in_place_where_pages_and_labels_span_runs():
         events = replay_events(trace, order, set(order), set(order), page)
         events += [Produce("r1", 1, 3), Lookup("r2", 2, False), Produce("r3", 2, 5)]
         tries_alike(trace, page, events)
-
-
-@st.composite
-def chain_traces(draw) -> Trace:
-    """Multi-turn chains as the timed runs' traces have them: each turn quotes an earlier turn's prompt and output
-    and adds a message, so its path goes down the chains earlier inserts made, cut by its own chunks' ends."""
-    requests: list[Request] = []
-    for index in range(draw(st.integers(2, 9))):
-        prompt = [Segment(ref=f"sys{draw(st.integers(0, 1))}", len=draw(st.sampled_from([5, 16, 23])))]
-        if requests and draw(st.integers(0, 3)):
-            before = draw(st.sampled_from(requests[-3:]))
-            prompt = list(before.prompt) + [Segment(output_of=before.id)]
-        prompt.append(Segment(ref=f"m{index}", len=draw(st.integers(1, 40))))
-        requests.append(
-            Request(id=f"r{index}", arrival=0.1 * index, prompt=prompt, output_len=draw(st.integers(1, 30)))
-        )
-    return Trace(requests)
-
-
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), trace=chain_traces(), page=st.sampled_from([1, 2, 4, 8]))
-def test_match_carried_down_chains_builds_the_reference_trie(data, trace, page):
-    tries_alike(trace, page, data.draw(event_logs(trace, page)))

@@ -35,8 +35,8 @@ def bursts(draw):
     return nocache_burst(draw, [1, 2, 16, 64])
 
 
-def run_recorded(burst, on: bool, monkeypatch, switch=(loop_runs, "ANNOUNCED_FOLDS")) -> tuple[list, object]:
-    """The run with ``switch`` (module, name; ``ANNOUNCED_FOLDS`` unless said) ``on``: the batches the recorder was handed (each item read) and its event
+def run_recorded(burst, on: bool, monkeypatch) -> tuple[list, object]:
+    """The run with ``ANNOUNCED_FOLDS`` ``on``: the batches the recorder was handed (each item read) and its event
     log, then the result; the due steps announced and the page runs joined at a seam counted (switch on only)."""
     trace, model, knobs, pool_tokens = burst
     logs: list = []
@@ -61,7 +61,7 @@ def run_recorded(burst, on: bool, monkeypatch, switch=(loop_runs, "ANNOUNCED_FOL
         JOIN(full_steps, stretch_steps, told)
         REACHED["joined"] += len(full_steps) < before
 
-    monkeypatch.setattr(*switch, on)
+    monkeypatch.setattr(loop_runs, "ANNOUNCED_FOLDS", on)
     monkeypatch.setattr(EventRecorder, "record", recorded)
     monkeypatch.setattr(EventRecorder, "events", logged)
     monkeypatch.setattr(freeing_runs, "announced_step_runs", counted)

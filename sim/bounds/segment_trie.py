@@ -17,21 +17,13 @@ import bisect
 from collections.abc import Mapping
 
 from sim.bounds.events import Lookup
-from sim.bounds.trie_cursor import carried_common, common_tokens, moved_on, page_key
-from sim.tokens import TokenSeq
+from sim.tokens import TokenSeq, match_runs
 from sim.trace import Trace
 
 # True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
 # place (``_insert_in_place``); False: each key and label searched for and cut out (the reference;
 # tests/test_segment_trie.py holds both equal)
 LABELS_IN_PLACE = True
-# True: a descent's label compare runs to the descent's end, and a child whose label continues the last one compared
-# (the same sequence at the same shift) reads that match (``trie_cursor.carried_common``; 81% of the children a
-# 4,000-request timed run's inserts pass); and from a child it goes on down the chain an insert made it in, to where
-# the match, ``deepest`` or a cut inside a node stops it, with no key, compare or cursor move per node
-# (``_down_chain``); False: child by child, each label compared up to its own end (the reference;
-# tests/test_segment_trie.py)
-MATCH_CARRIED = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -59,9 +51,6 @@ class SegmentTrie:
         self._label_seq: list[TokenSeq] = [TokenSeq()]
         self._label_at: list[int] = [0]
         self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
-        self._chain_end: list[int] = [
-            0
-        ]  # the last node of the chain an in-place insert made the node in (else 0)
         # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
         # ends at when inserted ends it for good: its path is that node's ancestors
         seqs = seqs or {}
@@ -122,62 +111,28 @@ class SegmentTrie:
 
     def _insert_in_place(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
-        child's label compared where it lies in its own sequence (no slice), up to the label's end (``MATCH_CARRIED``:
-        to the descent's end, read again by the labels that continue it, and on down a chain at once)."""
+        child's label compared where it lies in its own sequence (no slice), up to the label's end."""
         page, runs = self.page_size, seq.runs
         node = position = next_cut = run = inside = (
             0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
         )
-        carried: list | None = (
-            [None, 0, 0] if MATCH_CARRIED else None
-        )  # (label, its shift, our tokens matched to)
         while position < deepest:
             while cuts[next_cut] <= position:
                 next_cut += 1
-            child = self._children[node].get(page_key(seq, run, inside, page, position * page))
+            child = self._children[node].get(_page_key(seq, run, inside, page, position * page))
             if child is None:
                 return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
             span = self.depth[child] - position
-            label, label_at = self._label_seq[child], self._label_at[child]
-            if carried is None:
-                common = common_tokens(label, label_at, runs, run, inside, span * page)
-            else:
-                at = position * page
-                common = carried_common(carried, label, label_at, at, runs, run, inside, deepest * page - at)
+            common = _common_tokens(
+                self._label_seq[child], self._label_at[child], runs, run, inside, span * page
+            )
             stop = min(span, common // page, cuts[next_cut] - position)
             assert stop > 0, "a child keyed by the sequence's next page holds at least that page"
             if stop < span:
                 child = self._split(child, stop)
-            if carried and stop == span:  # (and on down ``child``'s chain)
-                child = self._down_chain(child, carried[2], deepest, cuts, next_cut)
-            node, to = child, (self.depth[child] if carried else position + stop)
-            run, inside = moved_on(runs, run, inside + (to - position) * page)
-            position = to
+            node, position = child, position + stop
+            run, inside = _moved_on(runs, run, inside + stop * page)
         return node
-
-    def _down_chain(self, node: int, matched_to: int, deepest: int, cuts: list[int], next_cut: int) -> int:
-        """The deepest node of ``node``'s chain the descent goes on down to unsplit (``node`` where none): our tokens
-        equal the chain's label up to its end (``matched_to``: ``node``'s label is the one ``carried`` holds), it is
-        not past ``deepest``, and no cut of ours falls inside a node on the way (only at their ends)."""
-        depth, parent, end = self.depth, self.parent, self._chain_end[node]
-        limit, position = min(deepest, matched_to // self.page_size), depth[node]
-        if end == 0 or limit <= position:
-            return node
-        on_way = []  # the chain's nodes below ``node`` not past ``limit``, deepest first
-        while depth[end] > position:  # (up to ``node``: an insert's chain is one path)
-            if depth[end] <= limit:
-                on_way.append(end)
-            end = parent[end]
-        while cuts[next_cut] <= position:
-            next_cut += 1
-        reached = node
-        for below in reversed(on_way):
-            if cuts[next_cut] < depth[below]:  # a cut inside ``below``: the descent splits it
-                break
-            reached = below
-            while next_cut + 1 < len(cuts) and cuts[next_cut] <= depth[below]:
-                next_cut += 1
-        return reached
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
         """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
@@ -191,13 +146,12 @@ class SegmentTrie:
         self, node: int, seq: TokenSeq, position: int, ends: list[int], run: int, inside: int
     ) -> int:
         """``_add_chain`` with ``seq``'s cursor at ``position`` (``_insert_in_place``'s) carried along."""
-        page, first_new = self.page_size, len(self.parent)
+        page = self.page_size
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
-            self._children[node][page_key(seq, run, inside, page, position * page)] = child
-            run, inside = moved_on(seq.runs, run, inside + (end - position) * page)
+            self._children[node][_page_key(seq, run, inside, page, position * page)] = child
+            run, inside = _moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
-        self._chain_end[first_new:] = [node] * (len(self.parent) - first_new)
         return node
 
     def _new_node(self, parent: int, depth: int, seq: TokenSeq, token_at: int) -> int:
@@ -206,14 +160,12 @@ class SegmentTrie:
         self._label_seq.append(seq)
         self._label_at.append(token_at)
         self._children.append({})
-        self._chain_end.append(0)
         return len(self.parent) - 1
 
     def _split(self, child: int, num_pages: int) -> int:
         """Cut ``child`` after its first ``num_pages`` pages; the new upper node takes its place."""
         parent, seq, at = self.parent[child], self._label_seq[child], self._label_at[child]
         top = self._new_node(parent, self.depth[parent] + num_pages, seq, at)
-        self._chain_end[top] = self._chain_end[child]
         self._children[parent][seq.first_page(self.page_size, at)] = top
         self._label_at[child] = rest = at + num_pages * self.page_size
         self._children[top][seq.first_page(self.page_size, rest)] = child
@@ -229,3 +181,27 @@ class SegmentTrie:
             node = parent[node]
         path.reverse()
         return path
+
+
+def _page_key(seq: TokenSeq, run: int, inside: int, page: int, at: int) -> tuple:
+    """``seq.first_page(page, at)``, token ``at`` being ``seq.runs[run]``'s ``inside``-th (``at < len(seq)``)."""
+    source, offset, count = seq.runs[run]
+    if count - inside >= page:  # the usual case: the page lies within one run
+        return ((source, offset + inside, page),)
+    return seq.first_page(page, at)
+
+
+def _moved_on(runs: tuple, run: int, inside: int) -> tuple[int, int]:
+    """The run holding the token ``inside`` tokens into ``runs[run]``, and its offset there."""
+    while run < len(runs) and inside >= runs[run][2]:
+        inside -= runs[run][2]
+        run += 1
+    return run, inside
+
+
+def _common_tokens(label: TokenSeq, label_at: int, runs: tuple, run: int, inside: int, limit: int) -> int:
+    """How many tokens of ``label`` from ``label_at`` on equal those of ``runs`` from ``runs[run]``'s ``inside``-th
+    on, counted until they differ or ``limit`` is reached (then at least ``limit``)."""
+    starts = label._run_starts()
+    index = bisect.bisect_right(starts, label_at) - 1
+    return match_runs(label.runs, index, label_at - starts[index], runs, run, inside, limit)[0]

@@ -23,10 +23,6 @@ PAGE_STARTS_ONCE = True
 # read (the bounds' recorder reads the lengths: ``DecodeBatch``); False: the items made at once (the reference;
 # tests/test_bounds_fast_paths_property.py holds both equal)
 LAZY_DECODE_BATCH = True
-# True: a stretch's page runs' batches share one list of their requests' ids and one of their states
-# (``runs_with_batches``); False: each run's batch reads them again (``page_step_batch``, the reference;
-# tests/test_shared_run_lists.py holds both equal)
-SHARED_RUN_LISTS = True
 
 
 @dataclass(frozen=True)
@@ -168,27 +164,6 @@ def page_step_batch(
     return batch
 
 
-def runs_with_batches(
-    runs: list[FullStep], reqs: list[RequestCache], lengths: list[int] | None, iteration: int, done: int
-) -> list[FullStep]:
-    """A stretch's full steps, each with its first step's batch (``page_step_batch``) from ``lengths``, those
-    before the stretch (at run offset ``done``); unchanged where no batch is wanted. Made once the stretch is
-    taken, so every run's batch reads the same ids and states: one list of each serves them all."""
-    if lengths is None:
-        return runs
-    if not (SHARED_RUN_LISTS and LAZY_DECODE_BATCH):
-        return [
-            run._replace(batch=page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done))
-            for run in runs
-        ]
-    read = DecodeBatch.of_requests(iteration, reqs, lengths, 0)  # the ids and states, read once
-    ids, states = read.request_ids, read.states
-    return [
-        run._replace(batch=DecodeBatch(iteration + run.offset, ids, states, lengths, run.offset - done))
-        for run in runs
-    ]
-
-
 def step_fits_room(manager: CacheManager, reqs: list[RequestCache], room_pages: int) -> bool:
     """Whether a decode step of ``reqs`` taken in full evicts nothing: its pages fit ``room_pages`` (what the
     loop leaves after a page per request and its slack) and its new checkpoint states are free (on pools
@@ -226,9 +201,11 @@ def take_quiet_stretch(
     if not stretch:
         return 0, []
     lengths = batch_lengths(reqs, announced)
-    return stretch, runs_with_batches(
-        _taken_runs(manager, reqs, stretch, starts, done), reqs, lengths, iteration, done
-    )
+    full_steps: list[FullStep] = []
+    for run in _taken_runs(manager, reqs, stretch, starts, done):
+        batch = page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done)
+        full_steps.append(run if batch is None else run._replace(batch=batch))
+    return stretch, full_steps
 
 
 def _taken_runs(

@@ -5,7 +5,7 @@ starts pages or frees SWA, consecutive ones starting the same pages and freeing 
 Where the bounds read each full step's batch (``loop_runs.ANNOUNCED_FOLDS``), the full steps are those the loop
 takes with the frees left out of its stretches (the reference): each step a free or checkpoint is due at (an event
 step there: a quiet stretch stops before it) alone, the page-starting steps between as ``page_step_runs`` makes
-them, each with its first step's batch from the lengths before the stretch (``runs_with_batches``). A stretch cut
+them, each with its first step's batch from the lengths before the stretch (``page_step_batch``). A stretch cut
 by room is followed by the loop's next, from the same pools: the reference's quiet stretch that spans both has its
 room from before the first (the frees since only add to it) and stops where the second does, so a page run over
 the seam is one (``join_step_runs``).
@@ -17,7 +17,7 @@ from sim.cache import swa_free_runs
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts
 from sim.cache.request import RequestCache
-from sim.sched.batch import FullStep, runs_with_batches
+from sim.sched.batch import FullStep, page_step_batch
 
 
 def take_freeing_stretch(
@@ -46,7 +46,14 @@ def take_freeing_stretch(
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts, due_at)
     told.update(done + offset for offset in due_at)
     runs = announced_step_runs(counted_starts(starts), freed, due_at, done)
-    return stretch, runs_with_batches(runs, reqs, lengths, iteration, done)
+    return stretch, [_with_batch(run, reqs, lengths, iteration, done) for run in runs]
+
+
+def _with_batch(
+    run: FullStep, reqs: list[RequestCache], lengths: list[int], iteration: int, done: int
+) -> FullStep:
+    """The full step with its first step's batch, ``lengths`` those before its stretch (at run offset ``done``)."""
+    return run._replace(batch=page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done))
 
 
 def freeing_step_runs(

@@ -56,8 +56,7 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
-        requests = self.manager.requests  # ``_in_prefill`` written in: it runs for each request at each step
-        for run in [r for r in self.running.values() if requests[r.request_id].kv_len < r.prompt_len]:
+        for run in self._capped.untold(self.running, self.manager.requests):
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
@@ -158,15 +157,13 @@ class DefaultScheduler:
         return all(
             self._capped.holds(run.request_id)
             or chunk_stays_stalled(self._radix, requests[run.request_id], budget)
-            for run in self.running.values()
-            if self._in_prefill(run)
+            for run in self._capped.untold(self.running, requests)
         )
 
     def _stall_prefills(self, budget: int) -> None:
         """What each step of a run beside stalled chunks records of them (``_add_prefill``'s ``_stall``)."""
-        for run in self.running.values():
-            if self._in_prefill(run):
-                self._stall(run, budget)
+        for run in self._capped.untold(self.running, self.manager.requests):
+            self._stall(run, budget)
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget, requests = self.budget, self.manager.requests
@@ -189,6 +186,7 @@ class DefaultScheduler:
     def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
         if self._capped.holds(run.request_id):
             self._stall(run, budget)  # what a chunk sized to nothing records (``CappedStalls``)
+            self._capped.tell(run.request_id, budget)
             return budget
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:

@@ -24,6 +24,7 @@ from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
+from sim.sched.running_order import admission_order_of, newest_of, oldest_first
 
 
 class DefaultScheduler:
@@ -66,7 +67,7 @@ class DefaultScheduler:
         return batch
 
     def newest_running(self) -> RequestState | None:
-        return max(self.running.values(), key=_order, default=None)
+        return newest_of(self.running)
 
     def park_newest(self) -> bool:
         """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
@@ -112,7 +113,7 @@ class DefaultScheduler:
         self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
-        runs = sorted(self.running.values(), key=_order)
+        runs = oldest_first(self.running)
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
@@ -167,13 +168,13 @@ class DefaultScheduler:
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget, requests = self.budget, self.manager.requests
-        for run in sorted(self.running.values(), key=_order):
+        for run in oldest_first(self.running):
             if run.request_id not in self.running or requests[run.request_id].kv_len < run.prompt_len:
                 continue
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             while isinstance(plan, Refusal):
                 newer = [r for r in self.running.values() if r.admission_order > run.admission_order]
-                self._retract(max(newer, key=_order) if newer else run, str(plan))
+                self._retract(max(newer, key=admission_order_of) if newer else run, str(plan))
                 if not newer:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
@@ -240,7 +241,3 @@ class DefaultScheduler:
         if alone:
             victim.alone_reached = reached
         self.waiting.appendleft(victim)
-
-
-def _order(state: RequestState) -> int:
-    return state.admission_order

@@ -26,6 +26,10 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
 
+# False: the walk of the prompts asks each for a chunk after the budget is spent (the reference;
+# tests/test_spent_budget.py holds both equal)
+STOP_WHEN_SPENT = True
+
 
 class DefaultScheduler:
     def __init__(self, manager: CacheModel, chunked_prefill_size: int, max_running_requests: int):
@@ -58,6 +62,8 @@ class DefaultScheduler:
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
         for run in self._capped.untold(self.running, self.manager.requests):
+            if budget <= 0 and STOP_WHEN_SPENT:
+                break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()

@@ -31,7 +31,12 @@ def told_both_ways(trace, knobs: dict, pool_tokens: int, bounds: bool, fast_path
     """The run with the switch on and off held the same (retractions and their reasons as the log); how many
     stalls the switch-on run told."""
     config = SimConfig(
-        policy="no-cache", model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=48, bounds=bounds
+        policy="no-cache",
+        model="inkling",
+        knobs=knobs,
+        pool_tokens=pool_tokens,
+        mamba_states=48,
+        bounds=bounds,
     )
 
     def run(on: bool) -> tuple:
@@ -69,7 +74,9 @@ def test_told_stalls_change_no_table_nor_retraction(burst):
 def test_told_stalls_are_left_out_at_each_page(page: int, fast_path: bool):
     """A burst whose admissions late in a pass stall (a chunk budget of 3 pages): stalls are told, and the runs
     agree, in the fast loop and step by step."""
-    knobs = dict(page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 3, max_running_requests=12)
+    knobs = dict(
+        page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 3, max_running_requests=12
+    )
     assert told_both_ways(_burst(), knobs, 40000, False, fast_path) > 0
 
 

@@ -103,13 +103,15 @@ def test_a_burst_at_page_16_decodes_in_batch_runs_beside_stalled_first_chunks():
 
 def test_a_batch_run_beside_a_stalled_chunk_records_the_stall_as_its_steps_would():
     """Each step re-sizes the stalled chunk to nothing, as the step's ``_add_prefill`` would: a run that took steps
-    leaves the request's ``last_refusal`` naming that, even where nothing had set it before the run."""
+    leaves the request's ``last_refusal`` naming that, even where nothing had set it before the run (a stall
+    already told, ``CappedStalls.told``, keeps the reason its step wrote: it is not cleared here)."""
     checked = [0]
 
     def advance_plain(scheduler: DefaultScheduler, runs, num_steps: int):
         stalled = [state for state in scheduler.running.values() if scheduler._in_prefill(state)]
         for state in stalled:
-            state.last_refusal = ""
+            if state.request_id not in scheduler._capped.told:
+                state.last_refusal = ""
         run = _ADVANCE_PLAIN(scheduler, runs, num_steps)
         for state in stalled if run is None or run[0] else ():
             position = scheduler.manager.requests[state.request_id].kv_len

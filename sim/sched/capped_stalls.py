@@ -15,11 +15,18 @@ request admitted again is a new ``RequestCache``, which the memo tells apart by 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from sim.cache.interface import RequestView
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
+from sim.sched.request import RequestState
 
 # False: every step asks the rules (the reference; tests/test_capped_stalls.py holds both equal)
 REMEMBER_CAPPED = True
+# False: every step asks the memo again for each capped request and rewrites its stall (the reference;
+# tests/test_told_stalls.py holds both equal)
+SKIP_TOLD = True
 
 
 class CappedStalls:
@@ -29,6 +36,9 @@ class CappedStalls:
     def __init__(self, manager: CacheManager | None):
         self.manager = manager
         self._capped: dict[str, RequestCache] = {}
+        # ids of held requests whose stall a step with chunk tokens left recorded: every later step would ask
+        # the memo and write the same reason (its position never moves), so the loop leaves them out
+        self.told: set[str] = set()
 
     def holds(self, request_id: str) -> bool:
         """Whether the request (running, in its prompt) gets no chunk under any budget now (and so, while it
@@ -47,6 +57,24 @@ class CappedStalls:
         self._capped[request_id] = req
         return True
 
+    def tell(self, request_id: str, budget: int) -> None:
+        """The loop recorded the held request's stall under ``budget`` (a reason where tokens were left)."""
+        if budget > 0 and SKIP_TOLD:
+            self.told.add(request_id)
+
+    def untold(
+        self, running: dict[str, RequestState], requests: Mapping[str, RequestView]
+    ) -> list[RequestState]:
+        """The running requests in their prompt, less the told ones: each step's walk of the default loop's
+        chunks and stalls (the prompt test written in, not a call: it runs for each request at each step)."""
+        told = self.told
+        return [
+            r
+            for r in running.values()
+            if requests[r.request_id].kv_len < r.prompt_len and r.request_id not in told
+        ]
+
     def forget(self, request_id: str) -> None:
         """The request stopped running (retracted, parked or given up on)."""
         self._capped.pop(request_id, None)
+        self.told.discard(request_id)

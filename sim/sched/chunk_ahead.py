@@ -33,7 +33,7 @@ def takes_chunk_next(
     rules, requests = manager.rules, manager.requests
     for run in running:
         req = requests[run.request_id]
-        if req.kv_len >= run.prompt_len or capped.holds(run.request_id):
+        if req.kv_len >= run.prompt_len or run.request_id in capped.told or capped.holds(run.request_id):
             continue
         chunk = rules.budgeted_chunk(req, budget)
         if chunk > 0 and not rules.chunk_stalled_at(manager, req, chunk, 0):

@@ -24,6 +24,11 @@ from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
+from sim.sched.running_order import admission_order_of, newest_of, oldest_first
+
+# False: the walk of the prompts asks each for a chunk after the budget is spent (the reference;
+# tests/test_spent_budget.py holds both equal)
+STOP_WHEN_SPENT = True
 
 
 class DefaultScheduler:
@@ -56,8 +61,9 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
-        requests = self.manager.requests  # ``_in_prefill`` written in: it runs for each request at each step
-        for run in [r for r in self.running.values() if requests[r.request_id].kv_len < r.prompt_len]:
+        for run in self._capped.untold(self.running, self.manager.requests):
+            if budget <= 0 and STOP_WHEN_SPENT:
+                break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
             budget = self._add_prefill(batch, run, budget)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
@@ -67,7 +73,7 @@ class DefaultScheduler:
         return batch
 
     def newest_running(self) -> RequestState | None:
-        return max(self.running.values(), key=_order, default=None)
+        return newest_of(self.running)
 
     def park_newest(self) -> bool:
         """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
@@ -113,7 +119,7 @@ class DefaultScheduler:
         self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
-        runs = sorted(self.running.values(), key=_order)
+        runs = oldest_first(self.running)
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
@@ -158,25 +164,23 @@ class DefaultScheduler:
         return all(
             self._capped.holds(run.request_id)
             or chunk_stays_stalled(self._radix, requests[run.request_id], budget)
-            for run in self.running.values()
-            if self._in_prefill(run)
+            for run in self._capped.untold(self.running, requests)
         )
 
     def _stall_prefills(self, budget: int) -> None:
         """What each step of a run beside stalled chunks records of them (``_add_prefill``'s ``_stall``)."""
-        for run in self.running.values():
-            if self._in_prefill(run):
-                self._stall(run, budget)
+        for run in self._capped.untold(self.running, self.manager.requests):
+            self._stall(run, budget)
 
     def _schedule_decodes(self, batch: Batch) -> int:
         budget, requests = self.budget, self.manager.requests
-        for run in sorted(self.running.values(), key=_order):
+        for run in oldest_first(self.running):
             if run.request_id not in self.running or requests[run.request_id].kv_len < run.prompt_len:
                 continue
             plan = self.manager.prepare_decode(run.request_id, batch.iteration)
             while isinstance(plan, Refusal):
                 newer = [r for r in self.running.values() if r.admission_order > run.admission_order]
-                self._retract(max(newer, key=_order) if newer else run, str(plan))
+                self._retract(max(newer, key=admission_order_of) if newer else run, str(plan))
                 if not newer:
                     break
                 plan = self.manager.prepare_decode(run.request_id, batch.iteration)
@@ -189,6 +193,7 @@ class DefaultScheduler:
     def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
         if self._capped.holds(run.request_id):
             self._stall(run, budget)  # what a chunk sized to nothing records (``CappedStalls``)
+            self._capped.tell(run.request_id, budget)
             return budget
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
@@ -242,7 +247,3 @@ class DefaultScheduler:
         if alone:
             victim.alone_reached = reached
         self.waiting.appendleft(victim)
-
-
-def _order(state: RequestState) -> int:
-    return state.admission_order

@@ -15,20 +15,15 @@ from sim.sched.batch import FullStep
 from sim.sched.freeing_runs import step_runs
 
 
-def plain_runs(
-    page_steps: list[tuple[int, int]],
-    freed: list[tuple[int, int]],
-    done: int,
-    breaks_at: set[int],
-    extends: bool,
-) -> list[FullStep]:
-    """The rule read step by step: each step joins the one before it or begins a full step."""
+def plain_runs(stretch: tuple, extends: bool) -> list[FullStep]:
+    """The rule read step by step: each step joins the one before it or begins a full step. ``stretch``:
+    ``stretches``' page steps, frees, run offset before it and breaks."""
+    page_steps, freed, done, breaks_at = stretch
     pages_at, freed_at = dict(page_steps), dict(freed)
     offsets = sorted(set(pages_at) | breaks_at)
     runs: list[FullStep] = []
-    for before, offset in zip(
-        [-2, *offsets], offsets, strict=False
-    ):  # each step and the one before (none: -2)
+    # each step and the one before it (none: -2)
+    for before, offset in zip([-2, *offsets], offsets, strict=False):
         pages = pages_at.get(offset, 0)
         joins = (
             before == offset - 1
@@ -61,7 +56,7 @@ def stretches(draw):
 def test_step_runs_are_the_rule_read_step_by_step(stretch, extends):
     page_steps, freed, done, breaks_at = stretch
     runs = step_runs(page_steps, freed, done, breaks_at, extends)
-    assert runs == plain_runs(page_steps, freed, done, breaks_at, extends)
+    assert runs == plain_runs(stretch, extends)
     assert sum(run.num_steps for run in runs) == len(set(dict(page_steps)) | breaks_at)
 
 
@@ -76,11 +71,5 @@ def test_the_loop_goes_on_from_a_free_and_the_bounds_take_each_due_step_alone():
     # the loop's own stretch: the free at 2 begins a run that the next steps go on
     assert runs({2}, True) == [(10, 1, 2, 0), (12, 1, 4, 3), (17, 1, 1, 0), (18, 2, 1, 0)]
     # the bounds: the due steps 2 and 6 (a checkpoint, no pages) alone, the page run after each begun anew
-    assert runs({2, 6}, False) == [
-        (10, 1, 2, 0),
-        (12, 1, 1, 3),
-        (13, 1, 3, 0),
-        (16, 0, 1, 0),
-        (17, 1, 1, 0),
-        (18, 2, 1, 0),
-    ]
+    due_alone = [(10, 1, 2, 0), (12, 1, 1, 3), (13, 1, 3, 0), (16, 0, 1, 0), (17, 1, 1, 0), (18, 2, 1, 0)]
+    assert runs({2, 6}, False) == due_alone

@@ -25,7 +25,7 @@ from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import growing_burst, nocache_burst
 
 RECORD, EVENTS = EventRecorder.record, EventRecorder.events  # the originals, before a run wraps them
-ANNOUNCED_RUNS, JOIN = freeing_runs.announced_step_runs, loop_runs.join_step_runs
+STEP_RUNS, JOIN = freeing_runs.step_runs, loop_runs.join_step_runs
 REACHED: Counter = Counter()  # what the announced freeing stretches took, over the fixed bursts
 
 
@@ -52,9 +52,9 @@ def run_recorded(burst, on: bool, monkeypatch) -> tuple[list, object]:
         logs.append(EVENTS(recorder, served))
         return logs[-1]
 
-    def counted(page_steps, freed, due_at, done):
-        REACHED["due steps"] += len(set(due_at))
-        return ANNOUNCED_RUNS(page_steps, freed, due_at, done)
+    def counted(page_steps, freed, done, breaks_at, extends_break):
+        REACHED["due steps"] += 0 if extends_break else len(breaks_at)  # the announced stretches' breaks
+        return STEP_RUNS(page_steps, freed, done, breaks_at, extends_break)
 
     def joined(full_steps, stretch_steps, told):
         before = len(full_steps) + len(stretch_steps)
@@ -64,7 +64,7 @@ def run_recorded(burst, on: bool, monkeypatch) -> tuple[list, object]:
     monkeypatch.setattr(loop_runs, "ANNOUNCED_FOLDS", on)
     monkeypatch.setattr(EventRecorder, "record", recorded)
     monkeypatch.setattr(EventRecorder, "events", logged)
-    monkeypatch.setattr(freeing_runs, "announced_step_runs", counted)
+    monkeypatch.setattr(freeing_runs, "step_runs", counted)
     monkeypatch.setattr(loop_runs, "join_step_runs", joined)
     config = SimConfig(policy="no-cache", model=model, knobs=knobs, pool_tokens=pool_tokens, bounds=True)
     return logs, simulate(trace, config, fast_path=True)

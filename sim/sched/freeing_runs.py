@@ -40,12 +40,13 @@ def take_freeing_stretch(
         return 0, []
     if told is None:
         freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts)
-        return stretch, freeing_step_runs(counted_starts(starts), freed, done)
+        breaks_at = {offset for offset, _ in freed}
+        return stretch, step_runs(counted_starts(starts), freed, done, breaks_at, extends_break=True)
     lengths = [req.kv_len for req in reqs]
     due_at: list[int] = []
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts, due_at)
     told.update(done + offset for offset in due_at)
-    runs = announced_step_runs(counted_starts(starts), freed, due_at, done)
+    runs = step_runs(counted_starts(starts), freed, done, set(due_at), extends_break=False)
     return stretch, [_with_batch(run, reqs, lengths, iteration, done) for run in runs]
 
 
@@ -56,38 +57,26 @@ def _with_batch(
     return run._replace(batch=page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done))
 
 
-def freeing_step_runs(
-    page_steps: list[tuple[int, int]], freed: list[tuple[int, int]], done: int
+def step_runs(
+    page_steps: list[tuple[int, int]],
+    freed: list[tuple[int, int]],
+    done: int,
+    breaks_at: set[int],
+    extends_break: bool,
 ) -> list[FullStep]:
     """``(offset, pages)`` and ``(offset, SWA pages freed)`` of a stretch, both in step order, as full steps from
-    ``done`` on: a step freeing SWA begins a new one."""
+    ``done`` on: each step at an offset in ``breaks_at`` (every freeing step among them) begins a new one, which
+    the next step starting as many pages goes on only where ``extends_break``; the page-starting steps between
+    as ``page_step_runs`` makes them. The loop's own stretch breaks at each SWA free and goes on from it; where
+    the bounds read the batches, at each free or checkpoint due (the loop's event step), which stands alone."""
     pages_at, freed_at = dict(page_steps), dict(freed)
     runs: list[FullStep] = []
-    for offset in sorted(pages_at.keys() | freed_at.keys()):
-        pages, swa_freed = pages_at.get(offset, 0), freed_at.get(offset, 0)
-        last = runs[-1] if runs else None
-        if pages and not swa_freed and last is not None and last.pages == pages:
-            if last.offset + last.num_steps == done + offset:
-                runs[-1] = last._replace(num_steps=last.num_steps + 1)
-                continue
-        runs.append(FullStep(done + offset, pages, None, None, 1, (), swa_freed))
-    return runs
-
-
-def announced_step_runs(
-    page_steps: list[tuple[int, int]], freed: list[tuple[int, int]], due_at: list[int], done: int
-) -> list[FullStep]:
-    """``freeing_step_runs`` where the bounds read the batches: each step at an offset in ``due_at`` (a free or
-    checkpoint due: the loop's event step) alone, whatever it starts or frees; the page-starting steps between
-    as ``page_step_runs`` makes them (frees come only at due steps)."""
-    pages_at, freed_at, due = dict(page_steps), dict(freed), set(due_at)
-    runs: list[FullStep] = []
-    for offset in sorted(pages_at.keys() | due):
+    for offset in sorted(pages_at.keys() | breaks_at):
         pages = pages_at.get(offset, 0)
         if (
-            offset not in due
+            offset not in breaks_at
             and runs
-            and runs[-1].offset - done not in due
+            and (extends_break or runs[-1].offset - done not in breaks_at)
             and _extends(runs[-1], done + offset, pages)
         ):
             runs[-1] = runs[-1]._replace(num_steps=runs[-1].num_steps + 1)

@@ -46,7 +46,7 @@ EVENT_BATCH_FROM_LENGTHS = True
 FOLD_SWA_FREES = True
 # True: where only batch readers listen to ``StepStarted`` (the bounds' recorder) and event steps' batches are read
 # from their lengths, stretches fold the SWA frees too, each step the loop would take in full carrying the batch it
-# would announce (``freeing_runs.announced_step_runs``); False: any listener turns the folds off (the reference;
+# would announce (``freeing_runs.step_runs``, due steps alone); False: any listener turns the folds off (the reference;
 # tests/test_swa_free_runs_bounds.py holds both equal)
 ANNOUNCED_FOLDS = True
 

@@ -29,6 +29,7 @@ from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 from sim.sched.batch import Batch, BatchItem
+from sim.sched.sglang_room import step_has_room
 
 ONE_PASS = True
 PAGES_AT_ONCE = True
@@ -43,10 +44,10 @@ class StepNeeds(NamedTuple):
 
 
 def event_step_needs(
-    manager: CacheManager, rules, reqs: list[RequestCache], iteration: int
+    manager: CacheManager, rules, reqs: list[RequestCache], iteration: int, exact: bool = False
 ) -> StepNeeds | None:
     """``event_step_fits`` and each request's event and pages in one pass; None where the step might evict
-    (as ``step_fits_room`` answers it)."""
+    (as ``step_fits_room`` answers it; ``exact``: the pages within the full step's own room, ``sglang_room``)."""
     phase = iteration + manager.policy.iteration_phase
     events: list[bool] = []
     pages: list[int] = []
@@ -61,8 +62,7 @@ def event_step_needs(
         events.append(event)
         pages.append(needed)
         num_pages += needed
-    room = manager.topology.kv_room(manager.has_swa) - rules.alloc_slack_pages - len(reqs)
-    if room < num_pages:
+    if not step_has_room(manager, rules, len(reqs), num_pages, exact):
         return None
     if num_states and not (
         manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= num_states

@@ -100,7 +100,7 @@ class PlainDecodes(StepPlans):
             return 0, None
         if self._in_lockstep(reqs):
             return step_room.lockstep_fitting_steps(steps, free, len(reqs), slack), None
-        starts = self._page_starts(reqs, steps)
+        starts = self.page_starts(reqs, steps)
         if starts is None:
             return 0, None
         return step_room.room_fitting_starts(starts, steps, free - len(reqs), free - slack)

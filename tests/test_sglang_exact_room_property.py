@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from same_runs import same_both_ways
 from sglang_event_steps import POLICIES, pool_state
 
+from sim.cache import step_room
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_room
 from sim.sched.sglang import SGLangScheduler
@@ -92,3 +93,35 @@ def test_tight_bursts_take_more_steps_in_runs(policy, page, pool_tokens, floor):
         config = _config(policy, page, pool_tokens, True, bounds)
         on, off = same_both_ways(lambda switch: _run(Trace(growing_burst(8)), config, switch))
         assert off[2] - on[2] >= floor, (on[2], off[2])
+
+
+def _fitting_step_by_step(starts, steps, free, num_reqs, slack):
+    """The oracle of ``step_room``: step by step, a step fits where the pages started before it leave a page per
+    request free and with its own pages the slack; the steps before the first that does not, with their starts."""
+    for step in range(steps):
+        before = sum(1 for offset, _ in starts if offset < step)
+        own = sum(1 for offset, _ in starts if offset == step)
+        if free - before < num_reqs or free - before - own < slack:
+            return step, [start for start in starts if start[0] < step]
+    return steps, starts
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(
+    steps=st.integers(1, 30),
+    num_reqs=st.integers(1, 6),
+    slack=st.integers(0, 2),
+    extra=st.integers(0, 40),
+    picks=st.sets(st.tuples(st.integers(0, 29), st.integers(0, 5)), max_size=60),
+)
+def test_room_cut_as_step_by_step(steps, num_reqs, slack, extra, picks):
+    starts = sorted((offset, index) for offset, index in picks if offset < steps and index < num_reqs)
+    free = max(num_reqs, slack) + extra
+    before_cap, through_cap = free - num_reqs, free - slack
+    assert step_room.room_fitting_starts(starts, steps, before_cap, through_cap) == _fitting_step_by_step(
+        starts, steps, free, num_reqs, slack
+    )
+    lockstep = [(offset, index) for offset in range(steps) for index in range(num_reqs)]
+    assert step_room.lockstep_fitting_steps(steps, free, num_reqs, slack) == _fitting_step_by_step(
+        lockstep, steps, free, num_reqs, slack
+    )[0]

@@ -24,7 +24,7 @@ from hypothesis import example, given, settings
 from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
 
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang_event_plans, sglang_fast, sglang_room, sglang_runs
+from sim.sched import sglang_event_plans, sglang_fast, sglang_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst
 
@@ -86,10 +86,7 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         counts["decode_pass"] += sglang_event_plans.DECODE_PASS and proved
         _BEGIN(manager, rules, in_flight, proved)
 
-    # the reference room both ways: the fit read apart (``event_step_fits``) keeps it, and ``EXACT_ROOM`` is
-    # tested against it on its own (tests/test_sglang_exact_room_property.py)
     patches = [mock.patch.object(sglang_event_plans, name, switch) for name in SWITCHES] + [
-        mock.patch.object(sglang_room, "EXACT_ROOM", False),
         mock.patch.object(sglang_runs, "step_fits_and_needs", side_effect=fits),
         mock.patch.object(sglang_fast, "step_fits_and_needs", side_effect=fits),
         mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),

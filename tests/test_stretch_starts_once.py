@@ -83,8 +83,8 @@ def leaner_equals_reference(
             counts["handed"] += 1
         return _TAKE(manager, reqs, num_steps, starts)
 
-    def stretch(manager, reqs, iteration, max_steps, exact=False):
-        steps, starts = _STRETCH(manager, reqs, iteration, max_steps, exact)
+    def stretch(manager, reqs, iteration, max_steps):
+        steps, starts = _STRETCH(manager, reqs, iteration, max_steps)
         room = manager.batch_run_room(reqs)
         # one step more would start more pages than the room: the question cut its starts there
         counts["cut"] += starts is not None and len(manager.page_starts(reqs, steps + 1) or []) > room

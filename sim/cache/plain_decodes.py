@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from operator import itemgetter
 
-from sim.cache import decode_runs, step_room
+from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
 from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
@@ -61,28 +61,23 @@ class PlainDecodes(StepPlans):
         req.kv_len += num_steps
         req.decode_steps += num_steps
 
-    def batch_decode_steps(
-        self, reqs: list[RequestCache], iteration: int, max_steps: int, exact: bool = False
-    ) -> int:
+    def batch_decode_steps(self, reqs: list[RequestCache], iteration: int, max_steps: int) -> int:
         """How many of the next ``max_steps`` decode steps of the batch ``reqs`` (a token each per step, from
         ``iteration`` on) take no checkpoint and free no SWA while the pages they start leave, after each step,
         room for a page per request and the engine's slack in every KV pool; 0 where that cannot be said."""
-        return self.batch_decode_stretch(reqs, iteration, max_steps, exact)[0]
+        return self.batch_decode_stretch(reqs, iteration, max_steps)[0]
 
     def batch_decode_stretch(
-        self, reqs: list[RequestCache], iteration: int, max_steps: int, exact: bool = False
+        self, reqs: list[RequestCache], iteration: int, max_steps: int
     ) -> tuple[int, list[tuple[int, int]] | None]:
         """``batch_decode_steps``, and the page starts of that many steps (``page_starts``) where it computed
         them on the way (None in lockstep or where it answers 0): what ``take_batch_decodes`` would compute
-        again, handed to it while nothing moves in between. ``exact``: cut where the SGLang loop's full step
-        would first evict (``step_room``), not where the room a batch run keeps runs out."""
+        again, handed to it while nothing moves in between."""
         phase, steps = iteration + self.policy.iteration_phase, max_steps
         for req in reqs:
             if req.commit_pending:  # a commit waits for the next step's processing
                 return 0, None
             steps = min(steps, self.rules.plain_decode_steps(req, phase))
-        if exact:
-            return self._exact_stretch(reqs, steps)
         spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
             return 0, None
@@ -92,18 +87,6 @@ class PlainDecodes(StepPlans):
         if starts is None:
             return 0, None
         return fitting_starts(starts, steps, spare)
-
-    def _exact_stretch(self, reqs: list[RequestCache], steps: int) -> tuple[int, list[tuple[int, int]] | None]:
-        """``batch_decode_stretch``'s cut where the SGLang loop's full step would first evict (``step_room``)."""
-        free, slack = self.topology.kv_room(self.has_swa), self.rules.alloc_slack_pages
-        if steps <= 0 or free < len(reqs) or free < slack:
-            return 0, None
-        if self._in_lockstep(reqs):
-            return step_room.lockstep_fitting_steps(steps, free, len(reqs), slack), None
-        starts = self.page_starts(reqs, steps)
-        if starts is None:
-            return 0, None
-        return step_room.room_fitting_starts(starts, steps, free - len(reqs), free - slack)
 
     def batch_run_room(self, reqs: list[RequestCache]) -> int:
         """Pages a batch run may start without evicting: each KV pool keeps a page per request and the slack."""

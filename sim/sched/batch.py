@@ -189,16 +189,15 @@ def take_quiet_stretch(
     done: int,
     max_steps: int,
     announced: bool,
-    exact: bool = False,
 ) -> tuple[int, list[FullStep]]:
     """The decode steps from ``iteration + done`` on that evict nothing and need no event (a batch-run loop's
     quiet stretch: none where the next step needs one), taken at once; their page-starting steps as full
     steps, consecutive ones starting the same pages (at page 1, every step) as one: column blocks.
-    ``announced``: the bounds read each full step's batch; ``exact``: the SGLang full step's room (``step_room``)."""
+    ``announced``: the bounds read each full step's batch."""
     if PAGE_STARTS_ONCE:
-        stretch, starts = manager.batch_decode_stretch(reqs, iteration + done, max_steps - done, exact)
+        stretch, starts = manager.batch_decode_stretch(reqs, iteration + done, max_steps - done)
     else:
-        stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done, exact), None
+        stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done), None
     if not stretch:
         return 0, []
     lengths = batch_lengths(reqs, announced)

@@ -29,7 +29,6 @@ from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 from sim.sched.batch import Batch, BatchItem
-from sim.sched.sglang_room import step_has_room
 
 ONE_PASS = True
 PAGES_AT_ONCE = True
@@ -44,10 +43,10 @@ class StepNeeds(NamedTuple):
 
 
 def event_step_needs(
-    manager: CacheManager, rules, reqs: list[RequestCache], iteration: int, exact: bool = False
+    manager: CacheManager, rules, reqs: list[RequestCache], iteration: int
 ) -> StepNeeds | None:
     """``event_step_fits`` and each request's event and pages in one pass; None where the step might evict
-    (as ``step_fits_room`` answers it; ``exact``: the pages within the full step's own room, ``sglang_room``)."""
+    (as ``step_fits_room`` answers it)."""
     phase = iteration + manager.policy.iteration_phase
     events: list[bool] = []
     pages: list[int] = []
@@ -62,7 +61,8 @@ def event_step_needs(
         events.append(event)
         pages.append(needed)
         num_pages += needed
-    if not step_has_room(manager, rules, len(reqs), num_pages, exact):
+    room = manager.topology.kv_room(manager.has_swa) - rules.alloc_slack_pages - len(reqs)
+    if room < num_pages:
         return None
     if num_states and not (
         manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= num_states

@@ -16,13 +16,7 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.sglang_decode import SGLangDecode
 from sim.sched.sglang_event_plans import StepNeeds
-from sim.sched.sglang_room import exact_room, run_has_room
-from sim.sched.sglang_runs import (
-    PAGE_ONLY_RULES,
-    step_fits_and_needs,
-    take_batch_run,
-    take_finishing_run,
-)
+from sim.sched.sglang_runs import step_fits_and_needs, take_batch_run, take_finishing_run
 
 
 class SGLangFastPath(SGLangDecode):
@@ -52,16 +46,15 @@ class SGLangFastPath(SGLangDecode):
         # each stops a step short of its last output (the step that ends it is processed in full), but an
         # overlap loop's batch run takes that step too (``take_finishing_run``): only its processing is full
         fewest = min(state.output_len - state.decoded - 2 for state in runs)
-        exact = exact_room(self.manager, type(self.rules) in PAGE_ONLY_RULES)
         if self.overlap and fewest >= 0:
             reqs = [self.manager.requests[state.request_id] for state in runs]
-            if run_has_room(self.manager, reqs, exact):
+            if self.manager.batch_run_room(reqs) >= 0:
                 self._batch_run_at, self._finishing_steps = iteration, fewest + 1
                 return runs, fewest + 1
         if fewest <= 0 or self._done:  # (a request the step just finished may be listed: without overlap)
             return [], 0
         reqs = [self.manager.requests[state.request_id] for state in runs]
-        if fewest > 0 and run_has_room(self.manager, reqs, exact):
+        if fewest > 0 and self.manager.batch_run_room(reqs) >= 0:
             self._batch_run_at, self._finishing_steps = iteration, 0
             return runs, fewest
         self._batch_run_at = None

@@ -30,7 +30,6 @@ from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_event_plans import StepNeeds
 from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
-from sim.sched.sglang_room import exact_room
 
 # an event step's requests that only start a page get the page alone (off: through ``prepare_decode``, the
 # reference), under the rules whose refusal, reservation and eviction ahead are proved to do nothing there
@@ -69,12 +68,9 @@ def take_batch_run(
     full_steps: list[FullStep] = []
     announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
-    exact = exact_room(manager, _proved(sched))
     while done < max_steps:
         if process is None:
-            stretch, stretch_steps = take_quiet_stretch(
-                manager, reqs, iteration, done, max_steps, announced, exact
-            )
+            stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
             if stretch:
                 full_steps += stretch_steps
                 done += stretch
@@ -165,8 +161,7 @@ def step_fits_and_needs(
     """Whether the event step at ``iteration`` fits, and, read in the same pass, its requests' events and pages
     (``sglang_event_plans.ONE_PASS``, under the rules ``prepare_page_decode`` is proved for; else None)."""
     if plans.ONE_PASS and _page_only(sched):
-        exact = exact_room(sched.manager, True)
-        needs = plans.event_step_needs(sched.manager, sched.rules, reqs, iteration, exact)
+        needs = plans.event_step_needs(sched.manager, sched.rules, reqs, iteration)
         return needs is not None, needs
     return event_step_fits(sched, reqs), None
 

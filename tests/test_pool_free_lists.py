@@ -84,3 +84,21 @@ def test_single_ids_from_a_long_freed_list_cost_no_copy_each():
     assert taken == ids[:5_000] and pool._lists[0] is kept
     pool.alloc_one()
     assert pool._lists[0] is not kept and pool._lists[0] == ids[5_001:]
+
+
+def test_a_take_split_otherwise_keeps_other_lists_but_the_same_order():
+    """Round 33's trace of the SWA free list `EXACT_ROOM` left "in another order" (a tight `sglang` burst, page
+    16): after one free the run's quiet stretch took 14 ids in one ``alloc`` where the reference's stretch took
+    12 and its next two full steps 1 each. ``_take`` then keeps a copy of another list's rest (a 2-list against
+    a 3-list read from 1), while the ids it will hand out, and their order, are the same."""
+    at_once, split = Pool("p", 64), Pool("p", 64)
+    for pool in (at_once, split):
+        ids = pool.alloc(16)
+        pool.free(ids[:8])
+        pool.free(ids[8:])
+    taken = at_once.alloc(14)
+    assert taken == split.alloc(12) + split.alloc(1) + split.alloc(1)
+    assert (at_once._lists, at_once._firsts) == ([[6, 7]], [0])
+    assert (split._lists, split._firsts) == ([[5, 6, 7]], [1])
+    assert at_once.returned_ids() == split.returned_ids()
+    assert at_once.alloc(4) == split.alloc(4)

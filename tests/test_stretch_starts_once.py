@@ -77,9 +77,7 @@ def leaner_equals_reference(
 
     def take(manager, reqs, num_steps, starts=None):
         if starts is not None:
-            assert starts == (manager.page_starts(reqs, num_steps) or []), (
-                "stale or wrong page starts handed"
-            )
+            assert starts == (manager.page_starts(reqs, num_steps) or []), "stale or wrong page starts handed"
             counts["handed"] += 1
         return _TAKE(manager, reqs, num_steps, starts)
 

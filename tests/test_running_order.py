@@ -14,15 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.sched import running_order
-from sim.sched.default import DefaultScheduler
 from sim.sched.request import RequestState
 from sim.sched.running_order import newest_of, oldest_first
-from tests.same_runs import same_both_ways
-from tests.test_capped_stalls import _burst, bursts
-
-_RETRACT = DefaultScheduler._retract
+from tests.default_loop_switches import burst_config, policy_bursts, switched_both_ways
+from tests.test_capped_stalls import _burst
 
 # the runs log through a patch of DefaultScheduler._retract, which the compiled core binds
 pytestmark = pytest.mark.interpreted
@@ -30,32 +27,14 @@ pytestmark = pytest.mark.interpreted
 
 def ordered_both_ways(trace, config: SimConfig, fast_path: bool) -> int:
     """The run with the switch on and off held the same (retractions as the log); how many it retracted."""
-
-    def run(on: bool) -> tuple:
-        retracted: list[tuple[str, str, int]] = []
-
-        def retract(scheduler: DefaultScheduler, victim, why: str) -> None:
-            retracted.append((victim.request_id, why, victim.num_retractions))
-            _RETRACT(scheduler, victim, why)
-
-        with (
-            mock.patch.object(running_order, "IN_ADMISSION_ORDER", on),
-            mock.patch.object(DefaultScheduler, "_retract", autospec=True, side_effect=retract),
-        ):
-            return retracted, simulate(trace, config, fast_path=fast_path)
-
-    on, _ = same_both_ways(run)
+    on, _ = switched_both_ways((running_order, "IN_ADMISSION_ORDER"), trace, config, fast_path)
     return len(on[0])
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(bursts(), st.sampled_from(["no-cache", "radix"]), st.booleans())
-def test_running_order_changes_no_table_nor_retraction(burst, policy: str, fast_path: bool):
-    trace, knobs, pool_tokens, bounds = burst
-    config = SimConfig(
-        policy=policy, model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=48, bounds=bounds
-    )
-    ordered_both_ways(trace, config, fast_path)
+@given(policy_bursts())
+def test_running_order_changes_no_table_nor_retraction(run):
+    ordered_both_ways(*run)
 
 
 @pytest.mark.parametrize("fast_path", [True, False])
@@ -63,9 +42,7 @@ def test_running_order_under_retractions(fast_path: bool):
     """A ``no-cache`` burst whose capped first chunks stall: the newest running request is retracted and parked
     again and again (7 times), and the runs agree."""
     knobs = dict(page_size=16, track_interval=128, chunked_prefill_size=48, max_running_requests=12)
-    config = SimConfig(
-        policy="no-cache", model="inkling", knobs=knobs, pool_tokens=16000, mamba_states=48, bounds=False
-    )
+    config = burst_config(knobs, 16000, False)
     assert ordered_both_ways(_burst(), config, fast_path) > 0
 
 

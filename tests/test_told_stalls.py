@@ -13,15 +13,12 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 
-from sim.run.simulate import SimConfig, simulate
 from sim.sched import capped_stalls
 from sim.sched.capped_stalls import CappedStalls
-from sim.sched.default import DefaultScheduler
-from tests.same_runs import same_both_ways
+from tests.default_loop_switches import burst_config, switched_both_ways
 from tests.test_capped_stalls import _burst, bursts
 
 _TELL = CappedStalls.tell
-_RETRACT = DefaultScheduler._retract
 
 # the runs count through patches of CappedStalls.tell and DefaultScheduler._retract, which the compiled core binds
 pytestmark = pytest.mark.interpreted
@@ -30,35 +27,16 @@ pytestmark = pytest.mark.interpreted
 def told_both_ways(trace, knobs: dict, pool_tokens: int, bounds: bool, fast_path: bool) -> int:
     """The run with the switch on and off held the same (retractions and their reasons as the log); how many
     stalls the switch-on run told."""
-    config = SimConfig(
-        policy="no-cache",
-        model="inkling",
-        knobs=knobs,
-        pool_tokens=pool_tokens,
-        mamba_states=48,
-        bounds=bounds,
-    )
+    config = burst_config(knobs, pool_tokens, bounds)
 
-    def run(on: bool) -> tuple:
-        retracted: list[tuple[str, str, int]] = []
-        told = [0]
-
-        def retract(scheduler: DefaultScheduler, victim, why: str) -> None:
-            retracted.append((victim.request_id, why, victim.num_retractions))
-            _RETRACT(scheduler, victim, why)
-
+    def counting(told: list[int]):
         def tell(memo: CappedStalls, request_id: str, budget: int) -> None:
             told[0] += request_id not in memo.told and budget > 0
             _TELL(memo, request_id, budget)
 
-        with (
-            mock.patch.object(capped_stalls, "SKIP_TOLD", on),
-            mock.patch.object(DefaultScheduler, "_retract", autospec=True, side_effect=retract),
-            mock.patch.object(CappedStalls, "tell", autospec=True, side_effect=tell),
-        ):
-            return retracted, simulate(trace, config, fast_path=fast_path), told[0]
+        return mock.patch.object(CappedStalls, "tell", autospec=True, side_effect=tell)
 
-    on, _ = same_both_ways(run)
+    on, _ = switched_both_ways((capped_stalls, "SKIP_TOLD"), trace, config, fast_path, counting)
     return on[2]
 
 

@@ -17,7 +17,7 @@ from sim.cache import swa_free_runs
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts
 from sim.cache.request import RequestCache
-from sim.sched.batch import FullStep, page_step_batch
+from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 
 
 def take_freeing_stretch(
@@ -42,7 +42,7 @@ def take_freeing_stretch(
         freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts)
         breaks_at = {offset for offset, _ in freed}
         return stretch, step_runs(counted_starts(starts), freed, done, breaks_at, extends_break=True)
-    lengths = [req.kv_len for req in reqs]
+    lengths = batch_lengths(reqs, True)
     due_at: list[int] = []
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts, due_at)
     told.update(done + offset for offset in due_at)
@@ -51,7 +51,7 @@ def take_freeing_stretch(
 
 
 def _with_batch(
-    run: FullStep, reqs: list[RequestCache], lengths: list[int], iteration: int, done: int
+    run: FullStep, reqs: list[RequestCache], lengths: list[int] | None, iteration: int, done: int
 ) -> FullStep:
     """The full step with its first step's batch, ``lengths`` those before its stretch (at run offset ``done``)."""
     return run._replace(batch=page_step_batch(reqs, lengths, iteration + run.offset, run.offset - done))

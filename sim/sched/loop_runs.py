@@ -123,9 +123,8 @@ def _folds_swa_frees(manager: CacheManager, req: RequestCache, announced: bool) 
     events = manager.events
     if events.reads_step_events():
         return False
-    if announced and not (ANNOUNCED_FOLDS and EVENT_BATCH_FROM_LENGTHS and EVENT_BATCH_WHEN_READ):
-        return False
-    if announced and not events.only_batch_readers():
+    announces_lengths = ANNOUNCED_FOLDS and EVENT_BATCH_FROM_LENGTHS and EVENT_BATCH_WHEN_READ
+    if announced and not (announces_lengths and events.only_batch_readers()):
         return False
     rules = manager.rules
     return isinstance(rules, SGLangRules) and rules.checkpoint_free_steps(req) is not None

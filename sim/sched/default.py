@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
-from sim.cache.events import Retracted
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
@@ -24,6 +23,7 @@ from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
+from sim.sched.retraction import retract
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
 
 # False: the walk of the prompts asks each for a chunk after the budget is spent (the reference;
@@ -229,21 +229,4 @@ class DefaultScheduler:
         return state
 
     def _retract(self, victim: RequestState, why: str) -> None:
-        request_id = victim.request_id
-        reached = self.manager.requests[request_id].kv_len
-        alone = len(self.running) == 1
-        self.manager.abort(request_id)
-        self._capped.forget(request_id)
-        self.manager.events.publish(Retracted(request_id, reached, why))
-        del self.running[request_id]
-        victim.num_retractions += 1
-        if alone and not self.manager.requeues_lone_request:
-            self.given_up.append((victim, f"given up while running alone at position {reached}: {why}"))
-            return
-        if alone and reached <= victim.alone_reached:
-            again = f"the second time no further than position {reached}: {why}"
-            self.given_up.append((victim, f"retracted twice while running alone, {again}"))
-            return
-        if alone:
-            victim.alone_reached = reached
-        self.waiting.appendleft(victim)
+        retract(self, victim, why)

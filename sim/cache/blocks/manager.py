@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import boundary_run, steps
+from sim.cache.blocks import boundary_run, hashed_positions, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -21,6 +21,7 @@ from sim.cache.blocks.admission import (
     state_cached_this_step,
 )
 from sim.cache.blocks.chunks import aligned_end, exports_checkpoint, replay_end
+from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
@@ -70,6 +71,9 @@ class BlockCacheManager(PlainBlockDecodes):
         self.shared_sources: frozenset[str] | None = None
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
         self.boundary_runs = boundary_run.BY_RUNS  # a run's boundary steps in one loop (off: step by step)
+        # a SWA window's frees split by position (off, None: each block's key read, the reference)
+        positions = HashedPositions(self.layout, knobs.retention_interval)
+        self.hashed: HashedPositions | None = positions if hashed_positions.BY_POSITION else None
 
     def admit(
         self, request_id: str, tokens: TokenSeq, prompt_len: int, budget: int | None = None
@@ -192,7 +196,7 @@ class BlockCacheManager(PlainBlockDecodes):
         """``allocate_slots`` for the step ``[kv_len, end)``."""
         early = self.policy.fault == "vllm-early-free"  # a negative control
         processed = req.processed(iteration, self.async_scheduling)
-        steps.release_skipped(self.layout, self.pool, req, processed, early)
+        steps.release_skipped(self.layout, self.pool, req, processed, early, self.hashed)
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
         needed = sum(map(itemgetter(1), plan))  # a Mamba group's nulls come with a block: none without
         if needed > self.pool.num_free:

@@ -166,8 +166,11 @@ class BlockPool(CacheMap):
 
     def free_held(self, blocks: list[int], group: int) -> None:
         """``free_blocks`` of held blocks (no null among them)."""
+        self.free_split(*by_id.split_set(self.key_at, blocks), group)  # often none hashed (a SWA release)
+
+    def free_split(self, hashed: list[int], unhashed: list[int], group: int) -> None:
+        """``free_held`` of a call's blocks already parted into the hashed and the unhashed, each in order."""
         kind = self.group_kinds[group]
-        hashed, unhashed = by_id.split_set(self.key_at, blocks)  # often none hashed (a SWA window's release)
         if unhashed or not hashed:  # (an empty call told discarded, as ever)
             self._free_unhashed(unhashed, group, kind)
         if hashed:

@@ -12,17 +12,23 @@ from typing import Any, cast
 
 from sim.align import ceil_div
 from sim.cache.blocks import by_id
+from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
-from sim.cache.events import BlocksSkipped, emit
+from sim.cache.blocks.skips_told import tell_skipped
 from sim.models import FULL, MAMBA, SWA
 
 
 def release_skipped(
-    layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool = False
+    layout: Layout,
+    pool: BlockPool,
+    req: BlockRequest,
+    processed: int,
+    early: bool = False,
+    hashed: HashedPositions | None = None,  # the window's frees split by position, no block's key read
 ) -> None:
     """``early``: DELIBERATELY WRONG (a negative control): SWA releases one block more than the window allows.
     Most steps release nothing: each group's "has its first live block moved" is tested here, before a call."""
@@ -32,7 +38,8 @@ def release_skipped(
         if kind == SWA:
             top = min(len(table) - 1, swa_top)
             if top >= 0 and table[top] is not None:
-                release_window(layout, pool, table, group, processed, int(early))
+                by_position = None if hashed is None else (hashed, req)
+                release_window(layout, pool, table, group, processed, int(early), by_position)
         elif kind == MAMBA and processed > 1 and state_last > req.retired[group]:
             release_states(layout, pool, req, group, processed)
 
@@ -48,16 +55,25 @@ def last_state(layout: Layout, processed: int) -> int:
 
 
 def release_window(
-    layout: Layout, pool: BlockPool, table: list[int | None], group: int, processed: int, extra: int = 0
+    layout: Layout,
+    pool: BlockPool,
+    table: list[int | None],
+    group: int,
+    processed: int,
+    extra: int = 0,
+    by_position: tuple[HashedPositions, BlockRequest] | None = None,
 ) -> None:
-    """Blocks wholly below the window become null, scanning down until one already is."""
+    """Blocks wholly below the window become null, scanning down until one already is (split by position)."""
     top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
     below = table[top::-1]
     num_freed = by_id.first_none(below)  # the live run ends at the first null under it (a prefill: hundreds)
+    if by_position is None:  # at least one block, none null
+        pool.free_held(cast(list[int], below[:num_freed]), group)
+    else:
+        pool.free_split(*by_position[0].split(by_position[1], group, top + 1 - num_freed, top + 1), group)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
-    pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
 
 
 def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: int, processed: int) -> None:
@@ -218,22 +234,6 @@ def _private_blocks(table: list[int | None], indices: range | list[int], cut: in
     if isinstance(indices, range):
         return cast(list[int], list(filter(None, table[max(cut, indices.start) : indices.stop])))
     return [block for index in indices if index >= cut and (block := table[index]) is not None]
-
-
-def tell_skipped(on_skip: list[Callable[[Any], None]], keys_of_group: dict[int, list]) -> None:
-    """One ``BlocksSkipped`` for the groups told the same keys, in group order; none for no keys."""
-    told: list[tuple[list, list[int]]] = []
-    for group, keys in keys_of_group.items():
-        if not keys:
-            continue
-        for seen, groups in told:
-            if seen == keys:
-                groups.append(group)
-                break
-        else:
-            told.append((keys, [group]))
-    for keys, groups in told:
-        emit(on_skip, BlocksSkipped(tuple(groups), keys))
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

@@ -1,0 +1,87 @@
+"""A SWA window's frees split into hashed and unhashed blocks by the blocks' table positions
+(``sim/cache/blocks/hashed_positions.py``, switch ``BY_POSITION``) split as the reference does, reading each
+block's key (``by_id.split_set``): every split of a run is checked against the reference's on the same blocks
+as the run goes, and the whole runs with the switch on and off are held equal (request and step tables, summary).
+
+Generated traces and configs are the private-blocks property's: fan-outs, multi-turn chats and mixed prompts;
+models with SWA, Mamba or both and several block sizes, retention intervals None / 0 / a block / three blocks
+(SWA tails kept at boundaries and periods), async scheduling, pools from a few dozen blocks (evictions,
+refusals, preemptions in timed mode) to roomy; replay and timed. Floors on fixed cases: splits with hashed and
+unhashed blocks both, hit blocks among them, retention tails among them."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from same_runs import same_both_ways
+from test_vllm_private_blocks_property import build, configs, traces
+
+from sim.cache.blocks import by_id, hashed_positions, steps
+from sim.models import SWA
+from sim.run.simulate import SimConfig, simulate
+
+
+def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> tuple:
+    """The run with the switch set; with it on, each window release's split by position is compared with the
+    reference's on the same blocks before it frees them (``seen`` counts the splits, those with both parts,
+    and those reaching a hit's slots)."""
+    monkeypatch.setattr(hashed_positions, "BY_POSITION", on)
+    release_window = steps.release_window
+
+    def compared(layout, pool, table, group, processed, extra=0, by_position=None):
+        top = min(len(table) - 1, steps.window_top(layout, processed, extra))
+        if by_position is not None and top >= 0 and table[top] is not None:
+            positions, req = by_position
+            below = table[top::-1]
+            lo = top + 1 - by_id.first_none(below)
+            answer = positions.split(req, group, lo, top + 1)
+            assert answer == by_id.split_set(pool.key_at, below[: top + 1 - lo]), (req.request_id, group, lo)
+            seen["splits"] = seen.get("splits", 0) + 1
+            seen["both"] = seen.get("both", 0) + bool(answer[0] and answer[1])
+            seen["hit"] = seen.get("hit", 0) + bool(answer[0] and lo < req.hit.tokens // layout.block_of(SWA))
+        release_window(layout, pool, table, group, processed, extra, by_position)
+
+    monkeypatch.setattr(steps, "release_window", compared)
+    mode, model, knobs, pool_tokens = config_spec
+    config = SimConfig(
+        policy="vllm", model=model, mode=mode, bounds=False, knobs=dict(knobs), pool_tokens=pool_tokens
+    )
+    result = simulate(build(trace_spec), config)
+    monkeypatch.setattr(steps, "release_window", release_window)
+    return (), result
+
+
+def same_runs(trace_spec, config_spec, monkeypatch) -> dict:
+    """Both runs, held equal; what the switch-on run's checks counted."""
+    seen: dict = {}
+    try:
+        same_both_ways(lambda on: checked_run(trace_spec, config_spec, on, monkeypatch, seen))
+    except ValueError:  # the pool cannot hold one max_model_len request (both runs refuse alike)
+        pytest.skip("refused")
+    return seen
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(trace_spec=("multiturn", (3, 4, 200, 48, 60, 0)), config_spec=("replay", "tiny-swa", {}, 20000))
+@example(
+    trace_spec=("fanout", (2, 8, 300, 60, 200)),
+    config_spec=("timed", "tiny-swa", {"async_scheduling": True, "retention_interval": 176}, 2000),
+)
+@given(trace_spec=traces, config_spec=configs())
+def test_splits_by_position_split_as_the_reference(trace_spec, config_spec, monkeypatch):
+    same_runs(trace_spec, config_spec, monkeypatch)
+
+
+# a chat on tiny-swa: each turn's hit reaches its SWA window tail (hit blocks freed), the prompt's last boundary
+# kept hashed under retention 0 among the unhashed; retention 176 keeps a tail each segment
+FLOORS = (
+    (("multiturn", (3, 4, 200, 48, 60, 0)), ("replay", "tiny-swa", {"retention_interval": 0}, 20000)),
+    (("multiturn", (3, 4, 200, 48, 60, 0)), ("timed", "tiny-swa", {"retention_interval": 176}, 20000)),
+    (("fanout", (2, 6, 1500, 300, 100)), ("replay", "gemma-4-26b-a4b", {}, 200000)),
+)
+
+
+@pytest.mark.parametrize("case", range(len(FLOORS)))
+def test_the_fixed_cases_split_hashed_and_unhashed_blocks(case, monkeypatch):
+    seen = same_runs(*FLOORS[case], monkeypatch)
+    assert seen["splits"] >= 5 and seen["both"] >= 1 and seen["hit"] >= 1, seen

@@ -26,6 +26,8 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
     reference's on the same blocks before it frees them (``seen`` counts the splits, those with both parts,
     and those reaching a hit's slots)."""
     monkeypatch.setattr(hashed_positions, "BY_POSITION", on)
+    # the live run's search goes on past its first stretch
+    monkeypatch.setattr(hashed_positions, "FIRST_SPAN", 2)
     release_window = steps.release_window
 
     def compared(layout, pool, table, group, processed, extra=0, by_position=None):
@@ -34,8 +36,10 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
             positions, req = by_position
             below = table[top::-1]
             lo = top + 1 - by_id.first_none(below)
-            answer = positions.split(req, group, lo, top + 1)
-            assert answer == by_id.split_set(pool.key_at, below[: top + 1 - lo]), (req.request_id, group, lo)
+            live = hashed_positions.live_below(table, top)
+            assert live == below[: top + 1 - lo], (req.request_id, group, lo)
+            answer = positions.split(req, group, top + 1, live)
+            assert answer == by_id.split_set(pool.key_at, live), (req.request_id, group, lo)
             seen["splits"] = seen.get("splits", 0) + 1
             seen["both"] = seen.get("both", 0) + bool(answer[0] and answer[1])
             seen["hit"] = seen.get("hit", 0) + bool(answer[0] and lo < req.hit.tokens // layout.block_of(SWA))

@@ -67,12 +67,12 @@ def release_window(
     top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    below = table[top::-1]
-    num_freed = by_id.first_none(below)  # the live run ends at the first null under it (a prefill: hundreds)
-    if by_position is None:  # at least one block, none null
-        pool.free_held(cast(list[int], below[:num_freed]), group)
+    if by_position is None:  # the live run ends at the first null under it (a prefill: hundreds)
+        below = table[top::-1]
+        num_freed = by_id.first_none(below)
+        pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
     else:
-        pool.free_split(*by_position[0].split(by_position[1], group, top + 1 - num_freed, top + 1), group)
+        num_freed = by_position[0].release(by_position[1], pool, group, top)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
 
 

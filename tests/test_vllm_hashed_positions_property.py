@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_vllm_private_blocks_property import build, configs, traces
 
 from sim.cache.blocks import by_id, hashed_positions, steps
+from sim.cache.knobs import NONE
 from sim.models import SWA
 from sim.run.simulate import SimConfig, simulate
 
@@ -55,6 +57,16 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
     return (), result
 
 
+@st.composite
+def configs_dense_too(draw):
+    """The private-blocks property's configs, a retention "not given" (the preset's 0) made ``none`` half the
+    time: SWA's mask dense, every block hashed (vLLM before #52216), not the boundaries' tails alone."""
+    mode, model, knobs, pool_tokens = draw(configs())
+    if knobs["retention_interval"] is None and draw(st.booleans()):
+        knobs = {**knobs, "retention_interval": NONE}
+    return mode, model, knobs, pool_tokens
+
+
 def same_runs(trace_spec, config_spec, monkeypatch) -> dict:
     """Both runs, held equal; what the switch-on run's checks counted."""
     seen: dict = {}
@@ -71,7 +83,7 @@ def same_runs(trace_spec, config_spec, monkeypatch) -> dict:
     trace_spec=("fanout", (2, 8, 300, 60, 200)),
     config_spec=("timed", "tiny-swa", {"async_scheduling": True, "retention_interval": 176}, 2000),
 )
-@given(trace_spec=traces, config_spec=configs())
+@given(trace_spec=traces, config_spec=configs_dense_too())
 def test_splits_by_position_split_as_the_reference(trace_spec, config_spec, monkeypatch):
     same_runs(trace_spec, config_spec, monkeypatch)
 
@@ -89,3 +101,10 @@ FLOORS = (
 def test_the_fixed_cases_split_hashed_and_unhashed_blocks(case, monkeypatch):
     seen = same_runs(*FLOORS[case], monkeypatch)
     assert seen["splits"] >= 5 and seen["both"] >= 1 and seen["hit"] >= 1, seen
+
+
+def test_a_dense_mask_splits_every_block_hashed(monkeypatch):
+    """Retention ``none`` (SWA's mask dense): each window's release all hashed, the hit's slots among them."""
+    chat = ("multiturn", (3, 4, 200, 48, 60, 0))
+    seen = same_runs(chat, ("replay", "tiny", {"retention_interval": NONE}, 20000), monkeypatch)
+    assert seen["splits"] >= 5 and seen["hit"] >= 1, seen

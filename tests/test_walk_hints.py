@@ -6,17 +6,14 @@ tokens stays its nodes' sum."""
 
 from __future__ import annotations
 
-from unittest import mock
-
 from cache_helpers import seq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cache import locks, walk_hints
+from sim.cache import locks
 from sim.cache.components import FULL
 from sim.cache.pools import Pool
 from sim.cache.tree import RadixTree
-from sim.cache.walk_hints import WalkHints
 
 PAGE = 4
 # sequences sharing prefixes in several ways; each is one object, walked again and again, as a request's is
@@ -144,43 +141,3 @@ def test_a_walk_from_a_node_below_the_remembered_one_walks_from_that_node():
     tree.delete_leaf(low)
     assert tree.walk(key, 8) == ([top], 8)  # remembered now: top, above ``middle``
     assert tree.walk(key, 24, start=middle) == ([], 16)
-
-
-@settings(max_examples=300, deadline=None)
-@given(operations)
-def test_a_climb_that_skips_a_shallow_remembered_node_climbs_as_the_reference(ops):
-    """``SHALLOW_SKIPPED``: every climb of a generated run answers what the reference (the switch off) answers
-    from the same hints."""
-    climb = WalkHints.climb
-
-    def both(hints, key, end, below):
-        with mock.patch.object(walk_hints, "SHALLOW_SKIPPED", False):
-            reference = climb(hints, key, end, below)
-        fast = climb(hints, key, end, below)
-        assert fast == reference
-        return fast
-
-    tree, held = _tree(), {}
-    keys = [seq(*parts) for parts in SEQUENCES]
-    with mock.patch.object(WalkHints, "climb", both):
-        for op in ops:
-            _apply(tree, RadixTree.walk, keys, held, op)
-
-
-def test_a_start_below_another_sequences_remembered_node_compares_no_tokens():
-    """Two sequences sharing a head: the second's walk from its own node, below the node remembered for the
-    first, climbs nothing and never asks ``deepest_known`` (the tokens' comparison) with the switch on."""
-    tree = _tree()
-    first, second = seq(("a", 8), ("b", 8)), seq(("a", 8), ("c", 8), ("d", 8))
-    top = tree.add_leaf(tree.root, first.slice(0, 8), [0, 1], None)
-    tree.add_leaf(top, first.slice(8, 16), [2, 3], None)
-    own = tree.add_leaf(top, second.slice(8, 24), [4, 5, 6, 7], None)
-    tree.walk(first, 8)  # remembered for the head: ``top``, above ``own``
-    asked = []
-    deepest_known = WalkHints.deepest_known
-    with mock.patch.object(WalkHints, "deepest_known", lambda *a: asked.append(1) or deepest_known(*a)):
-        assert tree.walk(second, 24, start=own) == ([], 24)
-        assert not asked
-        with mock.patch.object(walk_hints, "SHALLOW_SKIPPED", False):
-            assert tree.walk(second, 24, start=own) == ([], 24)
-    assert asked

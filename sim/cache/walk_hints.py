@@ -18,11 +18,6 @@ from sim.tokens import TokenSeq
 __all__ = ["WalkHints"]
 
 _MAX_REMEMBERED = 256  # heads: enough for every request in flight; past it, forget all and start over
-# True: ``climb`` answers [] at once where the node remembered for the head ends at or above ``below`` (the node
-# ``deepest_known`` finds is it or above it), without comparing the sequences' tokens; False: always through
-# ``deepest_known``, the reference (tests/test_walk_hints.py). A timed SGLang run's requests share one head and
-# interleave, so the remembered node is mostly another request's, shallower than the insert's start.
-SHALLOW_SKIPPED = True
 
 
 class WalkHints:
@@ -54,10 +49,6 @@ class WalkHints:
     def climb(self, key: TokenSeq, end: int, below: Node) -> list[Node]:
         """The path from below ``below`` (a node on ``key``'s path) down to the deepest remembered node on
         ``key``'s path that ends at or before ``end``, top first; empty when none is known below ``below``."""
-        if SHALLOW_SKIPPED:
-            known = self._deepest.get(key.runs[0][:2]) if key.runs else None
-            if known is None or known[1].end <= below.end:  # (a dead node is climbed from by no one)
-                return []
         node = self.deepest_known(key, end)
         # at or above ``below`` (both on the path): climbing would find the root (an insert walks on from the
         # leaf it added last, below the node remembered)

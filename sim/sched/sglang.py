@@ -41,7 +41,7 @@ class SGLangScheduler(SGLangFastPath):
     ):
         self.manager, self.rules = manager, manager.rules
         self.max_running, self.overlap, self.mixed_chunk = max_running, overlap, mixed_chunk
-        self.clock = TokenClock(schedule_policy == "hrrn")  # processed_tokens_counter, for hrrn
+        self.clock = TokenClock()  # processed_tokens_counter, for hrrn
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # the running batch: requests past their prompt
         self.chunked: RequestState | None = None

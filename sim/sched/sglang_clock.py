@@ -13,14 +13,9 @@ from __future__ import annotations
 
 from sim.sched.batch import Batch
 
-# True: a clock no order reads (every schedule policy but ``hrrn``) counts no launched batch, whose items it
-# would walk at every step; False: it counts them all, the reference (tests/test_sglang_clock_unread.py)
-UNREAD_SKIPPED = True
-
 
 class TokenClock:
-    def __init__(self, read: bool = True) -> None:
-        self.read = read  # the schedule policy reads it (``hrrn``): else ``waited`` is never asked
+    def __init__(self) -> None:
         self.processed = 0  # processed_tokens_counter
         self._last_extend = 0  # the last prefill batch's extend_num_tokens
         self._running_extend = 0  # the running batch object's (stale) extend_num_tokens
@@ -39,7 +34,7 @@ class TokenClock:
             self._running_extend = self._last_extend
 
     def launched(self, batch: Batch) -> None:
-        if not batch.items or (UNREAD_SKIPPED and not self.read):
+        if not batch.items:
             return
         if any(item.is_prefill for item in batch.items):
             self._last_extend = sum(item.plan.end - item.plan.start for item in batch.items)

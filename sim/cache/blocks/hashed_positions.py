@@ -19,7 +19,7 @@ from sim.cache.blocks import by_id
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
-from sim.cache.blocks.retention import _ends, reachable_indices
+from sim.cache.blocks.retention import boundary_block_ends, reachable_indices
 from sim.models import SWA
 
 # True: a SWA window's release split by position (``HashedPositions``); False: the reference, ``by_id.split_set``
@@ -57,7 +57,7 @@ class HashedPositions:
             return runs
         boundaries = (req.replay_boundary, req.junction)
         if self.retention == 0:  # no segment: the tails ending at the boundaries alone
-            ends = _ends(boundaries, B, layout.block_size)
+            ends = boundary_block_ends(boundaries, B, layout.block_size)
             tails = [(max(first, end - layout.swa_need), min(num_cached, end)) for end in ends]
             return runs + _merged(sorted(tail for tail in tails if tail[0] < tail[1]))
         kept = reachable_indices(

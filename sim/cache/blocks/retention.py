@@ -25,10 +25,12 @@ def reachable(
         return True
     if segment and index % (segment // B) >= segment // B - tail:
         return True
-    return retention is not None and any(end - tail <= index < end for end in _ends(boundaries, B, A))
+    return retention is not None and any(
+        end - tail <= index < end for end in boundary_block_ends(boundaries, B, A)
+    )
 
 
-def _ends(boundaries: tuple[int, ...], B: int, A: int) -> list[int]:
+def boundary_block_ends(boundaries: tuple[int, ...], B: int, A: int) -> list[int]:
     """The block each boundary ends, the boundary floored to the scheduler block first."""
     return [boundary // A * A // B for boundary in boundaries if boundary // A * A]
 
@@ -59,7 +61,7 @@ def reachable_indices(
         return range(first, stop)
     wanted: set[int] = set()
     if retention is not None:
-        ends = _ends(boundaries, B, A)
+        ends = boundary_block_ends(boundaries, B, A)
         wanted = {index for end in ends for index in range(max(first, end - tail), min(stop, end))}
     if segment:
         per = segment // B

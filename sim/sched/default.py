@@ -229,4 +229,11 @@ class DefaultScheduler:
         return state
 
     def _retract(self, victim: RequestState, why: str) -> None:
-        retract(self, victim, why)
+        self._capped.forget(
+            victim.request_id
+        )  # (before the abort and its event: none of them reads the other)
+        given_up = retract(self.manager, self.running, victim, why)
+        if given_up is None:
+            self.waiting.appendleft(victim)
+        else:
+            self.given_up.append((victim, given_up))

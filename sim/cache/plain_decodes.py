@@ -18,7 +18,6 @@ from operator import itemgetter
 
 from sim.cache import decode_runs
 from sim.cache.components import FULL, SWA
-from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
 from sim.cache.step_plans import StepPlans
 
@@ -155,9 +154,8 @@ class PlainDecodes(StepPlans):
         full_pool.count_out(num_steps * num_reqs)
         if swa_pool is not None:
             swa_pool.count_out(num_steps * num_reqs)
-        swa_id = ANONYMOUS_ID if swa_pool is not None else None
         for req in reqs:
-            req.add_own_pages([ANONYMOUS_ID] * num_steps, [swa_id] * num_steps)
+            req.add_anonymous_ids(num_steps, swa_pool is not None)
             self.take_plain_decodes(req, num_steps)
         return num_reqs
 

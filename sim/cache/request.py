@@ -8,7 +8,7 @@ from typing import cast
 
 from sim.align import ceil_div
 from sim.cache.components import FULL, MAMBA, SWA, Component
-from sim.cache.counted_pages import CountedPages, PageList
+from sim.cache.counted_pages import CountedPages, PageList, count_in
 from sim.cache.locks import LockSet
 from sim.cache.node import Node
 from sim.cache.pools import ANONYMOUS_ID, Pool
@@ -161,6 +161,12 @@ class RequestCache:
         else:
             self.own_full, self.own_swa = full, cast("list[int | None]", swa)  # SWA ids, or None per page
 
+    def add_anonymous_ids(self, num_pages: int, has_swa: bool) -> None:
+        """``add_own_pages`` of ``num_pages`` anonymous ids counted out of their pools (SWA's entries None where
+        the model has no SWA) as fresh lists, or as counts where the request's lists are counted (``count_in``)."""
+        if not count_in(self.own_full, self.own_swa, num_pages, has_swa):
+            self.add_own_pages([ANONYMOUS_ID] * num_pages, [ANONYMOUS_ID if has_swa else None] * num_pages)
+
     def add_anonymous_pages(self, num_pages: int, has_swa: bool, countable: bool = False) -> None:
         """``add_own_pages`` of ``num_pages`` pages counted out of anonymous pools (every id ``ANONYMOUS_ID``;
         SWA's entries None where the model has no SWA): the same lists, extended from shared runs, or, from
@@ -175,6 +181,8 @@ class RequestCache:
         if not self.own_full:  # the request's first pages: lists of its own, as ``add_own_pages`` keeps
             self.own_full = [ANONYMOUS_ID] * num_pages
             self.own_swa = [ANONYMOUS_ID if has_swa else None] * num_pages
+            return
+        if count_in(self.own_full, self.own_swa, num_pages, has_swa):
             return
         # a list or counted: either takes +=
         self.own_full += anonymous_ids(num_pages)  # type: ignore[operator]

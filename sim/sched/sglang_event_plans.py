@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.manager import CacheManager
-from sim.cache.pools import ANONYMOUS_ID
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 from sim.sched.batch import Batch, BatchItem
@@ -91,8 +90,7 @@ def pages_at_once(manager: CacheManager) -> bool:
 def take_anonymous_pages(manager: CacheManager, req: RequestCache, num_pages: int) -> None:
     """``prepare_page_decode`` on anonymous pools, less the count: the request's new pages (each pool's count
     is taken for the whole step by ``count_out_pages``)."""
-    swa_id = ANONYMOUS_ID if manager.has_swa else None
-    req.add_own_pages([ANONYMOUS_ID] * num_pages, [swa_id] * num_pages)
+    req.add_anonymous_ids(num_pages, manager.has_swa)
     req.planned = ()
 
 

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from sim.run.simulate import SimConfig
 from sim.sched import default
 from sim.sched.default import DefaultScheduler
+from sim.trace import Request, Segment, Trace
 from tests.default_loop_switches import burst_config, policy_bursts, switched_both_ways
 from tests.test_capped_stalls import _burst
 
@@ -57,3 +58,24 @@ def test_a_spent_budget_stops_the_walk_at_each_page(page: int, chunk_tokens: int
     )
     config = burst_config(knobs, 40000, False)
     assert stopped_both_ways(_burst(), config, fast_path) > 0
+
+
+def _one_token_burst() -> Trace:
+    """Ten prompts of 1,351-3,893 tokens arriving within 180 ms (a generated burst that reaches the case)."""
+    rows = [(1614, 194, 107), (2265, 93, 112), (2556, 217, 144), (3469, 200, 151), (2275, 202, 165),
+            (3893, 88, 228), (1351, 168, 240), (3106, 61, 268), (2468, 83, 270), (3776, 65, 283)]  # fmt: skip
+    return Trace([
+        Request(id=f"r{index}", arrival=arrival_ms / 1000, output_len=output_len,
+                prompt=[Segment(ref=f"r{index}", len=prompt_len)])
+        for index, (prompt_len, output_len, arrival_ms) in enumerate(rows)
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_one_token_left_still_sizes_a_chunk(fast_path: bool):
+    """A walk that reaches a running continuation with one token of the budget left (``r7`` at position 2, page 2,
+    a budget of 32): SGLang cuts a continuation anywhere, so it gets a one-token chunk, and a walk that stopped with
+    a token left would change the run (none of the runs above sizes a one-token chunk in the walk)."""
+    knobs = dict(page_size=2, track_interval=64, chunked_prefill_size=32, max_running_requests=12)
+    config = burst_config(knobs, 40000, False)
+    assert stopped_both_ways(_one_token_burst(), config, fast_path) > 0

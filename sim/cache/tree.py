@@ -13,7 +13,7 @@ from sim.cache.node import Node
 from sim.cache.page_cuts import cut_pages
 from sim.cache.pools import Pool
 from sim.cache.split_stamps import just_older
-from sim.cache.tree_runs import around
+from sim.cache.tree_runs import around, pieces_between
 from sim.cache.walk_hints import WalkHints
 from sim.tokens import TokenSeq
 
@@ -80,6 +80,9 @@ class RadixTree:
             matched = min(child.key.common_prefix_len(key, pos), end - pos) // page * page
             if matched < child.end - child.start:
                 child = self.split(child, matched)
+                # a run cut below its top piece: the pieces surfaced above the cut lie on the path too
+                if child.parent is not node:
+                    path.extend(pieces_between(node, child))
                 path.append(child)
                 self.hints.remember(key, child)
                 return path, pos + matched

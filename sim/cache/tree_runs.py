@@ -91,6 +91,18 @@ def around(tree: RadixTree, node: Node, pos: int) -> list[Node]:
     return out
 
 
+def pieces_between(top: Node, node: Node) -> list[Node]:
+    """The nodes strictly between ``top`` and its descendant ``node``, top first: a split of a run (``around``)
+    surfaces the pieces above the cut between the run's parent and the half it returns, and a walk lists them."""
+    out: list[Node] = []
+    node = node.parent
+    while node is not top:
+        out.append(node)
+        node = node.parent
+    out.reverse()
+    return out
+
+
 def piece_at(tree: RadixTree, node: Node, start: int) -> Node:
     """The piece of ``node``'s run that starts at ``start``, made a node (an SWA scan's entry, taken): the node
     holding it now is ``node`` or one made above it since (surfacing keeps a run's bottom in its node)."""

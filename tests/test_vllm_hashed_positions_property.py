@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from same_runs import same_both_ways
-from test_vllm_private_blocks_property import build, configs, traces
+from test_vllm_private_blocks_property import build, config_of, configs, traces
 
 from sim.cache.blocks import by_id, hashed_positions, steps
 from sim.cache.knobs import NONE
 from sim.models import SWA
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import simulate
 
 
 def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> tuple:
@@ -48,11 +48,7 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
         release_window(layout, pool, table, group, processed, extra, by_position)
 
     monkeypatch.setattr(steps, "release_window", compared)
-    mode, model, knobs, pool_tokens = config_spec
-    config = SimConfig(
-        policy="vllm", model=model, mode=mode, bounds=False, knobs=dict(knobs), pool_tokens=pool_tokens
-    )
-    result = simulate(build(trace_spec), config)
+    result = simulate(build(trace_spec), config_of(config_spec))
     monkeypatch.setattr(steps, "release_window", release_window)
     return (), result
 

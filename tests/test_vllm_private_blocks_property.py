@@ -94,6 +94,14 @@ traces = st.one_of(
 )
 
 
+def config_of(config_spec) -> SimConfig:
+    """The run a drawn ``configs()`` spec names: ``vllm`` on a generated trace, bounds off."""
+    mode, model, knobs, pool_tokens = config_spec
+    return SimConfig(
+        policy="vllm", model=model, mode=mode, bounds=False, knobs=dict(knobs), pool_tokens=pool_tokens
+    )
+
+
 @st.composite
 def configs(draw):
     model = draw(st.sampled_from(MODELS))
@@ -119,11 +127,7 @@ def watched(trace_spec, config_spec, unwatches: bool, monkeypatch, seen: dict) -
         return run_over(manager, watcher)
 
     monkeypatch.setattr(simulate_module, "_run_over", counted)
-    mode, model, knobs, pool_tokens = config_spec
-    config = SimConfig(
-        policy="vllm", model=model, mode=mode, bounds=False, knobs=dict(knobs), pool_tokens=pool_tokens
-    )
-    result = simulate(build(trace_spec), config)
+    result = simulate(build(trace_spec), config_of(config_spec))
     monkeypatch.setattr(simulate_module, "_run_over", run_over)
     return (), result
 

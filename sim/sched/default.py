@@ -229,9 +229,8 @@ class DefaultScheduler:
         return state
 
     def _retract(self, victim: RequestState, why: str) -> None:
-        self._capped.forget(
-            victim.request_id
-        )  # (before the abort and its event: none of them reads the other)
+        # before the abort and its event: neither reads the held stalls, so the order changes nothing
+        self._capped.forget(victim.request_id)
         given_up = retract(self.manager, self.running, victim, why)
         if given_up is None:
             self.waiting.appendleft(victim)

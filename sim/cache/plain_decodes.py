@@ -155,7 +155,7 @@ class PlainDecodes(StepPlans):
         if swa_pool is not None:
             swa_pool.count_out(num_steps * num_reqs)
         for req in reqs:
-            req.add_anonymous_ids(num_steps, swa_pool is not None)
+            req.add_anonymous_pages(num_steps, swa_pool is not None)
             self.take_plain_decodes(req, num_steps)
         return num_reqs
 

@@ -161,12 +161,6 @@ class RequestCache:
         else:
             self.own_full, self.own_swa = full, cast("list[int | None]", swa)  # SWA ids, or None per page
 
-    def add_anonymous_ids(self, num_pages: int, has_swa: bool) -> None:
-        """``add_own_pages`` of ``num_pages`` anonymous ids counted out of their pools (SWA's entries None where
-        the model has no SWA) as fresh lists, or as counts where the request's lists are counted (``count_in``)."""
-        if not count_in(self.own_full, self.own_swa, num_pages, has_swa):
-            self.add_own_pages([ANONYMOUS_ID] * num_pages, [ANONYMOUS_ID if has_swa else None] * num_pages)
-
     def add_anonymous_pages(self, num_pages: int, has_swa: bool, countable: bool = False) -> None:
         """``add_own_pages`` of ``num_pages`` pages counted out of anonymous pools (every id ``ANONYMOUS_ID``;
         SWA's entries None where the model has no SWA): the same lists, extended from shared runs, or, from

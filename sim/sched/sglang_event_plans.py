@@ -90,7 +90,7 @@ def pages_at_once(manager: CacheManager) -> bool:
 def take_anonymous_pages(manager: CacheManager, req: RequestCache, num_pages: int) -> None:
     """``prepare_page_decode`` on anonymous pools, less the count: the request's new pages (each pool's count
     is taken for the whole step by ``count_out_pages``)."""
-    req.add_anonymous_ids(num_pages, manager.has_swa)
+    req.add_anonymous_pages(num_pages, manager.has_swa)
     req.planned = ()
 
 

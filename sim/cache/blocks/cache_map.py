@@ -25,7 +25,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from typing import Any
 
-from sim.cache.blocks import by_id
+from sim.cache.blocks import by_id, out_of_map
 
 Key = tuple[object, int]  # (block key, group index): how the map's entries are named outside it
 
@@ -43,6 +43,8 @@ class CacheMap:
         # a map per group keyed by the block key alone: no (key, group) tuple made or hashed a block
         self.first_in: list[dict[object, int]] = [{} for _ in range(num_groups)]  # each key's oldest block
         self.more_in: list[dict[object, list[int]]] = [{} for _ in range(num_groups)]  # its newer ones
+        # a prefill step's private blocks kept out of the map (``out_of_map.py``)
+        self.keeps_private_out = out_of_map.OUT_OF_MAP
 
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
@@ -53,9 +55,10 @@ class CacheMap:
         if self.key_at[block] is None:
             self.key_at[block] = key  # counted 1: not written
             self.group_at[block] = group
-            self._list(block, key, group)
+            self.list_block(block, key, group)
 
-    def _list(self, block: int, key: object, group: int) -> None:
+    def list_block(self, block: int, key: object, group: int) -> None:
+        """``block`` listed under ``key`` in ``group``: its first block, or one of its newer ones."""
         first_of = self.first_in[group]
         if key in first_of:
             self.more_in[group].setdefault(key, []).append(block)

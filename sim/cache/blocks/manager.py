@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import boundary_run, hashed_positions, steps
+from sim.cache.blocks import boundary_run, hashed_positions, out_of_map, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -233,6 +233,8 @@ class BlockCacheManager(PlainBlockDecodes):
         """A preemption: the request's blocks are freed as at a finish (what was hashed stays cached); if it
         is admitted again, it still reports its first admission's hit."""
         req = self.requests.pop(request_id)
+        if self.pool.keeps_private_out:  # the only request that can ask for its private blocks may come back
+            out_of_map.list_kept_out(self.pool)
         self._preempted.setdefault(request_id, req.match)
         self._prompts.setdefault(request_id, req.num_prompt_tokens or req.prompt_len)
         steps.free_request(self.pool, req)

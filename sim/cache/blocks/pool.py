@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from itertools import compress
 from operator import not_
 
-from sim.cache.blocks import by_id
+from sim.cache.blocks import by_id, out_of_map
 from sim.cache.blocks.cache_map import CacheMap
 from sim.cache.blocks.tail import FreeTail
 from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
@@ -45,8 +45,8 @@ class BlockPool(CacheMap):
         self.held = dict.fromkeys(kinds, 0)  # blocks with ref count > 0, by the kind of group holding them
         self.cached_free = dict.fromkeys(kinds, 0)  # hashed blocks in the free queue, by their group's kind
         self.num_evictions = dict.fromkeys(kinds, 0)
-        # 1: a hashed block only its own request can ever hold (``private.py``), its eviction not told; set only
-        # where the manager marks them (``marks_private``), cleared when the block loses its hash
+        # not 0: a hashed block only its own request can ever hold (``private.py``), its eviction not told (2: kept
+        # out of the cache map, ``out_of_map.py``); set where the manager marks them, cleared when it loses its hash
         self.private: list[int] = [0] * num_blocks  # by block id (``by_id.py``)
         self.marks_private = False
         bus = events if events is not None else EventBus()
@@ -118,21 +118,21 @@ class BlockPool(CacheMap):
             num_group = groups.count(group)
             self.cached_free[group_kinds[group]] -= num_group
             self.num_evictions[group_kinds[group]] += num_group
-        keys_told, groups_told = self._told(blocks, keys, groups)  # told apart, as the pool holds them
+        keys_told, groups_told, marks = self._told(blocks, keys, groups)  # told apart, as the pool holds them
         spans = [(at, at + 1) for at in range(len(keys_told))] if told_each else [(0, len(keys_told))]
         for start, end in spans if keys_told and self.on_evict else ():
             emit(self.on_evict, BlocksEvicted(keys_told[start:end], groups_told[start:end]))
-        self._unlist(blocks, keys, groups)
+        self._unlist(*out_of_map.listed_of(marks, blocks, keys, groups))
         return blocks
 
-    def _told(self, blocks: list[int], keys: list, groups: list[int]) -> tuple[list, list[int]]:
-        """The evicted keys and their groups to tell, less those of private blocks, whose marks are cleared."""
+    def _told(self, blocks: list[int], keys: list, groups: list[int]) -> tuple[list, list[int], list[int]]:
+        """The evicted keys and groups to tell, less private blocks', whose marks are cleared and returned."""
         if not self.marks_private or by_id.all_equal(self.private, blocks, 0):
-            return keys, groups
-        marked = by_id.read(self.private, blocks)
-        by_id.fill(self.private, list(compress(blocks, marked)), 0)
-        kept = list(map(not_, marked))
-        return list(compress(keys, kept)), list(compress(groups, kept))
+            return keys, groups, []
+        marks = by_id.read(self.private, blocks)
+        by_id.fill(self.private, list(compress(blocks, marks)), 0)
+        kept = list(map(not_, marks))
+        return list(compress(keys, kept)), list(compress(groups, kept)), marks
 
     def mark_private(self, blocks: list[int]) -> None:
         """Hashed blocks only their own request can ever hold."""

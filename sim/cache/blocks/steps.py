@@ -15,6 +15,7 @@ from sim.cache.blocks import by_id
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
+from sim.cache.blocks.out_of_map import cache_private
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
@@ -162,10 +163,9 @@ def cache_blocks(
             indices = masks[shape] = _mask(layout, kind, B, first, stop, retention, boundaries, exported)
         stride = stride_of[kind]
         blocks, new_keys = _hashed_blocks(table, keys_of, stride, indices)
-        pool.cache_group(blocks, new_keys, group)
         cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
-        if cut < stop:
-            pool.mark_private(_private_blocks(table, indices, cut))
+        private = _private_blocks(table, indices, cut) if cut < stop else []  # ``blocks``' last ones
+        cache_private(pool, blocks, new_keys, private, group)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(zip(new_keys, repeat(group)))
         if on_skip and kind != FULL and first < stop:

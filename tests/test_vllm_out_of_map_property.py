@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
-from same_runs import same_both_ways
 from test_vllm_private_blocks_property import (
     PREEMPTED,
     PRIVATE_EVICTED,
     SHARED_EVICTED,
     SKIPPED,
-    build,
-    config_of,
+    both_ways_or_skip,
     configs,
+    run_seen_at_end,
     traces,
 )
 
-import sim.run.simulate as simulate_module
 from sim.cache.blocks import out_of_map
-from sim.run.simulate import simulate
 
 
 def effective_map(pool) -> dict:
@@ -43,31 +40,19 @@ def run_with(trace_spec, config_spec, keeps_out: bool, monkeypatch, seen: dict) 
     """The run with the switch set; ``seen`` gets its end's map (with the kept-out blocks), how many blocks
     were kept out then and whether the pool still keeps them out."""
     monkeypatch.setattr(out_of_map, "OUT_OF_MAP", keeps_out)
-    run_over = simulate_module._run_over
 
     def ended(manager, watcher):
-        manager.check_integrity()
         pool = manager.pool
-        seen[keeps_out] = (
-            effective_map(pool),
-            pool.private.count(out_of_map.KEPT_OUT),
-            pool.keeps_private_out,
-        )
-        return run_over(manager, watcher)
+        kept_out = pool.private.count(out_of_map.KEPT_OUT)
+        seen[keeps_out] = (effective_map(pool), kept_out, pool.keeps_private_out)
 
-    monkeypatch.setattr(simulate_module, "_run_over", ended)
-    result = simulate(build(trace_spec), config_of(config_spec))
-    monkeypatch.setattr(simulate_module, "_run_over", run_over)
-    return (), result
+    return run_seen_at_end(trace_spec, config_spec, monkeypatch, ended)
 
 
 def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
     """Both runs and their maps held equal; what each saw (True: the switch on), and the run."""
     seen: dict = {}
-    try:
-        on, _ = same_both_ways(lambda on: run_with(trace_spec, config_spec, on, monkeypatch, seen))
-    except ValueError:  # the pool cannot hold one max_model_len request (both runs refuse alike)
-        pytest.skip("refused")
+    on = both_ways_or_skip(lambda on: run_with(trace_spec, config_spec, on, monkeypatch, seen))
     assert seen[True][0] == seen[False][0]
     assert seen[False][1] == 0
     return seen, on[1]

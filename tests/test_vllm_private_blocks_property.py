@@ -113,32 +113,48 @@ def configs(draw):
     return draw(st.sampled_from(["replay", "timed"])), model, knobs, draw(st.integers(1000, 5000))
 
 
-def watched(trace_spec, config_spec, unwatches: bool, monkeypatch, seen: dict) -> tuple:
-    """The run with the switch set; ``seen`` gets the watcher's recorded entries as the run ends, where the pool's
-    integrity is checked."""
-    monkeypatch.setattr(private, "UNWATCHES_PRIVATE", unwatches)
+def run_seen_at_end(trace_spec, config_spec, monkeypatch, at_end) -> tuple:
+    """The run, ``at_end(manager, watcher)`` called as it ends, where the pool's integrity is checked (a block
+    marked private is hashed)."""
     run_over = simulate_module._run_over
 
-    def counted(manager, watcher):
-        manager.check_integrity()  # a block marked private is hashed
-        if watcher is not None:
-            evicted = sum(map(len, watcher.evicted.values()))
-            seen[unwatches] = (evicted, sum(map(len, watcher.skipped.values())) + watcher.num_unsorted)
+    def ended(manager, watcher):
+        manager.check_integrity()
+        at_end(manager, watcher)
         return run_over(manager, watcher)
 
-    monkeypatch.setattr(simulate_module, "_run_over", counted)
+    monkeypatch.setattr(simulate_module, "_run_over", ended)
     result = simulate(build(trace_spec), config_of(config_spec))
     monkeypatch.setattr(simulate_module, "_run_over", run_over)
     return (), result
 
 
+def both_ways_or_skip(run) -> tuple:
+    """``same_both_ways(run)``'s switch-on run; a pool that cannot hold one max_model_len request (both runs
+    refuse alike) skips the example."""
+    try:
+        on, _ = same_both_ways(run)
+    except ValueError:
+        pytest.skip("refused")
+    return on
+
+
+def watched(trace_spec, config_spec, unwatches: bool, monkeypatch, seen: dict) -> tuple:
+    """The run with the switch set; ``seen`` gets the watcher's recorded entries as the run ends."""
+    monkeypatch.setattr(private, "UNWATCHES_PRIVATE", unwatches)
+
+    def counted(manager, watcher):
+        if watcher is not None:
+            evicted = sum(map(len, watcher.evicted.values()))
+            seen[unwatches] = (evicted, sum(map(len, watcher.skipped.values())) + watcher.num_unsorted)
+
+    return run_seen_at_end(trace_spec, config_spec, monkeypatch, counted)
+
+
 def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
     """Both runs, held equal; the entries each recorded (True: the switch on), and the run."""
     seen: dict = {}
-    try:
-        on, _ = same_both_ways(lambda on: watched(trace_spec, config_spec, on, monkeypatch, seen))
-    except ValueError:  # the pool cannot hold one max_model_len request (both runs refuse alike)
-        pytest.skip("refused")
+    on = both_ways_or_skip(lambda on: watched(trace_spec, config_spec, on, monkeypatch, seen))
     assert seen[True][0] <= seen[False][0] and seen[True][1] <= seen[False][1]
     return seen, on[1]
 

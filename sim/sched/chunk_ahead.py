@@ -30,8 +30,8 @@ SPLIT_BY_PROMPT = True
 def split_by_prompt(
     requests: Mapping[str, RequestView], runs: list[RequestState]
 ) -> tuple[list[RequestState], list[RequestState]]:
-    """The running requests past their prompt and those still in it, each in ``runs``' order, from one read of each
-    length: ``takes_chunk_next`` skips the first, so it is handed only the second (none where all decode)."""
+    """The running requests past their prompt and those still in it, each in ``runs``' order, without a method call
+    each: ``takes_chunk_next`` skips the first, so it is handed only the second (none where all decode)."""
     decoding = [run for run in runs if requests[run.request_id].kv_len >= run.prompt_len]
     if len(decoding) == len(runs):
         return decoding, []

@@ -108,14 +108,10 @@ class PlainDecodes(StepPlans):
             self.take_plain_decodes(req, num_steps)
         return counted_starts(starts)
 
-    def hand_out_starts(
-        self, reqs: list[RequestCache], starts: list[tuple[int, int]], full: list[int] | None = None
-    ) -> None:
+    def hand_out_starts(self, reqs: list[RequestCache], starts: list[tuple[int, int]]) -> None:
         """A page for each of ``starts`` ((step offset, index in ``reqs``), sorted), handed out in that order: a
-        pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between. ``full``: their
-        FULL ids, where the caller took them already (None: taken here)."""
-        if full is None:
-            full = self.pools[FULL].alloc(len(starts))
+        pool hands out ``n`` ids at once as it would one by one, and nothing is freed in between."""
+        full = self.pools[FULL].alloc(len(starts))
         swa = self.pools[SWA].alloc(len(starts)) if self.has_swa else [None] * len(starts)
         own_full: list[list[int]] = [[] for _ in reqs]
         own_swa: list[list[int | None]] = [[] for _ in reqs]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from sim.cache.components import FULL, SWA
+from sim.cache.components import SWA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import fitting_starts
@@ -32,10 +32,6 @@ from sim.cache.request import RequestCache
 # taken at its step; False: it stops before each, which the loop takes as an event step (the reference;
 # tests/test_checkpoint_folds.py holds both equal)
 FOLD_CHECKPOINTS = True
-# True: a freeing stretch takes the FULL ids of all its page starts in one ``alloc`` (nothing in a stretch frees a
-# FULL page: its frees are SWA pages, its checkpoints spare slots), handed out slice by slice with each turn's SWA
-# ids; False: an ``alloc`` of FULL ids at each turn (the reference; tests/test_stretch_full_once.py holds both equal)
-FULL_ONCE = True
 
 
 def freeing_stretch(
@@ -91,12 +87,11 @@ def take_freeing_decodes(
     at_start = [(req.kv_len, req.decode_steps, iteration, num_steps) for req in reqs]
     due = _first_due(rules, manager, reqs, at_start)
     swa_pool = manager.pools[SWA] if manager.has_swa else None
-    full = manager.pools[FULL].alloc(len(starts)) if FULL_ONCE and starts else None
     freed_at: dict[int, int] = {}
     allocated = 0
     while due:
         offset, index = heappop(due)
-        allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index), full)
+        allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
         if due_at is not None:
             due_at.append(offset)
         if index >= len(reqs):
@@ -109,7 +104,7 @@ def take_freeing_decodes(
         if swa_pool is not None and swa_pool.num_free > free_before:
             freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
         _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
-    _allocate_before(manager, reqs, starts, allocated, (num_steps, 0), full)
+    _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, steps
         manager.take_plain_decodes(req, num_steps)
@@ -189,15 +184,14 @@ def _allocate_before(
     starts: list[tuple[int, int]],
     allocated: int,
     before: tuple[int, int],
-    full: list[int] | None,
 ) -> int:
     """The page starts from ``allocated`` on that come before ``before`` (step offset, index: that request's
     free comes before its page at that step), handed out as ``take_batch_decodes`` hands them; returns how
-    many starts are allocated now. ``full``: the FULL ids of all the stretch's starts (None: taken here)."""
+    many starts are allocated now."""
     end = allocated
     while end < len(starts) and starts[end] < before:
         end += 1
     if end == allocated:
         return end
-    manager.hand_out_starts(reqs, starts[allocated:end], full[allocated:end] if full is not None else None)
+    manager.hand_out_starts(reqs, starts[allocated:end])
     return end

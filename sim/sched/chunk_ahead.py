@@ -13,29 +13,14 @@ page chunk beside decodes: the decoding requests' plain-step counts were asked e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
-from sim.cache.interface import RequestView
 from sim.cache.manager import CacheManager
 from sim.sched.capped_stalls import CappedStalls
 from sim.sched.request import RequestState
 
 # False: every step asks the decoding requests (the reference; tests/test_chunk_ahead_property.py holds both equal)
 ASK_CHUNKS_FIRST = True
-# False: the decoding requests found by a method call each and every running request handed to
-# ``takes_chunk_next`` (the reference; tests/test_prompt_split.py holds both equal)
-SPLIT_BY_PROMPT = True
-
-
-def split_by_prompt(
-    requests: Mapping[str, RequestView], runs: list[RequestState]
-) -> tuple[list[RequestState], list[RequestState]]:
-    """The running requests past their prompt and those still in it, each in ``runs``' order, without a method call
-    each: ``takes_chunk_next`` skips the first, so it is handed only the second (none where all decode)."""
-    decoding = [run for run in runs if requests[run.request_id].kv_len >= run.prompt_len]
-    if len(decoding) == len(runs):
-        return decoding, []
-    return decoding, [run for run in runs if requests[run.request_id].kv_len < run.prompt_len]
 
 
 def takes_chunk_next(

@@ -16,10 +16,9 @@ from collections import deque
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched import chunk_ahead
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
-from sim.sched.chunk_ahead import split_by_prompt, takes_chunk_next
+from sim.sched.chunk_ahead import takes_chunk_next
 from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
@@ -121,14 +120,11 @@ class DefaultScheduler:
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
         runs = oldest_first(self.running)
-        if chunk_ahead.SPLIT_BY_PROMPT:
-            decoding, prefilling = split_by_prompt(self.manager.requests, runs)
-        else:
-            decoding, prefilling = [run for run in runs if not self._in_prefill(run)], runs
+        decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:
             return [], 0
         budget = self.budget - len(decoding)  # what the step's decodes leave the chunks
-        if self._radix is not None and takes_chunk_next(self._radix, self._capped, prefilling, budget):
+        if self._radix is not None and takes_chunk_next(self._radix, self._capped, runs, budget):
             return [], 0
         if self._radix is not None and self._chunks_stay_stalled(budget):
             allowed = self._last_output.allow(decoding)

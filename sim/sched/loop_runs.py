@@ -49,11 +49,6 @@ FOLD_SWA_FREES = True
 # would announce (``freeing_runs.step_runs``, due steps alone); False: any listener turns the folds off (the reference;
 # tests/test_swa_free_runs_bounds.py holds both equal)
 ANNOUNCED_FOLDS = True
-# True: the last-output step begins no pass (as the run's other steps: its decodes and finishes read none of the
-# pass's accounts, and the loop's next pass resets them) and, where its batch is not read, a quiet request only
-# moves its length (``_quiet_or_planned``); False: a pass begun, each request planned in full (the reference;
-# tests/test_lean_last_output.py holds both equal)
-LEAN_LAST_OUTPUT = True
 
 
 def batch_run_allowed(manager: CacheManager, runs: list[RequestState], through_last: bool = False) -> int:
@@ -154,23 +149,13 @@ def take_last_output_step(
         return None
     # read (by batch readers only: ``last_output.py``) after the finishes below, so from its lengths
     lengths = batch_lengths(reqs, manager.events.reads_batches())
-    if not LEAN_LAST_OUTPUT:
-        manager.begin_pass()
-    batch: Batch | None = None
-    plans: list[ChunkPlan | None]
-    if LEAN_LAST_OUTPUT and lengths is None:  # nobody reads its batch
-        plans = [_quiet_or_planned(manager, req, iteration, True) for req in reqs]
-    else:
-        batch = _planned_decodes(manager, reqs, iteration, settles=True)
-        plans = [item.plan for item in batch.items]
+    manager.begin_pass()
+    batch: Batch = _planned_decodes(manager, reqs, iteration, settles=True)
     if lengths is not None:
-        batch = DecodeBatch.of_requests(iteration, reqs, lengths, 0, plans)
+        batch = DecodeBatch.of_requests(iteration, reqs, lengths, 0, [item.plan for item in batch.items])
     ended: list[RequestState] = []
-    for run, req, plan in zip(runs, reqs, plans, strict=True):
-        if plan is None:
-            manager.take_plain_decodes(req, 1)  # ``complete_decode`` with no checkpoint planned
-        else:
-            manager.complete_decode(run.request_id)
+    for run in runs:
+        manager.complete_decode(run.request_id)
         run.decoded += 1
         if run.decoded == run.output_len - 1:
             run.inserted_len = manager.finish(run.request_id).inserted_len

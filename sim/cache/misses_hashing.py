@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.tokens import TokenSeq
+from sim.cache.node import Node
+from sim.tokens import Run, TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
 BY_LINKS = True
+# True: the watcher folds a new link's key with the last run held as typed locals (``fold_key_unpacked``);
+# False: ``fold_key``, the reference (tests/test_misses_fold_unpacked_property.py)
+UNPACKED_FOLD = True
 
 
 _EMPTY = hash(())  # the empty prefix's int
@@ -77,6 +81,37 @@ def fold_key(link: tuple | None, key) -> tuple[int, tuple | None]:
             folded = folded if last is None else hash((folded, last))
             last = run
     return folded, last
+
+
+def fold_down(links: dict[Node, tuple], chain: list[Node], link: tuple | None) -> tuple | None:
+    """``misses._prefix_link``'s folds: each of ``chain`` (bottom first) linked, top first, to its key folded onto
+    the link above it (``link``: the top's parent's); the bottom's link."""
+    unpacked = UNPACKED_FOLD
+    for below in reversed(chain):
+        link = fold_key_unpacked(link, below.key) if unpacked else fold_key(link, below.key)
+        links[below] = link
+    return link
+
+
+def fold_key_unpacked(link: tuple[int, Run | None] | None, key: TokenSeq) -> tuple[int, Run | None]:
+    """``fold_key(link, key)`` with the last run held as three typed locals: the compiled core reads the key's
+    runs and merges a continuing one natively, where ``fold_key``'s untyped tuples are indexed, compared and
+    added through the object protocol (its last run made again as a tuple at each merge)."""
+    folded, source, start, count, has_last = _EMPTY, "", 0, 0, False
+    if link is not None:
+        folded = link[0]
+        last = link[1]
+        if last is not None:
+            source, start, count = last
+            has_last = True
+    for run_source, run_start, run_count in key.runs:
+        if has_last and run_source == source and start + count == run_start:
+            count += run_count
+        elif run_count > 0:
+            if has_last:
+                folded = hash((folded, (source, start, count)))
+            source, start, count, has_last = run_source, run_start, run_count, True
+    return folded, ((source, start, count) if has_last else None)
 
 
 def link_hash(link: tuple | None) -> int:

@@ -94,24 +94,23 @@ def fold_down(links: dict[Node, tuple], chain: list[Node], link: tuple | None) -
 
 
 def fold_key_unpacked(link: tuple[int, Run | None] | None, key: TokenSeq) -> tuple[int, Run | None]:
-    """``fold_key(link, key)`` with the last run held as three typed locals: the compiled core reads the key's
-    runs and merges a continuing one natively, where ``fold_key``'s untyped tuples are indexed, compared and
-    added through the object protocol (its last run made again as a tuple at each merge)."""
-    folded, source, start, count, has_last = _EMPTY, "", 0, 0, False
-    if link is not None:
-        folded = link[0]
-        last = link[1]
+    """``fold_key(link, key)`` typed, each run and the last unpacked: the compiled core reads, compares and adds
+    them natively, where ``fold_key``'s untyped tuples go through the object protocol (ten indexings a merge);
+    interpreted, two unpackings take fewer steps than its six indexings."""
+    folded, last = (_EMPTY, None) if link is None else link
+    for run in key.runs:
+        run_source, run_start, run_count = run
         if last is not None:
             source, start, count = last
-            has_last = True
-    for run_source, run_start, run_count in key.runs:
-        if has_last and run_source == source and start + count == run_start:
-            count += run_count
+            if run_source == source and start + count == run_start:
+                last = (source, start, count + run_count)
+                continue
+            if run_count > 0:
+                folded = hash((folded, last))
+                last = run
         elif run_count > 0:
-            if has_last:
-                folded = hash((folded, (source, start, count)))
-            source, start, count, has_last = run_source, run_start, run_count, True
-    return folded, ((source, start, count) if has_last else None)
+            last = run
+    return folded, last
 
 
 def link_hash(link: tuple | None) -> int:

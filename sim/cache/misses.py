@@ -25,7 +25,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_down, link_hash, prefix_hash
+from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -153,19 +153,19 @@ class TreeMissTracker:
         self._deleted = node
 
     def _prefix_link(self, node: Node) -> tuple | None:
-        """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path, or
-        folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth. A
-        node's tokens from the root never change (a split keeps its end and what lies above): a link stays right."""
+        """The tokens down to ``node``'s end as a chain ``(key, chain above)``, shared by the nodes of a path,
+        or folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth.
+        A node's tokens from the root never change (a split keeps its end and what lies above), so a link
+        once made stays right."""
         links = self._prefix_links
         chain: list[Node] = []
         while node.parent is not None and node not in links:
             chain.append(node)
             node = node.parent
         link: tuple | None = links.get(node)  # None: the root, an empty prefix
-        if FOLD_ON_LINKS:
-            return fold_down(links, chain, link)
         for below in reversed(chain):
-            link = links[below] = (below.key, link)
+            link = fold_key(link, below.key) if FOLD_ON_LINKS else (below.key, link)
+            links[below] = link
         return link
 
     def _on_split(self, event: Split) -> None:

@@ -19,14 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.cache.node import Node
-from sim.tokens import Run, TokenSeq
+from sim.tokens import TokenSeq
 
 # Off: each chain hashed alone from its keys (``misses._prefix_hash``): the reference
 BY_LINKS = True
-# True: the watcher folds a new link's key with the last run held as typed locals (``fold_key_unpacked``);
-# False: ``fold_key``, the reference (tests/test_misses_fold_unpacked_property.py)
-UNPACKED_FOLD = True
 
 
 _EMPTY = hash(())  # the empty prefix's int
@@ -79,36 +75,6 @@ def fold_key(link: tuple | None, key) -> tuple[int, tuple | None]:
             last = (last[0], last[1], last[2] + run[2])
         elif run[2] > 0:
             folded = folded if last is None else hash((folded, last))
-            last = run
-    return folded, last
-
-
-def fold_down(links: dict[Node, tuple], chain: list[Node], link: tuple | None) -> tuple | None:
-    """``misses._prefix_link``'s folds: each of ``chain`` (bottom first) linked, top first, to its key folded onto
-    the link above it (``link``: the top's parent's); the bottom's link."""
-    unpacked = UNPACKED_FOLD
-    for below in reversed(chain):
-        link = fold_key_unpacked(link, below.key) if unpacked else fold_key(link, below.key)
-        links[below] = link
-    return link
-
-
-def fold_key_unpacked(link: tuple[int, Run | None] | None, key: TokenSeq) -> tuple[int, Run | None]:
-    """``fold_key(link, key)`` typed, each run and the last unpacked: the compiled core reads, compares and adds
-    them natively, where ``fold_key``'s untyped tuples go through the object protocol (ten indexings a merge);
-    interpreted, two unpackings take fewer steps than its six indexings."""
-    folded, last = (_EMPTY, None) if link is None else link
-    for run in key.runs:
-        run_source, run_start, run_count = run
-        if last is not None:
-            source, start, count = last
-            if run_source == source and start + count == run_start:
-                last = (source, start, count + run_count)
-                continue
-            if run_count > 0:
-                folded = hash((folded, last))
-                last = run
-        elif run_count > 0:
             last = run
     return folded, last
 

@@ -38,18 +38,16 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
-    # a local: the compiled core reads a module's name from its dict at each use
-    none = _NONE
     for node in nodes:
         parent = node.parent
-        above: Any = links.get(parent, none)  # ``_prefix_link``'s answer where the parent's link is made
-        if above is none:
+        above: Any = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
+        if above is _NONE:
             above = watcher._prefix_link(parent)
         if folded:
             above = link_hash(above)
         key = hash(node.edge)
-        earlier = pages.get(key, none)
-        if earlier is none:
+        earlier = pages.get(key, _NONE)
+        if earlier is _NONE:
             pages[key] = above
         elif type(earlier) is list:
             earlier.append(above)

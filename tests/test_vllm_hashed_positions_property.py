@@ -32,10 +32,9 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
     monkeypatch.setattr(hashed_positions, "FIRST_SPAN", 2)
     release_window = steps.release_window
 
-    def compared(layout, pool, table, group, processed, extra=0, by_position=None):
+    def compared(layout, pool, table, group, processed, extra=0, positions=None, req=None):
         top = min(len(table) - 1, steps.window_top(layout, processed, extra))
-        if by_position is not None and top >= 0 and table[top] is not None:
-            positions, req = by_position
+        if positions is not None and top >= 0 and table[top] is not None:
             below = table[top::-1]
             lo = top + 1 - by_id.first_none(below)
             live = hashed_positions.live_below(table, top)
@@ -45,7 +44,7 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
             seen["splits"] = seen.get("splits", 0) + 1
             seen["both"] = seen.get("both", 0) + bool(answer[0] and answer[1])
             seen["hit"] = seen.get("hit", 0) + bool(answer[0] and lo < req.hit.tokens // layout.block_of(SWA))
-        release_window(layout, pool, table, group, processed, extra, by_position)
+        release_window(layout, pool, table, group, processed, extra, positions, req)
 
     monkeypatch.setattr(steps, "release_window", compared)
     result = simulate(build(trace_spec), config_of(config_spec))

@@ -39,8 +39,7 @@ def release_skipped(
         if kind == SWA:
             top = min(len(table) - 1, swa_top)
             if top >= 0 and table[top] is not None:
-                by_position = None if hashed is None else (hashed, req)
-                release_window(layout, pool, table, group, processed, int(early), by_position)
+                release_window(layout, pool, table, group, processed, int(early), hashed, req)
         elif kind == MAMBA and processed > 1 and state_last > req.retired[group]:
             release_states(layout, pool, req, group, processed)
 
@@ -62,18 +61,19 @@ def release_window(
     group: int,
     processed: int,
     extra: int = 0,
-    by_position: tuple[HashedPositions, BlockRequest] | None = None,
+    hashed: HashedPositions | None = None,
+    req: BlockRequest | None = None,
 ) -> None:
     """Blocks wholly below the window become null, scanning down until one already is (split by position)."""
     top = min(len(table) - 1, window_top(layout, processed, extra))
     if top < 0 or table[top] is None:
         return  # most steps: the window's first block has not moved
-    if by_position is None:  # the live run ends at the first null under it (a prefill: hundreds)
+    if hashed is None or req is None:  # the live run ends at the first null under it (a prefill: hundreds)
         below = table[top::-1]
         num_freed = by_id.first_none(below)
         pool.free_held(cast(list[int], below[:num_freed]), group)  # at least one, none null
     else:
-        num_freed = by_position[0].release(by_position[1], pool, group, top)
+        num_freed = hashed.release(req, pool, group, top)
     table[top + 1 - num_freed : top + 1] = [None] * num_freed
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from sim.run.event_delays import event_delays
 from sim.sched.default import DefaultScheduler
-from sim.sched.request import RequestState
 
 # False: the default loop takes every full step in its own event (the reference; tests/test_prefill_runs.py holds
 # both equal)
 PREFILL_RUNS = True
 
 
-def complete_step(engine, batch, started_at: float, duration: float) -> list[RequestState]:
+def complete_step(engine, batch, started_at: float, duration: float) -> tuple:
     """What the loop does after a scheduled step's time has passed, but finish requests (the caller does, at the
     step's end): processed, written, first tokens stamped with its end, the iteration counted. Returns the
     requests the step ended."""

@@ -14,7 +14,6 @@ from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.run.backend import Backend
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
-from sim.run.prefill_runs import complete_step, take_prefill_run
 from sim.run.step_log import StepLog, run_pool_columns
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
@@ -87,33 +86,30 @@ class Engine:
             if not self.scheduler.has_work():
                 self._wake = self.env.event()
                 yield self._wake
-            if not (yield from self.full_step(self.scheduler.schedule(self.iteration))):
+            batch = self.scheduler.schedule(self.iteration)
+            self._drop_given_up()
+            if not batch:
+                self._unblock()
                 continue
-            # a run that ended requests may go on with processing them (the SGLang overlap loop's next run); the
-            # default loop's full steps go on in runs too (``take_prefill_run``)
-            while self.fast_path and ((yield from self._plain_run()) or (yield from take_prefill_run(self))):
+            started_at = self.env.now
+            if self._step_started:
+                emit(self._step_started, StepStarted(batch, self.manager))
+            duration = self.backend.run(batch, self.manager)
+            yield self.env.timeout(duration)
+            outcome = self.scheduler.postprocess(batch)
+            self.scheduler.unpark()
+            self._record_step(batch, started_at, duration)
+            for state in outcome.first_tokens:
+                if state.first_token_at is None:
+                    state.first_token_at = self.env.now
+            for state in outcome.finished:
+                self._finish(state)
+            self.iteration += 1
+            if self.on_step is not None:
+                self.on_step()
+            # a run that ended requests may go on with processing them (the SGLang overlap loop's next run)
+            while self.fast_path and (yield from self._plain_run()):
                 pass
-
-    def full_step(self, batch):
-        """The loop's step of a scheduled batch, in its own event; False where nothing was scheduled."""
-        self._drop_given_up()
-        if not batch:
-            self._unblock()
-            return False
-        started_at = self.env.now
-        if self._step_started:
-            emit(self._step_started, StepStarted(batch, self.manager))
-        duration = self.backend.run(batch, self.manager)
-        yield self.env.timeout(duration)
-        for state in complete_step(self, batch, started_at, duration):
-            self._finish(state)
-        if self.on_step is not None:
-            self.on_step()
-        return True
-
-    def reads_steps(self) -> bool:
-        """Whether a listener reads any step event (each step then announced at its own time)."""
-        return bool(self._step_started or self._step_ended or self._plain_ended)
 
     def _plain_run(self):
         """Decode-only steps that change nothing but lengths (or, in a batch run, also start pages, take

@@ -82,8 +82,7 @@ class CacheMap:
         them were new), they are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is
         listed in one probe instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
         if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
-            by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
-            by_id.fill(self.group_at, blocks, group)
+            self.key_blocks(blocks, keys, group)
             self._list_new(blocks, keys, group)
             return
         first_of = self.first_in[group]
@@ -91,12 +90,17 @@ class CacheMap:
             num_keys = len(first_of)
             first_of.update(zip(keys, blocks, strict=True))
             if len(first_of) - num_keys == len(blocks):
-                by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
-                by_id.fill(self.group_at, blocks, group)
+                self.key_blocks(blocks, keys, group)
                 return
             deque(map(first_of.pop, dict.fromkeys(keys)), 0)  # each new key once: the map as it was
         for block, key in zip(blocks, keys, strict=True):
             self.cache_in(block, key, group)
+
+    def key_blocks(self, blocks: list[int], keys: list[object], group: int) -> None:
+        """Blocks none of which is hashed yet given their keys and ``group``, not listed (the caller lists them,
+        or keeps them out: ``out_of_map.py``)."""
+        by_id.write(self.key_at, blocks, keys)  # each counted 1: not written
+        by_id.fill(self.group_at, blocks, group)
 
     def _list_new(self, blocks: list[Any], keys: list[Any], group: int) -> None:
         """``_list`` of each block (none yet listed) with its key, in order: ``setdefault`` lists a new key and

@@ -31,8 +31,7 @@ def cache_private(pool: Any, blocks: list[int], keys: list[Any], private: list[i
             pool.mark_private(private)
         return
     pool.cache_group(blocks[:num_listed], keys[:num_listed], group)
-    by_id.write(pool.key_at, private, keys[num_listed:])  # each counted 1: not written
-    by_id.fill(pool.group_at, private, group)
+    pool.key_blocks(private, keys[num_listed:], group)
     by_id.fill(pool.private, private, KEPT_OUT)
 
 

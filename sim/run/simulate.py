@@ -24,7 +24,7 @@ from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend, reads_page_ids
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
-from sim.run.gc_pause import collector_paused
+from sim.gc_pause import collector_paused
 from sim.run.metrics import pool_figures, request_table, reuse_figures, time_figures
 from sim.run.replay import replay_into
 from sim.run.replay_records import ReplayRecords, StatesLog

@@ -55,7 +55,12 @@ def _follow_up_lines(num: int) -> list[str]:
     block, end inside one, and (for the first turns) start and end in the same block."""
     lines, input_len, hash_ids, next_id = [], 1100, [1, 2, 3], 4
     for index in range(num):
-        record = {"timestamp": index, "input_length": input_len, "output_length": 37 + index, "hash_ids": hash_ids}
+        record = {
+            "timestamp": index,
+            "input_length": input_len,
+            "output_length": 37 + index,
+            "hash_ids": hash_ids,
+        }
         lines.append(json.dumps(record))
         hash_ids = hash_ids[: input_len // B]  # the full blocks resent; the partial tail's block differs
         input_len += 40 + 37 * index + 97 * (index % 3)
@@ -70,7 +75,11 @@ def test_imports_equal_both_ways(chains, switch, data_dir, tmp_path):
     follow_ups = tmp_path / "follow_ups.jsonl"
     follow_ups.write_text("\n".join(_follow_up_lines(12)) + "\n")
     assert import_mooncake_counted(follow_ups)[1].followups == 11  # each turn follows the one before
-    for path in (data_dir / "mooncake_conversation_head.jsonl", data_dir / "mooncake_synthetic_head.jsonl", follow_ups):
+    for path in (
+        data_dir / "mooncake_conversation_head.jsonl",
+        data_dir / "mooncake_synthetic_head.jsonl",
+        follow_ups,
+    ):
         _assert_same_import(path, chains, switch)
 
 

@@ -13,8 +13,8 @@ from conformance.engines.vllm_build import max_num_seqs as vllm_max_num_seqs
 from conformance.scenario import EngineOutcome, Scenario
 from sim.cache.sizing import PoolSizes
 from sim.engines.registry import PRESETS, make_policy
+from sim.gc_pause import collector_paused
 from sim.models import FULL, MAMBA, SWA, ModelSpec, get_model
-from sim.run.gc_pause import collector_paused
 from sim.run.setup import RunSetup
 from sim.run.simulate import SimConfig, run_replay, run_timed
 

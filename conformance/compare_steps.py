@@ -12,8 +12,8 @@ from conformance.scenario import Scenario
 from conformance.trajectory import Served, Step, Trajectory, pools_of
 from sim.cache.events import EventBus, Retracted, StepEnded, StepStarted
 from sim.engines.registry import make_policy
+from sim.gc_pause import collector_paused
 from sim.run.backend import FixedStepBackend
-from sim.run.gc_pause import collector_paused
 from sim.run.setup import RunSetup
 from sim.run.simulate import SimConfig, run_timed
 

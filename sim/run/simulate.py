@@ -20,11 +20,11 @@ from sim.cache.policy import Policy
 from sim.cost import CostModel, get_gpu
 from sim.cost.calibration import load_calibration
 from sim.engines.registry import make_manager, make_scheduler
+from sim.gc_pause import collector_paused
 from sim.models import ModelSpec
 from sim.run.backend import Backend, PredictBackend, reads_page_ids
 from sim.run.config import SimConfig
 from sim.run.engine import Engine
-from sim.run.gc_pause import collector_paused
 from sim.run.metrics import pool_figures, request_table, reuse_figures, time_figures
 from sim.run.replay import replay_into
 from sim.run.replay_records import ReplayRecords, StatesLog

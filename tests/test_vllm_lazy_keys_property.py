@@ -42,16 +42,19 @@ def run_with(trace_spec, config_spec, late: bool, monkeypatch, seen: dict) -> tu
     """The run with the switch set; ``seen`` gets its end's map and unkeyed blocks, and the blocks its
     preemptions keyed."""
     monkeypatch.setattr(lazy_keys, "LAZY_KEYS", late)
-    keyed_at_preemption = []
+    keyed_at_preemption, stayed_out = [], []
 
     def counted(pool, running, block_keys):
         keyed_at_preemption.append(sum(len(noted[1]) for req in running for noted in req.kept_unkeyed))
         lazy_keys.list_late(pool, running, block_keys)
+        stayed = [block for block, key in enumerate(pool.key_at) if isinstance(key, out_of_map.Unkeyed)]
+        assert all(pool.private[block] == out_of_map.KEPT_OUT for block in stayed), "an unkeyed block listed"
+        stayed_out.append(len(stayed))
 
     monkeypatch.setattr(manager, "list_late", counted)
 
     def ended(manager, watcher):
-        seen[late] = (*keyed_map(manager.pool), sum(keyed_at_preemption))
+        seen[late] = (*keyed_map(manager.pool), sum(keyed_at_preemption), sum(stayed_out))
 
     return run_seen_at_end(trace_spec, config_spec, monkeypatch, ended)
 
@@ -60,7 +63,7 @@ def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
     """Both runs held equal, and their maps but for the unkeyed blocks; what each saw (True: the switch on)."""
     seen: dict = {}
     on = both_ways_or_skip(lambda on: run_with(trace_spec, config_spec, on, monkeypatch, seen))
-    (late_map, unkeyed, _), (reference, none, _) = seen[True], seen[False]
+    (late_map, unkeyed, *_), (reference, none, *_) = seen[True], seen[False]
     assert not none
     held_private = {blocks[0]: key[1] for key, blocks in reference.items() if blocks[0] in unkeyed}
     assert held_private == unkeyed, "an unkeyed block is not private in the reference"
@@ -81,13 +84,25 @@ def test_kept_out_blocks_left_unkeyed_leave_the_runs_as_the_reference(trace_spec
         event("refused")
         return
     event(f"unkeyed at the end: {bool(seen[True][1])}, keyed at a preemption: {bool(seen[True][2])}")
+    event(f"left out at a preemption: {bool(seen[True][3])}")
     event(f"preempted {bool(result.requests['retractions'].sum())}, {trace_spec[0]} {config_spec[0]}")
 
 
+# three short requests of their own, then eight long ones sharing a ref: a preemption while a finished request's
+# private blocks are unkeyed (they stay out) and a running one's (keyed and listed)
+STAYED_OUT = (
+    ("mixed", [([("o", 150)], 20)] * 3 + [([("s", 0, 300), ("o", 199)], 200)] * 8),
+    ("timed", "tiny", {}, 2000),
+)
+
+
 def test_the_fixed_cases_leave_blocks_unkeyed_and_key_them_at_a_preemption(monkeypatch):
-    """A replay whose private blocks are unkeyed at its end; a timed run whose preemption keys some."""
+    """A replay whose private blocks are unkeyed at its end; timed runs whose preemption keys some, and leaves a
+    finished request's out."""
     seen, _ = same_runs(*PRIVATE_EVICTED, monkeypatch)
     assert seen[True][1], "no block left unkeyed"
-    seen, result = same_runs(*PREEMPTED, monkeypatch)
-    assert result.requests["retractions"].sum() > 0
-    assert seen[True][2] > 0, "no unkeyed block keyed at a preemption"
+    for case in (PREEMPTED, STAYED_OUT):
+        seen, result = same_runs(*case, monkeypatch)
+        assert result.requests["retractions"].sum() > 0
+        assert seen[True][2] > 0, "no unkeyed block keyed at a preemption"
+    assert seen[True][3] > 0, "no finished request's unkeyed block left out at a preemption"

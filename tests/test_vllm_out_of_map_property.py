@@ -22,7 +22,7 @@ from test_vllm_private_blocks_property import (
     traces,
 )
 
-from sim.cache.blocks import out_of_map
+from sim.cache.blocks import lazy_keys, out_of_map
 
 
 def effective_map(pool) -> dict:
@@ -40,6 +40,7 @@ def run_with(trace_spec, config_spec, keeps_out: bool, monkeypatch, seen: dict) 
     """The run with the switch set; ``seen`` gets its end's map (with the kept-out blocks), how many blocks
     were kept out then and whether the pool still keeps them out."""
     monkeypatch.setattr(out_of_map, "OUT_OF_MAP", keeps_out)
+    monkeypatch.setattr(lazy_keys, "LAZY_KEYS", False)  # every kept-out block keyed (``lazy_keys.py``'s test)
 
     def ended(manager, watcher):
         pool = manager.pool

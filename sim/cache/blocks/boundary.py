@@ -21,6 +21,7 @@ from typing import Any
 from sim.cache.blocks import steps
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.knobs import VllmKnobs
+from sim.cache.blocks.lazy_keys import keep_out, key_cap
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable
 from sim.cache.blocks.views import BlockViews
@@ -190,8 +191,6 @@ class BoundaryDecodes(BlockViews):
         test), so one key names block ``index`` in all of them: the groups skipping it are told it in one
         ``BlocksSkipped``, as ``tell_skipped`` groups equal keys."""
         layout, pool = self.layout, self.pool
-        keys = self.keys.chain(req.tokens, index + 1, req.chain).keys
-        key = keys[(index + 1) * layout.key_stride[FULL] - 1]
         boundaries, retention = (req.replay_boundary, req.junction), self.knobs.retention_interval
         B, need = layout.block_size, layout.swa_need
         # the mask at one index: the scalar rule (``reachable``, which ``reachable_indices`` is held to)
@@ -199,6 +198,11 @@ class BoundaryDecodes(BlockViews):
             kind: kind == FULL or reachable(kind, index, retention, B, need, boundaries, B)
             for kind in layout.kinds
         }
+        at, num_keys = (index + 1) * layout.key_stride[FULL] - 1, index + 1
+        if list(reached.values()).count(True) == 1:  # FULL's alone: unkeyed past the cap (``lazy_keys.py``)
+            num_keys = min(num_keys, key_cap(pool, req.private_from, layout.hash_block))
+        keys = self.keys.chain(req.tokens, num_keys, req.chain).keys
+        key = keys[at] if at < len(keys) else None  # None: a private block, kept out unkeyed
         told: list[int] = []
         private = index >= req.private_from // B  # only this request holds it (``private.py``): not told
         for group, (kind, table) in enumerate(zip(layout.group_kinds, req.tables, strict=True)):
@@ -206,6 +210,9 @@ class BoundaryDecodes(BlockViews):
             if block is None:
                 continue
             if reached[kind]:
+                if key is None and keep_out(pool, req, group, [block], [at]):
+                    continue
+                key = self.keys.chain(req.tokens, index + 1, req.chain).keys[at] if key is None else key
                 pool.cache_in(block, key, group)
                 if private:
                     pool.private[block] = 1

@@ -15,6 +15,7 @@ from typing import cast
 
 from sim.cache.blocks import by_id
 from sim.cache.blocks.boundary import BoundaryDecodes
+from sim.cache.blocks.lazy_keys import cache_unkeyed, key_cap
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
 from sim.cache.events import BlocksSkipped, emit
@@ -28,7 +29,10 @@ class RunHashes:
     def __init__(self, manager: BoundaryDecodes, req: BlockRequest, indices: list[int]) -> None:
         layout = manager.layout
         self.manager, self.req, self.pool, self.kinds = manager, req, manager.pool, layout.group_kinds
-        self.keys = manager.keys.chain(req.tokens, indices[-1] + 1, req.chain).keys if indices else []
+        cap = key_cap(self.pool, req.private_from, layout.hash_block)  # ``lazy_keys.py``
+        self.keys = (
+            manager.keys.chain(req.tokens, min(indices[-1] + 1, cap), req.chain).keys if indices else []
+        )
         self.stride = layout.key_stride[FULL]
         self.private_at = req.private_from // layout.block_size  # ``_hash_block``'s private test
         self.full_groups = layout.groups_of(FULL)
@@ -48,20 +52,29 @@ class RunHashes:
         self.full_blocks: dict[int, list[int]] = {group: [] for group in self.full_groups}
         self.full_keys: dict[int, list[object]] = {group: [] for group in self.full_groups}
         self.private_blocks: list[int] = []
+        # the private FULL blocks past the key cap, kept out unkeyed at ``finish``, and their keys' places
+        self.unkeyed: dict[int, list[int]] = {group: [] for group in self.full_groups}
+        self.unkeyed_at: list[int] = []
         self.last = -1
 
     def hash_block(self, index: int) -> None:
         """``_hash_block(req, index)``, the FULL groups' blocks kept for ``finish``; a block in every group
         and none the mask reaches (a decode's usual block) told skipped in the groups' one tuple."""
-        key = self.keys[(index + 1) * self.stride - 1]
+        at = (index + 1) * self.stride - 1
         row = [table[index] for table in self.req.tables]
         self.last, private = index, index >= self.private_at
-        if index in self.any_reached or None in row:
-            self._hash_each(index, key, row, private)
+        if index in self.any_reached or None in row:  # (past the key cap: keyed now, as the reference)
+            self._hash_each(
+                index, self.manager.keys.chain(self.req.tokens, at + 1, self.req.chain).keys[at], row, private
+            )
             return
+        key = self.keys[at] if at < len(self.keys) else None  # None: past the key cap, a private block
         blocks = cast(list[int], row)  # no None in it
         for group in self.full_groups:
             self._keep_full(blocks[group], key, group, private)
+        if key is None:
+            self.unkeyed_at.append(at)
+            return
         on_skip = self.manager._on_skip
         if self.told and on_skip and not private:
             emit(on_skip, BlocksSkipped(self.told, [key]))
@@ -88,6 +101,9 @@ class RunHashes:
             emit(on_skip, BlocksSkipped(tuple(told), [key]))
 
     def _keep_full(self, block: int, key: object, group: int, private: bool) -> None:
+        if key is None:
+            self.unkeyed[group].append(block)
+            return
         self.full_blocks[group].append(block)
         self.full_keys[group].append(key)
         if private:
@@ -100,4 +116,7 @@ class RunHashes:
         for group in self.full_groups:  # a group's map and its blocks' keys are its own: any group order
             self.pool.cache_group(self.full_blocks[group], self.full_keys[group], group)
         by_id.fill(self.pool.private, self.private_blocks, 1)
+        for group in self.full_groups if self.unkeyed_at else ():
+            blocks = self.unkeyed[group]
+            cache_unkeyed(self.pool, self.manager.keys, self.req, group, blocks, [], blocks, self.unkeyed_at)
         self.req.num_cached[:] = [self.last + 1] * len(self.req.num_cached)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import boundary_run, hashed_positions, out_of_map, steps
+from sim.cache.blocks import boundary_run, hashed_positions, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -26,6 +26,7 @@ from sim.cache.blocks.hit import longest_hit
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.cache.blocks.knobs import VllmKnobs
 from sim.cache.blocks.layout import policy_layout
+from sim.cache.blocks.lazy_keys import key_cap, list_late
 from sim.cache.blocks.plain import PlainBlockDecodes
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.private import NEVER, private_from
@@ -82,10 +83,12 @@ class BlockCacheManager(PlainBlockDecodes):
         to nothing the request waits, nothing touched (the scheduler's ``num_new_tokens == 0: break``)."""
         if request_id in self.requests:
             raise ValueError(f"request {request_id!r} is already admitted")
-        # a request refused admission is asked again every step: its keys are kept until it is admitted
-        chain = self.keys.chain(
-            tokens, (prompt_len - 1) // self.layout.hash_block, self._waiting_chains.get(request_id)
-        )
+        # a request refused admission is asked again every step: its keys are kept until it is admitted; its
+        # private blocks' are not computed while they would be kept out unkeyed (``lazy_keys.py``)
+        private = NEVER if self.shared_sources is None else private_from(tokens, self.shared_sources)
+        hash_block = self.layout.hash_block
+        num_keys = min((prompt_len - 1) // hash_block, key_cap(self.pool, private, hash_block))
+        chain = self.keys.chain(tokens, num_keys, self._waiting_chains.get(request_id))
         past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
         hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
@@ -111,9 +114,7 @@ class BlockCacheManager(PlainBlockDecodes):
                 [0] * len(tables),
                 kv_len=hit.tokens,
                 num_prompt_tokens=self._prompts.get(request_id, prompt_len),
-                private_from=NEVER
-                if self.shared_sources is None
-                else private_from(tokens, self.shared_sources),
+                private_from=private,
             )
         )
 
@@ -234,7 +235,7 @@ class BlockCacheManager(PlainBlockDecodes):
         is admitted again, it still reports its first admission's hit."""
         req = self.requests.pop(request_id)
         if self.pool.keeps_private_out:  # the only request that can ask for its private blocks may come back
-            out_of_map.list_kept_out(self.pool)
+            list_late(self.pool, [req, *self.requests.values()], self.keys)
         self._preempted.setdefault(request_id, req.match)
         self._prompts.setdefault(request_id, req.num_prompt_tokens or req.prompt_len)
         steps.free_request(self.pool, req)

@@ -13,12 +13,18 @@ Off: every hashed block listed, the reference (tests/test_vllm_out_of_map_proper
 from __future__ import annotations
 
 from itertools import compress
-from typing import Any
+from typing import Any, cast
 
 from sim.cache.blocks import by_id
 
 OUT_OF_MAP = True
 LISTED, KEPT_OUT = 1, 2  # a private block's marks (``BlockPool.private``; 0: not private)
+
+
+class Unkeyed:
+    """A kept-out block's key not computed (``lazy_keys.py``): one a request, unequal to any key."""
+
+    __slots__ = ()
 
 
 def cache_private(pool: Any, blocks: list[int], keys: list[Any], private: list[int], group: int) -> None:
@@ -35,6 +41,13 @@ def cache_private(pool: Any, blocks: list[int], keys: list[Any], private: list[i
     by_id.fill(pool.private, private, KEPT_OUT)
 
 
+def private_blocks(table: list[int | None], indices: range | list[int], cut: int) -> list[int]:
+    """The held blocks at ``indices`` from ``cut`` on (a block id is never 0, the null block)."""
+    if isinstance(indices, range):
+        return cast(list[int], list(filter(None, table[max(cut, indices.start) : indices.stop])))
+    return [block for index in indices if index >= cut and (block := table[index]) is not None]
+
+
 def listed_of(
     marks: list[int], blocks: list[int], keys: list[Any], groups: list[int]
 ) -> tuple[list[int], list[Any], list[int]]:
@@ -47,9 +60,12 @@ def listed_of(
 
 def list_kept_out(pool: Any) -> None:
     """A request preempted may ask the map for its own blocks when admitted again: every block kept out is
-    listed (in block order: each key has that one block) and none is kept out from now on."""
+    listed (in block order: each key has that one block) and none is kept out from now on. A finished
+    request's blocks left unkeyed (``lazy_keys.py``) stay out: nobody can ask for them."""
     pool.keeps_private_out = False
     marks, key_at, group_at = pool.private, pool.key_at, pool.group_at
     for block in [block for block, mark in enumerate(marks) if mark == KEPT_OUT]:
+        if isinstance(key_at[block], Unkeyed):
+            continue
         marks[block] = LISTED
         pool.list_block(block, key_at[block], group_at[block])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sim.cache.blocks.hit import Hit
 from sim.cache.blocks.keys import KeyChain
+from sim.cache.blocks.out_of_map import Unkeyed
 from sim.cache.blocks.private import NEVER
 from sim.cache.results import MatchResult
 from sim.tokens import TokenSeq
@@ -31,6 +32,10 @@ class BlockRequest:
     # where its first token of a source no other request holds is (``private.py``): its blocks ending past it
     # are its own alone, their eviction and skip not told (``private.NEVER``: none, or the watcher not told)
     private_from: int = NEVER
+    # its private blocks' mark while kept out unkeyed, and each step's such blocks: (group, blocks, their keys'
+    # places in ``chain``) (``lazy_keys.py``)
+    unkeyed: Unkeyed = field(default_factory=Unkeyed)
+    kept_unkeyed: list[tuple[int, list[int], range | list[int]]] = field(default_factory=list)
 
     @property
     def replay_boundary(self) -> int:

@@ -15,7 +15,8 @@ from sim.cache.blocks import by_id
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
-from sim.cache.blocks.out_of_map import cache_private
+from sim.cache.blocks.lazy_keys import cache_unkeyed, key_cap, private_positions
+from sim.cache.blocks.out_of_map import cache_private, private_blocks
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
@@ -144,7 +145,8 @@ def cache_blocks(
         else all(cacheable // B <= num for B, num in zip(layout.group_blocks, req.num_cached, strict=True))
     ):
         return  # most decode steps: no block became full in any group
-    keys_of = keys.chain(req.tokens, end // layout.hash_block, req.chain).keys
+    cap = key_cap(pool, req.private_from, layout.hash_block)  # ``lazy_keys.py``
+    keys_of = keys.chain(req.tokens, min(end // layout.hash_block, cap), req.chain).keys
     boundaries = (req.replay_boundary, req.junction)
     exported = _exported_checkpoint(layout, req, end) if checkpoint else -1
     stride_of = layout.key_stride
@@ -164,8 +166,12 @@ def cache_blocks(
         stride = stride_of[kind]
         blocks, new_keys = _hashed_blocks(table, keys_of, stride, indices)
         cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
-        private = _private_blocks(table, indices, cut) if cut < stop else []  # ``blocks``' last ones
-        cache_private(pool, blocks, new_keys, private, group)
+        private = private_blocks(table, indices, cut) if cut < stop else []  # ``blocks``' last ones
+        if len(new_keys) < len(blocks):  # the private ones past the key cap (``lazy_keys.py``)
+            positions = private_positions(table, indices, cut, stride, private)
+            new_keys = cache_unkeyed(pool, keys, req, group, blocks, new_keys, private, positions)
+        else:
+            cache_private(pool, blocks, new_keys, private, group)
         if kind == MAMBA and mamba_keys is not None:
             mamba_keys.update(zip(new_keys, repeat(group)))
         if on_skip and kind != FULL and first < stop:
@@ -214,7 +220,7 @@ def _hashed_blocks(
             return cast(list[int], blocks), keys
     held = [index for index in indices if table[index] is not None]
     held_blocks = cast(list[int], list(map(table.__getitem__, held)))  # one cast, not a call per block
-    return held_blocks, [keys_of[(i + 1) * stride - 1] for i in held]
+    return held_blocks, [keys_of[(i + 1) * stride - 1] for i in held if (i + 1) * stride <= len(keys_of)]
 
 
 def _unhashed_keys(
@@ -227,13 +233,6 @@ def _unhashed_keys(
         held[index - first] = None
     end = stop if told < 0 else told
     return list(compress(keys_of[(first + 1) * stride - 1 : end * stride : stride], held))
-
-
-def _private_blocks(table: list[int | None], indices: range | list[int], cut: int) -> list[int]:
-    """The held blocks at ``indices`` from ``cut`` on (a block id is never 0, the null block)."""
-    if isinstance(indices, range):
-        return cast(list[int], list(filter(None, table[max(cut, indices.start) : indices.stop])))
-    return [block for index in indices if index >= cut and (block := table[index]) is not None]
 
 
 def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:

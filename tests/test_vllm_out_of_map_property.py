@@ -9,17 +9,15 @@ cases, with floors: blocks kept out, and a preempted run that lists them."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import event
 from test_vllm_private_blocks_property import (
+    FIXED,
     PREEMPTED,
     PRIVATE_EVICTED,
-    SHARED_EVICTED,
-    SKIPPED,
     both_ways_or_skip,
-    configs,
+    on_fixed_and_generated,
+    reached,
     run_seen_at_end,
-    traces,
 )
 
 from sim.cache.blocks import lazy_keys, out_of_map
@@ -59,20 +57,13 @@ def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
     return seen, on[1]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(trace_spec=PRIVATE_EVICTED[0], config_spec=PRIVATE_EVICTED[1])
-@example(trace_spec=SHARED_EVICTED[0], config_spec=SHARED_EVICTED[1])
-@example(trace_spec=PREEMPTED[0], config_spec=PREEMPTED[1])
-@example(trace_spec=SKIPPED[0], config_spec=SKIPPED[1])
-@given(trace_spec=traces, config_spec=configs())
+@on_fixed_and_generated(150, *FIXED)
 def test_private_blocks_kept_out_of_the_map_leave_the_runs_as_the_reference(
     trace_spec, config_spec, monkeypatch
 ):
-    try:
-        seen, result = same_runs(trace_spec, config_spec, monkeypatch)
-    except pytest.skip.Exception:
-        event("refused")
+    if (runs := reached(same_runs, trace_spec, config_spec, monkeypatch)) is None:
         return
+    seen, result = runs
     event(f"kept out at the end: {bool(seen[True][1])}, still keeping out: {seen[True][2]}")
     event(f"preempted {bool(result.requests['retractions'].sum())}, {trace_spec[0]} {config_spec[0]}")
 

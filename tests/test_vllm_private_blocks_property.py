@@ -183,20 +183,37 @@ EDGE_SKIPPED = (
 SKIPPED = (("multiturn", (2, 4, 100, 40, 50, 7)), ("replay", "inkling", {"retention_interval": 0}, 6000))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(trace_spec=PRIVATE_EVICTED[0], config_spec=PRIVATE_EVICTED[1])
-@example(trace_spec=SHARED_EVICTED[0], config_spec=SHARED_EVICTED[1])
-@example(trace_spec=PREEMPTED[0], config_spec=PREEMPTED[1])
-@example(trace_spec=SKIPPED[0], config_spec=SKIPPED[1])
-@example(trace_spec=EDGE_EVICTED[0], config_spec=EDGE_EVICTED[1])
-@example(trace_spec=EDGE_SKIPPED[0], config_spec=EDGE_SKIPPED[1])
-@given(trace_spec=traces, config_spec=configs())
-def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, config_spec, monkeypatch):
+def on_fixed_and_generated(max_examples: int, *cases):
+    """A property over the fixed ``cases`` (trace and config specs) and generated ones, each run given its
+    function-scoped ``monkeypatch``."""
+
+    def wrap(test):
+        test = given(trace_spec=traces, config_spec=configs())(test)
+        for trace_spec, config_spec in reversed(cases):
+            test = example(trace_spec=trace_spec, config_spec=config_spec)(test)
+        health = [HealthCheck.function_scoped_fixture]
+        return settings(max_examples=max_examples, deadline=None, suppress_health_check=health)(test)
+
+    return wrap
+
+
+def reached(same_runs, trace_spec, config_spec, monkeypatch):
+    """``same_runs``' answer, or None where the run is refused (a Hypothesis event counts it)."""
     try:
-        seen, result = same_runs(trace_spec, config_spec, monkeypatch)
+        return same_runs(trace_spec, config_spec, monkeypatch)
     except pytest.skip.Exception:
         event("refused")
+        return None
+
+
+FIXED = (PRIVATE_EVICTED, SHARED_EVICTED, PREEMPTED, SKIPPED)  # the later properties' fixed cases
+
+
+@on_fixed_and_generated(150, *FIXED, EDGE_EVICTED, EDGE_SKIPPED)
+def test_private_blocks_unwatched_leave_the_runs_as_the_reference(trace_spec, config_spec, monkeypatch):
+    if (runs := reached(same_runs, trace_spec, config_spec, monkeypatch)) is None:
         return
+    seen, result = runs
     event(
         f"evictions {'left out' if seen[True][0] < seen[False][0] else 'all told' if seen[True][0] else 'none'}"
     )

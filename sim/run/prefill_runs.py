@@ -53,10 +53,8 @@ def take_prefill_run(engine):
         return False
     env, scheduler = engine.env, engine.scheduler
     horizon, start = env.peek(), env.now
-    starts: list[float] = []
-    durations: list[float] = []
-    ended: list[RequestState] = []
-    pending = None
+    starts, durations = [], []
+    ended, pending = [], None
     while start < horizon and scheduler.has_work():
         batch = scheduler.schedule(engine.iteration)
         if scheduler.given_up or not batch:

@@ -53,8 +53,10 @@ def take_prefill_run(engine):
         return False
     env, scheduler = engine.env, engine.scheduler
     horizon, start = env.peek(), env.now
-    starts, durations = [], []
-    ended, pending = [], None
+    starts: list[float] = []
+    durations: list[float] = []
+    ended: list[RequestState] = []
+    pending = None
     while start < horizon and scheduler.has_work():
         batch = scheduler.schedule(engine.iteration)
         if scheduler.given_up or not batch:

@@ -14,7 +14,6 @@ from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.run.backend import Backend
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
-from sim.run.prefill_runs import runs_reach, take_prefill_run
 from sim.run.step_log import StepLog, run_pool_columns
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
@@ -56,7 +55,6 @@ class Engine:
         self.iteration = 0
         self._wake: simpy.Event | None = None
         self._followers = trace.followers()
-        self._prefill_runs = runs_reach(scheduler)  # where no decode run is found, a run of full steps is tried
 
     def start(self) -> None:
         self.env.process(self._arrivals())
@@ -120,8 +118,6 @@ class Engine:
         requests (the scheduler may then take the next step, which processes them, in a run too)."""
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
-            if self._prefill_runs:
-                return (yield from take_prefill_run(self))
             return False
         requests = self.manager.requests
         contexts = tuple(requests[r.request_id].kv_len for r in runs)

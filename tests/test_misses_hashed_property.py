@@ -26,6 +26,7 @@ from test_marconi_vllm_watcher_property import _compare
 from test_page_chunks_property import workloads
 
 import sim.cache.misses as misses
+from sim.cache.misses_evicted import entry_int
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import fanout
 
@@ -51,7 +52,7 @@ def watched_run(trace, config, monkeypatch, max_unhashed, folded: bool = False) 
 
 
 def _as_hash(prefix) -> int:
-    return prefix if isinstance(prefix, int) else misses._prefix_hash(prefix)
+    return prefix if isinstance(prefix, int) else entry_int(prefix)  # a chain, or a sourced prefix
 
 
 def hashed(pages: dict) -> dict:

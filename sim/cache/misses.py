@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, cast
 
+from sim.cache import misses_evicted
 from sim.cache.components import SWA
 from sim.cache.events import (
     Admitted,
@@ -25,7 +26,8 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
+from sim.cache.misses_evicted import _NONE, was_evicted
+from sim.cache.misses_hashing import chain_hasher, fold_key, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -132,9 +134,15 @@ class TreeMissTracker:
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node: Node = event.node
-        above: Any = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
-        if FOLD_ON_LINKS:
-            above = link_hash(above)
+        source = node.source
+        if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
+            source = node.parent.source
+        above: Any
+        if source is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
+            above = (source, node.start)  # its int made where a match asks (``misses_evicted``)
+        else:
+            above = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
+            above = link_hash(above) if FOLD_ON_LINKS else above
         key = hash(node.edge)
         earlier = self.evicted_pages.get(key, _NONE)
         if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
@@ -157,9 +165,12 @@ class TreeMissTracker:
         or folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth.
         A node's tokens from the root never change (a split keeps its end and what lies above), so a link
         once made stays right."""
-        links = self._prefix_links
+        links, sourced = self._prefix_links, FOLD_ON_LINKS and misses_evicted.SOURCED
         chain: list[Node] = []
         while node.parent is not None and node not in links:
+            if sourced and node.source is not None:  # its path's runs folded at once: no climb above it
+                links[node] = fold_key(None, node.source.slice(0, node.end))
+                break
             chain.append(node)
             node = node.parent
         link: tuple | None = links.get(node)  # None: the root, an empty prefix
@@ -187,7 +198,7 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        evicted = self._was_evicted(tokens, full_depth, self.tree.page_size)
+        evicted = was_evicted(self.evicted_pages, tokens, full_depth, self.tree.page_size)
         blocked: tuple[Range, ...] = ()
         if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)
@@ -215,24 +226,6 @@ class TreeMissTracker:
                 pages[key] = chain_hash(entry)
         self.unhashed.clear()
 
-    def _was_evicted(self, tokens, depth: int, page: int) -> bool:
-        """Whether a node starting at ``depth`` after exactly these tokens was evicted."""
-        first = hash(tokens.first_page(page, depth))
-        entry = self.evicted_pages.get(first, _NONE)
-        if entry is _NONE:
-            return False
-        wanted = prefix_hash(tokens.slice(0, depth).runs)
-        if type(entry) is not list:
-            if not isinstance(entry, int):
-                entry = self.evicted_pages[first] = _prefix_hash(entry)
-            return entry == wanted
-        for index, prefix in enumerate(entry):
-            if not isinstance(prefix, int):
-                prefix = entry[index] = _prefix_hash(prefix)
-            if prefix == wanted:
-                return True
-        return False
-
     def _last_on_path(self, tokens, depth: int) -> Node:
         """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that
         could split anything: from the walk hints' node (no tokens compared), then down the children."""
@@ -245,6 +238,3 @@ class TreeMissTracker:
                 break
             node = child
         return node
-
-
-_NONE = object()  # no entry (None is a prefix link: the empty prefix)

@@ -52,20 +52,21 @@ class Watched:
         self.iteration = run.end_iteration
         return run.end_iteration, run.inserted_len
 
+    def by_place(self, *tables) -> list:
+        """Each of ``tables`` (keyed by nodes) sorted, its nodes as their positions (a dead node: "gone")."""
+        where = {node: (node.start, node.end) for node in self.manager.tree.nodes()}
+        return [
+            sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
+            for table in tables
+        ]
+
     def tables(self):
         """The watcher's state, its nodes as their positions."""
         watcher = self.watcher
-        where = {node: (node.start, node.end) for node in self.manager.tree.nodes()}
-
-        def by_place(table):
-            return sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
-
         return (
             watcher.misses,
             {key: plain(value) for key, value in watcher.evicted_pages.items()},
-            by_place(watcher.tomb_cause),
-            by_place(watcher.state_evicted),
-            by_place(watcher._prefix_links),
+            *self.by_place(watcher.tomb_cause, watcher.state_evicted, watcher._prefix_links),
             watcher._swa_eviction_pending,
             watcher._in_finish,
             plain(watcher._deleted),

@@ -45,16 +45,10 @@ def _sourced(pages: dict) -> int:
 
 def _tables(watched: Watched):
     watcher = watched.watcher
-    where = {node: (node.start, node.end) for node in watched.manager.tree.nodes()}
-
-    def by_place(table):
-        return sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
-
     return (
         watcher.misses,
         hashed(watcher.evicted_pages),
-        by_place(watcher.tomb_cause),
-        by_place(watcher.state_evicted),
+        *watched.by_place(watcher.tomb_cause, watcher.state_evicted),
         plain(watcher._deleted),
     )
 

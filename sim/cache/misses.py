@@ -82,8 +82,8 @@ class TreeMissTracker:
     # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
     tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
-    # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
-    # path's keys, hashed when first asked or in a batch (per evicted leaf, so kept as small as an entry can be)
+    # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: its int, or
+    # what makes it when first asked (``misses_evicted``; per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
     _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
     unhashed: list[int] = field(default_factory=list)  # evicted_pages' keys chained since the last hashing
@@ -216,7 +216,7 @@ class TreeMissTracker:
         return self._last_miss
 
     def hash_unhashed(self) -> None:
-        """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
+        """The chains given since the last call hashed in place, as ``was_evicted`` would hash them."""
         pages, chain_hash = self.evicted_pages, chain_hasher()  # chains share links: one table
         for key in self.unhashed:
             entry = pages[key]

@@ -32,12 +32,12 @@ _TOLD = {"as_one": 0}
 class Watched:
     """A manager whose only observer is its miss watcher."""
 
-    def __init__(self, preset, model, knobs, sizes, fused: bool, one_loop: bool):
+    def __init__(self, preset, model, knobs, sizes, fused: bool, one_loop: bool, trace=None):
         self.manager = make_manager(model, make_policy(preset, **knobs), sizes)
         self.manager.rules.fused_chunks = fused
         if not one_loop:
             self.manager.rules.takes_page_chunks = lambda manager: False
-        self.watcher = self.manager.watch_misses()
+        self.watcher = self.manager.watch_misses(trace)  # ``trace``: its ``request_seq`` only
         self.chunk, self.iteration = knobs["chunked_prefill_size"], 0
 
     def run(self, request_id, tokens, prompt_len, output_len):

@@ -51,13 +51,16 @@ def watched_run(trace, config, monkeypatch, max_unhashed, folded: bool = False) 
     return [list(watcher.misses.items()) for watcher in watchers], result, watchers
 
 
-def _as_hash(prefix) -> int:
-    return prefix if isinstance(prefix, int) else entry_int(prefix)  # a chain, or a sourced prefix
+def _as_hash(prefix, request_seq) -> int:
+    return prefix if isinstance(prefix, int) else entry_int(prefix, request_seq)  # a chain, or a sourced prefix
 
 
-def hashed(pages: dict) -> dict:
-    """``evicted_pages`` with every chain hashed, as a lookup would hash it."""
-    return {key: [_as_hash(p) for p in v] if type(v) is list else _as_hash(v) for key, v in pages.items()}
+def hashed(pages: dict, request_seq=None) -> dict:
+    """``evicted_pages`` with every chain hashed, as a lookup would hash it (``request_seq``: the watcher's)."""
+    return {
+        key: [_as_hash(p, request_seq) for p in v] if type(v) is list else _as_hash(v, request_seq)
+        for key, v in pages.items()
+    }
 
 
 def num_ints(pages: dict) -> int:

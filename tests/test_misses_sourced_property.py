@@ -12,6 +12,8 @@ evicted prefix through one.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from cache_helpers import seq
 from hypothesis import example, given, settings
@@ -33,9 +35,9 @@ _SEEN = {
 _ENTRY_INT = misses_evicted.entry_int
 
 
-def _counted_entry_int(entry):
+def _counted_entry_int(entry, request_seq):
     _SEEN["reads"] += entry is not None and type(entry[1]) is int
-    return _ENTRY_INT(entry)
+    return _ENTRY_INT(entry, request_seq)
 
 
 def _sourced(pages: dict) -> int:
@@ -47,20 +49,22 @@ def _tables(watched: Watched):
     watcher = watched.watcher
     return (
         watcher.misses,
-        hashed(watcher.evicted_pages),
+        hashed(watcher.evicted_pages, watcher.request_seq),
         *watched.by_place(watcher.tomb_cause, watcher.state_evicted),
         plain(watcher._deleted),
     )
 
 
 def _compare(cache, requests, monkeypatch) -> None:
-    ours, theirs = Watched(*cache, True, True), Watched(*cache, True, True)
+    seqs: dict = {}  # the requests' tokens by id, as a run's trace gives them (``Trace.request_seq``)
+    trace = SimpleNamespace(request_seq=lambda request_id: seqs[request_id])
+    ours, theirs = Watched(*cache, True, True, trace), Watched(*cache, True, True, trace)
     monkeypatch.setattr(misses_evicted, "entry_int", _counted_entry_int)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"
         own_ref = rid if own == 3 else f"own{family}-{own}"
         tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
-        prompt_len = shared_len + own_len
+        prompt_len, seqs[rid] = shared_len + own_len, tokens
         monkeypatch.setattr(misses_evicted, "SOURCED", True)
         done = ours.run(rid, tokens, prompt_len, output_len)
         monkeypatch.setattr(misses_evicted, "SOURCED", False)
@@ -108,8 +112,8 @@ def test_whole_runs_are_equal_either_way(mode, bounds, monkeypatch):
     assert log == reference_log
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary
-    assert [hashed(w.evicted_pages) for w in watchers] == [
-        hashed(w.evicted_pages) for w in reference_watchers
+    assert [hashed(w.evicted_pages, w.request_seq) for w in watchers] == [
+        hashed(w.evicted_pages, w.request_seq) for w in reference_watchers
     ]
     assert ours.summary["evictions_full"] > 100
     # the chunk run sources its leaves, and timed mode's page steps commit through its ``commit_chunk``

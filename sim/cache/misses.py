@@ -6,6 +6,7 @@ watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, cast
@@ -77,6 +78,8 @@ class TreeMissTracker:
     tree: RadixTree
     resolved: Resolved
     events: EventBus
+    # the run's ``Trace.request_seq``, where a deferred entry names its request (``misses_evicted``); None: none
+    request_seq: Callable[[str], Any] | None = None
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
     # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
@@ -138,7 +141,7 @@ class TreeMissTracker:
         if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
             source = node.parent.source
         above: Any
-        if source is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
+        if source is not None and self.request_seq is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
             above = (source, node.start)  # its int made where a match asks (``misses_evicted``)
         else:
             above = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
@@ -166,10 +169,11 @@ class TreeMissTracker:
         A node's tokens from the root never change (a split keeps its end and what lies above), so a link
         once made stays right."""
         links, sourced = self._prefix_links, FOLD_ON_LINKS and misses_evicted.SOURCED
+        request_seq = self.request_seq if sourced else None
         chain: list[Node] = []
         while node.parent is not None and node not in links:
-            if sourced and node.source is not None:  # its path's runs folded at once: no climb above it
-                links[node] = fold_key(None, node.source.slice(0, node.end))
+            if request_seq is not None and node.source is not None:  # its path's runs folded at once: no climb
+                links[node] = fold_key(None, request_seq(node.source).slice(0, node.end))
                 break
             chain.append(node)
             node = node.parent
@@ -198,7 +202,8 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        evicted = was_evicted(self.evicted_pages, tokens, full_depth, self.tree.page_size)
+        pages, page_size = self.evicted_pages, self.tree.page_size
+        evicted = was_evicted(pages, tokens, full_depth, page_size, self.request_seq)
         blocked: tuple[Range, ...] = ()
         if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)

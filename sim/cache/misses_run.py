@@ -37,7 +37,7 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
         return
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
-    sourced = folded and misses_evicted.SOURCED
+    sourced = folded and misses_evicted.SOURCED and watcher.request_seq is not None
     tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
     for node in nodes:
         source = node.source

@@ -17,8 +17,8 @@ class Node:
     ``None`` for a *tombstone*: SWA freed, FULL kept. ``state`` is the MAMBA state after the node's last
     token, or ``None``. Locks: ``full_lock`` counts requests whose path runs through the node,
     ``swa_holders`` names the requests whose sliding window rests on it, ``state_lock`` counts requests
-    resumed from its state. ``cuts``: see ``tree_runs``. ``source``: a sequence whose first ``end`` tokens are
-    the node's path from the root, where its maker had one at hand (``misses_evicted``), else None.
+    resumed from its state. ``cuts``: see ``tree_runs``. ``source``: the id of a request whose tokens
+    (``Trace.request_seq``) begin with the node's path from the root, where its maker knew one (``misses_evicted``).
     """
 
     __slots__ = (
@@ -52,7 +52,7 @@ class Node:
         full_pages: PageList,
         swa_pages: PageList | None,
         state: int | None = None,
-        source: TokenSeq | None = None,
+        source: str | None = None,
     ):
         self.id = next(_ids)
         self.key = key

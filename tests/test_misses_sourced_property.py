@@ -1,6 +1,7 @@
-"""The why watcher's evicted prefixes kept as ``(source, start)`` where the node (or its parent) knows a sequence
-holding its path, their ints made where a match reads them (``misses_evicted.SOURCED``), against the reference:
-each int made at the eviction from the parent's folded link.
+"""The why watcher's evicted prefixes kept as one int naming the request (``Node.source``, made again from the
+run's ``Trace.request_seq``) and the node's start where the node (or its parent) names one, their ints made
+where a match reads them (``misses_evicted.SOURCED``), against the reference: each int made at the eviction from
+the parent's folded link.
 
 Two ``marconi-vllm`` managers, each watched by its ``TreeMissTracker`` alone, run the same requests on tight
 pools (the chunk run's chains, the rules' own evictions, refusals; SWA on and off), one with the switch on and
@@ -35,21 +36,21 @@ _SEEN = {
 _ENTRY_INT = misses_evicted.entry_int
 
 
-def _counted_entry_int(entry, request_seq):
-    _SEEN["reads"] += entry is not None and type(entry[1]) is int
-    return _ENTRY_INT(entry, request_seq)
+def _counted_entry_int(entry, request_seq, sources):
+    _SEEN["reads"] += type(entry) is int
+    return _ENTRY_INT(entry, request_seq, sources)
 
 
 def _sourced(pages: dict) -> int:
     entries = [p for v in pages.values() for p in (v if type(v) is list else [v])]
-    return sum(type(p) is tuple and type(p[1]) is int for p in entries)
+    return sum(type(p) is int and misses_evicted.deferred(p) for p in entries)
 
 
 def _tables(watched: Watched):
     watcher = watched.watcher
     return (
         watcher.misses,
-        hashed(watcher.evicted_pages, watcher.request_seq),
+        hashed(watcher.evicted_pages, watcher),
         *watched.by_place(watcher.tomb_cause, watcher.state_evicted),
         plain(watcher._deleted),
     )
@@ -112,8 +113,8 @@ def test_whole_runs_are_equal_either_way(mode, bounds, monkeypatch):
     assert log == reference_log
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary
-    assert [hashed(w.evicted_pages, w.request_seq) for w in watchers] == [
-        hashed(w.evicted_pages, w.request_seq) for w in reference_watchers
+    assert [hashed(w.evicted_pages, w) for w in watchers] == [
+        hashed(w.evicted_pages, w) for w in reference_watchers
     ]
     assert ours.summary["evictions_full"] > 100
     # the chunk run sources its leaves, and timed mode's page steps commit through its ``commit_chunk``

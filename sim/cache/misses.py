@@ -27,7 +27,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_evicted import _NONE, was_evicted
+from sim.cache.misses_evicted import _NONE, sourced_entry, was_evicted
 from sim.cache.misses_hashing import chain_hasher, fold_key, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
@@ -80,6 +80,7 @@ class TreeMissTracker:
     events: EventBus
     # the run's ``Trace.request_seq``, where a deferred entry names its request (``misses_evicted``); None: none
     request_seq: Callable[[str], Any] | None = None
+    sources: list[str] = field(default_factory=list)  # the requests sourced entries name (``sourced_entry``)
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
     # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
@@ -142,7 +143,7 @@ class TreeMissTracker:
             source = node.parent.source
         above: Any
         if source is not None and self.request_seq is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
-            above = (source, node.start)  # its int made where a match asks (``misses_evicted``)
+            above = sourced_entry(self.sources, source, node.start)  # its int made where a match asks
         else:
             above = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
             above = link_hash(above) if FOLD_ON_LINKS else above
@@ -203,7 +204,7 @@ class TreeMissTracker:
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
         pages, page_size = self.evicted_pages, self.tree.page_size
-        evicted = was_evicted(pages, tokens, full_depth, page_size, self.request_seq)
+        evicted = was_evicted(pages, tokens, full_depth, page_size, self.request_seq, self.sources)
         blocked: tuple[Range, ...] = ()
         if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)

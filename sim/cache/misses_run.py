@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.cache import misses, misses_evicted
+from sim.cache.misses_evicted import sourced_entry
 from sim.cache.misses import _NONE, TreeMissTracker
 from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
@@ -38,14 +39,14 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     sourced = folded and misses_evicted.SOURCED and watcher.request_seq is not None
-    tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
+    tomb_cause, state_evicted, sources = watcher.tomb_cause, watcher.state_evicted, watcher.sources
     for node in nodes:
         source = node.source
         if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
             source = node.parent.source
         above: Any
         if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
-            above = (source, node.start)
+            above = sourced_entry(sources, source, node.start)
         else:
             parent = node.parent
             above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.cache import misses, misses_evicted
-from sim.cache.misses_evicted import sourced_entry
 from sim.cache.misses import _NONE, TreeMissTracker
+from sim.cache.misses_evicted import sourced_entry
 from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 

@@ -105,9 +105,7 @@ def take_chain(
         victim.swa_pages = victim.state = None
         victim.alive = False
         key = keys.cut(base, end)
-        node = Node(
-            key, base, last, full, swa if has_swa else None, None, source
-        )  # ``source``: its path's request
+        node = Node(key, base, last, full, swa if has_swa else None, None, source)  # its path's request
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
         node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4

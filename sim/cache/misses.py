@@ -173,9 +173,7 @@ class TreeMissTracker:
         request_seq = self.request_seq if sourced else None
         chain: list[Node] = []
         while node.parent is not None and node not in links:
-            if (
-                request_seq is not None and node.source is not None
-            ):  # its path's runs folded at once: no climb
+            if request_seq is not None and node.source is not None:  # its runs folded at once: no climb
                 links[node] = fold_key(None, request_seq(node.source).slice(0, node.end))
                 break
             chain.append(node)

@@ -10,6 +10,8 @@ differ), with the trees' ``snapshot``.
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from cache_helpers import seq
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_chunks_property import tight_vllm_caches
 from test_page_chunks_property import plain, workloads
 
+from sim.cache import misses_evicted
 from sim.cache.engines import marconi_vllm_chunks as chunks
 from sim.cache.errors import ReplayRefused
 from sim.cache.solo_run import run_alone
@@ -29,12 +32,12 @@ _TOLD = {"as_one": 0}
 class Watched:
     """A manager whose only observer is its miss watcher."""
 
-    def __init__(self, preset, model, knobs, sizes, fused: bool, one_loop: bool):
+    def __init__(self, preset, model, knobs, sizes, fused: bool, one_loop: bool, trace=None):
         self.manager = make_manager(model, make_policy(preset, **knobs), sizes)
         self.manager.rules.fused_chunks = fused
         if not one_loop:
             self.manager.rules.takes_page_chunks = lambda manager: False
-        self.watcher = self.manager.watch_misses()
+        self.watcher = self.manager.watch_misses(trace)  # ``trace``: its ``request_seq`` only
         self.chunk, self.iteration = knobs["chunked_prefill_size"], 0
 
     def run(self, request_id, tokens, prompt_len, output_len):
@@ -49,20 +52,21 @@ class Watched:
         self.iteration = run.end_iteration
         return run.end_iteration, run.inserted_len
 
+    def by_place(self, *tables) -> list:
+        """Each of ``tables`` (keyed by nodes) sorted, its nodes as their positions (a dead node: "gone")."""
+        where = {node: (node.start, node.end) for node in self.manager.tree.nodes()}
+        return [
+            sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
+            for table in tables
+        ]
+
     def tables(self):
         """The watcher's state, its nodes as their positions."""
         watcher = self.watcher
-        where = {node: (node.start, node.end) for node in self.manager.tree.nodes()}
-
-        def by_place(table):
-            return sorted((where.get(key, ("gone",)), plain(value)) for key, value in table.items())
-
         return (
             watcher.misses,
             {key: plain(value) for key, value in watcher.evicted_pages.items()},
-            by_place(watcher.tomb_cause),
-            by_place(watcher.state_evicted),
-            by_place(watcher._prefix_links),
+            *self.by_place(watcher.tomb_cause, watcher.state_evicted, watcher._prefix_links),
             watcher._swa_eviction_pending,
             watcher._in_finish,
             plain(watcher._deleted),
@@ -70,6 +74,12 @@ class Watched:
 
 
 def _compare(cache, requests, one_loop: bool) -> None:
+    # the general path's leaves know no source: both keep ints (sourced entries: test_misses_sourced_property.py)
+    with mock.patch.object(misses_evicted, "SOURCED", False):
+        _compare_unsourced(cache, requests, one_loop)
+
+
+def _compare_unsourced(cache, requests, one_loop: bool) -> None:
     fused, general = Watched(*cache, True, one_loop), Watched(*cache, False, one_loop)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"

@@ -26,6 +26,7 @@ from test_marconi_vllm_watcher_property import _compare
 from test_page_chunks_property import workloads
 
 import sim.cache.misses as misses
+from sim.cache.misses_evicted import deferred, entry_int
 from sim.run.simulate import SimConfig, simulate
 from sim.trace.generate import fanout
 
@@ -50,13 +51,14 @@ def watched_run(trace, config, monkeypatch, max_unhashed, folded: bool = False) 
     return [list(watcher.misses.items()) for watcher in watchers], result, watchers
 
 
-def _as_hash(prefix) -> int:
-    return prefix if isinstance(prefix, int) else misses._prefix_hash(prefix)
+def hashed(pages: dict, watcher=None) -> dict:
+    """``evicted_pages`` with every chain (or sourced entry: ``watcher``'s) hashed, as a lookup would hash it."""
+    seqs, sources = (watcher.request_seq, watcher.sources) if watcher is not None else (None, [])
 
+    def as_hash(prefix) -> int:
+        return entry_int(prefix, seqs, sources) if deferred(prefix) else prefix
 
-def hashed(pages: dict) -> dict:
-    """``evicted_pages`` with every chain hashed, as a lookup would hash it."""
-    return {key: [_as_hash(p) for p in v] if type(v) is list else _as_hash(v) for key, v in pages.items()}
+    return {key: [as_hash(p) for p in v] if type(v) is list else as_hash(v) for key, v in pages.items()}
 
 
 def num_ints(pages: dict) -> int:

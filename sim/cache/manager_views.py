@@ -64,4 +64,5 @@ class ManagerViews:
         check_integrity(self)
 
     def watch_misses(self, trace: Trace | None = None) -> TreeMissTracker:  # every event recorded
-        return TreeMissTracker(self.tree, self.resolved, self.events)
+        request_seq = trace.request_seq if trace is not None else None  # a deferred entry's tokens
+        return TreeMissTracker(self.tree, self.resolved, self.events, request_seq)

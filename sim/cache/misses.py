@@ -6,10 +6,12 @@ watcher or none (its blocked ranges are then ``blocked_other``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, cast
 
+from sim.cache import misses_evicted
 from sim.cache.components import SWA
 from sim.cache.events import (
     Admitted,
@@ -25,7 +27,8 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_hashing import _prefix_hash, chain_hasher, fold_key, link_hash, prefix_hash
+from sim.cache.misses_evicted import _NONE, sourced_entry, was_evicted
+from sim.cache.misses_hashing import chain_hasher, fold_key, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
 from sim.cache.reasons import (
@@ -75,13 +78,16 @@ class TreeMissTracker:
     tree: RadixTree
     resolved: Resolved
     events: EventBus
+    # the run's ``Trace.request_seq``, where a deferred entry names its request (``misses_evicted``); None: none
+    request_seq: Callable[[str], Any] | None = None
+    sources: list[str] = field(default_factory=list)  # the requests sourced entries name (``sourced_entry``)
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
     # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
     tomb_cause: dict[Node, str] = field(default_factory=dict)  # node -> SWA_EVICTION / SWA_FINISH_TRIM
     state_evicted: dict[Node, str] = field(default_factory=dict)  # node -> MAMBA_EVICTED / SWA_EVICTION
-    # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: their
-    # path's keys, hashed when first asked or in a batch (per evicted leaf, so kept as small as an entry can be)
+    # an evicted node's first page (hashed) -> the prefix before it, or a list of them when several: its int, or
+    # what makes it when first asked (``misses_evicted``; per evicted leaf, so kept as small as an entry can be)
     evicted_pages: dict[int, Any] = field(default_factory=dict)
     _prefix_links: dict[Node, tuple] = field(default_factory=dict)  # live node -> its chain (_prefix_link)
     unhashed: list[int] = field(default_factory=list)  # evicted_pages' keys chained since the last hashing
@@ -132,9 +138,15 @@ class TreeMissTracker:
     def _on_delete_leaf(self, event: LeafDeleting | LeafEvicted) -> None:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node: Node = event.node
-        above: Any = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
-        if FOLD_ON_LINKS:
-            above = link_hash(above)
+        source = node.source
+        if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
+            source = node.parent.source
+        above: Any
+        if source is not None and self.request_seq is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
+            above = sourced_entry(self.sources, source, node.start)  # its int made where a match asks
+        else:
+            above = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
+            above = link_hash(above) if FOLD_ON_LINKS else above
         key = hash(node.edge)
         earlier = self.evicted_pages.get(key, _NONE)
         if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
@@ -157,9 +169,13 @@ class TreeMissTracker:
         or folded (``FOLD_ON_LINKS``), so that a path evicted leaf by leaf costs a step per node, not its depth.
         A node's tokens from the root never change (a split keeps its end and what lies above), so a link
         once made stays right."""
-        links = self._prefix_links
+        links, sourced = self._prefix_links, FOLD_ON_LINKS and misses_evicted.SOURCED
+        request_seq = self.request_seq if sourced else None
         chain: list[Node] = []
         while node.parent is not None and node not in links:
+            if request_seq is not None and node.source is not None:  # its runs folded at once: no climb
+                links[node] = fold_key(None, request_seq(node.source).slice(0, node.end))
+                break
             chain.append(node)
             node = node.parent
         link: tuple | None = links.get(node)  # None: the root, an empty prefix
@@ -187,7 +203,8 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        evicted = self._was_evicted(tokens, full_depth, self.tree.page_size)
+        pages, page_size = self.evicted_pages, self.tree.page_size
+        evicted = was_evicted(pages, tokens, full_depth, page_size, self.request_seq, self.sources)
         blocked: tuple[Range, ...] = ()
         if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)
@@ -205,7 +222,7 @@ class TreeMissTracker:
         return self._last_miss
 
     def hash_unhashed(self) -> None:
-        """The chains given since the last call hashed in place, as ``_was_evicted`` would hash them."""
+        """The chains given since the last call hashed in place, as ``was_evicted`` would hash them."""
         pages, chain_hash = self.evicted_pages, chain_hasher()  # chains share links: one table
         for key in self.unhashed:
             entry = pages[key]
@@ -214,24 +231,6 @@ class TreeMissTracker:
             elif not isinstance(entry, int):
                 pages[key] = chain_hash(entry)
         self.unhashed.clear()
-
-    def _was_evicted(self, tokens, depth: int, page: int) -> bool:
-        """Whether a node starting at ``depth`` after exactly these tokens was evicted."""
-        first = hash(tokens.first_page(page, depth))
-        entry = self.evicted_pages.get(first, _NONE)
-        if entry is _NONE:
-            return False
-        wanted = prefix_hash(tokens.slice(0, depth).runs)
-        if type(entry) is not list:
-            if not isinstance(entry, int):
-                entry = self.evicted_pages[first] = _prefix_hash(entry)
-            return entry == wanted
-        for index, prefix in enumerate(entry):
-            if not isinstance(prefix, int):
-                prefix = entry[index] = _prefix_hash(prefix)
-            if prefix == wanted:
-                return True
-        return False
 
     def _last_on_path(self, tokens, depth: int) -> Node:
         """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that
@@ -245,6 +244,3 @@ class TreeMissTracker:
                 break
             node = child
         return node
-
-
-_NONE = object()  # no entry (None is a prefix link: the empty prefix)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sim.cache import misses
+from sim.cache import misses, misses_evicted
 from sim.cache.misses import _NONE, TreeMissTracker
+from sim.cache.misses_evicted import sourced_entry
 from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 
@@ -37,14 +38,22 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
         return
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
-    tomb_cause, state_evicted = watcher.tomb_cause, watcher.state_evicted
+    sourced = folded and misses_evicted.SOURCED and watcher.request_seq is not None
+    tomb_cause, state_evicted, sources = watcher.tomb_cause, watcher.state_evicted, watcher.sources
     for node in nodes:
-        parent = node.parent
-        above: Any = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
-        if above is _NONE:
-            above = watcher._prefix_link(parent)
-        if folded:
-            above = link_hash(above)
+        source = node.source
+        if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
+            source = node.parent.source
+        above: Any
+        if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
+            above = sourced_entry(sources, source, node.start)
+        else:
+            parent = node.parent
+            above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
+            if above is _NONE:
+                above = watcher._prefix_link(parent)
+            if folded:
+                above = link_hash(above)
         key = hash(node.edge)
         earlier = pages.get(key, _NONE)
         if earlier is _NONE:
@@ -57,7 +66,8 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             unhashed.append(key)
             if max_unhashed is not None and len(unhashed) > max_unhashed:
                 watcher.hash_unhashed()
-        links.pop(node, None)
+        if links:  # empty where every node told was sourced
+            links.pop(node, None)
         if tomb_cause:
             tomb_cause.pop(node, None)
         if state_evicted:

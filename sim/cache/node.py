@@ -17,7 +17,8 @@ class Node:
     ``None`` for a *tombstone*: SWA freed, FULL kept. ``state`` is the MAMBA state after the node's last
     token, or ``None``. Locks: ``full_lock`` counts requests whose path runs through the node,
     ``swa_holders`` names the requests whose sliding window rests on it, ``state_lock`` counts requests
-    resumed from its state. ``cuts``: see ``tree_runs``.
+    resumed from its state. ``cuts``: see ``tree_runs``. ``source``: the id of a request whose tokens
+    (``Trace.request_seq``) begin with the node's path from the root, where its maker knew one (``misses_evicted``).
     """
 
     __slots__ = (
@@ -40,6 +41,7 @@ class Node:
         "alive",
         "cuts",
         "stamp_step",
+        "source",
     )
 
     def __init__(
@@ -50,6 +52,7 @@ class Node:
         full_pages: PageList,
         swa_pages: PageList | None,
         state: int | None = None,
+        source: str | None = None,
     ):
         self.id = next(_ids)
         self.key = key
@@ -71,6 +74,7 @@ class Node:
         # piece i of k + 1 (top first) has the stamp ``full_stamp - (k - i) * stamp_step``, the rest is the node's
         self.cuts: list[int] | None = None
         self.stamp_step = 0
+        self.source = source
 
     @property
     def is_leaf(self) -> bool:

@@ -84,7 +84,7 @@ def take_chain(
     stamp, _, victim = held[0]
     if stamps.get(victim.id) != stamp:  # kept: unkept (held at 0), its parent may get no entry
         return None
-    locks, start, prompt_len = req.locks, req.prefix_len, req.prompt_len
+    locks, start, prompt_len, source = req.locks, req.prefix_len, req.prompt_len, req.request_id
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0
     node: Node | None = None
     made: list[Node] = []  # the chain's new leaves, for the window's lock (``slide_window_over``)
@@ -105,7 +105,7 @@ def take_chain(
         victim.swa_pages = victim.state = None
         victim.alive = False
         key = keys.cut(base, end)
-        node = Node(key, base, last, full, swa if has_swa else None, None)
+        node = Node(key, base, last, full, swa if has_swa else None, None, source)  # its path's request
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
         node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4

@@ -229,7 +229,7 @@ def commit_chunk(
         tree.hints.remember(req.tokens, last)
     req.own_full, req.own_swa = [], []  # the pages pass to the tree (``take_own_pages``)
     key = keys.cut(base, end) if keys is not None else chunk_key(req.tokens, base, end)
-    node = Node(key, base, last, full, swa if has_swa else None, None)
+    node = Node(key, base, last, full, swa if has_swa else None, None, req.request_id)  # ``Node.source``
     node.edge = edge = key.runs  # a key of one page is its own first page (``add_checkpointed_leaf``)
     last.children[edge] = node
     tree.num_full_pages += 1

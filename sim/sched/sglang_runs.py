@@ -76,9 +76,7 @@ def take_batch_run(
                 done += stretch
                 continue
         if in_flight is None and folds:  # the run's pass is begun: idle event steps may go at once
-            idle = idle_event_steps(
-                manager, sched.rules, reqs, iteration + done + phase, max_steps - done, not announced
-            )
+            idle = idle_event_steps(manager, sched.rules, reqs, iteration + done + phase, max_steps - done)
             if idle:
                 full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
                 done += idle

@@ -61,7 +61,7 @@ class CacheManager(SchedulingPasses):
         self.tree.on_split = self._follow_split
         self.tree.split_stamps_halves = self.rules.split_stamps_halves
         self.tree.owns_page_lists = getattr(self.rules, "owns_page_lists", False)  # FreeToken: never forked
-        self.requests: dict[str, RequestCache] = {}
+        self.requests = {}
         self._matched, self._admitted = self.events.channel(Matched), self.events.channel(Admitted)
         self._inserted, self._swa_freed = self.events.channel(Inserted), self.events.channel(SwaFreed)
         self._checkpoint_saved = self.events.channel(CheckpointSaved)

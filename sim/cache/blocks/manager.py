@@ -62,14 +62,14 @@ class BlockCacheManager(PlainBlockDecodes):
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
         self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.layout.hash_block)
-        self.requests: dict[str, BlockRequest] = {}
+        self.requests = {}
         self._waiting_chains: dict[str, KeyChain] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
         # a preempted request's prompt as sent (it returns with its outputs)
         self._prompts: dict[str, int] = {}
-        self._mamba_keys_this_step: set = set()  # MambaManager.cached_blocks_this_step
+        self._mamba_keys_this_step = set()  # MambaManager.cached_blocks_this_step
         # told by ``watch_misses``: a private block's eviction is not told
-        self.shared_sources: frozenset[str] | None = None
+        self.shared_sources = None
         self.one_block_hash = self.steady_steps = True  # fast paths (a test turns them off: the reference)
         self.boundary_runs = boundary_run.BY_RUNS  # a run's boundary steps in one loop (off: step by step)
         # a SWA window's frees split by position (off, None: each block's key read, the reference)

@@ -21,9 +21,7 @@ class PlainBlockDecodes(BoundaryRuns):
     classes, as the compiled core takes single inheritance only): uses its ``requests``, ``layout``,
     ``window``, ``has_swa``, ``has_mamba``, ``batches_in_flight``, ``prepare_decode`` and ``complete_decode``."""
 
-    requests: dict[str, BlockRequest]
-    window: int
-    batches_in_flight: int
+    requests: dict[str, BlockRequest]  # ``window`` and ``batches_in_flight``: declared by ``BoundaryDecodes``
 
     def advance_decode(self, request_id: str, num_steps: int, iteration: int) -> int:
         """Up to ``num_steps`` decode steps from ``iteration`` on, exactly as step by step: steady runs in one

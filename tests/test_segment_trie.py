@@ -17,7 +17,6 @@ from sim.bounds.page_paths import PagePaths
 from sim.bounds.segment_trie import SegmentTrie
 from sim.bounds.state_bound import state_options
 from sim.run.replay import replay_order
-from sim.tokens import TokenSeq
 from sim.trace import Request, Segment, Trace
 from tests.bounds_helpers import small_traces
 
@@ -78,43 +77,15 @@ def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
 
 
 def tries_alike(trace: Trace, page: int, events: list) -> None:
-    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place), its cursor's keys and moves made
-    directly (``CURSOR_DIRECT``) or not, builds the reference's trie: the same nodes, parents and depths, and every
-    event covering the same nodes."""
+    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place) builds the reference's trie: the
+    same nodes, parents and depths, and every event covering the same nodes."""
     built = []
-    for in_place, direct in ((True, True), (True, False), (False, False)):
-        with mock.patch.multiple(segment_trie, LABELS_IN_PLACE=in_place, CURSOR_DIRECT=direct):
+    for in_place in (True, False):
+        with mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place):
             built.append(SegmentTrie(trace, page, events))
-    reference = built[-1]
-    for fast in built[:-1]:
-        assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
-        assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
-
-
-@settings(max_examples=EXAMPLES, deadline=None)
-@given(
-    lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6),
-    sources=st.lists(st.sampled_from("ab"), min_size=6, max_size=6),
-    last_empty=st.booleans(),
-    page=st.integers(1, 12),
-)
-def test_the_cursor_direct_keys_and_moves_are_the_sequences(lengths, sources, last_empty, page):
-    """``CURSOR_DIRECT``'s page key at every token (cut from the cursor's runs) is ``first_page``'s there, and its move
-    (by the run starts) lands where the run-by-run move does, to the sequence's end and past it; runs of a source
-    that continue each other, and an empty last run (a request's own output of no tokens, as ``request_seq`` makes
-    it), included."""
-    runs = [
-        (sources[index], sum(lengths[:index]) * (index % 2), count) for index, count in enumerate(lengths)
-    ]
-    seq = TokenSeq._trusted(tuple(runs + [("o", 0, 0)] * last_empty), sum(lengths))
-    starts = seq._run_starts()
-    cursors = [(run, inside) for run, (_, _, count) in enumerate(seq.runs) for inside in range(count)]
-    for at, (run, inside) in enumerate(cursors):
-        with mock.patch.object(segment_trie, "CURSOR_DIRECT", True):
-            assert segment_trie._page_key(seq, run, inside, page, at) == seq.first_page(page, at)
-        for step in range(len(seq) - at + 3):
-            moved = segment_trie._moved_on(seq.runs, run, inside + step)
-            assert segment_trie._moved_on(seq.runs, run, inside + step, starts) == moved
+    fast, reference = built
+    assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
+    assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

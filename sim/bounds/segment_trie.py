@@ -24,10 +24,6 @@ from sim.trace import Trace
 # place (``_insert_in_place``); False: each key and label searched for and cut out (the reference;
 # tests/test_segment_trie.py holds both equal)
 LABELS_IN_PLACE = True
-# True: the in-place cursor's page key that crosses a run boundary is cut from the cursor's runs, and the cursor is
-# moved on by the sequence's run starts (a bisect); False: the key searched for and sliced out of the sequence, the
-# cursor moved run by run (the reference; tests/test_segment_trie.py holds both equal)
-CURSOR_DIRECT = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -117,7 +113,6 @@ class SegmentTrie:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
         child's label compared where it lies in its own sequence (no slice), up to the label's end."""
         page, runs = self.page_size, seq.runs
-        starts = seq._run_starts() if CURSOR_DIRECT else None
         node = position = next_cut = run = inside = (
             0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
         )
@@ -136,7 +131,7 @@ class SegmentTrie:
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
-            run, inside = _moved_on(runs, run, inside + stop * page, starts)
+            run, inside = _moved_on(runs, run, inside + stop * page)
         return node
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
@@ -152,11 +147,10 @@ class SegmentTrie:
     ) -> int:
         """``_add_chain`` with ``seq``'s cursor at ``position`` (``_insert_in_place``'s) carried along."""
         page = self.page_size
-        starts = seq._run_starts() if CURSOR_DIRECT else None
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
             self._children[node][_page_key(seq, run, inside, page, position * page)] = child
-            run, inside = _moved_on(seq.runs, run, inside + (end - position) * page, starts)
+            run, inside = _moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
         return node
 
@@ -191,34 +185,14 @@ class SegmentTrie:
 
 def _page_key(seq: TokenSeq, run: int, inside: int, page: int, at: int) -> tuple:
     """``seq.first_page(page, at)``, token ``at`` being ``seq.runs[run]``'s ``inside``-th (``at < len(seq)``)."""
-    runs = seq.runs
-    source, offset, count = runs[run]
+    source, offset, count = seq.runs[run]
     if count - inside >= page:  # the usual case: the page lies within one run
         return ((source, offset + inside, page),)
-    if not CURSOR_DIRECT or not at and page >= seq.length:  # the whole sequence: ``slice`` hands all its runs
-        return seq.first_page(page, at)
-    # the page's pieces, run by run, as ``slice`` cuts them: the runs that start before the page's or the sequence's
-    # end (an empty last run does not), ``at`` where the next one starts
-    key = [(source, offset + inside, count - inside)]
-    left, at, end = page - count + inside, at + count - inside, seq.length
-    run += 1
-    while left > 0 and at < end:
-        source, offset, count = runs[run]
-        key.append((source, offset, min(count, left)))
-        left, at, run = left - count, at + count, run + 1
-    return tuple(key)
+    return seq.first_page(page, at)
 
 
-def _moved_on(runs: tuple, run: int, inside: int, starts: list[int] | None = None) -> tuple[int, int]:
-    """The run holding the token ``inside`` tokens into ``runs[run]``, and its offset there; ``starts`` (the
-    sequence's run starts, ``CURSOR_DIRECT``): found by a bisect."""
-    if starts is not None and run < len(runs):
-        at = starts[run] + inside
-        end = starts[-1] + runs[-1][2]
-        if at >= end:
-            return len(runs), at - end
-        run = bisect.bisect_right(starts, at) - 1
-        return run, at - starts[run]
+def _moved_on(runs: tuple, run: int, inside: int) -> tuple[int, int]:
+    """The run holding the token ``inside`` tokens into ``runs[run]``, and its offset there."""
     while run < len(runs) and inside >= runs[run][2]:
         inside -= runs[run][2]
         run += 1

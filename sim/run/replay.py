@@ -15,6 +15,12 @@ from sim.cache.errors import ReplayRefused
 from sim.cache.interface import CacheModel
 from sim.cache.results import MatchResult
 from sim.cache.solo_run import run_alone
+from sim.tokens import TokenSeq
+
+# True: a replay whose bounds are asked keeps each request's sequence it made (``Trace.request_seq``, ~27 segment
+# runs a Mooncake request) and hands it to the bounds' trie, which made each again (~0.03 of the ~0.15 s the bounds
+# add to `no-cache`'s replay at 4,000); False: the trie makes them (the reference; tests/test_replay_seqs_kept.py)
+SEQS_KEPT = True
 
 
 class RowLog(Protocol):
@@ -44,9 +50,12 @@ def replay_order(trace) -> list[str]:
     return order
 
 
-def replay_trace(trace, manager: CacheModel, chunk_size: int, fits=None):
+def replay_trace(
+    trace, manager: CacheModel, chunk_size: int, fits=None, seqs: dict[str, TokenSeq] | None = None
+):
     """Run every request alone, in ``replay_order``. Yields (request id, SoloRun or refusal text, usage
-    at the request's peak). ``fits(request_id)`` names why a request can never run, or returns None."""
+    at the request's peak). ``fits(request_id)`` names why a request can never run, or returns None; ``seqs``
+    (where given) gets the sequence of each request that does."""
     iteration = 0
     for request_id in replay_order(trace):
         why_not = fits(request_id) if fits is not None else None
@@ -54,6 +63,8 @@ def replay_trace(trace, manager: CacheModel, chunk_size: int, fits=None):
             yield request_id, why_not, manager.usage()
             continue
         tokens = trace.request_seq(request_id)
+        if seqs is not None:
+            seqs[request_id] = tokens
         try:
             run = run_alone(
                 manager,
@@ -81,10 +92,13 @@ def replay_into(
     outcomes: Outcomes,
     steps: RowLog,
     on_step: Callable[[int], object] | None = None,
-) -> None:
+    keep_seqs: bool = False,
+) -> dict[str, TokenSeq] | None:
     """``replay_trace`` with each request's outcome and step row written as it ends: the run's per-request loop,
-    here so that the compiled core runs it natively (in ``simulate.py`` it stayed interpreted)."""
-    for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, chunk_size, fits)):
+    here so that the compiled core runs it natively (in ``simulate.py`` it stayed interpreted). ``keep_seqs``
+    (the bounds asked) and ``SEQS_KEPT``: the sequences of the requests it ran, by id, else None."""
+    seqs: dict[str, TokenSeq] | None = {} if keep_seqs and SEQS_KEPT else None
+    for index, (request_id, run, usage) in enumerate(replay_trace(trace, manager, chunk_size, fits, seqs)):
         if isinstance(run, str):
             outcomes.refused(request_id, run)
         else:
@@ -92,3 +106,4 @@ def replay_into(
         steps.append(request_id, usage[FULL] + usage[SWA] + usage[MAMBA])  # ``metrics.pool_values``
         if on_step is not None:
             on_step(index + 1)
+    return seqs

@@ -227,13 +227,13 @@ def run_replay(
     chunk_size = policy.chunked_prefill_size
     if REPLAY_RECORDS:
         records = ReplayRecords()
-        replay_into(trace, manager, chunk_size, fits, records, steps, on_step or None)
+        seqs = replay_into(trace, manager, chunk_size, fits, records, steps, on_step or None, config.bounds)
         tracker = _run_over(manager, tracker)
         requests = with_ideal(trace, replay_request_table(trace, steps.requests, records))
         del records
     else:
         states = states_of(trace)
-        replay_into(trace, manager, chunk_size, fits, StatesLog(states), steps, on_step or None)
+        seqs = replay_into(trace, manager, chunk_size, fits, StatesLog(states), steps, on_step or None)
         tracker = _run_over(manager, tracker)
         requests = with_ideal(trace, request_table(states.values()))
         # the tables hold all that is asked of the records now: at a million requests they are 400 MB to free
@@ -247,4 +247,4 @@ def run_replay(
         if config.bounds
         else None
     )
-    return _result(setup, manager, tracker, requests, steps_frame, (trace, events, None), on_phase)
+    return _result(setup, manager, tracker, requests, steps_frame, (trace, events, seqs), on_phase)

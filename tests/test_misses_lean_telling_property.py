@@ -1,9 +1,10 @@
 """The why watcher's sourced entries put in with one ``setdefault`` (``misses_evicted.ONE_PROBE``) against the
-reference's ``get`` then set: the same table, key by key in the same order, each list in the same order.
+reference's ``get`` then set, and made from one ``sourced_base`` a request told in a row (``BASE_KEPT``) against
+``sourced_entry`` a leaf: the same table, key by key in the same order, each list in the same order.
 
 Two ``marconi-vllm`` managers, each watched by its ``TreeMissTracker`` alone and both sourced, run the same
 requests on tight pools (the chunk run's chains, the rules' own evictions, refusals; SWA on and off), one with
-the switch on and one off; after every request the watchers' ``evicted_pages`` (as they stand, in order), their
+a switch on and one off (each switch in turn); after every request the watchers' ``evicted_pages`` (as they stand, in order), their
 ``sources``, misses, tombstone and state causes and the trees are compared. Whole runs, replay and timed, give
 the same tables, summary, misses and entries. Floors: entries put in by the probe, and entries joined to one
 already there (a prefix evicted again, or pages that hash alike).
@@ -26,7 +27,12 @@ from test_page_chunks_property import plain, workloads
 from sim.cache import misses, misses_evicted
 from sim.run.simulate import SimConfig
 
-_SEEN = {"entries": 0, "joined": 0}  # the switch-on watchers' entries, and those in a list of several
+_SWITCHES = ("ONE_PROBE", "BASE_KEPT")
+_SEEN = {
+    "entries": 0,
+    "joined": 0,
+    "sources": 0,
+}  # the switch-on watchers' entries, and those in a list of several
 
 
 def _table(watched: Watched):
@@ -46,7 +52,7 @@ def _count(pages: dict) -> None:
     _SEEN["joined"] += sum(map(len, lists))
 
 
-def _compare(cache, requests, monkeypatch) -> None:
+def _compare(cache, requests, monkeypatch, switch: str) -> None:
     seqs: dict = {}  # the requests' tokens by id, as a run's trace gives them (``Trace.request_seq``)
     trace = SimpleNamespace(request_seq=lambda request_id: seqs[request_id])
     ours, theirs = Watched(*cache, True, True, trace), Watched(*cache, True, True, trace)
@@ -55,43 +61,41 @@ def _compare(cache, requests, monkeypatch) -> None:
         own_ref = rid if own == 3 else f"own{family}-{own}"
         tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
         prompt_len, seqs[rid] = shared_len + own_len, tokens
-        monkeypatch.setattr(misses_evicted, "ONE_PROBE", True)
+        monkeypatch.setattr(misses_evicted, switch, True)
         done = ours.run(rid, tokens, prompt_len, output_len)
-        monkeypatch.setattr(misses_evicted, "ONE_PROBE", False)
+        monkeypatch.setattr(misses_evicted, switch, False)
         assert done == theirs.run(rid, tokens, prompt_len, output_len)
         assert _table(ours) == _table(theirs), f"after {rid}"
         assert snapshot(ours.manager) == snapshot(theirs.manager), f"after {rid}"
     _count(ours.watcher.evicted_pages)
-    monkeypatch.setattr(misses_evicted, "ONE_PROBE", True)
+    _SEEN["sources"] += len(ours.watcher.sources)
+    monkeypatch.setattr(misses_evicted, switch, True)
 
 
-@pytest.mark.interpreted
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(tight_vllm_caches(), workloads())
 @example(_SWA_16, _CHAINS)
 @example(_PLAIN_8, _CHAINS)
-def test_one_probe_puts_entries_as_get_then_set(cache, requests):
+def lean_telling_puts_entries_as_the_reference(switch, cache, requests):
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _compare(cache, requests, monkeypatch)
-
-
-test_one_probe_puts_entries_as_get_then_set.__test__ = False  # run once, inside the floor's test
+        _compare(cache, requests, monkeypatch, switch)
 
 
 @pytest.mark.interpreted
-def test_the_property_puts_and_joins_entries():
-    _SEEN.update(entries=0, joined=0)
-    test_one_probe_puts_entries_as_get_then_set()
-    assert _SEEN["entries"] > 1000 and _SEEN["joined"] > 100, _SEEN
+@pytest.mark.parametrize("switch", _SWITCHES)
+def test_the_property_puts_and_joins_entries(switch):
+    _SEEN.update(entries=0, joined=0, sources=0)
+    given(tight_vllm_caches(), workloads())(lean_telling_puts_entries_as_the_reference)(switch)
+    assert _SEEN["entries"] > 1000 and _SEEN["joined"] > 100 and _SEEN["sources"] > 50, _SEEN
 
 
 @pytest.mark.interpreted
 @pytest.mark.parametrize("mode", ["replay", "timed"])
-def test_whole_runs_are_equal_either_way(mode, monkeypatch):
+@pytest.mark.parametrize("switch", _SWITCHES)
+def test_whole_runs_are_equal_either_way(mode, switch, monkeypatch):
     config = SimConfig(policy="marconi-vllm", model="qwen3-next", mode=mode, pool_tokens=2400)
     runs = []
-    for one_probe in (True, False):
-        monkeypatch.setattr(misses_evicted, "ONE_PROBE", one_probe)
+    for on in (True, False):
+        monkeypatch.setattr(misses_evicted, switch, on)
         runs.append(watched_run(_trace(), config, monkeypatch, misses.MAX_UNHASHED, folded=True))
     (log, ours, watchers), (reference_log, theirs, reference_watchers) = runs
     assert log == reference_log

@@ -27,7 +27,7 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_evicted import _NONE, join_entry, sourced_entry, was_evicted
+from sim.cache.misses_evicted import _NONE, sourced_entry, was_evicted
 from sim.cache.misses_hashing import chain_hasher, fold_key, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
 from sim.cache.node import Node
@@ -151,8 +151,10 @@ class TreeMissTracker:
         earlier = self.evicted_pages.get(key, _NONE)
         if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
             self.evicted_pages[key] = above
+        elif type(earlier) is list:
+            earlier.append(above)
         else:
-            join_entry(self.evicted_pages, key, earlier, above)
+            self.evicted_pages[key] = [earlier, above]
         if not FOLD_ON_LINKS:
             self.unhashed.append(key)
             if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:

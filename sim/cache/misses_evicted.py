@@ -23,15 +23,11 @@ from typing import Any
 from sim.cache.misses_hashing import _prefix_hash, prefix_hash
 
 SOURCED = True
-# True: a sourced entry (an int object made for it, so no entry is it) goes in with one ``setdefault``, one probe
-# of the ~400k-entry table a leaf; False: ``get`` then set, two probes (the reference; the other entries' way)
-ONE_PROBE = True
 # True: a telling's leaves of one request in a row add their starts to one ``sourced_base`` (a 65-bit int made a
 # request, not a leaf: ~400 leaves a request at 1,000); False: ``sourced_entry`` a leaf (the reference)
 BASE_KEPT = True
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)
-_PLACED = object()  # ``ONE_PROBE``'s entry put in by the probe itself: nothing more to add
 _SOURCED_AT = 1 << 64  # above every hash (a 64-bit ``Py_hash_t``): an int from here on is a sourced entry
 _START_BITS = 48  # a node's start, below 2 ** 48 tokens; the request's place in ``sources`` above it
 
@@ -48,14 +44,6 @@ def sourced_base(sources: list[str], source: str) -> int:
     if not sources or sources[-1] is not source:
         sources.append(source)
     return _SOURCED_AT + ((len(sources) - 1) << _START_BITS)
-
-
-def join_entry(pages: dict[int, Any], key: int, earlier: Any, above: Any) -> None:
-    """``above`` added to the entry ``earlier`` at ``key`` (one prefix is kept bare, a list only from the second)."""
-    if type(earlier) is list:
-        earlier.append(above)
-    else:
-        pages[key] = [earlier, above]
 
 
 def deferred(entry: Any) -> bool:

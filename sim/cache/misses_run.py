@@ -16,7 +16,7 @@ from typing import Any
 
 from sim.cache import misses, misses_evicted
 from sim.cache.misses import _NONE, TreeMissTracker
-from sim.cache.misses_evicted import _PLACED, join_entry, sourced_base, sourced_entry
+from sim.cache.misses_evicted import sourced_base, sourced_entry
 from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 
@@ -39,7 +39,7 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     sourced = folded and misses_evicted.SOURCED and watcher.request_seq is not None
-    one_probe, base_kept = misses_evicted.ONE_PROBE, misses_evicted.BASE_KEPT
+    base_kept = misses_evicted.BASE_KEPT
     last_source: str | None = None  # the last sourced leaf's request, its entries ``source_base`` + a start
     source_base = 0
     tomb_cause, state_evicted, sources = watcher.tomb_cause, watcher.state_evicted, watcher.sources
@@ -48,19 +48,13 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
         if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
             source = node.parent.source
         above: Any
-        key = hash(node.edge)
         if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
             if not base_kept:
                 above = sourced_entry(sources, source, node.start)
             else:
                 if source is not last_source:  # else ``sources``' last is still it: the same place
                     last_source, source_base = source, sourced_base(sources, source)
-                above = source_base + node.start  # a new int object: a 65-bit sum
-            if one_probe:  # a new int object: the table hands it back only where it put it
-                earlier = pages.setdefault(key, above)
-                earlier = _PLACED if earlier is above else earlier
-            else:
-                earlier = pages.get(key, _NONE)
+                above = source_base + node.start  # ``sourced_entry``'s int: one 65-bit sum, not two
         else:
             parent = node.parent
             above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
@@ -68,11 +62,14 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
                 above = watcher._prefix_link(parent)
             if folded:
                 above = link_hash(above)
-            earlier = pages.get(key, _NONE)
+        key = hash(node.edge)
+        earlier = pages.get(key, _NONE)
         if earlier is _NONE:
             pages[key] = above
-        elif earlier is not _PLACED:
-            join_entry(pages, key, earlier, above)
+        elif type(earlier) is list:
+            earlier.append(above)
+        else:
+            pages[key] = [earlier, above]
         if not folded:
             unhashed.append(key)
             if max_unhashed is not None and len(unhashed) > max_unhashed:

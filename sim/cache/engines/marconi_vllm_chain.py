@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from sim.cache.engines.marconi import MarconiRules
 
 FUSES_CHAINS = True
-# True: each chunk's victim checks and the held stamp's ``max`` in the loop's own body; False: ``takes_victim``
-# (the reference; tests/test_marconi_vllm_chain_inline_property.py)
-CHECKS_INLINE = True
 
 
 def fits_chain(tree: RadixTree, req: RequestCache, window: int, has_swa: bool) -> bool:
@@ -92,33 +89,11 @@ def take_chain(
     node: Node | None = None
     made: list[Node] = []  # the chain's new leaves, for the window's lock (``slide_window_over``)
     parent = victim  # the last victim's parent: the next victim (held), or the root (none held)
-    inline = CHECKS_INLINE
-    while parent is victim and base + page <= prompt_len:
-        if not inline:
-            if not takes_victim(victim, stamp, top, has_mamba, num_swa):
-                break
-        # ``takes_victim`` and its ``exposes_nothing_above`` in line: two calls a chunk less
-        elif (top is not None and top <= stamp) or victim.children or not victim.alive:
-            break
-        elif victim.full_lock > 0 or victim.swa_holders or victim.state_lock > 0:
-            break
-        elif not (
-            (above := victim.parent).parent is None
-            or len(above.children) > 1
-            or above.state is not None
-            or above.full_lock > 0
-            or above.swa_holders
-            or above.state_lock > 0
-            or not has_mamba
-        ):
-            break
-        elif len(victim.full_pages) != 1 or victim.state is None:
-            break
-        elif not num_swa:
-            if victim.swa_pages is not None:
-                break
-        elif victim.swa_pages is None or len(victim.swa_pages) != 1:
-            break
+    while (
+        parent is victim
+        and base + page <= prompt_len
+        and takes_victim(victim, stamp, top, has_mamba, num_swa)
+    ):
         end = base + page
         now += 3  # ``reserve_page``'s tick, then the insert's two
         evicted.append(victim)
@@ -130,23 +105,18 @@ def take_chain(
         victim.swa_pages = victim.state = None
         victim.alive = False
         key = keys.cut(base, end)
-        node = Node(key, base, last, full, swa if has_swa else None, slot, source)  # its path's request
+        node = Node(key, base, last, full, swa if has_swa else None, None, source)  # its path's request
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
         node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4
         clock += 4
+        node.state = slot
         node.full_lock = 1  # ``slide_unreleased``: the FULL lock one node down
         made.append(node)
         stamps[node.id] = now
         last, base = node, end
         if parent.parent is not None:  # the parent holds the victim's stamp where it is higher
-            if inline:  # ``max`` in line
-                held_at = stamps.get(parent.id, 0)
-                if held_at > stamp:
-                    stamp = held_at
-                victim = parent
-            else:
-                stamp, victim = max(stamps.get(parent.id, 0), stamp), parent
+            stamp, victim = max(stamps.get(parent.id, 0), stamp), parent
     if node is None:
         return None
     tree.num_evictions[FULL] += (base - start) // page

@@ -1,13 +1,13 @@
-"""The why watcher's sourced entries put in with one ``setdefault`` (``misses_evicted.ONE_PROBE``) against the
-reference's ``get`` then set, and made from one ``sourced_base`` a request told in a row (``BASE_KEPT``) against
-``sourced_entry`` a leaf: the same table, key by key in the same order, each list in the same order.
+"""The why watcher's sourced entries made from one ``sourced_base`` for a request's leaves told in a row
+(``misses_evicted.BASE_KEPT``) against ``sourced_entry`` a leaf (the reference): the same table, key by key in
+the same order, each list in the same order, the same ``sources``.
 
 Two ``marconi-vllm`` managers, each watched by its ``TreeMissTracker`` alone and both sourced, run the same
 requests on tight pools (the chunk run's chains, the rules' own evictions, refusals; SWA on and off), one with
-a switch on and one off (each switch in turn); after every request the watchers' ``evicted_pages`` (as they stand, in order), their
+the switch on and one off; after every request the watchers' ``evicted_pages`` (as they stand, in order), their
 ``sources``, misses, tombstone and state causes and the trees are compared. Whole runs, replay and timed, give
-the same tables, summary, misses and entries. Floors: entries put in by the probe, and entries joined to one
-already there (a prefix evicted again, or pages that hash alike).
+the same tables, summary, misses and entries. Floors: entries made, entries joined to one already there (a prefix
+evicted again, or pages that hash alike) and requests placed in `sources`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from test_page_chunks_property import plain, workloads
 from sim.cache import misses, misses_evicted
 from sim.run.simulate import SimConfig
 
-_SWITCHES = ("ONE_PROBE", "BASE_KEPT")
+_SWITCHES = ("BASE_KEPT",)
 _SEEN = {
     "entries": 0,
     "joined": 0,

@@ -23,6 +23,9 @@ from typing import Any
 from sim.cache.misses_hashing import _prefix_hash, prefix_hash
 
 SOURCED = True
+# True: a telling's leaves of one request in a row add their starts to one ``sourced_base`` (a 65-bit int made a
+# request, not a leaf: ~400 leaves a request at 1,000); False: ``sourced_entry`` a leaf (the reference)
+BASE_KEPT = True
 
 _NONE = object()  # no entry (None is a prefix link: the empty prefix)
 _SOURCED_AT = 1 << 64  # above every hash (a 64-bit ``Py_hash_t``): an int from here on is a sourced entry
@@ -32,9 +35,15 @@ _START_BITS = 48  # a node's start, below 2 ** 48 tokens; the request's place in
 def sourced_entry(sources: list[str], source: str, start: int) -> int:
     """The deferred entry of a node at ``start`` on request ``source``'s tokens; ``source`` appended to
     ``sources`` where it is not the last (a chunk run evicts a request's leaves in a row: ~1 place a request)."""
+    return sourced_base(sources, source) + start
+
+
+def sourced_base(sources: list[str], source: str) -> int:
+    """``sourced_entry(sources, source, 0)``: what every entry of ``source`` adds its start to while ``source``
+    stays ``sources``' last (``BASE_KEPT``: made once for a request's leaves told in a row)."""
     if not sources or sources[-1] is not source:
         sources.append(source)
-    return _SOURCED_AT + ((len(sources) - 1) << _START_BITS) + start
+    return _SOURCED_AT + ((len(sources) - 1) << _START_BITS)
 
 
 def deferred(entry: Any) -> bool:

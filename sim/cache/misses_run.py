@@ -16,7 +16,7 @@ from typing import Any
 
 from sim.cache import misses, misses_evicted
 from sim.cache.misses import _NONE, TreeMissTracker
-from sim.cache.misses_evicted import sourced_entry
+from sim.cache.misses_evicted import sourced_base, sourced_entry
 from sim.cache.misses_hashing import link_hash
 from sim.cache.node import Node
 
@@ -39,6 +39,9 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     links, pages, unhashed = watcher._prefix_links, watcher.evicted_pages, watcher.unhashed
     max_unhashed, folded = misses.MAX_UNHASHED, misses.FOLD_ON_LINKS
     sourced = folded and misses_evicted.SOURCED and watcher.request_seq is not None
+    base_kept = misses_evicted.BASE_KEPT
+    last_source: str | None = None  # the last sourced leaf's request, its entries ``source_base`` + a start
+    source_base = 0
     tomb_cause, state_evicted, sources = watcher.tomb_cause, watcher.state_evicted, watcher.sources
     for node in nodes:
         source = node.source
@@ -46,7 +49,12 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
             source = node.parent.source
         above: Any
         if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
-            above = sourced_entry(sources, source, node.start)
+            if not base_kept:
+                above = sourced_entry(sources, source, node.start)
+            else:
+                if source is not last_source:  # else ``sources``' last is still it: the same place
+                    last_source, source_base = source, sourced_base(sources, source)
+                above = source_base + node.start  # ``sourced_entry``'s int: one 65-bit sum, not two
         else:
             parent = node.parent
             above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made

@@ -107,11 +107,8 @@ def test_the_generated_runs_know_empty_asks():
     assert GENERATED["known"] > 100, GENERATED
 
 
-def _session_config(
-    policy: str, page: int, trigger: str, interval: int, overlap: bool, phase: int
-) -> SimConfig:
+def _session_config(policy: str, page: int, trigger: str, interval: int, overlap: bool) -> SimConfig:
     knobs = dict(
-        iteration_phase=phase,
         page_size=page,
         overlap=overlap,
         chunked_prefill_size=max(page, 16) * 64,
@@ -124,19 +121,16 @@ def _session_config(
 
 # each fixed burst's switch-on run knew at least this many asks empty (the counts seen)
 FLOORS = [
-    ("sglang", 1, "tokens", 32, True, 0, 92),
-    ("sglang", 16, "iterations", 7, True, 0, 170),
-    ("sglang", 16, "iterations", 7, True, 3, 166),
-    ("sglang-retain", 2, "iterations", 32, False, 5, 64),
-    ("sglang-retain", 2, "tokens", 7, False, 0, 86),
-    ("sglang-retain-tree", 16, "tokens", 128, True, 0, 73),
-    ("sglang", 2, "tokens", 300, False, 0, 41),
-    ("marconi-sglang", 1, "tokens", 32, True, 0, 6),
+    ("sglang", 1, "tokens", 32, True, 92),
+    ("sglang", 16, "iterations", 7, True, 170),
+    ("sglang-retain", 2, "tokens", 7, False, 86),
+    ("sglang-retain-tree", 16, "tokens", 128, True, 73),
+    ("sglang", 2, "tokens", 300, False, 41),
+    ("marconi-sglang", 1, "tokens", 32, True, 6),
 ]
 
 
-@pytest.mark.parametrize("policy,page,trigger,interval,overlap,phase,floor", FLOORS)
-def test_fixed_bursts_know_empty_asks(policy, page, trigger, interval, overlap, phase, floor):
-    config = _session_config(policy, page, trigger, interval, overlap, phase)
-    known = both_ways(Trace(growing_burst(6)), config)
+@pytest.mark.parametrize("policy,page,trigger,interval,overlap,floor", FLOORS)
+def test_fixed_bursts_know_empty_asks(policy, page, trigger, interval, overlap, floor):
+    known = both_ways(Trace(growing_burst(6)), _session_config(policy, page, trigger, interval, overlap))
     assert known >= floor, known

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
 from sim.cache.components import Component  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
-from sim.sched import sglang, sglang_asks, sglang_fast, sglang_runs  # noqa: E402
+from sim.sched import sglang, sglang_fast, sglang_runs  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
 
@@ -57,10 +57,9 @@ def _count_full_steps(counts: Counter) -> None:
 def _count_runs(counts: Counter) -> None:
     take_run, take_stretch, event_step = (
         sglang_runs.take_batch_run,
-        sglang_runs.ask_quiet_stretch,
+        sglang_runs.take_quiet_stretch,
         sglang_runs._event_step,
     )
-    known_empty = sglang_asks.known_empty
 
     def run(sched, iteration, max_steps, *args, **kwargs):
         done, full_steps = take_run(sched, iteration, max_steps, *args, **kwargs)
@@ -70,15 +69,10 @@ def _count_runs(counts: Counter) -> None:
         return done, full_steps
 
     def stretch(*args):
-        taken, full_steps, limiter = take_stretch(*args)
+        taken, full_steps = take_stretch(*args)
         counts["quiet stretches asked"] += 1
         counts["quiet stretches empty"] += not taken
-        return taken, full_steps, limiter
-
-    def known(*args):
-        answer = known_empty(*args)
-        counts["quiet stretches empty, known without asking the batch"] += answer
-        return answer
+        return taken, full_steps
 
     def event(sched, reqs, iteration, in_flight, announced, process, needs=None):
         counts["event steps"] += 1
@@ -86,8 +80,7 @@ def _count_runs(counts: Counter) -> None:
         counts["event step requests with an event"] += sum(needs.events) if needs is not None else 0
         return event_step(sched, reqs, iteration, in_flight, announced, process, needs)
 
-    sglang_runs.take_batch_run, sglang_runs.ask_quiet_stretch, sglang_runs._event_step = run, stretch, event
-    sglang_asks.known_empty = known
+    sglang_runs.take_batch_run, sglang_runs.take_quiet_stretch, sglang_runs._event_step = run, stretch, event
     sglang_fast.take_batch_run = run  # (imported by name there; a finishing run calls the patched one)
 
 

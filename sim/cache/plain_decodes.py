@@ -77,28 +77,6 @@ class PlainDecodes(StepPlans):
             if req.commit_pending:  # a commit waits for the next step's processing
                 return 0, None
             steps = min(steps, self.rules.plain_decode_steps(req, phase))
-        return self._fitting_stretch(reqs, steps)
-
-    def limited_decode_stretch(
-        self, reqs: list[RequestCache], iteration: int, max_steps: int
-    ) -> tuple[int, list[tuple[int, int]] | None, RequestCache | None]:
-        """``batch_decode_stretch``, and the request whose rules cut it shortest (its step right after the
-        stretch is an event where the rules, not the room or ``max_steps``, ended it) or whose commit is pending;
-        None where none cut it below ``max_steps``."""
-        phase, steps, limiter = iteration + self.policy.iteration_phase, max_steps, None
-        for req in reqs:
-            if req.commit_pending:  # a commit waits for the next step's processing
-                return 0, None, req
-            rule_steps = self.rules.plain_decode_steps(req, phase)
-            if rule_steps < steps:
-                steps, limiter = rule_steps, req
-        stretch, starts = self._fitting_stretch(reqs, steps)
-        return stretch, starts, limiter
-
-    def _fitting_stretch(
-        self, reqs: list[RequestCache], steps: int
-    ) -> tuple[int, list[tuple[int, int]] | None]:
-        """Of ``steps`` steps free of events, those whose pages leave the batch run's room, with their starts."""
         spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
             return 0, None

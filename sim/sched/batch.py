@@ -198,19 +198,6 @@ def take_quiet_stretch(
         stretch, starts = manager.batch_decode_stretch(reqs, iteration + done, max_steps - done)
     else:
         stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done), None
-    return take_asked_stretch(manager, reqs, iteration, done, stretch, starts, announced)
-
-
-def take_asked_stretch(
-    manager: CacheManager,
-    reqs: list[RequestCache],
-    iteration: int,
-    done: int,
-    stretch: int,
-    starts: list[tuple[int, int]] | None,
-    announced: bool,
-) -> tuple[int, list[FullStep]]:
-    """``take_quiet_stretch``'s take of the ``stretch`` steps its ask answered (``starts``: their page starts)."""
     if not stretch:
         return 0, []
     lengths = batch_lengths(reqs, announced)

@@ -19,9 +19,14 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.sched import sglang_event_plans as plans
-from sim.sched.batch import Batch, FullStep, page_step_batch, step_fits_room
+from sim.sched.batch import (
+    Batch,
+    FullStep,
+    page_step_batch,
+    step_fits_room,
+    take_quiet_stretch,
+)
 from sim.sched.request import RequestState
-from sim.sched.sglang_asks import ask_quiet_stretch, first_eventful
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_event_plans import StepNeeds
 from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
@@ -63,12 +68,9 @@ def take_batch_run(
     full_steps: list[FullStep] = []
     announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
-    limiter: RequestCache | None = None  # a request to ask first whether the next stretch is empty
     while done < max_steps:
         if process is None:
-            stretch, stretch_steps, limiter = ask_quiet_stretch(
-                manager, reqs, iteration, done, max_steps, announced, limiter
-            )
+            stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
             if stretch:
                 full_steps += stretch_steps
                 done += stretch
@@ -83,7 +85,6 @@ def take_batch_run(
             fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
             if not fits:
                 break
-        limiter = first_eventful(reqs, needs, limiter)
         batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process, needs)
         in_flight = process = (
             None  # one pass begun per run: nothing reads its accounts before the next full step's

@@ -24,10 +24,18 @@ from test_misses_hashed_property import watched_run
 from test_misses_run_property import _CHAINS, _PLAIN_8, _SWA_16
 from test_page_chunks_property import plain, workloads
 
-from sim.cache import misses, misses_evicted
+from sim.cache import misses, misses_evicted, misses_spans
 from sim.run.simulate import SimConfig
 
 _SWITCHES = ("BASE_KEPT",)
+
+
+@pytest.fixture(autouse=True)
+def _an_entry_a_leaf(monkeypatch):
+    """The entries held here are those ``misses_spans.PER_REQUEST`` keeps as spans: held with it off."""
+    monkeypatch.setattr(misses_spans, "PER_REQUEST", False)
+
+
 _SEEN = {
     "entries": 0,
     "joined": 0,

@@ -25,7 +25,7 @@ from test_misses_hashed_property import hashed, watched_run
 from test_misses_run_property import _CHAINS, _PLAIN_8, _SWA_16
 from test_page_chunks_property import plain, workloads
 
-from sim.cache import misses, misses_evicted
+from sim.cache import misses, misses_evicted, misses_spans
 from sim.run.simulate import SimConfig
 
 _SEEN = {
@@ -34,6 +34,12 @@ _SEEN = {
     "hits": 0,
 }  # sourced entries made and read, misses that found an evicted page
 _ENTRY_INT = misses_evicted.entry_int
+
+
+@pytest.fixture(autouse=True)
+def _an_entry_a_leaf(monkeypatch):
+    """The entries held here are those ``misses_spans.PER_REQUEST`` keeps as spans: held with it off."""
+    monkeypatch.setattr(misses_spans, "PER_REQUEST", False)
 
 
 def _counted_entry_int(entry, request_seq, sources):

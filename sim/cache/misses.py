@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, cast
 
-from sim.cache import misses_evicted
+from sim.cache import misses_evicted, misses_spans
 from sim.cache.components import SWA
 from sim.cache.events import (
     Admitted,
@@ -27,9 +27,10 @@ from sim.cache.events import (
     Tombstoning,
     TombstoningRun,
 )
-from sim.cache.misses_evicted import _NONE, sourced_entry, was_evicted
-from sim.cache.misses_hashing import chain_hasher, fold_key, link_hash
+from sim.cache.misses_evicted import put_entry, source_place, sourced_entry, was_evicted
+from sim.cache.misses_hashing import fold_key, hash_chains, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
+from sim.cache.misses_spans import EvictedSpans, add_leaf, in_spans, spanned
 from sim.cache.node import Node
 from sim.cache.reasons import (
     MAMBA_EVICTED,
@@ -81,6 +82,7 @@ class TreeMissTracker:
     # the run's ``Trace.request_seq``, where a deferred entry names its request (``misses_evicted``); None: none
     request_seq: Callable[[str], Any] | None = None
     sources: list[str] = field(default_factory=list)  # the requests sourced entries name (``sourced_entry``)
+    spans: EvictedSpans = field(default_factory=EvictedSpans)  # one-page leaves' runs (``misses_spans``)
     misses: dict[str, MatchMiss] = field(default_factory=dict)
     # keyed by the node itself, not its id: compiled, an id is a new int object at every lookup (a finish trim
     # marks a hundred nodes late in a run), a node hashes by identity; a deleted node's entries are dropped
@@ -139,26 +141,29 @@ class TreeMissTracker:
         """Keyed by the tokens before the node: evicted and inserted again, a prefix is a new node."""
         node: Node = event.node
         source = node.source
+        sourced = self.request_seq is not None and FOLD_ON_LINKS and misses_evicted.SOURCED
+        if sourced and source is not None and misses_spans.PER_REQUEST and spanned(node, self.tree.page_size):
+            add_leaf(self.spans, source_place(self.sources, source), node.start, node.end)
+            self._forget(node)
+            return
         if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
             source = node.parent.source
         above: Any
-        if source is not None and self.request_seq is not None and FOLD_ON_LINKS and misses_evicted.SOURCED:
+        if source is not None and sourced:
             above = sourced_entry(self.sources, source, node.start)  # its int made where a match asks
         else:
             above = self._prefix_link(node.parent)  # chains hashed lazily: most are never asked
             above = link_hash(above) if FOLD_ON_LINKS else above
         key = hash(node.edge)
-        earlier = self.evicted_pages.get(key, _NONE)
-        if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
-            self.evicted_pages[key] = above
-        elif type(earlier) is list:
-            earlier.append(above)
-        else:
-            self.evicted_pages[key] = [earlier, above]
+        put_entry(self.evicted_pages, key, above)
         if not FOLD_ON_LINKS:
             self.unhashed.append(key)
             if MAX_UNHASHED is not None and len(self.unhashed) > MAX_UNHASHED:
                 self.hash_unhashed()
+        self._forget(node)
+
+    def _forget(self, node: Node) -> None:
+        """An evicted leaf's rows dropped: no later match (live nodes only) asks for them."""
         self._prefix_links.pop(node, None)
         self.tomb_cause.pop(node, None)
         self.state_evicted.pop(node, None)
@@ -203,8 +208,7 @@ class TreeMissTracker:
 
     # ---- classification at the match ------------------------------------------------------------
     def classify(self, tokens, cached: int, full_depth: int) -> MatchMiss:
-        pages, page_size = self.evicted_pages, self.tree.page_size
-        evicted = was_evicted(pages, tokens, full_depth, page_size, self.request_seq, self.sources)
+        evicted = self.evicted_at(tokens, full_depth)
         blocked: tuple[Range, ...] = ()
         if full_depth > cached:
             r, last = self.resolved, self._last_on_path(tokens, full_depth)
@@ -221,16 +225,15 @@ class TreeMissTracker:
             self._last_miss = miss
         return self._last_miss
 
+    def evicted_at(self, tokens, depth: int) -> bool:
+        """Whether a node starting at ``depth`` after exactly these tokens was evicted: an entry, or a span's."""
+        spans, page, seqs, sources = self.spans, self.tree.page_size, self.request_seq, self.sources
+        if was_evicted(self.evicted_pages, tokens, depth, page, seqs, sources):
+            return True
+        return bool(spans.spans) and in_spans(spans, tokens, depth, page, seqs, sources)
+
     def hash_unhashed(self) -> None:
-        """The chains given since the last call hashed in place, as ``was_evicted`` would hash them."""
-        pages, chain_hash = self.evicted_pages, chain_hasher()  # chains share links: one table
-        for key in self.unhashed:
-            entry = pages[key]
-            if type(entry) is list:
-                entry[:] = [p if isinstance(p, int) else chain_hash(p) for p in entry]
-            elif not isinstance(entry, int):
-                pages[key] = chain_hash(entry)
-        self.unhashed.clear()
+        hash_chains(self.evicted_pages, self.unhashed)
 
     def _last_on_path(self, tokens, depth: int) -> Node:
         """The node ending at ``depth`` on ``tokens``' path (the root where none), found without a walk that

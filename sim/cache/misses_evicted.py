@@ -41,9 +41,25 @@ def sourced_entry(sources: list[str], source: str, start: int) -> int:
 def sourced_base(sources: list[str], source: str) -> int:
     """``sourced_entry(sources, source, 0)``: what every entry of ``source`` adds its start to while ``source``
     stays ``sources``' last (``BASE_KEPT``: made once for a request's leaves told in a row)."""
+    return _SOURCED_AT + (source_place(sources, source) << _START_BITS)
+
+
+def source_place(sources: list[str], source: str) -> int:
+    """``source``'s place in ``sources``: appended where it is not the last (a request's leaves come in a row)."""
     if not sources or sources[-1] is not source:
         sources.append(source)
-    return _SOURCED_AT + ((len(sources) - 1) << _START_BITS)
+    return len(sources) - 1
+
+
+def put_entry(pages: dict[int, Any], key: int, above: Any) -> None:
+    """``above`` added to the prefixes before the page hashed to ``key``."""
+    earlier = pages.get(key, _NONE)
+    if earlier is _NONE:  # one prefix is the common case: kept bare, a list only from the second
+        pages[key] = above
+    elif type(earlier) is list:
+        earlier.append(above)
+    else:
+        pages[key] = [earlier, above]
 
 
 def deferred(entry: Any) -> bool:

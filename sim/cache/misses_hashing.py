@@ -18,6 +18,7 @@ that was ~36 s of a 45 s replay at 1,000 requests, through ``ChainHashes`` a ste
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sim.tokens import TokenSeq
 
@@ -87,6 +88,19 @@ def link_hash(link: tuple | None) -> int:
 def chain_hasher() -> Callable[[tuple | None], int]:
     """What one batch hashes its chains with: a fresh ``ChainHashes``, or ``_prefix_hash`` with the switch off."""
     return ChainHashes() if BY_LINKS else _prefix_hash
+
+
+def hash_chains(pages: dict[int, Any], unhashed: list[int]) -> None:
+    """The chains put in ``pages`` at ``unhashed``'s keys hashed in place, as ``was_evicted`` would hash them
+    (``TreeMissTracker.hash_unhashed``); ``unhashed`` emptied."""
+    chain_hash = chain_hasher()  # chains share links: one table
+    for key in unhashed:
+        entry = pages[key]
+        if type(entry) is list:
+            entry[:] = [p if isinstance(p, int) else chain_hash(p) for p in entry]
+        elif not isinstance(entry, int):
+            pages[key] = chain_hash(entry)
+    unhashed.clear()
 
 
 def _prefix_hash(link: tuple | None) -> int:

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sim.cache import misses, misses_evicted
-from sim.cache.misses import _NONE, TreeMissTracker
-from sim.cache.misses_evicted import sourced_base, sourced_entry
+from sim.cache import misses, misses_evicted, misses_spans
+from sim.cache.misses import TreeMissTracker
+from sim.cache.misses_evicted import _NONE, source_place, sourced_base, sourced_entry
 from sim.cache.misses_hashing import link_hash
+from sim.cache.misses_spans import add_leaf
 from sim.cache.node import Node
 
 
@@ -43,37 +44,48 @@ def tell_evicted(watcher: TreeMissTracker, nodes: list[Node]) -> None:
     last_source: str | None = None  # the last sourced leaf's request, its entries ``source_base`` + a start
     source_base = 0
     tomb_cause, state_evicted, sources = watcher.tomb_cause, watcher.state_evicted, watcher.sources
+    spans, page = watcher.spans, watcher.tree.page_size
+    per_request, at = sourced and misses_spans.PER_REQUEST, spans.spans
+    span_source: str | None = None  # the request of the span the last leaf went on, while ``sources``' last
     for node in nodes:
         source = node.source
-        if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
-            source = node.parent.source
-        above: Any
-        if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
-            if not base_kept:
-                above = sourced_entry(sources, source, node.start)
+        if per_request and source is not None and node.end - node.start == page:  # ``spanned``, in line
+            if source is span_source and node.end == at[-2]:
+                at[-2] = node.start  # ``add_leaf``'s first case: the span (this telling's) one page longer
             else:
-                if source is not last_source:  # else ``sources``' last is still it: the same place
-                    last_source, source_base = source, sourced_base(sources, source)
-                above = source_base + node.start  # ``sourced_entry``'s int: one 65-bit sum, not two
+                add_leaf(spans, source_place(sources, source), node.start, node.end)
+                span_source, last_source = source, None  # ``sources`` may have grown: a base made again
         else:
-            parent = node.parent
-            above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
-            if above is _NONE:
-                above = watcher._prefix_link(parent)
-            if folded:
-                above = link_hash(above)
-        key = hash(node.edge)
-        earlier = pages.get(key, _NONE)
-        if earlier is _NONE:
-            pages[key] = above
-        elif type(earlier) is list:
-            earlier.append(above)
-        else:
-            pages[key] = [earlier, above]
-        if not folded:
-            unhashed.append(key)
-            if max_unhashed is not None and len(unhashed) > max_unhashed:
-                watcher.hash_unhashed()
+            span_source = None  # a sourced entry below may add to ``sources``
+            if source is None:  # the parent's path is all the entry reads (``misses_evicted``)
+                source = node.parent.source
+            above: Any
+            if sourced and source is not None:  # its int made where a match asks (``misses_evicted``)
+                if not base_kept:
+                    above = sourced_entry(sources, source, node.start)
+                else:
+                    if source is not last_source:  # else ``sources``' last is still it: the same place
+                        last_source, source_base = source, sourced_base(sources, source)
+                    above = source_base + node.start  # ``sourced_entry``'s int: one 65-bit sum, not two
+            else:
+                parent = node.parent
+                above = links.get(parent, _NONE)  # ``_prefix_link``'s answer where the parent's link is made
+                if above is _NONE:
+                    above = watcher._prefix_link(parent)
+                if folded:
+                    above = link_hash(above)
+            key = hash(node.edge)
+            earlier = pages.get(key, _NONE)
+            if earlier is _NONE:
+                pages[key] = above
+            elif type(earlier) is list:
+                earlier.append(above)
+            else:
+                pages[key] = [earlier, above]
+            if not folded:
+                unhashed.append(key)
+                if max_unhashed is not None and len(unhashed) > max_unhashed:
+                    watcher.hash_unhashed()
         if links:  # empty where every node told was sourced
             links.pop(node, None)
         if tomb_cause:

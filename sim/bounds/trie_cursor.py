@@ -12,10 +12,6 @@ from sim.tokens import TokenSeq, match_runs
 # the sequence's run starts (a bisect); False: the key searched for and sliced out of the sequence, the cursor moved
 # run by run (the reference; tests/test_segment_trie.py holds both equal)
 CURSOR_DIRECT = True
-# True: a label that our tokens cover to the compare's limit (97% of the compares at 4,000: an insert descends
-# along the chain an earlier turn made) is found so by its first and last runs and one tuple compare of the runs
-# between, not run by run; else (or False, the reference) ``match_runs`` counts (tests/test_segment_trie.py)
-RUNS_AT_ONCE = True
 
 
 def page_key(seq: TokenSeq, run: int, inside: int, page: int, at: int) -> tuple:
@@ -59,39 +55,4 @@ def common_tokens(label: TokenSeq, label_at: int, runs: tuple, run: int, inside:
     on, counted until they differ or ``limit`` is reached (then at least ``limit``)."""
     starts = label._run_starts()
     index = bisect.bisect_right(starts, label_at) - 1
-    if RUNS_AT_ONCE and covered(label.runs, starts, index, label_at, runs, run, inside, limit):
-        return limit
     return match_runs(label.runs, index, label_at - starts[index], runs, run, inside, limit)[0]
-
-
-def covered(
-    label_runs: tuple,
-    starts: list[int],
-    index: int,
-    label_at: int,
-    runs: tuple,
-    run: int,
-    inside: int,
-    limit: int,
-) -> bool:
-    """Whether the label's tokens ``[label_at, label_at + limit)`` (from its run ``index``; ``starts`` its run starts)
-    equal ``runs``' from ``runs[run]``'s ``inside``-th on: the first runs agree where they start and end together,
-    the runs between are the same tuples, the last ones start alike and ours holds what the label's gives. False
-    also where some do match otherwise (runs that part differently): the caller counts then."""
-    end = label_at + limit
-    last = bisect.bisect_left(starts, end, index) - 1  # the label's run holding its token ``end - 1``
-    our_last = run + last - index
-    if our_last >= len(runs):
-        return False
-    source, offset, count = label_runs[index]
-    our_source, our_offset, our_count = runs[run]
-    before = label_at - starts[index]  # the label's first run's tokens before ``label_at``
-    if source != our_source or offset + before != our_offset + inside:
-        return False
-    if last == index:  # within one run of the label
-        return our_count - inside >= limit
-    if count - before != our_count - inside or label_runs[index + 1 : last] != runs[run + 1 : our_last]:
-        return False
-    source, offset, _ = label_runs[last]
-    our_source, our_offset, our_count = runs[our_last]
-    return source == our_source and offset == our_offset and our_count >= end - starts[last]

@@ -1,5 +1,5 @@
-"""The trie's cursor helpers against the sequences themselves: ``CURSOR_DIRECT``'s page keys and moves against
-``first_page`` and the run-by-run move (the trie built both ways: tests/test_segment_trie.py)."""
+"""The trie's cursor helpers against the sequences themselves: ``CURSOR_DIRECT``'s page keys against
+``first_page`` (the trie built both ways: tests/test_segment_trie.py)."""
 
 from __future__ import annotations
 
@@ -22,20 +22,15 @@ EXAMPLES = int(os.environ.get("HYBRIDCACHE_HYPOTHESIS_EXAMPLES", "120"))
     last_empty=st.booleans(),
     page=st.integers(1, 12),
 )
-def test_the_cursor_direct_keys_and_moves_are_the_sequences(lengths, sources, last_empty, page):
-    """``CURSOR_DIRECT``'s page key at every token (cut from the cursor's runs) is ``first_page``'s there, and its move
-    (by the run starts) lands where the run-by-run move does, to the sequence's end and past it; runs of a source
-    that continue each other, and an empty last run (a request's own output of no tokens, as ``request_seq`` makes
-    it), included."""
+def test_the_cursor_direct_keys_are_the_sequences(lengths, sources, last_empty, page):
+    """``CURSOR_DIRECT``'s page key at every token (cut from the cursor's runs) is ``first_page``'s there; runs of a
+    source that continue each other, and an empty last run (a request's own output of no tokens, as ``request_seq``
+    makes it), included."""
     runs = [
         (sources[index], sum(lengths[:index]) * (index % 2), count) for index, count in enumerate(lengths)
     ]
     seq = TokenSeq._trusted(tuple(runs + [("o", 0, 0)] * last_empty), sum(lengths))
-    starts = seq._run_starts()
     cursors = [(run, inside) for run, (_, _, count) in enumerate(seq.runs) for inside in range(count)]
     for at, (run, inside) in enumerate(cursors):
         with mock.patch.object(trie_cursor, "CURSOR_DIRECT", True):
             assert trie_cursor.page_key(seq, run, inside, page, at) == seq.first_page(page, at)
-        for step in range(len(seq) - at + 3):
-            moved = trie_cursor.moved_on(seq.runs, run, inside + step)
-            assert trie_cursor.moved_on(seq.runs, run, inside + step, starts) == moved

@@ -115,7 +115,6 @@ class SegmentTrie:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
         child's label compared where it lies in its own sequence (no slice), up to the label's end."""
         page, runs = self.page_size, seq.runs
-        starts = seq._run_starts() if trie_cursor.CURSOR_DIRECT else None
         node = position = next_cut = run = inside = (
             0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
         )
@@ -134,7 +133,7 @@ class SegmentTrie:
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
-            run, inside = moved_on(runs, run, inside + stop * page, starts)
+            run, inside = moved_on(runs, run, inside + stop * page)
         return node
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
@@ -149,14 +148,14 @@ class SegmentTrie:
         self, node: int, seq: TokenSeq, position: int, ends: list[int], run: int, inside: int
     ) -> int:
         """``_add_chain`` with ``seq``'s cursor at ``position`` (``_insert_in_place``'s) carried along."""
-        page, direct = self.page_size, trie_cursor.CURSOR_DIRECT
-        starts = seq._run_starts() if direct else None
-        last = ends[-1] if direct else -1  # no move past the chain's last node: no key is read there
+        page = self.page_size
+        # no move past the chain's last node: no key is read there
+        last = ends[-1] if trie_cursor.CURSOR_DIRECT else -1
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
             self._children[node][page_key(seq, run, inside, page, position * page)] = child
             if end != last:
-                run, inside = moved_on(seq.runs, run, inside + (end - position) * page, starts)
+                run, inside = moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
         return node
 

@@ -10,7 +10,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.bounds import segment_trie
+from sim.bounds import segment_trie, trie_cursor
 from sim.bounds.belady import belady_hits
 from sim.bounds.events import Lookup, Produce, replay_events
 from sim.bounds.page_paths import PagePaths
@@ -77,15 +77,20 @@ def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
 
 
 def tries_alike(trace: Trace, page: int, events: list) -> None:
-    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place) builds the reference's trie: the
-    same nodes, parents and depths, and every event covering the same nodes."""
+    """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place), with its cursor's keys and moves
+    made directly (``trie_cursor.CURSOR_DIRECT``) or not, builds the reference's trie: the same nodes, parents and
+    depths, and every event covering the same nodes."""
     built = []
-    for in_place in (True, False):
-        with mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place):
+    for in_place, direct in ((True, True), (True, False), (False, False)):
+        with (
+            mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place),
+            mock.patch.object(trie_cursor, "CURSOR_DIRECT", direct),
+        ):
             built.append(SegmentTrie(trace, page, events))
-    fast, reference = built
-    assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
-    assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
+    reference = built[-1]
+    for fast in built[:-1]:
+        assert (fast.parent, fast.depth) == (reference.parent, reference.depth)
+        assert [fast.pages(event) for event in events] == [reference.pages(event) for event in events]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,8 +16,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 
+from sim.bounds import trie_cursor
 from sim.bounds.events import Lookup
-from sim.tokens import TokenSeq, match_runs
+from sim.bounds.trie_cursor import common_tokens, moved_on, page_key
+from sim.tokens import TokenSeq
 from sim.trace import Trace
 
 # True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
@@ -119,11 +121,11 @@ class SegmentTrie:
         while position < deepest:
             while cuts[next_cut] <= position:
                 next_cut += 1
-            child = self._children[node].get(_page_key(seq, run, inside, page, position * page))
+            child = self._children[node].get(page_key(seq, run, inside, page, position * page))
             if child is None:
                 return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
             span = self.depth[child] - position
-            common = _common_tokens(
+            common = common_tokens(
                 self._label_seq[child], self._label_at[child], runs, run, inside, span * page
             )
             stop = min(span, common // page, cuts[next_cut] - position)
@@ -131,7 +133,7 @@ class SegmentTrie:
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
-            run, inside = _moved_on(runs, run, inside + stop * page)
+            run, inside = moved_on(runs, run, inside + stop * page)
         return node
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
@@ -147,10 +149,13 @@ class SegmentTrie:
     ) -> int:
         """``_add_chain`` with ``seq``'s cursor at ``position`` (``_insert_in_place``'s) carried along."""
         page = self.page_size
+        # no move past the chain's last node: no key is read there
+        last = ends[-1] if trie_cursor.CURSOR_DIRECT else -1
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
-            self._children[node][_page_key(seq, run, inside, page, position * page)] = child
-            run, inside = _moved_on(seq.runs, run, inside + (end - position) * page)
+            self._children[node][page_key(seq, run, inside, page, position * page)] = child
+            if end != last:
+                run, inside = moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
         return node
 
@@ -181,27 +186,3 @@ class SegmentTrie:
             node = parent[node]
         path.reverse()
         return path
-
-
-def _page_key(seq: TokenSeq, run: int, inside: int, page: int, at: int) -> tuple:
-    """``seq.first_page(page, at)``, token ``at`` being ``seq.runs[run]``'s ``inside``-th (``at < len(seq)``)."""
-    source, offset, count = seq.runs[run]
-    if count - inside >= page:  # the usual case: the page lies within one run
-        return ((source, offset + inside, page),)
-    return seq.first_page(page, at)
-
-
-def _moved_on(runs: tuple, run: int, inside: int) -> tuple[int, int]:
-    """The run holding the token ``inside`` tokens into ``runs[run]``, and its offset there."""
-    while run < len(runs) and inside >= runs[run][2]:
-        inside -= runs[run][2]
-        run += 1
-    return run, inside
-
-
-def _common_tokens(label: TokenSeq, label_at: int, runs: tuple, run: int, inside: int, limit: int) -> int:
-    """How many tokens of ``label`` from ``label_at`` on equal those of ``runs`` from ``runs[run]``'s ``inside``-th
-    on, counted until they differ or ``limit`` is reached (then at least ``limit``)."""
-    starts = label._run_starts()
-    index = bisect.bisect_right(starts, label_at) - 1
-    return match_runs(label.runs, index, label_at - starts[index], runs, run, inside, limit)[0]

@@ -1,0 +1,63 @@
+"""``benchmarks/keep_rule.py`` on the 40-line Mooncake head: a flipped switch is put back, a switch that changes an
+output is refused, and a misnamed switch or case is a clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import keep_rule
+from sim.bounds import trie_cursor
+from sim.trace.azure_import import import_mooncake
+from tests.benchmark_helpers import HEAD
+
+
+def test_switch_rounds_counted_and_switch_put_back(capsys):
+    before = trie_cursor.CURSOR_DIRECT
+    keep_rule.main(
+        [
+            "switch",
+            "trie_cursor.CURSOR_DIRECT",
+            "no-cache:replay",
+            "--trace",
+            str(HEAD),
+            "--limit",
+            "12",
+            "--rounds",
+            "3",
+        ]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("A: sim.bounds.trie_cursor.CURSOR_DIRECT on")
+    assert [line.split()[0] for line in out[1:5]] == ["warm-up,", "round", "round", "round"]
+    assert "of 3 below 1" in out[5]
+    assert trie_cursor.CURSOR_DIRECT is before
+
+
+def test_bounds_ratio_counts_rounds_within(capsys):
+    keep_rule.main(["bounds", "radix:replay", "--trace", str(HEAD), "--limit", "12", "--rounds", "2"])
+    assert "of 2 <= 1.25" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_a_side_that_changes_the_tables_is_refused():
+    trace = import_mooncake(str(HEAD), limit=12, chains=True)
+    # bounds on and off make different tables: standing in for a switch that changed an output
+    with pytest.raises(SystemExit, match="tables differ"):
+        keep_rule.measure(trace, [("radix", "replay")], 1, lambda on: on, same_tables=True)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("nowhere.FLAG", "names no file"),
+        ("trie_cursor.NOT_A_FLAG", "no bool attribute"),
+        ("FLAG", "module.NAME"),
+    ],
+)
+def test_a_misnamed_switch_is_named(spec, message):
+    with pytest.raises(SystemExit, match=message):
+        keep_rule.resolve_switch(spec)
+
+
+def test_an_unknown_case_is_named():
+    with pytest.raises(SystemExit, match="unknown policy 'nope'"):
+        keep_rule.parse_case("nope:replay")

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_vllm_private_blocks_property import (
     FIXED,
-    PREEMPTED,
     PRIVATE_EVICTED,
     both_ways_or_skip,
     on_fixed_and_generated,
@@ -28,6 +27,11 @@ from sim.cache.blocks.tail import FreeTail
 from sim.cache.blocks.tail_runs import RunTail
 
 NUM_BLOCKS = 16
+# a FULL run made, then a preemption that makes it entries again (PREEMPTED, tiny-swa, makes no run)
+RUN_THEN_PREEMPTED = (
+    ("fanout", (2, 8, 300, 60, 200)),
+    ("timed", "inkling", {"async_scheduling": True}, 3000),
+)
 # each op: ("free" / "run", how many held blocks), ("hit", which tail blocks), ("pop", how many), ("flatten", -)
 ops = st.lists(
     st.tuples(
@@ -138,7 +142,7 @@ def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
     return {flag: counted for flag, (_, counted) in seen.items()}, on[1]
 
 
-@on_fixed_and_generated(120, *FIXED)
+@on_fixed_and_generated(120, *FIXED, RUN_THEN_PREEMPTED)
 def test_kept_out_runs_leave_the_runs_as_the_reference(trace_spec, config_spec, monkeypatch):
     if (runs := reached(same_runs, trace_spec, config_spec, monkeypatch)) is None:
         return
@@ -152,6 +156,6 @@ def test_the_fixed_cases_make_split_and_flatten_runs(monkeypatch):
     """A replay that evicts runs and splits one; a timed run whose preemption makes its runs entries again."""
     counts, _ = same_runs(*PRIVATE_EVICTED, monkeypatch)
     assert counts[True]["made"] and counts[True]["evicted"] and counts[True]["split"], counts
-    counts, result = same_runs(*PREEMPTED, monkeypatch)
+    counts, result = same_runs(*RUN_THEN_PREEMPTED, monkeypatch)
     assert result.requests["retractions"].sum() > 0
     assert counts[True]["made"] and counts[True]["flattened"], counts

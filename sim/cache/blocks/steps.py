@@ -1,7 +1,8 @@
 """One step of one request, as ``KVCacheManager.allocate_slots`` runs it (docs/vllm-rules.md section 7):
 (1) ``remove_skipped_blocks`` for every group on the processed tokens, (2) at admission the hit is touched
 (``BlockCacheManager.admit``), (3) ``allocate_new_blocks`` for every group, (4) ``cache_blocks``. All in
-group order; each group frees with one ``free_blocks`` call, highest block first."""
+group order; each group frees with one ``free_blocks`` call, highest block first.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
 from sim.cache.blocks.skips_told import tell_skipped
-from sim.cache.blocks.tail_runs import free_own_run
 from sim.models import FULL, MAMBA, SWA
 
 
@@ -243,8 +243,7 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
-    """``KVCacheManager.free``: group by group, each table tail first (kept-out blocks one run: ``tail_runs``)."""
+    """``KVCacheManager.free``: group by group, each table tail first."""
     for group, table in enumerate(req.tables):
-        if not (req.kept_unkeyed and free_own_run(pool, req, group, table)):
-            pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
+        pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
         table.clear()

@@ -39,7 +39,7 @@ EXACT_INTS = 1 << 53  # ints below it convert to floats exactly
 # False: lists (the reference; tests/test_run_arrays_property.py holds both equal, floats bit for bit and whole
 # runs' tables)
 ARRAY_RUNS = True
-ARRAY_MIN_STEPS = 64  # below it numpy's calls cost more than the list's steps
+ARRAY_MIN_STEPS = 48  # below it numpy's calls cost more than the lists' steps (~30 pure, more compiled)
 StepTimes = (
     list[float] | np.ndarray
 )  # a run's starts or durations: a list, or a float64 array (``ARRAY_RUNS``)
@@ -142,13 +142,18 @@ def _memory_bound_arrays(
     taken: list[float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """``_memory_bound_steps`` as float64 arrays, ``starts`` and ``taken`` (the reference's steps before) first:
-    each step's bytes an exact int64 (below ``EXACT_INTS``), its duration the same division and addition."""
+    each step's bytes an exact int64 (below ``EXACT_INTS``), its duration the same division and addition, each
+    end the end before plus its duration."""
     _, bytes_read, _, bytes_each = figures
     overhead, bytes_rate = gpu.step_overhead_s, gpu.mem_bandwidth * gpu.bw_efficiency
-    step_bytes = np.arange(num_steps, dtype=np.int64) * bytes_each + bytes_read
-    durations = overhead + step_bytes / bytes_rate
-    ends = np.add.accumulate(np.concatenate(([now], durations)))  # ends[0] is now, each end the last plus one
-    num_taken = int(np.searchsorted(ends[1:], horizon, side="left"))  # the first end not before it ends none
+    stop = bytes_read + num_steps * bytes_each
+    durations = np.arange(bytes_read, stop, bytes_each, dtype=np.int64) / bytes_rate
+    durations += overhead
+    ends = np.empty(num_steps + 1)
+    ends[0] = now
+    ends[1:] = durations
+    np.add.accumulate(ends, out=ends)  # in order, as ``accumulate`` adds
+    num_taken = int(ends[1:].searchsorted(horizon))  # the first end not before the horizon ends no step
     if not starts:
         return ends[:num_taken], durations[:num_taken]
     return np.concatenate((starts, ends[:num_taken])), np.concatenate((taken, durations[:num_taken]))

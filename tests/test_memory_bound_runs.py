@@ -110,7 +110,11 @@ def test_whole_runs_take_memory_bound_lists(policy):
     knobs = dict(page_size=16, track_interval=64)
     for bounds in (False, True):
         config = SimConfig(policy=policy, model="inkling", knobs=knobs, bounds=bounds)
-        with mock.patch.object(settled_module, "_memory_bound_steps", side_effect=_STEPS) as lists:
+        # the lists, not ``ARRAY_RUNS``' arrays (held to the lists by tests/test_run_arrays_property.py)
+        with (
+            mock.patch.object(settled_module, "ARRAY_RUNS", False),
+            mock.patch.object(settled_module, "_memory_bound_steps", side_effect=_STEPS) as lists,
+        ):
             fast = simulate(Trace(growing_burst(6)), config)
         with mock.patch.object(settled_module, "MEMORY_BOUND_RUNS", False):
             reference = simulate(Trace(growing_burst(6)), config)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate
 
+import numpy as np
+
 from sim.cost.decode_run import RooflineFigures, roofline_decode_run
 from sim.cost.decode_run import _first_step as first_step_figures
 from sim.cost.gpus import GPUSpec
@@ -31,6 +33,16 @@ from sim.cost.gpus import GPUSpec
 # equal, floats bit for bit and whole runs' tables); True: a memory-bound run's steps as lists (module docstring)
 MEMORY_BOUND_RUNS = True
 EXACT_INTS = 1 << 53  # ints below it convert to floats exactly
+# True: a long memory-bound run asked for as arrays (``as_arrays``: the engine's plain runs) gives its starts and
+# durations as float64 arrays, made by numpy's same float operations (``int64 -> float64`` exact below
+# ``EXACT_INTS``, one division, one addition, ``add.accumulate`` adding in order), so no Python float is made a step;
+# False: lists (the reference; tests/test_run_arrays_property.py holds both equal, floats bit for bit and whole
+# runs' tables)
+ARRAY_RUNS = True
+ARRAY_MIN_STEPS = 48  # below it numpy's calls cost more than the lists' steps (~30 pure, more compiled)
+StepTimes = (
+    list[float] | np.ndarray
+)  # a run's starts or durations: a list, or a float64 array (``ARRAY_RUNS``)
 
 
 def settled_decode_run(
@@ -40,9 +52,11 @@ def settled_decode_run(
     now: float,
     horizon: float,
     max_steps: int,
-) -> tuple[list[float], list[float]]:
+    as_arrays: bool = False,
+) -> tuple[StepTimes, StepTimes]:
     """``roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)``: the steps before every context
-    reaches the window by the reference, the rest in the lean loop."""
+    reaches the window by the reference, the rest in the lean loop (``as_arrays``: a long memory-bound run's as
+    float64 arrays, ``ARRAY_RUNS``)."""
     settled = max(co.window - min(contexts), 0) if contexts else 0
     if settled >= max_steps or not contexts:
         return roofline_decode_run(co, gpu, contexts, now, horizon, max_steps)
@@ -60,6 +74,8 @@ def settled_decode_run(
     overhead = gpu.step_overhead_s
     figures = (flops, bytes_read, flops_each, bytes_each)
     if MEMORY_BOUND_RUNS and _memory_bound_throughout(gpu, figures, max_steps - settled):
+        if as_arrays and ARRAY_RUNS and max_steps - settled >= ARRAY_MIN_STEPS:
+            return _memory_bound_arrays(gpu, figures, now, horizon, max_steps - settled, starts, taken)
         return _memory_bound_steps(
             gpu, bytes_read, bytes_each, now, horizon, max_steps - settled, starts, taken
         )
@@ -114,3 +130,30 @@ def _memory_bound_steps(
     starts += ends[:num_taken]
     taken += durations[:num_taken]
     return starts, taken
+
+
+def _memory_bound_arrays(
+    gpu: GPUSpec,
+    figures: tuple[int, int, int, int],
+    now: float,
+    horizon: float,
+    num_steps: int,
+    starts: list[float],
+    taken: list[float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_memory_bound_steps`` as float64 arrays, ``starts`` and ``taken`` (the reference's steps before) first:
+    each step's bytes an exact int64 (below ``EXACT_INTS``), its duration the same division and addition, each
+    end the end before plus its duration."""
+    _, bytes_read, _, bytes_each = figures
+    overhead, bytes_rate = gpu.step_overhead_s, gpu.mem_bandwidth * gpu.bw_efficiency
+    stop = bytes_read + num_steps * bytes_each
+    durations = np.arange(bytes_read, stop, bytes_each, dtype=np.int64) / bytes_rate
+    durations += overhead
+    ends = np.empty(num_steps + 1)
+    ends[0] = now
+    ends[1:] = durations
+    np.add.accumulate(ends, out=ends)  # in order, as ``accumulate`` adds
+    num_taken = int(ends[1:].searchsorted(horizon))  # the first end not before the horizon ends no step
+    if not starts:
+        return ends[:num_taken], durations[:num_taken]
+    return np.concatenate((starts, ends[:num_taken])), np.concatenate((taken, durations[:num_taken]))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sim.cost import step_sums as step_sums_module
 from sim.cost.decode_run import steps_before
-from sim.cost.decode_run_settled import settled_decode_run
+from sim.cost.decode_run_settled import StepTimes, settled_decode_run
 from sim.cost.gpus import GPUSpec
 from sim.cost.shape import StepShape, attended_sum, is_count
 from sim.cost.step_sums import step_sums
@@ -168,14 +168,15 @@ class CostModel:
             step += 1
 
     def decode_run(
-        self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
-    ) -> tuple[list[float], list[float]]:
+        self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int, as_arrays: bool = False
+    ) -> tuple[StepTimes, StepTimes]:
         """The starts and durations of the decode steps ``decode_times`` gives that end before ``horizon``
         (``steps_before``), at most ``max_steps``: the roofline's in tight loops (``decode_run_settled``), the
-        same floats."""
+        same floats (``as_arrays``: maybe as float64 arrays, ``decode_run_settled.ARRAY_RUNS``)."""
         if self.calibration is not None:
             return steps_before(self.decode_times(contexts), now, horizon, max_steps)
-        return settled_decode_run(self._coefficients, self.gpu, contexts, now, horizon, max_steps)
+        co = self._coefficients
+        return settled_decode_run(co, self.gpu, contexts, now, horizon, max_steps, as_arrays)
 
     def prefill_time(self, prompt_len: int, cached_len: int = 0, chunk_size: int | None = None) -> float:
         """One request prefilled alone from cached_len, in chunks of chunk_size (one step when None)."""

@@ -14,6 +14,7 @@ from sim.cache.interface import CacheModel
 from sim.compiled_core import mypyc_attr
 from sim.cost import CostModel, StepShape
 from sim.cost.decode_run import steps_before
+from sim.cost.decode_run_settled import StepTimes
 from sim.sched.batch import Batch
 
 
@@ -98,6 +99,16 @@ class FixedStepBackend:
 
     def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
         return steps_before(self.decode_times(contexts), now, horizon, max_steps)
+
+
+def run_for_log(
+    backend: Backend, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int
+) -> tuple[StepTimes, StepTimes]:
+    """``backend.decode_run`` for a run only the engine's step log reads: from the simulator's own roofline
+    backend a long run's figures may be float64 arrays (``decode_run_settled.ARRAY_RUNS``); a subclass's own."""
+    if type(backend) is PredictBackend:
+        return backend.cost.decode_run(contexts, now, horizon, max_steps, as_arrays=True)
+    return backend.decode_run(contexts, now, horizon, max_steps)
 
 
 def reads_page_ids(backend: Backend) -> bool:

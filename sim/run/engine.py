@@ -11,7 +11,8 @@ import itertools
 import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
-from sim.run.backend import Backend
+from sim.cost.decode_run_settled import StepTimes
+from sim.run.backend import Backend, run_for_log
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
@@ -122,8 +123,12 @@ class Engine:
         requests = self.manager.requests
         contexts = tuple(requests[r.request_id].kv_len for r in runs)
         # the steps that end before the next scheduled event, as one step after another would move the clock
-        starts, taken = self.backend.decode_run(contexts, self.env.now, self.env.peek(), num_steps)
-        if not taken:
+        now, horizon = self.env.now, self.env.peek()
+        if self._step_started or self._step_ended or self._plain_ended:  # listeners read the clock's floats
+            starts, taken = self.backend.decode_run(contexts, now, horizon, num_steps)
+        else:
+            starts, taken = run_for_log(self.backend, contexts, now, horizon, num_steps)
+        if not len(taken):
             return False
         # the steps are taken before the clock moves over them: nothing else happens before they end
         pools = pool_values(self.manager.usage())
@@ -131,9 +136,9 @@ class Engine:
         if run is not None:
             num_taken, full_steps = run
             starts, taken = starts[:num_taken], taken[:num_taken]
-            if not taken:
+            if not len(taken):
                 return False
-        for delay in event_delays(self.env.now, taken, starts[-1]):
+        for delay in event_delays(self.env.now, taken, float(starts[-1])):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
             self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))
@@ -150,7 +155,7 @@ class Engine:
                 self.on_step()
         return bool(ended)
 
-    def _record_batch_run(self, runs, starts: list[float], durations: list[float], full_steps, pools) -> None:
+    def _record_batch_run(self, runs, starts: StepTimes, durations: StepTimes, full_steps, pools) -> None:
         """The rows of a batch run, from the pools before it, as column blocks (its pool columns as marks and
         moves: ``StepLog.extend_batch_run``); the bounds see each full step's batch, and other listeners the
         steps' events as the loop would send them (their rows' pools row by row: ``run_pool_columns``)."""

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from sim.cost.decode_run_settled import StepTimes
 from sim.run.metrics import POOL_COLUMNS, pool_values
 from sim.run.pool_marks import PoolMarks
 from sim.run.step_blocks import StepBlocks
@@ -65,7 +66,7 @@ class StepLog:
             column.append(value)
 
     def extend_decode_only(
-        self, first_step: int, starts: list[float], durations: list[float], num_decode: int
+        self, first_step: int, starts: StepTimes, durations: StepTimes, num_decode: int
     ) -> None:
         """Steps that only decoded and allocated nothing: the pools read as after the step before."""
         self._extend_decodes(first_step, starts, durations, num_decode)
@@ -73,8 +74,8 @@ class StepLog:
     def extend_batch_run(
         self,
         first_step: int,
-        starts: list[float],
-        durations: list[float],
+        starts: StepTimes,
+        durations: StepTimes,
         num_decode: int,
         pools: Sequence[int],
         full_steps: Sequence,
@@ -95,10 +96,10 @@ class StepLog:
             if full.swa_freed:  # SWA pages back from running to free (a freeing stretch's step)
                 self.pools.move(row + full.offset, 1, -full.swa_freed, kv_columns[1:])
 
-    def _extend_decodes(self, first_step: int, starts: list[float], durations: list[float], num_decode: int):
+    def _extend_decodes(self, first_step: int, starts: StepTimes, durations: StepTimes, num_decode: int):
         if self.blocks is not None:
-            self._starts.extend(starts)
-            self._durations.extend(durations)
+            _extend_times(self._starts, starts)
+            _extend_times(self._durations, durations)
             self.blocks.add(first_step, len(starts), 0, 0, num_decode)
             return
         count, columns = len(starts), self.columns
@@ -108,8 +109,8 @@ class StepLog:
             step_numbers.frombytes(np.arange(first_step, first_step + count, dtype=np.int64).tobytes())
         else:
             step_numbers.extend(range(first_step, first_step + count))
-        columns["start_at"].extend(starts)
-        columns["duration_s"].extend(durations)
+        _extend_times(columns["start_at"], starts)
+        _extend_times(columns["duration_s"], durations)
         for name, value in (("num_prefill", 0), ("prefill_tokens", 0), ("num_decode", num_decode)):
             columns[name].extend(array("q", (value,)) * count)
 
@@ -127,6 +128,17 @@ class StepLog:
         table.update(zip(POOL_COLUMNS, self.pools.columns(len(self)), strict=True))
         # the row-by-row columns are views of this log's arrays: a table of its own copies them
         return pd.DataFrame(table, copy=not (FRAME_UNCOPIED and self.blocks is not None))
+
+
+def _extend_times(column: list | array, times: StepTimes) -> None:
+    """A time column extended by a run's floats, a list or a float64 array (``decode_run_settled.ARRAY_RUNS``),
+    an array's copied in as bytes where the column is doubles."""
+    if isinstance(times, list):
+        column.extend(times)
+    elif isinstance(column, array):
+        column.frombytes(np.ascontiguousarray(times, dtype=np.float64).data.cast("B"))
+    else:
+        column.extend(times.tolist())
 
 
 def _as_numpy(column: list | array) -> np.ndarray:

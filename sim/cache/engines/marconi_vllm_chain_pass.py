@@ -61,14 +61,14 @@ def hang_chain(
             break
         if victim.full_lock > 0 or victim.swa_holders or victim.state_lock > 0:
             break
-        parent, full, swa, slot = victim.parent, victim.full_pages, victim.swa_pages, victim.state
-        if not (  # ``exposes_nothing_above(parent, has_mamba)``
-            parent.parent is None
-            or len(parent.children) > 1
-            or parent.state is not None
-            or parent.full_lock > 0
-            or parent.swa_holders
-            or parent.state_lock > 0
+        above, full, swa, slot = victim.parent, victim.full_pages, victim.swa_pages, victim.state
+        if not (  # ``exposes_nothing_above(above, has_mamba)``
+            above.parent is None
+            or len(above.children) > 1
+            or above.state is not None
+            or above.full_lock > 0
+            or above.swa_holders
+            or above.state_lock > 0
             or not has_mamba
         ):
             break
@@ -77,6 +77,7 @@ def hang_chain(
         end = base + page
         now += 3  # ``reserve_page``'s tick, then the insert's two
         evicted.append(victim)
+        parent = above  # not before: a chain that stops at its victim leaves ``parent`` the victim, held
         stamps.pop(victim.id, None)
         del parent.children[victim.edge]
         unlocked -= victim.end - victim.start

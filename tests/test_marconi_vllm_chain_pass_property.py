@@ -6,7 +6,9 @@ The same managers and requests as ``test_marconi_vllm_chain_property`` (pools of
 SWA windows on and off, watched by every event's recorder or by the miss watcher alone, the heap compacting at
 its floor or at 8 entries); after every request the results, ``snapshot``, locks (the window's list and cover),
 the heap's current entries, stamps, clocks, counts and the events or the watcher's tables, and the tree's
-integrity check. Whole runs, replay and timed, give the same tables.
+integrity check. Whole runs, replay and timed, give the same tables, and so do conversations whose turns hold
+the last turn's output (a chain up an old turn stops at its output's node of several pages: the property's
+requests make no such node).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from test_page_chunks_property import workloads
 from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines import marconi_vllm_chain_pass as chain_pass
 from sim.run.simulate import SimConfig, simulate
+from sim.trace import Segment
+from sim.trace.records import Request
+from sim.trace.trace import Trace
 
 _TAKEN = {"chunks": 0, "slides": 0, "let_go": 0, "never_listed": 0}
 
@@ -97,5 +102,39 @@ def test_whole_runs_are_equal_either_way(mode, monkeypatch):
     monkeypatch.setattr(chain_pass, "ONE_PASS", False)
     theirs = simulate(_trace(), config)
     assert ours.summary["evictions_full"] > 100
+    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
+    assert ours.summary == theirs.summary
+
+
+def _conversations() -> Trace:
+    """Five conversations of four turns, each turn's prompt the last turn's prompt and output and new tokens."""
+    requests: list[Request] = []
+    prompts: dict[str, list[Segment]] = {}
+    for turn in range(4):
+        for talk in range(5):
+            rid, last = f"c{talk}t{turn}", f"c{talk}t{turn - 1}"
+            head = (
+                prompts[last] + [Segment(output_of=last)]
+                if turn
+                else [Segment(ref=f"sys{talk % 2}", len=200)]
+            )
+            prompts[rid] = head + [Segment(ref=f"u{rid}", len=60 + 37 * ((talk + turn) % 5))]
+            requests.append(
+                Request(id=rid, arrival=len(requests) * 0.01, prompt=prompts[rid], output_len=40 + 13 * talk)
+            )
+    return Trace(requests)
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("mode", ["replay", "timed"])
+@pytest.mark.parametrize("pool_tokens", [2400, 3200])
+def test_conversations_are_equal_either_way(mode, pool_tokens, monkeypatch):
+    config = SimConfig(
+        policy="marconi-vllm", model="qwen3-next", mode=mode, bounds=False, pool_tokens=pool_tokens
+    )
+    ours = simulate(_conversations(), config)
+    monkeypatch.setattr(chain_pass, "ONE_PASS", False)
+    theirs = simulate(_conversations(), config)
+    assert ours.summary["evictions_full"] > 50
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary

@@ -53,6 +53,8 @@ class Node:
         swa_pages: PageList | None,
         state: int | None = None,
         source: str | None = None,
+        children: dict[tuple, Node] | None = None,
+        swa_holders: set[str] | None = None,
     ):
         self.id = next(_ids)
         self.key = key
@@ -60,12 +62,13 @@ class Node:
         self.end = start + len(key)  # a split moves start and shortens the key together: end never changes
         self.parent = parent  # None for the root alone (RadixTree makes it): every walk up stops at the root
         self.edge: tuple = ()  # the key of this node in its parent's children: its first page
-        self.children: dict[tuple, Node] = {}
+        # an evicted leaf's empty dict and set passed on by vLLM+'s chain (``marconi_vllm_chain_pass``): none made
+        self.children: dict[tuple, Node] = {} if children is None else children
         self.full_pages = full_pages
         self.swa_pages = swa_pages
         self.state = state
         self.full_lock = 0
-        self.swa_holders: set[str] = set()
+        self.swa_holders: set[str] = set() if swa_holders is None else swa_holders
         self.state_lock = 0
         self.full_stamp = self.state_stamp = 0
         self.swa_stamp: float = 0.0  # SGLang puts a split's upper half between two touches (RadixTree.split)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sim.cache.components import FULL
+from sim.cache.engines import marconi_vllm_chain_pass as chain_pass
 from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, exposes_nothing_above
@@ -84,6 +85,8 @@ def take_chain(
     stamp, _, victim = held[0]
     if stamps.get(victim.id) != stamp:  # kept: unkept (held at 0), its parent may get no entry
         return None
+    if chain_pass.ONE_PASS:
+        return _take_in_one_pass(tree, rules, req, keys, held, evicted, has_swa, victim, stamp, top)
     locks, start, prompt_len, source = req.locks, req.prefix_len, req.prompt_len, req.request_id
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0
     node: Node | None = None
@@ -123,6 +126,38 @@ def take_chain(
     _close(tree, recency, req, held, node, parent, stamp, now, clock, unlocked, has_mamba)
     if has_swa and window > 0:
         locks.swa_covered = slide_window_over(made, locks.swa_nodes, locks.holder, locks.swa_covered, window)
+    return node
+
+
+def _take_in_one_pass(
+    tree: RadixTree,
+    rules: MarconiRules,
+    req: RequestCache,
+    keys: ChunkKeys,
+    held: list[tuple[int, int, Node]],
+    evicted: list[Node],
+    has_swa: bool,
+    victim: Node,
+    stamp: int,
+    top: int | None,
+) -> Node | None:
+    """``take_chain``'s loop and close where ``chain_pass.ONE_PASS``: the chunks hung in one pass, the window
+    slid once over the leaves it keeps."""
+    recency, window, has_mamba, start = rules.recency, rules.window, rules.has_mamba, req.prefix_len
+    hung = chain_pass.hang_chain(
+        tree, req, keys, evicted, recency.stamps, victim, stamp, top, recency.now, has_mamba, has_swa
+    )
+    node, parent, stamp, now, clock, unlocked, count = hung
+    if node is None:
+        return None
+    page = tree.page_size
+    tree.num_evictions[FULL] += (node.end - start) // page
+    _close(tree, recency, req, held, node, parent, stamp, now, clock, unlocked, has_mamba)
+    if has_swa and window > 0:
+        locks = req.locks
+        locks.swa_covered = chain_pass.slide_once(
+            node, count, locks.swa_nodes, locks.holder, locks.swa_covered, window, page
+        )
     return node
 
 

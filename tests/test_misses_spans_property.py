@@ -3,10 +3,11 @@ against an entry a leaf in ``evicted_pages`` (the reference): the same answers t
 
 Three sourced ``marconi-vllm`` managers, each watched by its ``TreeMissTracker`` alone, run the same requests on
 tight pools (the chunk run's chains, the rules' own evictions, refusals; SWA on and off): spans told at once
-(``WATCHER_AS_RUN``), spans told leaf by leaf (``_on_delete_leaf``) and the reference. After every request their
-misses, tombstone and state causes and trees are equal, the two span watchers' spans and entries are equal, and
-every page of every request run so far is asked of all three (``evicted_at`` at each multiple of the page and a
-token past it): the same answers. Whole runs, replay and timed, give the same tables, summary and misses.
+(``WATCHER_AS_RUN``), spans told leaf by leaf (``_on_delete_leaf``) and the reference; and a fourth, spans told
+at once and indexed by ``by_token`` (``COMPACT`` off: the compact index's reference). After every request their
+misses, tombstone and state causes and trees are equal, the two compact span watchers' spans, index and entries
+are equal, and every page of every request run so far is asked of all four (``evicted_at`` at each multiple of
+the page and a token past it): the same answers. Whole runs, replay and timed, give the same tables, summary and misses.
 Floors: leaves put on spans, spans, answers found on a span alone.
 """
 
@@ -32,10 +33,17 @@ from sim.run.simulate import SimConfig
 _SEEN = {"leaves": 0, "spans": 0, "found": 0, "on_spans": 0}
 
 
-def _run(watched: Watched, spans: bool, as_run: bool, request, monkeypatch):
+def _run(watched: Watched, spans: bool, as_run: bool, request, monkeypatch, compact: bool = True):
     monkeypatch.setattr(misses_spans, "PER_REQUEST", spans)
+    monkeypatch.setattr(misses_spans, "COMPACT", compact)
     monkeypatch.setattr(run_module, "WATCHER_AS_RUN", as_run)
     return watched.run(*request)
+
+
+def _asked(watched: Watched, seqs: dict, compact: bool, monkeypatch) -> list[bool]:
+    """``_answers`` read as the watcher's index was made (``COMPACT``)."""
+    monkeypatch.setattr(misses_spans, "COMPACT", compact)
+    return _answers(watched, seqs)
 
 
 def _answers(watched: Watched, seqs: dict) -> list[bool]:
@@ -73,13 +81,24 @@ def _tables(watched: Watched):
 def _spans(watched: Watched):
     watcher, spans = watched.watcher, watched.watcher.spans
     pages = {key: plain(value) for key, value in watcher.evicted_pages.items()}
-    return spans.spans, spans.num_indexed, spans.by_token, pages, watcher.sources
+    return spans.spans, spans.num_indexed, spans.by_token, spans.heads, spans.segments, pages, watcher.sources
+
+
+def _leaves_and_spans(spans, page: int) -> tuple[int, int]:
+    """How many leaves and spans the compact index holds: a span's segments share its place and start, and a
+    segment holds the span's leaves starting in ``[low, high)``."""
+    segments, leaves, starts = spans.segments, 0, set()
+    for at in range(0, len(segments), 5):
+        place, low, high, start = segments[at : at + 4]
+        leaves += -((start - high) // page) + (start - low) // page
+        starts.add((place, start))
+    return leaves, len(starts)
 
 
 def _compare(cache, requests, monkeypatch) -> None:
     seqs: dict = {}  # the requests' tokens by id, as a run's trace gives them (``Trace.request_seq``)
     trace = SimpleNamespace(request_seq=lambda request_id: seqs[request_id])
-    ours, told, theirs = (Watched(*cache, True, True, trace) for _ in range(3))
+    ours, told, theirs, listed = (Watched(*cache, True, True, trace) for _ in range(4))
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
         rid = f"r{index}"
         own_ref = rid if own == 3 else f"own{family}-{own}"
@@ -89,17 +108,20 @@ def _compare(cache, requests, monkeypatch) -> None:
         done = _run(ours, True, True, request, monkeypatch)
         assert done == _run(told, True, False, request, monkeypatch)
         assert done == _run(theirs, False, True, request, monkeypatch)
-        assert _tables(ours) == _tables(told) == _tables(theirs), f"after {rid}"
+        assert done == _run(listed, True, True, request, monkeypatch, compact=False)
+        assert _tables(ours) == _tables(told) == _tables(theirs) == _tables(listed), f"after {rid}"
         assert snapshot(ours.manager) == snapshot(theirs.manager), f"after {rid}"
         monkeypatch.setattr(misses_spans, "PER_REQUEST", True)  # the reads (``in_spans``) do not read it
+        monkeypatch.setattr(misses_spans, "COMPACT", True)  # they read this one: each watcher's own
         _SEEN["on_spans"] += _on_spans(ours, seqs)
-        assert _answers(ours, seqs) == _answers(told, seqs) == _answers(theirs, seqs), f"after {rid}"
+        answers = _answers(ours, seqs)
+        assert answers == _answers(told, seqs) == _answers(theirs, seqs), f"after {rid}"
+        assert answers == _asked(listed, seqs, False, monkeypatch), f"after {rid}"
         assert _spans(ours) == _spans(told), f"after {rid}"
-    spans = ours.watcher.spans.spans
-    _SEEN["spans"] += len(spans) // 3
-    _SEEN["leaves"] += (
-        sum(spans[i + 2] - spans[i + 1] for i in range(0, len(spans), 3)) // cache[2]["page_size"]
-    )
+    misses_spans.index_compact(ours.watcher.spans, trace.request_seq, ours.watcher.sources)
+    leaves, spans = _leaves_and_spans(ours.watcher.spans, cache[2]["page_size"])
+    _SEEN["spans"] += spans
+    _SEEN["leaves"] += leaves
     _SEEN["found"] += sum(miss.next_page_evicted for miss in ours.watcher.misses.values())
 
 
@@ -127,11 +149,13 @@ def test_the_property_puts_leaves_on_spans_and_finds_them():
 def test_whole_runs_are_equal_either_way(mode, monkeypatch):
     config = SimConfig(policy="marconi-vllm", model="qwen3-next", mode=mode, pool_tokens=2400)
     runs = []
-    for on in (True, False):
+    for on, compact in ((True, True), (False, True), (True, False)):
         monkeypatch.setattr(misses_spans, "PER_REQUEST", on)
+        monkeypatch.setattr(misses_spans, "COMPACT", compact)
         runs.append(watched_run(_trace(), config, monkeypatch, misses.MAX_UNHASHED, folded=True))
-    (log, ours, watchers), (reference_log, theirs, _) = runs
-    assert log == reference_log
-    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
-    assert ours.summary == theirs.summary
-    assert sum(len(w.spans.spans) for w in watchers) > 30
+    (log, ours, watchers), *others = runs
+    for reference_log, theirs, _ in others:
+        assert log == reference_log
+        assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
+        assert ours.summary == theirs.summary
+    assert sum(len(w.spans.spans) + len(w.spans.segments) // 5 for w in watchers) > 30

@@ -30,7 +30,7 @@ from sim.cache.events import (
 from sim.cache.misses_evicted import put_entry, source_place, sourced_entry, was_evicted
 from sim.cache.misses_hashing import fold_key, hash_chains, link_hash
 from sim.cache.misses_links import blocked_by_links, blocked_on_path, forget, may_join
-from sim.cache.misses_spans import EvictedSpans, add_leaf, in_spans, spanned
+from sim.cache.misses_spans import EvictedSpans, add_leaf, held, in_spans, spanned
 from sim.cache.node import Node
 from sim.cache.reasons import (
     MAMBA_EVICTED,
@@ -230,7 +230,7 @@ class TreeMissTracker:
         spans, page, seqs, sources = self.spans, self.tree.page_size, self.request_seq, self.sources
         if was_evicted(self.evicted_pages, tokens, depth, page, seqs, sources):
             return True
-        return bool(spans.spans) and in_spans(spans, tokens, depth, page, seqs, sources)
+        return held(spans) and in_spans(spans, tokens, depth, page, seqs, sources)
 
     def hash_unhashed(self) -> None:
         hash_chains(self.evicted_pages, self.unhashed)

@@ -15,11 +15,20 @@ both sequences holding ``depth`` have one source and one ``offset - position``. 
 a candidate is taken where ``depth`` is one of its leaves' starts and the reference's two ints agree: the page's
 hash (an entry's key) and the prefix's (``prefix_hash``, a sourced entry's int). Switch ``PER_REQUEST`` (off: an
 entry a leaf, ``misses_evicted.sourced_entry``, the reference; tests/test_misses_spans_property.py).
+
+A fan-out request evicts ~3 leaves, one span, one segment on a token of its own: a key tuple, a list and four int
+objects cost more than the three entries they replace (the 1M fan-out +66 MiB). ``COMPACT``: the segments five
+ints each in one ``array`` (``segments``: place, low, high, start, the key's next segment or -1), a key's int the
+pair's hash (``token_key``; a candidate is checked as before, so one of another token only widens the search
+toward the reference's, which has no token filter), ``heads`` its last segment; a span once indexed is dropped
+from ``spans`` (no read asks it again). Off: ``by_token``'s tuples and lists (the reference;
+tests/test_misses_spans_property.py).
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -27,17 +36,34 @@ from sim.cache.misses_hashing import prefix_hash
 from sim.cache.node import Node
 
 PER_REQUEST = True
+# True: the index in one ``array`` and int keys, a span dropped once indexed; False: ``by_token`` (the reference)
+COMPACT = True
+
+_KEY_BITS = (1 << 60) - 1  # a key's int held in two 30-bit digits (a full 64-bit hash takes three)
 
 
 class EvictedSpans:
     """``spans``: ``[place, start, end, ..]``, a span three ints; ``num_indexed``: how many of ``spans``' ints are
     in ``by_token`` (a span once indexed is not moved); ``by_token``: ``(source, offset - position)`` -> ``[place,
-    low, high, start, ..]``, a segment four ints: the span's run ``[low, high)`` and the span's start."""
+    low, high, start, ..]``, a segment four ints: the span's run ``[low, high)`` and the span's start; ``COMPACT``:
+    ``heads``: ``token_key`` -> its last segment's place in ``segments``, five ints a segment (``next`` last)."""
 
     def __init__(self) -> None:
         self.spans: list[int] = []
         self.num_indexed = 0
         self.by_token: dict[tuple[str, int], list[int]] = {}
+        self.heads: dict[int, int] = {}
+        self.segments: Any = array("q")
+
+
+def held(spans: EvictedSpans) -> bool:
+    """Whether any leaf was put on a span (indexed or not)."""
+    return bool(spans.spans) or bool(spans.heads) or bool(spans.by_token)
+
+
+def token_key(source: str, position_offset: int) -> int:
+    """``COMPACT``'s key of a token pair ``(source, offset - position)``: its hash, in 60 bits."""
+    return hash((source, position_offset)) & _KEY_BITS
 
 
 def spanned(node: Node, page: int) -> bool:
@@ -59,6 +85,9 @@ def add_leaf(spans: EvictedSpans, place: int, start: int, end: int) -> None:
 
 def index_spans(spans: EvictedSpans, request_seq: Callable[[str], Any] | None, sources: list[str]) -> None:
     """The spans made since the last read indexed by their runs' tokens (``by_token``)."""
+    if COMPACT:
+        index_compact(spans, request_seq, sources)
+        return
     at, by_token = spans.spans, spans.by_token
     for index in range(spans.num_indexed, len(at), 3):
         place, start, end = at[index], at[index + 1], at[index + 2]
@@ -72,6 +101,25 @@ def index_spans(spans: EvictedSpans, request_seq: Callable[[str], Any] | None, s
             segments.extend((place, low, high, start))
             run += 1
     spans.num_indexed = len(at)
+
+
+def index_compact(spans: EvictedSpans, request_seq: Callable[[str], Any] | None, sources: list[str]) -> None:
+    """``index_spans`` into ``heads`` and ``segments``; the spans indexed dropped (``spans`` emptied)."""
+    at, heads, segments = spans.spans, spans.heads, spans.segments
+    for index in range(spans.num_indexed, len(at), 3):
+        place, start, end = at[index], at[index + 1], at[index + 2]
+        tokens = request_seq(sources[place])  # type: ignore[misc]  # spans are made only with a trace
+        starts, runs = tokens._run_starts(), tokens.runs
+        run = bisect.bisect_right(starts, start) - 1
+        while run < len(runs) and starts[run] < end:
+            source, offset, count = runs[run]
+            key = token_key(source, offset - starts[run])
+            low, high = max(start, starts[run]), min(end, starts[run] + count)
+            segments.extend((place, low, high, start, heads.get(key, -1)))
+            heads[key] = len(segments) - 5
+            run += 1
+    at.clear()
+    spans.num_indexed = 0
 
 
 def in_spans(
@@ -91,6 +139,9 @@ def in_spans(
     starts = tokens._run_starts()
     run = bisect.bisect_right(starts, depth) - 1
     source, offset, _ = tokens.runs[run]
+    if COMPACT:
+        at = spans.heads.get(token_key(source, offset - starts[run]), -1)
+        return at >= 0 and in_segments(spans.segments, at, tokens, depth, page, request_seq, sources)
     segments = spans.by_token.get((source, offset - starts[run]))
     if segments is None:
         return False
@@ -106,4 +157,28 @@ def in_spans(
             wanted = prefix_hash(tokens.slice(0, depth).runs)
         if prefix_hash(theirs.slice(0, depth).runs) == wanted:
             return True
+    return False
+
+
+def in_segments(
+    segments: Any,
+    at: int,
+    tokens,
+    depth: int,
+    page: int,
+    request_seq: Callable[[str], Any] | None,
+    sources: list[str],
+) -> bool:
+    """``in_spans``' candidates read along one key's segments from the one at ``at`` (``COMPACT``)."""
+    first, wanted = hash(tokens.first_page(page, depth)), None
+    while at >= 0:
+        low, high, start = segments[at + 1], segments[at + 2], segments[at + 3]
+        if low <= depth < high and (depth - start) % page == 0:
+            theirs = request_seq(sources[segments[at]])  # type: ignore[misc]
+            if hash(theirs.first_page(page, depth)) == first:
+                if wanted is None:
+                    wanted = prefix_hash(tokens.slice(0, depth).runs)
+                if prefix_hash(theirs.slice(0, depth).runs) == wanted:
+                    return True
+        at = segments[at + 4]
     return False

@@ -27,16 +27,11 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import fitting_starts
 from sim.cache.request import RequestCache
-from sim.cache.swa_hand_out import full_ids_of, hand_out_before
 
 # True: a freeing stretch runs through the decode checkpoints that move no pool (``folds_checkpoints``), each
 # taken at its step; False: it stops before each, which the loop takes as an event step (the reference;
 # tests/test_checkpoint_folds.py holds both equal)
 FOLD_CHECKPOINTS = True
-# True: the stretch's FULL pages counted out at once, and a turn with no page start before it hands out nothing
-# without a call (``swa_hand_out.py``); False: ``_allocate_before`` at every turn (the reference;
-# tests/test_lean_hand_out.py holds both equal)
-LEAN_HAND_OUT = True
 
 
 def freeing_stretch(
@@ -93,13 +88,10 @@ def take_freeing_decodes(
     due = _first_due(rules, manager, reqs, at_start)
     swa_pool = manager.pools[SWA] if manager.has_swa else None
     freed_at: dict[int, int] = {}
-    allocated, full_ids = 0, full_ids_of(manager, starts) if LEAN_HAND_OUT else None
+    allocated = 0
     while due:
         offset, index = heappop(due)
-        if full_ids is None:
-            allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
-        elif allocated < len(starts) and starts[allocated] < (offset, index):
-            allocated = hand_out_before(manager, reqs, starts, full_ids, allocated, (offset, index))
+        allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
         if due_at is not None:
             due_at.append(offset)
         if index >= len(reqs):
@@ -112,10 +104,7 @@ def take_freeing_decodes(
         if swa_pool is not None and swa_pool.num_free > free_before:
             freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
         _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
-    if full_ids is None:
-        _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
-    elif allocated < len(starts):
-        hand_out_before(manager, reqs, starts, full_ids, allocated, (num_steps, 0))
+    _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, steps
         manager.take_plain_decodes(req, num_steps)

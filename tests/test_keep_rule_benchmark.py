@@ -38,11 +38,22 @@ def test_bounds_ratio_counts_rounds_within(capsys):
     assert "of 2 <= 1.25" in capsys.readouterr().out.splitlines()[-1]
 
 
+def test_timed_ratio_runs_each_policy_timed_against_replayed(capsys, monkeypatch):
+    made = []
+    real = keep_rule.simulate
+    monkeypatch.setattr(
+        keep_rule, "simulate", lambda trace, config: made.append(config.mode) or real(trace, config)
+    )
+    keep_rule.main(["timed", "radix:replay", "--trace", str(HEAD), "--limit", "12", "--rounds", "1"])
+    assert "of 1 <= 2.0" in capsys.readouterr().out.splitlines()[-1]
+    assert made == ["timed", "replay", "replay", "timed"]  # the order swapped in the second round
+
+
 def test_a_side_that_changes_the_tables_is_refused():
     trace = import_mooncake(str(HEAD), limit=12, chains=True)
     # bounds on and off make different tables: standing in for a switch that changed an output
     with pytest.raises(SystemExit, match="tables differ"):
-        keep_rule.measure(trace, [("radix", "replay")], 1, lambda on: on, same_tables=True)
+        keep_rule.measure(trace, 1, lambda on: [("radix", "replay", on)], same_tables=True)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ bounds against the same run without, round after round on the first N requests o
     python benchmarks/keep_rule.py bounds no-cache:replay --limit 4000 --rounds 8
     python benchmarks/keep_rule.py timed no-cache:timed --limit 4000 --rounds 8
 
-A case is ``policy:mode`` (``replay`` or ``timed``). Each round runs the two sides in turn, their order swapped
+A case is ``policy:mode[:bounds]`` (mode ``replay`` or ``timed``; ``:bounds``: the run with bounds). Each round runs the two sides in turn, their order swapped
 every round (a side that always ran second would ride the first's warm caches), and prints their CPU seconds
 (``time.process_time``, the collector run before each side) and the ratio. A warm-up round runs first and is not
 counted. The first round also compares both sides' tables by hash: a switch that changes an output is an error.
@@ -38,18 +38,22 @@ from sim.engines.registry import policy_names  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
+Run = tuple[str, str, bool]  # policy, mode, bounds
 KEEP_MEDIAN = 0.98
 KEEP_BELOW_ONE = 0.8  # of the counted rounds
 LIMITS = {"bounds": 1.25, "timed": 2.0}  # Issue 24: with bounds <= 1.25x without, timed <= 2x replay
 
 
-def parse_case(case: str) -> tuple[str, str]:
-    policy, _, mode = case.partition(":")
-    if mode not in ("replay", "timed"):
-        raise SystemExit(f"case {case!r}: expected policy:mode, mode replay or timed")
-    if policy not in policy_names():
-        raise SystemExit(f"case {case!r}: unknown policy {policy!r}; choose from {', '.join(policy_names())}")
-    return policy, mode
+def parse_case(case: str) -> Run:
+    """``policy:mode[:bounds]`` to ``(policy, mode, bounds)``; a clear error naming what is wrong."""
+    parts = case.split(":")
+    if len(parts) not in (2, 3) or parts[1] not in ("replay", "timed") or parts[2:] not in ([], ["bounds"]):
+        raise SystemExit(f"case {case!r}: expected policy:mode[:bounds], mode replay or timed")
+    if parts[0] not in policy_names():
+        raise SystemExit(
+            f"case {case!r}: unknown policy {parts[0]!r}; choose from {', '.join(policy_names())}"
+        )
+    return parts[0], parts[1], len(parts) == 3
 
 
 def resolve_switch(spec: str) -> tuple[ModuleType, str]:
@@ -74,9 +78,6 @@ def resolve_switch(spec: str) -> tuple[ModuleType, str]:
 def tables_hash(result) -> str:
     text = result.requests.to_csv() + result.steps.to_csv() + repr(sorted(result.summary.items()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-Run = tuple[str, str, bool]  # policy, mode, bounds
 
 
 def timed_side(trace, runs: list[Run]) -> tuple[float, list[str]]:
@@ -109,14 +110,14 @@ def measure(trace, rounds: int, side_runs: Callable[[bool], list[Run]], same_tab
     return ratios
 
 
-def switch_rounds(trace, spec: str, cases: list[tuple[str, str]], rounds: int) -> None:
+def switch_rounds(trace, spec: str, cases: list[Run], rounds: int) -> None:
     """The switch on (A) against off (B); the switch put back as it was."""
     module, name = resolve_switch(spec)
     original = getattr(module, name)
 
     def side_runs(on: bool) -> list[Run]:
         setattr(module, name, on)
-        return [(policy, mode, False) for policy, mode in cases]
+        return list(cases)
 
     print(f"A: {module.__name__}.{name} on, B: off ({module.__file__})")
     try:
@@ -130,15 +131,15 @@ def switch_rounds(trace, spec: str, cases: list[tuple[str, str]], rounds: int) -
     )
 
 
-def ratio_rounds(trace, what: str, cases: list[tuple[str, str]], rounds: int) -> None:
+def ratio_rounds(trace, what: str, cases: list[Run], rounds: int) -> None:
     """``bounds``: each case with bounds (A) against without (B); ``timed``: each case's policy timed (A) against
-    replayed (B). The count of rounds within Issue 24's limit."""
+    replayed (B), bounds as the case says. The count of rounds within Issue 24's limit."""
     if what == "bounds":
         print("A: with bounds, B: without")
-        ratios = measure(trace, rounds, lambda on: [(p, m, on) for p, m in cases], same_tables=False)
+        ratios = measure(trace, rounds, lambda on: [(p, m, on) for p, m, _ in cases], same_tables=False)
     else:
         print("A: timed, B: replay")
-        side = lambda on: [(p, "timed" if on else "replay", False) for p, _ in cases]  # noqa: E731
+        side = lambda on: [(p, "timed" if on else "replay", b) for p, _, b in cases]  # noqa: E731
         ratios = measure(trace, rounds, side, same_tables=False)
     limit = LIMITS[what]
     within = sum(r <= limit for r in ratios)
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         resolve_switch(options.args[0])  # a misnamed switch named before the trace is read
     cases = [parse_case(case) for case in options.args[1 if options.what == "switch" else 0 :]]
     if not cases:
-        raise SystemExit("name at least one case, policy:mode")
+        raise SystemExit("name at least one case, policy:mode[:bounds]")
     path = existing_trace(options.trace or mooncake_trace("conversation"))
     trace = import_mooncake(str(path), limit=options.limit, chains=True)
     if options.what == "switch":

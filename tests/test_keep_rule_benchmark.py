@@ -72,3 +72,6 @@ def test_a_misnamed_switch_is_named(spec, message):
 def test_an_unknown_case_is_named():
     with pytest.raises(SystemExit, match="unknown policy 'nope'"):
         keep_rule.parse_case("nope:replay")
+    with pytest.raises(SystemExit, match=r"policy:mode\[:bounds\]"):
+        keep_rule.parse_case("radix:replay:with")
+    assert keep_rule.parse_case("radix:timed:bounds") == ("radix", "timed", True)

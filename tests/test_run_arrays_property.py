@@ -3,8 +3,10 @@
 lists' floats bit for bit, and whole timed runs make the same tables with the switch on and off.
 
 Runs drawn on every model, contexts below, around and past the window, horizons anywhere and at a step's end; the
-clock's start at 0 (an int, as SimPy's) or later; whole runs of every loop kind, with and without bounds (a run
-the bounds listen to keeps the lists), the arrays' path counted so a floor holds it taken."""
+clock's start at 0 (an int, as SimPy's) or later; whole runs of every loop kind, with and without bounds (the
+bounds' recorder, a batch reader, lets a run take arrays: ``backend.ARRAYS_FOR_BATCH_READERS``; off, it keeps the
+lists), the arrays' path counted so a floor holds it taken; a listener that may read the clock's floats keeps the
+lists."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from sim.cache.events import EventBus, PlainStepsEnded, StepEnded, StepStarted
 from sim.cost import CostModel, get_gpu
 from sim.cost import decode_run_settled as settled_module
 from sim.cost.decode_run_settled import settled_decode_run
 from sim.models import get_model
-from sim.run import step_log
+from sim.run import backend, step_log
 from sim.run.event_delays import event_delays
 from sim.run.simulate import SimConfig
 from sim.trace import Trace
@@ -99,15 +102,19 @@ def _arrays_made(args, result) -> bool:
 @pytest.mark.parametrize(
     "policy", ["no-cache", "radix", "marconi-sglang", "sglang", "freetoken", "marconi-vllm"]
 )
-@pytest.mark.parametrize("bounds", [False, True])
-def test_whole_runs_are_the_same_with_arrays(policy, bounds):
-    """The run with ``ARRAY_RUNS`` on equals the run with it off; without bounds the arrays were made (and the
-    log's times were doubles, then lists: ``TIMES_AS_DOUBLES`` both ways); the bounds' runs keep the lists."""
+@pytest.mark.parametrize("bounds, for_readers", [(False, True), (True, True), (True, False)])
+def test_whole_runs_are_the_same_with_arrays(policy, bounds, for_readers):
+    """The run with ``ARRAY_RUNS`` on equals the run with it off; the arrays were made (and the log's times were
+    doubles, then lists: ``TIMES_AS_DOUBLES`` both ways), with bounds too where the recorder's batch reads let
+    them (``ARRAYS_FOR_BATCH_READERS``); without that, the bounds' runs keep the lists."""
     knobs = dict(page_size=16, track_interval=64)
     config = SimConfig(policy=policy, model="inkling", knobs=knobs, bounds=bounds)
     trace = Trace(growing_burst(6))
     for doubles in (True, False):
-        with mock.patch.object(step_log, "TIMES_AS_DOUBLES", doubles):
+        with (
+            mock.patch.object(step_log, "TIMES_AS_DOUBLES", doubles),
+            mock.patch.object(backend, "ARRAYS_FOR_BATCH_READERS", for_readers),
+        ):
             made = same_run_counting(
                 trace,
                 config,
@@ -117,4 +124,19 @@ def test_whole_runs_are_the_same_with_arrays(policy, bounds):
                 settled_module,
                 "ARRAY_RUNS",
             )
-        assert made >= 3 if not bounds else made == 0
+        assert made >= 3 if for_readers else made == 0
+
+
+def test_floats_read_by_any_listener_but_a_batch_reader():
+    """``step_floats_read``: no listener, or batch readers alone, read no float; a ``StepEnded`` or
+    ``PlainStepsEnded`` handler, or a ``StepStarted`` handler of another kind, may; switch off, any does."""
+    bus = EventBus()
+    ended, plain = bus.channel(StepEnded), bus.channel(PlainStepsEnded)
+    assert not backend.step_floats_read(bus, ended, plain)
+    bus.subscribe_batch_reader(lambda event: None)
+    assert not backend.step_floats_read(bus, ended, plain)
+    with mock.patch.object(backend, "ARRAYS_FOR_BATCH_READERS", False):
+        assert backend.step_floats_read(bus, ended, plain)
+    assert backend.step_floats_read(bus, [print], plain) and backend.step_floats_read(bus, ended, [print])
+    bus.subscribe(StepStarted, lambda event: None)
+    assert backend.step_floats_read(bus, ended, plain)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from sim.cache.events import EventBus, StepStarted
 from sim.cache.interface import CacheModel
 from sim.compiled_core import mypyc_attr
 from sim.cost import CostModel, StepShape
@@ -99,6 +100,23 @@ class FixedStepBackend:
 
     def decode_run(self, contexts: tuple[int, ...], now: float, horizon: float, max_steps: int):
         return steps_before(self.decode_times(contexts), now, horizon, max_steps)
+
+
+# True: a run whose only step listeners are batch readers (the bounds' recorder: a ``StepStarted``'s batch, no
+# float of the clock) takes ``run_for_log``'s arrays too, so the default run, bounds on, gets them; False: any
+# ``StepStarted`` handler keeps the lists (the reference; tests/test_run_arrays_property.py)
+ARRAYS_FOR_BATCH_READERS = True
+
+
+def step_floats_read(events: EventBus, step_ended: list, plain_ended: list) -> bool:
+    """Whether a listener may read a decode run's starts and durations as the clock's floats: a ``StepEnded`` or
+    ``PlainStepsEnded`` handler (its event carries them), or a ``StepStarted`` handler that is not a batch reader
+    (it may read what it likes); then the run keeps its lists (``decode_run_settled.ARRAY_RUNS``)."""
+    if step_ended or plain_ended:
+        return True
+    if not ARRAYS_FOR_BATCH_READERS:
+        return bool(events.channel(StepStarted))
+    return not events.only_batch_readers()
 
 
 def run_for_log(

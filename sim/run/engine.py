@@ -12,7 +12,7 @@ import simpy
 
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.cost.decode_run_settled import StepTimes
-from sim.run.backend import Backend, run_for_log
+from sim.run.backend import Backend, run_for_log, step_floats_read
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
@@ -124,7 +124,7 @@ class Engine:
         contexts = tuple(requests[r.request_id].kv_len for r in runs)
         # the steps that end before the next scheduled event, as one step after another would move the clock
         now, horizon = self.env.now, self.env.peek()
-        if self._step_started or self._step_ended or self._plain_ended:  # listeners read the clock's floats
+        if step_floats_read(self.events, self._step_ended, self._plain_ended):
             starts, taken = self.backend.decode_run(contexts, now, horizon, num_steps)
         else:
             starts, taken = run_for_log(self.backend, contexts, now, horizon, num_steps)

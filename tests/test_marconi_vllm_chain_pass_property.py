@@ -23,10 +23,12 @@ from test_page_chunks_property import workloads
 
 from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines import marconi_vllm_chain_pass as chain_pass
+from sim.cache.integrity import IntegrityError
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Segment
 from sim.trace.records import Request
 from sim.trace.trace import Trace
+from tests.cache_helpers import manager
 
 _TAKEN = {"chunks": 0, "slides": 0, "let_go": 0, "never_listed": 0}
 
@@ -138,3 +140,17 @@ def test_conversations_are_equal_either_way(mode, pool_tokens, monkeypatch):
     assert ours.summary["evictions_full"] > 50
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary
+
+
+@pytest.mark.parametrize("planted", ["children", "holders"])
+def test_a_write_into_a_dead_victims_shared_dict_or_set_fails_the_integrity_check(planted, monkeypatch):
+    """The dead victims share one empty dict and set (``_GONE_CHILDREN``, ``_GONE_HOLDERS``): a write into either
+    would reach every later run in the process, so the integrity check refuses it."""
+    cache = manager("marconi-vllm")
+    cache.check_integrity()
+    if planted == "children":
+        monkeypatch.setitem(chain_pass._GONE_CHILDREN, ("planted",), cache.tree.root)
+    else:
+        monkeypatch.setattr(chain_pass, "_GONE_HOLDERS", {"planted"})
+    with pytest.raises(IntegrityError, match="dead chain victim"):
+        cache.check_integrity()

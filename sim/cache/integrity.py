@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from sim.cache.components import FULL, MAMBA, SWA, Component
+from sim.cache.engines import marconi_vllm_chain_pass as chain_pass
 
 
 class IntegrityError(AssertionError):
@@ -35,6 +36,11 @@ def check_integrity(manager) -> None:
             f"{node}: full_lock {node.full_lock} != {full_locks[node.id]}",
         )
         _expect(node.swa_holders <= set(manager.requests), f"{node}: SWA held by finished requests")
+    # vLLM+'s chain hands its dead victims one shared empty dict and set: a write into either would reach every run
+    _expect(
+        not chain_pass._GONE_CHILDREN and not chain_pass._GONE_HOLDERS,
+        "a dead chain victim's children or window holders were written (marconi_vllm_chain_pass)",
+    )
     unlocked = sum(node.end - node.start for node in manager.tree.nodes() if node.full_lock == 0)
     _expect(
         manager.tree.num_unlocked_tokens == unlocked,

@@ -33,27 +33,14 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.cases import Run, parse_case  # noqa: E402
 from benchmarks.real_traces import existing_trace, mooncake_trace  # noqa: E402
-from sim.engines.registry import policy_names  # noqa: E402
 from sim.run.simulate import SimConfig, simulate  # noqa: E402
 from sim.trace.azure_import import import_mooncake  # noqa: E402
 
-Run = tuple[str, str, bool]  # policy, mode, bounds
 KEEP_MEDIAN = 0.98
 KEEP_BELOW_ONE = 0.8  # of the counted rounds
 LIMITS = {"bounds": 1.25, "timed": 2.0}  # Issue 24: with bounds <= 1.25x without, timed <= 2x replay
-
-
-def parse_case(case: str) -> Run:
-    """``policy:mode[:bounds]`` to ``(policy, mode, bounds)``; a clear error naming what is wrong."""
-    parts = case.split(":")
-    if len(parts) not in (2, 3) or parts[1] not in ("replay", "timed") or parts[2:] not in ([], ["bounds"]):
-        raise SystemExit(f"case {case!r}: expected policy:mode[:bounds], mode replay or timed")
-    if parts[0] not in policy_names():
-        raise SystemExit(
-            f"case {case!r}: unknown policy {parts[0]!r}; choose from {', '.join(policy_names())}"
-        )
-    return parts[0], parts[1], len(parts) == 3
 
 
 def resolve_switch(spec: str) -> tuple[ModuleType, str]:

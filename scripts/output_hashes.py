@@ -45,20 +45,8 @@ def all_cases() -> list[str]:
     ]
 
 
-def parse_case(case: str) -> tuple[str, str, bool]:
-    parts = case.split(":")
-    if len(parts) not in (2, 3) or parts[1] not in ("replay", "timed") or parts[2:] not in ([], ["bounds"]):
-        raise SystemExit(f"case {case!r}: expected policy:mode[:bounds], mode replay or timed")
-    from sim.engines.registry import policy_names
-
-    if parts[0] not in policy_names():
-        raise SystemExit(
-            f"case {case!r}: unknown policy {parts[0]!r}; choose from {', '.join(policy_names())}"
-        )
-    return parts[0], parts[1], len(parts) == 3
-
-
 def hash_line(trace, case: str) -> str:
+    from benchmarks.cases import parse_case
     from sim.run.simulate import SimConfig, simulate
 
     policy, mode, bounds = parse_case(case)
@@ -78,6 +66,7 @@ def main(argv: list[str]) -> None:
     # the checkout first: ``sim/__init__`` takes the build named by HYBRIDCACHE_COMPILED and refuses it if it
     # was built from other sources (the build's own copy first would only be checked against itself)
     sys.path.insert(0, str(REPO))
+    from benchmarks.cases import parse_case
     from sim.trace.azure_import import import_mooncake
 
     cases = argv[1:] or all_cases()

@@ -3,12 +3,18 @@ output is refused, and a misnamed switch or case is a clear error."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from benchmarks import keep_rule
+from benchmarks import cases, keep_rule
 from sim.bounds import trie_cursor
 from sim.trace.azure_import import import_mooncake
 from tests.benchmark_helpers import HEAD
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_switch_rounds_counted_and_switch_put_back(capsys):
@@ -71,7 +77,19 @@ def test_a_misnamed_switch_is_named(spec, message):
 
 def test_an_unknown_case_is_named():
     with pytest.raises(SystemExit, match="unknown policy 'nope'"):
-        keep_rule.parse_case("nope:replay")
+        cases.parse_case("nope:replay")
     with pytest.raises(SystemExit, match=r"policy:mode\[:bounds\]"):
-        keep_rule.parse_case("radix:replay:with")
-    assert keep_rule.parse_case("radix:timed:bounds") == ("radix", "timed", True)
+        cases.parse_case("radix:replay:with")
+    assert cases.parse_case("radix:timed:bounds") == ("radix", "timed", True)
+
+
+@pytest.mark.parametrize("script", ["scripts/output_hashes.py", "benchmarks/keep_rule.py"])
+def test_both_measuring_commands_refuse_a_misnamed_case_before_any_run(script):
+    """The two commands share one case parser (``benchmarks/cases.py``): the same error, before the trace is read."""
+    args = ["1", "nope:timed"] if script.startswith("scripts") else ["timed", "nope:timed", "--limit", "1"]
+    done = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.returncode != 0 and "case 'nope:timed': unknown policy 'nope'" in done.stderr, done.stderr[
+        -2000:
+    ]

@@ -8,12 +8,19 @@ never folding."""
 
 from __future__ import annotations
 
+from collections import deque
+from types import SimpleNamespace
+from typing import cast
 from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 
+from sim.cache.manager import CacheManager
 from sim.sched import default, stalled_parks
+from sim.sched.capped_stalls import CappedStalls
+from sim.sched.request import RequestState
+from sim.sched.stalled_parks import forms_nothing
 from tests.default_loop_switches import burst_config, policy_bursts, switched_both_ways
 from tests.test_capped_stalls import _burst
 
@@ -54,3 +61,30 @@ def test_parks_are_taken_at_once_at_each_page(page: int, pool_tokens: int, fast_
         page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 2, max_running_requests=12
     )
     assert parks_both_ways(_burst(), burst_config(knobs, pool_tokens, False), fast_path) > 0
+
+
+def _stall(told: list[int], kv_lens: list[int], waiting: int = 0, parked: int = 0):
+    """``forms_nothing``'s arguments: running requests of 100-token prompts at ``kv_lens``, the ``told`` ones
+    told, and so many waiting and parked (a stand-in manager: it reads only ``requests``)."""
+    states = [RequestState(f"r{i}", None, 100, 10, None) for i in range(len(kv_lens) + waiting + parked)]
+    requests = {
+        s.request_id: SimpleNamespace(kv_len=kv)
+        for s, kv in zip(states[: len(kv_lens)], kv_lens, strict=True)
+    }
+    capped = CappedStalls(cast(CacheManager, SimpleNamespace(requests=requests)))
+    capped.told.update(f"r{i}" for i in told)
+    running = {s.request_id: s for s in states[: len(kv_lens)]}
+    rest = states[len(kv_lens) :]
+    return capped, running, deque(rest[:waiting]), rest[waiting:]
+
+
+def test_forms_nothing_only_where_every_running_request_is_told_in_its_prompt_and_none_waits():
+    assert forms_nothing(*_stall([0, 1, 2], [0, 0, 0]))
+    assert forms_nothing(*_stall([], [], parked=2))  # none left running: the loop's schedule unparks
+    assert not forms_nothing(*_stall([0, 1, 2], [0, 0, 0], waiting=1))  # the head may be admitted
+    assert not forms_nothing(*_stall([0, 2], [0, 0, 0]))  # r1's chunk is asked again
+    assert not forms_nothing(*_stall([0, 1, 2], [0, 100, 0]))  # r1 decodes
+    assert not forms_nothing(*_stall([1, 2], [0, 0, 0]))  # the first one untold
+    assert not forms_nothing(*_stall([], [0]))  # one running, untold: its chunk is asked again
+    assert not forms_nothing(*_stall([], []))  # no work: the loop sleeps
+    assert not forms_nothing(CappedStalls(None), {}, deque(), [])  # not the radix manager: never

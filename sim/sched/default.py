@@ -16,7 +16,6 @@ from collections import deque
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched import stalled_parks
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
 from sim.sched.chunk_ahead import takes_chunk_next
@@ -26,7 +25,6 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.retraction import retract
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
-from sim.sched.stalled_parks import forms_nothing
 
 # False: the walk of the prompts asks each for a chunk after the budget is spent (the reference;
 # tests/test_spent_budget.py holds both equal)
@@ -74,20 +72,12 @@ class DefaultScheduler:
             budget = self._add_prefill(batch, admitted, budget)
         return batch
 
-    def park_newest(self) -> bool:
-        """Free the newest running request and hold it back until ``unpark``; False when nothing runs. The parks
-        and the unpark that schedules forming nothing would lead to follow at once (``stalled_parks``)."""
-        if not self._park_one():
-            return False
-        parks = self._capped, self.running, self.waiting, self.parked
-        while stalled_parks.PARKS_AT_ONCE and forms_nothing(*parks):
-            if not self._park_one():
-                self.unpark()
-                break
-        return True
+    def newest_running(self) -> RequestState | None:
+        return newest_of(self.running)
 
-    def _park_one(self) -> bool:
-        newest = newest_of(self.running)
+    def park_newest(self) -> bool:
+        """Free the newest running request and hold it back until ``unpark``; False when nothing runs."""
+        newest = self.newest_running()
         if newest is None:
             return False
         self._retract(newest, newest.last_refusal or "nothing could be scheduled")

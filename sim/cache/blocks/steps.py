@@ -11,7 +11,7 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from sim.align import ceil_div
-from sim.cache.blocks import by_id
+from sim.cache.blocks import by_id, null_runs
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
@@ -84,8 +84,7 @@ def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: in
     last = min(last_state(layout, processed), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
-    freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
-    table[retired:last] = [None] * (last - retired)
+    freed = null_runs.states_below(table, retired, last)  # highest first, the slots then null
     if freed:
         pool.free_held(freed, group)
     req.retired[group] = max(retired, last)
@@ -228,10 +227,12 @@ def _unhashed_keys(
 ) -> list:
     """The keys of the held blocks of ``[first, told)`` the mask left out of ``[first, stop)`` (a block id is
     never 0, the null block: a held block is truthy; ``told`` -1: ``stop``)."""
+    end = stop if told < 0 else told
+    if not null_runs.any_held(table, first, end):
+        return []  # a Mamba group's chunk below its state (``null_runs.py``)
     held = table[first:stop]
     for index in kept:
         held[index - first] = None
-    end = stop if told < 0 else told
     return list(compress(keys_of[(first + 1) * stride - 1 : end * stride : stride], held))
 
 
@@ -244,6 +245,6 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
     """``KVCacheManager.free``: group by group, each table tail first."""
-    for group, table in enumerate(req.tables):
-        pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
+    for group, table in enumerate(req.tables):  # read once, by the pool's filter: no copy of a FULL table
+        pool.free_blocks(null_runs.held_tail_first(table, pool.group_kinds[group] != FULL), group)
         table.clear()

@@ -1,8 +1,7 @@
 """One step of one request, as ``KVCacheManager.allocate_slots`` runs it (docs/vllm-rules.md section 7):
 (1) ``remove_skipped_blocks`` for every group on the processed tokens, (2) at admission the hit is touched
 (``BlockCacheManager.admit``), (3) ``allocate_new_blocks`` for every group, (4) ``cache_blocks``. All in
-group order; each group frees with one ``free_blocks`` call, highest block first.
-"""
+group order; each group frees with one ``free_blocks`` call, highest block first."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from sim.align import ceil_div
-from sim.cache.blocks import by_id, null_runs
+from sim.cache.blocks import by_id, null_runs, tail_runs
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
@@ -244,7 +243,8 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
-    """``KVCacheManager.free``: group by group, each table tail first."""
+    """``KVCacheManager.free``: group by group, each table tail first (kept-out blocks one run: ``tail_runs``)."""
     for group, table in enumerate(req.tables):  # read once, by the pool's filter: no copy of a FULL table
-        pool.free_blocks(null_runs.held_tail_first(table, pool.group_kinds[group] != FULL), group)
+        if not (req.kept_unkeyed and tail_runs.free_own_run(pool, req, group, table)):
+            pool.free_blocks(null_runs.held_tail_first(table, pool.group_kinds[group] != FULL), group)
         table.clear()

@@ -49,7 +49,7 @@ def any_held(table: list[int | None], first: int, end: int) -> bool:
     """Whether ``table[first:end]`` may hold a block: False where it holds none (a Mamba group's chunk below its
     state: no key to tell skipped); True where its first slot is held (a SWA group's chunk: nothing counted),
     and off (the caller works its keys out, the reference)."""
-    if not COUNTED or table[first] is not None:
-        return True
+    if not COUNTED or (first < len(table) and table[first] is not None):
+        return True  # past the table's end: an empty range, holding none
     run = table[first:end]
     return run.count(None) != len(run)

@@ -12,7 +12,7 @@ counted. The first round also compares both sides' tables by hash: a switch that
 
 ``switch``: the ratio is on / off for ``module.NAME``, a module attribute under ``sim/`` (``misses_spans.PER_REQUEST``
 or ``sim.cache.misses_spans.PER_REQUEST``); with ``HYBRIDCACHE_COMPILED`` set the compiled build's module is
-flipped. Round 33's keep rule asks >= 8 of >= 10 rounds below 1 and a median <= 0.98 (and fresh-process pairs,
+flipped; ``a.X,b.Y``: several switches flipped together, one change (all on against all off). Round 33's keep rule asks >= 8 of >= 10 rounds below 1 and a median <= 0.98 (and fresh-process pairs,
 not measured here). ``bounds``: the ratio is with bounds / without; Issue 24 asks <= 1.25. ``timed``: each case's
 policy timed / replayed (its mode not read); Issue 24 asks <= 2.
 """
@@ -97,20 +97,28 @@ def measure(trace, rounds: int, side_runs: Callable[[bool], list[Run]], same_tab
     return ratios
 
 
-def switch_rounds(trace, spec: str, cases: list[Run], rounds: int) -> None:
-    """The switch on (A) against off (B); the switch put back as it was."""
-    module, name = resolve_switch(spec)
-    original = getattr(module, name)
+def resolve_switches(specs: str) -> list[tuple[ModuleType, str]]:
+    """``a.X`` or ``a.X,b.Y,...`` (switches flipped together as one change), each resolved."""
+    return [resolve_switch(spec) for spec in specs.split(",")]
+
+
+def switch_rounds(trace, specs: str, cases: list[Run], rounds: int) -> None:
+    """The switches all on (A) against all off (B); each put back as it was."""
+    switches = resolve_switches(specs)
+    originals = [getattr(module, name) for module, name in switches]
 
     def side_runs(on: bool) -> list[Run]:
-        setattr(module, name, on)
+        for module, name in switches:
+            setattr(module, name, on)
         return list(cases)
 
-    print(f"A: {module.__name__}.{name} on, B: off ({module.__file__})")
+    for module, name in switches:
+        print(f"A: {module.__name__}.{name} on, B: off ({module.__file__})")
     try:
         ratios = measure(trace, rounds, side_runs, same_tables=True)
     finally:
-        setattr(module, name, original)
+        for (module, name), original in zip(switches, originals, strict=True):
+            setattr(module, name, original)
     below, median = sum(r < 1 for r in ratios), statistics.median(ratios)
     verdict = median <= KEEP_MEDIAN and below >= KEEP_BELOW_ONE * len(ratios)
     print(
@@ -136,7 +144,11 @@ def ratio_rounds(trace, what: str, cases: list[Run], rounds: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["switch", "bounds", "timed"])
-    parser.add_argument("args", nargs="+", help="switch: module.NAME then cases; bounds, timed: cases")
+    parser.add_argument(
+        "args",
+        nargs="+",
+        help="switch: module.NAME (or a.X,b.Y: flipped together) then cases; bounds, timed: cases",
+    )
     parser.add_argument("--limit", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--trace", default=None, help="a Mooncake JSONL (default: the conversation trace)")
@@ -144,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     if options.limit < 1 or options.rounds < 1:
         raise SystemExit("--limit and --rounds must be at least 1")
     if options.what == "switch":
-        resolve_switch(options.args[0])  # a misnamed switch named before the trace is read
+        resolve_switches(options.args[0])  # a misnamed switch named before the trace is read
     cases = [parse_case(case) for case in options.args[1 if options.what == "switch" else 0 :]]
     if not cases:
         raise SystemExit("name at least one case, policy:mode[:bounds]")

@@ -1,5 +1,5 @@
-"""``benchmarks/keep_rule.py`` on the 40-line Mooncake head: a flipped switch is put back, a switch that changes an
-output is refused, and a misnamed switch or case is a clear error."""
+"""``benchmarks/keep_rule.py`` on the 40-line Mooncake head: a flipped switch is put back (several flipped together
+too), a switch that changes an output is refused, and a misnamed switch or case is a clear error."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import cases, keep_rule
 from sim.bounds import trie_cursor
+from sim.cache.blocks import null_runs, tail_runs
 from sim.trace.azure_import import import_mooncake
 from tests.benchmark_helpers import HEAD
 
@@ -37,6 +38,25 @@ def test_switch_rounds_counted_and_switch_put_back(capsys):
     assert [line.split()[0] for line in out[1:5]] == ["warm-up,", "round", "round", "round"]
     assert "of 3 below 1" in out[5]
     assert trie_cursor.CURSOR_DIRECT is before
+
+
+def test_several_switches_flipped_together_and_put_back(capsys, monkeypatch):
+    seen = []
+    real = keep_rule.simulate
+
+    def noting(trace, config):
+        seen.append((null_runs.COUNTED, tail_runs.OWN_RUNS))
+        return real(trace, config)
+
+    monkeypatch.setattr(keep_rule, "simulate", noting)
+    monkeypatch.setattr(tail_runs, "OWN_RUNS", False)  # put back as it was, not as True
+    spec = "null_runs.COUNTED,tail_runs.OWN_RUNS"
+    keep_rule.main(["switch", spec, "vllm:replay", "--trace", str(HEAD), "--limit", "12", "--rounds", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("A: sim.cache.blocks.null_runs.COUNTED on")
+    assert out[1].startswith("A: sim.cache.blocks.tail_runs.OWN_RUNS on")
+    assert seen == [(True, True), (False, False), (False, False), (True, True)]  # all on, all off, swapped
+    assert null_runs.COUNTED is True and tail_runs.OWN_RUNS is False
 
 
 def test_bounds_ratio_counts_rounds_within(capsys):
@@ -68,11 +88,12 @@ def test_a_side_that_changes_the_tables_is_refused():
         ("nowhere.FLAG", "names no file"),
         ("trie_cursor.NOT_A_FLAG", "no bool attribute"),
         ("FLAG", "module.NAME"),
+        ("trie_cursor.CURSOR_DIRECT,nowhere.FLAG", "names no file"),
     ],
 )
 def test_a_misnamed_switch_is_named(spec, message):
     with pytest.raises(SystemExit, match=message):
-        keep_rule.resolve_switch(spec)
+        keep_rule.resolve_switches(spec)
 
 
 def test_an_unknown_case_is_named():

@@ -63,6 +63,7 @@ def list_kept_out(pool: Any) -> None:
     listed (in block order: each key has that one block) and none is kept out from now on. A finished
     request's blocks left unkeyed (``lazy_keys.py``) stay out: nobody can ask for them."""
     pool.keeps_private_out = False
+    pool._tail.flatten()  # a run's blocks may be listed now, and hit (``tail_runs.py``)
     marks, key_at, group_at = pool.private, pool.key_at, pool.group_at
     for block in [block for block, mark in enumerate(marks) if mark == KEPT_OUT]:
         if isinstance(key_at[block], Unkeyed):

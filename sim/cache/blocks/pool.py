@@ -2,11 +2,10 @@
 (``v1/core/kv_cache_utils.py``), shared by every KV cache group.
 
 Block 0 is the null block and never handed out. The free queue starts as blocks ``1 .. num_blocks - 1`` in
-id order; ``get_new_blocks`` pops from its head, and a popped block that still has a hash loses it (that is
-eviction); ``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks
-that reach ref count 0 without a hash (given order kept: the first given is popped first) and appends the
-hashed ones (LRU). The cache map (``cache_map.py``) keys ``(block key, group)`` to every block hashed to it
-(a map per group).
+id order; ``get_new_blocks`` pops from its head, and a popped block that still has a hash loses it (evicted);
+``touch`` takes a hit block out of the queue wherever it is; ``free_blocks`` prepends the blocks that reach
+ref count 0 without a hash (given order kept: the first given is popped first) and appends the hashed ones
+(LRU). The cache map (``cache_map.py``) keys ``(block key, group)`` to every block hashed to it (per group).
 
 The queue is kept as head part + never-used ids + tail part: prepends only ever go to the head and appends
 to the tail, so the never-used ids stay one contiguous range between them and cost nothing until popped.
@@ -23,7 +22,7 @@ from operator import not_
 
 from sim.cache.blocks import by_id, out_of_map
 from sim.cache.blocks.cache_map import CacheMap
-from sim.cache.blocks.tail import FreeTail
+from sim.cache.blocks.tail_runs import RunTail, evict_runs
 from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
 
 
@@ -38,7 +37,7 @@ class BlockPool(CacheMap):
         self.group_kinds = group_kinds
         self._head: list[int] = []  # the queue's head part, its first block last
         self._fresh = 1  # ids fresh .. num_blocks - 1 were never handed out
-        self._tail = FreeTail(num_blocks)
+        self._tail = RunTail(num_blocks)
         kinds = set(group_kinds)
         # each kind with its groups' count, in first-seen order (a block per group: held by kind at once)
         self._kind_counts = [(kind, group_kinds.count(kind)) for kind in dict.fromkeys(group_kinds)]
@@ -103,11 +102,14 @@ class BlockPool(CacheMap):
         return blocks
 
     def _evict_oldest(self, count: int, told_each: bool = False) -> list[int]:
-        """Take ``count`` blocks off the tail's front, oldest first; each loses its hash and is told evicted
-        (a prefill step evicts hundreds: batched, in the queue's order; ``told_each``: an event a block). Every
-        tail block is hashed."""
-        blocks = self._tail.pop_oldest(count)
-        group_kinds = self.group_kinds
+        """The tail's ``count`` oldest blocks taken off and evicted (its kept-out runs: ``tail_runs.py``)."""
+        if self._tail.runs:
+            return evict_runs(self, count, told_each)
+        return self._evicted(self._tail.pop_oldest(count), told_each)
+
+    def _evicted(self, blocks: list[int], told_each: bool) -> list[int]:
+        """Blocks taken off the tail: each loses its hash and is told evicted (a prefill step evicts hundreds:
+        batched, in the queue's order; ``told_each``: an event a block). Every tail block is hashed."""
         keys = by_id.take(self.key_at, blocks, None)
         groups = by_id.read(self.group_at, blocks)
         by_id.fill(self.count_at, blocks, 1)  # counted 0: unhashed, 1
@@ -115,9 +117,9 @@ class BlockPool(CacheMap):
             for block, group in zip(blocks, groups, strict=True):
                 emit(self._discarded, BlocksDiscarded(group, [block]))
         for group in dict.fromkeys(groups):  # a few groups: counted in C, no ``Counter`` (Python code)
-            num_group = groups.count(group)
-            self.cached_free[group_kinds[group]] -= num_group
-            self.num_evictions[group_kinds[group]] += num_group
+            kind, num_group = self.group_kinds[group], groups.count(group)
+            self.cached_free[kind] -= num_group
+            self.num_evictions[kind] += num_group
         keys_told, groups_told, marks = self._told(blocks, keys, groups)  # told apart, as the pool holds them
         spans = [(at, at + 1) for at in range(len(keys_told))] if told_each else [(0, len(keys_told))]
         for start, end in spans if keys_told and self.on_evict else ():
@@ -158,11 +160,10 @@ class BlockPool(CacheMap):
         """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
         head, in the given order; hashed at the tail)."""
         blocks = list(filter(None, ordered))  # a held block is never 0, the null block
-        if len(blocks) < 2:  # a decode step frees one block per group at most
-            if blocks:
-                self.free_one(blocks[0], group)
-            return
-        self.free_held(blocks, group)
+        if len(blocks) > 1:
+            self.free_held(blocks, group)
+        elif blocks:  # a decode step frees one block per group at most
+            self.free_one(blocks[0], group)
 
     def free_held(self, blocks: list[int], group: int) -> None:
         """``free_blocks`` of held blocks (no null among them)."""
@@ -233,9 +234,8 @@ class BlockPool(CacheMap):
 
     def _drop_reference(self, block: int) -> int:
         """A held hashed block's count, one less, returned."""
-        count = self.count_at[block] - 1
-        self.count_at[block] = count
-        return count
+        self.count_at[block] -= 1
+        return self.count_at[block]
 
     def queue(self) -> list[int]:
         """The free queue, head first (for tests and integrity checks)."""

@@ -1,8 +1,7 @@
 """One step of one request, as ``KVCacheManager.allocate_slots`` runs it (docs/vllm-rules.md section 7):
 (1) ``remove_skipped_blocks`` for every group on the processed tokens, (2) at admission the hit is touched
 (``BlockCacheManager.admit``), (3) ``allocate_new_blocks`` for every group, (4) ``cache_blocks``. All in
-group order; each group frees with one ``free_blocks`` call, highest block first.
-"""
+group order; each group frees with one ``free_blocks`` call, highest block first."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from itertools import compress, repeat
 from typing import Any, cast
 
 from sim.align import ceil_div
-from sim.cache.blocks import by_id
+from sim.cache.blocks import by_id, null_runs, tail_runs
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
@@ -84,8 +83,7 @@ def release_states(layout: Layout, pool: BlockPool, req: BlockRequest, group: in
     last = min(last_state(layout, processed), len(table))
     if last <= retired:
         return  # most steps: the running state's block has not moved
-    freed = list(filter(None, reversed(table[retired:last])))  # highest first; a held block is never 0
-    table[retired:last] = [None] * (last - retired)
+    freed = null_runs.states_below(table, retired, last)  # highest first, the slots then null
     if freed:
         pool.free_held(freed, group)
     req.retired[group] = max(retired, last)
@@ -228,10 +226,12 @@ def _unhashed_keys(
 ) -> list:
     """The keys of the held blocks of ``[first, told)`` the mask left out of ``[first, stop)`` (a block id is
     never 0, the null block: a held block is truthy; ``told`` -1: ``stop``)."""
+    end = stop if told < 0 else told
+    if not null_runs.any_held(table, first, end):
+        return []  # a Mamba group's chunk below its state (``null_runs.py``)
     held = table[first:stop]
     for index in kept:
         held[index - first] = None
-    end = stop if told < 0 else told
     return list(compress(keys_of[(first + 1) * stride - 1 : end * stride : stride], held))
 
 
@@ -243,7 +243,8 @@ def _exported_checkpoint(layout: Layout, req: BlockRequest, end: int) -> int:
 
 
 def free_request(pool: BlockPool, req: BlockRequest) -> None:
-    """``KVCacheManager.free``: group by group, each table tail first."""
-    for group, table in enumerate(req.tables):
-        pool.free_blocks(reversed(table), group)  # read once, by the pool's filter: no copy
+    """``KVCacheManager.free``: group by group, each table tail first (kept-out blocks one run: ``tail_runs``)."""
+    for group, table in enumerate(req.tables):  # read once, by the pool's filter: no copy of a FULL table
+        if not (req.kept_unkeyed and tail_runs.free_own_run(pool, req, group, table)):
+            pool.free_blocks(null_runs.held_tail_first(table, pool.group_kinds[group] != FULL), group)
         table.clear()

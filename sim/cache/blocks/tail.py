@@ -96,8 +96,12 @@ class FreeTail:
 
     def live(self) -> list[int]:
         """The blocks in the tail, oldest first (for tests and integrity checks)."""
+        return self._live_in(self._entries[self._at :])
+
+    def _live_in(self, entries: list[int]) -> list[int]:
+        """The live blocks of ``entries``, the tail's from its front on."""
         stale, blocks = list(self._stale), []
-        for block in self._entries[self._at :]:
+        for block in entries:
             if stale[block]:
                 stale[block] -= 1
             else:

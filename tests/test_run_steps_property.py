@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
-from same_runs import same_both_ways
+from same_runs import assert_same_run, same_both_ways
 from test_bounds_fast_paths_property import FIXED_CASES, timed_cases
 
 from sim.bounds.recorder import EventRecorder
-from sim.run.simulate import simulate
+from sim.cache.events import PlainStepsEnded, StepEnded
+from sim.run.setup import build
+from sim.run.simulate import run_timed, simulate
 from sim.sched import freeing_runs, run_steps
 
 EVENTS, RUN = EventRecorder.events, EventRecorder._record_run
@@ -72,3 +74,21 @@ def test_no_cache_takes_the_cuts(switch, monkeypatch):
     counts = assert_equal_runs(trace, config, switch, monkeypatch)
     assert counts["runs"] >= 10
     assert counts["shared"] >= (10 if switch == "SHARED_BATCH_LISTS" else 0)
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("kind", [StepEnded, PlainStepsEnded])
+def test_a_step_listener_beside_the_bounds_gets_every_step(kind, monkeypatch):
+    """Where a step event is listened to beside the bounds' recorder, each full step is told as its own
+    ``StepStarted``: the listener's events, the recorder's log and the outputs equal the reference's."""
+    trace, config, _ = FIXED_CASES[5]
+
+    def run(on: bool) -> tuple:
+        monkeypatch.setattr(run_steps, "WHOLE_RUNS", on)
+        heard: list = []
+        result = run_timed(trace, build(config), observe=lambda bus: bus.subscribe(kind, heard.append))
+        return [repr(event) for event in heard], result
+
+    (heard, result), (reference_heard, reference) = run(True), run(False)
+    assert heard and heard == reference_heard
+    assert_same_run(result, reference)

@@ -2,6 +2,7 @@
 bounds against the same run without, round after round on the first N requests of the conversation trace.
 
     python benchmarks/keep_rule.py switch misses_spans.PER_REQUEST marconi-vllm:replay --limit 4000 --rounds 10
+    python benchmarks/keep_rule.py switch run_steps.WHOLE_RUNS,segment_trie.CARRY_COMPARE no-cache:timed:bounds
     python benchmarks/keep_rule.py bounds no-cache:replay --limit 4000 --rounds 8
     python benchmarks/keep_rule.py timed no-cache:timed --limit 4000 --rounds 8
 
@@ -111,19 +112,23 @@ def measure(trace, rounds: int, side_runs: Callable[[bool], list[Run]], same_tab
 
 
 def switch_rounds(trace, spec: str, cases: list[Run], rounds: int) -> None:
-    """The switch on (A) against off (B); the switch put back as it was."""
-    module, name = resolve_switch(spec)
-    original = getattr(module, name)
+    """The switch on (A) against off (B); the switch put back as it was. ``spec`` may name several switches,
+    comma-separated, flipped together (one change made of cuts behind switches of their own)."""
+    switches = [resolve_switch(one) for one in spec.split(",")]
+    originals = [getattr(module, name) for module, name in switches]
 
     def side_runs(on: bool) -> list[Run]:
-        setattr(module, name, on)
+        for module, name in switches:
+            setattr(module, name, on)
         return list(cases)
 
-    print(f"A: {module.__name__}.{name} on, B: off ({module.__file__})")
+    for module, name in switches:
+        print(f"A: {module.__name__}.{name} on, B: off ({module.__file__})")
     try:
         ratios = measure(trace, rounds, side_runs, same_tables=True)
     finally:
-        setattr(module, name, original)
+        for (module, name), original in zip(switches, originals, strict=True):
+            setattr(module, name, original)
     below, median = sum(r < 1 for r in ratios), statistics.median(ratios)
     verdict = median <= KEEP_MEDIAN and below >= KEEP_BELOW_ONE * len(ratios)
     print(
@@ -157,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     if options.limit < 1 or options.rounds < 1:
         raise SystemExit("--limit and --rounds must be at least 1")
     if options.what == "switch":
-        resolve_switch(options.args[0])  # a misnamed switch named before the trace is read
+        for one in options.args[0].split(","):
+            resolve_switch(one)  # a misnamed switch named before the trace is read
     cases = [parse_case(case) for case in options.args[1 if options.what == "switch" else 0 :]]
     if not cases:
         raise SystemExit("name at least one case, policy:mode[:bounds]")

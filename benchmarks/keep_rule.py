@@ -2,6 +2,7 @@
 bounds against the same run without, round after round on the first N requests of the conversation trace.
 
     python benchmarks/keep_rule.py switch misses_spans.PER_REQUEST marconi-vllm:replay --limit 4000 --rounds 10
+    python benchmarks/keep_rule.py switch run_steps.WHOLE_RUNS,segment_trie.CARRY_COMPARE no-cache:timed:bounds
     python benchmarks/keep_rule.py bounds no-cache:replay --limit 4000 --rounds 8
     python benchmarks/keep_rule.py timed no-cache:timed --limit 4000 --rounds 8
 

@@ -78,13 +78,20 @@ def test_a_node_is_a_chain_of_pages_cut_where_requests_part_and_events_end():
 
 def tries_alike(trace: Trace, page: int, events: list) -> None:
     """``LABELS_IN_PLACE`` (a cursor down each sequence, labels compared in place), with its cursor's keys and moves
-    made directly (``trie_cursor.CURSOR_DIRECT``) or not, builds the reference's trie: the same nodes, parents and
-    depths, and every event covering the same nodes."""
+    made directly (``trie_cursor.CURSOR_DIRECT``) or not, and a compare carried on to the next child of the same
+    label (``CARRY_COMPARE``) or not, builds the reference's trie: the same nodes, parents and depths, and every
+    event covering the same nodes."""
     built = []
-    for in_place, direct in ((True, True), (True, False), (False, False)):
+    for in_place, direct, carry in (
+        (True, True, True),
+        (True, True, False),
+        (True, False, True),
+        (False, False, False),
+    ):
         with (
             mock.patch.object(segment_trie, "LABELS_IN_PLACE", in_place),
             mock.patch.object(trie_cursor, "CURSOR_DIRECT", direct),
+            mock.patch.object(segment_trie, "CARRY_COMPARE", carry),
         ):
             built.append(SegmentTrie(trace, page, events))
     reference = built[-1]

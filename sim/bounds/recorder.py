@@ -24,6 +24,7 @@ from __future__ import annotations
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
 from sim.cache.events import EventBus
 from sim.sched.batch import DecodeBatch
+from sim.sched.run_steps import RunSteps
 from sim.trace import Trace
 
 NEVER = 2**62  # past any page
@@ -123,7 +124,21 @@ class EventRecorder:
         self._last_page: dict[str, int] = {}  # request id -> computed_pages, read once (a step per token)
         self._log = ProduceRuns(trace, page_size, merge_runs)
         # of a batch run's steps it reads only their batches' lengths (``record``): a batch reader
-        events.subscribe_batch_reader(lambda event: self.record(event.batch, event.manager, event.num_steps))
+        events.subscribe_batch_reader(self._on_step_started)
+
+    def _on_step_started(self, event) -> None:
+        batch = event.batch
+        if type(batch) is RunSteps:
+            self._record_run(batch.full_steps, event.manager)
+        else:
+            self.record(batch, event.manager, event.num_steps)
+
+    def _record_run(self, full_steps, manager) -> None:
+        """A batch run's full steps told at once (``RunSteps``): each with a batch as its own ``StepStarted``."""
+        record = self.record
+        for full in full_steps:
+            if full.batch is not None:
+                record(full.batch, manager, full.num_steps)
 
     def record(self, batch, manager, num_steps: int = 1) -> None:
         """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""

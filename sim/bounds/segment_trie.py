@@ -26,6 +26,11 @@ from sim.trace import Trace
 # place (``_insert_in_place``); False: each key and label searched for and cut out (the reference;
 # tests/test_segment_trie.py holds both equal)
 LABELS_IN_PLACE = True
+# True: an insert's label compare runs on to the sequence's deepest page, and a next child labelled by the same
+# sequence from the token where the last compare stood takes what is left of it (a request's path runs through an
+# earlier request's nodes, all labelled by that request's sequence); False: each child compared up to its span
+# (the reference; tests/test_segment_trie.py holds both equal)
+CARRY_COMPARE = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -118,17 +123,31 @@ class SegmentTrie:
         node = position = next_cut = run = inside = (
             0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
         )
+        known_seq, known_at, known = (
+            None,
+            0,
+            0,
+        )  # ``known`` tokens of ``known_seq`` from ``known_at`` equal seq's here
         while position < deepest:
             while cuts[next_cut] <= position:
                 next_cut += 1
             child = self._children[node].get(page_key(seq, run, inside, page, position * page))
             if child is None:
                 return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
-            span = self.depth[child] - position
-            common = common_tokens(
-                self._label_seq[child], self._label_at[child], runs, run, inside, span * page
+            span, label, label_at = (
+                self.depth[child] - position,
+                self._label_seq[child],
+                self._label_at[child],
             )
+            if label is known_seq and label_at == known_at and known >= page:
+                common = known
+            elif CARRY_COMPARE:
+                common = common_tokens(label, label_at, runs, run, inside, (deepest - position) * page)
+                known_seq = label
+            else:
+                common = common_tokens(label, label_at, runs, run, inside, span * page)
             stop = min(span, common // page, cuts[next_cut] - position)
+            known_at, known = label_at + stop * page, common - stop * page
             assert stop > 0, "a child keyed by the sequence's next page holds at least that page"
             if stop < span:
                 child = self._split(child, stop)

@@ -32,8 +32,9 @@ class EventBus:
 
     def subscribe_batch_reader(self, handler: Callable[[Any], None]) -> None:
         """``handler`` on ``StepStarted``, reading of a batch run's steps only their batches (as the bounds' recorder
-        reads a ``DecodeBatch``: its lengths), not the manager's state nor the order against other events: a
-        loop may then announce a run's steps after finishing the requests the run ended (``last_output.py``)."""
+        reads a ``DecodeBatch``: its lengths), not the manager's state nor the order against other events: a loop may
+        then announce a run's steps after the requests it ended finish (``last_output.py``), all in one event whose
+        batch is ``sim/sched/run_steps.RunSteps``, which a batch reader reads as the steps' own events in order."""
         self.subscribe(StepStarted, handler)
         self._batch_readers.append(handler)
 

@@ -18,6 +18,7 @@ from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
+from sim.sched.run_steps import RunSteps, told_whole
 from sim.trace import Trace
 
 
@@ -37,9 +38,7 @@ class Engine:
         self.env, self.trace, self.scheduler, self.backend = env, trace, scheduler, backend
         self.rate_scale = rate_scale
         self.manager = scheduler.manager
-        self.events = (
-            self.manager.events
-        )  # the run's bus: the cache's, the scheduler's and this loop's events
+        self.events = self.manager.events  # the run's bus: the cache's, the scheduler's and this loop's
         # every request's record, in trace order, from before it arrives to its row
         self.states = states_of(trace)
         self.steps = StepLog()  # written here; the step events below are built only for other listeners
@@ -170,7 +169,10 @@ class Engine:
         self, first: int, starts, durations, num_decode: int, full_steps, columns
     ) -> None:
         """A batch run's step events: each full step's batch (a run of page-starting steps at once) and row, and
-        the plain steps between them."""
+        the plain steps between them (where a batch reader alone listens, all in one: ``told_whole``)."""
+        if self._step_started and told_whole(self.events):
+            emit(self._step_started, StepStarted(RunSteps(full_steps), self.manager))
+            return
         done = 0
         for full in full_steps:
             if full.offset > done and self._plain_ended:

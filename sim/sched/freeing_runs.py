@@ -17,7 +17,14 @@ from sim.cache import swa_free_runs
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts
 from sim.cache.request import RequestCache
-from sim.sched.batch import FullStep, batch_lengths, page_step_batch
+from sim.sched import batch as batch_module
+from sim.sched.batch import DecodeBatch, FullStep, batch_lengths, page_step_batch
+
+# True: a stretch's page-step batches share one list of its requests' ids and one of their states, read once (every
+# batch is made after the stretch is taken, so each read them as they are now), each full step made with its batch;
+# False: each batch reads them again and each full step is remade with it (``_with_batch``, the reference;
+# tests/test_run_steps_property.py holds both equal)
+SHARED_BATCH_LISTS = True
 
 
 def take_freeing_stretch(
@@ -47,7 +54,29 @@ def take_freeing_stretch(
     freed = swa_free_runs.take_freeing_decodes(manager, reqs, iteration + done, stretch, starts, due_at)
     told.update(done + offset for offset in due_at)
     runs = step_runs(counted_starts(starts), freed, done, set(due_at), extends_break=False)
+    if SHARED_BATCH_LISTS and batch_module.LAZY_DECODE_BATCH:
+        return stretch, _with_shared_batches(runs, reqs, lengths, iteration, done)
     return stretch, [_with_batch(run, reqs, lengths, iteration, done) for run in runs]
+
+
+def _with_shared_batches(
+    runs: list[FullStep], reqs: list[RequestCache], lengths: list[int] | None, iteration: int, done: int
+) -> list[FullStep]:
+    """``_with_batch`` of each run, the batches sharing the requests' ids and states (``SHARED_BATCH_LISTS``)."""
+    ids, states = [req.request_id for req in reqs], [req.state for req in reqs]
+    assert lengths is not None, "a stretch whose batches the bounds read has its lengths"
+    return [
+        FullStep(
+            run.offset,
+            run.pages,
+            DecodeBatch(iteration + run.offset, ids, states, lengths, run.offset - done),
+            run.usage,
+            run.num_steps,
+            run.finished,
+            run.swa_freed,
+        )
+        for run in runs
+    ]
 
 
 def _with_batch(

@@ -1,4 +1,5 @@
 """Small traces and brute-force optima for the bound tests."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,5 @@
 """Small builders shared by the cache tests."""
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -23,9 +23,11 @@ from sim.cache.eviction import NoEviction
 from sim.cache.locks import let_go_past
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
+from sim.cache.tree import RadixTree
 
 if TYPE_CHECKING:
     from sim.cache.engines.marconi import MarconiRules
+    from sim.cache.engines.marconi_vllm_run import Handed
     from sim.cache.ops import RadixOps
 
 LEAN_STEPS = True
@@ -72,7 +74,9 @@ def lean_hand_top_leaf(manager: RadixOps, rules: MarconiRules, swa_pages: int) -
     return True
 
 
-def _takes_top(heap: list, stamps: dict[int, int], has_mamba: bool, swa_pages: int) -> bool:
+def _takes_top(
+    heap: list[tuple[int, int, Node]], stamps: dict[int, int], has_mamba: bool, swa_pages: int
+) -> bool:
     """``top_leaf`` answers with the current top, ``exposes_nothing_above`` its parent and ``hands_over`` its
     slots (the pools' anonymity asked by the caller)."""
     stamp, node_id, node = heap[0]
@@ -100,7 +104,7 @@ def _takes_top(heap: list, stamps: dict[int, int], has_mamba: bool, swa_pages: i
     )
 
 
-def _evict_told(manager: RadixOps, rules: MarconiRules, victim: Node, told: list) -> tuple:
+def _evict_told(manager: RadixOps, rules: MarconiRules, victim: Node, told: list) -> Handed:
     """``evict_top_handing_over(tree, recency, leaves, victim, told)``: the tick, the entry popped, the
     eviction (``evict_handed``'s statements) with its slots handed over."""
     tree, recency = manager.tree, rules.recency
@@ -125,10 +129,10 @@ def _evict_told(manager: RadixOps, rules: MarconiRules, victim: Node, told: list
     victim.alive = False
     if parent.parent is not None and not parent.children and not pushed:
         heapq.heappush(leaves.heap, (stamps.get(parent.id, 0), parent.id, parent))
-    return handed
+    return handed  # type: ignore[return-value]  # as ``evict_top_handing_over`` hands them
 
 
-def _count_freed(tree, victim: Node) -> None:
+def _count_freed(tree: RadixTree, victim: Node) -> None:
     """``evict_handed``'s slot events and counts for the victim's page, SWA page and state."""
     full = victim.full_pages
     if tree.full_pool._freed:
@@ -192,7 +196,9 @@ def lean_commit_page(manager: RadixOps, rules: MarconiRules, req: RequestCache, 
     return True
 
 
-def _slide(req: RequestCache, node: Node, tree, window: int, has_swa: bool, has_mamba: bool) -> None:
+def _slide(
+    req: RequestCache, node: Node, tree: RadixTree, window: int, has_swa: bool, has_mamba: bool
+) -> None:
     """``slide_unreleased(req.locks, node, tree, window, has_swa, has_mamba)``'s statements."""
     held = req.locks
     if node.full_lock == 0:

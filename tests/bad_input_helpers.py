@@ -1,6 +1,5 @@
 """Running the CLI in-process on bad input: every rejection must be exit 2 with a located message, never a
 traceback, never a hang, and must write nothing."""
-
 from __future__ import annotations
 
 import json
@@ -42,9 +41,8 @@ def invoke(args: list, stdin: bytes | None = None, seconds: int = 60) -> Result:
     with time_limit(seconds):
         result = CliRunner().invoke(cli, [str(a) for a in args], input=stdin)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(
-            f"{args}: traceback instead of a message: {type(result.exception).__name__}: {result.exception}"
-        ) from result.exception
+        raise AssertionError(f"{args}: traceback instead of a message: "
+                             f"{type(result.exception).__name__}: {result.exception}") from result.exception
     return result
 
 

@@ -1,5 +1,4 @@
 """Running a benchmark script as a user would, for the tests that keep the benchmarks from rotting."""
-
 from __future__ import annotations
 
 import subprocess
@@ -12,12 +11,7 @@ HEAD = REPO / "tests" / "data" / "mooncake_conversation_head.jsonl"  # the first
 
 def run_script(name: str, *args: str, timeout: int = 300) -> str:
     """``benchmarks/NAME ARGS`` from the repository root; its stdout (a non-zero exit fails the test)."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / name), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -1,5 +1,4 @@
 """Small traces and brute-force optima for the bound tests."""
-
 from __future__ import annotations
 
 import itertools

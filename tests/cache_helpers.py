@@ -1,5 +1,4 @@
 """Small builders shared by the cache tests."""
-
 from __future__ import annotations
 
 from dataclasses import replace

@@ -4,7 +4,6 @@ It flattens the tree into per-token liveness arrays, one per root-to-leaf sequen
 position P with the rules of SPEC section 4 alone: FULL present for [0, P); a MAMBA state at exactly P
 (models with MAMBA); SWA live for [P - W, P) or no tombstone at all in [0, P) (models with SWA).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,4 +60,4 @@ def _acceptable(manager, seq: CachedSequence, position: int) -> bool:
     window = manager.window
     if all(seq.swa_live[:position]):
         return True
-    return position >= window and all(seq.swa_live[position - window : position])
+    return position >= window and all(seq.swa_live[position - window:position])

@@ -1,5 +1,4 @@
 """Shared fixtures: the test data folder, a writer for small JSONL traces, the real traces if present."""
-
 from __future__ import annotations
 
 import json
@@ -45,13 +44,11 @@ def shared_traces() -> Path:
 @pytest.fixture
 def write_lines(tmp_path: Path) -> Callable[..., Path]:
     """Write a trace file from dicts (dumped as JSON) and strings (written as they are)."""
-
     def write(lines: list[dict | str], name: str = "trace.jsonl") -> Path:
         path = tmp_path / name
         text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
         path.write_text(text, encoding="utf-8")
         return path
-
     return write
 
 

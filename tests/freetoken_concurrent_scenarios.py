@@ -154,17 +154,7 @@ def done_first() -> Scenario:
         _request("r2", [system, ("q2", 40)], 3, 2),
     ]
     config = EngineConfig(
-        "full+swa",
-        1,
-        128,
-        256,
-        64,
-        8192,
-        128,
-        full_tokens=4000,
-        swa_tokens=4000,
-        mamba_states=0,
-        overlap=False,
+        "full+swa", 1, 128, 256, 64, 8192, 128, full_tokens=4000, swa_tokens=4000, mamba_states=0, overlap=False
     )
     return Scenario("done-first", "freetoken", 0, "concurrent-hand", False, config, trace_lines(requests))
 

@@ -9,7 +9,6 @@ tests/hostile_inputs_two.py) adds special files, sockets and devices as outputs,
 injection, bombs, closed standard input, damaged stores and JSON that lies. ``benchmarks/hostile_inputs.py``
 counts the clean ones; tests/test_hostile_inputs.py asserts every case is clean.
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -53,224 +52,96 @@ class Hostile:
 
 
 def _trace_cases() -> list[Hostile]:
-    commands = {
-        "simulate": ("simulate", "--trace", "{d}/t.jsonl", "--mode", "replay", "--out", "{d}/out"),
-        "grid": ("grid", "--trace", "{d}/t.jsonl", "--mode", "replay", "--out", "{d}/g", "--jobs", "1"),
-        "stats": ("trace", "stats", "{d}/t.jsonl"),
-    }
-    return [
-        Hostile(
-            f"trace/{case}/{command}",
-            args,
-            {"t.jsonl": lines_text(*lines).encode("utf-8", "surrogateescape")},
-            (f"{{d}}/t.jsonl{located}",),
-            origin="regression",
-        )
-        for case, lines, located in regression.BAD_TRACES
-        for command, args in commands.items()
-    ]
+    commands = {"simulate": ("simulate", "--trace", "{d}/t.jsonl", "--mode", "replay", "--out", "{d}/out"),
+                "grid": ("grid", "--trace", "{d}/t.jsonl", "--mode", "replay", "--out", "{d}/g", "--jobs", "1"),
+                "stats": ("trace", "stats", "{d}/t.jsonl")}
+    return [Hostile(f"trace/{case}/{command}", args, {"t.jsonl": lines_text(*lines).encode("utf-8", "surrogateescape")},
+                    (f"{{d}}/t.jsonl{located}",), origin="regression")
+            for case, lines, located in regression.BAD_TRACES for command, args in commands.items()]
 
 
 def _option_cases() -> list[Hostile]:
-    cases = [
-        Hostile(
-            f"option/{case}/{command}",
-            (*base, *options),
-            {"t.jsonl": GOOD},
-            (located,),
-            origin="regression" if command == "simulate" else "corpus",
-        )
-        for case, options, located in regression.BAD_OPTIONS
-        for command, base in (
-            ("simulate", ("simulate", "--trace", "{d}/t.jsonl", "--out", "{d}/out")),
-            ("grid", ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/g", "--jobs", "1")),
-        )
-    ]
+    cases = [Hostile(f"option/{case}/{command}", (*base, *options), {"t.jsonl": GOOD}, (located,),
+                     origin="regression" if command == "simulate" else "corpus")
+             for case, options, located in regression.BAD_OPTIONS
+             for command, base in (("simulate", ("simulate", "--trace", "{d}/t.jsonl", "--out", "{d}/out")),
+                                   ("grid", ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/g", "--jobs", "1")))]
     values = ["-1", "nan", "inf", "-inf", str(2**40), "1" + "0" * 400, "1e400", "abc", ""]
     for name, spec in sorted({**CLI_KNOBS, **POOL_KNOBS}.items()):
         if spec.kind in (int, float):
-            cases += [
-                Hostile(
-                    f"option/{name}={value or 'empty'}",
-                    (
-                        "simulate",
-                        "--trace",
-                        "{d}/t.jsonl",
-                        "--format",
-                        "json",
-                        "--mode",
-                        "replay",
-                        spec.flag,
-                        value,
-                    ),
-                    {"t.jsonl": GOOD},
-                    (spec.flag,),
-                    may_run=True,
-                )
-                for value in values
-            ]
-    cases.append(
-        Hostile(
-            "option/mamba_states=1e9",
-            ("simulate", "--trace", "{d}/t.jsonl", "--mamba-states", "1000000000", "--format", "json"),
-            {"t.jsonl": GOOD},
-            runs=True,
-        )
-    )
-    cases += [
-        Hostile(
-            f"grid-axis/{flag}={text}",
-            ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/g", flag, text),
-            {"t.jsonl": GOOD},
-            (flag,),
-        )
-        for flag, text in [
-            ("--page-size", "64,abc"),
-            ("--policy", "sglang,nope"),
-            ("--page-size", ""),
-            ("--swa-eviction-interval", str(2**40)),
-            ("--kv-memory-gb", "inf"),
-            ("--mamba-states", "1e9,64"),
-        ]
-    ]
+            cases += [Hostile(f"option/{name}={value or 'empty'}", ("simulate", "--trace", "{d}/t.jsonl", "--format", "json",
+                                                                    "--mode", "replay", spec.flag, value),
+                              {"t.jsonl": GOOD}, (spec.flag,), may_run=True) for value in values]
+    cases.append(Hostile("option/mamba_states=1e9", ("simulate", "--trace", "{d}/t.jsonl", "--mamba-states",
+                                                     "1000000000", "--format", "json"), {"t.jsonl": GOOD}, runs=True))
+    cases += [Hostile(f"grid-axis/{flag}={text}", ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/g", flag, text),
+                      {"t.jsonl": GOOD}, (flag,)) for flag, text in
+              [("--page-size", "64,abc"), ("--policy", "sglang,nope"), ("--page-size", ""),
+               ("--swa-eviction-interval", str(2**40)), ("--kv-memory-gb", "inf"), ("--mamba-states", "1e9,64")]]
     return cases
 
 
 def _special_file_cases() -> list[Hostile]:
-    readers = {
-        "simulate": ("simulate", "--trace", "{d}/x"),
-        "grid": ("grid", "--trace", "{d}/x", "--out", "{d}/g"),
-        "stats": ("trace", "stats", "{d}/x"),
-        "mooncake": ("trace", "import", "mooncake", "{d}/x", "-o", "{d}/o"),
-        "azure": ("trace", "import", "azure", "{d}/x", "-o", "{d}/o"),
-        "calibration": ("simulate", "--trace", "{d}/t.jsonl", "--calibration", "{d}/x"),
-    }
+    readers = {"simulate": ("simulate", "--trace", "{d}/x"), "grid": ("grid", "--trace", "{d}/x", "--out", "{d}/g"),
+               "stats": ("trace", "stats", "{d}/x"), "mooncake": ("trace", "import", "mooncake", "{d}/x", "-o", "{d}/o"),
+               "azure": ("trace", "import", "azure", "{d}/x", "-o", "{d}/o"),
+               "calibration": ("simulate", "--trace", "{d}/t.jsonl", "--calibration", "{d}/x")}
     kinds = {"fifo": FIFO, "folder": FOLDER, "missing": None, "empty": b""}
-    return [
-        Hostile(
-            f"special/{kind}/{command}",
-            args,
-            {"t.jsonl": GOOD, **({"x": content} if content is not None else {})},
-            ("{d}/x",),
-            may_run=kind == "empty" and command == "stats",
-        )
-        for command, args in readers.items()
-        for kind, content in kinds.items()
-    ]
+    return [Hostile(f"special/{kind}/{command}", args, {"t.jsonl": GOOD, **({"x": content} if content is not None
+                                                                             else {})},
+                    ("{d}/x",), may_run=kind == "empty" and command == "stats")
+            for command, args in readers.items() for kind, content in kinds.items()]
 
 
 def _import_and_gen_cases() -> list[Hostile]:
-    cases = [
-        Hostile(
-            f"import/{case}",
-            ("trace", "import", fmt, "{d}/src", "-o", "{d}/t.jsonl"),
-            {"src": text.encode("utf-8", "surrogateescape")},
-            (f"{{d}}/src{located}",),
-            origin="regression",
-        )
-        for case, fmt, text, located in regression.BAD_IMPORTS
-    ]
-    gens = [
-        ("multiturn", "--num-sessions", str(10**12)),
-        ("fanout", "--system-len", str(10**12)),
-        ("multiturn", "--think-time", "1e300"),
-        ("multiturn", "--request-rate", "nan"),
-        ("multiturn", "--num-sessions", "-5"),
-        ("fanout", "--system-len", "1e400"),
-    ]
-    cases += [
-        Hostile(
-            f"gen/{gen}{option}={value}",
-            ("trace", "gen", gen, option, value, "-o", "{d}/t.jsonl"),
-            {},
-            (option,),
-            may_run=value == "-5",
-        )
-        for gen, option, value in gens
-    ]
+    cases = [Hostile(f"import/{case}", ("trace", "import", fmt, "{d}/src", "-o", "{d}/t.jsonl"),
+                     {"src": text.encode("utf-8", "surrogateescape")}, (f"{{d}}/src{located}",), origin="regression")
+             for case, fmt, text, located in regression.BAD_IMPORTS]
+    gens = [("multiturn", "--num-sessions", str(10**12)), ("fanout", "--system-len", str(10**12)),
+            ("multiturn", "--think-time", "1e300"), ("multiturn", "--request-rate", "nan"),
+            ("multiturn", "--num-sessions", "-5"), ("fanout", "--system-len", "1e400")]
+    cases += [Hostile(f"gen/{gen}{option}={value}", ("trace", "gen", gen, option, value, "-o", "{d}/t.jsonl"), {},
+                      (option,), may_run=value == "-5") for gen, option, value in gens]
     return cases
 
 
 def _output_cases() -> list[Hostile]:
-    return [
-        Hostile(
-            "output/simulate-out-is-a-file",
-            ("simulate", "--trace", "{d}/t.jsonl", "--out", "{d}/f"),
-            {"t.jsonl": GOOD, "f": b"x"},
-            ("{d}/f",),
-        ),
-        Hostile(
-            "output/grid-out-is-a-file",
-            ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/f"),
-            {"t.jsonl": GOOD, "f": b"x"},
-            ("{d}/f",),
-        ),
-        Hostile("output/gen-o-is-a-folder", ("trace", "gen", "s3", "-o", "{d}/f"), {"f": FOLDER}, ("{d}/f",)),
-        Hostile(
-            "output/gen-o-under-a-file",
-            ("trace", "gen", "s3", "-o", "{d}/f/t.jsonl"),
-            {"f": b"x"},
-            ("{d}/f",),
-        ),
-        Hostile("output/report-not-a-store", ("report", "{d}/f"), {"f": FOLDER}, ("{d}/f",)),
-    ]
+    return [Hostile("output/simulate-out-is-a-file", ("simulate", "--trace", "{d}/t.jsonl", "--out", "{d}/f"),
+                    {"t.jsonl": GOOD, "f": b"x"}, ("{d}/f",)),
+            Hostile("output/grid-out-is-a-file", ("grid", "--trace", "{d}/t.jsonl", "--out", "{d}/f"),
+                    {"t.jsonl": GOOD, "f": b"x"}, ("{d}/f",)),
+            Hostile("output/gen-o-is-a-folder", ("trace", "gen", "s3", "-o", "{d}/f"), {"f": FOLDER}, ("{d}/f",)),
+            Hostile("output/gen-o-under-a-file", ("trace", "gen", "s3", "-o", "{d}/f/t.jsonl"), {"f": b"x"},
+                    ("{d}/f",)),
+            Hostile("output/report-not-a-store", ("report", "{d}/f"), {"f": FOLDER}, ("{d}/f",))]
 
 
 def _store_cases() -> list[Hostile]:
-    damages = [
-        ("point-empty-object", "points/{point}.json", b"{}"),
-        ("point-list", "points/{point}.json", b"[]"),
-        ("point-not-json", "points/{point}.json", b'{"key": '),
-        ("manifest-list", "grid.json", b"[]"),
-        ("manifest-not-json", "grid.json", b"\xff"),
-        ("requests-truncated", "points/{point}.requests.csv", b"id,arrival_s\nr1,0.0\n"),
-        ("steps-header-only", "points/{point}.steps.csv", b"t_s\n"),
-        ("requests-empty", "points/{point}.requests.csv", b""),
-    ]
-    return [
-        Hostile(f"store/{case}", ("report", "{d}/g"), {"g": STORE}, (f"{{d}}/g/{path}",), damage=(path, data))
-        for case, path, data in damages
-    ]
+    damages = [("point-empty-object", "points/{point}.json", b"{}"), ("point-list", "points/{point}.json", b"[]"),
+               ("point-not-json", "points/{point}.json", b"{\"key\": "),
+               ("manifest-list", "grid.json", b"[]"), ("manifest-not-json", "grid.json", b"\xff"),
+               ("requests-truncated", "points/{point}.requests.csv", b"id,arrival_s\nr1,0.0\n"),
+               ("steps-header-only", "points/{point}.steps.csv", b"t_s\n"),
+               ("requests-empty", "points/{point}.requests.csv", b"")]
+    return [Hostile(f"store/{case}", ("report", "{d}/g"), {"g": STORE}, (f"{{d}}/g/{path}",), damage=(path, data))
+            for case, path, data in damages]
 
 
 def _executor_cases() -> list[Hostile]:
     base = ("execute", "--trace", "{d}/t.jsonl")
-    return [
-        Hostile(f"execute/{flag}={value}", (*base, flag, value), {"t.jsonl": GOOD}, (flag,))
-        for flag, value in [
-            ("--pool-tokens", str(2**40)),
-            ("--mamba-states", str(2**40)),
-            ("--seed", str(10**20)),
-            ("--window", str(2**40)),
-            ("--pool-tokens", "8"),
-        ]
-    ] + [
-        Hostile(
-            "execute/pools-past-memory",
-            (*base, "--pool-tokens", str(2**31 - 1)),
-            {"t.jsonl": GOOD},
-            ("--pool-tokens",),
-        ),
-        Hostile(
-            "calibrate/pools-past-memory",
-            ("calibrate", "--trace", "{d}/t.jsonl", "--mamba-states", str(2**31 - 1), "-o", "{d}/c.json"),
-            {"t.jsonl": GOOD},
-            ("--mamba-states",),
-        ),
-    ]
+    return [Hostile(f"execute/{flag}={value}", (*base, flag, value), {"t.jsonl": GOOD}, (flag,))
+            for flag, value in [("--pool-tokens", str(2**40)), ("--mamba-states", str(2**40)), ("--seed", str(10**20)),
+                                ("--window", str(2**40)), ("--pool-tokens", "8")]] + \
+        [Hostile("execute/pools-past-memory", (*base, "--pool-tokens", str(2**31 - 1)), {"t.jsonl": GOOD},
+                 ("--pool-tokens",)),
+         Hostile("calibrate/pools-past-memory", ("calibrate", "--trace", "{d}/t.jsonl", "--mamba-states",
+                                                 str(2**31 - 1), "-o", "{d}/c.json"), {"t.jsonl": GOOD},
+                 ("--mamba-states",))]
 
 
 def all_cases() -> list[Hostile]:
-    return [
-        *_trace_cases(),
-        *_option_cases(),
-        *_special_file_cases(),
-        *_import_and_gen_cases(),
-        *_output_cases(),
-        *_store_cases(),
-        *_executor_cases(),
-        *round_two_cases(Hostile, FOLDER, STORE, FIFO),
-    ]
+    return [*_trace_cases(), *_option_cases(), *_special_file_cases(), *_import_and_gen_cases(),
+            *_output_cases(), *_store_cases(), *_executor_cases(), *round_two_cases(Hostile, FOLDER, STORE, FIFO)]
 
 
 _STORE_CACHE: dict[str, Path] = {}
@@ -280,21 +151,8 @@ def finished_store(scratch: Path, name: str = "store", trace: bytes = GOOD) -> P
     """A small finished grid over ``trace``, made once a process and copied into every case that damages it."""
     if name not in _STORE_CACHE:
         (scratch / f"{name}.jsonl").write_bytes(trace)
-        CliRunner().invoke(
-            cli,
-            [
-                "grid",
-                "--trace",
-                str(scratch / f"{name}.jsonl"),
-                "--policy",
-                "radix,sglang",
-                "--out",
-                str(scratch / name),
-                "--jobs",
-                "1",
-            ],
-            catch_exceptions=False,
-        )
+        CliRunner().invoke(cli, ["grid", "--trace", str(scratch / f"{name}.jsonl"), "--policy", "radix,sglang",
+                                 "--out", str(scratch / name), "--jobs", "1"], catch_exceptions=False)
         _STORE_CACHE[name] = scratch / name
     return _STORE_CACHE[name]
 
@@ -355,9 +213,8 @@ def judge(case: Hostile, folder: Path, seconds: int = 60) -> str | None:
     runner = _ClosedStdinRunner() if case.stdin == CLOSED else CliRunner()
     try:
         with time_limit(seconds):
-            result = runner.invoke(
-                cli, [sub(str(a)) for a in case.args], input=None if case.stdin == CLOSED else case.stdin
-            )
+            result = runner.invoke(cli, [sub(str(a)) for a in case.args],
+                                   input=None if case.stdin == CLOSED else case.stdin)
     except Hang:
         signal.alarm(0)
         return f"hang: no answer within {seconds} s"
@@ -373,9 +230,7 @@ def judge(case: Hostile, folder: Path, seconds: int = 60) -> str | None:
     if missing:
         return f"not located ({', '.join(missing)}): {result.output.strip()[-200:]}"
     after = snapshot(folder)
-    if after != before or temp_files(
-        *(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()), folder
-    ):
+    if after != before or temp_files(*(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()), folder):
         changed = sorted(name for name in set(after) | set(before) if after.get(name) != before.get(name))
         return f"left behind or replaced: {changed[:3]}"
     return None

@@ -3,7 +3,6 @@ temporary files, injection into reports and CSV, hangs and bombs, damaged stores
 without a place. Each case is judged like the rest of the corpus (tests/hostile_inputs.py); some also run
 a check of their own afterwards (``after``: a victim file left alone, a report that loads nothing).
 """
-
 from __future__ import annotations
 
 import gzip
@@ -36,7 +35,6 @@ def _bomb(line: bytes, mebibytes: int) -> bytes:
 
 
 # ---- preparations: what a case lays besides its files (the folder, the scratch folder) -------------------
-
 
 def _plant_temp_symlink(folder: Path, scratch: Path) -> None:
     """A symbolic link at the name the writer used to take for its temporary file, aimed at a victim."""
@@ -71,7 +69,6 @@ def _edit_first_point(change):
         record = json.loads(path.read_text())
         change(record)
         path.write_text(json.dumps(record))
-
     return prepare
 
 
@@ -81,7 +78,6 @@ def _edit_manifest(change):
         data = json.loads(path.read_text())
         change(data)
         path.write_text(json.dumps(data))
-
     return prepare
 
 
@@ -99,7 +95,6 @@ def _duplicate_key_in_manifest(folder: Path, scratch: Path) -> None:
 def _special_in(place: str, kind: str):
     def prepare(folder: Path, scratch: Path) -> None:
         make_special(folder / place, kind)
-
     return prepare
 
 
@@ -147,7 +142,6 @@ def _first_point(path: Path) -> str:
 
 
 # ---- checks run after a case: None when all is well, else what is wrong ------------------------------
-
 
 class _Tags(HTMLParser):
     def __init__(self, text: str):
@@ -220,7 +214,7 @@ AFTER = {
 SOCKET, NULL_DEVICE, ZERO_DEVICE = "<socket>", "<null>", "<zero>"  # special contents of a case's file
 SPECIAL = {SOCKET: "socket", NULL_DEVICE: "null", ZERO_DEVICE: "zero"}
 _TRACE = ("--trace", "{d}/t.jsonl")
-_FORMULA_IDS = ['=HYPERLINK("http://evil.example")', "+1", "@SUM(1)", "-2+3"]
+_FORMULA_IDS = ["=HYPERLINK(\"http://evil.example\")", "+1", "@SUM(1)", "-2+3"]
 
 
 def _formula_trace() -> bytes:
@@ -232,271 +226,117 @@ def _axis_values(count: int, step: int = 16) -> list[int]:
 
 
 def _huge_grid_file() -> bytes:
-    axes = (
-        "page_size",
-        "track_interval",
-        "chunked_prefill_size",
-        "window",
-        "swa_eviction_interval",
-        "max_running_requests",
-    )
+    axes = ("page_size", "track_interval", "chunked_prefill_size", "window", "swa_eviction_interval",
+            "max_running_requests")
     lines = ['trace = "t.jsonl"', 'out = "g"', "[axes]"] + [f"{a} = {_axis_values(100)}" for a in axes]
     return "\n".join(lines).encode()
 
 
 def write_cases(Hostile, FOLDER, STORE, FIFO) -> list:
     gen = ("trace", "gen", "s3", "-o", "{d}/o")
-    cases = [
-        Hostile(f"write/gen-o-{kind}", gen, {"o": marker}, ("-o", "{d}/o"))
-        for kind, marker in (("fifo", FIFO), ("socket", SOCKET), ("device", NULL_DEVICE))
-    ]
+    cases = [Hostile(f"write/gen-o-{kind}", gen, {"o": marker}, ("-o", "{d}/o"))
+             for kind, marker in (("fifo", FIFO), ("socket", SOCKET), ("device", NULL_DEVICE))]
     cases += [
-        Hostile(
-            "write/import-o-fifo",
-            ("trace", "import", "openai-jsonl", "{d}/src", "-o", "{d}/o"),
-            {"src": b'{"messages": [{"role": "user", "content": "hi"}]}\n', "o": FIFO},
-            ("{d}/o",),
-        ),
-        Hostile(
-            "write/calibrate-o-fifo",
-            ("calibrate", *_TRACE, "-o", "{d}/o"),
-            {"t.jsonl": GOOD, "o": FIFO},
-            ("{d}/o",),
-        ),
+        Hostile("write/import-o-fifo", ("trace", "import", "openai-jsonl", "{d}/src", "-o", "{d}/o"),
+                {"src": b'{"messages": [{"role": "user", "content": "hi"}]}\n', "o": FIFO}, ("{d}/o",)),
+        Hostile("write/calibrate-o-fifo", ("calibrate", *_TRACE, "-o", "{d}/o"), {"t.jsonl": GOOD, "o": FIFO},
+                ("{d}/o",)),
         Hostile("write/gen-o-link-to-device", gen, {"dev": NULL_DEVICE}, ("{d}/o",), prepare="link-o-to-dev"),
-        Hostile(
-            "write/simulate-out-holds-a-fifo",
-            ("simulate", *_TRACE, "--out", "{d}/out"),
-            {"t.jsonl": GOOD, "out": FOLDER},
-            ("{d}/out/requests.csv",),
-            prepare="out-requests-fifo",
-        ),
-        Hostile(
-            "write/execute-out-holds-a-fifo",
-            ("execute", *_TRACE, "--out", "{d}/out"),
-            {"t.jsonl": GOOD, "out": FOLDER},
-            ("{d}/out/bitwise.csv",),
-            prepare="out-bitwise-fifo",
-        ),
-        Hostile(
-            "write/grid-manifest-is-a-fifo",
-            ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1"),
-            {"t.jsonl": GOOD, "g": FOLDER},
-            ("{d}/g/grid.json",),
-            prepare="grid-json-fifo",
-        ),
-        Hostile(
-            "write/grid-points-is-a-file",
-            ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1"),
-            {"t.jsonl": GOOD, "g": STORE},
-            ("{d}/g/points",),
-            prepare="points-is-a-file",
-        ),
-        Hostile(
-            "write/report-md-is-a-fifo",
-            ("report", "{d}/g"),
-            {"g": STORE},
-            ("{d}/g/report.md",),
-            prepare="report-md-fifo",
-        ),
-        Hostile(
-            "temp/symlink-at-the-temporary-name",
-            ("trace", "gen", "s3", "-o", "{d}/t.jsonl"),
-            {},
-            runs=True,
-            prepare="temp-symlink",
-            after="victim-untouched",
-        ),
+        Hostile("write/simulate-out-holds-a-fifo", ("simulate", *_TRACE, "--out", "{d}/out"),
+                {"t.jsonl": GOOD, "out": FOLDER}, ("{d}/out/requests.csv",), prepare="out-requests-fifo"),
+        Hostile("write/execute-out-holds-a-fifo", ("execute", *_TRACE, "--out", "{d}/out"),
+                {"t.jsonl": GOOD, "out": FOLDER}, ("{d}/out/bitwise.csv",), prepare="out-bitwise-fifo"),
+        Hostile("write/grid-manifest-is-a-fifo", ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1"),
+                {"t.jsonl": GOOD, "g": FOLDER}, ("{d}/g/grid.json",), prepare="grid-json-fifo"),
+        Hostile("write/grid-points-is-a-file", ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1"),
+                {"t.jsonl": GOOD, "g": STORE}, ("{d}/g/points",), prepare="points-is-a-file"),
+        Hostile("write/report-md-is-a-fifo", ("report", "{d}/g"), {"g": STORE}, ("{d}/g/report.md",),
+                prepare="report-md-fifo"),
+        Hostile("temp/symlink-at-the-temporary-name", ("trace", "gen", "s3", "-o", "{d}/t.jsonl"), {},
+                runs=True, prepare="temp-symlink", after="victim-untouched"),
     ]
     return cases
 
 
 def injection_cases(Hostile, FOLDER, STORE, FIFO) -> list:
     return [
-        Hostile(
-            "inject/report-md-trace-name",
-            ("report", "{d}/g"),
-            {"g": STORE},
-            runs=True,
-            prepare="nasty-trace-name",
-            after="markdown-inert",
-        ),
-        Hostile(
-            "inject/report-html-trace-name",
-            ("report", "{d}/g", "--format", "html"),
-            {"g": STORE},
-            runs=True,
-            prepare="nasty-trace-name",
-            after="html-inert",
-        ),
-        Hostile(
-            "inject/simulate-csv-formula-ids",
-            ("simulate", *_TRACE, "--mode", "replay", "--out", "{d}/out"),
-            {"t.jsonl": _formula_trace()},
-            runs=True,
-            after="csv-safe",
-        ),
-        Hostile(
-            "inject/grid-csv-formula-ids",
-            ("grid", *_TRACE, "--mode", "replay", "--policy", "radix", "--out", "{d}/g", "--jobs", "1"),
-            {"t.jsonl": _formula_trace()},
-            runs=True,
-            after="csv-safe",
-        ),
+        Hostile("inject/report-md-trace-name", ("report", "{d}/g"), {"g": STORE}, runs=True,
+                prepare="nasty-trace-name", after="markdown-inert"),
+        Hostile("inject/report-html-trace-name", ("report", "{d}/g", "--format", "html"), {"g": STORE},
+                runs=True, prepare="nasty-trace-name", after="html-inert"),
+        Hostile("inject/simulate-csv-formula-ids", ("simulate", *_TRACE, "--mode", "replay", "--out", "{d}/out"),
+                {"t.jsonl": _formula_trace()}, runs=True, after="csv-safe"),
+        Hostile("inject/grid-csv-formula-ids", ("grid", *_TRACE, "--mode", "replay", "--policy", "radix",
+                                                "--out", "{d}/g", "--jobs", "1"),
+                {"t.jsonl": _formula_trace()}, runs=True, after="csv-safe"),
     ]
 
 
 def hang_cases(Hostile, FOLDER, STORE, FIFO) -> list:
     newlines, one_line = _bomb(b"\n", 1024), _bomb(b"x", 1024)
-    four_axes = [
-        item
-        for flag in ("--page-size", "--track-interval", "--chunked-prefill-size", "--window")
-        for item in (flag, ",".join(map(str, _axis_values(100))))
-    ]
+    four_axes = [item for flag in ("--page-size", "--track-interval", "--chunked-prefill-size", "--window")
+                 for item in (flag, ",".join(map(str, _axis_values(100))))]
     return [
         Hostile("hang/stats-stdin-closed", ("trace", "stats", "-"), located=("<stdin>",), stdin=CLOSED),
-        Hostile(
-            "hang/simulate-stdin-closed", ("simulate", "--trace", "-"), located=("<stdin>",), stdin=CLOSED
-        ),
-        Hostile(
-            "hang/grid-config-fifo", ("grid", "--config", "{d}/g.toml"), {"g.toml": FIFO}, ("{d}/g.toml",)
-        ),
-        Hostile(
-            "hang/grid-config-device",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": ZERO_DEVICE},
-            ("{d}/g.toml",),
-        ),
-        Hostile(
-            "hang/grid-four-100-value-axes",
-            ("grid", *_TRACE, "--out", "{d}/g", *four_axes),
-            {"t.jsonl": GOOD},
-            ("--max-points", "100,000,000 points"),
-        ),
-        Hostile(
-            "hang/grid-file-of-1e12-points",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": _huge_grid_file(), "t.jsonl": GOOD},
-            ("--max-points", "1,000,000,000,000 points"),
-        ),
-        Hostile(
-            "hang/stats-gzip-newline-bomb",
-            ("trace", "stats", "{d}/t.jsonl.gz"),
-            {"t.jsonl.gz": newlines},
-            ("{d}/t.jsonl.gz", "decompression bomb"),
-        ),
-        Hostile(
-            "hang/simulate-gzip-one-line-bomb",
-            ("simulate", "--trace", "{d}/t.jsonl.gz"),
-            {"t.jsonl.gz": one_line},
-            ("{d}/t.jsonl.gz", "decompression bomb"),
-        ),
-        Hostile(
-            "hang/stats-stdin-bomb",
-            ("trace", "stats", "-"),
-            located=("<stdin>", "decompression bomb"),
-            stdin=newlines,
-        ),
+        Hostile("hang/simulate-stdin-closed", ("simulate", "--trace", "-"), located=("<stdin>",), stdin=CLOSED),
+        Hostile("hang/grid-config-fifo", ("grid", "--config", "{d}/g.toml"), {"g.toml": FIFO}, ("{d}/g.toml",)),
+        Hostile("hang/grid-config-device", ("grid", "--config", "{d}/g.toml"), {"g.toml": ZERO_DEVICE},
+                ("{d}/g.toml",)),
+        Hostile("hang/grid-four-100-value-axes", ("grid", *_TRACE, "--out", "{d}/g", *four_axes),
+                {"t.jsonl": GOOD}, ("--max-points", "100,000,000 points")),
+        Hostile("hang/grid-file-of-1e12-points", ("grid", "--config", "{d}/g.toml"),
+                {"g.toml": _huge_grid_file(), "t.jsonl": GOOD}, ("--max-points", "1,000,000,000,000 points")),
+        Hostile("hang/stats-gzip-newline-bomb", ("trace", "stats", "{d}/t.jsonl.gz"), {"t.jsonl.gz": newlines},
+                ("{d}/t.jsonl.gz", "decompression bomb")),
+        Hostile("hang/simulate-gzip-one-line-bomb", ("simulate", "--trace", "{d}/t.jsonl.gz"),
+                {"t.jsonl.gz": one_line}, ("{d}/t.jsonl.gz", "decompression bomb")),
+        Hostile("hang/stats-stdin-bomb", ("trace", "stats", "-"), located=("<stdin>", "decompression bomb"),
+                stdin=newlines),
     ]
 
 
 def store_cases(Hostile, FOLDER, STORE, FIFO) -> list:
     manifest, point = "{d}/g/grid.json", "{d}/g/points/{point}.json"
-    damages = [
-        ("sha256-integer", manifest),
-        ("key-twice", manifest),
-        ("points-empty", manifest),
-        ("manifest-duplicate-key", manifest),
-        ("cached-missing", point),
-        ("cached-text", point),
-        ("requests-float", point),
-        ("config-policy-list", point),
-        ("points-is-a-file", "{d}/g/points"),
-        ("requests-csv-fifo", "{d}/g/points/{point}.requests.csv"),
-    ]
-    cases = [
-        Hostile(f"store/{name}", ("report", "{d}/g"), {"g": STORE}, (place,), prepare=name)
-        for name, place in damages
-    ]
-    cases.append(
-        Hostile(
-            "store/foreign-point-key-edited",
-            ("report", "{d}/g"),
-            {"g": STORE},
-            (point, "another trace"),
-            runs=True,
-            prepare="foreign-point",
-        )
-    )
+    damages = [("sha256-integer", manifest), ("key-twice", manifest), ("points-empty", manifest),
+               ("manifest-duplicate-key", manifest), ("cached-missing", point), ("cached-text", point),
+               ("requests-float", point), ("config-policy-list", point), ("points-is-a-file", "{d}/g/points"),
+               ("requests-csv-fifo", "{d}/g/points/{point}.requests.csv")]
+    cases = [Hostile(f"store/{name}", ("report", "{d}/g"), {"g": STORE}, (place,), prepare=name)
+             for name, place in damages]
+    cases.append(Hostile("store/foreign-point-key-edited", ("report", "{d}/g"), {"g": STORE},
+                         (point, "another trace"), runs=True, prepare="foreign-point"))
     return cases
 
 
 def json_cases(Hostile, FOLDER, STORE, FIFO) -> list:
-    lies = [
-        (
-            "duplicate-output-len",
-            '{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], '
-            '"output_len": 5, "output_len": 500}',
-            ":1: output_len",
-        ),
-        (
-            "duplicate-id",
-            '{"id": "a", "id": "b", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], "output_len": 5}',
-            ":1: id",
-        ),
-        (
-            "duplicate-segment-len",
-            '{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8, "len": 9}], "output_len": 5}',
-            ":1: prompt[0].len",
-        ),
-        ("lone-surrogate-id", _line(id="a\ud800"), ":1: id"),
-        ("lone-surrogate-ref", _line(prompt=[{"ref": "s\udc00", "len": 8}]), ":1: prompt[0].ref"),
-        ("number-past-double", _line(arrival=0).replace('"arrival": 0', '"arrival": 1e400'), ":1: arrival"),
-    ]
-    commands = {
-        "simulate": ("simulate", *_TRACE, "--mode", "replay", "--out", "{d}/out"),
-        "stats": ("trace", "stats", "{d}/t.jsonl"),
-    }
-    cases = [
-        Hostile(
-            f"json/{name}/{command}", args, {"t.jsonl": text.encode() + b"\n"}, (f"{{d}}/t.jsonl{place}",)
-        )
-        for name, text, place in lies
-        for command, args in commands.items()
-    ]
-    sharegpt = (
-        b'[{"id": "c", "conversations": [{"from": "human", "value": null}, {"from": "gpt", "value": "hi"}]}]'
-    )
+    lies = [("duplicate-output-len", '{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], '
+                                     '"output_len": 5, "output_len": 500}', ":1: output_len"),
+            ("duplicate-id", '{"id": "a", "id": "b", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], '
+                             '"output_len": 5}', ":1: id"),
+            ("duplicate-segment-len", '{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8, "len": 9}], '
+                                      '"output_len": 5}', ":1: prompt[0].len"),
+            ("lone-surrogate-id", _line(id="a\ud800"), ":1: id"),
+            ("lone-surrogate-ref", _line(prompt=[{"ref": "s\udc00", "len": 8}]), ":1: prompt[0].ref"),
+            ("number-past-double", _line(arrival=0).replace('"arrival": 0', '"arrival": 1e400'), ":1: arrival")]
+    commands = {"simulate": ("simulate", *_TRACE, "--mode", "replay", "--out", "{d}/out"),
+                "stats": ("trace", "stats", "{d}/t.jsonl")}
+    cases = [Hostile(f"json/{name}/{command}", args, {"t.jsonl": text.encode() + b"\n"},
+                     (f"{{d}}/t.jsonl{place}",))
+             for name, text, place in lies for command, args in commands.items()]
+    sharegpt = b'[{"id": "c", "conversations": [{"from": "human", "value": null}, {"from": "gpt", "value": "hi"}]}]'
     mooncake = b'{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1], "hash_ids": [2]}\n'
-    calibration = (
-        b'{"model": "tiny", "gpu": "cpu", "overhead_s": 0.001, "overhead_s": 9, "s_per_prefill_token": 0,'
-        b' "s_per_decode_token": 0, "s_per_context_token": 0}'
-    )
+    calibration = b'{"model": "tiny", "gpu": "cpu", "overhead_s": 0.001, "overhead_s": 9, "s_per_prefill_token": 0,' \
+                  b' "s_per_decode_token": 0, "s_per_context_token": 0}'
     cases += [
-        Hostile(
-            "json/sharegpt-value-null",
-            ("trace", "import", "sharegpt", "{d}/src", "-o", "{d}/o"),
-            {"src": sharegpt},
-            ("{d}/src", "[0].conversations[0].value"),
-        ),
-        Hostile(
-            "json/mooncake-duplicate-hash-ids",
-            ("trace", "import", "mooncake", "{d}/src", "-o", "{d}/o"),
-            {"src": mooncake},
-            ("{d}/src:1: hash_ids",),
-        ),
-        Hostile(
-            "json/calibration-duplicate-key",
-            ("simulate", *_TRACE, "--calibration", "{d}/c.json"),
-            {"t.jsonl": GOOD, "c.json": calibration},
-            ("{d}/c.json", "overhead_s"),
-        ),
-        Hostile(
-            "json/calibration-nan",
-            ("simulate", *_TRACE, "--calibration", "{d}/c.json"),
-            {"t.jsonl": GOOD, "c.json": calibration.replace(b'"overhead_s": 9', b'"fit": NaN')},
-            ("{d}/c.json", "NaN"),
-        ),
+        Hostile("json/sharegpt-value-null", ("trace", "import", "sharegpt", "{d}/src", "-o", "{d}/o"),
+                {"src": sharegpt}, ("{d}/src", "[0].conversations[0].value")),
+        Hostile("json/mooncake-duplicate-hash-ids", ("trace", "import", "mooncake", "{d}/src", "-o", "{d}/o"),
+                {"src": mooncake}, ("{d}/src:1: hash_ids",)),
+        Hostile("json/calibration-duplicate-key", ("simulate", *_TRACE, "--calibration", "{d}/c.json"),
+                {"t.jsonl": GOOD, "c.json": calibration}, ("{d}/c.json", "overhead_s")),
+        Hostile("json/calibration-nan", ("simulate", *_TRACE, "--calibration", "{d}/c.json"),
+                {"t.jsonl": GOOD, "c.json": calibration.replace(b'"overhead_s": 9', b'"fit": NaN')},
+                ("{d}/c.json", "NaN")),
     ]
     return cases
 
@@ -504,81 +344,38 @@ def json_cases(Hostile, FOLDER, STORE, FIFO) -> list:
 def located_cases(Hostile, FOLDER, STORE, FIFO) -> list:
     grid_file = b'trace = "t.jsonl"\nout = "g"\n'
     simulate = ("simulate", *_TRACE, "--mode", "replay")
-    numbers = [
-        ("simulate-page-size-underscore", (*simulate, "--page-size", "1_024"), "--page-size"),
-        ("simulate-page-size-full-width", (*simulate, "--page-size", "\uff16\uff14"), "--page-size"),
-        ("simulate-kv-memory-underscore", (*simulate, "--kv-memory-gb", "4_0"), "--kv-memory-gb"),
-        (
-            "grid-axis-underscore",
-            ("grid", *_TRACE, "--out", "{d}/g", "--page-size", "64,1_024"),
-            "--page-size",
-        ),
-        ("grid-jobs-underscore", ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1_0"), "--jobs"),
-        (
-            "gen-sessions-underscore",
-            ("trace", "gen", "multiturn", "--num-sessions", "1_0", "-o", "{d}/o"),
-            "--num-sessions",
-        ),
-        (
-            "gen-rate-underscore",
-            ("trace", "gen", "multiturn", "--request-rate", "1_0.5", "-o", "{d}/o"),
-            "--request-rate",
-        ),
-        (
-            "import-limit-full-width",
-            ("trace", "import", "openai-jsonl", "{d}/t.jsonl", "-o", "{d}/o", "--limit", "\uff11"),
-            "--limit",
-        ),
-        (
-            "simulate-knob-conflict",
-            (*simulate, "--page-size", "64", "--track-interval", "100"),
-            "--track-interval 100 must be a multiple of --page-size 64",
-        ),
-        (
-            "execute-knob-conflict",
-            ("execute", *_TRACE, "--page-size", "64", "--track-interval", "100"),
-            "--track-interval 100",
-        ),
-    ]
+    numbers = [("simulate-page-size-underscore", (*simulate, "--page-size", "1_024"), "--page-size"),
+               ("simulate-page-size-full-width", (*simulate, "--page-size", "\uff16\uff14"), "--page-size"),
+               ("simulate-kv-memory-underscore", (*simulate, "--kv-memory-gb", "4_0"), "--kv-memory-gb"),
+               ("grid-axis-underscore", ("grid", *_TRACE, "--out", "{d}/g", "--page-size", "64,1_024"), "--page-size"),
+               ("grid-jobs-underscore", ("grid", *_TRACE, "--out", "{d}/g", "--jobs", "1_0"), "--jobs"),
+               ("gen-sessions-underscore", ("trace", "gen", "multiturn", "--num-sessions", "1_0", "-o", "{d}/o"),
+                "--num-sessions"),
+               ("gen-rate-underscore", ("trace", "gen", "multiturn", "--request-rate", "1_0.5", "-o", "{d}/o"),
+                "--request-rate"),
+               ("import-limit-full-width", ("trace", "import", "openai-jsonl", "{d}/t.jsonl", "-o", "{d}/o",
+                                            "--limit", "\uff11"), "--limit"),
+               ("simulate-knob-conflict", (*simulate, "--page-size", "64", "--track-interval", "100"),
+                "--track-interval 100 must be a multiple of --page-size 64"),
+               ("execute-knob-conflict", ("execute", *_TRACE, "--page-size", "64", "--track-interval", "100"),
+                "--track-interval 100")]
     cases = [Hostile(f"located/{name}", args, {"t.jsonl": GOOD}, (place,)) for name, args, place in numbers]
     cases += [
-        Hostile(
-            "located/toml-not-utf8",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": grid_file + b"# caf\xe9\n", "t.jsonl": GOOD},
-            ("{d}/g.toml:3",),
-        ),
-        Hostile(
-            "located/toml-mode-5",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": grid_file + b"mode = 5\n", "t.jsonl": GOOD},
-            ("{d}/g.toml:3: mode",),
-        ),
-        Hostile(
-            "located/toml-mode-5-and-mode-flag",
-            ("grid", "--config", "{d}/g.toml", "--mode", "replay"),
-            {"g.toml": grid_file + b"mode = 5\n", "t.jsonl": GOOD},
-            ("{d}/g.toml:3: mode",),
-        ),
-        Hostile(
-            "located/toml-trace-not-a-path",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": b'trace = 5\nout = "g"\n', "t.jsonl": GOOD},
-            ("{d}/g.toml:1: trace",),
-        ),
-        Hostile(
-            "located/toml-value-with-comma",
-            ("grid", "--config", "{d}/g.toml"),
-            {"g.toml": grid_file + b'[axes]\npolicy = ["radix,sglang"]\n', "t.jsonl": GOOD},
-            ("{d}/g.toml:4: [axes] policy",),
-        ),
+        Hostile("located/toml-not-utf8", ("grid", "--config", "{d}/g.toml"),
+                {"g.toml": grid_file + b"# caf\xe9\n", "t.jsonl": GOOD}, ("{d}/g.toml:3",)),
+        Hostile("located/toml-mode-5", ("grid", "--config", "{d}/g.toml"),
+                {"g.toml": grid_file + b"mode = 5\n", "t.jsonl": GOOD}, ("{d}/g.toml:3: mode",)),
+        Hostile("located/toml-mode-5-and-mode-flag", ("grid", "--config", "{d}/g.toml", "--mode", "replay"),
+                {"g.toml": grid_file + b"mode = 5\n", "t.jsonl": GOOD}, ("{d}/g.toml:3: mode",)),
+        Hostile("located/toml-trace-not-a-path", ("grid", "--config", "{d}/g.toml"),
+                {"g.toml": b'trace = 5\nout = "g"\n', "t.jsonl": GOOD}, ("{d}/g.toml:1: trace",)),
+        Hostile("located/toml-value-with-comma", ("grid", "--config", "{d}/g.toml"),
+                {"g.toml": grid_file + b'[axes]\npolicy = ["radix,sglang"]\n', "t.jsonl": GOOD},
+                ("{d}/g.toml:4: [axes] policy",)),
     ]
     return cases
 
 
 def round_two_cases(Hostile, FOLDER, STORE, FIFO) -> list:
-    return [
-        case
-        for make in (write_cases, injection_cases, hang_cases, store_cases, json_cases, located_cases)
-        for case in make(Hostile, FOLDER, STORE, FIFO)
-    ]
+    return [case for make in (write_cases, injection_cases, hang_cases, store_cases, json_cases, located_cases)
+            for case in make(Hostile, FOLDER, STORE, FIFO)]

@@ -1,6 +1,5 @@
 """The project's import graph, read from the source (never imported): which of our modules each module
 imports, which third-party packages, and the graph's cycles (tests/test_layering.py)."""
-
 from __future__ import annotations
 
 import ast
@@ -13,7 +12,7 @@ def module_files(root: Path, roots: tuple[str, ...]) -> dict[str, Path]:
     files: dict[str, Path] = {}
     for top in roots:
         path = root / top
-        for file in [path] if path.suffix == ".py" else sorted(path.rglob("*.py")):
+        for file in ([path] if path.suffix == ".py" else sorted(path.rglob("*.py"))):
             parts = file.relative_to(root).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             files[name] = file

@@ -17,33 +17,22 @@ from conformance.trajectory import Served
 
 
 def _request(request_id: str, parts: list[tuple[str, int]], output_len: int, arrival: int) -> dict:
-    return {
-        "id": request_id,
-        "arrival": float(arrival),
-        "output_len": output_len,
-        "prompt": [{"ref": ref, "len": n} for ref, n in parts],
-    }
+    return {"id": request_id, "arrival": float(arrival), "output_len": output_len,
+            "prompt": [{"ref": ref, "len": n} for ref, n in parts]}
 
 
 def siblings() -> Scenario:
     system = ("sys", 300)
-    requests = [
-        _request("a", [system, ("a", 40)], 60, 0),
-        _request("b", [system, ("b", 30)], 50, 0),
-        _request("c", [system, ("c", 100)], 60, 0),
-        _request("d", [system, ("d", 20)], 40, 2),
-        _request("e", [("e", 90)], 8, 4),
-    ]
-    config = EngineConfig(
-        "full+swa", 16, 64, 64, 64, 256, 128, full_tokens=4096, swa_tokens=384, mamba_states=0
-    )
+    requests = [_request("a", [system, ("a", 40)], 60, 0), _request("b", [system, ("b", 30)], 50, 0),
+                _request("c", [system, ("c", 100)], 60, 0), _request("d", [system, ("d", 20)], 40, 2),
+                _request("e", [("e", 90)], 8, 4)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=4096, swa_tokens=384,
+                          mamba_states=0)
     return Scenario("sglang-siblings", "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
 
 
 def outcomes(requests: dict[str, Served]) -> dict[str, tuple[int, bool, int | None]]:
-    return {
-        name: (served.cached_tokens, served.served, served.finished_at) for name, served in requests.items()
-    }
+    return {name: (served.cached_tokens, served.served, served.finished_at) for name, served in requests.items()}
 
 
 # what SGLang 0.5.23 answered (conformance/engines/sglang_steps.py)
@@ -61,26 +50,16 @@ AFTER_RETRACTION = [
 NUM_STEPS = 73
 RETRACTED = [(37, ("d",))]
 # (cached tokens, served, finished at) per request
-OUTCOMES = {
-    "a": (0, True, 64),
-    "b": (256, True, 53),
-    "c": (256, True, 64),
-    "d": (288, True, 73),
-    "e": (0, True, 62),
-}
+OUTCOMES = {"a": (0, True, 64), "b": (256, True, 53), "c": (256, True, 64), "d": (288, True, 73), "e": (0, True, 62)}
 
 
 def chunked_plain_loop() -> Scenario:
     """``--disable-overlap-schedule`` (``event_loop_normal``): a 160-token prompt in chunks of 64 beside a
     sibling arriving at step 1. A middle chunk reaches the tree only at the next step's scheduling
     (``stash_chunked_request``), the last one when its result is processed, in the same iteration."""
-    requests = [
-        _request("a", [("sys", 100), ("a", 60)], 4, 0),
-        _request("b", [("sys", 100), ("b", 20)], 3, 1),
-    ]
-    config = EngineConfig(
-        "full+swa", 16, 64, 64, 64, 64, 128, full_tokens=1024, swa_tokens=512, mamba_states=0, overlap=False
-    )
+    requests = [_request("a", [("sys", 100), ("a", 60)], 4, 0), _request("b", [("sys", 100), ("b", 20)], 3, 1)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 64, 128, full_tokens=1024, swa_tokens=512,
+                          mamba_states=0, overlap=False)
     return Scenario("sglang-plain-loop", "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
 
 
@@ -105,26 +84,11 @@ def queued(schedule_policy: str) -> Scenario:
     first, and ``x2`` last, behind ``y`` (in-batch prefix caching: ``x1`` and ``x2`` match nothing and share 32
     tokens); LOF the longest output first."""
     system = ("sys", 200)
-    requests = [
-        _request("a", [system, ("a", 20)], 30, 0),
-        _request("x1", [("x", 34)], 5, 1),
-        _request("x2", [("x", 34), ("x2", 2)], 20, 1),
-        _request("s1", [system, ("s1", 10)], 9, 1),
-        _request("y", [("y", 8)], 3, 2),
-    ]
-    config = EngineConfig(
-        "full+swa",
-        16,
-        64,
-        64,
-        64,
-        64,
-        128,
-        full_tokens=2048,
-        swa_tokens=2048,
-        mamba_states=0,
-        schedule_policy=schedule_policy,
-    )
+    requests = [_request("a", [system, ("a", 20)], 30, 0), _request("x1", [("x", 34)], 5, 1),
+                _request("x2", [("x", 34), ("x2", 2)], 20, 1), _request("s1", [system, ("s1", 10)], 9, 1),
+                _request("y", [("y", 8)], 3, 2)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 64, 128, full_tokens=2048, swa_tokens=2048,
+                          mamba_states=0, schedule_policy=schedule_policy)
     name = f"sglang-queued-{schedule_policy}"
     return Scenario(name, "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
 
@@ -132,68 +96,24 @@ def queued(schedule_policy: str) -> Scenario:
 # what SGLang 0.5.23 answered per policy: its prefill steps from step 3 on (steps 0-2 are a's chunks in every
 # policy), and (cached tokens, served, finished at) per request
 QUEUED_PREFILLS = {
-    "fcfs": [
-        (3, (("a", 28, True), ("x1", 32, True))),
-        (4, (("x1", 2, True), ("x2", 4, True), ("s1", 18, True))),
-        (5, (("y", 8, True),)),
-    ],
-    "lpm": [
-        (3, (("a", 28, True), ("s1", 18, True))),
-        (4, (("x1", 34, True), ("y", 8, True))),
-        (5, (("x2", 36, True),)),
-    ],
-    "lof": [
-        (3, (("a", 28, True), ("x2", 32, True))),
-        (4, (("x2", 4, True), ("s1", 18, True), ("x1", 2, True))),
-        (5, (("y", 8, True),)),
-    ],
-    "dfs-weight": [
-        (3, (("a", 28, True), ("s1", 18, True))),
-        (4, (("x1", 34, True), ("x2", 16, True))),
-        (5, (("x2", 20, True), ("y", 8, True))),
-    ],
-    "hrrn": [
-        (3, (("a", 28, True), ("y", 8, True), ("s1", 16, True))),
-        (4, (("s1", 2, True), ("x1", 34, True))),
-        (5, (("x2", 36, True),)),
-    ],
+    "fcfs": [(3, (("a", 28, True), ("x1", 32, True))), (4, (("x1", 2, True), ("x2", 4, True), ("s1", 18, True))),
+             (5, (("y", 8, True),))],
+    "lpm": [(3, (("a", 28, True), ("s1", 18, True))), (4, (("x1", 34, True), ("y", 8, True))),
+            (5, (("x2", 36, True),))],
+    "lof": [(3, (("a", 28, True), ("x2", 32, True))), (4, (("x2", 4, True), ("s1", 18, True), ("x1", 2, True))),
+            (5, (("y", 8, True),))],
+    "dfs-weight": [(3, (("a", 28, True), ("s1", 18, True))), (4, (("x1", 34, True), ("x2", 16, True))),
+                   (5, (("x2", 20, True), ("y", 8, True)))],
+    "hrrn": [(3, (("a", 28, True), ("y", 8, True), ("s1", 16, True))), (4, (("s1", 2, True), ("x1", 34, True))),
+             (5, (("x2", 36, True),))],
 }
 QUEUED_OUTCOMES = {
-    "fcfs": {
-        "a": (0, True, 35),
-        "x1": (0, True, 10),
-        "x2": (32, True, 25),
-        "s1": (192, True, 14),
-        "y": (0, True, 8),
-    },
-    "lpm": {
-        "a": (0, True, 35),
-        "x1": (0, True, 10),
-        "x2": (0, True, 25),
-        "s1": (192, True, 14),
-        "y": (0, True, 8),
-    },
-    "lof": {
-        "a": (0, True, 35),
-        "x1": (32, True, 10),
-        "x2": (0, True, 25),
-        "s1": (192, True, 14),
-        "y": (0, True, 8),
-    },
-    "dfs-weight": {
-        "a": (0, True, 35),
-        "x1": (0, True, 10),
-        "x2": (0, True, 25),
-        "s1": (192, True, 14),
-        "y": (0, True, 8),
-    },
-    "hrrn": {
-        "a": (0, True, 35),
-        "x1": (0, True, 10),
-        "x2": (0, True, 25),
-        "s1": (192, True, 14),
-        "y": (0, True, 8),
-    },
+    "fcfs": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (32, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "lpm": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "lof": {"a": (0, True, 35), "x1": (32, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
+    "dfs-weight": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14),
+                   "y": (0, True, 8)},
+    "hrrn": {"a": (0, True, 35), "x1": (0, True, 10), "x2": (0, True, 25), "s1": (192, True, 14), "y": (0, True, 8)},
 }
 
 
@@ -202,32 +122,12 @@ def mixed_chunks() -> Scenario:
     token per running request, so ``b``'s chunks are cut off the page grid (63, then continuations cut
     anywhere); ``a``'s decode rows ride in those batches, where SGLang tracks no MAMBA state (its decode
     checkpoint at 64 is never saved), so ``c``, ``a``'s follow-up, reuses less of ``a``."""
-    requests = [
-        _request("a", [("a", 50)], 40, 0),
-        _request("b", [("b", 300)], 3, 10),
-        {
-            "id": "c",
-            "arrival": 60.0,
-            "output_len": 2,
-            "prompt": [{"ref": "a", "len": 50}, {"output_of": "a"}, {"ref": "c", "len": 10}],
-        },
-    ]
-    config = EngineConfig(
-        "full+mamba",
-        16,
-        0,
-        64,
-        64,
-        64,
-        128,
-        full_tokens=2048,
-        swa_tokens=0,
-        mamba_states=40,
-        mixed_chunk=True,
-    )
-    return Scenario(
-        "sglang-mixed-chunks", "sglang", 0, "concurrent-hand", False, config, trace_lines(requests)
-    )
+    requests = [_request("a", [("a", 50)], 40, 0), _request("b", [("b", 300)], 3, 10),
+                {"id": "c", "arrival": 60.0, "output_len": 2,
+                 "prompt": [{"ref": "a", "len": 50}, {"output_of": "a"}, {"ref": "c", "len": 10}]}]
+    config = EngineConfig("full+mamba", 16, 0, 64, 64, 64, 128, full_tokens=2048, swa_tokens=0,
+                          mamba_states=40, mixed_chunk=True)
+    return Scenario("sglang-mixed-chunks", "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
 
 
 # what SGLang 0.5.23 answered (--enable-mixed-chunk): b's prefill steps with a's decode row riding in them,
@@ -249,24 +149,10 @@ def clipped_to_nothing() -> Scenario:
     leaves no room in a 192-token pool for a decode (``init_req_max_new_tokens``: 192 - 176 - 16 - 1 < 0), so
     it sorts after ``b``'s one output though it asked for six; ``c`` (four) first. The pass admits ``c`` and
     ``b``, then stops at ``a``, which waits for the room they leave."""
-    requests = [
-        _request("a", [("a", 170)], 6, 0),
-        _request("b", [("b", 20)], 1, 0),
-        _request("c", [("c", 30)], 4, 0),
-    ]
-    config = EngineConfig(
-        "full+swa",
-        16,
-        64,
-        64,
-        64,
-        256,
-        128,
-        full_tokens=192,
-        swa_tokens=1024,
-        mamba_states=0,
-        schedule_policy="lof",
-    )
+    requests = [_request("a", [("a", 170)], 6, 0), _request("b", [("b", 20)], 1, 0),
+                _request("c", [("c", 30)], 4, 0)]
+    config = EngineConfig("full+swa", 16, 64, 64, 64, 256, 128, full_tokens=192, swa_tokens=1024,
+                          mamba_states=0, schedule_policy="lof")
     name = "sglang-clipped-to-nothing"
     return Scenario(name, "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
 
@@ -288,25 +174,10 @@ def freed_at_prefill() -> Scenario:
     0 and ``a`` (one output) finishes with its prefill, released in the same iteration. At step 1 the last
     batch, filtered, has shrunk (``get_next_batch_to_run``: ``filter_batch`` then ``batch_is_full = False``),
     so the pass admits ``c`` instead of decoding ``b`` alone."""
-    requests = [
-        _request("a", [("a", 40)], 1, 0),
-        _request("b", [("b", 40)], 5, 0),
-        _request("c", [("c", 40)], 3, 0),
-    ]
-    config = EngineConfig(
-        "full+mamba",
-        16,
-        0,
-        64,
-        64,
-        8192,
-        128,
-        full_tokens=1024,
-        swa_tokens=0,
-        mamba_states=40,
-        overlap=False,
-        max_running=2,
-    )
+    requests = [_request("a", [("a", 40)], 1, 0), _request("b", [("b", 40)], 5, 0),
+                _request("c", [("c", 40)], 3, 0)]
+    config = EngineConfig("full+mamba", 16, 0, 64, 64, 8192, 128, full_tokens=1024, swa_tokens=0,
+                          mamba_states=40, overlap=False, max_running=2)
     name = "sglang-freed-at-prefill"
     return Scenario(name, "sglang", 0, "concurrent-hand", False, config, trace_lines(requests))
 

@@ -23,27 +23,10 @@ def _request(request_id: str, own_len: int, output_len: int, arrival: int) -> di
 
 
 def replayed_outputs() -> Scenario:
-    config = EngineConfig(
-        "full+swa",
-        1,
-        16,
-        256,
-        64,
-        128,
-        128,
-        full_tokens=488,
-        swa_tokens=146,
-        mamba_states=0,
-        schedule_policy="lpm",
-    )
-    requests = [
-        _request("r0", 48, 205, 0),
-        _request("r2", 37, 305, 0),
-        _request("r4", 13, 91, 0),
-        _request("r1", 103, 71, 1),
-        _request("r5", 1, 132, 1),
-        _request("r3", 15, 141, 2),
-    ]
+    config = EngineConfig("full+swa", 1, 16, 256, 64, 128, 128, full_tokens=488, swa_tokens=146,
+                          mamba_states=0, schedule_policy="lpm")
+    requests = [_request("r0", 48, 205, 0), _request("r2", 37, 305, 0), _request("r4", 13, 91, 0),
+                _request("r1", 103, 71, 1), _request("r5", 1, 132, 1), _request("r3", 15, 141, 2)]
     name = "sglang-replayed-outputs"
     return Scenario(name, "sglang", 0, "concurrent-hand", True, config, trace_lines(requests))
 
@@ -58,11 +41,5 @@ STEPS = [
 ]
 RETRACTED = [(371, ("r1",)), (481, ("r3",))]
 NUM_STEPS = 637
-OUTCOMES = {
-    "r0": (0, True, 206),
-    "r2": (0, False, None),
-    "r4": (145, True, 411),
-    "r1": (145, True, 433),
-    "r5": (0, False, None),
-    "r3": (145, True, 637),
-}
+OUTCOMES = {"r0": (0, True, 206), "r2": (0, False, None), "r4": (145, True, 411), "r1": (145, True, 433),
+            "r5": (0, False, None), "r3": (145, True, 637)}

@@ -1,6 +1,5 @@
 """Every backend offers all the ``Backend`` protocol declares, and the engine takes the fast path exactly when
 the backend only predicts (no probing of what a backend happens to have)."""
-
 from __future__ import annotations
 
 import pytest
@@ -52,16 +51,8 @@ class _Counting(FixedStepBackend):
 
 
 def test_a_backend_that_does_not_only_predict_runs_every_step_and_is_attached():
-    trace = multiturn(
-        num_sessions=2,
-        num_turns=2,
-        system_len=100,
-        user_len=20,
-        output_len=120,
-        think_time=0.2,
-        request_rate=5.0,
-        seed=3,
-    )
+    trace = multiturn(num_sessions=2, num_turns=2, system_len=100, user_len=20, output_len=120,
+                      think_time=0.2, request_rate=5.0, seed=3)
     config = SimConfig(policy="sglang", model="inkling", pool_tokens=40_000, bounds=False)
     predicting, running = _Counting(True), _Counting(False)
     fast, slow = simulate(trace, config, backend=predicting), simulate(trace, config, backend=running)

@@ -1,6 +1,5 @@
 """The benchmark scripts on a tiny slice (the 40-line Mooncake head in tests/data), so they do not rot;
 and the pieces whose numbers they print: the log-log fit, the peer-aligned hit count."""
-
 from __future__ import annotations
 
 import json
@@ -23,10 +22,7 @@ def input_lengths(path: Path, limit: int) -> list[int]:
     return [json.loads(line)["input_length"] for line in path.read_text().splitlines()[:limit]]
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["real_traces.py", "peer_kvcache_sim.py", "scaling.py", "bounds_vs_peer.py", "sglang_timed_counts.py"],
-)
+@pytest.mark.parametrize("name", ["real_traces.py", "peer_kvcache_sim.py", "scaling.py", "bounds_vs_peer.py", "sglang_timed_counts.py"])
 def test_help(name):
     assert "usage:" in run_script(name, "--help")
 
@@ -45,17 +41,8 @@ def test_real_traces_both_modes_report_the_simulation(tmp_path):
 
 
 def test_real_traces_rejects_a_missing_trace(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "real_traces.py"),
-            "--trace",
-            str(tmp_path / "absent.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "real_traces.py"), "--trace",
+                           str(tmp_path / "absent.jsonl")], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "absent.jsonl not found" in done.stderr
 
 
@@ -74,61 +61,28 @@ def test_fitted_exponent_recovers_power_laws():
 
 
 def test_measured_hits_counts_the_last_half_in_whole_blocks():
-    rows = pd.DataFrame(
-        {
-            "cached_tokens": [5000, 1024, 1500, 2048],
-            "prompt_tokens": [6000, 2000, 3000, 4000],
-            "rejected": ["", "", "", "too big"],
-        }
-    )
+    rows = pd.DataFrame({"cached_tokens": [5000, 1024, 1500, 2048], "prompt_tokens": [6000, 2000, 3000, 4000],
+                         "rejected": ["", "", "", "too big"]})
     assert measured_hits(rows) == (1024, 7000)  # 1500 -> 1024; the rejected row hits nothing
 
 
 def test_whole_block_lines_cut_partial_tails(write_lines):
-    path = write_lines(
-        [
-            {"input_length": 1100, "hash_ids": [1, 2, 3]},
-            {"input_length": 300, "hash_ids": [4]},
-            {"input_length": 1024, "hash_ids": [1, 2]},
-        ]
-    )
+    path = write_lines([{"input_length": 1100, "hash_ids": [1, 2, 3]},
+                        {"input_length": 300, "hash_ids": [4]}, {"input_length": 1024, "hash_ids": [1, 2]}])
     cut = [json.loads(line) for line in whole_block_lines(path, None)]
-    assert cut == [
-        {"input_length": 2 * BLOCK_LEN, "hash_ids": [1, 2]},
-        {"input_length": 300, "hash_ids": [4]},
-        {"input_length": 1024, "hash_ids": [1, 2]},
-    ]
+    assert cut == [{"input_length": 2 * BLOCK_LEN, "hash_ids": [1, 2]}, {"input_length": 300, "hash_ids": [4]},
+                   {"input_length": 1024, "hash_ids": [1, 2]}]
     assert len(whole_block_lines(path, 2)) == 2
 
 
 def test_peer_side_by_side_on_the_head():
     pytest.importorskip("kvcache_sim")
-    out = run_script(
-        "peer_kvcache_sim.py",
-        "--trace",
-        str(HEAD),
-        "--budget-blocks",
-        "200",
-        "--backends",
-        "python",
-        "--outputs",
-        "drop",
-        "--repeat",
-        "2",
-    )
-    rows = {
-        line[:40].strip(): line[40:].split()
-        for line in out.splitlines()
-        if line.startswith(("kvcache-simulator", "hybridcache", "peer walk", "ours"))
-    }
-    assert set(rows) == {
-        "kvcache-simulator python",
-        "hybridcache replay, prompts only",
-        "peer walk, its counting",
-        "peer walk, our counting",
-        "ours, unbounded",
-        "kvcache-simulator python, whole blocks",
-    }
+    out = run_script("peer_kvcache_sim.py", "--trace", str(HEAD), "--budget-blocks", "200",
+                     "--backends", "python", "--outputs", "drop", "--repeat", "2")
+    rows = {line[:40].strip(): line[40:].split() for line in out.splitlines()
+            if line.startswith(("kvcache-simulator", "hybridcache", "peer walk", "ours"))}
+    assert set(rows) == {"kvcache-simulator python", "hybridcache replay, prompts only", "peer walk, its counting",
+                         "peer walk, our counting", "ours, unbounded", "kvcache-simulator python, whole blocks"}
     assert rows["peer walk, our counting"][:2] == rows["ours, unbounded"][:2]  # hit rate, hit tokens
     assert "vs kvcache-simulator python" in out and "trace " in out and ": 40 requests" in out
 
@@ -168,28 +122,11 @@ def test_belady_equals_the_peers_optimal_on_the_head():
 
 
 def test_presets_speed_sets_presets_side_by_side_with_the_bounds_ratio():
-    out = run_script(
-        "presets_speed.py",
-        "--trace",
-        str(HEAD),
-        "--limit",
-        "12",
-        "--presets",
-        "sglang-retain,vllm",
-        "--modes",
-        "replay",
-        "--bounds",
-        "off,on",
-        "--repeat",
-        "1",
-    )
+    out = run_script("presets_speed.py", "--trace", str(HEAD), "--limit", "12", "--presets", "sglang-retain,vllm",
+                     "--modes", "replay", "--bounds", "off,on", "--repeat", "1")
     rows = [line.split() for line in out.splitlines() if line.startswith(("sglang-retain ", "vllm "))]
-    assert [(r[0], r[2]) for r in rows] == [
-        ("sglang-retain", "off"),
-        ("vllm", "off"),
-        ("sglang-retain", "on"),
-        ("vllm", "on"),
-    ]
+    assert [(r[0], r[2]) for r in rows] == [("sglang-retain", "off"), ("vllm", "off"), ("sglang-retain", "on"),
+                                            ("vllm", "on")]
     assert all(r[4] == "12" for r in rows)
     assert [r[6] for r in rows if r[0] == "sglang-retain"] == ["1.00", "1.00"]  # each against itself
     assert len([line for line in out.splitlines() if "bounds on / off" in line]) == 2
@@ -222,9 +159,7 @@ def test_page_chunk_company_splits_every_chunk_by_its_step():
 
 
 def test_sglang_timed_counts_add_up_to_the_step_table():
-    out = run_script(
-        "sglang_timed_counts.py", "radix", "marconi-sglang", "--trace", str(HEAD), "--limit", "40"
-    )
+    out = run_script("sglang_timed_counts.py", "radix", "marconi-sglang", "--trace", str(HEAD), "--limit", "40")
     counts: dict[str, dict[str, int]] = {}
     for line in out.splitlines():
         if not line.startswith(" "):
@@ -234,12 +169,8 @@ def test_sglang_timed_counts_add_up_to_the_step_table():
             policy[name] = int(num)
     assert list(counts) == ["radix", "marconi-sglang"]
     for policy in counts.values():
-        full = sum(
-            num for name, num in policy.items() if name.startswith("full step") and "empty" not in name
-        )
+        full = sum(num for name, num in policy.items() if name.startswith("full step") and "empty" not in name)
         assert policy["batch runs"] > 0 and full > 0
         # an empty full step writes no row; every other step is a full step or a batch run's
         assert full + policy["batch run steps"] == policy["steps in the table"]
-    assert (
-        counts["marconi-sglang"]["event steps"] > counts["radix"]["event steps"]
-    )  # Marconi's last-step checkpoints
+    assert counts["marconi-sglang"]["event steps"] > counts["radix"]["event steps"]  # Marconi's last-step checkpoints

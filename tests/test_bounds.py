@@ -1,6 +1,5 @@
 """The bounds: Belady equals an exhaustive search on tiny cases, the state bound's solver never undercuts the
 best choice of options, and no sound policy's reuse exceeds ``bound_tokens`` in either mode."""
-
 from __future__ import annotations
 
 import os
@@ -30,17 +29,8 @@ def _events(trace: Trace, page: int) -> list:
 
 
 def _trace(*prompts: list[tuple[str, int]], output_len: int = 1) -> Trace:
-    return Trace(
-        [
-            Request(
-                id=f"r{i}",
-                arrival=float(i),
-                prompt=[Segment(ref=r, len=n) for r, n in prompt],
-                output_len=output_len,
-            )
-            for i, prompt in enumerate(prompts)
-        ]
-    )
+    return Trace([Request(id=f"r{i}", arrival=float(i), prompt=[Segment(ref=r, len=n) for r, n in prompt],
+                          output_len=output_len) for i, prompt in enumerate(prompts)])
 
 
 def test_belady_keeps_the_page_needed_soonest():
@@ -86,44 +76,24 @@ def test_a_shared_state_is_one_state_for_its_users():
 
 def test_events_of_a_timed_run_mark_each_served_request_once(tmp_path):
     trace = _trace([("a", 40)], [("a", 40), ("b", 8)], output_len=4)
-    result = simulate(
-        trace,
-        SimConfig(
-            policy="radix",
-            model="tiny",
-            mode="timed",
-            knobs={"page_size": 4, "track_interval": 4},
-            pool_tokens=4000,
-        ),
-    )
+    result = simulate(trace, SimConfig(policy="radix", model="tiny", mode="timed",
+                                       knobs={"page_size": 4, "track_interval": 4}, pool_tokens=4000))
     assert result.summary["bound_belady_tokens"] >= result.summary["cached_tokens"] > 0
 
 
 @pytest.mark.parametrize("mode", ["replay", "timed"])
 @settings(max_examples=max(EXAMPLES // 6, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    trace=small_traces(),
-    preset=st.sampled_from(SOUND),
-    model=st.sampled_from(["tiny", "qwen3-next", "tiny-swa"]),
-    pools=st.sampled_from([(64, 8), (96, 3), (4000, 64)]),
-    page=st.sampled_from([1, 4]),
-    budget=st.sampled_from([None, 2.0e5, 6.0e5]),
-)
+@given(trace=small_traces(), preset=st.sampled_from(SOUND), model=st.sampled_from(["tiny", "qwen3-next", "tiny-swa"]),
+       pools=st.sampled_from([(64, 8), (96, 3), (4000, 64)]), page=st.sampled_from([1, 4]),
+       budget=st.sampled_from([None, 2.0e5, 6.0e5]))
 def test_no_policy_exceeds_the_bound(mode, trace, preset, model, pools, page, budget):
     knobs = {"page_size": page, "track_interval": 8, "chunked_prefill_size": 16}
     if budget is not None and not PRESETS[preset].engine == "marconi":
         budget = None
     if PRESETS[preset].engine == "freetoken" or budget is not None:
         knobs.pop("page_size")  # FreeToken's page 1; with one byte budget the preset's page
-    config = SimConfig(
-        policy=preset,
-        model=model,
-        mode=mode,
-        knobs=knobs,
-        pool_tokens=pools[0],
-        mamba_states=pools[1],
-        cache_bytes=budget,
-    )
+    config = SimConfig(policy=preset, model=model, mode=mode, knobs=knobs, pool_tokens=pools[0],
+                       mamba_states=pools[1], cache_bytes=budget)
     try:
         result = simulate(trace, config)
     except ValueError as refused:  # an engine refusing this combination says so; nothing to compare
@@ -169,10 +139,6 @@ def test_a_run_too_large_for_the_bounds_says_so(monkeypatch):
     import sim.bounds.summary as summary_module
 
     monkeypatch.setattr(summary_module, "MAX_BOUND_PAGES", 10)
-    summary = simulate(
-        _trace([("a", 40)], [("a", 40)]),
-        SimConfig(policy="radix", model="tiny", mode="replay", knobs={"page_size": 1}),
-    ).summary
-    assert "bound_tokens" not in summary and summary["bound_skipped"].startswith(
-        "80 computed pages at page 1"
-    )
+    summary = simulate(_trace([("a", 40)], [("a", 40)]), SimConfig(policy="radix", model="tiny", mode="replay",
+                                                                    knobs={"page_size": 1})).summary
+    assert "bound_tokens" not in summary and summary["bound_skipped"].startswith("80 computed pages at page 1")

@@ -1,5 +1,4 @@
 """FreeToken's finish-time head trim (issue #200) and its lazy fix (PR #488)."""
-
 from __future__ import annotations
 
 import pytest
@@ -67,7 +66,4 @@ def test_budget_widens_the_cliff():
     assert two_requests("freetoken", W1024, first, second) == 0
     mgr = manager("freetoken-budget", W1024, page_size=1, track_interval=256, finish_trim_gap=256)
     run_alone(mgr, "a", first + out("a", 16), prompt_len, 16, 8192)
-    assert (
-        run_alone(mgr, "b", second + out("b", 8), prompt_len, 8, 8192).match.cached_len
-        == prompt_len - distance
-    )
+    assert run_alone(mgr, "b", second + out("b", 8), prompt_len, 8, 8192).match.cached_len == prompt_len - distance

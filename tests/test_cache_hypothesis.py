@@ -1,6 +1,5 @@
 """The tree's match equals the brute-force reference on random fan-out and multi-turn scenarios,
 for every preset, with ``check_integrity()`` after every operation."""
-
 from __future__ import annotations
 
 import os
@@ -27,15 +26,11 @@ def scenarios(draw):
     page = draw(st.sampled_from([1, 2, 4, 8]))
     kinds = draw(st.sampled_from(KINDS))
     window = draw(st.sampled_from([4, 8, 16, 24])) if "swa" in kinds else 0
-    model = replace(
-        get_model("tiny"), layer_kinds=kinds, window=window, mamba_chunk=draw(st.sampled_from([2, 4, 8]))
-    )
-    knobs = dict(
-        page_size=page,
-        track_interval=page * draw(st.integers(1, 4)),
-        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
-        swa_eviction_interval=draw(st.sampled_from([1, 4, 16])),
-    )
+    model = replace(get_model("tiny"), layer_kinds=kinds, window=window,
+                    mamba_chunk=draw(st.sampled_from([2, 4, 8])))
+    knobs = dict(page_size=page, track_interval=page * draw(st.integers(1, 4)),
+                 swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
+                 swa_eviction_interval=draw(st.sampled_from([1, 4, 16])))
     sizes = PoolSizes(draw(st.integers(4, 60)), draw(st.integers(4, 60)), draw(st.integers(2, 12)))
     requests = draw(st.lists(_request(), min_size=2, max_size=10))
     ops = draw(st.lists(st.integers(0, 99), min_size=10, max_size=400))
@@ -75,18 +70,12 @@ class Driver:
         self.iteration += 1
         if req.kv_len < prompt_len:
             size = min(self.chunk, prompt_len - req.kv_len)
-            self._run(
-                rid,
-                self.manager.prepare_prefill(rid, size, self.iteration),
-                lambda: self.manager.complete_prefill(rid, size),
-            )
+            self._run(rid, self.manager.prepare_prefill(rid, size, self.iteration),
+                      lambda: self.manager.complete_prefill(rid, size))
         elif decodes_left > 0:
             self.active[rid][1] -= 1
-            self._run(
-                rid,
-                self.manager.prepare_decode(rid, self.iteration),
-                lambda: self.manager.complete_decode(rid),
-            )
+            self._run(rid, self.manager.prepare_decode(rid, self.iteration),
+                      lambda: self.manager.complete_decode(rid))
         else:
             self.manager.finish(rid)
             del self.active[rid]
@@ -100,9 +89,7 @@ class Driver:
 
 
 # the radix presets (vllm runs its own cache manager: tests/test_vllm_manager.py checks its integrity)
-SOUND_PRESETS = [
-    name for name in PRESETS if not name.startswith("broken-") and PRESETS[name].engine != "vllm"
-]
+SOUND_PRESETS = [name for name in PRESETS if not name.startswith("broken-") and PRESETS[name].engine != "vllm"]
 
 
 @pytest.mark.parametrize("preset", SOUND_PRESETS)

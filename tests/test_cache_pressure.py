@@ -1,6 +1,5 @@
 """Pools under pressure: eviction frees the shortfall, LRU first, never a locked node; a request that
 cannot fit is refused, not crashed."""
-
 from __future__ import annotations
 
 from sim.cache.results import Refusal
@@ -66,18 +65,15 @@ def test_swa_pressure_tombstones_before_deleting_locked_paths():
     before = mgr.tree.num_swa_pages
     assert before == 3  # the prefill commit already freed below floor4(31 - 8) = 20
     mgr.admit("b", seq(("b", 36)) + out("b", 1), 36)
-    assert not isinstance(
-        mgr.prepare_prefill("b", 36, 0), Refusal
-    )  # 9 pages and SGLang's one of slack, 9 free
+    assert not isinstance(mgr.prepare_prefill("b", 36, 0), Refusal)  # 9 pages and SGLang's one of slack, 9 free
     assert mgr.tree.num_swa_pages == 2  # one live node of a's tombstoned: the shortfall, no more
     assert mgr.tree.num_full_pages == 8  # ... and its FULL KV stayed
     mgr.check_integrity()
 
 
 def test_mamba_states_are_evicted_for_a_new_request():
-    mgr = manager(
-        "sglang", hybrid_model(window=8, mamba_chunk=4), PoolSizes(400, 400, 3), page_size=4, track_interval=8
-    )
+    mgr = manager("sglang", hybrid_model(window=8, mamba_chunk=4), PoolSizes(400, 400, 3),
+                  page_size=4, track_interval=8)
     for i in range(4):
         run_alone(mgr, f"r{i}", seq((f"p{i}", 16)) + out(f"r{i}", 1), 16, 1, 64)
         mgr.check_integrity()

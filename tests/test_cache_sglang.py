@@ -1,5 +1,4 @@
 """SGLang's worked example (SPEC section 7, S1), as SGLang 0.5.23's own code does it."""
-
 from __future__ import annotations
 
 import pytest
@@ -19,16 +18,10 @@ def second_turn_match(policy: str, model=None, **knobs):
     return mgr, mgr.match(turn2, len(turn2))
 
 
-@pytest.mark.parametrize(
-    "policy, interval, expected",
-    [
-        ("sglang", 256, 2944),
-        ("sglang-retain", 256, 3840),
-        ("sglang-retain-tree", 256, 3840),
-        ("sglang", 512, 2944),
-        ("sglang-retain", 512, 3584),
-    ],
-)
+@pytest.mark.parametrize("policy, interval, expected", [
+    ("sglang", 256, 2944), ("sglang-retain", 256, 3840), ("sglang-retain-tree", 256, 3840),
+    ("sglang", 512, 2944), ("sglang-retain", 512, 3584),
+])
 def test_worked_example_match(policy, interval, expected):
     _, match = second_turn_match(policy, page_size=128, track_interval=interval)
     assert match.cached_len == expected
@@ -63,20 +56,16 @@ def test_swa_only_model_matches_page_floor_of_committed_tokens(policy):
 @pytest.mark.parametrize("page, expected_phases", [(128, 73), (64, 9)])
 def test_iterations_trigger_depends_on_phase(page, expected_phases):
     hits = sum(
-        second_turn_match(
-            "sglang", page_size=page, track_interval=256, swa_free_trigger="iterations", iteration_phase=phase
-        )[1].cached_len
-        == 3840
-        for phase in range(128)
-    )
+        second_turn_match("sglang", page_size=page, track_interval=256, swa_free_trigger="iterations",
+                          iteration_phase=phase)[1].cached_len == 3840
+        for phase in range(128))
     assert hits == expected_phases
 
 
 def test_iterations_trigger_never_reaches_interval_512_checkpoint():
     for phase in range(0, 128, 7):
-        _, match = second_turn_match(
-            "sglang", page_size=128, track_interval=512, swa_free_trigger="iterations", iteration_phase=phase
-        )
+        _, match = second_turn_match("sglang", page_size=128, track_interval=512, swa_free_trigger="iterations",
+                                     iteration_phase=phase)
         assert match.cached_len == 2944
 
 

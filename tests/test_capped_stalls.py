@@ -96,31 +96,12 @@ def test_remembered_stalls_change_no_table_nor_retraction(burst):
 
 def _burst() -> Trace:
     """Twelve requests within 300 ms, prompts to 3,900 tokens and outputs to 300."""
-    lengths = [
-        (3101, 120),
-        (257, 280),
-        (3903, 30),
-        (1211, 210),
-        (43, 200),
-        (2609, 150),
-        (917, 220),
-        (3311, 90),
-        (1723, 140),
-        (601, 260),
-        (2237, 100),
-        (3529, 240),
-    ]
-    return Trace(
-        [
-            Request(
-                id=f"r{index}",
-                arrival=index / 40,
-                output_len=output_len,
-                prompt=[Segment(ref=f"r{index}", len=prompt_len)],
-            )
-            for index, (prompt_len, output_len) in enumerate(lengths)
-        ]
-    )
+    lengths = [(3101, 120), (257, 280), (3903, 30), (1211, 210), (43, 200), (2609, 150), (917, 220), (3311, 90),
+               (1723, 140), (601, 260), (2237, 100), (3529, 240)]
+    return Trace([
+        Request(id=f"r{index}", arrival=index / 40, output_len=output_len, prompt=[Segment(ref=f"r{index}", len=prompt_len)])
+        for index, (prompt_len, output_len) in enumerate(lengths)
+    ])
 
 
 @pytest.mark.parametrize("page", [1, 2, 16, 64])
@@ -128,9 +109,7 @@ def _burst() -> Trace:
 def test_the_memo_answers_at_each_page_and_changes_nothing(page: int, bounds: bool):
     """A burst whose admissions late in a pass stall (a chunk budget of 3 pages, at least 48 tokens): the memo answers, so the property
     above is not met vacuously, and changes nothing."""
-    knobs = dict(
-        page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 3, max_running_requests=12
-    )
+    knobs = dict(page_size=page, track_interval=128, chunked_prefill_size=max(page, 16) * 3, max_running_requests=12)
     answered = assert_memo_changes_nothing(_burst(), knobs, 40000, bounds)
     assert answered > 0 or page == 1  # at page 1 a pass with tokens left caps no first chunk below a page
 
@@ -140,12 +119,8 @@ def test_later_chunks_the_pools_stall_are_not_remembered(policy: str):
     """Eight long prompts arriving together on pools small enough that later chunks stall until decodes free
     room (``test_stalled_chunk_fast_path.py``'s burst): such a stall hangs on the pools and must be asked anew."""
     requests = [
-        Request(
-            id=f"r{index}",
-            arrival=index / 100,
-            output_len=300 + 37 * index,
-            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
-        )
+        Request(id=f"r{index}", arrival=index / 100, output_len=300 + 37 * index,
+                prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)])
         for index in range(8)
     ]
     knobs = dict(page_size=16, track_interval=64, chunked_prefill_size=512)

@@ -104,36 +104,20 @@ def test_generated_runs_answer_early_and_lose_nothing():
 def _long_prompts(num_requests: int) -> list[Request]:
     """Prompts of 1,500 tokens and more arriving 10 to 50 ms apart, each longer than the one before."""
     return [
-        Request(
-            id=f"r{index}",
-            arrival=index / 20,
-            output_len=300 + 37 * index,
-            prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)],
-        )
+        Request(id=f"r{index}", arrival=index / 20, output_len=300 + 37 * index,
+                prompt=[Segment(ref=f"r{index}", len=1500 + 211 * index)])
         for index in range(num_requests)
     ]
 
 
 @pytest.mark.parametrize(
-    ("policy", "page"),
-    [
-        ("no-cache", 1),
-        ("no-cache", 2),
-        ("no-cache", 16),
-        ("no-cache", 64),
-        ("marconi-vllm", 2),
-        ("marconi-vllm", 16),
-        ("marconi-vllm", 64),
-    ],
+    ("policy", "page"), [("no-cache", 1), ("no-cache", 2), ("no-cache", 16), ("no-cache", 64),
+                         ("marconi-vllm", 2), ("marconi-vllm", 16), ("marconi-vllm", 64)]
 )  # marconi-vllm at page 1 (a state a token, ~25 s here): in the generated property
 def test_long_prompts_beside_decodes_answer_early(policy: str, page: int):
     """On the preset's pools, bounds on: each prompt prefills beside the earlier ones' decodes."""
-    knobs = dict(
-        page_size=page,
-        track_interval=max(page, 64) if policy == "no-cache" else page,
-        chunked_prefill_size=max(page, 16) * 4,
-        max_running_requests=8,
-    )
+    knobs = dict(page_size=page, track_interval=max(page, 64) if policy == "no-cache" else page,
+                 chunked_prefill_size=max(page, 16) * 4, max_running_requests=8)
     assert early_answers(Trace(_long_prompts(6)), policy, knobs, 0, True) > 0
 
 
@@ -150,12 +134,8 @@ def test_a_budget_the_decodes_leave_under_a_page_takes_no_early_answer(policy: s
     """A chunk budget of 16 tokens at page 8: with more than 8 requests decoding, what is left sizes no chunk
     (plain steps go on beside it, which no early answer may cut); with fewer, the chunk is a page."""
     requests = [
-        Request(
-            id=f"r{index}",
-            arrival=index / 50,
-            output_len=120 + 29 * index,
-            prompt=[Segment(ref=f"r{index}", len=64 + 16 * index)],
-        )
+        Request(id=f"r{index}", arrival=index / 50, output_len=120 + 29 * index,
+                prompt=[Segment(ref=f"r{index}", len=64 + 16 * index)])
         for index in range(12)
     ]
     knobs = dict(page_size=8, track_interval=8, chunked_prefill_size=16, max_running_requests=12)

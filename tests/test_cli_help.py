@@ -1,6 +1,5 @@
 """The command line as a new user meets it: every option has a help text and shows its default, one
 ``--format`` flag, ``--version``, per-format import help, and a message when a command succeeds."""
-
 from __future__ import annotations
 
 import json
@@ -61,10 +60,7 @@ def test_knob_and_pool_options_take_help_and_defaults_from_the_schema():
 def test_grid_axes_say_what_they_sweep():
     text = " ".join(help_text("grid").split())
     assert "page_size values" not in text
-    assert (
-        "--page-size V1,V2,.. radix page" in text
-        and "--kv-memory-gb V1,V2,.. memory for the cache pools" in text
-    )
+    assert "--page-size V1,V2,.. radix page" in text and "--kv-memory-gb V1,V2,.. memory for the cache pools" in text
 
 
 def test_one_format_flag_everywhere():
@@ -84,26 +80,13 @@ def test_trace_gen_and_import_say_what_they_wrote(tmp_path, data_dir):
     result = CliRunner().invoke(cli, ["trace", "gen", "s3", "-o", str(out)])
     assert result.exit_code == 0 and result.output == f"wrote {out}: 2 requests, 15,560 prompt tokens\n"
     imported = tmp_path / "mc.jsonl"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "trace",
-            "import",
-            "mooncake",
-            str(data_dir / "mooncake_conversation_head.jsonl"),
-            "-o",
-            str(imported),
-        ],
-    )
+    result = CliRunner().invoke(cli, ["trace", "import", "mooncake", str(data_dir / "mooncake_conversation_head.jsonl"),
+                                      "-o", str(imported)])
     assert result.exit_code == 0 and result.output.rstrip().endswith(f"wrote {imported}")
     stats = CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "md"])
     assert stats.output.startswith("| statistic | value |\n|:---|---:|\n| requests | 40 |")
-    assert (
-        json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).stdout)[
-            "requests"
-        ]
-        == 40
-    )
+    assert json.loads(CliRunner().invoke(cli, ["trace", "stats", str(imported), "--format", "json"]).stdout)[
+        "requests"] == 40
 
 
 @pytest.mark.parametrize("command", ["execute", "calibrate"])

@@ -48,23 +48,6 @@ def test_a_knob_the_compared_policy_refuses_is_refused_before_either_run(monkeyp
         raise AssertionError("a run started before the compared policy's knobs were checked")
 
     monkeypatch.setattr(simulate_print, "simulate", ran)
-    result = CliRunner().invoke(
-        cli,
-        [
-            "simulate",
-            "--trace",
-            "traces/fanout.jsonl",
-            "--policy",
-            "vllm",
-            "--model",
-            "qwen3.5-4b",
-            "--prefill-checkpoints",
-            "off",
-            "--compare",
-            "sglang",
-        ],
-    )
-    assert (
-        result.exit_code == 2
-        and "applies to vllm policies only; 'sglang' runs sglang's rules" in result.output
-    )
+    result = CliRunner().invoke(cli, ["simulate", "--trace", "traces/fanout.jsonl", "--policy", "vllm", "--model",
+                                      "qwen3.5-4b", "--prefill-checkpoints", "off", "--compare", "sglang"])
+    assert result.exit_code == 2 and "applies to vllm policies only; 'sglang' runs sglang's rules" in result.output

@@ -1,6 +1,5 @@
 """The opt-in compiled core (``sim/compiled_core.py``): asked for only through the environment, refused when
 stale or missing, and, when asked for, really the code that runs (every hot module an extension)."""
-
 from __future__ import annotations
 
 import importlib
@@ -59,13 +58,8 @@ def test_the_sources_hash_sees_an_edit(tmp_path):
 
 def test_a_stale_build_stops_the_import_of_sim(tmp_path):
     (tmp_path / MANIFEST).write_text(json.dumps({"sources_sha256": "stale"}))
-    done = subprocess.run(
-        [sys.executable, "-c", "import sim"],
-        capture_output=True,
-        text=True,
-        cwd=SIM_DIR.parent,
-        env={**os.environ, ENV: str(tmp_path)},
-    )
+    done = subprocess.run([sys.executable, "-c", "import sim"], capture_output=True, text=True,
+                          cwd=SIM_DIR.parent, env={**os.environ, ENV: str(tmp_path)})
     assert done.returncode != 0 and "StaleBuild" in done.stderr and "rebuild it" in done.stderr
 
 
@@ -105,12 +99,6 @@ def test_the_measuring_scripts_refuse_a_build_of_other_sources(tmp_path, script)
     copy.mkdir()
     (copy / "__init__.py").write_text("")  # a build's sources that are not the checkout's
     (tmp_path / MANIFEST).write_text(json.dumps({"sources_sha256": sources_sha256(copy)}))
-    done = subprocess.run(
-        [sys.executable, script, "1", "sglang:replay"],
-        capture_output=True,
-        text=True,
-        cwd=SIM_DIR.parent,
-        env={**os.environ, ENV: str(tmp_path)},
-        timeout=120,
-    )
+    done = subprocess.run([sys.executable, script, "1", "sglang:replay"], capture_output=True, text=True,
+                          cwd=SIM_DIR.parent, env={**os.environ, ENV: str(tmp_path)}, timeout=120)
     assert done.returncode != 0 and "built from other sources" in done.stderr, done.stderr[-2000:]

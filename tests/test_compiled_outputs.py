@@ -19,9 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("no-cache", "radix", "sglang", "sglang-retain", "freetoken", "freetoken-lazy", "vllm", "marconi")
 TRACES = ("fanout", "multiturn")
 
-pytestmark = pytest.mark.skipif(
-    requested_build() is None, reason=f"compares against the compiled core ({ENV}=1)"
-)
+pytestmark = pytest.mark.skipif(requested_build() is None, reason=f"compares against the compiled core ({ENV}=1)")
 
 
 def _simulate(trace: str, policy: str, mode: str, compiled: bool, extra: tuple[str, ...] = ()) -> str:

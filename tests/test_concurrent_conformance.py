@@ -129,14 +129,7 @@ def test_the_cli_refuses_a_mode_without_a_step_clock_run():
 
     from commands.main import cli as main
 
-    result = CliRunner().invoke(
-        main, ["conformance", "sglang", "--schedule-policy", "lpm", "--scenarios", "1"]
-    )
-    assert (
-        result.exit_code != 0
-        and "--schedule-policy: only with --concurrent, --spaced or --boundary" in result.output
-    )
+    result = CliRunner().invoke(main, ["conformance", "sglang", "--schedule-policy", "lpm", "--scenarios", "1"])
+    assert result.exit_code != 0 and "--schedule-policy: only with --concurrent, --spaced or --boundary" in result.output
     result = CliRunner().invoke(main, ["conformance", "freetoken", "--concurrent", "--mixed-chunk"])
-    assert (
-        result.exit_code != 0 and "--mixed-chunk: only SGLang has this knob, not freetoken" in result.output
-    )
+    assert result.exit_code != 0 and "--mixed-chunk: only SGLang has this knob, not freetoken" in result.output

@@ -1,5 +1,4 @@
 """Roofline cost model and calibration files: hand-worked steps, monotonicity, the bound switch, round trips."""
-
 import json
 
 import pytest
@@ -10,29 +9,14 @@ from sim.cost.calibration_fit import fit_calibration
 from sim.models import FULL, ModelSpec, get_model
 
 # one FULL layer, dense: attention 2*8*2*4 + 2*8*1*4 = 192, MLP 3*8*16 = 384, LM head 32*8 = 256
-TOY = ModelSpec(
-    name="toy",
-    layer_kinds=(FULL,),
-    d_model=8,
-    num_q_heads=2,
-    num_kv_heads=1,
-    head_dim=4,
-    window=0,
-    mamba_num_heads=0,
-    mamba_head_dim=0,
-    mamba_state_dim=0,
-    mamba_conv_kernel=0,
-    mamba_chunk=0,
-    d_ff=16,
-    vocab_size=32,
-)
+TOY = ModelSpec(name="toy", layer_kinds=(FULL,), d_model=8, num_q_heads=2, num_kv_heads=1, head_dim=4, window=0,
+                mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0, mamba_chunk=0,
+                d_ff=16, vocab_size=32)
 TOY_PARAMS = 192 + 384 + 256
-SLOW_MEMORY = GPUSpec(
-    "slow-memory", peak_flops=1e30, mem_bandwidth=1000.0, mfu=1.0, bw_efficiency=1.0, step_overhead_s=0.5
-)
-SLOW_COMPUTE = GPUSpec(
-    "slow-compute", peak_flops=1000.0, mem_bandwidth=1e30, mfu=0.5, bw_efficiency=1.0, step_overhead_s=0.25
-)
+SLOW_MEMORY = GPUSpec("slow-memory", peak_flops=1e30, mem_bandwidth=1000.0, mfu=1.0, bw_efficiency=1.0,
+                      step_overhead_s=0.5)
+SLOW_COMPUTE = GPUSpec("slow-compute", peak_flops=1000.0, mem_bandwidth=1e30, mfu=0.5, bw_efficiency=1.0,
+                       step_overhead_s=0.25)
 
 
 def test_toy_model_figures_by_hand():
@@ -75,18 +59,15 @@ def test_step_mixes_prefill_and_decode():
     mixed = StepShape(prefill=((0, 512),), decode=(1000, 2000))
     assert mixed.num_tokens == 514
     alone = StepShape(prefill=((0, 512),))
-    assert step_flops(model, mixed) == step_flops(model, alone) + model.flops_per_token(
-        1001
-    ) + model.flops_per_token(2001)
+    assert step_flops(model, mixed) == step_flops(model, alone) + model.flops_per_token(1001) + \
+        model.flops_per_token(2001)
     assert step_bytes(model, mixed) > step_bytes(model, alone)
 
 
 @pytest.mark.parametrize("name", ["small", "inkling", "gemma-4-26b-a4b", "qwen3-next", "gpt-oss-20b"])
 def test_more_prefill_tokens_never_take_less_time(name):
     cost = CostModel(get_model(name), get_gpu("h200"))
-    times = [
-        cost.step_time(StepShape(prefill=((256, n),), decode=(512,) * 8)) for n in (1, 2, 16, 128, 1024, 8192)
-    ]
+    times = [cost.step_time(StepShape(prefill=((256, n),), decode=(512,) * 8)) for n in (1, 2, 16, 128, 1024, 8192)]
     assert times == sorted(times) and times[0] < times[-1]
 
 
@@ -108,11 +89,8 @@ def test_prefill_time_sums_its_chunks():
     cost = CostModel(get_model("small"), get_gpu("h100"))
     one_step = cost.step_time(StepShape(prefill=((1000, 3000),)))
     assert cost.prefill_time(4000, cached_len=1000) == pytest.approx(one_step)
-    chunks = [
-        StepShape(prefill=((1000, 1024),)),
-        StepShape(prefill=((2024, 1024),)),
-        StepShape(prefill=((3048, 952),)),
-    ]
+    chunks = [StepShape(prefill=((1000, 1024),)), StepShape(prefill=((2024, 1024),)),
+              StepShape(prefill=((3048, 952),))]
     assert cost.prefill_time(4000, 1000, chunk_size=1024) == pytest.approx(sum(map(cost.step_time, chunks)))
     assert cost.prefill_time(4000, cached_len=3000) < cost.prefill_time(4000)
 
@@ -123,16 +101,13 @@ def test_prefill_time_rejects_impossible_lengths(args):
         CostModel(get_model("small"), get_gpu("h200")).prefill_time(*args)
 
 
-@pytest.mark.parametrize(
-    "kwargs, words",
-    [
-        ({}, "neither prefill nor decode"),
-        ({"prefill": ((0, 0),)}, r"prefill\[0\]"),
-        ({"prefill": ((-1, 4),)}, r"prefill\[0\]"),
-        ({"decode": (5, -2)}, r"decode\[1\]"),
-        ({"decode": (True,)}, r"decode\[0\]"),
-    ],
-)
+@pytest.mark.parametrize("kwargs, words", [
+    ({}, "neither prefill nor decode"),
+    ({"prefill": ((0, 0),)}, r"prefill\[0\]"),
+    ({"prefill": ((-1, 4),)}, r"prefill\[0\]"),
+    ({"decode": (5, -2)}, r"decode\[1\]"),
+    ({"decode": (True,)}, r"decode\[0\]"),
+])
 def test_bad_step_shapes_are_named(kwargs, words):
     with pytest.raises(ValueError, match=words):
         StepShape(**kwargs)
@@ -149,15 +124,8 @@ def test_gpu_presets():
 
 # ---- calibration ----
 
-CAL = Calibration(
-    model="small",
-    gpu="h200",
-    overhead_s=0.002,
-    s_per_prefill_token=3e-6,
-    s_per_decode_token=5e-5,
-    s_per_context_token=1e-9,
-    fit=CalibrationFit(mape=0.04, num_samples=12),
-)
+CAL = Calibration(model="small", gpu="h200", overhead_s=0.002, s_per_prefill_token=3e-6, s_per_decode_token=5e-5,
+                  s_per_context_token=1e-9, fit=CalibrationFit(mape=0.04, num_samples=12))
 
 
 def _synthetic_shapes() -> list[StepShape]:
@@ -216,9 +184,7 @@ def test_fit_reports_held_out_error_on_contiguous_folds():
     assert exact.fit.num_folds == 4 and exact.fit.holdout_mape < 1e-9
     # the last quarter of the run is 30% slower than the rest: in-sample the fit averages it away,
     # held out it is predicted by the other three quarters alone
-    slow_tail = [
-        (s, truth.predict_s(s) * (1.3 if i >= 3 * len(shapes) // 4 else 1.0)) for i, s in enumerate(shapes)
-    ]
+    slow_tail = [(s, truth.predict_s(s) * (1.3 if i >= 3 * len(shapes) // 4 else 1.0)) for i, s in enumerate(shapes)]
     fitted = fit_calibration(slow_tail)
     assert fitted.fit.holdout_mape > fitted.fit.mape > 0
 
@@ -236,59 +202,38 @@ def test_calibration_with_held_out_error_round_trips(tmp_path):
     path = tmp_path / "cal.json"
     save_calibration(cal, path)
     assert load_calibration(path) == cal
-    assert json.loads(path.read_text())["fit"] == {
-        "mape": 0.04,
-        "num_samples": 12,
-        "holdout_mape": 0.07,
-        "num_folds": 4,
-    }
+    assert json.loads(path.read_text())["fit"] == {"mape": 0.04, "num_samples": 12, "holdout_mape": 0.07,
+                                                   "num_folds": 4}
 
 
-@pytest.mark.parametrize(
-    "samples, words",
-    [([], "at least one"), ([(StepShape(decode=(1,)), 0.0)], "> 0"), ([("shape", 1.0)], "not StepShape")],
-)
+@pytest.mark.parametrize("samples, words", [([], "at least one"), ([(StepShape(decode=(1,)), 0.0)], "> 0"),
+                                            ([("shape", 1.0)], "not StepShape")])
 def test_fit_rejects_bad_samples(samples, words):
     with pytest.raises(ValueError, match=words):
         fit_calibration(samples)
 
 
 def _good_file() -> dict:
-    return {
-        "model": "small",
-        "gpu": "h200",
-        "overhead_s": 0.001,
-        "s_per_prefill_token": 1e-6,
-        "s_per_decode_token": 1e-5,
-        "s_per_context_token": 0.0,
-        "fit": {"mape": 0.1, "num_samples": 3},
-    }
+    return {"model": "small", "gpu": "h200", "overhead_s": 0.001, "s_per_prefill_token": 1e-6,
+            "s_per_decode_token": 1e-5, "s_per_context_token": 0.0, "fit": {"mape": 0.1, "num_samples": 3}}
 
 
-@pytest.mark.parametrize(
-    "edit, field",
-    [
-        (lambda d: d.pop("s_per_decode_token"), "s_per_decode_token"),
-        (lambda d: d.update(overhead_s=-1.0), "overhead_s"),
-        (lambda d: d.update(s_per_prefill_token="1e-6"), "s_per_prefill_token"),
-        (lambda d: d.update(s_per_context_token=True), "s_per_context_token"),
-        (lambda d: d.update(model=""), "model"),
-        (lambda d: d.update(gpu=7), "gpu"),
-        (lambda d: d.update(overheads=1.0), "overheads"),
-        (lambda d: d.update(fit={"mape": 0.1}), "fit"),
-        (lambda d: d.update(fit={"mape": 0.1, "num_samples": 0}), "fit.num_samples"),
-        (lambda d: d.update(fit={"mape": -0.1, "num_samples": 2}), "fit.mape"),
-        (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2}), "fit"),
-        (
-            lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2, "num_folds": 1}),
-            "fit.num_folds",
-        ),
-        (
-            lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": None, "num_folds": 4}),
-            "fit.holdout_mape",
-        ),
-    ],
-)
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.pop("s_per_decode_token"), "s_per_decode_token"),
+    (lambda d: d.update(overhead_s=-1.0), "overhead_s"),
+    (lambda d: d.update(s_per_prefill_token="1e-6"), "s_per_prefill_token"),
+    (lambda d: d.update(s_per_context_token=True), "s_per_context_token"),
+    (lambda d: d.update(model=""), "model"),
+    (lambda d: d.update(gpu=7), "gpu"),
+    (lambda d: d.update(overheads=1.0), "overheads"),
+    (lambda d: d.update(fit={"mape": 0.1}), "fit"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 0}), "fit.num_samples"),
+    (lambda d: d.update(fit={"mape": -0.1, "num_samples": 2}), "fit.mape"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2}), "fit"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": 0.2, "num_folds": 1}), "fit.num_folds"),
+    (lambda d: d.update(fit={"mape": 0.1, "num_samples": 2, "holdout_mape": None, "num_folds": 4}),
+     "fit.holdout_mape"),
+])
 def test_bad_calibration_files_name_file_and_field(tmp_path, edit, field):
     data = _good_file()
     edit(data)

@@ -1,6 +1,5 @@
 """Importers of the benchmark datasets that carry conversations: ShareGPT / vLLM multi_turn JSON, SGLang
 bench_serving's agentic trace and openai JSONL."""
-
 from __future__ import annotations
 
 import json
@@ -15,36 +14,19 @@ from sim.trace.dataset_import import import_openai_jsonl, import_sglang_agentic,
 from sim.trace.stats import trace_stats
 
 SHAREGPT = [
-    {
-        "id": "c1",
-        "conversations": [
-            {"from": "system", "value": "S" * 40},
-            {"from": "human", "value": "Q" * 8},
-            {"from": "gpt", "value": "A" * 20},
-            {"from": "human", "value": "q" * 4},
-            {"from": "gpt", "value": "a" * 12},
-            {"from": "human", "value": "last"},
-        ],
-    },
-    {
-        "id": "c2",
-        "conversations": [
-            {"from": "system", "value": "S" * 40},
-            {"from": "human", "value": "Z" * 8},
-            {"from": "gpt", "value": "B" * 8},
-        ],
-    },
+    {"id": "c1", "conversations": [
+        {"from": "system", "value": "S" * 40},
+        {"from": "human", "value": "Q" * 8},
+        {"from": "gpt", "value": "A" * 20},
+        {"from": "human", "value": "q" * 4},
+        {"from": "gpt", "value": "a" * 12},
+        {"from": "human", "value": "last"},
+    ]},
+    {"id": "c2", "conversations": [{"from": "system", "value": "S" * 40}, {"from": "human", "value": "Z" * 8},
+                                   {"from": "gpt", "value": "B" * 8}]},
 ]
-VLLM = [
-    {
-        "id": "v1",
-        "messages": [
-            {"role": "user", "content": "Q" * 8},
-            {"role": "assistant", "content": "A" * 20},
-            {"role": "user", "content": "q" * 4},
-        ],
-    }
-]
+VLLM = [{"id": "v1", "messages": [{"role": "user", "content": "Q" * 8}, {"role": "assistant", "content": "A" * 20},
+                                  {"role": "user", "content": "q" * 4}]}]
 
 
 def _write(tmp_path, obj, name="data.json"):
@@ -65,11 +47,7 @@ def test_sharegpt_turns_carry_the_servers_replies(tmp_path):
     # the two conversations share the system prompt (same role and text), not the question
     assert trace.prompt_seq("sg0-t1").common_prefix_len(trace.prompt_seq("sg1-t1")) == 10
     stats = trace_stats(trace)
-    assert (stats["followup_requests"], stats["multiturn_chains"], stats["ideal_decode_region_hits"]) == (
-        2,
-        1,
-        2,
-    )
+    assert (stats["followup_requests"], stats["multiturn_chains"], stats["ideal_decode_region_hits"]) == (2, 1, 2)
 
 
 def test_sharegpt_first_turn_only_is_bench_servings_use(tmp_path):
@@ -93,21 +71,11 @@ def test_arrivals_are_poisson_by_conversation_and_deterministic(tmp_path):
 
 
 def test_agentic_turns_get_the_fixed_output_len(tmp_path):
-    data = {
-        "metadata": {},
-        "conversations": [
-            [
-                {
-                    "messages": [
-                        {"role": "system", "content": "S" * 80},
-                        {"role": "user", "content": "U" * 40},
-                    ],
-                    "prompt_tokens": 100,
-                },
-                {"messages": [{"role": "tool", "content": "T" * 16}], "prompt_tokens": 400},
-            ]
-        ],
-    }
+    data = {"metadata": {}, "conversations": [[
+        {"messages": [{"role": "system", "content": "S" * 80}, {"role": "user", "content": "U" * 40}],
+         "prompt_tokens": 100},
+        {"messages": [{"role": "tool", "content": "T" * 16}], "prompt_tokens": 400},
+    ]]}
     trace = import_sglang_agentic(_write(tmp_path, data))
     first, second = trace
     assert first.output_len == second.output_len == 220
@@ -117,10 +85,8 @@ def test_agentic_turns_get_the_fixed_output_len(tmp_path):
 
 def test_openai_jsonl_lines_are_independent_requests(tmp_path):
     history = [{"role": "user", "content": "Q" * 8}, {"role": "assistant", "content": "A" * 20}]
-    lines = [
-        {"messages": history[:1], "max_tokens": 7},
-        {"messages": history + [{"role": "user", "content": "q" * 4}], "max_tokens": 9},
-    ]
+    lines = [{"messages": history[:1], "max_tokens": 7},
+             {"messages": history + [{"role": "user", "content": "q" * 4}], "max_tokens": 9}]
     path = tmp_path / "req.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     trace = import_openai_jsonl(path)
@@ -129,16 +95,13 @@ def test_openai_jsonl_lines_are_independent_requests(tmp_path):
     assert trace.prompt_seq("oa-2").common_prefix_len(trace.prompt_seq("oa-1")) == 2
 
 
-@pytest.mark.parametrize(
-    "obj, field",
-    [
-        ({"not": "a list"}, "file"),
-        ([{"id": "x"}], "[0]"),
-        ([{"conversations": [{"from": "martian", "value": "hi"}]}], "[0].conversations[0].from"),
-        ([{"messages": [{"role": "user"}]}], "[0].messages[0]"),
-        ([{"messages": [{"role": "user", "content": 5}]}], "[0].messages[0].content"),
-    ],
-)
+@pytest.mark.parametrize("obj, field", [
+    ({"not": "a list"}, "file"),
+    ([{"id": "x"}], "[0]"),
+    ([{"conversations": [{"from": "martian", "value": "hi"}]}], "[0].conversations[0].from"),
+    ([{"messages": [{"role": "user"}]}], "[0].messages[0]"),
+    ([{"messages": [{"role": "user", "content": 5}]}], "[0].messages[0].content"),
+])
 def test_bad_sharegpt_names_the_json_path(tmp_path, obj, field):
     path = _write(tmp_path, obj)
     with pytest.raises(TraceError) as caught:
@@ -148,20 +111,14 @@ def test_bad_sharegpt_names_the_json_path(tmp_path, obj, field):
 
 def test_bad_openai_line_names_the_line(tmp_path):
     path = tmp_path / "req.jsonl"
-    path.write_text(
-        json.dumps({"messages": [{"role": "user", "content": "x"}]})
-        + "\n"
-        + json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})
-        + "\n"
-    )
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}]}) + "\n"
+                    + json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}) + "\n")
     with pytest.raises(TraceError, match=r"req.jsonl:2: max_tokens"):
         import_openai_jsonl(path)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [dict(chars_per_token=0), dict(request_rate=-1), dict(max_turns=0), dict(think_time=float("nan"))],
-)
+@pytest.mark.parametrize("options", [dict(chars_per_token=0), dict(request_rate=-1), dict(max_turns=0),
+                                     dict(think_time=float("nan"))])
 def test_bad_text_options(options):
     with pytest.raises(ValueError, match=next(iter(options))):
         TextOptions(**options)
@@ -169,25 +126,10 @@ def test_bad_text_options(options):
 
 def test_cli_imports_a_dataset_and_refuses_foreign_options(tmp_path):
     out = tmp_path / "t.jsonl"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "trace",
-            "import",
-            "sharegpt",
-            str(_write(tmp_path, SHAREGPT)),
-            "-o",
-            str(out),
-            "--max-turns",
-            "2",
-            "--chars-per-token",
-            "2",
-        ],
-    )
+    result = CliRunner().invoke(cli, ["trace", "import", "sharegpt", str(_write(tmp_path, SHAREGPT)), "-o", str(out),
+                                      "--max-turns", "2", "--chars-per-token", "2"])
     assert result.exit_code == 0, result.output
     assert "3 requests" in result.stdout and len(load_trace(out)) == 3
-    result = CliRunner().invoke(
-        cli,
-        ["trace", "import", "sharegpt", str(_write(tmp_path, SHAREGPT)), "-o", str(out), "--shared-len", "3"],
-    )
+    result = CliRunner().invoke(cli, ["trace", "import", "sharegpt", str(_write(tmp_path, SHAREGPT)), "-o", str(out),
+                                      "--shared-len", "3"])
     assert result.exit_code == 2 and "No such option '--shared-len'" in result.stderr

@@ -8,7 +8,6 @@ segments at its own engine iterations; after every segment the two caches are co
 lengths, frontier, pages, states and checkpoints; the tree's nodes; the pools' free ids; evictions), so a fast
 path that misplaces one SWA free, page or checkpoint by a single step is caught at that step.
 """
-
 from __future__ import annotations
 
 from cache_helpers import hybrid_model, seq
@@ -32,14 +31,11 @@ ROOMY = PoolSizes(20_000, 20_000, 200)
 @st.composite
 def configurations(draw):
     page = draw(st.sampled_from([1, 3, 16, 24, 64]))
-    knobs = dict(
-        page_size=page,
-        track_interval=page * draw(st.integers(1, 7)),
-        swa_eviction_interval=draw(st.integers(1, 70)),
-        swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
-        iteration_phase=draw(st.integers(0, 50)),
-        chunked_prefill_size=page * draw(st.integers(2, 12)),
-    )
+    knobs = dict(page_size=page, track_interval=page * draw(st.integers(1, 7)),
+                 swa_eviction_interval=draw(st.integers(1, 70)),
+                 swa_free_trigger=draw(st.sampled_from(["tokens", "iterations"])),
+                 iteration_phase=draw(st.integers(0, 50)),
+                 chunked_prefill_size=page * draw(st.integers(2, 12)))
     mamba = draw(st.booleans())
     window = draw(st.integers(17, 300))
     preset = draw(st.sampled_from(RADIX_PRESETS))
@@ -55,11 +51,8 @@ def configurations(draw):
 @st.composite
 def workloads(draw):
     """Requests (shared prefix, own prompt, output) and the decode segments the two managers take."""
-    requests = draw(
-        st.lists(
-            st.tuples(st.integers(0, 300), st.integers(1, 400), st.integers(2, 900)), min_size=1, max_size=4
-        )
-    )
+    requests = draw(st.lists(st.tuples(st.integers(0, 300), st.integers(1, 400), st.integers(2, 900)),
+                             min_size=1, max_size=4))
     segments = draw(st.lists(st.integers(1, 90), min_size=4, max_size=40))
     return requests, segments
 
@@ -67,39 +60,13 @@ def workloads(draw):
 def snapshot(manager: CacheManager) -> tuple:
     """Everything a decode step can change, in a comparable form."""
     requests = tuple(
-        (
-            rid,
-            r.kv_len,
-            r.decode_steps,
-            r.swa_frontier,
-            r.prefix_len,
-            tuple(r.own_full),
-            tuple(r.own_swa),
-            r.state,
-            tuple(r.spare_states),
-            r.checkpoint,
-            r.planned,
-            r.commit_pending,
-            r.last_node.end,
-        )
-        for rid, r in sorted(manager.requests.items())
-    )
-    nodes = tuple(
-        (
-            n.start,
-            n.end,
-            tuple(n.full_pages),
-            None if n.swa_pages is None else tuple(n.swa_pages),
-            n.state,
-            n.full_lock,
-            tuple(sorted(n.swa_holders)),
-        )
-        for n in manager.tree.nodes()
-    )
-    pools = tuple(
-        (comp, pool.num_free, pool.high_water, tuple(pool.returned_ids()))
-        for comp, pool in manager.pools.items()
-    )
+        (rid, r.kv_len, r.decode_steps, r.swa_frontier, r.prefix_len, tuple(r.own_full), tuple(r.own_swa),
+         r.state, tuple(r.spare_states), r.checkpoint, r.planned, r.commit_pending, r.last_node.end)
+        for rid, r in sorted(manager.requests.items()))
+    nodes = tuple((n.start, n.end, tuple(n.full_pages), None if n.swa_pages is None else tuple(n.swa_pages),
+                   n.state, n.full_lock, tuple(sorted(n.swa_holders))) for n in manager.tree.nodes())
+    pools = tuple((comp, pool.num_free, pool.high_water, tuple(pool.returned_ids()))
+                  for comp, pool in manager.pools.items())
     return requests, nodes, pools, tuple(manager.usage().items()), tuple(manager.tree.num_evictions.items())
 
 

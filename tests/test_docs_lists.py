@@ -1,5 +1,4 @@
 """README's lists are whole and the docs and help refer to nothing the repository lacks (issue 25, item 7)."""
-
 from __future__ import annotations
 
 import re

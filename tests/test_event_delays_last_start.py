@@ -87,12 +87,8 @@ def _jumps_from_last_start(trace: Trace, config: SimConfig) -> int:
     return counts["jumps"]
 
 
-@pytest.mark.parametrize(
-    "policy", ["radix", "sglang", "marconi-sglang", "no-cache", "freetoken", "marconi-vllm"]
-)
+@pytest.mark.parametrize("policy", ["radix", "sglang", "marconi-sglang", "no-cache", "freetoken", "marconi-vllm"])
 def test_whole_runs_are_the_reference(policy):
     for page, bounds in ((1, False), (16, True)):
-        config = SimConfig(
-            policy=policy, model="inkling", knobs=dict(page_size=page, track_interval=64), bounds=bounds
-        )
+        config = SimConfig(policy=policy, model="inkling", knobs=dict(page_size=page, track_interval=64), bounds=bounds)
         assert _jumps_from_last_start(Trace(growing_burst(6)), config) >= 3

@@ -1,6 +1,5 @@
 """Faults at the edges: a full disk under every writer, stale temporary files, a worker killed mid-point,
 a point whose results are not finite, and (slow) the grid killed, interrupted and run twice."""
-
 from __future__ import annotations
 
 import builtins
@@ -34,7 +33,7 @@ class _FullDiskFile:
         self._f = f
 
     def write(self, data):
-        self._f.write(data[: len(data) // 2])
+        self._f.write(data[:len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     def __getattr__(self, name):
@@ -44,9 +43,7 @@ class _FullDiskFile:
 @pytest.fixture
 def full_disk(monkeypatch):
     """Every file opened through sim.atomic (every writer's one path to the disk) is on a full disk."""
-    monkeypatch.setattr(
-        sim.atomic, "open", lambda *a, **k: _FullDiskFile(builtins.open(*a, **k)), raising=False
-    )
+    monkeypatch.setattr(sim.atomic, "open", lambda *a, **k: _FullDiskFile(builtins.open(*a, **k)), raising=False)
 
 
 @pytest.fixture
@@ -57,35 +54,20 @@ def trace_path(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["simulate", "trace gen", "trace import", "grid", "report"])
-def test_a_full_disk_is_one_line_naming_the_path_and_leaves_nothing_partial(
-    tmp_path, trace_path, full_disk, command, data_dir
-):
+def test_a_full_disk_is_one_line_naming_the_path_and_leaves_nothing_partial(tmp_path, trace_path, full_disk,
+                                                                            command, data_dir):
     out = tmp_path / "out"
     if command == "report":
         with pytest.MonkeyPatch.context() as undo:  # the sweep itself on a healthy disk
             undo.setattr(sim.atomic, "open", builtins.open, raising=False)
-            run_grid(
-                trace_path,
-                s1_configs(pages="64", intervals="256", policies="radix"),
-                out,
-                jobs=1,
-                progress=False,
-            )
+            run_grid(trace_path, s1_configs(pages="64", intervals="256", policies="radix"), out, jobs=1,
+                     progress=False)
         before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    args = {
-        "simulate": ["simulate", "--trace", trace_path, "--out", out],
-        "trace gen": ["trace", "gen", "s3", "-o", out],
-        "trace import": [
-            "trace",
-            "import",
-            "mooncake",
-            data_dir / "mooncake_conversation_head.jsonl",
-            "-o",
-            out,
-        ],
-        "grid": ["grid", "--trace", trace_path, "--policy", "radix", "--out", out, "--jobs", "1"],
-        "report": ["report", out],
-    }[command]
+    args = {"simulate": ["simulate", "--trace", trace_path, "--out", out],
+            "trace gen": ["trace", "gen", "s3", "-o", out],
+            "trace import": ["trace", "import", "mooncake", data_dir / "mooncake_conversation_head.jsonl", "-o", out],
+            "grid": ["grid", "--trace", trace_path, "--policy", "radix", "--out", out, "--jobs", "1"],
+            "report": ["report", out]}[command]
     message = assert_rejected(invoke(args), "No space left on device (ENOSPC)", str(out))
     assert not re.search(r"\.\d+\.tmp", message)  # the user's path, not the temporary file's
     if command == "report":
@@ -104,10 +86,7 @@ def test_several_files_are_all_written_or_none(tmp_path, full_disk):
     with pytest.raises(OSError, match="No space left") as caught:
         atomic_write_many({tmp_path / "a.csv": "new a\n", tmp_path / "b.csv": "new b\n"})
     assert caught.value.filename == str(tmp_path / "a.csv")
-    assert (
-        sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]
-        and (tmp_path / "a.csv").read_text() == "old a\n"
-    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"] and (tmp_path / "a.csv").read_text() == "old a\n"
 
 
 def test_calibrate_writes_atomically(tmp_path, full_disk):
@@ -175,13 +154,8 @@ def test_a_point_with_a_non_finite_result_fails_alone(trace_path, tmp_path, monk
         return result
 
     monkeypatch.setattr(worker, "simulate", infinite_for_page_128)
-    run = run_grid(
-        trace_path,
-        s1_configs(pages="64,128", intervals="256", policies="radix"),
-        tmp_path / "out",
-        jobs=1,
-        progress=False,
-    )
+    run = run_grid(trace_path, s1_configs(pages="64,128", intervals="256", policies="radix"), tmp_path / "out",
+                   jobs=1, progress=False)
     assert len(run.ran) == 1 and len(run.failed) == 1
     assert "the summary is not finite (makespan_s = inf)" in run.failed[0]["error"]
     json.loads((tmp_path / "out" / "failed" / f"{run.failed[0]['key']}.json").read_text())  # valid JSON
@@ -198,10 +172,8 @@ def test_a_damaged_point_record_is_recomputed_not_trusted(trace_path, tmp_path):
 
 
 def test_standard_input_that_is_not_a_trace_leaves_no_copy(tmp_path):
-    result = invoke(
-        ["grid", "--trace", "-", "--out", tmp_path / "out"],
-        stdin=b'{"id": 1.5, "arrival": 0, "prompt": [], "output_len": 1}\n',
-    )
+    result = invoke(["grid", "--trace", "-", "--out", tmp_path / "out"],
+                    stdin=b'{"id": 1.5, "arrival": 0, "prompt": [], "output_len": 1}\n')
     assert_rejected(result, "<stdin>:1: id:")
     assert not (tmp_path / "out").exists()
 
@@ -210,13 +182,9 @@ def test_standard_input_that_is_not_a_trace_leaves_no_copy(tmp_path):
 @pytest.mark.slow
 def test_sigkill_at_random_moments_loses_no_finished_point(tmp_path):
     reference = tmp_path / "reference"
-    assert (
-        grid_faults.subprocess.run(grid_faults.grid_command(grid_faults.DEFAULT_TRACE, reference)).returncode
-        == 0
-    )
-    figures = grid_faults.kill_at_random(
-        grid_faults.DEFAULT_TRACE, tmp_path / "killed", 3, random.Random(1), log=lambda *a: None
-    )
+    assert grid_faults.subprocess.run(grid_faults.grid_command(grid_faults.DEFAULT_TRACE, reference)).returncode == 0
+    figures = grid_faults.kill_at_random(grid_faults.DEFAULT_TRACE, tmp_path / "killed", 3, random.Random(1),
+                                         log=lambda *a: None)
     assert figures["kills"] == 3 and figures["orphans"] == 0 and figures["temp_files_at_end"] == 0, figures
     killed, whole = grid_faults.store_files(tmp_path / "killed"), grid_faults.store_files(reference)
     assert killed.keys() == whole.keys(), sorted(killed.keys() ^ whole.keys())
@@ -234,19 +202,11 @@ def test_ctrl_c_is_one_clean_line_and_leaves_nothing_running(tmp_path):
 @pytest.mark.slow
 def test_the_same_commands_twice_give_byte_identical_outputs(tmp_path):
     assert grid_faults.run_twice(grid_faults.DEFAULT_TRACE, tmp_path) == {
-        "grid": True,
-        "report": True,
-        "simulate --out": True,
-        "trace import": True,
-    }
+        "grid": True, "report": True, "simulate --out": True, "trace import": True}
 
 
 @pytest.mark.slow
 def test_sigterm_to_the_grid_alone_stops_its_workers_too(tmp_path):
     result = grid_faults.interrupt(grid_faults.DEFAULT_TRACE, tmp_path / "out", 3.0, signal.SIGTERM)
-    assert (
-        result["returncode"] == 143
-        and not result["traceback"]
-        and result["message"].startswith("interrupted: ")
-    )
+    assert result["returncode"] == 143 and not result["traceback"] and result["message"].startswith("interrupted: ")
     assert result["workers_left"] == 0 and result["temp_files"] == 0

@@ -1,6 +1,5 @@
 """Small files (the developers' guide: under ~250 lines; nano-vllm's engine reads in an afternoon): every
 Python file outside tests/ holds at most 250 lines."""
-
 from __future__ import annotations
 
 import subprocess
@@ -14,9 +13,7 @@ def tracked_python_files() -> list[Path]:
     listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True)
     if listed.returncode == 0 and listed.stdout.strip():
         return [ROOT / name for name in listed.stdout.split()]
-    return [
-        p for p in ROOT.rglob("*.py") if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
-    ]
+    return [p for p in ROOT.rglob("*.py") if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
 
 
 def test_no_file_outside_tests_is_over_250_lines():

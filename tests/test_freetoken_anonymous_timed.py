@@ -80,9 +80,7 @@ TIMED_CASES = [
 @example(case=TIMED_CASES[5][:2])
 def test_the_anonymous_timed_run_equals_the_timed_run_on_real_ids(case, monkeypatch):
     trace, config = case
-    assert_anonymous_run_equal(
-        trace, replace(config, mode="timed"), monkeypatch
-    )  # a refused config: rejected
+    assert_anonymous_run_equal(trace, replace(config, mode="timed"), monkeypatch)  # a refused config: rejected
 
 
 @pytest.mark.interpreted

@@ -1,6 +1,5 @@
 """simulate() pauses the cycle collector: safe because a run makes no cyclic garbage, and the caller's
 setting always comes back."""
-
 from __future__ import annotations
 
 import gc
@@ -20,25 +19,16 @@ from sim.sched.request import RequestState
 from sim.trace import Trace, load_trace, stats
 from sim.trace.stats import ideal_cached_tokens
 
-PRESETS = [
-    "radix",
-    "sglang",
-    "sglang-retain",
-    "sglang-retain-tree",
-    "freetoken",
-    "freetoken-lazy",
-    "marconi",
-    "marconi-vllm",
-]
+PRESETS = ["radix", "sglang", "sglang-retain", "sglang-retain-tree", "freetoken", "freetoken-lazy", "marconi",
+           "marconi-vllm"]
 
 
 def _pressured(policy: str) -> tuple[Trace, SimConfig]:
     """120 Mooncake requests through pools small enough that every component evicts and splits."""
     trace = load_trace("traces/mooncake_conversation_500.jsonl")
     model = "gemma-4-26b-a4b" if "free" in policy else "inkling"
-    config = SimConfig(
-        policy=policy, model=model, pool_tokens=300_000, mamba_states=48, knobs={"page_size": 64}
-    )
+    config = SimConfig(policy=policy, model=model, pool_tokens=300_000, mamba_states=48,
+                       knobs={"page_size": 64})
     return Trace(list(trace)[:120]), config
 
 
@@ -86,14 +76,9 @@ def _timed_engine(policy: str, fast_path: bool | None = None) -> Engine:
     _setup = build(config)
     model, preset, sizes = _setup.model, _setup.policy, _setup.sizes
     manager = make_manager(model, preset, sizes)
-    return Engine(
-        simpy.Environment(),
-        trace,
-        make_scheduler(manager, preset, sizes),
-        PredictBackend(CostModel(model, get_gpu("h200"))),
-        fits=_fits_check(trace, manager),
-        fast_path=fast_path,
-    )
+    return Engine(simpy.Environment(), trace, make_scheduler(manager, preset, sizes),
+                  PredictBackend(CostModel(model, get_gpu("h200"))), fits=_fits_check(trace, manager),
+                  fast_path=fast_path)
 
 
 def _run_dropped(policy: str) -> None:
@@ -174,20 +159,9 @@ def test_collector_restored_when_the_run_fails():
     assert gc.isenabled()
 
 
-FINISHED_RUNS = [
-    ("vllm", "replay"),
-    ("vllm", "timed"),
-    ("marconi-vllm", "replay"),
-    ("marconi-vllm", "timed"),
-    ("sglang-retain", "replay"),
-    ("radix", "timed"),
-    ("sglang", "timed"),
-    ("sglang-retain", "timed"),
-    ("marconi-sglang", "timed"),
-    ("marconi", "timed"),
-    ("no-cache", "timed"),
-    ("freetoken", "timed"),
-]
+FINISHED_RUNS = [("vllm", "replay"), ("vllm", "timed"), ("marconi-vllm", "replay"), ("marconi-vllm", "timed"),
+                 ("sglang-retain", "replay"), ("radix", "timed"), ("sglang", "timed"), ("sglang-retain", "timed"),
+                 ("marconi-sglang", "timed"), ("marconi", "timed"), ("no-cache", "timed"), ("freetoken", "timed")]
 
 
 @pytest.mark.parametrize(("policy", "mode"), FINISHED_RUNS)

@@ -1,5 +1,4 @@
 """Grid sweeps: comma-list axes, point keys, the per-point store, resume after a kill, failing points, CLI."""
-
 from __future__ import annotations
 
 import json
@@ -27,9 +26,7 @@ def trace_path(tmp_path):
 
 
 def s1_configs(pages="64,128", intervals="128,256", policies="sglang,sglang-retain"):
-    return expand(
-        parse_axes({"policy": policies, "page_size": pages, "track_interval": intervals, **S1_KNOBS})
-    )
+    return expand(parse_axes({"policy": policies, "page_size": pages, "track_interval": intervals, **S1_KNOBS}))
 
 
 def test_parse_axis_reads_typed_lists():
@@ -38,18 +35,15 @@ def test_parse_axis_reads_typed_lists():
     assert parse_axis("swa_pool_floor", "window,window+interval") == ["window", "window+interval"]
 
 
-@pytest.mark.parametrize(
-    "name, text, message",
-    [
-        ("policy", "", "--policy: empty list"),
-        ("policy", "sglang,nope", "--policy: item 2: unknown policy 'nope'"),
-        ("page_size", "64,,128", "--page-size: item 2 of '64,,128' is empty"),
-        ("page_size", "64,0", "must be an integer >= 1, got 0"),
-        ("track_interval", "256,abc", "must be an integer >= 1 and <= 2147483647, got 'abc'"),
-        ("page_size", "64,64", "'64' appears more than once"),
-        ("kv_memory_gb", "nan", "finite number > 0"),
-    ],
-)
+@pytest.mark.parametrize("name, text, message", [
+    ("policy", "", "--policy: empty list"),
+    ("policy", "sglang,nope", "--policy: item 2: unknown policy 'nope'"),
+    ("page_size", "64,,128", "--page-size: item 2 of '64,,128' is empty"),
+    ("page_size", "64,0", "must be an integer >= 1, got 0"),
+    ("track_interval", "256,abc", "must be an integer >= 1 and <= 2147483647, got 'abc'"),
+    ("page_size", "64,64", "'64' appears more than once"),
+    ("kv_memory_gb", "nan", "finite number > 0"),
+])
 def test_parse_axis_rejects_bad_lists(name, text, message):
     with pytest.raises(ValueError) as error:
         parse_axis(name, text)
@@ -61,26 +55,17 @@ def test_expand_is_the_cartesian_product_policy_fastest():
     assert len(configs) == 12
     assert [c.policy for c in configs[:2]] == ["sglang", "sglang-retain"]
     assert [(c.knobs["page_size"], c.knobs["track_interval"]) for c in configs[::2]] == [
-        (64, 128),
-        (64, 256),
-        (64, 512),
-        (128, 128),
-        (128, 256),
-        (128, 512),
-    ]
+        (64, 128), (64, 256), (64, 512), (128, 128), (128, 256), (128, 512)]
     assert all(c.pool_tokens == 4_000_000 and c.knobs["chunked_prefill_size"] == 16384 for c in configs)
 
 
 def test_point_key_covers_trace_bytes_config_and_defaults(trace_path, tmp_path):
     sha = file_sha256(trace_path)
     config = SimConfig(policy="sglang", knobs={"page_size": 64})
-    assert point_key(sha, config) == point_key(
-        sha, SimConfig(policy="sglang", knobs={"page_size": 64, "window": None})
-    )
+    assert point_key(sha, config) == point_key(sha, SimConfig(policy="sglang", knobs={"page_size": 64, "window": None}))
     assert point_key(sha, config) != point_key(sha, SimConfig(policy="sglang", knobs={"page_size": 128}))
-    assert point_key(sha, config) != point_key(
-        sha, SimConfig(policy="sglang", knobs={"page_size": 64}, kv_memory_gb=20.0)
-    )
+    assert point_key(sha, config) != point_key(sha, SimConfig(policy="sglang", knobs={"page_size": 64},
+                                                               kv_memory_gb=20.0))
     other = tmp_path / "other.jsonl"
     write_trace(s1(num_prompts=3), other)
     assert point_key(file_sha256(other), config) != point_key(sha, config)
@@ -96,10 +81,7 @@ def test_a_point_file_holds_config_summary_and_tables_equal_to_simulate(trace_pa
     assert record["summary"] == json.loads(json.dumps(direct.summary.as_dict()))
     assert record["config"] == config_to_dict(configs[0])
     assert record["resolved"]["page_size"] == 128 and record["resolved"]["window"] == 512
-    assert (
-        store.read_requests(run.points[0].key)["cached_tokens"].tolist()
-        == direct.requests["cached_tokens"].tolist()
-    )
+    assert store.read_requests(run.points[0].key)["cached_tokens"].tolist() == direct.requests["cached_tokens"].tolist()
     assert len(store.read_steps(run.points[0].key)) == len(direct.steps)
     assert not list((tmp_path / "out").rglob("*.tmp"))  # atomic writes leave no temporary files
 
@@ -158,11 +140,7 @@ def test_a_failing_point_is_recorded_and_the_rest_complete(trace_path, tmp_path)
     run = run_grid(trace_path, configs, tmp_path / "out", jobs=1, progress=False)
     assert len(run.failed) == 2 and len(run.ran) == 6
     for failure in run.failed:
-        assert failure["config"]["knobs"] == {
-            "chunked_prefill_size": 16384,
-            "page_size": 128,
-            "track_interval": 64,
-        }
+        assert failure["config"]["knobs"] == {"chunked_prefill_size": 16384, "page_size": 128, "track_interval": 64}
         assert "track_interval 64 must be a multiple of page_size 128" in failure["error"]
         saved = json.loads((tmp_path / "out" / "failed" / f"{failure['key']}.json").read_text())
         assert saved["error"] == failure["error"]
@@ -171,28 +149,9 @@ def test_a_failing_point_is_recorded_and_the_rest_complete(trace_path, tmp_path)
 
 
 def grid_args(trace_path, out, *extra):
-    return [
-        "grid",
-        "--trace",
-        str(trace_path),
-        "--policy",
-        "sglang,sglang-retain",
-        "--page-size",
-        "64,128",
-        "--track-interval",
-        "64,256",
-        "--chunked-prefill-size",
-        "16384",
-        "--pool-tokens",
-        "4000000",
-        "--mamba-states",
-        "4096",
-        "--out",
-        str(out),
-        "--jobs",
-        "1",
-        *extra,
-    ]
+    return ["grid", "--trace", str(trace_path), "--policy", "sglang,sglang-retain", "--page-size", "64,128",
+            "--track-interval", "64,256", "--chunked-prefill-size", "16384", "--pool-tokens", "4000000",
+            "--mamba-states", "4096", "--out", str(out), "--jobs", "1", *extra]
 
 
 def test_cli_grid_exits_1_naming_failed_points_and_0_once_they_are_gone(trace_path, tmp_path):
@@ -208,15 +167,12 @@ def test_cli_grid_exits_1_naming_failed_points_and_0_once_they_are_gone(trace_pa
     assert "4 points: 0 ran, 4 already done, 0 failed" in result.output
 
 
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (("--policy", "sglang,bogus"), "unknown policy 'bogus'"),
-        (("--policy", ""), "--policy: empty list"),
-        (("--page-size", "64,"), "--page-size: item 2 of '64,' is empty"),
-        (("--window", "-1"), "--window: item 1: must be an integer >= 0"),
-    ],
-)
+@pytest.mark.parametrize("change, message", [
+    (("--policy", "sglang,bogus"), "unknown policy 'bogus'"),
+    (("--policy", ""), "--policy: empty list"),
+    (("--page-size", "64,"), "--page-size: item 2 of '64,' is empty"),
+    (("--window", "-1"), "--window: item 1: must be an integer >= 0"),
+])
 def test_cli_grid_rejects_bad_lists_with_exit_2(trace_path, tmp_path, change, message):
     args = grid_args(trace_path, tmp_path / "out")
     if change[0] in args:
@@ -234,7 +190,5 @@ def test_cli_grid_rejects_a_bad_trace_with_exit_2(tmp_path):
     bad.write_text('{"id": "a", "arrival": 0, "prompt": [{"ref": "x", "len": 0}], "output_len": 4}\n')
     result = CliRunner().invoke(cli, ["grid", "--trace", str(bad), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "bad.jsonl:1" in result.output
-    missing = CliRunner().invoke(
-        cli, ["grid", "--trace", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)]
-    )
+    missing = CliRunner().invoke(cli, ["grid", "--trace", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)])
     assert missing.exit_code == 2 and "does not exist" in missing.output

@@ -1,6 +1,5 @@
 """A grid's size is announced before any work and refused past --max-points (default sim/grid/axes.MAX_POINTS)
 unless raised, on the command line or in a grid file; counted, never built (10^12 points answer at once)."""
-
 from __future__ import annotations
 
 import pytest
@@ -19,47 +18,21 @@ def test_the_size_is_counted_with_its_factors():
 
 
 def test_a_grid_past_the_limit_is_refused_before_a_point_is_built():
-    axes = {
-        name: list(range(100))
-        for name in (
-            "page_size",
-            "track_interval",
-            "window",
-            "chunked_prefill_size",
-            "swa_eviction_interval",
-            "max_running_requests",
-        )
-    }
-    with pytest.raises(
-        ValueError,
-        match=r"--max-points: the grid has .* = 1,000,000,000,000 points, over the "
-        r"limit of 1,000; .* raise --max-points to 1000000000000",
-    ):
+    axes = {name: list(range(100)) for name in ("page_size", "track_interval", "window", "chunked_prefill_size",
+                                                 "swa_eviction_interval", "max_running_requests")}
+    with pytest.raises(ValueError, match=r"--max-points: the grid has .* = 1,000,000,000,000 points, over the "
+                                         r"limit of 1,000; .* raise --max-points to 1000000000000"):
         expand(axes)
     assert check_grid_size(axes, 10**12) == 10**12
 
 
 def test_the_command_announces_the_size_and_refuses_past_the_limit(tmp_path):
     (tmp_path / "t.jsonl").write_text(lines_text(*GOOD_LINES))
-    base = [
-        "grid",
-        "--trace",
-        tmp_path / "t.jsonl",
-        "--out",
-        tmp_path / "g",
-        "--page-size",
-        PAGES,
-        "--track-interval",
-        INTERVALS,
-    ]
+    base = ["grid", "--trace", tmp_path / "t.jsonl", "--out", tmp_path / "g", "--page-size", PAGES,
+            "--track-interval", INTERVALS]
     refused = invoke(base)
-    assert_rejected(
-        refused, "--max-points", "page_size 40 x track_interval 30 = 1,200 points", f"{MAX_POINTS:,}"
-    )
-    assert (
-        "grid: page_size 40 x track_interval 30 = 1,200 points (at most 1,000: --max-points)"
-        in refused.output
-    )
+    assert_rejected(refused, "--max-points", "page_size 40 x track_interval 30 = 1,200 points", f"{MAX_POINTS:,}")
+    assert "grid: page_size 40 x track_interval 30 = 1,200 points (at most 1,000: --max-points)" in refused.output
     assert not (tmp_path / "g").exists()
     (tmp_path / "t.jsonl").write_text("not json\n")  # raised: past the size check, stopped by the trace
     assert_rejected(invoke([*base, "--max-points", "1200"]), f"{tmp_path / 't.jsonl'}:1: json")
@@ -67,10 +40,8 @@ def test_the_command_announces_the_size_and_refuses_past_the_limit(tmp_path):
 
 def test_a_grid_file_raises_the_limit_too(tmp_path):
     (tmp_path / "t.jsonl").write_text("not json\n")
-    (tmp_path / "g.toml").write_text(
-        f'trace = "t.jsonl"\nout = "g"\nmax_points = 1200\n[axes]\n'
-        f"page_size = [{PAGES}]\ntrack_interval = [{INTERVALS}]\n"
-    )
+    (tmp_path / "g.toml").write_text(f'trace = "t.jsonl"\nout = "g"\nmax_points = 1200\n[axes]\n'
+                                     f"page_size = [{PAGES}]\ntrack_interval = [{INTERVALS}]\n")
     assert_rejected(invoke(["grid", "--config", tmp_path / "g.toml"]), f"{tmp_path / 't.jsonl'}:1: json")
     assert_rejected(invoke(["grid", "--config", tmp_path / "g.toml", "--max-points", "10"]), "--max-points")
     (tmp_path / "g.toml").write_text('trace = "t.jsonl"\nout = "g"\nmax_points = 0\n')

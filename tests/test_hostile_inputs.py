@@ -1,6 +1,5 @@
 """Every case of the hostile-input corpus that tests/test_bad_inputs.py does not run already: exit 2 with
 its place named (or, for a hostile but legal input, a run), never a traceback, a hang or a file left."""
-
 from __future__ import annotations
 
 import pytest
@@ -26,16 +25,6 @@ def test_hostile_input_fails_cleanly(case, tmp_path, scratch):
 
 
 def test_the_corpus_covers_every_command():
-    commands = {
-        " ".join(a for a in case.args[:2] if not a.startswith("-") and "{d}" not in a) for case in all_cases()
-    }
-    assert {
-        "simulate",
-        "grid",
-        "report",
-        "execute",
-        "calibrate",
-        "trace stats",
-        "trace import",
-        "trace gen",
-    } <= commands
+    commands = {" ".join(a for a in case.args[:2] if not a.startswith("-") and "{d}" not in a)
+                for case in all_cases()}
+    assert {"simulate", "grid", "report", "execute", "calibrate", "trace stats", "trace import", "trace gen"} <= commands

@@ -2,7 +2,6 @@
 or a device is refused; a compressed input is capped while it is read, so a bomb is refused after a few
 megabytes and an honest, very compressible trace is not; a line is capped; a document (grid file, store
 JSON, calibration file) is a regular file of bounded size, and a byte that is not UTF-8 is named by line."""
-
 from __future__ import annotations
 
 import gzip
@@ -47,10 +46,8 @@ def test_a_zstd_bomb_is_refused_after_a_few_megabytes(tmp_path):
 
 
 def test_an_honest_trace_that_compresses_well_is_read_whole(tmp_path):
-    line = (
-        '{{"id": "r{0}", "arrival": 0.0, "prompt": [{{"ref": "sys", "len": 7680}}, {{"ref": "q{0}", "len": 64}}], '
-        '"output_len": 256}}\n'
-    )
+    line = '{{"id": "r{0}", "arrival": 0.0, "prompt": [{{"ref": "sys", "len": 7680}}, {{"ref": "q{0}", "len": 64}}], ' \
+           '"output_len": 256}}\n'
     text = "".join(line.format(i) for i in range(100_000)).encode()  # 12 MB, past the ratio's free bytes
     path = tmp_path / "t.jsonl.gz"
     path.write_bytes(gzip.compress(text, compresslevel=9))
@@ -128,9 +125,7 @@ def test_a_document_is_a_bounded_regular_file_in_utf8(tmp_path):
     with pytest.raises(TraceError, match="larger than 100 bytes"):
         read_document(tmp_path / "big.json", 100)
     (tmp_path / "latin.toml").write_bytes(b'a = 1\nb = "caf\xe9"\n')
-    with pytest.raises(
-        TraceError, match=rf"^{tmp_path / 'latin.toml'}:2: file: not UTF-8 text: byte 0xe9 at column 9"
-    ):
+    with pytest.raises(TraceError, match=rf"^{tmp_path / 'latin.toml'}:2: file: not UTF-8 text: byte 0xe9 at column 9"):
         read_document(tmp_path / "latin.toml", 100)
 
 

@@ -4,7 +4,6 @@ simpy, sim no torch/triton, the executor no simpy), and the import graph has no 
 
 Every import counts: lazy ones inside functions and type-only ones under ``if TYPE_CHECKING:`` too (they tie
 two modules as surely as any other); the parent package that importing a submodule runs implicitly does not."""
-
 from __future__ import annotations
 
 import ast
@@ -30,18 +29,13 @@ LAYERS = [
     ("outputs", ("reports", "executor", "conformance")),
     ("commands", ("commands", "cli")),
 ]
-THIRD_PARTY_BANS = [
-    ("sim.cache", {"simpy", "torch", "triton"}),
-    ("sim", {"torch", "triton"}),
-    ("executor", {"simpy"}),
-]
+THIRD_PARTY_BANS = [("sim.cache", {"simpy", "torch", "triton"}), ("sim", {"torch", "triton"}),
+                    ("executor", {"simpy"})]
 
 
 @pytest.fixture(scope="module")
 def graph() -> ImportGraph:
-    return ImportGraph.of(
-        module_files(ROOT, ("sim", "reports", "executor", "conformance", "commands", "cli.py"))
-    )
+    return ImportGraph.of(module_files(ROOT, ("sim", "reports", "executor", "conformance", "commands", "cli.py")))
 
 
 def upward_imports(graph: ImportGraph, layers=LAYERS) -> list[str]:
@@ -52,9 +46,7 @@ def upward_imports(graph: ImportGraph, layers=LAYERS) -> list[str]:
         for other in sorted(imported):
             theirs = layer_of(other, layers)
             if own is not None and theirs is not None and names.index(theirs) > names.index(own):
-                found.append(
-                    f"{module} ({own}) imports {other} ({theirs}): a lower layer never imports a higher one"
-                )
+                found.append(f"{module} ({own}) imports {other} ({theirs}): a lower layer never imports a higher one")
     return found
 
 
@@ -69,17 +61,13 @@ def test_no_upward_import(graph):
 def test_no_import_cycle(graph):
     cycles = find_cycles(graph.edges)
     assert not cycles, "import cycles, each a set of modules that import each other:\n" + "\n".join(
-        ", ".join(c) for c in cycles
-    )
+        ", ".join(c) for c in cycles)
 
 
 @pytest.mark.parametrize("package, forbidden", THIRD_PARTY_BANS)
 def test_third_party_bans(graph, package, forbidden):
-    offenders = {
-        m: sorted(graph.third_party[m] & forbidden)
-        for m in graph.edges
-        if m == package or m.startswith(package + ".")
-    }
+    offenders = {m: sorted(graph.third_party[m] & forbidden) for m in graph.edges
+                 if m == package or m.startswith(package + ".")}
     assert not {m: mods for m, mods in offenders.items() if mods}
 
 
@@ -90,27 +78,17 @@ def test_the_checks_catch_a_deliberate_violation(tmp_path):
     (tmp_path / "sim" / "cache" / "a.py").write_text("from sim.run.b import thing\n")
     (tmp_path / "sim" / "run" / "b.py").write_text("def f():\n    from sim.cache.a import other\n")
     (tmp_path / "sim" / "cache" / "c.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sim.run.b import thing\n"
-    )
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sim.run.b import thing\n")
     planted = ImportGraph.of(module_files(tmp_path, ("sim",)))
     assert upward_imports(planted) == [
         "sim.cache.a (cache) imports sim.run.b (run): a lower layer never imports a higher one",
-        "sim.cache.c (cache) imports sim.run.b (run): a lower layer never imports a higher one",
-    ]
+        "sim.cache.c (cache) imports sim.run.b (run): a lower layer never imports a higher one"]
     assert find_cycles(planted.edges) == [["sim.cache.a", "sim.run.b"]]
 
 
 def test_package_folders_open_with_a_docstring():
-    folders = [
-        p.parent
-        for p in ROOT.glob("*/**/__init__.py")
-        if ".venv" not in p.parts
-        and "tests" not in p.parts
-        and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
-    ]
-    missing = [
-        str(f.relative_to(ROOT))
-        for f in folders
-        if not ast.get_docstring(ast.parse((f / "__init__.py").read_text()))
-    ]
+    folders = [p.parent for p in ROOT.glob("*/**/__init__.py") if ".venv" not in p.parts and "tests" not in p.parts
+               and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+    missing = [str(f.relative_to(ROOT)) for f in folders
+               if not ast.get_docstring(ast.parse((f / "__init__.py").read_text()))]
     assert not sorted(missing)

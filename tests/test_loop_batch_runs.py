@@ -107,9 +107,7 @@ def test_freetoken_at_page_1_hands_its_page_steps_on_as_column_blocks_without_bo
     """Bounds off: nothing reads a page step's batch, so every stretch's steps go to the step log as runs."""
     before = TOTALS["merged_steps"]
     assert (
-        run_both(
-            Trace(growing_burst(10)), "freetoken-budget", dict(max_running_requests=4), 20000, bounds=False
-        )
+        run_both(Trace(growing_burst(10)), "freetoken-budget", dict(max_running_requests=4), 20000, bounds=False)
         > 1000
     )
     assert TOTALS["merged_steps"] - before > 1000

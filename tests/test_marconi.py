@@ -1,6 +1,5 @@
 """Marconi (MLSys'25) and its baselines: admission at branch-off points and last decoded tokens, FLOP-aware
 eviction against LRU under one byte budget, and the vLLM+ baseline's checkpoint every 32-token block."""
-
 from __future__ import annotations
 
 import pytest
@@ -16,22 +15,11 @@ MARCONI = ("marconi", "marconi-sglang", "marconi-vllm")
 
 
 def _trace(*prompts: list[tuple[str, int]], output_len: int = 1) -> Trace:
-    return Trace(
-        [
-            Request(
-                id=f"r{i}",
-                arrival=float(i),
-                prompt=[Segment(ref=r, len=n) for r, n in prompt],
-                output_len=output_len,
-            )
-            for i, prompt in enumerate(prompts)
-        ]
-    )
+    return Trace([Request(id=f"r{i}", arrival=float(i), prompt=[Segment(ref=r, len=n) for r, n in prompt],
+                          output_len=output_len) for i, prompt in enumerate(prompts)])
 
 
-def _cached(
-    trace: Trace, policy: str, model: str = "qwen3-next", mode: str = "replay", **config
-) -> list[int]:
+def _cached(trace: Trace, policy: str, model: str = "qwen3-next", mode: str = "replay", **config) -> list[int]:
     result = simulate(trace, SimConfig(policy=policy, model=model, mode=mode, **config))
     assert result.summary["cached_tokens"] <= result.summary["bound_tokens"]
     return [int(c) for c in result.requests["cached_tokens"]]
@@ -49,13 +37,8 @@ def test_a_shared_prefix_is_reused_from_its_third_occurrence(mode):
 
 def test_a_follow_up_resumes_after_the_last_decoded_token():
     first = Request(id="a", arrival=0.0, prompt=[Segment(ref="sys", len=100)], output_len=20)
-    second = Request(
-        id="b",
-        after="a",
-        think_time=0.0,
-        output_len=5,
-        prompt=[Segment(ref="sys", len=100), Segment(output_of="a"), Segment(ref="u", len=10)],
-    )
+    second = Request(id="b", after="a", think_time=0.0, output_len=5,
+                     prompt=[Segment(ref="sys", len=100), Segment(output_of="a"), Segment(ref="u", len=10)])
     trace = Trace([first, second])
     assert _cached(trace, "marconi") == [0, 119]  # the last sampled token is never computed
     assert _cached(trace, "marconi-vllm") == [0, 96]  # floor(119 / 32) blocks
@@ -103,22 +86,14 @@ def test_experiment_rows_are_the_three_runs_hit_rates():
     from sim.experiments.marconi import marconi_experiment, parse_sizes
     from sim.trace.generate import multiturn
 
-    trace = multiturn(
-        num_sessions=4, num_turns=3, system_len=256, user_len=32, output_len=32, request_rate=2.0
-    )
+    trace = multiturn(num_sessions=4, num_turns=3, system_len=256, user_len=32, output_len=32, request_rate=2.0)
     table = marconi_experiment(trace, cache_gb=parse_sizes("0.5,4"), mode="timed")
     assert list(table["cache_gb"]) == [0.5, 4.0]
     for _, row in table.iterrows():
-        runs = {
-            p: simulate(trace, SimConfig(policy=p, model="qwen3-next", cache_bytes=row["cache_gb"] * 1e9))
-            for p in MARCONI
-        }
+        runs = {p: simulate(trace, SimConfig(policy=p, model="qwen3-next", cache_bytes=row["cache_gb"] * 1e9))
+                for p in MARCONI}
         prompts = sum(trace.prompt_len(r.id) for r in trace)
-        for policy, label in (
-            ("marconi", "Marconi"),
-            ("marconi-sglang", "SGLang+"),
-            ("marconi-vllm", "vLLM+"),
-        ):
+        for policy, label in (("marconi", "Marconi"), ("marconi-sglang", "SGLang+"), ("marconi-vllm", "vLLM+")):
             assert row[f"{label} hit rate"] == round(runs[policy].summary["cached_tokens"] / prompts, 4)
         assert row["bound hit rate"] >= row["Marconi hit rate"]
     with pytest.raises(ValueError, match="--cache-gb"):

@@ -23,12 +23,7 @@ REFUSED_SHAPES += [("r5", 0.0, 392, 1056), ("r6", 0.0, 392, 1056), ("r1", 0.249,
 
 def _trace(shapes, prefix_len: int) -> Trace:
     return Trace(
-        Request(
-            id=rid,
-            arrival=at,
-            output_len=out,
-            prompt=[Segment(ref="p0", len=prefix_len), Segment(ref=rid, len=own)],
-        )
+        Request(id=rid, arrival=at, output_len=out, prompt=[Segment(ref="p0", len=prefix_len), Segment(ref=rid, len=own)])
         for rid, at, out, own in shapes
     )
 
@@ -65,9 +60,7 @@ def bursts(draw):
     """A wave of requests on one shared prefix, then a wave that finds it cached while the first still runs,
     in tight pools (the shape of the refused run)."""
     first = draw(st.lists(st.tuples(st.integers(300, 1200), st.integers(2, 400)), min_size=2, max_size=6))
-    second = draw(
-        st.lists(st.tuples(st.integers(1, 300), st.integers(2, 200), st.integers(50, 800)), max_size=3)
-    )
+    second = draw(st.lists(st.tuples(st.integers(1, 300), st.integers(2, 200), st.integers(50, 800)), max_size=3))
     requests = [(f"a{i}", 0.0, out, own) for i, (own, out) in enumerate(first)]
     requests += [(f"b{i}", at / 1000, out, own) for i, (own, out, at) in enumerate(second)]
     page = draw(st.sampled_from([1, 64]))

@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 from sim.cache.engines.marconi_vllm_direct import chunk_key
 from sim.tokens import TokenSeq
 
-runs = st.lists(
-    st.tuples(st.sampled_from("abc"), st.integers(0, 50), st.integers(1, 70)), min_size=1, max_size=6
-)
+runs = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 50), st.integers(1, 70)), min_size=1, max_size=6)
 
 
 @st.composite

@@ -75,9 +75,7 @@ def _log_locks(recorded: Recorded) -> None:
         held = req.locks
         window = tuple((node.start, node.end) for node in held.swa_nodes)
         state_node = None if held.state_node is None else held.state_node.end
-        recorded.log.append(
-            ("locks", held.node.end, window, held.swa_covered, state_node, held.in_walk_order)
-        )
+        recorded.log.append(("locks", held.node.end, window, held.swa_covered, state_node, held.in_walk_order))
 
     rules.after_prefill_chunk = logged
 
@@ -85,12 +83,8 @@ def _log_locks(recorded: Recorded) -> None:
 def _compare(cache, requests, one_loop: bool) -> None:
     fused, general = Recorded(*cache, fast=one_loop), Recorded(*cache, fast=one_loop)
     general.manager.rules.fused_chunks = False
-    fused.manager.rules.chunk_runs = (
-        False  # the chunks one by one (the run: test_marconi_vllm_run_property.py)
-    )
-    fused.manager.rules.page_steps = (
-        False  # the fused functions (the run's per step: test_page_plans_property.py)
-    )
+    fused.manager.rules.chunk_runs = False  # the chunks one by one (the run: test_marconi_vllm_run_property.py)
+    fused.manager.rules.page_steps = False  # the fused functions (the run's per step: test_page_plans_property.py)
     _log_locks(fused)
     _log_locks(general)
     for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
@@ -135,10 +129,7 @@ def _trace() -> Trace:
             Request(
                 id=f"r{i}",
                 arrival=i * 0.015,
-                prompt=[
-                    Segment(ref=f"sys{i % 3}", len=300 + 40 * (i % 4)),
-                    Segment(ref=f"u{i}", len=50 + 90 * i),
-                ],
+                prompt=[Segment(ref=f"sys{i % 3}", len=300 + 40 * (i % 4)), Segment(ref=f"u{i}", len=50 + 90 * i)],
                 output_len=20 + 11 * i,
             )
             for i in range(16)

@@ -69,9 +69,7 @@ def current_entries(manager) -> list[tuple]:
         for stamp, _, node in recency.leaves.heap
         if node.alive and not node.children and recency.stamps.get(node.id, 0) == stamp
     }
-    leaves = {
-        (recency.stamps.get(n.id, 0), n.start, n.end) for n in tree.nodes() if not n.children and n.parent
-    }
+    leaves = {(recency.stamps.get(n.id, 0), n.start, n.end) for n in tree.nodes() if not n.children and n.parent}
     assert leaves <= current, sorted(leaves - current)
     return sorted(current)
 
@@ -80,16 +78,9 @@ def _stamps(manager) -> tuple:
     """Every node's recency stamp and tree stamps by position, the clocks, eviction counts and stamps kept."""
     tree, recency = manager.tree, manager.rules.recency
     nodes = tuple(
-        (n.start, n.end, recency.stamps.get(n.id), n.full_stamp, n.swa_stamp, n.state_stamp)
-        for n in tree.nodes()
+        (n.start, n.end, recency.stamps.get(n.id), n.full_stamp, n.swa_stamp, n.state_stamp) for n in tree.nodes()
     )
-    return (
-        nodes,
-        tree.clock,
-        recency.now,
-        tree.num_evictions,
-        len(recency.stamps),
-    )  # no dead node's stamp kept
+    return nodes, tree.clock, recency.now, tree.num_evictions, len(recency.stamps)  # no dead node's stamp kept
 
 
 def _compare(cache, requests, watched: bool) -> None:
@@ -99,9 +90,7 @@ def _compare(cache, requests, watched: bool) -> None:
         own_ref = rid if own == 3 else f"own{family}-{own}"
         tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
         prompt_len = shared_len + own_len
-        assert ours.run(rid, tokens, prompt_len, output_len) == theirs.run(
-            rid, tokens, prompt_len, output_len
-        )
+        assert ours.run(rid, tokens, prompt_len, output_len) == theirs.run(rid, tokens, prompt_len, output_len)
         assert snapshot(ours.manager) == snapshot(theirs.manager), f"after {rid}"
         assert ours.locks == theirs.locks, f"after {rid}"
         assert current_entries(ours.manager) == current_entries(theirs.manager), f"after {rid}"

@@ -1,5 +1,4 @@
 """Model presets: byte and FLOP figures worked out by hand from the published configs, and knob validation."""
-
 import dataclasses
 
 import pytest
@@ -11,12 +10,7 @@ BF16, FP32 = 2, 4
 
 def test_executor_presets_keep_their_values():
     tiny, small = get_model("tiny"), get_model("small")
-    assert (tiny.layer_kinds, tiny.d_model, tiny.window, tiny.mamba_chunk) == (
-        (SWA, MAMBA, FULL),
-        128,
-        64,
-        16,
-    )
+    assert (tiny.layer_kinds, tiny.d_model, tiny.window, tiny.mamba_chunk) == ((SWA, MAMBA, FULL), 128, 64, 16)
     assert (small.num_layers(SWA), small.num_layers(MAMBA), small.num_layers(FULL)) == (12, 8, 4)
     assert (small.d_model, small.window, small.mamba_chunk, small.vocab_size) == (1024, 512, 64, 32768)
 
@@ -128,20 +122,17 @@ def test_window_override():
     assert m.flops_per_token(4096) < get_model("gemma-4-26b-a4b").flops_per_token(4096)
 
 
-@pytest.mark.parametrize(
-    "name, knobs, words",
-    [
-        ("gpt-oss-20b", {"window": 0}, "window must be > 0"),
-        ("qwen3-next", {"window": 512}, "no SWA layer"),
-        ("inkling", {"mamba_chunk": 0}, "mamba_chunk"),
-        ("gpt-oss-20b", {"experts_per_token": 33}, "experts_per_token 33 exceeds num_experts 32"),
-        ("small", {"num_kv_heads": 5}, "num_kv_heads 5"),
-        ("small", {"d_model": 0}, "d_model must be >= 1"),
-        ("small", {"layer_kinds": (FULL, "ssm")}, r"layer_kinds\[1\] is 'ssm'"),
-        ("small", {"layer_kinds": ()}, "layer_kinds is empty"),
-        ("small", {"windows": 5}, "unknown knob 'windows'"),
-    ],
-)
+@pytest.mark.parametrize("name, knobs, words", [
+    ("gpt-oss-20b", {"window": 0}, "window must be > 0"),
+    ("qwen3-next", {"window": 512}, "no SWA layer"),
+    ("inkling", {"mamba_chunk": 0}, "mamba_chunk"),
+    ("gpt-oss-20b", {"experts_per_token": 33}, "experts_per_token 33 exceeds num_experts 32"),
+    ("small", {"num_kv_heads": 5}, "num_kv_heads 5"),
+    ("small", {"d_model": 0}, "d_model must be >= 1"),
+    ("small", {"layer_kinds": (FULL, "ssm")}, r"layer_kinds\[1\] is 'ssm'"),
+    ("small", {"layer_kinds": ()}, "layer_kinds is empty"),
+    ("small", {"windows": 5}, "unknown knob 'windows'"),
+])
 def test_bad_knobs_are_named(name, knobs, words):
     with pytest.raises(ValueError, match=words) as info:
         get_model(name).replace(**knobs)
@@ -154,22 +145,9 @@ def test_dataclasses_replace_validates_too():
 
 
 def test_custom_spec_and_unknown_preset():
-    spec = ModelSpec(
-        name="x",
-        layer_kinds=(FULL,),
-        d_model=8,
-        num_q_heads=2,
-        num_kv_heads=1,
-        head_dim=4,
-        window=0,
-        mamba_num_heads=0,
-        mamba_head_dim=0,
-        mamba_state_dim=0,
-        mamba_conv_kernel=0,
-        mamba_chunk=0,
-        d_ff=16,
-        vocab_size=32,
-    )
+    spec = ModelSpec(name="x", layer_kinds=(FULL,), d_model=8, num_q_heads=2, num_kv_heads=1, head_dim=4,
+                     window=0, mamba_num_heads=0, mamba_head_dim=0, mamba_state_dim=0, mamba_conv_kernel=0,
+                     mamba_chunk=0, d_ff=16, vocab_size=32)
     assert not spec.has_swa and not spec.has_mamba and not spec.is_moe
     with pytest.raises(ValueError, match="unknown model 'nope'"):
         get_model("nope")

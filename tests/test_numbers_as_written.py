@@ -1,7 +1,6 @@
 """Numbers are taken as the user wrote them, by every command and in every list: ASCII decimal digits (a sign,
 a point, an exponent for a float), never Python's extras (``1_024``, ``６４``, ``٣``) that int() and float()
 accept; a refusal names the option as typed."""
-
 from __future__ import annotations
 
 import pytest
@@ -30,9 +29,7 @@ def test_a_number_must_be_written_in_ascii(text):
         parse_number(text)
 
 
-@pytest.mark.parametrize(
-    "text, value", [("1.5", 1.5), ("-.5", -0.5), ("5.", 5.0), ("1e-3", 1e-3), ("2E3", 2e3)]
-)
+@pytest.mark.parametrize("text, value", [("1.5", 1.5), ("-.5", -0.5), ("5.", 5.0), ("1e-3", 1e-3), ("2E3", 2e3)])
 def test_plain_numbers_read(text, value):
     assert parse_number(text) == value
 
@@ -49,19 +46,16 @@ def trace(tmp_path):
     return path
 
 
-@pytest.mark.parametrize(
-    "args, flag",
-    [
-        (["simulate", "--trace", "{t}", "--page-size", "1_024"], "--page-size"),
-        (["simulate", "--trace", "{t}", "--kv-memory-gb", "\uff14\uff10"], "--kv-memory-gb"),
-        (["grid", "--trace", "{t}", "--out", "{d}/g", "--jobs", "1_0"], "--jobs"),
-        (["grid", "--trace", "{t}", "--out", "{d}/g", "--max-points", "1_000"], "--max-points"),
-        (["trace", "gen", "fanout", "--num-groups", "1_0", "-o", "{d}/o"], "--num-groups"),
-        (["trace", "gen", "multiturn", "--think-time", "1_0.5", "-o", "{d}/o"], "--think-time"),
-        (["trace", "import", "azure", "{t}", "-o", "{d}/o", "--shared-len", "5_12"], "--shared-len"),
-        (["execute", "--trace", "{t}", "--seed", "\u0661"], "--seed"),
-    ],
-)
+@pytest.mark.parametrize("args, flag", [
+    (["simulate", "--trace", "{t}", "--page-size", "1_024"], "--page-size"),
+    (["simulate", "--trace", "{t}", "--kv-memory-gb", "\uff14\uff10"], "--kv-memory-gb"),
+    (["grid", "--trace", "{t}", "--out", "{d}/g", "--jobs", "1_0"], "--jobs"),
+    (["grid", "--trace", "{t}", "--out", "{d}/g", "--max-points", "1_000"], "--max-points"),
+    (["trace", "gen", "fanout", "--num-groups", "1_0", "-o", "{d}/o"], "--num-groups"),
+    (["trace", "gen", "multiturn", "--think-time", "1_0.5", "-o", "{d}/o"], "--think-time"),
+    (["trace", "import", "azure", "{t}", "-o", "{d}/o", "--shared-len", "5_12"], "--shared-len"),
+    (["execute", "--trace", "{t}", "--seed", "\u0661"], "--seed"),
+])
 def test_every_command_refuses_them_naming_the_option(tmp_path, trace, args, flag):
     filled = [str(a).replace("{t}", str(trace)).replace("{d}", str(tmp_path)) for a in args]
     assert_rejected(invoke(filled), flag)

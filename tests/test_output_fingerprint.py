@@ -1,6 +1,5 @@
 """scripts/output_fingerprint.py compare: identical trees pass; a changed byte, a missing file, a changed grid
 table are named; the grid's code-identity fields and point keys are not differences."""
-
 from __future__ import annotations
 
 import json
@@ -14,12 +13,8 @@ from output_fingerprint import compare  # noqa: E402
 
 def _tree(root: Path, key: str, source: str, table: str = "a,b\n1,2\n") -> Path:
     (root / "grid" / "points").mkdir(parents=True)
-    (root / "sim.stdout").write_text(
-        f"wrote {root}/x.csv\nrc=0\n"
-    )  # the output folder's own path is no difference
-    (root / "grid" / "points" / f"{key}.json").write_text(
-        json.dumps({"key": key, "source_sha256": source, "x": 1})
-    )
+    (root / "sim.stdout").write_text(f"wrote {root}/x.csv\nrc=0\n")  # the output folder's own path is no difference
+    (root / "grid" / "points" / f"{key}.json").write_text(json.dumps({"key": key, "source_sha256": source, "x": 1}))
     (root / "grid" / "points" / f"{key}.requests.csv").write_text(table)
     (root / "grid" / "grid.csv").write_text(f"key,source_sha256,cached\n{key},{source},5\n")
     return root

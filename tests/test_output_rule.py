@@ -1,7 +1,6 @@
 """The output rule (sim/atomic.py): hybridcache writes only to a regular file or a new path, never through a
 FIFO, socket, device, directory or a symbolic link planted at its temporary file's name; checked before any
 work (the options) and again at the rename (the writer itself)."""
-
 from __future__ import annotations
 
 import os
@@ -116,20 +115,16 @@ def test_a_folder_to_write_into_must_be_one(tmp_path):
 def test_every_output_option_refuses_a_special_file_before_any_work(tmp_path, kind, command, trace_file):
     target = tmp_path / "o"
     make_special(target, kind)
-    args = {
-        "gen": ["trace", "gen", "s3", "-o", target],
-        "import": ["trace", "import", "azure", trace_file, "-o", target],
-        "calibrate": ["calibrate", "--trace", trace_file, "-o", target],
-    }[command]
+    args = {"gen": ["trace", "gen", "s3", "-o", target],
+            "import": ["trace", "import", "azure", trace_file, "-o", target],
+            "calibrate": ["calibrate", "--trace", trace_file, "-o", target]}[command]
     assert_rejected(invoke(args), str(target), "-o")
     assert kind_of(target) == {"fifo": stat.S_IFIFO, "socket": stat.S_IFSOCK, "null": stat.S_IFCHR}[kind]
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_any_work(tmp_path):
-    assert_rejected(
-        invoke(["trace", "gen", "s3", "-o", tmp_path / "nowhere" / "t.jsonl"]),
-        f"{tmp_path / 'nowhere'} does not exist",
-    )
+    assert_rejected(invoke(["trace", "gen", "s3", "-o", tmp_path / "nowhere" / "t.jsonl"]),
+                    f"{tmp_path / 'nowhere'} does not exist")
 
 
 @pytest.fixture

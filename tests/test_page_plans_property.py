@@ -23,7 +23,6 @@ from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 
 from sim.cache.engines import marconi_vllm as vllm_module
-from sim.cache.engines import marconi_vllm_lean
 from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.page_chunks import PageChunks
 from sim.run.simulate import SimConfig, simulate
@@ -76,14 +75,12 @@ def bursts(draw):
     return Trace(sorted(requests, key=lambda r: r.arrival)), config
 
 
-def watched_run(trace: Trace, config: SimConfig, direct: bool, lean: bool = False):
-    """The timed run with ``plans_page_chunks`` as given, and its manager's state after every step; ``lean``:
-    ``marconi_vllm_lean.LEAN_STEPS`` (off here: the page path this file holds; its own test holds the lean)."""
+def watched_run(trace: Trace, config: SimConfig, direct: bool):
+    """The timed run with ``plans_page_chunks`` as given, and its manager's state after every step."""
     with (
         managers_watched(_state) as (_, states, step),
         mock.patch.object(PageChunks, "plans_page_chunks", direct),
         mock.patch.object(MarconiVllmRules, "page_steps", direct),
-        mock.patch.object(marconi_vllm_lean, "LEAN_STEPS", lean),
     ):
         result = simulate(trace, config, on_step=step)
     return result, states

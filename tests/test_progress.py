@@ -1,5 +1,4 @@
 """Progress in a log: a line every few seconds with the total and an ETA; nothing for a short run."""
-
 from __future__ import annotations
 
 import io

@@ -74,15 +74,8 @@ def test_worker_processes_report_their_point_before_it_ends():
     from sim.run.config import SimConfig
 
     sha = file_sha256("traces/fanout.jsonl")
-    tasks = [
-        PointTask(
-            f"p{i}",
-            config_to_dict(SimConfig(policy=policy, mode="replay", bounds=False)),
-            "traces/fanout.jsonl",
-            sha,
-        )
-        for i, policy in enumerate(("sglang", "sglang-retain"))
-    ]
+    tasks = [PointTask(f"p{i}", config_to_dict(SimConfig(policy=policy, mode="replay", bounds=False)),
+                       "traces/fanout.jsonl", sha) for i, policy in enumerate(("sglang", "sglang-retain"))]
     heard: list[tuple[str, int]] = []
     finished = []
     for outcome in run_workers(tasks, 2, lambda key, done: heard.append((key, done))):

@@ -1,6 +1,5 @@
 """The reliability benchmarks on small slices, so they do not rot, and the integrity driver's teeth: it
 must catch a leaked pool id."""
-
 from __future__ import annotations
 
 import pytest

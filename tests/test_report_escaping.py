@@ -1,7 +1,6 @@
 """User-derived text in reports and tables: a markdown code span survives the backticks in it, plain text
 renders as exactly itself (no HTML, link or image), the HTML page's Content-Security-Policy names its own
 style and script and nothing else, and a CSV cell never starts a spreadsheet formula yet reads back exactly."""
-
 from __future__ import annotations
 
 import base64
@@ -20,9 +19,7 @@ from reports.report_formats import CONTENT_SECURITY_POLICY, Section, to_html, to
 from reports.tables import markdown
 from sim.run.tables_io import csv_read_back, csv_text
 
-HOSTILE = st.text(alphabet=st.sampled_from("`*_[]()<>!|&~\\#-+=@ \t\nab/:;\"'"), max_size=30) | st.text(
-    max_size=30
-)
+HOSTILE = st.text(alphabet=st.sampled_from("`*_[]()<>!|&~\\#-+=@ \t\nab/:;\"'"), max_size=30) | st.text(max_size=30)
 MARKDOWN = MarkdownIt("commonmark", {"html": True})  # raw HTML on, as a pull request's renderer allows some
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None)
 
@@ -42,7 +39,7 @@ def rendered_text(fragment: str) -> str:
 def test_a_code_span_shows_exactly_its_text_whatever_it_holds(text):
     out = MARKDOWN.renderInline(code_span(text))
     assert out.startswith("<code>") and out.endswith("</code>") and out.count("<code>") == 1
-    shown = html.unescape(out[len("<code>") : -len("</code>")])
+    shown = html.unescape(out[len("<code>"):-len("</code>")])
     assert shown == seen(text) or not text.strip()
 
 
@@ -77,9 +74,7 @@ def test_the_page_policy_allows_its_own_style_and_script_only():
 
 
 def test_a_slot_name_in_user_text_is_never_filled():
-    page = to_html(
-        "{script} {style}", [("trace", code_span("{body}{csp}"))], [Section("{title}", "{script}")]
-    )
+    page = to_html("{script} {style}", [("trace", code_span("{body}{csp}"))], [Section("{title}", "{script}")])
     assert page.count("function sortTable") == 1 and page.count("<style>") == 1
     assert "{body}{csp}" in page and "<h2>{title}</h2>" in page
 

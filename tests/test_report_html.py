@@ -1,5 +1,4 @@
 """The HTML report: its structure as written, and as a real browser (headless Chromium) renders it."""
-
 from __future__ import annotations
 
 import base64
@@ -28,18 +27,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 def report_html(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("html")
     write_trace(s1(num_prompts=4), root / "s1.jsonl")
-    configs = expand(
-        parse_axes(
-            {
-                "policy": "sglang,sglang-retain",
-                "page_size": "128",
-                "track_interval": "128,256",
-                "chunked_prefill_size": "16384",
-                "pool_tokens": "4000000",
-                "mamba_states": "4096",
-            }
-        )
-    )
+    configs = expand(parse_axes({"policy": "sglang,sglang-retain", "page_size": "128", "track_interval": "128,256",
+                                 "chunked_prefill_size": "16384", "pool_tokens": "4000000", "mamba_states": "4096"}))
     run_grid(root / "s1.jsonl", configs, root / "out", jobs=1, progress=False)
     write_report(root / "out", fmt="html")
     return root / "out" / "report.html"
@@ -59,13 +48,11 @@ class Page(HTMLParser):
         attrs = dict(attrs)
         if tag not in ("img", "meta", "br"):
             self.stack.append(tag)
-        {"table": self.tables, "img": self.images, "th": self.headers, "td": self.cells}.get(tag, []).append(
-            attrs
-        )
+        {"table": self.tables, "img": self.images, "th": self.headers, "td": self.cells}.get(tag, []).append(attrs)
 
     def handle_endtag(self, tag):
         if tag in self.stack:
-            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag) :]
+            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag):]
 
     def handle_data(self, data):
         if not {"code", "script", "style"} & set(self.stack):
@@ -94,23 +81,13 @@ def browser() -> str | None:
 
 
 def run_browser(*args: str) -> subprocess.CompletedProcess:
-    command = [
-        browser(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--virtual-time-budget=5000",
-        *args,
-    ]
+    command = [browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               "--virtual-time-budget=5000", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(
-    browser() is None,
-    reason="no headless browser: install Debian's chromium (apt-get install "
-    "chromium) or set HYBRIDCACHE_BROWSER to one",
-)
+@pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
+                                              "chromium) or set HYBRIDCACHE_BROWSER to one")
 def test_a_real_browser_renders_the_report(report_html, tmp_path):
     url = report_html.resolve().as_uri()
     dumped = run_browser("--dump-dom", url)
@@ -118,9 +95,7 @@ def test_a_real_browser_renders_the_report(report_html, tmp_path):
     page = Page(dumped.stdout)
     check_page(page)
     assert [image.get("data-loaded") for image in page.images] == ["yes"] * 6  # every figure decoded
-    assert all(
-        header.get("aria-sort") == "none" for header in page.headers if "data-type" in header
-    )  # script ran
+    assert all(header.get("aria-sort") == "none" for header in page.headers if "data-type" in header)  # script ran
     shot = tmp_path / "report.png"
     taken = run_browser("--window-size=1000,2400", f"--screenshot={shot}", url)
     assert taken.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 50_000
@@ -150,16 +125,11 @@ def allow_script(page: str, script: str) -> str:
     return page.replace("script-src ", f"script-src 'sha256-{digest}' ", 1)
 
 
-@pytest.mark.skipif(
-    browser() is None,
-    reason="no headless browser: install Debian's chromium (apt-get install "
-    "chromium) or set HYBRIDCACHE_BROWSER to one",
-)
+@pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
+                                              "chromium) or set HYBRIDCACHE_BROWSER to one")
 def test_a_click_on_a_header_sorts_the_table_by_number(report_html, tmp_path):
     clicked = tmp_path / "clicked.html"
-    clicked.write_text(
-        allow_script(report_html.read_text(), CLICK_A_HEADER).replace("</body>", CLICK_A_HEADER + "</body>")
-    )
+    clicked.write_text(allow_script(report_html.read_text(), CLICK_A_HEADER).replace("</body>", CLICK_A_HEADER + "</body>"))
     dumped = run_browser("--dump-dom", clicked.as_uri())
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     body = re.search(r'<body[^>]*data-sorted="([^"]*)"[^>]*>', dumped.stdout)
@@ -168,24 +138,17 @@ def test_a_click_on_a_header_sorts_the_table_by_number(report_html, tmp_path):
     assert len(shown) == 4 and shown == sorted(shown) and shown != sorted(shown, reverse=True)
 
 
-@pytest.mark.skipif(
-    browser() is None,
-    reason="no headless browser: install Debian's chromium (apt-get install "
-    "chromium) or set HYBRIDCACHE_BROWSER to one",
-)
+@pytest.mark.skipif(browser() is None, reason="no headless browser: install Debian's chromium (apt-get install "
+                                              "chromium) or set HYBRIDCACHE_BROWSER to one")
 def test_the_page_loads_nothing_from_outside_even_with_an_image_planted_in_it(report_html, tmp_path):
     """An image injected into the page (as a trace name once could) is blocked by the page's policy; the
     same page without the policy loads it, so the probe can tell."""
     probe = tmp_path / "probe.png"
     shutil.copy(next((report_html.parent / "figures").glob("*.png"), None) or _one_png(tmp_path), probe)
-    planted = report_html.read_text().replace(
-        "<h1>", f'<img id="probe" alt="probe" src="{probe.as_uri()}"><h1>', 1
-    )
+    planted = report_html.read_text().replace("<h1>", f'<img id="probe" alt="probe" src="{probe.as_uri()}"><h1>', 1)
     loaded = {}
-    for name, page in (
-        ("with", planted),
-        ("without", re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", planted)),
-    ):
+    for name, page in (("with", planted), ("without", re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>',
+                                                              "", planted))):
         (tmp_path / f"{name}.html").write_text(page)
         dumped = run_browser("--dump-dom", (tmp_path / f"{name}.html").as_uri())
         assert dumped.returncode == 0, dumped.stderr[-2000:]

@@ -1,7 +1,6 @@
 """The reviewer flows of issue 25, end to end through the command line: a vLLM PR's retention intervals on
 Qwen3.5-4B, an SGLang PR's track intervals, and a capacity sweep; each report right for its engine and axis,
 paste-ready (markdown and HTML, the HTML in a real browser)."""
-
 from __future__ import annotations
 
 import json
@@ -18,16 +17,8 @@ from reports.occupancy import occupancy_plot
 from sim.grid.store import PointStore
 from tests.test_report_html import browser, run_browser
 
-VLLM_RETENTION = [
-    "--policy",
-    "vllm",
-    "--model",
-    "qwen3.5-4b",
-    "--prefill-checkpoints",
-    "off",
-    "--retention-interval",
-    "none,0,2112",
-]
+VLLM_RETENTION = ["--policy", "vllm", "--model", "qwen3.5-4b", "--prefill-checkpoints", "off",
+                  "--retention-interval", "none,0,2112"]
 
 
 def invoke(*args: str):
@@ -39,16 +30,7 @@ def invoke(*args: str):
 @pytest.fixture(scope="module")
 def vllm_grid(tmp_path_factory):
     out = tmp_path_factory.mktemp("vllm") / "grid"
-    invoke(
-        "grid",
-        "--trace",
-        "traces/mooncake_conversation_500.jsonl",
-        *VLLM_RETENTION,
-        "--jobs",
-        "1",
-        "--out",
-        str(out),
-    )
+    invoke("grid", "--trace", "traces/mooncake_conversation_500.jsonl", *VLLM_RETENTION, "--jobs", "1", "--out", str(out))
     invoke("report", str(out))
     invoke("report", str(out), "--format", "html")
     return out
@@ -139,28 +121,11 @@ def test_the_html_shows_every_table_whole_in_a_1000_px_window(vllm_grid, tmp_pat
 def test_an_sglang_interval_grid_compares_along_any_axis(tmp_path):
     out = tmp_path / "grid"
     invoke("trace", "gen", "s1", "--num-prompts", "4", "-o", str(tmp_path / "s1.jsonl"))
-    invoke(
-        "grid",
-        "--trace",
-        str(tmp_path / "s1.jsonl"),
-        "--policy",
-        "sglang,sglang-retain",
-        "--track-interval",
-        "128,256,512",
-        "--chunked-prefill-size",
-        "16384",
-        "--mode",
-        "replay",
-        "--jobs",
-        "1",
-        "--out",
-        str(out),
-    )
+    invoke("grid", "--trace", str(tmp_path / "s1.jsonl"), "--policy", "sglang,sglang-retain",
+           "--track-interval", "128,256,512", "--chunked-prefill-size", "16384", "--mode", "replay", "--jobs", "1",
+           "--out", str(out))
     text = (out / "report.md").read_text() if invoke("report", str(out)) else ""
-    assert (
-        "## Reuse: policy=sglang -> each other policy" in text
-        and "## Reuse over track interval, by policy" in text
-    )
+    assert "## Reuse: policy=sglang -> each other policy" in text and "## Reuse over track interval, by policy" in text
     with Image.open(out / "figures" / "heatmap-hits.png") as image:
         assert image.width == 800
     invoke("report", str(out), "--baseline", "track_interval=128")
@@ -171,14 +136,11 @@ def test_an_sglang_interval_grid_compares_along_any_axis(tmp_path):
     assert "## Reuse over policy, by track_interval" in text
 
 
-@pytest.mark.parametrize(
-    ("baseline", "message"),
-    [
-        ("page_size=64", "'page_size' does not vary in this grid; it varies retention_interval"),
-        ("retention_interval=7", "retention_interval takes none, 0, 2112 in this grid"),
-        ("sglang", "'sglang' is not a policy of this grid; it has vllm"),
-    ],
-)
+@pytest.mark.parametrize(("baseline", "message"), [
+    ("page_size=64", "'page_size' does not vary in this grid; it varies retention_interval"),
+    ("retention_interval=7", "retention_interval takes none, 0, 2112 in this grid"),
+    ("sglang", "'sglang' is not a policy of this grid; it has vllm"),
+])
 def test_a_baseline_the_grid_cannot_take_is_named(vllm_grid, baseline, message):
     result = CliRunner().invoke(cli, ["report", str(vllm_grid), "--baseline", baseline])
     assert result.exit_code == 2 and message in result.output
@@ -186,27 +148,12 @@ def test_a_baseline_the_grid_cannot_take_is_named(vllm_grid, baseline, message):
 
 def test_a_capacity_sweep_names_the_highest_rate_that_meets_the_slo(tmp_path):
     out = tmp_path / "grid"
-    invoke(
-        "grid",
-        "--trace",
-        "traces/fanout.jsonl",
-        "--policy",
-        "sglang,sglang-retain",
-        "--request-rate-scale",
-        "1,4,16",
-        "--slo",
-        "ttft=0.0022,tpot=0.0015,attainment=0.5",
-        "--jobs",
-        "1",
-        "--out",
-        str(out),
-    )
+    invoke("grid", "--trace", "traces/fanout.jsonl", "--policy", "sglang,sglang-retain", "--request-rate-scale",
+           "1,4,16", "--slo", "ttft=0.0022,tpot=0.0015,attainment=0.5", "--jobs", "1", "--out", str(out))
     invoke("report", str(out))
     text = (out / "report.md").read_text()
     assert "## Capacity: goodput and latency against the arrival rate" in text
-    assert (out / "figures" / "goodput-vs-rate.png").is_file() and (
-        out / "figures" / "latency-cdf.png"
-    ).is_file()
+    assert (out / "figures" / "goodput-vs-rate.png").is_file() and (out / "figures" / "latency-cdf.png").is_file()
     points = pd.read_csv(out / "grid.csv")
     assert "**SLO**: ttft <= 0.0022 s and tpot <= 0.0015 s for 50% of requests" in text
     for policy, rows in points.groupby("policy", sort=False):
@@ -219,15 +166,12 @@ def test_a_capacity_sweep_names_the_highest_rate_that_meets_the_slo(tmp_path):
     assert points["goodput_requests_per_s"].notna().all()
 
 
-@pytest.mark.parametrize(
-    ("attainments", "answer", "best_rate"),
-    [
-        ([1.0, 0.95, 0.5, 0.2], "2", 2.0),
-        ([1.0, 0.5, 0.95, 0.2], "1", 1.0),  # passing again past the knee is not capacity
-        ([1.0, 0.95, 0.92, 0.91], "at least 8 (the fastest swept)", 8.0),
-        ([0.5, 0.95, 0.95, 0.95], "none (below 1, the slowest swept)", None),
-    ],
-)
+@pytest.mark.parametrize(("attainments", "answer", "best_rate"), [
+    ([1.0, 0.95, 0.5, 0.2], "2", 2.0),
+    ([1.0, 0.5, 0.95, 0.2], "1", 1.0),  # passing again past the knee is not capacity
+    ([1.0, 0.95, 0.92, 0.91], "at least 8 (the fastest swept)", 8.0),
+    ([0.5, 0.95, 0.95, 0.95], "none (below 1, the slowest swept)", None),
+])
 def test_capacity_is_the_highest_rate_below_the_first_one_that_misses_the_slo(attainments, answer, best_rate):
     from reports.capacity import _capacity
 
@@ -244,11 +188,8 @@ def test_the_default_baseline_is_a_knob_before_the_load():
 
     from reports.axes import choose_baseline
 
-    points = pd.DataFrame(
-        {"policy": ["vllm"] * 4, "setting": [(0.5, "none"), (0.5, 0), (1.0, "none"), (1.0, 0)]}
-    )
-    data = SimpleNamespace(
-        points=points, settings=["request_rate_scale", "retention_interval"], policies=lambda: ["vllm"]
-    )
+    points = pd.DataFrame({"policy": ["vllm"] * 4, "setting": [(0.5, "none"), (0.5, 0), (1.0, "none"), (1.0, 0)]})
+    data = SimpleNamespace(points=points, settings=["request_rate_scale", "retention_interval"],
+                           policies=lambda: ["vllm"])
     assert choose_baseline(data, None).label == "retention_interval=none"
     assert choose_baseline(data, "request_rate_scale=1").value == 1.0

@@ -2,7 +2,6 @@
 what SGLang 0.5.23 answered on hand-made and generated pressure scenarios (tests/sglang_budget_scenarios.py), and
 the manager-level rules behind it (the allocators' page of slack, the copy-on-write slot of a refused hit, a lone
 request given up on at once) hold on hand-checked states."""
-
 from __future__ import annotations
 
 import pytest
@@ -31,9 +30,7 @@ def test_the_window_a_match_locks_can_make_an_idle_server_wait(swa_tokens, mode)
     assert outcomes(scenario, "sglang", mode) == hand.LOCKED_WINDOW[swa_tokens]
     if swa_tokens == 176:  # 80 SWA tokens needed, 176 - 96 = 80 obtainable: not strictly below
         note = simulated(scenario, "sglang", mode)["b"].note
-        assert (
-            "PrefillAdder answers NO_TOKEN" in note and "needs 80 SWA tokens, at most 80 can be freed" in note
-        )
+        assert "PrefillAdder answers NO_TOKEN" in note and "needs 80 SWA tokens, at most 80 can be freed" in note
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -43,11 +40,7 @@ def test_check_decode_mem_runs_before_the_decode_free(swa_tokens, mode):
     assert outcomes(scenario, "sglang", mode) == hand.DECODE_CHECK[swa_tokens]
     if swa_tokens == 176:
         note = simulated(scenario, "sglang", mode)["a"].note
-        assert (
-            "check_decode_mem" in note and "position 176" in note
-            if mode == "timed"
-            else "check_decode_mem" in note
-        )
+        assert "check_decode_mem" in note and "position 176" in note if mode == "timed" else "check_decode_mem" in note
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -89,14 +82,8 @@ def test_a_decode_step_without_a_page_still_evicts_for_the_page_of_slack():
 def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
     # MambaComponent.finalize_match_result_in_cache copies the hit's state into a slot of the request's own
     # when the match is made, before PrefillAdder refuses it: with no slot free, the least recent tree state goes
-    mgr = manager(
-        "sglang",
-        hybrid_model(window=64, mamba_chunk=16),
-        PoolSizes(400, 10, 8),
-        page_size=16,
-        track_interval=64,
-        chunked_prefill_size=128,
-    )
+    mgr = manager("sglang", hybrid_model(window=64, mamba_chunk=16), PoolSizes(400, 10, 8), page_size=16,
+                  track_interval=64, chunked_prefill_size=128)
     for name in ("r1", "r2"):  # done at their prompt: each leaves [0, 64) live with the state at 64
         run_alone(mgr, name, seq((name, 70)) + out(name, 1), 70, 1, 128)
     assert mgr.tree.num_states == 2 and mgr.tree.num_swa_pages == 8
@@ -106,11 +93,7 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
     refusal = mgr.admit("b", seq(("r2", 70), ("v", 100)) + out("b", 8), 170)
     # 106 tokens to extend, 112 paged, chunks of 128: (112 - 64) + min(112 + 8, 64) + 16 = 128 SWA tokens; the
     # pool's 160 less r2's locked window (64) leaves 96: SGLang waits
-    assert isinstance(refusal, Refusal) and (refusal.pool, refusal.needed, refusal.available) == (
-        "SWA",
-        128,
-        96,
-    )
+    assert isinstance(refusal, Refusal) and (refusal.pool, refusal.needed, refusal.available) == ("SWA", 128, 96)
     # r1's state made room for the copy
     assert mgr.tree.num_states == 1 and mgr.pools[Component.MAMBA].num_free == 1
     assert mgr.match(seq(("r1", 70), ("y", 5)), 75).cached_len == 0
@@ -119,9 +102,8 @@ def test_a_refused_mamba_hit_still_makes_room_for_its_state_copy():
     mgr.check_integrity()
 
 
-@pytest.mark.parametrize(
-    "requeues, expected", [(False, "stalled mid prefill"), (True, "stalled mid prefill")]
-)
+@pytest.mark.parametrize("requeues, expected", [(False, "stalled mid prefill"),
+                                                (True, "stalled mid prefill")])
 def test_a_lone_chunked_request_no_pass_continues_is_given_up_on(monkeypatch, requeues, expected):
     # SGLang's scheduler (sim/sched/sglang.py): the lone chunked prefill no pass backs waits forever in SGLang,
     # whatever the default loop's requeue rule says; simulate gives up on it
@@ -135,10 +117,6 @@ def test_a_lone_chunked_request_no_pass_continues_is_given_up_on(monkeypatch, re
     monkeypatch.setattr(SGLangRules, "requeues_lone_request", requeues)
     knobs = dict(page_size=16, track_interval=128, chunked_prefill_size=16)
     config = SimConfig(policy="sglang-retain", model="inkling", mode="timed", knobs=knobs)
-    setup = RunSetup(
-        config, get_model("inkling"), make_policy("sglang-retain", **knobs), PoolSizes(12500, 100, 16)
-    )
-    result = run_timed(
-        trace_of(req("long", 3000, 4, arrival=0.0)), setup, backend=FixedStepBackend(0.01, 0.0)
-    )
+    setup = RunSetup(config, get_model("inkling"), make_policy("sglang-retain", **knobs), PoolSizes(12500, 100, 16))
+    result = run_timed(trace_of(req("long", 3000, 4, arrival=0.0)), setup, backend=FixedStepBackend(0.01, 0.0))
     assert result.requests.set_index("id").loc["long", "rejected"].startswith(expected)

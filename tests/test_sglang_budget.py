@@ -1,6 +1,5 @@
 """SGLang 0.5.23's prefill and decode budget arithmetic (sim/cache/engines/sglang_budget.py), on numbers derived
 by hand from SGLang's functions; the first cases are the ones SGLang itself logged for pressure seed 17."""
-
 from __future__ import annotations
 
 from sim.cache.engines.sglang_budget import (
@@ -34,15 +33,8 @@ def test_new_request_total_tokens_adds_the_clipped_decode_and_a_page():
 
 def test_check_prefill_full_needs_strictly_less_than_remaining():
     # PrefillBudget.check_prefill: total_tokens < remaining_total, or no
-    common = dict(
-        extend_len=100,
-        max_new_tokens=10,
-        remaining_swa=None,
-        swa_pool_tokens=0,
-        window=0,
-        page=16,
-        chunk_limit=64,
-    )
+    common = dict(extend_len=100, max_new_tokens=10, remaining_swa=None, swa_pool_tokens=0, window=0, page=16,
+                  chunk_limit=64)
     assert check_prefill(total_tokens=126, remaining_total=127, **common) == PrefillVerdict(True, 64)
     assert check_prefill(total_tokens=126, remaining_total=126, **common) == PrefillVerdict(False, None)
 
@@ -51,44 +43,18 @@ def test_check_prefill_a_locked_window_makes_an_idle_pool_wait():
     # seed 17's t1: 140 tokens to extend (144 paged), 2 to decode, W 256, a 368-token SWA pool of which the
     # matched window keeps 272 locked: the estimate 162 is not below the 96 left, and 162 < 368 is no permanent
     # shortfall (swa_never_fits), so SGLang waits
-    verdict = check_prefill(
-        extend_len=140,
-        max_new_tokens=2,
-        total_tokens=158,
-        remaining_total=1904,
-        remaining_swa=96,
-        swa_pool_tokens=368,
-        window=256,
-        page=16,
-        chunk_limit=64,
-    )
+    verdict = check_prefill(extend_len=140, max_new_tokens=2, total_tokens=158, remaining_total=1904, remaining_swa=96,
+                            swa_pool_tokens=368, window=256, page=16, chunk_limit=64)
     assert verdict == PrefillVerdict(False, None)
-    fits = check_prefill(
-        extend_len=1182,
-        max_new_tokens=89,
-        total_tokens=1287,
-        remaining_total=3072,
-        remaining_swa=368,
-        swa_pool_tokens=368,
-        window=256,
-        page=16,
-        chunk_limit=64,
-    )
+    fits = check_prefill(extend_len=1182, max_new_tokens=89, total_tokens=1287, remaining_total=3072,
+                         remaining_swa=368, swa_pool_tokens=368, window=256, page=16, chunk_limit=64)
     assert fits == PrefillVerdict(True, 64)  # 272 < 368
 
 
 def test_check_prefill_caps_the_chunk_of_a_request_that_never_fits_the_swa_pool():
     # estimate 528 >= a 300-token pool: swa_never_fits, so _chunk_cap = floor_16(remaining - (min(10, W) + 16))
-    common = dict(
-        extend_len=1000,
-        max_new_tokens=10,
-        total_tokens=1026,
-        remaining_total=5000,
-        swa_pool_tokens=300,
-        window=256,
-        page=16,
-        chunk_limit=512,
-    )
+    common = dict(extend_len=1000, max_new_tokens=10, total_tokens=1026, remaining_total=5000, swa_pool_tokens=300,
+                  window=256, page=16, chunk_limit=512)
     assert check_prefill(remaining_swa=300, **common) == PrefillVerdict(True, 272)
     assert check_prefill(remaining_swa=100, **common) == PrefillVerdict(True, 64)
     assert check_prefill(remaining_swa=20, **common) == PrefillVerdict(False, None)  # the cap is 0
@@ -97,17 +63,8 @@ def test_check_prefill_caps_the_chunk_of_a_request_that_never_fits_the_swa_pool(
 
 def test_check_prefill_a_transient_swa_shortfall_waits():
     # the same request against a 1000-token pool: 528 < 1000, so a shortfall now is only transient
-    verdict = check_prefill(
-        extend_len=1000,
-        max_new_tokens=10,
-        total_tokens=1026,
-        remaining_total=5000,
-        remaining_swa=300,
-        swa_pool_tokens=1000,
-        window=256,
-        page=16,
-        chunk_limit=512,
-    )
+    verdict = check_prefill(extend_len=1000, max_new_tokens=10, total_tokens=1026, remaining_total=5000,
+                            remaining_swa=300, swa_pool_tokens=1000, window=256, page=16, chunk_limit=512)
     assert verdict == PrefillVerdict(False, None)
 
 

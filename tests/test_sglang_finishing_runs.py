@@ -54,9 +54,7 @@ def sessions(draw):
 
 @st.composite
 def cases(draw):
-    policy = draw(
-        st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"])
-    )
+    policy = draw(st.sampled_from(["radix", "sglang", "sglang-retain", "sglang-retain-tree", "marconi-sglang"]))
     page = 1 if policy == "marconi-sglang" else draw(st.sampled_from([1, 2, 16, 64]))
     knobs = dict(
         page_size=page,

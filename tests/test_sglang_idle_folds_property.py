@@ -38,14 +38,8 @@ def sessions(draw):
             arrival = arrival_ms / 1000 if parent is None else None
             output_len = draw(st.integers(2, 1400))
             requests.append(
-                Request(
-                    id=request_id,
-                    arrival=arrival,
-                    after=parent,
-                    think_time=0.0,
-                    output_len=output_len,
-                    prompt=list(prompt),
-                )
+                Request(id=request_id, arrival=arrival, after=parent, think_time=0.0, output_len=output_len,
+                        prompt=list(prompt))
             )
             prompt = prompt + [Segment(ref=f"{request_id}o", len=draw(st.integers(1, 300)))]
             parent = request_id
@@ -54,9 +48,7 @@ def sessions(draw):
 
 @st.composite
 def cases(draw):
-    policy = draw(
-        st.sampled_from(["sglang-retain", "sglang-retain", "sglang-retain-tree", "sglang", "radix"])
-    )
+    policy = draw(st.sampled_from(["sglang-retain", "sglang-retain", "sglang-retain-tree", "sglang", "radix"]))
     page = draw(st.sampled_from([1, 2, 16, 64]))
     knobs = dict(
         page_size=page,

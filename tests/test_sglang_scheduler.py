@@ -2,7 +2,6 @@
 tests/sglang_concurrent_scenarios.py simulate schedules, step by step, what SGLang 0.5.23 scheduled, retracts what
 it retracted, keeps the rest in retract_decode's keep order and ends each request where it ended (pinned;
 tests/conformance runs SGLang again)."""
-
 from __future__ import annotations
 
 from dataclasses import replace
@@ -104,14 +103,11 @@ def test_lpm_falls_back_to_fcfs_above_128_waiting():
 
     def match(tokens, known):
         matched.append(known)
-        return MatchResult(
-            known, known, None
-        )  # the longer the prompt, the longer the match: LPM would reverse it
+        return MatchResult(known, known, None)  # the longer the prompt, the longer the match: LPM would reverse it
 
     def waiting(count):
         return deque(
-            RequestState(f"r{i}", None, 10 + i, 1, None, tokens=TokenSeq.of(f"r{i}", 11 + i))
-            for i in range(count)
+            RequestState(f"r{i}", None, 10 + i, 1, None, tokens=TokenSeq.of(f"r{i}", 11 + i)) for i in range(count)
         )
 
     order = WaitingOrder("lpm", match, lambda state: state.prompt_len)
@@ -142,13 +138,8 @@ def test_dfs_weight_orders_the_heaviest_subtree_first_and_a_node_after_its_child
     def states(*names):
         return [RequestState(name, None, 8, 1, None) for name in names]
 
-    at_node = {
-        tree.root: states("r1", "r2"),
-        c: states("c1"),
-        b: states("b1"),
-        a: states("a1"),
-        below_b: states("d1"),
-    }
+    at_node = {tree.root: states("r1", "r2"), c: states("c1"), b: states("b1"), a: states("a1"),
+               below_b: states("d1")}
     order = [state.request_id for state in _dfs_weight_order(at_node)]
     assert order == ["d1", "b1", "a1", "c1", "r1", "r2"]
 
@@ -161,9 +152,7 @@ def test_hrrns_clock_counts_a_decode_step_as_the_prefill_batch_that_became_the_r
     from sim.sched.sglang_clock import TokenClock
 
     def batch(*items):
-        return Batch(
-            0, [BatchItem(ChunkPlan(rid, start, end, None), prefill) for rid, start, end, prefill in items]
-        )
+        return Batch(0, [BatchItem(ChunkPlan(rid, start, end, None), prefill) for rid, start, end, prefill in items])
 
     clock = TokenClock()
     clock.entered("late")

@@ -1,7 +1,6 @@
 """Whole runs with ``TokenSeq.slice`` cut by its runs' bounds (``SLICE_BY_BOUNDS``, sim/tokens.py) and by the
 run-by-run reference give identical tables and summaries; the bounds' cut is reached across several runs in
 the runs compared (a floor counted in this test's own runs)."""
-
 from __future__ import annotations
 
 import pytest
@@ -12,13 +11,7 @@ from sim.run.simulate import SimConfig, simulate
 from sim.tokens import TokenSeq
 from sim.trace import load_trace
 
-CASES = [
-    ("radix", "timed"),
-    ("radix", "replay"),
-    ("sglang", "timed"),
-    ("marconi-sglang", "timed"),
-    ("vllm", "timed"),
-]
+CASES = [("radix", "timed"), ("radix", "replay"), ("sglang", "timed"), ("marconi-sglang", "timed"), ("vllm", "timed")]
 
 
 @pytest.mark.interpreted  # counts the cuts by patching TokenSeq._cut

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from test_decode_fast_path_property import Run, snapshot
 
 from sim.cache import locks
-from sim.cache.engines import marconi_vllm_chunks, marconi_vllm_lean, marconi_vllm_run
+from sim.cache.engines import marconi_vllm_chunks, marconi_vllm_run
 from sim.cache.sizing import PoolSizes
 
 MARCONI_PRESETS = ("marconi", "marconi-sglang", "marconi-vllm")
@@ -87,7 +87,6 @@ def checked_slides():
     """Every slide compared with the rebuild's walk from its new node; yields the count of slides."""
     count = [0]
     real_slide, real_direct = locks.slide, marconi_vllm_chunks.slide_unreleased
-    real_lean = marconi_vllm_lean._slide
 
     def check(tree, held, node, window, has_swa):
         expected = rebuilt_window(tree, node, window) if has_swa else []
@@ -105,14 +104,8 @@ def checked_slides():
         real_direct(held, node, tree, window, has_swa, has_mamba)
         check(tree, held, node, window, has_swa)
 
-    # and the lean timed page commit's own copy of those statements (``marconi_vllm_lean.LEAN_STEPS``)
-    def lean_slide(req, node, tree, window, has_swa, has_mamba):
-        real_lean(req, node, tree, window, has_swa, has_mamba)
-        check(tree, req.locks, node, window, has_swa)
-
     with (
         mock.patch.object(locks, "slide", slide),
-        mock.patch.object(marconi_vllm_lean, "_slide", lean_slide),
         mock.patch.object(marconi_vllm_chunks, "slide_unreleased", direct_slide),
         mock.patch.object(marconi_vllm_run, "slide_unreleased", direct_slide),
     ):

@@ -47,12 +47,7 @@ def run_both(trace: Trace, knobs: dict, pool_tokens: int, bounds: bool) -> int:
     """Fast and step-by-step runs of the trace, asserted equal; the steps the fast run's batch runs took while a
     running request was still in its prompt."""
     config = SimConfig(
-        policy="no-cache",
-        model="inkling",
-        knobs=knobs,
-        pool_tokens=pool_tokens,
-        mamba_states=48,
-        bounds=bounds,
+        policy="no-cache", model="inkling", knobs=knobs, pool_tokens=pool_tokens, mamba_states=48, bounds=bounds
     )
     beside_stalled = [0]
 
@@ -93,27 +88,10 @@ def test_the_generated_runs_take_batch_runs_beside_stalled_chunks():
 def _burst() -> list[Request]:
     """Twelve requests within 300 ms, prompts to 4,000 tokens: with a 64-token chunk budget at page 16, requests
     admitted with less than a page of the pass's chunk left stall beside the others' decodes."""
-    lengths = [
-        (3100, 420),
-        (250, 880),
-        (3900, 130),
-        (1200, 610),
-        (40, 700),
-        (2600, 350),
-        (900, 820),
-        (3300, 90),
-        (1700, 540),
-        (600, 760),
-        (2200, 300),
-        (3500, 640),
-    ]
+    lengths = [(3100, 420), (250, 880), (3900, 130), (1200, 610), (40, 700), (2600, 350), (900, 820), (3300, 90),
+               (1700, 540), (600, 760), (2200, 300), (3500, 640)]
     return [
-        Request(
-            id=f"r{index}",
-            arrival=index / 40,
-            output_len=output_len,
-            prompt=[Segment(ref=f"r{index}", len=prompt_len)],
-        )
+        Request(id=f"r{index}", arrival=index / 40, output_len=output_len, prompt=[Segment(ref=f"r{index}", len=prompt_len)])
         for index, (prompt_len, output_len) in enumerate(lengths)
     ]
 

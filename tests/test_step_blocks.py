@@ -44,9 +44,7 @@ def _fed(feeds: list, in_blocks: bool) -> StepLog:
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(FEEDS)
 @example([("run", (0, 0, 3)), ("row", (0, 0.0, 0.1, 0, 0, 2)), ("run", (1, 5, 2)), ("run", (6, 1, 2))])
-@example(
-    [("row", (3, 1.0, 0.1, 2, 900, 1)), ("run", ((1 << 62) - 400, 300, 64)), ("row", (5, 2.0, 0.1, 0, 0, 0))]
-)
+@example([("row", (3, 1.0, 0.1, 2, 900, 1)), ("run", ((1 << 62) - 400, 300, 64)), ("row", (5, 2.0, 0.1, 0, 0, 0))])
 @example([("run", (9, 4, 1)), ("run", (2, 0, 5)), ("run", (1, 3, 2))])  # numbers going back, an empty run
 def test_the_blocks_make_the_row_by_row_table(feeds):
     blocks, reference = _fed(feeds, True), _fed(feeds, False)
@@ -71,15 +69,11 @@ def _runs_in_blocks(trace: Trace, config: SimConfig) -> int:
     """The run with the blocks, asserted equal to the run row by row; returns how many blocks of two rows or
     more the first wrote."""
     more_than_a_row = lambda args, _: args[2] >= 2  # noqa: E731  (args: the blocks, first step, count, ...)
-    return same_run_counting(
-        trace, config, StepBlocks, "add", more_than_a_row, step_log, "INT_COLUMNS_AS_BLOCKS"
-    )
+    return same_run_counting(trace, config, StepBlocks, "add", more_than_a_row, step_log, "INT_COLUMNS_AS_BLOCKS")
 
 
 @pytest.mark.parametrize("page", [1, 16])
-@pytest.mark.parametrize(
-    "policy", ["radix", "sglang", "marconi-sglang", "no-cache", "freetoken", "marconi-vllm"]
-)
+@pytest.mark.parametrize("policy", ["radix", "sglang", "marconi-sglang", "no-cache", "freetoken", "marconi-vllm"])
 def test_whole_runs_make_the_same_tables_from_blocks(policy, page):
     knobs = dict(page_size=page, track_interval=64)
     for bounds in (False, True):

@@ -1,7 +1,6 @@
 """A store is trusted by schema and by content: every field has the type a sweep writes, and a point's key is
 the hash of its own configuration over the grid's trace (sim/grid/points.key_problem). A record copied from
 another grid, its key edited, is named and left out of the report, and a resumed sweep recomputes it."""
-
 from __future__ import annotations
 
 import json
@@ -105,48 +104,18 @@ def edit(store, name, change):
     return path
 
 
-@pytest.mark.parametrize(
-    "name, change, message",
-    [
-        (
-            "grid.json",
-            lambda m: m["trace"].update(sha256=12345),
-            "trace.sha256: must be 64 hex digits, got 12345",
-        ),
-        (
-            "grid.json",
-            lambda m: m.update(points=m["points"] + m["points"][:1]),
-            "is listed twice (entries 1 and 3)",
-        ),
-        ("grid.json", lambda m: m.update(points=[]), "points: lists no point"),
-        (
-            "points/{point}.json",
-            lambda r: r["summary"].pop("cached_tokens"),
-            "summary.cached_tokens: missing",
-        ),
-        (
-            "points/{point}.json",
-            lambda r: r["summary"].update(cached_tokens="abc"),
-            "summary.cached_tokens: must be an integer, got 'abc'",
-        ),
-        (
-            "points/{point}.json",
-            lambda r: r["summary"].update(mean_swa_slots=True),
-            "summary.mean_swa_slots: must be a number",
-        ),
-        (
-            "points/{point}.json",
-            lambda r: r["config"].update(policy=["radix"]),
-            "config.policy: must be a text",
-        ),
-        ("points/{point}.json", lambda r: r["code"].update(version=1), "code.version: must be a text"),
-        (
-            "points/{point}.json",
-            lambda r: r["resolved"].update(page_size=[1]),
-            "resolved.page_size: must be a number",
-        ),
-    ],
-)
+@pytest.mark.parametrize("name, change, message", [
+    ("grid.json", lambda m: m["trace"].update(sha256=12345), "trace.sha256: must be 64 hex digits, got 12345"),
+    ("grid.json", lambda m: m.update(points=m["points"] + m["points"][:1]), "is listed twice (entries 1 and 3)"),
+    ("grid.json", lambda m: m.update(points=[]), "points: lists no point"),
+    ("points/{point}.json", lambda r: r["summary"].pop("cached_tokens"), "summary.cached_tokens: missing"),
+    ("points/{point}.json", lambda r: r["summary"].update(cached_tokens="abc"),
+     "summary.cached_tokens: must be an integer, got 'abc'"),
+    ("points/{point}.json", lambda r: r["summary"].update(mean_swa_slots=True), "summary.mean_swa_slots: must be a number"),
+    ("points/{point}.json", lambda r: r["config"].update(policy=["radix"]), "config.policy: must be a text"),
+    ("points/{point}.json", lambda r: r["code"].update(version=1), "code.version: must be a text"),
+    ("points/{point}.json", lambda r: r["resolved"].update(page_size=[1]), "resolved.page_size: must be a number"),
+])
 def test_every_field_is_typed_and_the_file_named(store, name, change, message):
     path = edit(store, name, change)
     assert_rejected(invoke(["report", store]), f"{path}: ", message)

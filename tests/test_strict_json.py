@@ -1,7 +1,6 @@
 """The strict JSON reader (sim/trace/strict_json.py): honest JSON reads as ``json`` reads it; a duplicate key,
 a lone surrogate, NaN / Infinity or a number past a double is refused with its line and field. Fuzzed with
 hypothesis: documents drawn as values, written with random spacing, with one lie planted at a known path."""
-
 from __future__ import annotations
 
 import json
@@ -15,54 +14,35 @@ from sim.trace import TraceError, load_trace
 from sim.trace.strict_json import JSONError, loads
 
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_FUZZ_EXAMPLES", "300"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    derandomize=os.environ.get("HYBRIDCACHE_FUZZ_RANDOM") != "1",
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                derandomize=os.environ.get("HYBRIDCACHE_FUZZ_RANDOM") != "1",
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@pytest.mark.parametrize(
-    "text, line, field, phrase",
-    [
-        ('{"a": 1, "a": 2}', 1, "a", "given twice"),
-        ('{"x": {"y": [1, {"z": 0, "z": 0}]}}', 1, "x.y[1].z", "given twice"),
-        ('[{"id": 1}, {"id": 2, "id": 3}]', 1, "[1].id", "given twice"),
-        ('{\n "a": 1,\n "b": {\n  "c": 1,\n  "c": 2}}', 5, "b.c", "given twice"),
-        ('{"a" :1, "a":2}', 1, "a", "given twice"),
-        ('{"id": "x\\ud800"}', 1, "id", "lone surrogate"),
-        ('{"id": "\\udc00x"}', 1, "id", "lone surrogate"),
-        ('{"\\ud800": 1}', 1, "\ud800", "lone surrogate"),
-        ('["a", "\\ud83d"]', 1, "[1]", "lone surrogate"),
-        ('{"arrival": NaN}', 1, "arrival", "not a finite number"),
-        ('{"a": [1, -Infinity]}', 1, "a[1]", "not a finite number"),
-        ('{"arrival": 1e400}', 1, "arrival", "past the range"),
-        ('{"a": 1,\n "b": -1.5e999}', 2, "b", "past the range"),
-    ],
-)
+@pytest.mark.parametrize("text, line, field, phrase", [
+    ('{"a": 1, "a": 2}', 1, "a", "given twice"),
+    ('{"x": {"y": [1, {"z": 0, "z": 0}]}}', 1, "x.y[1].z", "given twice"),
+    ('[{"id": 1}, {"id": 2, "id": 3}]', 1, "[1].id", "given twice"),
+    ('{\n "a": 1,\n "b": {\n  "c": 1,\n  "c": 2}}', 5, "b.c", "given twice"),
+    ('{"a" :1, "a":2}', 1, "a", "given twice"),
+    ('{"id": "x\\ud800"}', 1, "id", "lone surrogate"),
+    ('{"id": "\\udc00x"}', 1, "id", "lone surrogate"),
+    ('{"\\ud800": 1}', 1, "\ud800", "lone surrogate"),
+    ('["a", "\\ud83d"]', 1, "[1]", "lone surrogate"),
+    ('{"arrival": NaN}', 1, "arrival", "not a finite number"),
+    ('{"a": [1, -Infinity]}', 1, "a[1]", "not a finite number"),
+    ('{"arrival": 1e400}', 1, "arrival", "past the range"),
+    ('{"a": 1,\n "b": -1.5e999}', 2, "b", "past the range"),
+])
 def test_each_lie_is_refused_with_its_line_and_field(text, line, field, phrase):
     with pytest.raises(JSONError) as caught:
         loads(text)
     assert (caught.value.line, caught.value.field) == (line, field) and phrase in caught.value.message
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"a": "\\ud83d\\ude00"}',
-        '{"a": "NaN", "b": "Infinity"}',
-        '{"a": 1e308}',
-        '{"a\\"": 1, "a": 2}',
-        '{"a": "x\\":", "b": 1}',
-        '{"a": 10' + "0" * 400 + "}",
-        '{"a": "\\\\ud800"}',
-        "[]",
-        '"x"',
-        "1.5",
-    ],
-)
+@pytest.mark.parametrize("text", ['{"a": "\\ud83d\\ude00"}', '{"a": "NaN", "b": "Infinity"}', '{"a": 1e308}',
+                                  '{"a\\"": 1, "a": 2}', '{"a": "x\\":", "b": 1}', '{"a": 10' + "0" * 400 + "}",
+                                  '{"a": "\\\\ud800"}', "[]", '"x"', "1.5"])
 def test_honest_json_reads_as_json_reads_it(text):
     assert loads(text) == json.loads(text)
 
@@ -74,10 +54,8 @@ def test_malformed_json_names_line_and_column():
 
 def test_a_trace_line_that_lies_is_refused_naming_file_line_and_field(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text(
-        '{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], "output_len": 5}\n'
-        '{"id": "b", "arrival": 1, "prompt": [{"ref": "s", "len": 8, "len": 9}], "output_len": 5}\n'
-    )
+    path.write_text('{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 8}], "output_len": 5}\n'
+                    '{"id": "b", "arrival": 1, "prompt": [{"ref": "s", "len": 8, "len": 9}], "output_len": 5}\n')
     with pytest.raises(TraceError, match=rf"^{path}:2: prompt\[0\]\.len: given twice"):
         load_trace(path)
 
@@ -86,18 +64,10 @@ def test_a_trace_line_that_lies_is_refused_naming_file_line_and_field(tmp_path):
 
 # keys without the characters of a field path (".", "[", "]"), so that a planted key's path is unambiguous
 KEYS = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=".[]"), max_size=5)
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**30), 10**30)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=6)
-)
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
-    max_leaves=12,
-)
+SCALARS = (st.none() | st.booleans() | st.integers(-10**30, 10**30)
+           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+                      max_leaves=12)
 PLANTED = " :\t0"  # the planted duplicate's value, spaced as nothing else is: its line can be found
 SPACES = st.sampled_from(["", " ", "\n", "\t", "  \n "])
 
@@ -108,17 +78,13 @@ def written(draw, value, plant: tuple[str, str] | None = None, path: str = "") -
     (object path, key) where the key is given a second time, on a line of its own."""
     space = draw(SPACES)
     if isinstance(value, dict):
-        items = [
-            f"{space}{_string(draw, k)}{draw(SPACES)}:{draw(SPACES)}{draw(written(v, plant, _at(path, k)))}"
-            for k, v in value.items()
-        ]
+        items = [f"{space}{_string(draw, k)}{draw(SPACES)}:{draw(SPACES)}{draw(written(v, plant, _at(path, k)))}"
+                 for k, v in value.items()]
         if plant is not None and plant[0] == path:
             items.append(f"\n{json.dumps(plant[1])}{PLANTED}")
         return "{" + ",".join(items) + draw(SPACES) + "}"
     if isinstance(value, list):
-        return (
-            "[" + ",".join(space + draw(written(v, plant, f"{path}[{i}]")) for i, v in enumerate(value)) + "]"
-        )
+        return "[" + ",".join(space + draw(written(v, plant, f"{path}[{i}]")) for i, v in enumerate(value)) + "]"
     return _string(draw, value) if isinstance(value, str) else json.dumps(value)
 
 

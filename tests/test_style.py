@@ -1,6 +1,5 @@
 """The formatted and type-checked parts of the code stay so: ``ruff format --check`` and ``mypy``
 (configured in pyproject.toml) over each folder in CHECKED, failing with the tools' own output."""
-
 from __future__ import annotations
 
 import subprocess

@@ -43,13 +43,9 @@ def test_chunks_equal_one_go_for_any_mix_of_values(rows, chunk_len, by_column):
 
 def test_a_joined_column_leaves_the_chunks():
     rows = [("a", 1, 1.5, True, "x"), ("b", 2, 2.5, False, "y"), ("c", 3, 0.5, None, None)]
-    chunks = [
-        table_chunks._columns_of(pd.DataFrame(rows[:2], columns=COLUMNS)),
-        table_chunks._columns_of(pd.DataFrame(rows[2:], columns=COLUMNS)),
-    ]
-    assert all(
-        len(chunk._mgr.blocks) == len(COLUMNS) for chunk in chunks
-    )  # a block a column: each frees alone
+    chunks = [table_chunks._columns_of(pd.DataFrame(rows[:2], columns=COLUMNS)),
+              table_chunks._columns_of(pd.DataFrame(rows[2:], columns=COLUMNS))]
+    assert all(len(chunk._mgr.blocks) == len(COLUMNS) for chunk in chunks)  # a block a column: each frees alone
     expected = pd.concat(chunks, ignore_index=True)
     _same(table_chunks._joined(chunks), expected)
     assert all(chunk.columns.empty for chunk in chunks)
@@ -82,9 +78,7 @@ def test_a_runs_request_table_is_the_same_in_chunks(mode, monkeypatch):
         return request_table(seen["states"])
 
     monkeypatch.setattr("sim.run.simulate.request_table", keep)
-    monkeypatch.setattr(
-        "sim.run.simulate.REPLAY_RECORDS", False
-    )  # the states' rows (tests/test_replay_records.py)
+    monkeypatch.setattr("sim.run.simulate.REPLAY_RECORDS", False)  # the states' rows (tests/test_replay_records.py)
     simulate(trace, SimConfig(policy="sglang-retain", mode=mode, bounds=False))
     rows = [state.row() for state in seen["states"]]
     for chunk_len in (1, 2, 5, 7):

@@ -1,5 +1,4 @@
 """TokenSeq against the plain list of (source, offset) pairs it stands for."""
-
 from __future__ import annotations
 
 from hypothesis import example, given, settings
@@ -8,9 +7,8 @@ from hypothesis import strategies as st
 from sim import tokens
 from sim.tokens import TokenSeq
 
-runs = st.lists(
-    st.tuples(st.sampled_from(["r:a", "r:b", "o:x"]), st.integers(0, 6), st.integers(0, 7)), max_size=6
-)
+runs = st.lists(st.tuples(st.sampled_from(["r:a", "r:b", "o:x"]), st.integers(0, 6), st.integers(0, 7)),
+                max_size=6)
 
 
 def pairs(seq: TokenSeq) -> list[tuple[str, int]]:
@@ -22,10 +20,10 @@ def pairs(seq: TokenSeq) -> list[tuple[str, int]]:
 def test_slice_is_list_slicing(raw, start, end):
     seq = TokenSeq(raw)
     cut = seq.slice(start, end)
-    assert pairs(cut) == pairs(seq)[max(start, 0) : max(end, 0)]
+    assert pairs(cut) == pairs(seq)[max(start, 0):max(end, 0)]
     assert len(cut) == len(pairs(cut))
     assert cut.runs == TokenSeq(list(cut.runs)).runs  # still normal
-    assert pairs(seq.slice(start)) == pairs(seq)[max(start, 0) :]
+    assert pairs(seq.slice(start)) == pairs(seq)[max(start, 0):]
 
 
 @settings(max_examples=300, deadline=None)
@@ -45,7 +43,7 @@ def test_common_prefix_len_counts_equal_pairs(raw_a, raw_b, at):
 def test_first_page_is_the_page_slice(raw, page, at):
     seq = TokenSeq(raw)
     assert seq.first_page(page, at) == seq.slice(at, at + page).runs
-    assert pairs(TokenSeq(list(seq.first_page(page, at)))) == pairs(seq)[at : at + page]
+    assert pairs(TokenSeq(list(seq.first_page(page, at)))) == pairs(seq)[at:at + page]
 
 
 def _slice_both_ways(seq: TokenSeq, start: int, end: int | None) -> tuple[TokenSeq, TokenSeq]:
@@ -62,8 +60,7 @@ def _slice_both_ways(seq: TokenSeq, start: int, end: int | None) -> tuple[TokenS
 
 long_runs = st.lists(
     st.tuples(st.sampled_from(["r:a", "r:b", "o:x", "o:y"]), st.integers(0, 600), st.integers(1, 520)),
-    min_size=1,
-    max_size=40,
+    min_size=1, max_size=40,
 )
 
 

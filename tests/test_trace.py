@@ -1,5 +1,4 @@
 """The trace format: loading, every rejected input (named by file:line:field), writing, token sequences."""
-
 from __future__ import annotations
 
 import os
@@ -11,13 +10,8 @@ from sim.tokens import TokenSeq
 from sim.trace import Request, Segment, Trace, TraceError, load_trace, write_trace
 
 
-def _req(
-    request_id: str,
-    arrival: float | None = 0.0,
-    prompt: list | None = None,
-    output_len: int = 8,
-    **extra: object,
-) -> dict:
+def _req(request_id: str, arrival: float | None = 0.0, prompt: list | None = None, output_len: int = 8,
+         **extra: object) -> dict:
     obj: dict = {"id": request_id}
     if arrival is not None:
         obj["arrival"] = arrival
@@ -33,213 +27,85 @@ A1 = _req("a1")
 BAD_TRACES = [
     ("malformed_json", [A1, '{"id": "a2", "arrival": 1.0,'], 2, "json", "malformed JSON"),
     ("not_an_object", [A1, "[1, 2]"], 2, "request", "JSON object"),
-    (
-        "missing_output_len",
-        [{"id": "a1", "arrival": 0.0, "prompt": [{"ref": "s", "len": 1}]}],
-        1,
-        "output_len",
-        "missing",
-    ),
+    ("missing_output_len", [{"id": "a1", "arrival": 0.0, "prompt": [{"ref": "s", "len": 1}]}], 1,
+     "output_len", "missing"),
     ("missing_prompt", [{"id": "a1", "arrival": 0.0, "output_len": 3}], 1, "prompt", "missing"),
     ("unknown_field", [_req("a1", arival=0.0)], 1, "arival", "unknown field"),
-    (
-        "unknown_segment_field",
-        [_req("a1", prompt=[{"ref": "s", "length": 4}])],
-        1,
-        "prompt[0].length",
-        "unknown field",
-    ),
+    ("unknown_segment_field", [_req("a1", prompt=[{"ref": "s", "length": 4}])], 1, "prompt[0].length",
+     "unknown field"),
     ("id_list", [_req(["x"])], 1, "id", "non-empty string or an integer, got ['x']"),
     ("id_object", [A1, _req({"a": 1})], 2, "id", "non-empty string or an integer"),
     ("id_bool", [_req(True)], 1, "id", "non-empty string or an integer"),
     ("id_float", [_req(1.5)], 1, "id", "non-empty string or an integer"),
     ("after_list", [A1, _req("a2", arrival=None, after=["a1"])], 2, "after", "request id"),
-    (
-        "len_mistyped",
-        [_req("a1", prompt=[{"ref": "s", "len": "12"}])],
-        1,
-        "prompt[0].len",
-        "positive integer",
-    ),
+    ("len_mistyped", [_req("a1", prompt=[{"ref": "s", "len": "12"}])], 1, "prompt[0].len", "positive integer"),
     ("len_float", [_req("a1", prompt=[{"ref": "s", "len": 1.5}])], 1, "prompt[0].len", "positive integer"),
     ("len_zero", [_req("a1", prompt=[{"ref": "s", "len": 0}])], 1, "prompt[0].len", "positive integer"),
-    (
-        "len_negative",
-        [A1, _req("a2", prompt=[{"ref": "s", "len": 4}, {"ref": "t", "len": -3}])],
-        2,
-        "prompt[1].len",
-        "positive integer",
-    ),
+    ("len_negative", [A1, _req("a2", prompt=[{"ref": "s", "len": 4}, {"ref": "t", "len": -3}])], 2,
+     "prompt[1].len", "positive integer"),
     ("output_len_zero", [_req("a1", output_len=0)], 1, "output_len", "positive integer"),
     ("output_len_bool", [_req("a1", output_len=True)], 1, "output_len", "positive integer"),
     ("arrival_mistyped", [_req("a1", arrival="0")], 1, "arrival", "finite number"),
     ("arrival_negative", [_req("a1", arrival=-1.0)], 1, "arrival", "finite number"),
-    (
-        "arrival_nan",
-        ['{"id": "a1", "arrival": NaN, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}'],
-        1,
-        "arrival",
-        "finite number",
-    ),
+    ("arrival_nan", ['{"id": "a1", "arrival": NaN, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}'], 1,
+     "arrival", "finite number"),
     ("ref_without_len", [_req("a1", prompt=[{"ref": "s"}])], 1, "prompt[0].len", "needs a len"),
-    (
-        "ref_and_output_of",
-        [A1, _req("a2", prompt=[{"ref": "s", "len": 1, "output_of": "a1"}])],
-        2,
-        "prompt[0]",
-        "exactly one",
-    ),
+    ("ref_and_output_of", [A1, _req("a2", prompt=[{"ref": "s", "len": 1, "output_of": "a1"}])], 2,
+     "prompt[0]", "exactly one"),
     ("empty_prompt", [_req("a1", prompt=[])], 1, "prompt", "non-empty"),
-    (
-        "skip_past_output",
-        [A1, _req("a2", prompt=[{"output_of": "a1", "skip": 8}])],
-        2,
-        "prompt[0].skip",
-        "[0, 8)",
-    ),
-    (
-        "skip_negative",
-        [A1, _req("a2", prompt=[{"output_of": "a1", "skip": -1}])],
-        2,
-        "prompt[0].skip",
-        "[0, 8)",
-    ),
-    (
-        "skip_plus_len_too_long",
-        [A1, _req("a2", prompt=[{"output_of": "a1", "skip": 4, "len": 5}])],
-        2,
-        "prompt[0].len",
-        "exceeds output_len 8",
-    ),
-    (
-        "skip_on_ref",
-        [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": 1}])],
-        1,
-        "prompt[0].skip",
-        "only an output_of",
-    ),
-    (
-        "skip_false_on_ref",
-        [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": False}])],
-        1,
-        "prompt[0].skip",
-        "only an output_of",
-    ),
-    (
-        "skip_null_on_ref",
-        [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": None}])],
-        1,
-        "prompt[0].skip",
-        "only an output_of",
-    ),
-    (
-        "skip_null",
-        [A1, _req("a2", prompt=[{"output_of": "a1", "skip": None}])],
-        2,
-        "prompt[0].skip",
-        "got None",
-    ),
-    (
-        "skip_false",
-        [A1, _req("a2", prompt=[{"output_of": "a1", "skip": False}])],
-        2,
-        "prompt[0].skip",
-        "got False",
-    ),
-    (
-        "len_past_31_bits",
-        [_req("a1", prompt=[{"ref": "s", "len": 2**31}])],
-        1,
-        "prompt[0].len",
-        "<= 2147483647",
-    ),
-    (
-        "len_past_float_range",
-        [_req("a1", prompt=[{"ref": "s", "len": 10**400}])],
-        1,
-        "prompt[0].len",
-        "<= 2147483647, got 1000",
-    ),
+    ("skip_past_output", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": 8}])], 2, "prompt[0].skip",
+     "[0, 8)"),
+    ("skip_negative", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": -1}])], 2, "prompt[0].skip", "[0, 8)"),
+    ("skip_plus_len_too_long", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": 4, "len": 5}])], 2,
+     "prompt[0].len", "exceeds output_len 8"),
+    ("skip_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": 1}])], 1, "prompt[0].skip",
+     "only an output_of"),
+    ("skip_false_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": False}])], 1, "prompt[0].skip",
+     "only an output_of"),
+    ("skip_null_on_ref", [_req("a1", prompt=[{"ref": "s", "len": 3, "skip": None}])], 1, "prompt[0].skip",
+     "only an output_of"),
+    ("skip_null", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": None}])], 2, "prompt[0].skip",
+     "got None"),
+    ("skip_false", [A1, _req("a2", prompt=[{"output_of": "a1", "skip": False}])], 2, "prompt[0].skip",
+     "got False"),
+    ("len_past_31_bits", [_req("a1", prompt=[{"ref": "s", "len": 2**31}])], 1, "prompt[0].len",
+     "<= 2147483647"),
+    ("len_past_float_range", [_req("a1", prompt=[{"ref": "s", "len": 10**400}])], 1, "prompt[0].len",
+     "<= 2147483647, got 1000"),
     ("output_len_past_31_bits", [_req("a1", output_len=2**31)], 1, "output_len", "<= 2147483647"),
-    (
-        "request_past_31_bits",
-        [_req("a1", prompt=[{"ref": "s", "len": 2**30}, {"ref": "t", "len": 2**30}])],
-        1,
-        "prompt",
-        "exceed 2147483647",
-    ),
+    ("request_past_31_bits", [_req("a1", prompt=[{"ref": "s", "len": 2**30}, {"ref": "t", "len": 2**30}])], 1,
+     "prompt", "exceed 2147483647"),
     ("arrival_past_1e12", [_req("a1", arrival=1e12)], 1, "arrival", "< 1e+12 s"),
     ("arrival_huge_integer", [_req("a1", arrival=10**30)], 1, "arrival", "< 1e+12 s"),
-    (
-        "think_time_past_1e12",
-        [A1, _req("a2", arrival=None, after="a1", think_time=1e300)],
-        2,
-        "think_time",
-        "< 1e+12 s",
-    ),
+    ("think_time_past_1e12", [A1, _req("a2", arrival=None, after="a1", think_time=1e300)], 2, "think_time",
+     "< 1e+12 s"),
     ("nested_too_deeply", ['{"id": ' + "[" * 5000 + "]" * 5000 + "}"], 1, "json", "nested too deeply"),
     ("number_too_long", ['{"id": "a", "output_len": 1' + "0" * 5000 + "}"], 1, "json", "number too long"),
-    (
-        "unknown_output_of",
-        [A1, _req("a2", prompt=[{"ref": "s", "len": 2}, {"output_of": "zz"}])],
-        2,
-        "prompt[1].output_of",
-        "unknown request 'zz'",
-    ),
-    (
-        "forward_output_of",
-        [_req("a1", prompt=[{"output_of": "a2"}]), _req("a2", arrival=1.0)],
-        1,
-        "prompt[0].output_of",
-        "forward reference",
-    ),
+    ("unknown_output_of", [A1, _req("a2", prompt=[{"ref": "s", "len": 2}, {"output_of": "zz"}])], 2,
+     "prompt[1].output_of", "unknown request 'zz'"),
+    ("forward_output_of", [_req("a1", prompt=[{"output_of": "a2"}]), _req("a2", arrival=1.0)], 1,
+     "prompt[0].output_of", "forward reference"),
     ("own_output", [_req("a1", prompt=[{"output_of": "a1"}])], 1, "prompt[0].output_of", "itself"),
     ("unknown_after", [A1, _req("a2", arrival=None, after="zz")], 2, "after", "unknown request 'zz'"),
-    (
-        "forward_after",
-        [A1, _req("a2", arrival=None, after="a3"), _req("a3", arrival=2.0)],
-        2,
-        "after",
-        "forward reference to 'a3' (line 3)",
-    ),
-    (
-        "cycle_after",
-        [A1, _req("b", arrival=None, after="c"), _req("c", arrival=None, after="b")],
-        2,
-        "after",
-        "cycle in after: b -> c -> b",
-    ),
+    ("forward_after", [A1, _req("a2", arrival=None, after="a3"), _req("a3", arrival=2.0)], 2, "after",
+     "forward reference to 'a3' (line 3)"),
+    ("cycle_after", [A1, _req("b", arrival=None, after="c"), _req("c", arrival=None, after="b")], 2, "after",
+     "cycle in after: b -> c -> b"),
     ("self_after", [_req("a1", arrival=None, after="a1")], 1, "after", "cycle"),
-    (
-        "arrival_not_monotonic",
-        [A1, _req("a2", arrival=5.0), _req("a3", arrival=4.0)],
-        3,
-        "arrival",
-        "before the previous open-loop arrival",
-    ),
-    (
-        "duplicate_id",
-        [A1, _req("a2", arrival=1.0), _req("a1", arrival=2.0)],
-        3,
-        "id",
-        "duplicate id 'a1' (first at line 1)",
-    ),
+    ("arrival_not_monotonic", [A1, _req("a2", arrival=5.0), _req("a3", arrival=4.0)], 3, "arrival",
+     "before the previous open-loop arrival"),
+    ("duplicate_id", [A1, _req("a2", arrival=1.0), _req("a1", arrival=2.0)], 3, "id",
+     "duplicate id 'a1' (first at line 1)"),
     ("neither_arrival_nor_after", [A1, _req("a2", arrival=None)], 2, "arrival", "needs an arrival"),
     ("think_time_without_after", [_req("a1", think_time=1.0)], 1, "think_time", "closed-loop"),
-    (
-        "think_time_negative",
-        [A1, _req("a2", arrival=None, after="a1", think_time=-1.0)],
-        2,
-        "think_time",
-        ">= 0",
-    ),
+    ("think_time_negative", [A1, _req("a2", arrival=None, after="a1", think_time=-1.0)], 2, "think_time",
+     ">= 0"),
     ("session_mistyped", [_req("a1", session=3)], 1, "session", "string"),
 ]
 
 
-@pytest.mark.parametrize(
-    "lines, line, field, phrase", [case[1:] for case in BAD_TRACES], ids=[case[0] for case in BAD_TRACES]
-)
+@pytest.mark.parametrize("lines, line, field, phrase", [case[1:] for case in BAD_TRACES],
+                         ids=[case[0] for case in BAD_TRACES])
 def test_bad_trace_is_rejected_naming_file_line_field(write_lines, lines, line, field, phrase):
     path = write_lines(lines)
     with pytest.raises(TraceError) as caught:
@@ -263,19 +129,14 @@ def test_empty_file_is_rejected(write_lines):
 
 def test_not_utf8_is_rejected_with_its_line_and_column(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(
-        b'{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}\n{"id": "\xff"}\n'
-    )
+    path.write_bytes(b'{"id": "a", "arrival": 0, "prompt": [{"ref": "s", "len": 1}], "output_len": 1}\n{"id": "\xff"}\n')
     with pytest.raises(TraceError, match=r"bad.jsonl:2: file: not UTF-8 text: byte 0xff at column 9"):
         load_trace(path)
 
 
 def test_integer_ids_are_their_decimal_strings(write_lines):
-    trace = load_trace(
-        write_lines(
-            [_req(1), _req(2, arrival=None, after=1, prompt=[{"ref": "sys", "len": 16}, {"output_of": 1}])]
-        )
-    )
+    trace = load_trace(write_lines([_req(1), _req(2, arrival=None, after=1,
+                                                   prompt=[{"ref": "sys", "len": 16}, {"output_of": 1}])]))
     assert [r.id for r in trace] == ["1", "2"]
     assert trace.request("2").after == "1" and trace.request("2").prompt[1].output_of == "1"
 
@@ -301,12 +162,8 @@ def test_spec_example_loads(data_dir):
 
 def test_prompt_seq_turns_segments_into_runs(data_dir):
     trace = load_trace(data_dir / "spec_example.jsonl")
-    assert trace.prompt_seq("a2").runs == (
-        ("r:sys", 0, 2048),
-        ("r:q-a1", 0, 96),
-        ("o:a1", 0, 256),
-        ("r:q-a2", 0, 40),
-    )
+    assert trace.prompt_seq("a2").runs == (("r:sys", 0, 2048), ("r:q-a1", 0, 96), ("o:a1", 0, 256),
+                                           ("r:q-a2", 0, 40))
     assert trace.output_seq("a1") == TokenSeq.of("o:a1", 256)
     # turn 2 starts with turn 1's whole prompt + output
     a1_full = trace.prompt_seq("a1") + trace.output_seq("a1")
@@ -314,24 +171,14 @@ def test_prompt_seq_turns_segments_into_runs(data_dir):
 
 
 def test_request_seq_is_prompt_then_own_output_with_runs_merged():
-    first = Request(
-        id="a", arrival=0.0, prompt=[Segment(ref="s", len=4), Segment(ref="s", len=4)], output_len=100
-    )
+    first = Request(id="a", arrival=0.0, prompt=[Segment(ref="s", len=4), Segment(ref="s", len=4)], output_len=100)
     # the two output_of segments are contiguous in a's output: their runs merge
-    joined = Request(
-        id="b",
-        after="a",
-        prompt=[Segment(output_of="a", len=30), Segment(output_of="a", skip=30)],
-        output_len=7,
-    )
+    joined = Request(id="b", after="a", prompt=[Segment(output_of="a", len=30), Segment(output_of="a", skip=30)],
+                     output_len=7)
     trace = Trace([first, joined])
     assert trace.request_seq("a").runs == (("r:s", 0, 4), ("r:s", 0, 4), ("o:a", 0, 100))
     assert trace.request_seq("b").runs == (("o:a", 0, 100), ("o:b", 0, 7))
-    for traced in (
-        trace,
-        load_trace("traces/multiturn.jsonl"),
-        load_trace("traces/mooncake_conversation_500.jsonl"),
-    ):
+    for traced in (trace, load_trace("traces/multiturn.jsonl"), load_trace("traces/mooncake_conversation_500.jsonl")):
         for request in traced:
             expected = traced.prompt_seq(request.id) + traced.output_seq(request.id)
             got = traced.request_seq(request.id)
@@ -366,10 +213,8 @@ def test_write_then_load_round_trips_byte_identically(data_dir, tmp_path):
 
 
 def test_writer_uses_canonical_key_order_and_omits_defaults(tmp_path):
-    requests = [
-        Request(output_len=3, prompt=[Segment(ref="s", len=2)], arrival=0, id="a"),
-        Request(id="b", session="x", after="a", prompt=[Segment(output_of="a", skip=1)], output_len=2),
-    ]
+    requests = [Request(output_len=3, prompt=[Segment(ref="s", len=2)], arrival=0, id="a"),
+                Request(id="b", session="x", after="a", prompt=[Segment(output_of="a", skip=1)], output_len=2)]
     path = tmp_path / "t.jsonl"
     write_trace(Trace(requests), path)
     assert path.read_text().splitlines() == [
@@ -380,9 +225,7 @@ def test_writer_uses_canonical_key_order_and_omits_defaults(tmp_path):
 
 
 def test_integer_times_load_as_floats(write_lines):
-    trace = load_trace(
-        write_lines([_req("a1", arrival=3), _req("a2", arrival=None, after="a1", think_time=2)])
-    )
+    trace = load_trace(write_lines([_req("a1", arrival=3), _req("a2", arrival=None, after="a1", think_time=2)]))
     assert trace.request("a1").arrival == 3.0 and isinstance(trace.request("a1").arrival, float)
     assert isinstance(trace.request("a2").think_time, float)
 

@@ -1,5 +1,4 @@
 """Generators: shapes worked out by hand, determinism, and the write/load round trip."""
-
 from __future__ import annotations
 
 import math
@@ -37,15 +36,11 @@ def test_fanout_with_rate_has_poisson_arrivals_from_zero():
     assert 0.15 < mean_gap < 0.35  # 1/4 s expected over 127 gaps
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda seed: fanout(num_groups=4, prompts_per_group=4, request_rate=2.0, seed=seed),
-        lambda seed: multiturn(num_sessions=6, num_turns=3, request_rate=0.5, seed=seed),
-        lambda seed: s1(num_prompts=6, prompt_len_jitter=100, seed=seed),
-    ],
-    ids=["fanout", "multiturn", "s1"],
-)
+@pytest.mark.parametrize("make", [
+    lambda seed: fanout(num_groups=4, prompts_per_group=4, request_rate=2.0, seed=seed),
+    lambda seed: multiturn(num_sessions=6, num_turns=3, request_rate=0.5, seed=seed),
+    lambda seed: s1(num_prompts=6, prompt_len_jitter=100, seed=seed),
+], ids=["fanout", "multiturn", "s1"])
 def test_same_seed_same_bytes_other_seed_other_trace(make, tmp_path):
     assert _bytes(make(5), tmp_path, "a") == _bytes(make(5), tmp_path, "b")
     assert _bytes(make(5), tmp_path, "a") != _bytes(make(6), tmp_path, "b")
@@ -63,27 +58,16 @@ def test_multiturn_prompt_is_history_plus_output_plus_user():
     t2 = trace.request("s1-t2")
     assert (t2.after, t2.think_time, t2.session, t2.arrival) == ("s1-t1", 2.5, "s1", None)
     assert trace.prompt_seq("s1-t2").runs == (
-        ("r:sys", 0, 50),
-        ("r:u-s1-t0", 0, 7),
-        ("o:s1-t0", 0, 20),
-        ("r:u-s1-t1", 0, 7),
-        ("o:s1-t1", 0, 20),
-        ("r:u-s1-t2", 0, 7),
-    )
+        ("r:sys", 0, 50), ("r:u-s1-t0", 0, 7), ("o:s1-t0", 0, 20), ("r:u-s1-t1", 0, 7), ("o:s1-t1", 0, 20),
+        ("r:u-s1-t2", 0, 7))
     # each later turn reuses all of the previous prompt + output; s1-t0 reuses the shared system prompt
     assert ideal_cached_tokens(trace) == [0, 77, 104, 50, 77, 104]
 
 
 def test_multiturn_drop_reasoning_skips_the_start_of_each_output():
-    trace = multiturn(
-        num_sessions=1, num_turns=2, system_len=50, user_len=7, output_len=20, drop_reasoning=12
-    )
-    assert trace.prompt_seq("s0-t1").runs == (
-        ("r:sys", 0, 50),
-        ("r:u-s0-t0", 0, 7),
-        ("o:s0-t0", 12, 8),
-        ("r:u-s0-t1", 0, 7),
-    )
+    trace = multiturn(num_sessions=1, num_turns=2, system_len=50, user_len=7, output_len=20, drop_reasoning=12)
+    assert trace.prompt_seq("s0-t1").runs == (("r:sys", 0, 50), ("r:u-s0-t0", 0, 7), ("o:s0-t0", 12, 8),
+                                              ("r:u-s0-t1", 0, 7))
     # the dropped reasoning breaks the prefix at the output: only the previous prompt is reusable
     assert ideal_cached_tokens(trace) == [0, 57]
 
@@ -133,55 +117,28 @@ def test_generate_write_load_write_is_byte_identical(name, tmp_path):
     assert _bytes(load_trace(tmp_path / "one"), tmp_path, "two") == first
 
 
-@pytest.mark.parametrize(
-    "call, phrase",
-    [
-        (lambda: fanout(num_groups=0), "num_groups"),
-        (lambda: fanout(request_rate=0.0), "request_rate"),
-        (lambda: fanout(request_rate=math.nan), "request_rate"),
-        (lambda: multiturn(output_len=10, drop_reasoning=10), "drop_reasoning"),
-        (lambda: multiturn(think_time=-1.0), "think_time"),
-        (lambda: s1(prompt_len=100, prompt_len_jitter=100), "prompt_len_jitter"),
-        (lambda: s2(0), "distance"),
-        (lambda: s2(2000), "distance"),
-        (lambda: s3(mode="sideways"), "mode"),
-    ],
-)
+@pytest.mark.parametrize("call, phrase", [
+    (lambda: fanout(num_groups=0), "num_groups"),
+    (lambda: fanout(request_rate=0.0), "request_rate"),
+    (lambda: fanout(request_rate=math.nan), "request_rate"),
+    (lambda: multiturn(output_len=10, drop_reasoning=10), "drop_reasoning"),
+    (lambda: multiturn(think_time=-1.0), "think_time"),
+    (lambda: s1(prompt_len=100, prompt_len_jitter=100), "prompt_len_jitter"),
+    (lambda: s2(0), "distance"),
+    (lambda: s2(2000), "distance"),
+    (lambda: s3(mode="sideways"), "mode"),
+])
 def test_bad_parameters_are_named(call, phrase):
     with pytest.raises(ValueError, match=phrase):
         call()
 
 
-@pytest.mark.parametrize(
-    "name, make",
-    [
-        (
-            "fanout.jsonl",
-            lambda: fanout(
-                num_groups=8,
-                prompts_per_group=16,
-                system_len=2048,
-                question_len=128,
-                output_len=256,
-                request_rate=8.0,
-                seed=0,
-            ),
-        ),
-        (
-            "multiturn.jsonl",
-            lambda: multiturn(
-                num_sessions=64,
-                num_turns=5,
-                system_len=1024,
-                user_len=128,
-                output_len=256,
-                think_time=2.0,
-                request_rate=2.0,
-                seed=0,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("name, make", [
+    ("fanout.jsonl", lambda: fanout(num_groups=8, prompts_per_group=16, system_len=2048, question_len=128,
+                                    output_len=256, request_rate=8.0, seed=0)),
+    ("multiturn.jsonl", lambda: multiturn(num_sessions=64, num_turns=5, system_len=1024, user_len=128,
+                                          output_len=256, think_time=2.0, request_rate=2.0, seed=0)),
+])
 def test_sample_traces_are_what_traces_readme_says(name, make, tmp_path):
     samples = Path(__file__).resolve().parent.parent / "traces"
     assert _bytes(make(), tmp_path) == (samples / name).read_bytes()

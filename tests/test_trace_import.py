@@ -1,5 +1,4 @@
 """Importers: slices of the real Mooncake and Azure traces (tests/data) and every rejected input."""
-
 from __future__ import annotations
 
 import json
@@ -49,12 +48,8 @@ def test_mooncake_limit_and_round_trip(data_dir, tmp_path):
 
 
 def _mc(timestamp=0, input_length=600, output_length=5, hash_ids=(1, 2)) -> dict:
-    return {
-        "timestamp": timestamp,
-        "input_length": input_length,
-        "output_length": output_length,
-        "hash_ids": list(hash_ids),
-    }
+    return {"timestamp": timestamp, "input_length": input_length, "output_length": output_length,
+            "hash_ids": list(hash_ids)}
 
 
 MOONCAKE_BAD = [
@@ -70,9 +65,8 @@ MOONCAKE_BAD = [
 ]
 
 
-@pytest.mark.parametrize(
-    "lines, line, field, phrase", [c[1:] for c in MOONCAKE_BAD], ids=[c[0] for c in MOONCAKE_BAD]
-)
+@pytest.mark.parametrize("lines, line, field, phrase", [c[1:] for c in MOONCAKE_BAD],
+                         ids=[c[0] for c in MOONCAKE_BAD])
 def test_bad_mooncake_is_rejected_naming_file_line_field(write_lines, lines, line, field, phrase):
     path = write_lines(lines, "mooncake.jsonl")
     with pytest.raises(TraceError) as caught:
@@ -114,12 +108,8 @@ AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 AZURE_BAD = [
     ("bad_header", ["TIME,Context,Generated", "2023-11-16 18:15:46.6805900,374,44"], 1, "header"),
     ("bad_time", [AZURE_HEADER, "2023-11-16 18:15:46.6805900,374,44", "yesterday,3,4"], 3, "TIMESTAMP"),
-    (
-        "time_backwards",
-        [AZURE_HEADER, "2023-11-16 18:15:46.6,374,44", "2023-11-16 18:15:45.0,3,4"],
-        3,
-        "TIMESTAMP",
-    ),
+    ("time_backwards", [AZURE_HEADER, "2023-11-16 18:15:46.6,374,44", "2023-11-16 18:15:45.0,3,4"], 3,
+     "TIMESTAMP"),
     ("bad_context", [AZURE_HEADER, "2023-11-16 18:15:46.6805900,many,44"], 2, "ContextTokens"),
     ("zero_generated", [AZURE_HEADER, "2023-11-16 18:15:46.6805900,374,0"], 2, "GeneratedTokens"),
     ("short_row", [AZURE_HEADER, "2023-11-16 18:15:46.6805900,374"], 2, "row"),

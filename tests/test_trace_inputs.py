@@ -1,5 +1,4 @@
 """Trace inputs as users have them: gzip, zstd, standard input, and a raw public trace given to simulate."""
-
 from __future__ import annotations
 
 import gzip
@@ -13,23 +12,9 @@ from sim.trace import TraceError, load_trace, write_trace
 from sim.trace.azure_import import import_azure, import_mooncake
 
 SPEC_LINES = [
-    {
-        "id": "a1",
-        "arrival": 0.0,
-        "prompt": [{"ref": "sys", "len": 20}, {"ref": "q1", "len": 4}],
-        "output_len": 5,
-    },
-    {
-        "id": "a2",
-        "arrival": 1.0,
-        "prompt": [
-            {"ref": "sys", "len": 20},
-            {"ref": "q1", "len": 4},
-            {"output_of": "a1"},
-            {"ref": "q2", "len": 3},
-        ],
-        "output_len": 5,
-    },
+    {"id": "a1", "arrival": 0.0, "prompt": [{"ref": "sys", "len": 20}, {"ref": "q1", "len": 4}], "output_len": 5},
+    {"id": "a2", "arrival": 1.0, "prompt": [{"ref": "sys", "len": 20}, {"ref": "q1", "len": 4},
+                                            {"output_of": "a1"}, {"ref": "q2", "len": 3}], "output_len": 5},
 ]
 
 
@@ -74,20 +59,8 @@ def test_stats_and_simulate_read_standard_input(tmp_path):
 
 def test_grid_keeps_a_copy_of_standard_input(tmp_path):
     out = tmp_path / "grid"
-    result = _run(
-        "grid",
-        "--trace",
-        "-",
-        "--policy",
-        "radix",
-        "--mode",
-        "replay",
-        "--out",
-        out,
-        "--jobs",
-        1,
-        stdin=_text(SPEC_LINES),
-    )
+    result = _run("grid", "--trace", "-", "--policy", "radix", "--mode", "replay", "--out", out, "--jobs", 1,
+                  stdin=_text(SPEC_LINES))
     assert result.exit_code == 0, result.output
     assert (out / "stdin-trace.jsonl").read_bytes() == _text(SPEC_LINES)
 
@@ -104,9 +77,8 @@ def test_imports_read_gzip_and_standard_input(data_dir, tmp_path):
     assert [r.prompt for r in load_trace(out)] == [r.prompt for r in import_azure(csv)]
 
 
-@pytest.mark.parametrize(
-    "name, fmt", [("mooncake_conversation_head.jsonl", "mooncake"), ("azure_conv_head.csv", "azure")]
-)
+@pytest.mark.parametrize("name, fmt", [("mooncake_conversation_head.jsonl", "mooncake"),
+                                       ("azure_conv_head.csv", "azure")])
 def test_simulate_on_a_raw_public_trace_names_trace_import(data_dir, name, fmt):
     result = _run("simulate", "--trace", data_dir / name, "--mode", "replay")
     assert result.exit_code == 2
@@ -115,9 +87,7 @@ def test_simulate_on_a_raw_public_trace_names_trace_import(data_dir, name, fmt):
 
 def test_raw_trace_on_standard_input_gets_the_hint_too(data_dir):
     result = _run("trace", "stats", "-", stdin=(data_dir / "mooncake_conversation_head.jsonl").read_bytes())
-    assert (
-        result.exit_code == 2 and "<stdin>:1:" in result.stderr and "trace import mooncake" in result.stderr
-    )
+    assert result.exit_code == 2 and "<stdin>:1:" in result.stderr and "trace import mooncake" in result.stderr
 
 
 def test_a_bad_own_trace_gets_no_import_hint(write_lines):

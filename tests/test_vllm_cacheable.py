@@ -23,18 +23,8 @@ def _hashed_after(end: int) -> dict[str, int]:
     assert (layout.block_of(FULL), layout.block_of(SWA), layout.block_size) == (32, 16, 32)
     pool = BlockPool(200, layout.group_kinds)
     groups = len(layout.group_kinds)
-    req = BlockRequest(
-        "a",
-        TokenSeq.of("x", 100),
-        100,
-        MatchResult(0, 0, None),
-        Hit(0, 0, 0),
-        KeyChain(),
-        [[] for _ in range(groups)],
-        [0] * groups,
-        [0] * groups,
-        num_prompt_tokens=100,
-    )
+    req = BlockRequest("a", TokenSeq.of("x", 100), 100, MatchResult(0, 0, None), Hit(0, 0, 0), KeyChain(),
+                       [[] for _ in range(groups)], [0] * groups, [0] * groups, num_prompt_tokens=100)
     allocate(pool, req, blocks_to_allocate(layout, req.tables, end, checkpoint=False))
     cache_blocks(layout, pool, BlockKeys(layout.hash_block), req, end, checkpoint=False, retention=None)
     hashed = {FULL: 0, SWA: 0}

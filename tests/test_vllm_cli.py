@@ -1,6 +1,5 @@
 """The vllm preset from the command line: simulate with its knobs, refusals, the experiments' tables, a grid
 over retention x token budget rendered by `report`, and execute's refusal."""
-
 from __future__ import annotations
 
 import pandas as pd
@@ -17,25 +16,9 @@ def invoke(*args):
 
 @pytest.mark.parametrize("mode", ["timed", "replay"])
 def test_simulate_writes_requests_keyed_by_id(tmp_path, mode):
-    result = invoke(
-        "simulate",
-        "--trace",
-        "traces/multiturn.jsonl",
-        "--policy",
-        "vllm",
-        "--model",
-        "qwen3.5-4b",
-        "--retention-interval",
-        "none",
-        "--chunked-prefill-size",
-        "2048",
-        "--page-size",
-        "16",
-        "--mode",
-        mode,
-        "--out",
-        str(tmp_path),
-    )
+    result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", "qwen3.5-4b",
+                    "--retention-interval", "none", "--chunked-prefill-size", "2048", "--page-size", "16",
+                    "--mode", mode, "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     requests = pd.read_csv(tmp_path / "requests.csv").set_index("id")
     assert len(requests) == 320 and requests["cached_tokens"].sum() > 0
@@ -44,54 +27,26 @@ def test_simulate_writes_requests_keyed_by_id(tmp_path, mode):
 
 def test_simulate_gemma_and_inkling_run_under_vllm(tmp_path):
     for model in ("gemma-4-26b-a4b", "inkling"):
-        result = invoke(
-            "simulate",
-            "--trace",
-            "traces/multiturn.jsonl",
-            "--policy",
-            "vllm",
-            "--model",
-            model,
-            "--window",
-            "512",
-            "--mode",
-            "replay",
-            "--format",
-            "json",
-        )
+        result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", model,
+                        "--window", "512", "--mode", "replay", "--format", "json")
         assert result.exit_code == 0, result.output
         assert '"cached_tokens": ' in result.output
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (["--retention-interval", "2112"], "multiple of scheduler_block_size 576"),
-        (["--pool-tokens", "2000", "--max-model-len", "8192"], "max seq len 8192"),
-        (["--finish-trim-gap", "16"], "applies to freetoken policies only"),
-    ],
-)
+@pytest.mark.parametrize(("options", "message"), [
+    (["--retention-interval", "2112"], "multiple of scheduler_block_size 576"),
+    (["--pool-tokens", "2000", "--max-model-len", "8192"], "max seq len 8192"),
+    (["--finish-trim-gap", "16"], "applies to freetoken policies only"),
+])
 def test_simulate_refuses_what_vllm_refuses(options, message):
-    result = invoke(
-        "simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", "qwen3.5-4b", *options
-    )
+    result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", "qwen3.5-4b",
+                    *options)
     assert result.exit_code == 2 and message in result.output
 
 
 def test_requests_longer_than_max_model_len_are_refused_per_request():
-    result = invoke(
-        "simulate",
-        "--trace",
-        "traces/multiturn.jsonl",
-        "--policy",
-        "vllm",
-        "--model",
-        "qwen3.5-4b",
-        "--max-model-len",
-        "2000",
-        "--mode",
-        "replay",
-    )
+    result = invoke("simulate", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", "qwen3.5-4b",
+                    "--max-model-len", "2000", "--mode", "replay")
     assert result.exit_code == 0, result.output
     assert "exceeds vLLM's max_model_len 2000" in result.output
 
@@ -108,14 +63,12 @@ def test_experiment_align_is_vllm_45238():
     result = invoke("experiment", "vllm-align", "--format", "md")
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if line.startswith("| 1")]
-    assert rows == [
-        "| 1600 / 600 | 0.33.0 | 48/64 | 1584 | 76,032 | 64,768 |  |",
-        "| 1600 / 600 | dense, no junction | 56/64 | 1584 | 88,704 | 52,096 | 52/64 at 1584 |",
-        "| 1600 / 600 | dense, junction | 56/64 | 1584 | 88,704 | 52,096 |  |",
-        "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50,688 | 90,112 | 48/64 (interval prototype) |",
-        "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140,800 | 0/64 |",
-        "| 1500 / 700 | dense, junction | 48/64 | 1056 | 50,688 | 90,112 | 40/64 at 1056 |",
-    ]
+    assert rows == ["| 1600 / 600 | 0.33.0 | 48/64 | 1584 | 76,032 | 64,768 |  |",
+                    "| 1600 / 600 | dense, no junction | 56/64 | 1584 | 88,704 | 52,096 | 52/64 at 1584 |",
+                    "| 1600 / 600 | dense, junction | 56/64 | 1584 | 88,704 | 52,096 |  |",
+                    "| 1500 / 700 | 0.33.0 | 48/64 | 1056 | 50,688 | 90,112 | 48/64 (interval prototype) |",
+                    "| 1500 / 700 | dense, no junction | 0/64 | - | 0 | 140,800 | 0/64 |",
+                    "| 1500 / 700 | dense, junction | 48/64 | 1056 | 50,688 | 90,112 | 40/64 at 1056 |"]
 
 
 def test_experiment_retention_dense_collapses_where_retention_zero_holds():
@@ -132,27 +85,9 @@ def test_experiment_retention_full_table():
 
 def test_a_grid_over_retention_and_token_budget_renders(tmp_path):
     out = tmp_path / "grid"
-    result = invoke(
-        "grid",
-        "--trace",
-        "traces/multiturn.jsonl",
-        "--policy",
-        "vllm",
-        "--model",
-        "qwen3.5-4b",
-        "--prefill-checkpoints",
-        "off",
-        "--retention-interval",
-        "none,0,2112",
-        "--chunked-prefill-size",
-        "2048,8192",
-        "--mode",
-        "replay",
-        "--jobs",
-        "1",
-        "--out",
-        str(out),
-    )
+    result = invoke("grid", "--trace", "traces/multiturn.jsonl", "--policy", "vllm", "--model", "qwen3.5-4b",
+                    "--prefill-checkpoints", "off", "--retention-interval", "none,0,2112",
+                    "--chunked-prefill-size", "2048,8192", "--mode", "replay", "--jobs", "1", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "6 points: 6 ran" in result.output
     result = invoke("report", str(out))

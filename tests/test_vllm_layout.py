@@ -1,6 +1,5 @@
 """vLLM's layout of a model in its block pool (sim/cache/blocks/layout.py, startup.py, sizing.py, defaults.py):
 groups, the derived block size, the start-up minimum and the pool size."""
-
 from __future__ import annotations
 
 import pytest
@@ -33,12 +32,7 @@ def test_other_models_block_sizes_and_groups():
     assert gemma.group_kinds == ("swa",) * 5 + ("full",) and gemma.checkpoint_blocks == 0
     # unify_kv_cache_spec_page_size: a SWA layer stores 8 KV heads of 256 (8192 bytes a token), a FULL layer 2 of
     # 512 (4096), so FULL blocks hold 32 tokens beside SWA's 16; the scheduler block is their lcm, the hash their gcd
-    assert (gemma.block_of("full"), gemma.block_of("swa"), gemma.block_size, gemma.hash_block) == (
-        32,
-        16,
-        32,
-        16,
-    )
+    assert (gemma.block_of("full"), gemma.block_of("swa"), gemma.block_size, gemma.hash_block) == (32, 16, 32, 16)
     assert gemma.swa_need == 64  # cdiv(1023, 16)
     assert group_kinds(QWEN) == ("mamba", "mamba", "mamba", "full")  # 24 GDN + 8 full, the first layer GDN
     assert set(group_kinds(get_model("inkling"))) == {"swa", "full", "mamba"}
@@ -51,9 +45,7 @@ def test_the_start_up_minimum_is_the_generators_checked_one():
         config = scenario.config
         layout = layout_for(model_for(scenario), config.page_size, config.window, config.prefill_checkpoints)
         assert (layout.block_of("full"), layout.block_of("swa")) == vllm_blocks(config)
-        assert layout.min_blocks(config.max_model_len, 2 * config.chunked_prefill_size) == vllm_min_blocks(
-            config
-        )
+        assert layout.min_blocks(config.max_model_len, 2 * config.chunked_prefill_size) == vllm_min_blocks(config)
 
 
 def test_a_pool_below_the_minimum_is_refused_in_vllms_terms_and_an_unset_length_is_the_longest_served():
@@ -68,13 +60,10 @@ def test_a_pool_below_the_minimum_is_refused_in_vllms_terms_and_an_unset_length_
     assert layout.min_blocks(longest, 16384) <= need < layout.min_blocks(longest + 1, 16384)
 
 
-@pytest.mark.parametrize(
-    ("knobs", "message"),
-    [
-        ({"page_size": 24}, "kernel block 16"),
-        ({"retention_interval": 1000}, "multiple of scheduler_block_size 528"),
-    ],
-)
+@pytest.mark.parametrize(("knobs", "message"), [
+    ({"page_size": 24}, "kernel block 16"),
+    ({"retention_interval": 1000}, "multiple of scheduler_block_size 528"),
+])
 def test_vllm_refuses_what_it_cannot_start_with(knobs, message):
     policy = make_policy("vllm", prefill_checkpoints=False, **knobs)
     with pytest.raises(ValueError, match=message):
@@ -98,20 +87,10 @@ def test_pool_from_tokens_and_from_memory():
 def test_gpu_defaults_follow_vllm_serve_and_keep_what_the_user_gave():
     policy = make_policy("vllm")
     h200 = settle_for_gpu(policy, "h200", set())
-    assert (h200.chunked_prefill_size, h200.max_running_requests, h200.own.prefill_checkpoints) == (
-        8192,
-        1024,
-        True,
-    )
+    assert (h200.chunked_prefill_size, h200.max_running_requests, h200.own.prefill_checkpoints) == (8192, 1024, True)
     small = settle_for_gpu(policy, "rtx4090", set())
-    assert (small.chunked_prefill_size, small.max_running_requests, small.own.prefill_checkpoints) == (
-        2048,
-        256,
-        False,
-    )
-    given = settle_for_gpu(
-        make_policy("vllm", chunked_prefill_size=4096), "rtx4090", {"chunked_prefill_size"}
-    )
+    assert (small.chunked_prefill_size, small.max_running_requests, small.own.prefill_checkpoints) == (2048, 256, False)
+    given = settle_for_gpu(make_policy("vllm", chunked_prefill_size=4096), "rtx4090", {"chunked_prefill_size"})
     assert given.chunked_prefill_size == 4096
 
 
@@ -138,9 +117,8 @@ def test_a_retention_interval_must_be_a_multiple_of_the_scheduler_block():
 
 
 def test_mamba_beside_unequal_attention_pages_is_refused_by_name():
-    model = get_model("tiny").replace(
-        layer_kinds=("full", "swa", "mamba"), window=64, num_kv_heads=2, full_num_kv_heads=1
-    )
+    model = get_model("tiny").replace(layer_kinds=("full", "swa", "mamba"), window=64, num_kv_heads=2,
+                                      full_num_kv_heads=1)
     layout = layout_for(model, 16, 64, False)
     with pytest.raises(ValueError, match="_mamba_block_aligned_split"):
         check_config(layout, make_policy("vllm"), model)

@@ -1,7 +1,6 @@
 """The vllm preset end to end through `simulate` (both modes): the worked examples of docs/vllm-rules.md
 section 10 (the oracle's own tests give vLLM's answers), the decode fast path against step by step, and the
 pool's integrity under the real scheduler with concurrent requests."""
-
 from __future__ import annotations
 
 import pytest
@@ -22,44 +21,18 @@ from sim.sched.request import RequestState
 from sim.tokens import TokenSeq
 
 
-def config(
-    components: str,
-    page: int,
-    window: int = 0,
-    max_batched: int = 8192,
-    retention: int | None = 0,
-    num_blocks: int = 4000,
-    max_model_len: int = 8192,
-    checkpoints: bool = False,
-) -> EngineConfig:
-    return EngineConfig(
-        components,
-        page,
-        window,
-        track_interval=page * 4,
-        mamba_chunk=64,
-        chunked_prefill_size=max_batched,
-        swa_eviction_interval=128,
-        full_tokens=0,
-        swa_tokens=0,
-        mamba_states=0,
-        num_blocks=num_blocks,
-        retention_interval=retention,
-        prefill_checkpoints=checkpoints,
-        max_model_len=max_model_len,
-    )
+def config(components: str, page: int, window: int = 0, max_batched: int = 8192, retention: int | None = 0,
+           num_blocks: int = 4000, max_model_len: int = 8192, checkpoints: bool = False) -> EngineConfig:
+    return EngineConfig(components, page, window, track_interval=page * 4, mamba_chunk=64,
+                        chunked_prefill_size=max_batched, swa_eviction_interval=128, full_tokens=0, swa_tokens=0,
+                        mamba_states=0, num_blocks=num_blocks, retention_interval=retention,
+                        prefill_checkpoints=checkpoints, max_model_len=max_model_len)
 
 
-def hits(
-    engine_config: EngineConfig, requests: list[tuple[str, list[tuple[str, int]], int]], mode: str
-) -> list[int]:
+def hits(engine_config: EngineConfig, requests: list[tuple[str, list[tuple[str, int]], int]], mode: str) -> list[int]:
     lines = []
     for index, (request_id, prompt, output_len) in enumerate(requests):
-        line = {
-            "id": request_id,
-            "prompt": [{"ref": r, "len": n} for r, n in prompt],
-            "output_len": output_len,
-        }
+        line = {"id": request_id, "prompt": [{"ref": r, "len": n} for r, n in prompt], "output_len": output_len}
         line.update({"arrival": 0.0} if index == 0 else {"after": requests[index - 1][0]})
         lines.append(line)
     scenario = Scenario("hand", "vllm", 0, "hand", False, engine_config, trace_lines(lines))
@@ -100,18 +73,12 @@ def test_a_full_pool_evicts_the_tail_block_first_and_the_hit_is_lost(mode):
 def test_both_managers_offer_the_cache_interface():
     scenario = Scenario("probe", "vllm", 0, "", False, config("full+swa+mamba", 16, window=64), ())
     policy = make_policy("vllm", prefill_checkpoints=False)
-    for manager in (
-        make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=500)),
-        make_manager(model_for(scenario), make_policy("sglang"), PoolSizes(1000, 1000, 100)),
-    ):
+    for manager in (make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=500)),
+                    make_manager(model_for(scenario), make_policy("sglang"), PoolSizes(1000, 1000, 100))):
         missing = [name for name in CacheModel.__annotations__ if not hasattr(manager, name)]
-        missing += [
-            name for name in vars(CacheModel) if not name.startswith("_") and not hasattr(manager, name)
-        ]
+        missing += [name for name in vars(CacheModel) if not name.startswith("_") and not hasattr(manager, name)]
         assert not missing, (type(manager).__name__, missing)
-    assert isinstance(
-        make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=500)), BlockCacheManager
-    )
+    assert isinstance(make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=500)), BlockCacheManager)
 
 
 def snapshot(manager: BlockCacheManager) -> tuple:
@@ -119,20 +86,16 @@ def snapshot(manager: BlockCacheManager) -> tuple:
     return pool.queue(), dict(pool.key_of), pool.ref_counts(), dict(pool.held), dict(pool.cached_free)
 
 
-@pytest.mark.parametrize(
-    ("components", "retention"),
-    [("full+swa+mamba", 0), ("full+swa+mamba", None), ("full+swa", 32), ("full+mamba", 64)],
-)
+@pytest.mark.parametrize(("components", "retention"), [("full+swa+mamba", 0), ("full+swa+mamba", None),
+                                                       ("full+swa", 32), ("full+mamba", 64)])
 def test_the_decode_fast_path_is_step_by_step(components, retention):
     window = 40 if "swa" in components else 0
     scenario = Scenario("probe", "vllm", 0, "", False, config(components, 16, window=window), ())
     states = []
     for fast in (True, False):
-        manager = make_manager(
-            model_for(scenario),
-            make_policy("vllm", retention_interval=retention, prefill_checkpoints=False),
-            PoolSizes(0, 0, 0, blocks=400),
-        )
+        manager = make_manager(model_for(scenario), make_policy("vllm", retention_interval=retention,
+                                                                prefill_checkpoints=False),
+                               PoolSizes(0, 0, 0, blocks=400))
         tokens = TokenSeq.of("r:p", 300) + TokenSeq.of("o:a", 700)
         manager.admit("a", tokens, 300)
         iteration = 0
@@ -152,9 +115,7 @@ def test_the_decode_fast_path_is_step_by_step(components, retention):
     assert states[0] == states[1]
 
 
-def scheduler_run(
-    manager: BlockCacheManager, requests: list[tuple[str, TokenSeq, int, int]], budget: int
-) -> int:
+def scheduler_run(manager: BlockCacheManager, requests: list[tuple[str, TokenSeq, int, int]], budget: int) -> int:
     scheduler = Scheduler(manager, budget, 4)
     for request_id, tokens, prompt_len, output_len in requests:
         scheduler.add(RequestState(request_id, None, prompt_len, output_len, None, tokens=tokens))
@@ -176,31 +137,16 @@ def scheduler_run(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.sampled_from(("full+swa", "full+mamba", "full+swa+mamba")),
-    st.sampled_from((16, 32)),
-    st.sampled_from((None, 0, 64)),
-    st.integers(0, 6),
-    st.sampled_from((64, 128, 512)),
-    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 200), st.integers(1, 60)), min_size=1, max_size=7),
-)
-def test_integrity_under_the_scheduler_with_concurrent_requests(
-    components, page, retention, spare, budget, shapes
-):
+@given(st.sampled_from(("full+swa", "full+mamba", "full+swa+mamba")), st.sampled_from((16, 32)),
+       st.sampled_from((None, 0, 64)), st.integers(0, 6), st.sampled_from((64, 128, 512)),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 200), st.integers(1, 60)), min_size=1, max_size=7))
+def test_integrity_under_the_scheduler_with_concurrent_requests(components, page, retention, spare, budget, shapes):
     window = 48 if "swa" in components else 0
-    engine = config(
-        components, page, window=window, max_batched=budget, retention=retention, max_model_len=512
-    )
+    engine = config(components, page, window=window, max_batched=budget, retention=retention, max_model_len=512)
     engine = EngineConfig(**{**engine.__dict__, "num_blocks": vllm_min_blocks(engine) + spare})
     scenario = Scenario("probe", "vllm", 0, "", False, engine, ())
-    policy = make_policy(
-        "vllm",
-        page_size=page,
-        chunked_prefill_size=budget,
-        retention_interval=retention,
-        prefill_checkpoints=False,
-        max_model_len=512,
-    )
+    policy = make_policy("vllm", page_size=page, chunked_prefill_size=budget, retention_interval=retention,
+                         prefill_checkpoints=False, max_model_len=512)
     manager = make_manager(model_for(scenario), policy, PoolSizes(0, 0, 0, blocks=engine.num_blocks))
     requests = []
     for index, (prefix, unique, output) in enumerate(shapes):
@@ -231,20 +177,13 @@ def test_replay_and_timed_make_no_cyclic_garbage():
     from sim.trace import Trace, load_trace
 
     trace = Trace(list(load_trace("traces/mooncake_conversation_500.jsonl"))[:60])
-    config = SimConfig(
-        policy="vllm", model="gemma-4-26b-a4b", pool_tokens=60_000, knobs={"retention_interval": "none"}
-    )
+    config = SimConfig(policy="vllm", model="gemma-4-26b-a4b", pool_tokens=60_000, knobs={"retention_interval": "none"})
     _setup = build(config)
     model, policy, sizes = _setup.model, _setup.policy, _setup.sizes
     replayed, timed = make_manager(model, policy, sizes), make_manager(model, policy, sizes)
     env = simpy.Environment()
-    engine = Engine(
-        env,
-        trace,
-        Scheduler(timed, policy.chunked_prefill_size, policy.max_running_requests),
-        FixedStepBackend(0.01),
-        fits=_fits_check(trace, timed),
-    )
+    engine = Engine(env, trace, Scheduler(timed, policy.chunked_prefill_size, policy.max_running_requests),
+                    FixedStepBackend(0.01), fits=_fits_check(trace, timed))
     engine.start()
     gc.collect()
     gc.disable()
@@ -256,3 +195,5 @@ def test_replay_and_timed_make_no_cyclic_garbage():
     finally:
         gc.enable()
     assert replayed.num_evictions()["swa"] > 0 and timed.num_evictions()["swa"] > 0  # under pressure
+
+

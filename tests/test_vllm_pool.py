@@ -1,6 +1,5 @@
 """vLLM's one block pool (sim/cache/blocks/pool.py): the free queue's order and the cache map, by hand and
 against a plain list model of FreeKVCacheBlockQueue under random operations."""
-
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -72,17 +71,12 @@ class ListQueue:
             self.refs[block] -= 1
             if self.refs[block] == 0:
                 released.append(block)
-        self.queue = (
-            [b for b in released if b not in self.hashed]
-            + self.queue
-            + [b for b in released if b in self.hashed]
-        )
+        self.queue = [b for b in released if b not in self.hashed] + self.queue + [b for b in released
+                                                                                     if b in self.hashed]
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(st.sampled_from(("get", "free", "cache", "touch")), st.integers(0, 5)), max_size=60)
-)
+@given(st.lists(st.tuples(st.sampled_from(("get", "free", "cache", "touch")), st.integers(0, 5)), max_size=60))
 def test_the_queue_matches_a_list_model(operations):
     pool, model = BlockPool(12, ("full",)), ListQueue(12)
     held: list[int] = []
@@ -92,8 +86,8 @@ def test_the_queue_matches_a_list_model(operations):
             assert got == model.get(amount)
             held += got
         elif operation == "free" and held:
-            chosen = held[-(amount % len(held) + 1) :]
-            del held[-len(chosen) :]
+            chosen = held[-(amount % len(held) + 1):]
+            del held[-len(chosen):]
             pool.free_blocks(list(reversed(chosen)), 0)
             model.free(list(reversed(chosen)))
         elif operation == "cache" and held:

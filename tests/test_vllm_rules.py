@@ -1,6 +1,5 @@
 """vLLM's rules one by one (docs/vllm-rules.md sections 4-6): the hit fixed point and the junction, the
 align-mode chunk ends, and which blocks get a hash."""
-
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -47,11 +46,8 @@ def test_the_fixed_point_repeats_until_it_stops_shrinking_and_the_junction_is_fu
     # FULL 160 -> SWA 112 -> Mamba 96 -> SWA at 96: blocks 2..5 lack 2 -> 0 ... until stable
     hit = longest_hit(THREE, pool, CHAIN, 170)
     assert hit.full_tokens == 160 and hit.junction == 160
-    assert (
-        hit.tokens
-        == answer(THREE, pool, CHAIN, "swa", hit.tokens)
-        == answer(THREE, pool, CHAIN, "mamba", hit.tokens)
-    )
+    assert hit.tokens == answer(THREE, pool, CHAIN, "swa", hit.tokens) == answer(THREE, pool, CHAIN, "mamba",
+                                                                                 hit.tokens)
     assert hit.tokens == 0  # no point below 112 has both a window of 4 and a state
     both = cached_pool(THREE, {"full": set(range(10)), "swa": set(range(2, 9)), "mamba": {5}})
     assert longest_hit(THREE, both, CHAIN, 170) == (96, 160, 160)
@@ -103,15 +99,8 @@ def test_internal_checkpoints_only_in_the_last_chunk_under_retention_zero():
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.sampled_from(("full", "swa", "mamba")),
-    st.integers(0, 40),
-    st.integers(0, 40),
-    st.sampled_from((None, 0, 16, 32, 64, 128)),
-    st.integers(0, 6),
-    st.integers(0, 700),
-    st.integers(0, 700),
-)
+@given(st.sampled_from(("full", "swa", "mamba")), st.integers(0, 40), st.integers(0, 40),
+       st.sampled_from((None, 0, 16, 32, 64, 128)), st.integers(0, 6), st.integers(0, 700), st.integers(0, 700))
 def test_reachable_indices_are_the_mask(kind, first, length, retention, need, prompt_end, junction):
     boundaries = (prompt_end, junction // B * B)
     expected = [i for i in range(first, first + length) if reachable(kind, i, retention, B, need, boundaries)]
@@ -126,5 +115,6 @@ def test_the_swa_answer_is_the_window_rule(cached, limit_blocks, window):
     layout = Layout(B, ("full", "swa"), 0, window, 0)
     pool = cached_pool(layout, {"swa": cached})
     need = layout.swa_need
-    accepted = [x for x in range(limit_blocks + 1) if all(i in cached for i in range(max(0, x - need), x))]
+    accepted = [x for x in range(limit_blocks + 1)
+                if all(i in cached for i in range(max(0, x - need), x))]
     assert answer(layout, pool, CHAIN, "swa", limit_blocks * B) == max(accepted) * B

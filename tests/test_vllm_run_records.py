@@ -1,6 +1,5 @@
 """benchmarks/vllm_run_records.py on the 40-line Mooncake head (in its own interpreter: it wraps the pool's
 classes): it runs, and its shadow of the free tail agrees with what went in and out of the tail."""
-
 from __future__ import annotations
 
 from tests.benchmark_helpers import HEAD, run_script

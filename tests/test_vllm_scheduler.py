@@ -1,7 +1,6 @@
 """vLLM's scheduler in the simulator (sim/sched/vllm.py): on the hand-made concurrent scenario of
 tests/vllm_concurrent_scenarios.py simulate schedules, step by step, what vLLM 0.33.0 scheduled, preempts what it
 preempted and ends each request where it ended (pinned; tests/conformance runs vLLM again)."""
-
 from __future__ import annotations
 
 import pytest
@@ -15,9 +14,7 @@ def test_simulate_schedules_what_vllm_scheduled(async_scheduling):
     run = simulated_steps(hand.siblings(async_scheduling), "vllm")
     assert [(step.at, step.batch) for step in run.steps[:5]] == hand.FIRST_BATCHES[async_scheduling]
     assert len(run.steps) == hand.NUM_STEPS[async_scheduling]
-    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.PREEMPTED[
-        async_scheduling
-    ]
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.PREEMPTED[async_scheduling]
     assert hand.outcomes(run.requests) == hand.OUTCOMES[async_scheduling]
 
 

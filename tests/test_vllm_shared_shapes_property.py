@@ -67,9 +67,7 @@ def test_cache_all_and_free_held_match_the_block_by_block_pool(operations, num_b
             fast.cache_all(chosen, keys)
             reference.cache_all(chosen, keys)
         elif name == "touch":
-            table = sorted(block for block, (_, owner) in fast.key_of.items() if owner == group)[
-                amount % 3 :: 2
-            ]
+            table = sorted(block for block, (_, owner) in fast.key_of.items() if owner == group)[amount % 3 :: 2]
             fast.touch(list(table), group)
             reference.touch(list(table), group)
             held += [(block, group) for block in table]
@@ -112,9 +110,7 @@ def _cache_blocks_per_group(layout, pool, keys, req, end, checkpoint, retention,
         steps.tell_skipped(on_skip, skipped)
 
 
-def _request(
-    pool: BlockPool, B: int, shapes: list[list[bool]], counts: list[int], prompt: int
-) -> BlockRequest:
+def _request(pool: BlockPool, B: int, shapes: list[list[bool]], counts: list[int], prompt: int) -> BlockRequest:
     tables: list[list[int | None]] = []
     for group, live in enumerate(shapes):
         blocks = iter(pool.get_new_blocks(sum(live), group))
@@ -140,17 +136,7 @@ def _run_steps(call, layout, B, shapes, counts, prompt, ends, checkpoint, retent
     req = _request(pool, B, shapes, counts, prompt)
     mamba_keys: set = set()
     for end in ends:
-        call(
-            layout,
-            pool,
-            BlockKeys(B),
-            req,
-            end,
-            checkpoint,
-            retention,
-            mamba_keys,
-            bus.channel(BlocksSkipped),
-        )
+        call(layout, pool, BlockKeys(B), req, end, checkpoint, retention, mamba_keys, bus.channel(BlocksSkipped))
     return pool.key_of, pool.blocks_of, req.num_cached, mamba_keys, log
 
 

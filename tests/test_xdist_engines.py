@@ -33,6 +33,4 @@ def test_a_file_with_a_costly_module_fixture_is_one_scope():
         "tests/executor/test_executor_model_exact.py"
     )
     root = Path(__file__).resolve().parents[1]
-    assert all(
-        (root / path).is_file() for path in WHOLE_FILES
-    )  # a renamed file would fall back to one per test
+    assert all((root / path).is_file() for path in WHOLE_FILES)  # a renamed file would fall back to one per test

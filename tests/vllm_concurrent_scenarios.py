@@ -9,7 +9,6 @@ is preempted (by recompute) until the others finish; no admission in a step that
 scheduling (on: a step is processed after the next is scheduled; off: at once), which preempts d four times
 against twice.
 """
-
 from __future__ import annotations
 
 from conformance.scenario import EngineConfig, Scenario, trace_lines
@@ -17,65 +16,30 @@ from conformance.trajectory import Served
 
 
 def _request(request_id: str, parts: list[tuple[str, int]], output_len: int, arrival: int) -> dict:
-    return {
-        "id": request_id,
-        "arrival": float(arrival),
-        "output_len": output_len,
-        "prompt": [{"ref": ref, "len": n} for ref, n in parts],
-    }
+    return {"id": request_id, "arrival": float(arrival), "output_len": output_len,
+            "prompt": [{"ref": ref, "len": n} for ref, n in parts]}
 
 
 def siblings(async_scheduling: bool) -> Scenario:
     system = ("sys", 200)
-    requests = [
-        _request("a", [system, ("a", 40)], 40, 0),
-        _request("b", [system, ("b", 30)], 30, 0),
-        _request("c", [system, ("c", 100)], 40, 0),
-        _request("d", [system, ("d", 20)], 20, 2),
-        _request("e", [("e", 90)], 8, 5),
-    ]
-    config = EngineConfig(
-        "full+mamba",
-        16,
-        0,
-        64,
-        64,
-        256,
-        128,
-        full_tokens=0,
-        swa_tokens=0,
-        mamba_states=0,
-        num_blocks=48,
-        retention_interval=0,
-        max_model_len=400,
-        overlap=async_scheduling,
-    )
-    return Scenario(
-        f"siblings-{'async' if async_scheduling else 'sync'}",
-        "vllm",
-        0,
-        "concurrent-hand",
-        True,
-        config,
-        trace_lines(requests),
-    )
+    requests = [_request("a", [system, ("a", 40)], 40, 0), _request("b", [system, ("b", 30)], 30, 0),
+                _request("c", [system, ("c", 100)], 40, 0), _request("d", [system, ("d", 20)], 20, 2),
+                _request("e", [("e", 90)], 8, 5)]
+    config = EngineConfig("full+mamba", 16, 0, 64, 64, 256, 128, full_tokens=0, swa_tokens=0, mamba_states=0,
+                          num_blocks=48, retention_interval=0, max_model_len=400, overlap=async_scheduling)
+    return Scenario(f"siblings-{'async' if async_scheduling else 'sync'}", "vllm", 0, "concurrent-hand", True,
+                    config, trace_lines(requests))
 
 
 FIRST_BATCHES = {
-    True: [
-        (0, (("a", 224, True), ("b", 32, True))),
-        (1, (("a", 16, True), ("b", 160, True))),
-        (2, (("a", 1, False), ("b", 32, True), ("c", 96, True), ("d", 16, True))),
-        (3, (("a", 1, False), ("b", 6, True), ("c", 12, True))),
-        (4, (("a", 1, False), ("b", 1, False), ("c", 1, False), ("d", 12, True))),
-    ],
-    False: [
-        (0, (("a", 224, True), ("b", 32, True))),
-        (1, (("a", 16, True), ("b", 160, True))),
-        (2, (("a", 1, False), ("b", 32, True), ("c", 96, True), ("d", 16, True))),
-        (3, (("a", 1, False), ("b", 6, True), ("c", 12, True), ("d", 12, True))),
-        (4, (("a", 1, False), ("b", 1, False), ("c", 1, False), ("d", 1, False))),
-    ],
+    True: [(0, (("a", 224, True), ("b", 32, True))), (1, (("a", 16, True), ("b", 160, True))),
+           (2, (("a", 1, False), ("b", 32, True), ("c", 96, True), ("d", 16, True))),
+           (3, (("a", 1, False), ("b", 6, True), ("c", 12, True))),
+           (4, (("a", 1, False), ("b", 1, False), ("c", 1, False), ("d", 12, True)))],
+    False: [(0, (("a", 224, True), ("b", 32, True))), (1, (("a", 16, True), ("b", 160, True))),
+            (2, (("a", 1, False), ("b", 32, True), ("c", 96, True), ("d", 16, True))),
+            (3, (("a", 1, False), ("b", 6, True), ("c", 12, True), ("d", 12, True))),
+            (4, (("a", 1, False), ("b", 1, False), ("c", 1, False), ("d", 1, False)))],
 }
 NUM_STEPS = {True: 51, False: 50}
 PREEMPTED = {True: [(3, ("d",)), (9, ("d",)), (11, ("d",)), (13, ("d",))], False: [(8, ("d",)), (14, ("d",))]}

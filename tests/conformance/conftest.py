@@ -1,6 +1,5 @@
 """The engines run in processes of their own: importing SGLang, FreeToken or vLLM sets Triton up in ways that
 break the executor's interpreted kernels later in the same test session."""
-
 from __future__ import annotations
 
 import importlib

@@ -4,7 +4,6 @@ Runs in the spawned process that runs SGLang (conformance/isolated.py: importing
 caller's process otherwise). The allocator and the tree are stand-ins that answer only the counts the budget
 reads (free and evictable tokens, pool size).
 """
-
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -15,19 +14,13 @@ def _budget(case: dict):
 
     swa = case["swa_available"] is not None
     allocator = SimpleNamespace(
-        page_size=case["page"],
-        size_swa=case["swa_pool"],
-        available_size=lambda: case["full_available"],
-        full_available_size=lambda: case["full_available"],
-        swa_available_size=lambda: case["swa_available"],
-    )
+        page_size=case["page"], size_swa=case["swa_pool"],
+        available_size=lambda: case["full_available"], full_available_size=lambda: case["full_available"],
+        swa_available_size=lambda: case["swa_available"])
     tree = SimpleNamespace(
-        sliding_window_size=case["window"],
-        supports_mamba=lambda: case["mamba"],
-        full_evictable_size=lambda: case["full_evictable"],
-        evictable_size=lambda: case["full_evictable"],
-        swa_evictable_size=lambda: case["swa_evictable"],
-    )
+        sliding_window_size=case["window"], supports_mamba=lambda: case["mamba"],
+        full_evictable_size=lambda: case["full_evictable"], evictable_size=lambda: case["full_evictable"],
+        swa_evictable_size=lambda: case["swa_evictable"])
     return (SWAPrefillBudget if swa else PrefillBudget)(allocator, tree)
 
 
@@ -39,14 +32,9 @@ def answers(cases: list[dict]) -> list[tuple]:
     out = []
     for case in cases:
         budget = _budget(case)
-        verdict = budget.check_prefill(
-            extend_input_len=case["extend"],
-            total_tokens=case["total"],
-            max_new_tokens=case["max_new"],
-            input_tokens=case["extend"],
-            swa_host_hit_length=0,
-            chunk_limit=case["chunk_limit"],
-        )
+        verdict = budget.check_prefill(extend_input_len=case["extend"], total_tokens=case["total"],
+                                       max_new_tokens=case["max_new"], input_tokens=case["extend"],
+                                       swa_host_hit_length=0, chunk_limit=case["chunk_limit"])
         chunk = budget.available_chunk_tokens(case["chunk_limit"] or 64)
         out.append((tuple(verdict), chunk))
     return out

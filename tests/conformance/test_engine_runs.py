@@ -2,7 +2,6 @@
 one run give equal runs when each is run on its own, the presets whose change matters keep their own run,
 and the suites' runner calls the engine once per distinct run and hands each preset that run (or its error).
 """
-
 from __future__ import annotations
 
 import importlib
@@ -17,12 +16,8 @@ from conformance.generate_concurrent import generate_concurrent
 from conformance.spaced import generate_spaced
 from conformance.trajectory import EngineCorrupt, Trajectory
 
-FAMILIES = {
-    "one-at-a-time": generate,
-    "concurrent": generate_concurrent,
-    "spaced": generate_spaced,
-    "boundary": generate_boundary,
-}
+FAMILIES = {"one-at-a-time": generate, "concurrent": generate_concurrent, "spaced": generate_spaced,
+            "boundary": generate_boundary}
 DEFAULT = {"sglang": "sglang-retain", "freetoken": "freetoken"}
 OTHER = {"sglang": "sglang", "freetoken": "freetoken-lazy"}
 NUM_TOKENS = 6000  # the scenarios run twice here are small ones: their prompts and outputs, summed
@@ -98,9 +93,7 @@ def test_the_runner_runs_each_distinct_run_once():
     outcomes = {preset: engine_run(module, "run_steps", scenario, preset, runs) for preset in ("b", "a", "c")}
     assert module.calls == ["a", "c"]  # "b" asked first: the run it stands for, "a", is what runs
     assert outcomes["a"] is outcomes["b"] and outcomes["c"].requests == {"r": "c"}
-    assert engine_run(_Driver(), "run_steps", scenario, "b", {}).requests == {
-        "r": "a"
-    }  # a fresh scenario runs
+    assert engine_run(_Driver(), "run_steps", scenario, "b", {}).requests == {"r": "a"}  # a fresh scenario runs
     broken, runs = _Driver(corrupt=True), {}
     for preset in ("a", "b"):
         with pytest.raises(EngineCorrupt, match="a broke"):
@@ -117,8 +110,5 @@ def test_a_driver_without_run_as_runs_every_preset():
             return {"r": preset}
 
     module, runs = Plain(), {}
-    assert [engine_run(module, "run", generate("vllm", 0), p, runs) for p in ("a", "b")] == [
-        {"r": "a"},
-        {"r": "b"},
-    ]
+    assert [engine_run(module, "run", generate("vllm", 0), p, runs) for p in ("a", "b")] == [{"r": "a"}, {"r": "b"}]
     assert module.calls == ["a", "b"]

@@ -4,7 +4,6 @@ rules (read in its source), and generated ones compared with ``simulate`` where 
 Skipped when FreeToken is not installed (``pip install --no-deps -c constraints-cpu.txt -r
 conformance/requirements.txt``).
 """
-
 from __future__ import annotations
 
 import json
@@ -17,11 +16,9 @@ from conformance.generate import generate
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 
 pytestmark = [
-    pytest.mark.skipif(
-        freetoken.installed_version() is None,
-        reason="FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
-        "-r conformance/requirements.txt",
-    ),
+    pytest.mark.skipif(freetoken.installed_version() is None,
+                       reason="FreeToken is not installed: pip install --no-deps -c constraints-cpu.txt "
+                              "-r conformance/requirements.txt"),
     pytest.mark.filterwarnings("ignore:Triton is not supported on current platform"),
 ]
 
@@ -29,58 +26,31 @@ W = 1024
 
 
 def swa_config(**knobs) -> EngineConfig:
-    base = EngineConfig(
-        "full+swa",
-        page_size=1,
-        window=W,
-        track_interval=256,
-        mamba_chunk=64,
-        chunked_prefill_size=8192,
-        swa_eviction_interval=128,
-        full_tokens=40000,
-        swa_tokens=40000,
-        mamba_states=0,
-    )
+    base = EngineConfig("full+swa", page_size=1, window=W, track_interval=256, mamba_chunk=64,
+                        chunked_prefill_size=8192, swa_eviction_interval=128, full_tokens=40000,
+                        swa_tokens=40000, mamba_states=0)
     return replace(base, **knobs)
 
 
 def gdn_config(**knobs) -> EngineConfig:
-    base = EngineConfig(
-        "full+mamba",
-        page_size=1,
-        window=0,
-        track_interval=256,
-        mamba_chunk=64,
-        chunked_prefill_size=8192,
-        swa_eviction_interval=128,
-        full_tokens=40000,
-        swa_tokens=0,
-        mamba_states=64,
-    )
+    base = EngineConfig("full+mamba", page_size=1, window=0, track_interval=256, mamba_chunk=64,
+                        chunked_prefill_size=8192, swa_eviction_interval=128, full_tokens=40000,
+                        swa_tokens=0, mamba_states=64)
     return replace(base, **knobs)
 
 
 def scenario(config: EngineConfig, requests: list[dict], name: str = "hand") -> Scenario:
-    chained = [
-        dict(r, arrival=0.0) if i == 0 else dict(r, after=requests[i - 1]["id"])
-        for i, r in enumerate(requests)
-    ]
+    chained = [dict(r, arrival=0.0) if i == 0 else dict(r, after=requests[i - 1]["id"])
+               for i, r in enumerate(requests)]
     return Scenario(name, "freetoken", 0, "hand", False, config, trace_lines(chained))
 
 
 def divergence(config: EngineConfig, prompt_len: int, shared: int, output_len: int = 3) -> Scenario:
     """Request b shares request a's first ``shared`` prompt tokens, then differs."""
-    return scenario(
-        config,
-        [
-            {"id": "a", "prompt": [{"ref": "x", "len": prompt_len}], "output_len": output_len},
-            {
-                "id": "b",
-                "prompt": [{"ref": "x", "len": shared}, {"ref": "y", "len": 40}],
-                "output_len": output_len,
-            },
-        ],
-    )
+    return scenario(config, [
+        {"id": "a", "prompt": [{"ref": "x", "len": prompt_len}], "output_len": output_len},
+        {"id": "b", "prompt": [{"ref": "x", "len": shared}, {"ref": "y", "len": 40}], "output_len": output_len},
+    ])
 
 
 def cached(result) -> dict[str, int]:
@@ -138,11 +108,8 @@ def test_gdn_multiturn_resumes_at_the_unaligned_finish_only_on_page_one():
     """The finish state sits at L + g - 1; a page-16 engine drops it when that is not a page end."""
     requests = [
         {"id": "t0", "prompt": [{"ref": "x", "len": 300}], "output_len": 20},
-        {
-            "id": "t1",
-            "prompt": [{"ref": "x", "len": 300}, {"output_of": "t0"}, {"ref": "u", "len": 9}],
-            "output_len": 1,
-        },
+        {"id": "t1", "prompt": [{"ref": "x", "len": 300}, {"output_of": "t0"}, {"ref": "u", "len": 9}],
+         "output_len": 1},
     ]
     assert cached(freetoken.run(scenario(gdn_config(), requests)))["t1"] == 319
     assert cached(freetoken.run(scenario(gdn_config(page_size=16), requests)))["t1"] == 256
@@ -161,10 +128,8 @@ def test_accepts_names_freetokens_own_rules():
 
 
 def test_a_prompt_longer_than_the_pool_is_refused_and_the_next_one_still_runs():
-    requests = [
-        {"id": "big", "prompt": [{"ref": "x", "len": 900}], "output_len": 2},
-        {"id": "small", "prompt": [{"ref": "y", "len": 100}], "output_len": 2},
-    ]
+    requests = [{"id": "big", "prompt": [{"ref": "x", "len": 900}], "output_len": 2},
+                {"id": "small", "prompt": [{"ref": "y", "len": 100}], "output_len": 2}]
     result = freetoken.run(scenario(swa_config(full_tokens=800, swa_tokens=800), requests))
     assert not result["big"].served and "prompt is too long" in result["big"].note
     assert result["small"].served
@@ -173,18 +138,14 @@ def test_a_prompt_longer_than_the_pool_is_refused_and_the_next_one_still_runs():
 def test_a_swa_pool_below_freetokens_floor_crashes_the_engine():
     """Decode frees out-of-window SWA only every 128 forwards: a pool of W + 40 runs dry and alloc_swa
     raises (FreeToken's own sizing never goes below its floor); the engine is then down."""
-    requests = [
-        {"id": "a", "prompt": [{"ref": "x", "len": 200}], "output_len": 100},
-        {"id": "b", "prompt": [{"ref": "y", "len": 10}], "output_len": 2},
-    ]
+    requests = [{"id": "a", "prompt": [{"ref": "x", "len": 200}], "output_len": 100},
+                {"id": "b", "prompt": [{"ref": "y", "len": 10}], "output_len": 2}]
     result = freetoken.run(scenario(swa_config(window=64, swa_tokens=104), requests))
     assert not result["a"].served and "SWA pool exhausted" in result["a"].note
     assert not result["b"].served and "raised on a" in result["b"].note
 
 
-@pytest.mark.parametrize(
-    "seed, pressure", [(1, False), (7, False), (14, False), (2, True), (4, True), (15, True)]
-)
+@pytest.mark.parametrize("seed, pressure", [(1, False), (7, False), (14, False), (2, True), (4, True), (15, True)])
 def test_generated_swa_scenarios_agree_with_simulate(seed, pressure):
     from conformance.compare import disagreements
 
@@ -208,11 +169,8 @@ def test_overlap_commits_the_prompt_and_the_first_decode_position(overlap, reuse
     L + 1 and the decode frees start there: a next turn matches up to L + 1 (the plain loop: L)."""
     requests = [
         {"id": "t0", "prompt": [{"ref": "x", "len": 61}], "output_len": 200},
-        {
-            "id": "t1",
-            "prompt": [{"ref": "x", "len": 61}, {"output_of": "t0", "len": 26}, {"ref": "u", "len": 9}],
-            "output_len": 1,
-        },
+        {"id": "t1", "prompt": [{"ref": "x", "len": 61}, {"output_of": "t0", "len": 26}, {"ref": "u", "len": 9}],
+         "output_len": 1},
     ]
     config = swa_config(window=24, swa_eviction_interval=16, overlap=overlap)
     assert cached(freetoken.run(scenario(config, requests))) == {"t0": 0, "t1": reused}

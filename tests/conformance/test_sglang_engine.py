@@ -4,7 +4,6 @@ from its rules, refuses what SGLang refuses, and is deterministic.
 Skipped when sglang is not installed (``pip install --no-deps -c constraints-cpu.txt -r
 conformance/requirements.txt``).
 """
-
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -20,35 +19,22 @@ from tests import sglang_recency_scenarios as recency
 
 # find_spec, not an import: importing SGLang here would set Triton up before the executor tests can ask for its
 # interpreter (the driver runs SGLang in a process of its own, tests/conformance/conftest.py)
-pytestmark = pytest.mark.skipif(
-    find_spec("sglang") is None,
-    reason="sglang 0.5.23 is not installed "
-    "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)",
-)
+pytestmark = pytest.mark.skipif(find_spec("sglang") is None, reason="sglang 0.5.23 is not installed "
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _config(components: str, **overrides) -> EngineConfig:
-    knobs = dict(
-        components=components,
-        page_size=64,
-        window=128 if "swa" in components else 0,
-        track_interval=256,
-        mamba_chunk=64,
-        chunked_prefill_size=8192,
-        swa_eviction_interval=128,
-        full_tokens=16384,
-        swa_tokens=16384 if "swa" in components else 0,
-        mamba_states=64 if "mamba" in components else 0,
-    )
+    knobs = dict(components=components, page_size=64, window=128 if "swa" in components else 0,
+                 track_interval=256, mamba_chunk=64, chunked_prefill_size=8192, swa_eviction_interval=128,
+                 full_tokens=16384, swa_tokens=16384 if "swa" in components else 0,
+                 mamba_states=64 if "mamba" in components else 0)
     knobs.update(overrides)
     return EngineConfig(**knobs)
 
 
 def _scenario(config: EngineConfig, requests: list[dict]) -> Scenario:
-    chained = [
-        dict(r, arrival=0.0) if i == 0 else dict(r, after=requests[i - 1]["id"])
-        for i, r in enumerate(requests)
-    ]
+    chained = [dict(r, arrival=0.0) if i == 0 else dict(r, after=requests[i - 1]["id"])
+               for i, r in enumerate(requests)]
     return Scenario("hand", "sglang", 0, "hand", False, config, trace_lines(chained))
 
 
@@ -60,10 +46,8 @@ def test_exact_repeat_finished_at_prefill_reuses_every_whole_page():
     # One output token: the request finishes at its prefill, so nothing frees SWA before the finish insert;
     # the repeat's key is prompt_len - 1 = 999 tokens, page-floored to 960, all live.
     prompt = [{"ref": "same", "len": 1000}]
-    scenario = _scenario(
-        _config("full+swa"),
-        [{"id": "a", "prompt": prompt, "output_len": 1}, {"id": "b", "prompt": prompt, "output_len": 1}],
-    )
+    scenario = _scenario(_config("full+swa"), [{"id": "a", "prompt": prompt, "output_len": 1},
+                                               {"id": "b", "prompt": prompt, "output_len": 1}])
     assert _cached(driver.run(scenario, "sglang-retain")) == [0, 960]
 
 
@@ -71,10 +55,8 @@ def test_a_request_finishing_at_its_prefill_inserts_its_window_live():
     # a: 1000 tokens in, one token out: release_kv_cache inserts [0, 960) with no out-of-window free, so b
     # (800 shared tokens, key floored to 768) splits a live node: 768 reused.
     shared = {"ref": "system", "len": 800}
-    requests = [
-        {"id": "a", "prompt": [shared, {"ref": "a-q", "len": 200}], "output_len": 1},
-        {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 50}], "output_len": 1},
-    ]
+    requests = [{"id": "a", "prompt": [shared, {"ref": "a-q", "len": 200}], "output_len": 1},
+                {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 50}], "output_len": 1}]
     assert _cached(driver.run(_scenario(_config("full+swa"), requests), "sglang")) == [0, 768]
 
 
@@ -83,10 +65,8 @@ def test_swa_frontier_at_a_prefill_checkpoint_counts_the_unfloored_prompt():
     # floor_64((2126 - 1) - ceil_64(max(24, 64))) = 2048, so [0, 2048) enters the tree as a tombstone.
     # b shares 2087 tokens: its key floors to 2048, a node with no live window under it: nothing reused.
     shared = {"ref": "system", "len": 2087}
-    requests = [
-        {"id": "a", "prompt": [shared, {"ref": "a-q", "len": 39}], "output_len": 2},
-        {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 49}], "output_len": 2},
-    ]
+    requests = [{"id": "a", "prompt": [shared, {"ref": "a-q", "len": 39}], "output_len": 2},
+                {"id": "b", "prompt": [shared, {"ref": "b-q", "len": 49}], "output_len": 2}]
     config = _config("full+swa", window=24)
     assert _cached(driver.run(_scenario(config, requests), "sglang-retain")) == [0, 0]
 
@@ -96,10 +76,8 @@ def test_mamba_fanout_reuses_the_shared_prefix_only_after_a_branch_checkpoint():
     # that node and ends on a state-less node (cached 0), but the split sets mamba_branching_seqlen = 512,
     # so b's extend checkpoints at 512. c then matches the 512 node with its state.
     shared = {"ref": "system", "len": 512}
-    requests = [
-        {"id": name, "prompt": [shared, {"ref": f"{name}-q", "len": own}], "output_len": 1}
-        for name, own in (("a", 100), ("b", 50), ("c", 30))
-    ]
+    requests = [{"id": name, "prompt": [shared, {"ref": f"{name}-q", "len": own}], "output_len": 1}
+                for name, own in (("a", 100), ("b", 50), ("c", 30))]
     result = driver.run(_scenario(_config("full+mamba"), requests), "sglang-retain")
     assert _cached(result) == [0, 0, 512]
 
@@ -115,9 +93,7 @@ def test_pressure_scenarios_match_the_engine_numbers_recorded_for_0_5_23():
     assert _cached(driver.run(generate("sglang", 163, pressure=True), "sglang")) == [0, 0]
     # seed 77: t0 runs out of SWA mid decode and, alone in its batch, is aborted by retract_decode; then
     # PrefillAdder never admits t1 (nor, in turn, t2 and t3) on the idle pool
-    notes = [
-        o.note.split(":")[0] for o in driver.run(generate("sglang", 77, pressure=True), "sglang").values()
-    ]
+    notes = [o.note.split(":")[0] for o in driver.run(generate("sglang", 77, pressure=True), "sglang").values()]
     assert notes == ["aborted", "never admitted", "never admitted", "never admitted"]
 
 
@@ -125,21 +101,11 @@ def _served(result) -> list[tuple[int, bool]]:
     return [(outcome.cached_tokens, outcome.served) for outcome in result.values()]
 
 
-@pytest.mark.parametrize(
-    "scenario, expected",
-    [
-        *[(hand.locked_window(swa), answer) for swa, answer in hand.LOCKED_WINDOW.items()],
-        *[(hand.decode_check(swa), answer) for swa, answer in hand.DECODE_CHECK.items()],
-        (hand.budget_before_states(), hand.BUDGET_BEFORE_STATES),
-    ],
-    ids=[
-        "locked-window-176",
-        "locked-window-192",
-        "decode-check-176",
-        "decode-check-192",
-        "budget-before-states",
-    ],
-)
+@pytest.mark.parametrize("scenario, expected", [
+    *[(hand.locked_window(swa), answer) for swa, answer in hand.LOCKED_WINDOW.items()],
+    *[(hand.decode_check(swa), answer) for swa, answer in hand.DECODE_CHECK.items()],
+    (hand.budget_before_states(), hand.BUDGET_BEFORE_STATES),
+], ids=["locked-window-176", "locked-window-192", "decode-check-176", "decode-check-192", "budget-before-states"])
 def test_the_budget_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
     # PrefillAdder's SWA estimate against the window the match locks, check_decode_mem before the decode free,
     # the budget before any MAMBA slot (tests/sglang_budget_scenarios.py derives each answer)
@@ -148,14 +114,9 @@ def test_the_budget_scenarios_give_the_recorded_answers_and_simulate_agrees(scen
     assert disagreements(scenario, "sglang", result) == []
 
 
-@pytest.mark.parametrize(
-    "scenario, expected",
-    [
-        (recency.split_recency(), recency.SPLIT_RECENCY),
-        (recency.insert_recency(), recency.INSERT_RECENCY),
-    ],
-    ids=["split-recency", "insert-recency"],
-)
+@pytest.mark.parametrize("scenario, expected", [
+    (recency.split_recency(), recency.SPLIT_RECENCY), (recency.insert_recency(), recency.INSERT_RECENCY),
+], ids=["split-recency", "insert-recency"])
 def test_the_recency_scenarios_give_the_recorded_answers_and_simulate_agrees(scenario, expected):
     # _split_node stamps both halves, _insert_walk_step every node it walks (tests/sglang_recency_scenarios.py)
     result = driver.run(scenario, "sglang")

@@ -3,7 +3,6 @@ gets the same cached tokens from ``simulate`` (replay and timed) as from the eng
 requests in flight (the concurrent scenarios), every step's batch and pools and every request's outcome agree. A change that
 breaks exactness against SGLang, FreeToken or vLLM fails here. ``HYBRIDCACHE_CONFORMANCE_SEEDS`` widens the
 set (the default keeps CI short; ``python cli.py conformance ENGINE --scenarios 200`` is the full check)."""
-
 from __future__ import annotations
 
 import os
@@ -45,12 +44,8 @@ def with_pressures(engines, slow_on_large_pools: set[str]) -> list:
     family, every mistake of benchmarks/conformance_mutants.jsonl that they catch is caught by the family's
     other default cases too (the evidence: docs/results/test-suite-time.md, Round 14)."""
     return [
-        pytest.param(
-            engine,
-            pressure,
-            id=f"{engine}-{label}",
-            marks=[pytest.mark.slow] if engine in slow_on_large_pools and not pressure else [],
-        )
+        pytest.param(engine, pressure, id=f"{engine}-{label}",
+                     marks=[pytest.mark.slow] if engine in slow_on_large_pools and not pressure else [])
         for engine in engines
         for pressure, label in ((False, "large-pools"), (True, "pressure"))
     ]
@@ -59,10 +54,8 @@ def with_pressures(engines, slow_on_large_pools: set[str]) -> list:
 @pytest.mark.parametrize("engine, pressure", with_pressures(PACKAGES, {"freetoken", "vllm"}))
 def test_every_request_agrees_with_the_engine(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     if engine not in {p.engine for p in PRESETS.values()}:
         pytest.skip(f"the simulator has no {engine} preset yet")
     result = run_suite(engine, range(NUM_SEEDS), (pressure,))
@@ -74,10 +67,8 @@ def test_every_request_agrees_with_the_engine(engine, pressure):
 @pytest.mark.parametrize("engine", CONCURRENT)
 def test_every_step_agrees_with_the_engine_under_concurrent_load(engine, pressure):
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     result = run_concurrent(driver(engine, concurrent=True), range(NUM_SEEDS), (pressure,))
     assert result.all_equal, report_steps(result)
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
@@ -90,14 +81,10 @@ def test_every_step_agrees_one_request_at_a_time(engine, pressure, part):
     """The one-at-a-time scenarios on the step clock: each step's chunks and the pools after it (free and
     tree-held), not only each request's cached tokens."""
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     seeds = [*range(NUM_SEEDS), *long_seeds(engine)]  # and the boundary family's 16k-32k-token prompts
-    result = run_concurrent(
-        driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_spaced
-    )
+    result = run_concurrent(driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_spaced)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
     assert found <= set(KNOWN), report_steps(result)  # the open differences are listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
@@ -110,19 +97,13 @@ def test_every_step_agrees_at_the_rules_boundaries(engine, pressure, part):
     """The boundary family: lengths, windows and pools at every boundary the rules name (+-1), identical
     prompts in one step, up to 40 requests over shared prefixes (conformance/generate_boundary.py)."""
     if find_spec(PACKAGES[engine]) is None:
-        pytest.skip(
-            f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            f"conformance/requirements.txt)"
-        )
+        pytest.skip(f"{engine} is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    f"conformance/requirements.txt)")
     # and the built-on-purpose ones, and 16k-32k-token prompts
     seeds = [*range(min(NUM_SEEDS, BOUNDARY_SEEDS)), *targeted_seeds(engine), *long_seeds(engine)]
-    result = run_concurrent(
-        driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_boundary
-    )
+    result = run_concurrent(driver(engine, concurrent=True), shard(seeds, part), (pressure,), make=generate_boundary)
     found = {(scenario.engine, scenario.seed, scenario.pressure) for scenario, _, _ in result.found}
-    assert found <= set(BOUNDARY_KNOWN), report_steps(
-        result
-    )  # the open differences, listed with their reasons
+    assert found <= set(BOUNDARY_KNOWN), report_steps(result)  # the open differences, listed with their reasons
     compared = sum(v for k, v in result.counts.items() if k[2] == "scenarios")
     assert compared >= share(len(seeds) // 2)  # FreeToken's own double frees leave most scenarios compared
 
@@ -144,16 +125,13 @@ def test_sglangs_other_modes_agree_under_concurrent_load(mode, pressure):
     """SGLang's non-default modes (``cli.py conformance sglang --concurrent --no-overlap``, ``--schedule-policy
     lpm|lof|dfs-weight|hrrn``, ``--mixed-chunk``) on the first seeds of the concurrent scenarios, as shipped (sglang-retain)."""
     if find_spec("sglang") is None:
-        pytest.skip(
-            "sglang is not installed (pip install --no-deps -c constraints-cpu.txt -r "
-            "conformance/requirements.txt)"
-        )
+        pytest.skip("sglang is not installed (pip install --no-deps -c constraints-cpu.txt -r "
+                    "conformance/requirements.txt)")
     from conformance.generate_concurrent import generate_concurrent
     from conformance.modes import forced
 
     make = forced(generate_concurrent, "sglang", SGLANG_MODES[mode])
-    result = run_concurrent(
-        driver("sglang", concurrent=True), range(NUM_MODE_SEEDS), (pressure,), ("sglang-retain",), make
-    )
+    result = run_concurrent(driver("sglang", concurrent=True), range(NUM_MODE_SEEDS), (pressure,),
+                            ("sglang-retain",), make)
     assert result.all_equal, report_steps(result)
     assert sum(v for k, v in result.counts.items() if k[2] == "scenarios") == NUM_MODE_SEEDS

@@ -2,7 +2,6 @@
 Qwen3.5-4B's shapes: 528 with the Triton GDN prefill, 576 when FlashInfer's internal checkpoints align blocks
 to 64 (Hopper). The model, its registry entry and the attention backend are stand-ins carrying only what the
 function reads; the arithmetic is vLLM's."""
-
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -13,11 +12,8 @@ import pytest
 
 from conformance.scenario import EngineConfig
 
-pytestmark = pytest.mark.skipif(
-    find_spec("vllm") is None,
-    reason="vLLM 0.33.0 is not installed "
-    "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)",
-)
+pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 # Qwen/Qwen3.5-4B: full attention 4 KV heads of 256 (bf16); GatedDeltaNet 16 key heads and 32 value heads of
 # 128, conv kernel 4, recurrent state in float32 (mamba_ssm_dtype), conv state in the model dtype (bf16).
@@ -41,27 +37,18 @@ def _derived_block_size(checkpoint_alignment: int | None) -> tuple[int, int, int
 
     class Qwen35:
         get_mamba_state_shape_from_config = staticmethod(
-            lambda vllm_config: MambaStateShapeCalculator.gated_delta_net_state_shape(1, **GDN)
-        )
+            lambda vllm_config: MambaStateShapeCalculator.gated_delta_net_state_shape(1, **GDN))
         get_mamba_state_dtype_from_config = staticmethod(lambda vllm_config: (torch.bfloat16, torch.float32))
 
     config = EngineConfig("full+mamba", 16, 0, 64, 64, 8192, 128, 0, 0, 0, num_blocks=100, max_model_len=1024)
     vllm_config = vllm_build.vllm_config(config)  # block size 16: vLLM's default before alignment
-    model = SimpleNamespace(
-        dtype=torch.bfloat16,
-        use_mla=False,
-        architecture="Qwen3_5ForCausalLM",
-        get_num_kv_heads=lambda parallel: KV_HEADS,
-        get_head_size=lambda: HEAD_DIM,
-    )
+    model = SimpleNamespace(dtype=torch.bfloat16, use_mla=False, architecture="Qwen3_5ForCausalLM",
+                            get_num_kv_heads=lambda parallel: KV_HEADS, get_head_size=lambda: HEAD_DIM)
     object.__setattr__(vllm_config, "model_config", model)
-    with (
-        mock.patch.object(ModelRegistry, "resolve_model_cls", lambda *args, **kwargs: (Qwen35, "")),
-        mock.patch.object(Platform, "_find_non_ssm_backends", classmethod(lambda cls, v: [FlashAttention])),
-        mock.patch.object(
-            mamba_abstract, "get_mamba_prefill_checkpoint_alignment", lambda vllm_config: checkpoint_alignment
-        ),
-    ):
+    with mock.patch.object(ModelRegistry, "resolve_model_cls", lambda *args, **kwargs: (Qwen35, "")), \
+            mock.patch.object(Platform, "_find_non_ssm_backends", classmethod(lambda cls, v: [FlashAttention])), \
+            mock.patch.object(mamba_abstract, "get_mamba_prefill_checkpoint_alignment",
+                              lambda vllm_config: checkpoint_alignment):
         Platform._align_hybrid_block_size(vllm_config, FlashAttention)
     cache = vllm_config.cache_config
     return cache.block_size, cache.mamba_block_size, cache.mamba_page_size_padded

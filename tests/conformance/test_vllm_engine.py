@@ -1,6 +1,5 @@
 """The vLLM 0.33.0 oracle (conformance/engines/vllm.py): generated scenarios run, and hand-made ones give the
 hit that vLLM's rules (docs/vllm-rules.md) derive. Needs pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt installed."""
-
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -14,50 +13,24 @@ from conformance.scenario import EngineConfig, Scenario, trace_lines
 
 # Found, not imported: importing vLLM imports Triton, and the executor tests need Triton imported after their
 # conftest sets TRITON_INTERPRET (collection runs every conftest before the first test).
-pytestmark = pytest.mark.skipif(
-    find_spec("vllm") is None,
-    reason="vLLM 0.33.0 is not installed "
-    "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)",
-)
+pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
-def _config(
-    components: str,
-    page: int,
-    window: int = 0,
-    max_batched: int = 8192,
-    retention: int | None = 0,
-    num_blocks: int = 4000,
-    max_model_len: int = 8192,
-    checkpoints: bool = False,
-) -> EngineConfig:
-    return EngineConfig(
-        components,
-        page,
-        window,
-        track_interval=64,
-        mamba_chunk=64,
-        chunked_prefill_size=max_batched,
-        swa_eviction_interval=128,
-        full_tokens=0,
-        swa_tokens=0,
-        mamba_states=0,
-        num_blocks=num_blocks,
-        retention_interval=retention,
-        prefill_checkpoints=checkpoints,
-        max_model_len=max_model_len,
-    )
+def _config(components: str, page: int, window: int = 0, max_batched: int = 8192, retention: int | None = 0,
+            num_blocks: int = 4000, max_model_len: int = 8192, checkpoints: bool = False) -> EngineConfig:
+    return EngineConfig(components, page, window, track_interval=64, mamba_chunk=64,
+                        chunked_prefill_size=max_batched, swa_eviction_interval=128, full_tokens=0,
+                        swa_tokens=0, mamba_states=0, num_blocks=num_blocks, retention_interval=retention,
+                        prefill_checkpoints=checkpoints, max_model_len=max_model_len)
 
 
 def _hits(config: EngineConfig, requests: list[tuple[str, list[tuple[str, int]], int]]) -> list[int]:
     """Serve (id, [(ref, len), ...], output_len) requests one after another; vLLM's cached tokens each."""
     lines = []
     for index, (request_id, prompt, output_len) in enumerate(requests):
-        line = {
-            "id": request_id,
-            "prompt": [{"ref": ref, "len": n} for ref, n in prompt],
-            "output_len": output_len,
-        }
+        line = {"id": request_id, "prompt": [{"ref": ref, "len": n} for ref, n in prompt],
+                "output_len": output_len}
         line.update({"arrival": 0.0} if index == 0 else {"after": requests[index - 1][0]})
         lines.append(line)
     scenario = Scenario("hand", "vllm", 0, "hand", False, config, trace_lines(lines))
@@ -92,10 +65,8 @@ def test_chunking_adds_mamba_hits_only_under_dense_retention():
     tokens, retention 0 keeps only the prompt checkpoint (2992). Either way the second prompt's FULL hit
     (2496) beats its Mamba hit, so it writes the junction state there for the third."""
     requests = [("a", [("x", 3000)], 10)] + [(f"b{i}", [("x", 2500), (f"y{i}", 300)], 10) for i in range(2)]
-    dense = [
-        _hits(_config("full+mamba", 16, max_batched=batched, retention=None), requests)
-        for batched in (8192, 1024)
-    ]
+    dense = [_hits(_config("full+mamba", 16, max_batched=batched, retention=None), requests)
+             for batched in (8192, 1024)]
     assert dense == [[0, 0, 2496], [0, 2048, 2496]]
     assert _hits(_config("full+mamba", 16, max_batched=1024), requests) == [0, 0, 2496]
 
@@ -126,39 +97,22 @@ def test_a_full_pool_evicts_the_tail_block_first_and_the_hit_is_lost():
     assert _hits(_config("full+mamba", 16, max_model_len=272), requests) == [0, 0, 96]
 
 
-@pytest.mark.parametrize(
-    ("config", "reason"),
-    [
-        (_config("full+swa", 8, window=64), "kernel block"),
-        (_config("full+mamba", 16, retention=24), "multiple of scheduler_block_size"),
-        (_config("full+mamba", 16, checkpoints=True), "align blocks to 64"),
-        (_config("full+swa+mamba", 16, window=64, num_blocks=50, max_model_len=2048), "max seq len"),
-    ],
-)
+@pytest.mark.parametrize(("config", "reason"), [
+    (_config("full+swa", 8, window=64), "kernel block"),
+    (_config("full+mamba", 16, retention=24), "multiple of scheduler_block_size"),
+    (_config("full+mamba", 16, checkpoints=True), "align blocks to 64"),
+    (_config("full+swa+mamba", 16, window=64, num_blocks=50, max_model_len=2048), "max seq len"),
+])
 def test_vllm_refuses_what_it_cannot_start_with(config, reason):
     assert reason in engine.accepts(config)
 
 
-@pytest.mark.parametrize(
-    ("components", "page", "checkpoints"),
-    [
-        ("full+swa", 32, False),
-        ("full+mamba", 32, False),
-        ("full+swa+mamba", 32, False),
-        ("full+mamba", 64, True),
-    ],
-)
+@pytest.mark.parametrize(("components", "page", "checkpoints"), [
+    ("full+swa", 32, False), ("full+mamba", 32, False), ("full+swa+mamba", 32, False), ("full+mamba", 64, True)])
 def test_the_generators_smallest_pool_is_vllms(components, page, checkpoints):
     """generate.vllm_min_blocks is vLLM's start-up check (get_kv_cache_configs): it passes, one block less not."""
-    config = _config(
-        components,
-        page,
-        window=100,
-        max_batched=512,
-        max_model_len=1536,
-        num_blocks=0,
-        checkpoints=checkpoints,
-    )
+    config = _config(components, page, window=100, max_batched=512, max_model_len=1536, num_blocks=0,
+                     checkpoints=checkpoints)
     smallest = vllm_min_blocks(config)
     assert engine.accepts(EngineConfig(**{**config.__dict__, "num_blocks": smallest})) is None
     assert "max seq len" in engine.accepts(EngineConfig(**{**config.__dict__, "num_blocks": smallest - 1}))
@@ -171,10 +125,8 @@ def test_generated_scenarios_run_and_repeat_exactly(seed, pressure):
     assert engine.accepts(scenario.config) is None
     first = engine.run(scenario)
     assert list(first) == [request.id for request in scenario.trace()]  # one outcome each, serving order
-    assert all(
-        outcome.served and outcome.cached_tokens % scenario.config.page_size == 0
-        for outcome in first.values()
-    )
+    assert all(outcome.served and outcome.cached_tokens % scenario.config.page_size == 0
+               for outcome in first.values())
     assert engine.run(scenario) == first
 
 
@@ -199,8 +151,6 @@ def test_the_concurrent_siblings_give_the_recorded_steps_and_simulate_agrees(asy
     scenario = hand.siblings(async_scheduling)
     run = engine.run_steps(scenario)
     assert [(step.at, step.batch) for step in run.steps[:5]] == hand.FIRST_BATCHES[async_scheduling]
-    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.PREEMPTED[
-        async_scheduling
-    ]
+    assert [(step.at, step.retracted) for step in run.steps if step.retracted] == hand.PREEMPTED[async_scheduling]
     assert hand.outcomes(run.requests) == hand.OUTCOMES[async_scheduling]
     assert first_difference(run, simulated_steps(scenario, "vllm")) is None

@@ -1,6 +1,5 @@
 """docs/vllm-rules.md against vLLM 0.33.0: the reference model written from the document
 (tests/conformance/vllm_reference.py) gives the engine's cached tokens, request by request."""
-
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -12,11 +11,8 @@ from conformance.generate import generate
 from conformance.generate_pools import vllm_blocks
 from tests.conformance import vllm_reference
 
-pytestmark = pytest.mark.skipif(
-    find_spec("vllm") is None,
-    reason="vLLM 0.33.0 is not installed "
-    "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)",
-)
+pytestmark = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _disagreements(seeds: range, async_scheduling: bool = True) -> list[str]:
@@ -28,11 +24,8 @@ def _disagreements(seeds: range, async_scheduling: bool = True) -> list[str]:
                 continue  # the reference model has one block size (vllm-rules.md section 2 has the rest)
             vllm = engine.run(scenario, async_scheduling=async_scheduling)
             ours = vllm_reference.run(scenario, async_scheduling)
-            found += [
-                f"{scenario.name} {rid}: vLLM {vllm[rid].cached_tokens}, rules {ours[rid].cached_tokens}"
-                for rid in vllm
-                if vllm[rid] != ours[rid]
-            ]
+            found += [f"{scenario.name} {rid}: vLLM {vllm[rid].cached_tokens}, rules {ours[rid].cached_tokens}"
+                      for rid in vllm if vllm[rid] != ours[rid]]
     return found
 
 

@@ -2,7 +2,6 @@
 of generated scenarios, with and without pool pressure. Against vLLM's own code when it is installed
 (conformance/requirements.txt), and always against the reference model of docs/vllm-rules.md
 (tests/conformance/vllm_reference.py, itself held to vLLM by test_vllm_reference.py)."""
-
 from __future__ import annotations
 
 from importlib.util import find_spec
@@ -14,11 +13,8 @@ from conformance.generate import generate
 from conformance.generate_pools import vllm_blocks
 from tests.conformance import vllm_reference
 
-needs_vllm = pytest.mark.skipif(
-    find_spec("vllm") is None,
-    reason="vLLM 0.33.0 is not installed "
-    "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)",
-)
+needs_vllm = pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM 0.33.0 is not installed "
+                                "(pip install --no-deps -c constraints-cpu.txt -r conformance/requirements.txt)")
 
 
 def _against_reference(seeds: range) -> list[str]:
@@ -34,11 +30,9 @@ def _against_reference(seeds: range) -> list[str]:
                 continue
             for mode in MODES:
                 ours = simulated(scenario, "vllm", mode)
-                found += [
-                    f"{scenario.name} {mode} {rid}: rules {want.cached_tokens}, simulate {ours[rid]}"
-                    for rid, want in expected.items()
-                    if (ours[rid].served, ours[rid].cached_tokens) != (True, want.cached_tokens)
-                ]
+                found += [f"{scenario.name} {mode} {rid}: rules {want.cached_tokens}, simulate {ours[rid]}"
+                          for rid, want in expected.items() if (ours[rid].served, ours[rid].cached_tokens)
+                          != (True, want.cached_tokens)]
     return found
 
 

@@ -3,7 +3,6 @@ and one shared block pool, written from the document, so that test_vllm_referenc
 the real engine (conformance/engines/vllm.py). Requests are served one at a time; block ids are not modelled,
 only their order in the free queue. Not modelled: preemption (1 of generate's first 1000 pressure scenarios).
 """
-
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -27,10 +26,8 @@ class BlockPool:
 
     def get_new_blocks(self, count: int) -> list[int]:
         if count > len(self.free):
-            raise NotImplementedError(
-                "vLLM preempts the request here (docs/vllm-rules.md section 8); "
-                "the reference does not model preemption"
-            )
+            raise NotImplementedError("vLLM preempts the request here (docs/vllm-rules.md section 8); "
+                                      "the reference does not model preemption")
         popped = [self.free.popitem(last=False)[0] for _ in range(count)]
         for block in popped:
             key = self.key_of.pop(block, None)
@@ -90,7 +87,7 @@ class VllmReference:
     def _chain(self, tokens: list[int]) -> list[int]:
         chain, parent = [], None
         for i in range(len(tokens) // self.B):
-            parent = hash((parent, tuple(tokens[i * self.B : (i + 1) * self.B])))
+            parent = hash((parent, tuple(tokens[i * self.B:(i + 1) * self.B])))
             chain.append(parent)
         return chain
 
@@ -122,18 +119,12 @@ class VllmReference:
 
     def _admit(self, chain: list[int], hit: int) -> dict[str, list[Block]]:
         blocks = hit // self.B
-        tables: dict[str, list[Block]] = {
-            "full": [self.pool.cached((chain[i], "full")) for i in range(blocks)]
-        }
+        tables: dict[str, list[Block]] = {"full": [self.pool.cached((chain[i], "full")) for i in range(blocks)]}
         if self.config.has_swa:
             skipped = max(0, (hit - self.config.window + 1) // self.B)
-            tables["swa"] = [None] * skipped + [
-                self.pool.cached((chain[i], "swa")) for i in range(skipped, blocks)
-            ]
+            tables["swa"] = [None] * skipped + [self.pool.cached((chain[i], "swa")) for i in range(skipped, blocks)]
         if self.config.has_mamba:
-            tables["mamba"] = (
-                [None] * (blocks - 1) + [self.pool.cached((chain[blocks - 1], "mamba"))] if blocks else []
-            )
+            tables["mamba"] = [None] * (blocks - 1) + [self.pool.cached((chain[blocks - 1], "mamba"))] if blocks else []
         for group in self.groups:
             self.pool.touch(tables[group])
         return tables
@@ -150,13 +141,8 @@ class VllmReference:
 
     def _checkpoint_valid(self, start: int, end: int, checkpoint: int) -> bool:
         B = self.B
-        return (
-            self.config.prefill_checkpoints
-            and start % B == 0
-            and cdiv(end, B) - 2 > (start - 1) // B
-            and start + B <= checkpoint
-            and start < checkpoint < end
-        )
+        return (self.config.prefill_checkpoints and start % B == 0 and cdiv(end, B) - 2 > (start - 1) // B
+                and start + B <= checkpoint and start < checkpoint < end)
 
     def _exports_checkpoint(self, start: int, end: int, num_prompt: int) -> bool:
         """The Mamba manager writes the state at floor((end-1)/B)*B into an extra block: in every prefill chunk
@@ -179,9 +165,7 @@ class VllmReference:
         if self.config.has_swa:
             table = tables["swa"]
             freed = []
-            for i in range(
-                min(len(table), max(0, (processed - self.config.window + 1) // self.B)) - 1, -1, -1
-            ):
+            for i in range(min(len(table), max(0, (processed - self.config.window + 1) // self.B)) - 1, -1, -1):
                 if table[i] is None:
                     break
                 freed.append(table[i])
@@ -211,12 +195,8 @@ class VllmReference:
         kept_checkpoints = {(num_prompt - 1) // self.B * self.B, boundaries[1]}
         for group in self.groups:
             for i in range(num_cached[group], min(full_blocks, len(tables[group]))):
-                exported = (
-                    group == "mamba"
-                    and checkpoint
-                    and i == cdiv(end, self.B) - 2
-                    and (i + 1) * self.B in kept_checkpoints
-                )
+                exported = (group == "mamba" and checkpoint and i == cdiv(end, self.B) - 2
+                            and (i + 1) * self.B in kept_checkpoints)
                 if tables[group][i] is not None and (self._reachable(group, i, boundaries) or exported):
                     self.pool.cache(tables[group][i], (chain[i], group))
             num_cached[group] = max(num_cached[group], full_blocks)
@@ -239,7 +219,5 @@ class VllmReference:
 
 def run(scenario: Scenario, async_scheduling: bool = True) -> dict[str, EngineOutcome]:
     model = VllmReference(scenario.config, async_scheduling)
-    return {
-        served.request_id: EngineOutcome(model.serve(served.prompt, served.output))
-        for served in served_requests(scenario)
-    }
+    return {served.request_id: EngineOutcome(model.serve(served.prompt, served.output))
+            for served in served_requests(scenario)}

@@ -5,7 +5,6 @@ from (the block in its table at the hit, looked up by its block key: a state sav
 cannot be bit-exact); for every step, whether a SWA key its first query reads was already released (the
 query at ``start`` reads keys from ``start - W + 1``, vLLM's window of W tokens with the query).
 """
-
 from __future__ import annotations
 
 from sim.cache.blocks.manager import BlockCacheManager
@@ -15,9 +14,7 @@ from sim.models import MAMBA, SWA
 
 class BlockProbe:
     def __init__(self, monkeypatch):
-        self.stale_state: dict[
-            str, tuple[int, int]
-        ] = {}  # request -> (hit, position of the state it resumes)
+        self.stale_state: dict[str, tuple[int, int]] = {}  # request -> (hit, position of the state it resumes)
         self.freed_read: set[str] = set()
         self.hits: dict[str, int] = {}
         admit, step = BlockCacheManager.admit, BlockCacheManager._step

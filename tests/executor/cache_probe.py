@@ -8,7 +8,6 @@ far back its SWA KV is still live. From those alone it predicts which requests c
 a state saved anywhere but at the matched length, or fewer than W live SWA tokens before it (the first
 new query reads keys ``[P - W, P]``).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +50,6 @@ class CacheProbe:
                 if isinstance(plan, ChunkPlan):
                     probe._saved_at.update({state: position for position, state in plan.checkpoints})
                 return plan
-
             return planned
 
         def probed_finish(manager, request_id):

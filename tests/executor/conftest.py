@@ -4,7 +4,6 @@ TRITON_INTERPRET is read when `@triton.jit` decorates a kernel, so it is set her
 module imports executor.kernels. (This folder has no __init__.py on purpose: as a package named
 `executor` under tests/ it would shadow the real `executor` package.)
 """
-
 from __future__ import annotations
 
 import os

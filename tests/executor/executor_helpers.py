@@ -1,5 +1,4 @@
 """Helpers for the executor tests: the tiny model, pools, and sequences laid out on random pages."""
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,28 +46,14 @@ class Seq:
     def slots(self, pages: np.ndarray, end: int) -> np.ndarray:
         return (pages[:, None] * self.page_size + np.arange(self.page_size)).reshape(-1)[:end]
 
-    def item(
-        self,
-        start: int,
-        end: int,
-        state_id: int = 0,
-        checkpoints=(),
-        logits_from: int | None = None,
-        swa_freed: tuple[int, int] | None = None,
-    ) -> ForwardItem:
+    def item(self, start: int, end: int, state_id: int = 0, checkpoints=(), logits_from: int | None = None,
+             swa_freed: tuple[int, int] | None = None) -> ForwardItem:
         """Positions [start, end); `swa_freed` = (lo, hi) positions whose SWA slots read -1."""
         swa = self.slots(self.swa_pages, end).copy()
         if swa_freed is not None:
-            swa[swa_freed[0] : swa_freed[1]] = -1
-        return kind_item(
-            self.token_ids[start:end],
-            start,
-            self.slots(self.full_pages, end),
-            swa,
-            state_id,
-            tuple(checkpoints),
-            start if logits_from is None else logits_from,
-        )
+            swa[swa_freed[0]:swa_freed[1]] = -1
+        return kind_item(self.token_ids[start:end], start, self.slots(self.full_pages, end), swa, state_id,
+                         tuple(checkpoints), start if logits_from is None else logits_from)
 
 
 def make_seq(model, length: int, seed: int, alloc: PageAlloc, page_size: int = PAGE) -> Seq:
@@ -79,8 +64,6 @@ def make_seq(model, length: int, seed: int, alloc: PageAlloc, page_size: int = P
 
 def run_chunks(model, seq: Seq, pools: Pools, bounds: list[int], kernels: str, state_id: int = 0):
     """Feed seq in chunks [bounds[i], bounds[i+1]); returns the logits of every position, concatenated."""
-    out = [
-        model.forward([seq.item(lo, hi, state_id)], pools, kernels)[0]
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
+    out = [model.forward([seq.item(lo, hi, state_id)], pools, kernels)[0]
+           for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
     return torch.cat(out)

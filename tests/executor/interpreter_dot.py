@@ -6,7 +6,6 @@ which the GPU's tensor cores do not do. Tests that run the kernels' `tl.dot` bra
 broadcast multiply + sum over K: every row reduced in one fixed order, so what they check is the
 kernel's own logic (masks, tile alignment, accumulation order), the part the GPU shares.
 """
-
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,4 @@
 """The bitwise criterion itself: what it catches that KL or a tolerance cannot, and that it is shape-free."""
-
 from __future__ import annotations
 
 import math
@@ -20,9 +19,9 @@ def test_a_row_gives_the_same_outputs_alone_or_among_others():
     logits, targets = _logits(9), torch.arange(9) * 7
     together = row_outputs(logits, targets)
     for i in (0, 4, 8):
-        alone = row_outputs(logits[i : i + 1].clone(), targets[i : i + 1])
-        assert alone.logprobs.tobytes() == together.logprobs[i : i + 1].tobytes()
-        assert alone.fingerprints.tolist() == together.fingerprints[i : i + 1].tolist()
+        alone = row_outputs(logits[i:i + 1].clone(), targets[i:i + 1])
+        assert alone.logprobs.tobytes() == together.logprobs[i:i + 1].tobytes()
+        assert alone.fingerprints.tolist() == together.fingerprints[i:i + 1].tolist()
     exact = torch.log_softmax(logits.double(), -1)[torch.arange(9), targets].numpy()
     assert np.allclose(together.logprobs, exact, rtol=0, atol=1e-12)
 
@@ -51,10 +50,8 @@ def test_a_change_in_a_negligible_logit_is_caught_by_the_fingerprint():
 
 def test_nan_or_missing_outputs_are_not_exact_and_read_infinite():
     reference = row_outputs(_logits(3), torch.tensor([0, 1, 2]))
-    recorded = {
-        0: (float(reference.logprobs[0]), int(reference.fingerprints[0])),
-        2: (float(reference.logprobs[2]), int(reference.fingerprints[2])),
-    }
+    recorded = {0: (float(reference.logprobs[0]), int(reference.fingerprints[0])),
+                2: (float(reference.logprobs[2]), int(reference.fingerprints[2]))}
     check = check_request(gather_outputs(recorded, 3), reference)  # position 1 never computed
     assert not check.bit_exact and check.logprob_max_abs_diff == math.inf and check.kl == math.inf
 

@@ -1,6 +1,5 @@
 """Every kernel compiles for sm_90 with the installed triton, on this CPU-only machine (ptxas ships
 in the wheel). Runs the script in a fresh process: here the kernels are interpreted functions."""
-
 from __future__ import annotations
 
 import os
@@ -19,27 +18,16 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compile_sm90.py"
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")  # a real compile, not a cache hit
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_all_kernels_compile_for_sm90_bf16(tmp_path):
     done = _run(tmp_path, "--dtypes", "bf16")
     assert done.returncode == 0, done.stderr
     compiled = [line.split()[1].rstrip(":") for line in done.stdout.splitlines() if line.startswith("ok")]
-    assert compiled == [
-        f"{name}[bf16]"
-        for name in (
-            "matmul",
-            "rmsnorm",
-            "silu_mul",
-            "causal_conv",
-            "ssm_scan",
-            "ssm_scan-gdn",
-            "paged_attention",
-        )
-    ]
+    assert compiled == [f"{name}[bf16]" for name in ("matmul", "rmsnorm", "silu_mul", "causal_conv",
+                                                     "ssm_scan", "ssm_scan-gdn", "paged_attention")]
 
 
 @pytest.mark.slow
@@ -57,12 +45,6 @@ def test_the_variants_the_gpu_check_launches_compile_for_sm90(tmp_path):
     assert done.returncode == 0, done.stderr
     compiled = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ok")]
     kernels = {label.split("[")[0] for label in compiled}
-    assert kernels == {
-        "bi_matmul_kernel",
-        "rmsnorm_kernel",
-        "silu_mul_kernel",
-        "causal_conv_kernel",
-        "ssm_scan_kernel",
-        "paged_attention_kernel",
-    }
+    assert kernels == {"bi_matmul_kernel", "rmsnorm_kernel", "silu_mul_kernel", "causal_conv_kernel",
+                       "ssm_scan_kernel", "paged_attention_kernel"}
     assert any("M=1" in line for line in done.stdout.splitlines() if line.startswith("ok"))

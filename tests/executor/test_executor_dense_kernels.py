@@ -1,5 +1,4 @@
 """matmul, RMSNorm, SiLU-gate and RoPE: against references, and batch invariance (row bits)."""
-
 from __future__ import annotations
 
 import pytest
@@ -24,8 +23,8 @@ def test_matmul_matches_float64(device, m, k, n):
     x, w = _randn(m, k, seed=1, device=device), _randn(n, k, seed=2, device=device)
     exact = (x.double() @ w.double().T).float()
     tol = 1e-4 if device == "cpu" else 2e-2  # the GPU's fp32 tl.dot is TF32
-    assert torch.allclose(matmul(x, w), exact, atol=tol * k**0.5, rtol=tol)
-    assert torch.allclose(matmul_ref(x, w), exact, atol=1e-4 * k**0.5, rtol=1e-4)
+    assert torch.allclose(matmul(x, w), exact, atol=tol * k ** 0.5, rtol=tol)
+    assert torch.allclose(matmul_ref(x, w), exact, atol=1e-4 * k ** 0.5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("fn", [matmul, matmul_ref], ids=["triton", "torch"])
@@ -47,11 +46,8 @@ def test_matmul_rejects_bad_shapes():
 def test_rowwise_ops_match_reference_and_are_row_invariant(device, pair):
     kernel, ref = pair
     x = _randn(37, 128, seed=6, device=device) * 3
-    second = (
-        (1 + 0.1 * _randn(128, seed=7, device=device))
-        if kernel is rmsnorm
-        else _randn(37, 128, seed=8, device=device)
-    )
+    second = (1 + 0.1 * _randn(128, seed=7, device=device)) if kernel is rmsnorm else _randn(37, 128, seed=8,
+                                                                                               device=device)
     args = (lambda rows: (x[rows], second)) if kernel is rmsnorm else (lambda rows: (x[rows], second[rows]))
     full, expected = kernel(*args(slice(None))), ref(*args(slice(None)))
     assert torch.allclose(full, expected, atol=1e-5, rtol=1e-5)

@@ -5,7 +5,6 @@ position, and an attention query in any chunking or batch, must give the same bi
 tests force the interpreter through the `tl.dot` branch (`config.FORCE_DOT`), with a row-invariant dot
 standing in for the tensor cores (interpreter_dot.py), so the branch's code runs everywhere.
 """
-
 from __future__ import annotations
 
 import numpy as np
@@ -48,7 +47,7 @@ def _randn(*shape, seed):
 def test_matmul_row_bits_do_not_depend_on_its_batch_position(dot_branch):
     w, row = _randn(150, 200, seed=1), _randn(1, 200, seed=2)
     alone = matmul(row, w)
-    assert torch.allclose(alone.double(), row.double() @ w.double().T, atol=TOL * 200**0.5, rtol=TOL)
+    assert torch.allclose(alone.double(), row.double() @ w.double().T, atol=TOL * 200 ** 0.5, rtol=TOL)
     for batch, position in [(2, 1), (7, 3), (33, 31), (33, 32), (65, 64), (100, 37), (130, 129)]:
         x = _randn(batch, 200, seed=batch)
         x[position] = row[0]
@@ -64,7 +63,7 @@ def _attention_inputs(length: int):
 
 @pytest.mark.parametrize("window", [0, 40])
 def test_attention_query_bits_do_not_depend_on_chunking_or_batch(dot_branch, window):
-    length, scale = 100, 32**-0.5
+    length, scale = 100, 32 ** -0.5
     q, k_pool, v_pool, slots = _attention_inputs(length)
     one = paged_attention(q, k_pool, v_pool, Ragged([0], [length]), slots, window, scale)
     for lo, hi in [(0, 37), (37, 64), (64, 65), (65, 99), (99, 100)]:

@@ -1,6 +1,5 @@
 """scripts/gpu_check.sh on a CPU: its stages and budgets, the runner (JSON after every stage, budgets
 enforced, non-zero exit on a failure), the wheel it carries, the GPU trace's precondition, and a dry run."""
-
 from __future__ import annotations
 
 import json
@@ -29,14 +28,8 @@ NAMES = ["env", "wheels", "retain", "negative", "vllm", "calibrate", "tests", "t
 def _script(*args: str, out: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHON=sys.executable, OUT=str(out))
     env.pop("TRITON_INTERPRET", None)  # the script's children decide for themselves
-    return subprocess.run(
-        ["bash", str(REPO / "scripts" / "gpu_check.sh"), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def _context(tmp_path: Path, profile=GPU) -> Context:
@@ -80,30 +73,18 @@ def test_runner_writes_json_after_every_stage_and_enforces_budgets(tmp_path):
         raise StageFailed("wrong result", {"value": 2})
 
     def sleeps(ctx):
-        ctx.run(
-            "-c",
-            "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])",
-            label="sleeper",
-        )
+        ctx.run("-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; "
+                "time.sleep(60)'])", label="sleeper")
 
-    stages = [
-        Stage("first", 5, "-", first),
-        Stage("second", 5, "-", reads_json),
-        Stage("third", 1, "-", sleeps),
-        Stage("fourth", 5, "-", lambda ctx: 1 / 0),
-    ]
+    stages = [Stage("first", 5, "-", first), Stage("second", 5, "-", reads_json), Stage("third", 1, "-", sleeps),
+              Stage("fourth", 5, "-", lambda ctx: 1 / 0)]
     began = time.monotonic()
     summary = run_stages(stages, _context(tmp_path), {"mode": "test"})
     assert time.monotonic() - began < 10  # the sleeper and its child were killed at the 1 s budget
-    assert [s["name"] for s in seen[0]["stages"]] == ["first"] and seen[0]["stages"][0]["figures"] == {
-        "value": 1
-    }
+    assert [s["name"] for s in seen[0]["stages"]] == ["first"] and seen[0]["stages"][0]["figures"] == {"value": 1}
     statuses = [(s["name"], s["status"]) for s in summary["stages"]]
     assert statuses == [("first", "ok"), ("second", "failed"), ("third", "timeout"), ("fourth", "failed")]
-    assert (
-        summary["stages"][1]["figures"] == {"value": 2}
-        and "ZeroDivisionError" in summary["stages"][3]["error"]
-    )
+    assert summary["stages"][1]["figures"] == {"value": 2} and "ZeroDivisionError" in summary["stages"][3]["error"]
     assert summary["ok"] is False and json.loads((tmp_path / "gpu_check.json").read_text()) == summary
     assert plan_text(stages).splitlines()[-1].split()[:2] == ["total", "16s"]
 
@@ -112,29 +93,10 @@ def test_the_carried_wheel_installs_and_imports_offline(tmp_path):
     wheel = build_wheel("simpy", tmp_path / "whl")
     assert wheel.name.startswith("simpy-") and wheel.name.endswith("-py3-none-any.whl")
     assert build_wheel("simpy", tmp_path / "again").read_bytes() == wheel.read_bytes()  # deterministic
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--target",
-            str(tmp_path / "site"),
-            str(wheel),
-        ],
-        check=True,
-        timeout=120,
-    )
-    found = subprocess.run(
-        [sys.executable, "-c", "import simpy; print(simpy.__file__)"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")),
-        check=True,
-    )
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+                    str(tmp_path / "site"), str(wheel)], check=True, timeout=120)
+    found = subprocess.run([sys.executable, "-c", "import simpy; print(simpy.__file__)"], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")), check=True)
     assert found.stdout.startswith(str(tmp_path / "site"))
     with pytest.raises(SystemExit, match="not pure Python"):
         build_wheel("numpy", tmp_path / "numpy")
@@ -172,12 +134,5 @@ def test_dry_run_passes_every_stage_on_cpu(tmp_path):
     assert {r["kernel"] for r in figures["throughput"]["rows"]} >= {"matmul qkv", "attention SWA decode"}
     returned = sorted(p.name for p in tmp_path.iterdir())
     assert len(returned) <= 8  # what the device tool brings back from $OUT
-    assert returned == [
-        "bitwise_broken.csv",
-        "bitwise_retain.csv",
-        "bitwise_vllm.csv",
-        "calibration.json",
-        "gpu_check.json",
-        "gpu_check.log",
-        "throughput.json",
-    ]
+    assert returned == ["bitwise_broken.csv", "bitwise_retain.csv", "bitwise_vllm.csv", "calibration.json",
+                        "gpu_check.json", "gpu_check.log", "throughput.json"]

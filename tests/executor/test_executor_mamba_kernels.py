@@ -1,5 +1,4 @@
 """SSM scan and short conv: against references, checkpoints at absolute positions, resume, chunking."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -23,11 +22,7 @@ def _inputs(num_tokens, device, seed=0):
     g = torch.Generator().manual_seed(seed)
     x, dt = torch.randn(num_tokens, H * P, generator=g), torch.randn(num_tokens, H, generator=g) - 1
     B, Cm = torch.randn(num_tokens, N, generator=g), torch.randn(num_tokens, N, generator=g)
-    params = (
-        -1 - 4 * torch.rand(H, generator=g),
-        torch.randn(H, generator=g),
-        0.1 * torch.randn(H, generator=g),
-    )
+    params = (-1 - 4 * torch.rand(H, generator=g), torch.randn(H, generator=g), 0.1 * torch.randn(H, generator=g))
     states = torch.randn(NUM_STATES, H, P, N, generator=g)
     states[5] = float("nan")  # a fresh sequence must never read its slot
     return [t.to(device) for t in (x, dt, B, Cm, *params, states)]
@@ -39,9 +34,7 @@ def test_scan_matches_reference_with_ragged_items_and_checkpoints(device):
     x, dt, B, Cm, A, D, dtb, states = _inputs(rag.num_tokens, device)
     ref_states = states.clone().cpu()
     got = ssm_scan(x, dt, B, Cm, A, D, dtb, states, rag, [0, 1, 2, 5], ckpts)
-    expected = ssm_scan_ref(
-        *(t.cpu() for t in (x, dt, B, Cm, A, D, dtb)), ref_states, rag, [0, 1, 2, 5], ckpts
-    )
+    expected = ssm_scan_ref(*(t.cpu() for t in (x, dt, B, Cm, A, D, dtb)), ref_states, rag, [0, 1, 2, 5], ckpts)
     assert torch.allclose(got.cpu(), expected, atol=1e-5, rtol=1e-5)
     assert torch.allclose(states.cpu(), ref_states, atol=1e-5, rtol=1e-5, equal_nan=True)
     assert torch.isfinite(got).all() and torch.isfinite(states[5]).all()
@@ -53,43 +46,17 @@ def test_scan_matches_reference_with_ragged_items_and_checkpoints(device):
 def test_scan_chunks_decode_and_resume_are_bit_exact(device):
     x, dt, B, Cm, A, D, dtb, states = _inputs(80, device, seed=1)
     one = states.clone()
-    y_one = ssm_scan(
-        x, dt, B, Cm, A, D, dtb, one, Ragged([0], [80]), [0], Checkpoints.from_lists([[(48, 3)]])
-    )
+    y_one = ssm_scan(x, dt, B, Cm, A, D, dtb, one, Ragged([0], [80]), [0], Checkpoints.from_lists([[(48, 3)]]))
     split = states.clone()
     parts = []
     for lo, hi in [(0, 30), (30, 31), (31, 77), (77, 78), (78, 79), (79, 80)]:
         ck = [(48, 3)] if lo < 48 <= hi else []
-        parts.append(
-            ssm_scan(
-                x[lo:hi],
-                dt[lo:hi],
-                B[lo:hi],
-                Cm[lo:hi],
-                A,
-                D,
-                dtb,
-                split,
-                Ragged([lo], [hi]),
-                [0],
-                Checkpoints.from_lists([ck]),
-            )
-        )
+        parts.append(ssm_scan(x[lo:hi], dt[lo:hi], B[lo:hi], Cm[lo:hi], A, D, dtb, split, Ragged([lo], [hi]),
+                              [0], Checkpoints.from_lists([ck])))
     assert torch.equal(torch.cat(parts), y_one)
     assert torch.equal(split[0], one[0]) and torch.equal(split[3], one[3])
-    resumed = ssm_scan(
-        x[48:],
-        dt[48:],
-        B[48:],
-        Cm[48:],
-        A,
-        D,
-        dtb,
-        one,
-        Ragged([48], [80]),
-        [3],
-        Checkpoints.from_lists([[]]),
-    )
+    resumed = ssm_scan(x[48:], dt[48:], B[48:], Cm[48:], A, D, dtb, one, Ragged([48], [80]), [3],
+                       Checkpoints.from_lists([[]]))
     assert torch.equal(resumed, y_one[48:]) and torch.equal(one[3], one[0])
 
 
@@ -100,11 +67,7 @@ def _same(a, b) -> bool:
 
 def _conv_inputs(num_tokens, device, seed=0):
     g = torch.Generator().manual_seed(seed)
-    xbc, w, b = (
-        torch.randn(num_tokens, C, generator=g),
-        torch.randn(C, K, generator=g),
-        torch.randn(C, generator=g),
-    )
+    xbc, w, b = torch.randn(num_tokens, C, generator=g), torch.randn(C, K, generator=g), torch.randn(C, generator=g)
     state = torch.full((NUM_STATES, K - 1, C), float("nan"))
     return [t.to(device) for t in (xbc, w, b, state)]
 
@@ -116,9 +79,8 @@ def test_conv_matches_reference_and_stores_states(device):
     ckpts = Checkpoints.from_lists([[(2, 3), (37, 4)], [], [(11, 5)]])
     ref_state = state.clone().cpu()
     got = causal_conv_with_state(xbc, rag, [0, 1, 2], ckpts, state, w, b)
-    expected = causal_conv_with_state(
-        xbc.cpu(), rag, [0, 1, 2], ckpts, ref_state, w.cpu(), b.cpu(), conv_silu_ref
-    )
+    expected = causal_conv_with_state(xbc.cpu(), rag, [0, 1, 2], ckpts, ref_state, w.cpu(), b.cpu(),
+                                      conv_silu_ref)
     assert torch.allclose(got.cpu(), expected, atol=1e-5)
     assert _same(state.cpu(), ref_state)  # state rows are copies, identical on both paths
     assert torch.equal(state[0], xbc[34:37]) and torch.equal(state[4], state[0])
@@ -131,17 +93,11 @@ def test_conv_matches_reference_and_stores_states(device):
 
 def test_conv_chunked_equals_one_pass(device):
     xbc, w, b, state = _conv_inputs(50, device, seed=2)
-    one = causal_conv_with_state(
-        xbc, Ragged([0], [50]), [0], Checkpoints.from_lists([[]]), state.clone(), w, b
-    )
-    parts = [
-        causal_conv_with_state(xbc[lo:hi], Ragged([lo], [hi]), [1], Checkpoints.from_lists([[]]), state, w, b)
-        for lo, hi in [(0, 1), (1, 2), (2, 33), (33, 50)]
-    ]
+    one = causal_conv_with_state(xbc, Ragged([0], [50]), [0], Checkpoints.from_lists([[]]), state.clone(), w, b)
+    parts = [causal_conv_with_state(xbc[lo:hi], Ragged([lo], [hi]), [1], Checkpoints.from_lists([[]]), state, w, b)
+             for lo, hi in [(0, 1), (1, 2), (2, 33), (33, 50)]]
     assert torch.equal(torch.cat(parts), one)
-    assert torch.equal(
-        conv_silu(xbc[:10], Ragged([0], [7]), w, b), conv_silu(xbc[:10], Ragged([0], [7]), w, b)
-    )
+    assert torch.equal(conv_silu(xbc[:10], Ragged([0], [7]), w, b), conv_silu(xbc[:10], Ragged([0], [7]), w, b))
 
 
 def _gdn_inputs(num_tokens, device, groups=2, seed=3):
@@ -158,26 +114,13 @@ def test_gated_delta_rule_with_groups_matches_reference_and_resumes_bit_exact(de
     ref_states = states.clone().cpu()
     ck = Checkpoints.from_lists([[(32, 3)]])
     got = ssm_scan(x, dt, B, Cm, A, D, dtb, states, Ragged([0], [60]), [0], ck, beta)
-    expected = ssm_scan_ref(
-        *(t.cpu() for t in (x, dt, B, Cm, A, D, dtb)), ref_states, Ragged([0], [60]), [0], ck, beta.cpu()
-    )
+    expected = ssm_scan_ref(*(t.cpu() for t in (x, dt, B, Cm, A, D, dtb)), ref_states, Ragged([0], [60]), [0], ck,
+                            beta.cpu())
     assert torch.allclose(got.cpu(), expected, atol=1e-5, rtol=1e-5) and torch.isfinite(got).all()
     mamba2 = ssm_scan(x, dt, B, Cm, A, D, dtb, states.clone(), Ragged([0], [60]), [0], ck)
     assert not torch.allclose(mamba2, got)  # the delta rule is another recurrence, not Mamba2's
-    resumed = ssm_scan(
-        x[32:],
-        dt[32:],
-        B[32:],
-        Cm[32:],
-        A,
-        D,
-        dtb,
-        states,
-        Ragged([32], [60]),
-        [3],
-        Checkpoints.from_lists([[]]),
-        beta[32:],
-    )
+    resumed = ssm_scan(x[32:], dt[32:], B[32:], Cm[32:], A, D, dtb, states, Ragged([32], [60]), [3],
+                       Checkpoints.from_lists([[]]), beta[32:])
     assert torch.equal(resumed, got[32:]) and torch.equal(states[3], states[0])
 
 

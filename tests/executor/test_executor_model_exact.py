@@ -2,7 +2,6 @@
 
 Run for both kernel sets (Triton under the interpreter on CPU, and the torch references).
 """
-
 from __future__ import annotations
 
 import copy
@@ -16,10 +15,8 @@ from executor_helpers import DEVICE, SPEC, PageAlloc, make_pools, make_seq, run_
 
 from executor.model import HybridModel  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Conversion of an array with ndim > 0:DeprecationWarning",
-    "ignore:All-NaN slice encountered:RuntimeWarning",
-)
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning",
+                                        "ignore:All-NaN slice encountered:RuntimeWarning")
 
 LENGTH = 80  # > the window (64), with decode steps crossing a 32-position tile boundary
 
@@ -45,14 +42,10 @@ def one_pass(model, kernels):
     return seq, logits, pools, alloc
 
 
-@pytest.mark.parametrize(
-    "bounds",
-    [
-        [0, 1, 37, 64, LENGTH],  # a 1-token first chunk, then uneven chunks
-        [0, 62, 63, 64, 65, 66, LENGTH],  # prefill, then token-by-token decode across position 64
-    ],
-    ids=["chunks", "decode"],
-)
+@pytest.mark.parametrize("bounds", [
+    [0, 1, 37, 64, LENGTH],                # a 1-token first chunk, then uneven chunks
+    [0, 62, 63, 64, 65, 66, LENGTH],       # prefill, then token-by-token decode across position 64
+], ids=["chunks", "decode"])
 def test_chunked_equals_one_pass(model, kernels, one_pass, bounds):
     seq, expected, _, _ = one_pass
     got = run_chunks(model, seq, make_pools(), bounds, kernels)
@@ -78,11 +71,8 @@ def test_batched_equals_alone(model, kernels, one_pass):
     pools = make_pools()
     # prefixes, themselves batched: seq [0, 40) and other [0, 30)
     model.forward([seq.item(0, 40, state_id=0), other.item(0, 30, state_id=1)], pools, kernels)
-    mixed = model.forward(
-        [other.item(30, 31, state_id=1), seq.item(40, LENGTH, state_id=0), fresh.item(0, 23, state_id=2)],
-        pools,
-        kernels,
-    )
+    mixed = model.forward([other.item(30, 31, state_id=1), seq.item(40, LENGTH, state_id=0),
+                           fresh.item(0, 23, state_id=2)], pools, kernels)
     assert torch.equal(mixed[1], expected[40:])
     alone = make_pools()
     assert torch.equal(mixed[0], run_chunks(model, other, alone, [0, 31], kernels, state_id=5)[30:])

@@ -5,7 +5,6 @@ and a correct policy whose reuse sits exactly at the edge is not flagged.
 The faults' KL is tiny (a state restored from an earlier checkpoint gave KL ~2e-5 on this model): only
 the bitwise criterion, not a tolerance, separates them from a correct restore.
 """
-
 from __future__ import annotations
 
 import pytest
@@ -41,24 +40,14 @@ def _freetoken_cut(kept_outputs: int):
     # r1's prompt + the first `kept_outputs` outputs + 10 tokens: it hits at 126 + kept, with kept - 33
     # live tokens before it: 97 gives exactly W = 64, 96 one short
     prompt = [Segment(ref="sys", len=116), Segment(ref="user", len=10)]
-    return Trace(
-        [
-            Request(id="r1", arrival=0.0, prompt=prompt, output_len=100),
-            Request(
-                id="r2",
-                after="r1",
-                prompt=prompt + [Segment(output_of="r1", len=kept_outputs), Segment(ref="next", len=10)],
-                output_len=8,
-            ),
-        ]
-    )
+    return Trace([Request(id="r1", arrival=0.0, prompt=prompt, output_len=100),
+                  Request(id="r2", after="r1", prompt=prompt + [Segment(output_of="r1", len=kept_outputs),
+                                                                Segment(ref="next", len=10)], output_len=8)])
 
 
 def _run(trace, policy: str, knobs: dict, device: str):
     model = "tiny-swa" if policy.startswith(("freetoken", "broken-freetoken")) else "tiny"
-    config = SimConfig(
-        policy=policy, model=model, gpu="cpu", knobs=knobs, pool_tokens=20_000, mamba_states=64
-    )
+    config = SimConfig(policy=policy, model=model, gpu="cpu", knobs=knobs, pool_tokens=20_000, mamba_states=64)
     return execute(trace, config, device=device, kernels="torch")
 
 
@@ -72,11 +61,7 @@ CONTROLS = {
 
 
 def _reached(hits: dict[str, Hit]) -> set[tuple]:
-    return {
-        (h.request_id, h.cached_len, h.state_saved_at, h.swa_margin)
-        for h in hits.values()
-        if h.cannot_be_exact
-    }
+    return {(h.request_id, h.cached_len, h.state_saved_at, h.swa_margin) for h in hits.values() if h.cannot_be_exact}
 
 
 @pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
@@ -108,11 +93,8 @@ def test_a_correct_policy_at_the_edge_is_bit_exact(monkeypatch, device, policy):
     make_trace, knobs, at_edge = TIGHT[policy]
     probe = CacheProbe(monkeypatch)
     result = _run(make_trace(), policy, knobs, device)
-    edge = {
-        h.request_id
-        for h in probe.hits.values()
-        if h.swa_margin == 0 and h.swa_live_from > 0 and h.state_saved_at in (None, h.cached_len)
-    }
+    edge = {h.request_id for h in probe.hits.values()
+            if h.swa_margin == 0 and h.swa_live_from > 0 and h.state_saved_at in (None, h.cached_len)}
     assert edge == at_edge and not probe.predicted_not_exact()
     summary = result.summary
     assert summary["requests_not_bit_exact"] == 0 and summary["not_bit_exact_ids"] == []

@@ -1,5 +1,4 @@
 """Pools (shapes, NaN poison, state copies), forward-batch validation, model construction and errors."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -24,12 +23,7 @@ def test_pool_shapes_follow_the_spec():
     full_layer, swa_layer, mamba_layer = (SPEC.layer_kinds.index(k) for k in ("full", "swa", "mamba"))
     assert pools.k[full_layer].shape == (80, SPEC.num_kv_heads, SPEC.head_dim)
     assert pools.v[swa_layer].shape == (48, SPEC.num_kv_heads, SPEC.head_dim)
-    assert pools.ssm[mamba_layer].shape == (
-        4,
-        SPEC.mamba_num_heads,
-        SPEC.mamba_head_dim,
-        SPEC.mamba_state_dim,
-    )
+    assert pools.ssm[mamba_layer].shape == (4, SPEC.mamba_num_heads, SPEC.mamba_head_dim, SPEC.mamba_state_dim)
     assert pools.ssm[mamba_layer].dtype == torch.float32
     assert pools.conv[mamba_layer].shape == (4, SPEC.mamba_conv_kernel - 1, SPEC.mamba_conv_channels())
     assert all(torch.isnan(t).all() for t in (*pools.k.values(), *pools.ssm.values(), *pools.conv.values()))
@@ -57,14 +51,11 @@ def test_poison_and_copy_touch_exactly_their_ids():
     assert (pools.ssm[layer][3] == 3.0).all()
 
 
-@pytest.mark.parametrize(
-    "call,match",
-    [
-        (lambda p: p.poison_full_pages([6]), r"full group 0 id 6 out of range \[0, 6\)"),
-        (lambda p: p.poison_swa_pages([-1]), "swa group 1 id -1"),
-        (lambda p: p.copy_state(0, 9), "state group 2 id 9"),
-    ],
-)
+@pytest.mark.parametrize("call,match", [
+    (lambda p: p.poison_full_pages([6]), r"full group 0 id 6 out of range \[0, 6\)"),
+    (lambda p: p.poison_swa_pages([-1]), "swa group 1 id -1"),
+    (lambda p: p.copy_state(0, 9), "state group 2 id 9"),
+])
 def test_pools_reject_bad_ids(call, match):
     with pytest.raises(ValueError, match=match):
         call(Pools.by_kind(SPEC, 4, 6, 6, 5))
@@ -95,18 +86,15 @@ def _item(**kw):
     return kind_item(**{**base, **kw})
 
 
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        (dict(token_ids=[]), "at least one token"),
-        (dict(start=-1), "start >= 0"),
-        (dict(checkpoints=[(2, 1)]), r"checkpoint positions \[2\] must be increasing, in \(2, 5\]"),
-        (dict(checkpoints=[(4, 1), (3, 2)]), "increasing"),
-        (dict(checkpoints=[(4, 0)]), "running state 0"),
-        (dict(logits_from=6), "logits_from=6"),
-        (dict(token_ids=[1.5, 2.0, 3.0]), "token_ids must be integers"),
-    ],
-)
+@pytest.mark.parametrize("kw,match", [
+    (dict(token_ids=[]), "at least one token"),
+    (dict(start=-1), "start >= 0"),
+    (dict(checkpoints=[(2, 1)]), r"checkpoint positions \[2\] must be increasing, in \(2, 5\]"),
+    (dict(checkpoints=[(4, 1), (3, 2)]), "increasing"),
+    (dict(checkpoints=[(4, 0)]), "running state 0"),
+    (dict(logits_from=6), "logits_from=6"),
+    (dict(token_ids=[1.5, 2.0, 3.0]), "token_ids must be integers"),
+])
 def test_batch_item_rejects_bad_fields(kw, match):
     with pytest.raises(ValueError, match=match):
         _item(**kw)
@@ -119,18 +107,15 @@ def test_batch_item_defaults_to_last_position_logits():
     assert [r.tolist() for r in batch.logit_rows()] == [[2], [3]]
 
 
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        (dict(full_slots=np.arange(4)), "full group 0 slots has 4 entries, need 5"),
-        (dict(full_slots=np.array([0, -1, 2, 3, 4])), r"full group 0 slots\[1\] = -1 out of range"),
-        (dict(swa_slots=np.array([0, 1, 2, -1, 4])), "new positions"),
-        (dict(swa_slots=np.array([0, 1, 2, 3, 10**6])), r"swa group 1 slots\[4\]"),
-        (dict(state_id=8), "state 8 of state group 2 out of range"),
-        (dict(checkpoints=[(4, 99)]), "checkpoint 99 of state group 2"),
-        (dict(token_ids=[1, 2, 512]), "vocab ids"),
-    ],
-)
+@pytest.mark.parametrize("kw,match", [
+    (dict(full_slots=np.arange(4)), "full group 0 slots has 4 entries, need 5"),
+    (dict(full_slots=np.array([0, -1, 2, 3, 4])), r"full group 0 slots\[1\] = -1 out of range"),
+    (dict(swa_slots=np.array([0, 1, 2, -1, 4])), "new positions"),
+    (dict(swa_slots=np.array([0, 1, 2, 3, 10**6])), r"swa group 1 slots\[4\]"),
+    (dict(state_id=8), "state 8 of state group 2 out of range"),
+    (dict(checkpoints=[(4, 99)]), "checkpoint 99 of state group 2"),
+    (dict(token_ids=[1, 2, 512]), "vocab ids"),
+])
 def test_forward_rejects_ids_outside_the_pools(kw, match):
     model = HybridModel(SPEC, seed=0)
     with pytest.raises(ValueError, match=match):

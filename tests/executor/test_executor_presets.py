@@ -1,6 +1,5 @@
 """Every model preset runs in the executor with its real layer pattern (shrunk on a CPU by executor/shrink.py,
 the cache manager on the full-size preset), and `execute` runs every policy or refuses it up front."""
-
 from __future__ import annotations
 
 import pytest
@@ -26,25 +25,14 @@ from sim.trace.generate import multiturn  # noqa: E402
 def test_shrink_keeps_what_the_cache_depends_on(name):
     spec = get_model(name)
     small = shrink_model(spec)
-    assert (
-        small.layer_kinds == layer_period(spec.layer_kinds)
-        and len(spec.layer_kinds) % len(small.layer_kinds) == 0
-    )
+    assert small.layer_kinds == layer_period(spec.layer_kinds) and len(spec.layer_kinds) % len(small.layer_kinds) == 0
     assert group_kinds(small) == group_kinds(spec)  # vLLM's KV cache groups
-    assert (
-        small.window,
-        small.mamba_variant,
-        small.full_k_eq_v,
-        small.mamba_chunk,
-        small.mamba_conv_kernel,
-    ) == (spec.window, spec.mamba_variant, spec.full_k_eq_v, spec.mamba_chunk, spec.mamba_conv_kernel)
+    assert (small.window, small.mamba_variant, small.full_k_eq_v, small.mamba_chunk, small.mamba_conv_kernel) == (
+        spec.window, spec.mamba_variant, spec.full_k_eq_v, spec.mamba_chunk, spec.mamba_conv_kernel)
     assert (small.full_kv_geometry() != (small.num_kv_heads, small.head_dim)) == (
-        spec.full_kv_geometry() != (spec.num_kv_heads, spec.head_dim)
-    )
+        spec.full_kv_geometry() != (spec.num_kv_heads, spec.head_dim))
     if spec.mamba_num_groups > 1:
-        assert (
-            small.mamba_num_heads // small.mamba_num_groups == spec.mamba_num_heads // spec.mamba_num_groups
-        )
+        assert small.mamba_num_heads // small.mamba_num_groups == spec.mamba_num_heads // spec.mamba_num_groups
     assert bool(small.sconv_dims) == bool(spec.sconv_dims) and small.d_model <= 128
     assert executed_model(spec, "auto", "cuda") is spec and executed_model(spec, "none", "cpu") is spec
 
@@ -57,15 +45,12 @@ def test_a_model_whose_groups_differ_from_the_managers_is_refused():
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_preset_executes_bit_exact(name, device):
-    trace = multiturn(
-        num_sessions=2, num_turns=2, system_len=150, user_len=10, output_len=6, request_rate=50.0
-    )
+    trace = multiturn(num_sessions=2, num_turns=2, system_len=150, user_len=10, output_len=6, request_rate=50.0)
     config = SimConfig(policy="sglang-retain", model=name, gpu="cpu", pool_tokens=20_000, mamba_states=64)
     summary = execute(trace, config, device=device, kernels="torch").summary
     assert summary["requests_checked"] == 4 and summary["requests_reusing"] >= 2
     assert summary["requests_not_bit_exact"] == 0 and summary["executed_layers"] == len(
-        layer_period(get_model(name).layer_kinds)
-    )
+        layer_period(get_model(name).layer_kinds))
 
 
 def test_every_policy_is_executed_or_refused_by_one_rule():

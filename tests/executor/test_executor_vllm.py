@@ -2,7 +2,6 @@
 group, addressed by the shared pool's block ids, poisoned where vLLM discards a block), so every reuse is
 proved bit for bit; and vLLM's negative controls are flagged on exactly the requests their fault reaches
 (block_probe.py proves from the manager's own tables that the trace reaches the fault)."""
-
 from __future__ import annotations
 
 import pytest
@@ -24,9 +23,8 @@ def _run(trace, policy, model, knobs=None, kernels="torch", device="cpu"):
 
 
 def _multiturn(system_len=100):
-    return multiturn(
-        num_sessions=2, num_turns=3, system_len=system_len, user_len=12, output_len=10, request_rate=50.0
-    )
+    return multiturn(num_sessions=2, num_turns=3, system_len=system_len, user_len=12, output_len=10,
+                     request_rate=50.0)
 
 
 @pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
@@ -48,12 +46,10 @@ def test_vllm_on_the_triton_kernels(device):
 
 def _long_then_short():
     """r-long decodes past its window (64 + a block), r-short never does; nothing is shared."""
-    return Trace(
-        [
-            Request(id="r-long", arrival=0.0, prompt=[Segment(ref="a", len=50)], output_len=40),
-            Request(id="r-short", arrival=0.0, prompt=[Segment(ref="b", len=30)], output_len=10),
-        ]
-    )
+    return Trace([
+        Request(id="r-long", arrival=0.0, prompt=[Segment(ref="a", len=50)], output_len=40),
+        Request(id="r-short", arrival=0.0, prompt=[Segment(ref="b", len=30)], output_len=10),
+    ])
 
 
 @pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED
@@ -71,17 +67,11 @@ def _past_state_trace():
     """r2 extends r1 (prompt + output): FULL caches 3 blocks of 528, the only Mamba state kept is r1's prompt
     checkpoint at 1056, so a hit past it claims 1584 while resuming from 1056."""
     prompt = [Segment(ref="sys", len=1100)]
-    return Trace(
-        [
-            Request(id="r1", arrival=0.0, prompt=prompt, output_len=500),
-            Request(
-                id="r2",
-                after="r1",
-                prompt=prompt + [Segment(output_of="r1"), Segment(ref="q", len=20)],
-                output_len=4,
-            ),
-        ]
-    )
+    return Trace([
+        Request(id="r1", arrival=0.0, prompt=prompt, output_len=500),
+        Request(id="r2", after="r1", prompt=prompt + [Segment(output_of="r1"), Segment(ref="q", len=20)],
+                output_len=4),
+    ])
 
 
 @pytest.mark.interpreted  # its probe patches the manager, compiled under HYBRIDCACHE_COMPILED

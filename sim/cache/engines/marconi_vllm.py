@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 from sim.align import floor_to
-from sim.cache.engines import marconi_vllm_lean as lean
 from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
 from sim.cache.engines.marconi_vllm_page import commit_page, hand_top_leaf
@@ -60,10 +59,8 @@ class MarconiVllmRules(MarconiRules):
             and takes_lru_leaves(evictor)
         ):
             takes_slots = self.page_steps and manager.takes_handed_slots  # type: ignore[attr-defined]
-            if takes_slots:
-                hands = lean.lean_hand_top_leaf if lean.LEAN_STEPS else hand_top_leaf
-                if hands(manager, self, swa_pages):
-                    return None
+            if takes_slots and hand_top_leaf(manager, self, swa_pages):
+                return None
             return reserve_page(manager, evictor, swa_pages)
         return evictor.reserve(manager, full_pages, swa_pages, states)
 
@@ -73,16 +70,11 @@ class MarconiVllmRules(MarconiRules):
         checkpoint = req.checkpoint
         if self.fused_chunks and self.every_page and self.recency.whole_paths and checkpoint is not None:
             end = checkpoint[0]
-            if end <= req.prefix_len or (self.page_steps and self._commits_page(manager, req, end)):
+            if end <= req.prefix_len or (self.page_steps and commit_page(manager, self, req, end)):
                 return
             if commit_leaf_chunk(manager, req, end, self.recency, self.window, self.has_mamba):
                 return
         super().after_prefill_chunk(manager, req, is_last)
-
-    def _commits_page(self, manager: RadixOps, req: RequestCache, end: int) -> bool:
-        if lean.LEAN_STEPS:
-            return lean.lean_commit_page(manager, self, req, end)
-        return commit_page(manager, self, req, end)
 
     def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         return None

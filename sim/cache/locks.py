@@ -194,10 +194,12 @@ def _slide_window(held: LockSet, node: Node, tree: RadixTree, window: int) -> No
     held.swa_covered = covered
 
 
-def let_go_past(nodes: list[Node], covered: int, window: int, holder: str) -> int:
+def let_go_past(nodes: list[Node], covered: int, window: int, holder: str, num_unlisted: int = 0) -> int:
     """``_slide_window``'s release of the top nodes past the window's cover, for the runs that know no node let
-    go is freed by it (vLLM+'s chunk steps): each popped and its hold by ``holder`` dropped; the cover left."""
-    while len(nodes) > 1:
+    go is freed by it (vLLM+'s chunk steps): each popped and its hold by ``holder`` dropped; the cover left. The
+    window keeps one node, which may be one of ``num_unlisted`` held below the list's bottom and not on it yet."""
+    num_kept = 0 if num_unlisted else 1
+    while len(nodes) > num_kept:
         top = nodes[-1]
         below = covered - (top.end - top.start)
         if below < window:

@@ -16,6 +16,7 @@ Switch ``ONE_PASS`` (off: ``take_chain``'s own loop, the reference; tests/test_m
 from __future__ import annotations
 
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys
+from sim.cache.locks import let_go_past
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -115,15 +116,7 @@ def slide_once(
     """``slide_window_over`` for the chain's ``count`` new leaves of one page each, ``bottom`` the last: the
     window's old nodes let go from the top as its ``let_go_past`` lets them go; where all are, the new leaves'
     top ones past the window's cover too (counted, never put on the list); the rest put on, held. The cover."""
-    covered += count * page
-    while nodes and len(nodes) + count > 1:
-        top = nodes[-1]
-        below = covered - (top.end - top.start)
-        if below < window:
-            break
-        nodes.pop()
-        top.swa_holders.discard(holder)
-        covered = below
+    covered = let_go_past(nodes, covered + count * page, window, holder, count)
     kept = count
     if not nodes:  # each new leaf from the top let go while another stays and the cover stays >= the window
         dropped = max(0, min(count - 1, (covered - window) // page))

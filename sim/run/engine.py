@@ -1,8 +1,7 @@
 """The SimPy engine: arrivals, closed-loop sessions, and one engine loop that advances time.
 
-The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)`` (or the
-clock moved at once where nothing else is due before the step ends: ``clock_jumped``) -> postprocess.
-Monitoring is appending rows (``StepLog``) and stamping each request's record.
+The loop sleeps on an event while idle; otherwise schedule -> backend.run(batch) -> ``timeout(step)``
+-> postprocess. Monitoring is appending rows (``StepLog``) and stamping each request's record.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import simpy
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.cost.decode_run_settled import StepTimes
 from sim.run.backend import Backend, run_for_log, step_floats_read
-from sim.run.event_delays import clock_jumped, event_delays
+from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
 from sim.sched.interface import Scheduler
@@ -44,8 +43,10 @@ class Engine:
         self.states = states_of(trace)
         self.steps = StepLog()  # written here; the step events below are built only for other listeners
         self._step_started = self.events.channel(StepStarted)
-        self._step_ended = self.events.channel(StepEnded)
-        self._plain_ended = self.events.channel(PlainStepsEnded)
+        self._step_ended, self._plain_ended = (
+            self.events.channel(StepEnded),
+            self.events.channel(PlainStepsEnded),
+        )
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step  # called after every step, where given (None: a run of steps skips the calls)
@@ -94,8 +95,7 @@ class Engine:
             if self._step_started:
                 emit(self._step_started, StepStarted(batch, self.manager))
             duration = self.backend.run(batch, self.manager)
-            if not clock_jumped(self.env, [duration]):
-                yield self.env.timeout(duration)
+            yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
             self.scheduler.unpark()
             self._record_step(batch, started_at, duration)
@@ -119,7 +119,8 @@ class Engine:
         runs, num_steps = self.scheduler.plain_decode_run(self.iteration)
         if not num_steps:
             return False
-        contexts = tuple(self.manager.requests[r.request_id].kv_len for r in runs)
+        requests = self.manager.requests
+        contexts = tuple(requests[r.request_id].kv_len for r in runs)
         # the steps that end before the next scheduled event, as one step after another would move the clock
         now, horizon = self.env.now, self.env.peek()
         if step_floats_read(self.events, self._step_ended, self._plain_ended):
@@ -136,8 +137,7 @@ class Engine:
             starts, taken = starts[:num_taken], taken[:num_taken]
             if not len(taken):
                 return False
-        delays = event_delays(self.env.now, taken, float(starts[-1]))
-        for delay in () if clock_jumped(self.env, delays) else delays:
+        for delay in event_delays(self.env.now, taken, float(starts[-1])):
             yield self.env.timeout(delay)
         if run is None or not full_steps:
             self.steps.extend_decode_only(self.iteration, starts, taken, len(runs))

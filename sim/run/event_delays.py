@@ -1,19 +1,10 @@
-"""The timeouts that move the SimPy clock over a run of steps exactly as step-by-step timeouts would, and the
-clock moved without them where nothing else is scheduled before the steps end (``clock_jumped``)."""
+"""The timeouts that move the SimPy clock over a run of steps exactly as step-by-step timeouts would."""
 
 from __future__ import annotations
 
 import math
 
-import simpy
-
 from sim.cost.decode_run_settled import StepTimes
-
-# True: where the engine's steps end strictly before the next scheduled event (an arrival, a follow-up), the
-# engine moves the clock itself to where its timeouts would land, with no SimPy event (at 4,000 requests
-# 12,097 of the SGLang loop's 12,109 step timeouts); False: a timeout every time (the reference;
-# tests/test_clock_jumps_property.py holds both equal)
-CLOCK_JUMPS = True
 
 # True: where the caller gives the last step's start (a decode run's ``starts[-1]``: the clock's running sum, each
 # start the previous start plus its duration, from ``now``), the jump to the last end is tried first from it,
@@ -59,18 +50,3 @@ def delay_landing_on(now: float, end: float) -> float | None:
         else:
             return delay
     return delay if now + delay == end else None
-
-
-def clock_jumped(env: simpy.Environment, delays: list[float]) -> bool:
-    """Move ``env``'s clock to where ``delays``' timeouts, yielded one after another, would land (each at the
-    clock plus its delay), where that is before every event already scheduled: nothing could run in between,
-    so the process goes on exactly as it would once woken. False (clock unmoved): the caller yields them."""
-    if not CLOCK_JUMPS:
-        return False
-    end = env.now
-    for delay in delays:
-        end = end + delay
-    if not end < env.peek():  # a tie would let an earlier-scheduled event run first; NaN is never before
-        return False
-    env._now = end
-    return True

@@ -36,6 +36,9 @@ def accepts(config: EngineConfig) -> str | None:
         return "hybrid SWA needs a window and an SWA pool of at least one page"
     if config.full_tokens < page:
         return "the FULL pool holds no page"
+    if config.disable_radix_cache and config.has_mamba:
+        # _calculate_mamba_ratio returns 1 and mamba_extra_buffer_of is False: other pools than built here
+        return "--disable-radix-cache with MAMBA: one state per request and no extra buffer (not driven here)"
     if config.has_mamba:
         if config.track_interval % page:
             return "validate_mamba_extra_buffer: mamba_track_interval % page_size != 0"
@@ -106,7 +109,7 @@ def build_pools(config: EngineConfig, max_context_len: int, num_requests: int = 
         req_to_token_pool=req_pool,
         token_to_kv_pool_allocator=allocator,
         page_size=config.page_size,
-        disable=False,
+        disable=config.disable_radix_cache,
         sliding_window_size=config.window if config.has_swa else None,
         tree_components=tuple(components),
         enable_mamba_extra_buffer=config.has_mamba,

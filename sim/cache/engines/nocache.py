@@ -2,7 +2,8 @@
 Nothing is matched, committed or kept. Running requests still free out-of-window SWA as SGLang's do where the
 cache does not share prefixes (``free_swa_out_of_window_slots(supports_prefix_sharing=False)``): at every decode
 step's trigger and at every extend batch (``maybe_evict_swa``), down to the window itself, not a page-rounded
-one; ``checkpoint_into_tree`` returns before it frees anything."""
+one; ``checkpoint_into_tree`` returns before it frees anything. Admission is ``add_one_req_ignore_eos``. A
+request holds one MAMBA state and tracks no checkpoint (``mamba_extra_buffer_of`` is False)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from sim.compiled_core import mypyc_attr
 class NoCacheRules(SGLangRules):
     name = "none"
     keeps_cache = False
+    # mamba_extra_buffer_of is False with the radix cache disabled: a request holds its running state alone
+    # and tracks no checkpoint (no ping-pong slots, nothing published)
+    admission_states = 1
 
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
@@ -74,6 +78,18 @@ class NoCacheRules(SGLangRules):
             pre_len -= self.policy.chunked_prefill_size
         if self.resolved.has_swa and pre_len - self.window > req.swa_frontier:
             manager.free_swa_below(req, self.frontier(req, pre_len, None))
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        return None
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        return None
+
+    def checkpoint_free_steps(self, req: RequestCache) -> int | None:
+        return None if self.knobs.overlap and self.in_flight else 1 << 62
+
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        return self.swa_silent_steps(req, iteration)
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         pass

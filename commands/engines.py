@@ -99,6 +99,12 @@ def policies(model):
     show_default="as each scenario draws it",
     help="with --concurrent/--spaced/--boundary, SGLang only: force --enable-mixed-chunk on every scenario",
 )
+@option(
+    "--no-cache",
+    is_flag=True,
+    help="with --concurrent/--spaced/--boundary, SGLang only: its --disable-radix-cache on every scenario, "
+    "compared with the no-cache preset",
+)
 @click.pass_context
 def conformance(
     ctx,
@@ -114,6 +120,7 @@ def conformance(
     overlap,
     schedule_policy,
     mixed_chunk,
+    no_cache,
 ):
     """Drive ENGINE's own cache code (installed with the conformance extras) on seeded scenarios and compare
     each request's cached tokens with `simulate` (with --concurrent: every step's batch and pools too); exit 1
@@ -121,7 +128,12 @@ def conformance(
     from conformance.suite import EngineMissing, report, run_suite
 
     pressures = (False, True) if pressure is None else (pressure,)
-    forced = {"overlap": overlap, "schedule_policy": schedule_policy, "mixed_chunk": mixed_chunk}
+    forced = {
+        "overlap": overlap,
+        "schedule_policy": schedule_policy,
+        "mixed_chunk": mixed_chunk,
+        "disable_radix_cache": True if no_cache else None,
+    }
     if concurrent or spaced or boundary:
         seeds = range(seed, seed + num_scenarios)
         family = "spaced" if spaced else "boundary" if boundary else "concurrent"

@@ -60,7 +60,7 @@ def policy_knobs(scenario: Scenario, preset: str) -> dict:
     }
     if PRESETS[preset].engine == "freetoken":
         knobs["overlap"] = config.overlap
-    if PRESETS[preset].engine == "sglang":  # the driver's resolve_max_num_reqs and event loop
+    if PRESETS[preset].engine in ("sglang", "none"):  # the driver's resolve_max_num_reqs and event loop
         knobs.update(
             max_running_requests=sglang_max_running(config),
             overlap=config.overlap,

@@ -1,8 +1,9 @@
 """Engine modes forced on every scenario of a step-clock run (``cli.py conformance ENGINE --concurrent
---no-overlap``, ``--schedule-policy lpm``, ``--mixed-chunk``): the generator draws each seed's scenario as
-always (its rng streams untouched, so a seed gives the same requests and pools in every mode) and the chosen
-knobs then replace what it drew. ``overlap`` is every engine's loop knob (SGLang's and FreeToken's overlap
-scheduler, vLLM's async scheduling); the others are SGLang's.
+--no-overlap``, ``--schedule-policy lpm``, ``--mixed-chunk``, ``--no-cache``): the generator draws each seed's
+scenario as always (its rng streams untouched, so a seed gives the same requests and pools in every mode) and
+the chosen knobs then replace what it drew. ``overlap`` is every engine's loop knob (SGLang's and FreeToken's
+overlap scheduler, vLLM's async scheduling); the others are SGLang's (``disable_radix_cache``: its
+``--disable-radix-cache``, compared with the sim's ``no-cache`` preset).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 from conformance.scenario import EngineConfig, Scenario
 
-SGLANG_ONLY = ("schedule_policy", "mixed_chunk")
+SGLANG_ONLY = ("schedule_policy", "mixed_chunk", "disable_radix_cache")
 
 Make = Callable[[str, int, bool], Scenario]
 
@@ -43,4 +44,6 @@ def rerun_flags(config: EngineConfig) -> str:
         flags.append(f" --schedule-policy {config.schedule_policy}")
     if config.mixed_chunk:
         flags.append(" --mixed-chunk")
+    if config.disable_radix_cache:
+        flags.append(" --no-cache")
     return "".join(flags)

@@ -49,6 +49,7 @@ class EngineConfig:
     schedule_policy: str = "fcfs"  # SGLang: --schedule-policy
     mixed_chunk: bool = False  # SGLang: --enable-mixed-chunk
     max_running: int = 0  # SGLang --max-running-requests, vLLM --max-num-seqs (0: not given, the default)
+    disable_radix_cache: bool = False  # SGLang --disable-radix-cache (the sim's no-cache preset)
 
     @property
     def has_swa(self) -> bool:

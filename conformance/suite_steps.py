@@ -53,9 +53,16 @@ def run_concurrent(
                 result.rejected.append((scenario, why))
                 continue
             runs: dict = {}  # the engine's runs of this scenario, one per distinct run (engine_runs.run_as)
-            for preset in presets or tuple(module.PRESETS):
+            for preset in presets or presets_of(module, scenario):
                 _check(module, scenario, preset, result, runs)
     return result
+
+
+def presets_of(module, scenario: Scenario) -> tuple[str, ...]:
+    """The presets a scenario's engine run stands for: the driver's ``presets_for(config)`` where it has one
+    (SGLang: ``no-cache`` alone under ``--disable-radix-cache``), else every preset it models."""
+    presets_for = getattr(module, "presets_for", None)
+    return tuple(module.PRESETS) if presets_for is None else presets_for(scenario.config)
 
 
 def _check(module, scenario: Scenario, preset: str, result: StepsResult, runs: dict) -> None:

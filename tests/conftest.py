@@ -72,3 +72,12 @@ def pytest_xdist_make_scheduler(config, log):
     from tests.xdist_engines import EngineScheduling
 
     return EngineScheduling(config, log)
+
+
+@pytest.fixture(scope="module")
+def default_loop_no_cache():
+    """``no-cache`` on the default loop, as before Round 41 (tests/default_loop_no_cache.py), for a module."""
+    from tests.default_loop_no_cache import default_loop_no_cache as swapped
+
+    with swapped():
+        yield

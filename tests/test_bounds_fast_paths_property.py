@@ -25,6 +25,8 @@ from sim.sched import batch as batch_module
 from sim.sched import last_output, loop_runs
 from sim.trace.generate import fanout, multiturn
 
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+
 POLICIES = ["sglang-retain", "sglang", "radix", "no-cache", "freetoken", "marconi-sglang"]
 MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling"]
 # the originals, before any run of this test wraps them

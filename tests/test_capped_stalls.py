@@ -25,7 +25,7 @@ _HOLDS = CappedStalls.holds
 _RETRACT = DefaultScheduler._retract
 
 # the runs here count through patches of CappedStalls.holds and DefaultScheduler._retract, which the compiled core binds
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 @st.composite

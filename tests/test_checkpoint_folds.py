@@ -25,6 +25,8 @@ from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst, nocache_burst
 
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+
 POOL_ALLOC, POOL_FREE, MAKE_MANAGER = Pool.alloc, Pool.free, simulate_module.make_manager  # before any patch
 TAKE_CHECKPOINT = swa_free_runs._take_checkpoint
 

@@ -27,7 +27,7 @@ _TAKES = chunk_ahead.takes_chunk_next
 _PLAIN_RUN = DefaultScheduler.plain_decode_run
 
 # the runs count through patches of names the default loop binds, which the compiled core would not see
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 @st.composite

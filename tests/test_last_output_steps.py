@@ -23,7 +23,7 @@ from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests, gro
 _TAKE_RUN = LastOutputSteps.take_run
 
 # the runs count through a patch of LastOutputSteps.take_run, which the compiled core would not see
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 @st.composite

@@ -18,6 +18,8 @@ from sim.run.setup import build
 from sim.run.simulate import run_timed, simulate
 from sim.sched import freeing_runs, run_steps
 
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+
 EVENTS, RUN = EventRecorder.events, EventRecorder._record_run
 SHARED = freeing_runs._with_shared_batches
 SWITCHES = {"WHOLE_RUNS": run_steps, "SHARED_BATCH_LISTS": freeing_runs}

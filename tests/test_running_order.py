@@ -22,7 +22,7 @@ from tests.default_loop_switches import burst_config, policy_bursts, switched_bo
 from tests.test_capped_stalls import _burst
 
 # the runs log through a patch of DefaultScheduler._retract, which the compiled core binds
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 def ordered_both_ways(trace, config: SimConfig, fast_path: bool) -> int:

@@ -23,7 +23,7 @@ from tests.test_capped_stalls import _burst
 _ADD_PREFILL = DefaultScheduler._add_prefill
 
 # the runs count through patches of DefaultScheduler._add_prefill and _retract, which the compiled core binds
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 def stopped_both_ways(trace, config: SimConfig, fast_path: bool) -> int:

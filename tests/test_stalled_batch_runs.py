@@ -22,7 +22,7 @@ from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
 _ADVANCE_PLAIN = DefaultScheduler.advance_plain
 
 # every test here counts through a patch of DefaultScheduler.advance_plain, which the compiled core binds
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 @st.composite

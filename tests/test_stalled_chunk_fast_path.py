@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,8 @@ from sim.run.simulate import SimConfig, simulate
 from sim.sched.default import DefaultScheduler
 from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import assert_fast_equals_slow, burst_requests
+
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 _ADVANCE_PLAIN = DefaultScheduler.advance_plain
 

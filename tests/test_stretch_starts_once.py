@@ -29,7 +29,7 @@ _EVENT_STEP = loop_runs._event_step
 _QUIET_OR_PLANNED = loop_runs._quiet_or_planned
 
 # the counts go through patches the compiled core would not see
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 POLICIES = ["no-cache", "marconi-vllm", "freetoken", "radix", "sglang-retain"]
 

@@ -23,6 +23,8 @@ from sim.sched import loop_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import burst_requests, growing_burst
 
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+
 POOL_ALLOC, MAKE_MANAGER = Pool.alloc, simulate_module.make_manager  # before any patch
 # a stretch property's runs (also tests/test_checkpoint_folds.py's): fixed examples, each a whole simulated run
 STRETCH_RUNS = settings(

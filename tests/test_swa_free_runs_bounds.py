@@ -24,6 +24,8 @@ from sim.sched import freeing_runs, loop_runs
 from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import growing_burst, nocache_burst
 
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+
 RECORD, EVENTS = EventRecorder.record, EventRecorder.events  # the originals, before a run wraps them
 STEP_RUNS, JOIN = freeing_runs.step_runs, loop_runs.join_step_runs
 REACHED: Counter = Counter()  # what the announced freeing stretches took, over the fixed bursts

@@ -21,7 +21,7 @@ from tests.test_capped_stalls import _burst, bursts
 _TELL = CappedStalls.tell
 
 # the runs count through patches of CappedStalls.tell and DefaultScheduler._retract, which the compiled core binds
-pytestmark = pytest.mark.interpreted
+pytestmark = [pytest.mark.interpreted, pytest.mark.usefixtures("default_loop_no_cache")]  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 
 def told_both_ways(trace, knobs: dict, pool_tokens: int, bounds: bool, fast_path: bool) -> int:

@@ -17,6 +17,16 @@ PRESETS: dict[str, str] = {
     "request's last checkpoint - W (PR #34729)",
     "sglang": "SGLang 0.5.23 with UnifiedRadixCache.swa_retain_floor returning None (the pre-#34729 behaviour)",
 }
+# --disable-radix-cache (``EngineConfig.disable_radix_cache``, ``cli.py conformance sglang --concurrent --no-cache``):
+# the same Scheduler over UnifiedRadixCache(disable=True), the sim's no-cache preset
+NO_CACHE_PRESETS: dict[str, str] = {
+    "no-cache": "SGLang 0.5.23 --disable-radix-cache: UnifiedRadixCache(disable=True) under the same Scheduler",
+}
+
+
+def presets_for(config: EngineConfig) -> tuple[str, ...]:
+    """The presets one run of ``config`` is compared with: the cached ones, or no-cache with the cache off."""
+    return tuple(NO_CACHE_PRESETS if config.disable_radix_cache else PRESETS)
 
 
 def accepts(config: EngineConfig) -> str | None:
@@ -83,8 +93,9 @@ def run(scenario: Scenario, preset: str) -> dict[str, EngineOutcome]:
 def run_steps(scenario: Scenario, preset: str) -> Trajectory:
     """The scenario's requests arriving at their steps (the trace's ``arrival``), many in flight: SGLang's steps
     and outcomes on a step clock (``sglang_steps``)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown SGLang preset {preset!r}; choose from {', '.join(PRESETS)}")
+    if preset not in presets_for(scenario.config):
+        choices = ", ".join(presets_for(scenario.config))
+        raise ValueError(f"preset {preset!r} is not this configuration's SGLang run; choose from {choices}")
     reason = accepts(scenario.config)
     if reason is not None:
         raise ValueError(f"{scenario.name}: SGLang does not run this configuration: {reason}")

@@ -23,6 +23,16 @@ def mamba_cache_chunk(config: EngineConfig) -> int:
     return max(config.mamba_chunk, config.page_size)
 
 
+def extra_buffer(config: EngineConfig) -> bool:
+    """``mamba_extra_buffer_of``: the ping-pong track slots, only where the radix cache is on."""
+    return config.has_mamba and not config.disable_radix_cache
+
+
+def mamba_slots_per_request(config: EngineConfig) -> int:
+    """``_calculate_mamba_ratio``: 1 with the radix cache disabled."""
+    return 1 if config.disable_radix_cache else MAMBA_SLOTS_PER_REQUEST
+
+
 def accepts(config: EngineConfig) -> str | None:
     """Why SGLang 0.5.23 refuses to start with this configuration (its own checks), or None."""
     page, chunk = config.page_size, config.mamba_chunk
@@ -41,9 +51,10 @@ def accepts(config: EngineConfig) -> str | None:
             return "validate_mamba_extra_buffer: mamba_track_interval % page_size != 0"
         if max(chunk, page) % min(chunk, page):
             return "mamba_cache_chunk_size: chunk_size and page_size must divide one another"
-        if config.mamba_states // MAMBA_SLOTS_PER_REQUEST < 1:
+        slots = mamba_slots_per_request(config)
+        if config.mamba_states // slots < 1:
             return (
-                f"resolve_max_num_reqs: {config.mamba_states} MAMBA states // {MAMBA_SLOTS_PER_REQUEST} slots per "
+                f"resolve_max_num_reqs: {config.mamba_states} MAMBA states // {slots} slots per "
                 "request = 0 running requests ('state cache is too small to serve any requests')"
             )
     return None
@@ -68,6 +79,7 @@ def server_args(config: EngineConfig):
         chunked_prefill_size=config.chunked_prefill_size,
         mamba_track_interval=config.track_interval,
         mamba_radix_cache_strategy="extra_buffer" if config.has_mamba else "auto",
+        disable_radix_cache=config.disable_radix_cache,
         max_mamba_cache_size=config.mamba_states if config.has_mamba else None,
     )
     # what overrides.mamba_cache_chunk_size derives from the HF config (no HF config is loaded here)
@@ -81,7 +93,7 @@ def max_running_requests(config: EngineConfig) -> int:
     estimated = max(min(int(config.full_tokens / CONTEXT_LEN * 512), 4096), 2048)
     limit = min(config.max_running or estimated, config.full_tokens // 2)
     if config.has_mamba:
-        limit = min(limit, config.mamba_states // MAMBA_SLOTS_PER_REQUEST)
+        limit = min(limit, config.mamba_states // mamba_slots_per_request(config))
     return limit
 
 
@@ -106,10 +118,10 @@ def build_pools(config: EngineConfig, max_context_len: int, num_requests: int = 
         req_to_token_pool=req_pool,
         token_to_kv_pool_allocator=allocator,
         page_size=config.page_size,
-        disable=False,
+        disable=config.disable_radix_cache,
         sliding_window_size=config.window if config.has_swa else None,
         tree_components=tuple(components),
-        enable_mamba_extra_buffer=config.has_mamba,
+        enable_mamba_extra_buffer=extra_buffer(config),
         chunked_prefill_size=config.chunked_prefill_size,
     )
     return Pools(UnifiedRadixCache(params=params), allocator, req_pool, max_running_requests(config))
@@ -155,7 +167,7 @@ def _req_to_token_pool(config: EngineConfig, layers: dict, rows: int, max_contex
         enable_memory_saver=False,
         cache_params=params,
         mamba_layer_ids=layers["mamba"],
-        enable_mamba_extra_buffer=True,
+        enable_mamba_extra_buffer=extra_buffer(config),
         enable_overlap_schedule=True,
     )
 

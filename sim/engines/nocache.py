@@ -1,26 +1,50 @@
-"""No prefix cache (SGLang ``--disable-radix-cache``): the baseline that reuses nothing."""
+"""No prefix cache (SGLang ``--disable-radix-cache``): the baseline that reuses nothing. SGLang 0.5.23 builds
+the same ``UnifiedRadixCache`` with ``disable=True`` and runs the same ``Scheduler``, so the preset runs
+SGLang's own loop (``sim/engines/sglang.py``'s) with its knobs over the null rules."""
 
 from __future__ import annotations
 
 from sim.cache.engines.nocache import NoCacheRules
-from sim.cache.policy import EngineKnobs, Policy
+from sim.cache.engines.sglang_knobs import SGLangKnobs
+from sim.cache.interface import CacheModel
+from sim.cache.manager import CacheManager
+from sim.cache.policy import Policy, own_knobs
+from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_sizing import separate_pool_sizes
-from sim.engines.radix import capped_scheduler, decode_interval_on_pages, radix_manager
+from sim.engines.radix import decode_interval_on_pages, radix_manager
+from sim.sched.interface import Scheduler
+from sim.sched.sglang import SGLangScheduler
+
+# SchedulePolicy._validate_and_adjust_policy: over a disabled tree a cache-aware policy is FCFS
+CACHE_AWARE_POLICIES = ("lpm", "dfs-weight", "hrrn")
+
+
+def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Scheduler:
+    """SGLang's loop with its knobs, the waiting queue first come first served where the policy needs a tree."""
+    knobs = own_knobs(policy, SGLangKnobs)
+    order = "fcfs" if knobs.schedule_policy in CACHE_AWARE_POLICIES else knobs.schedule_policy
+    cap = policy.max_running_requests
+    if manager.has_mamba and sizes.budget_bytes is None:  # _calculate_mamba_ratio: 1 with the cache disabled
+        cap = max(1, min(cap, sizes.states))
+    assert isinstance(manager, CacheManager), "SGLang's loop runs the radix cache manager"
+    return SGLangScheduler(manager, cap, knobs.overlap, order, knobs.mixed_chunk)
+
 
 ENGINE = Engine(
     name="none",
     about="no prefix cache: nothing matched or kept; running requests free SWA and checkpoint as SGLang's",
-    knobs=EngineKnobs,
+    knobs=SGLangKnobs,
     presets=(
         Policy(
             name="no-cache",
             engine="none",
             about="no prefix cache (SGLang --disable-radix-cache): the baseline that reuses nothing",
+            own=SGLangKnobs(),
         ),
     ),
     manager=radix_manager(NoCacheRules),
-    scheduler=capped_scheduler,
+    scheduler=_scheduler,
     pool_sizes=separate_pool_sizes,
     rules=NoCacheRules,
     check=decode_interval_on_pages,

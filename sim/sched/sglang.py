@@ -136,6 +136,8 @@ class SGLangScheduler(SGLangFastPath):
         if len(merged) < len(self._last_extend):  # filter_batch shrank the last batch: room for more
             self.batch_is_full = False
         self.clock.joined_running(bool(merged) and not self.running)
+        if merged and not self.running:  # running_batch = last_batch: the new batch's flag
+            self.batch_is_full = False
         self.running += merged
         self._last_extend = []
         self._filter_running()

@@ -1,12 +1,20 @@
-"""The null strategy: no prefix cache (SGLang ``--disable-radix-cache``, its chunk cache). Nothing is
-matched, committed or kept; running requests still free out-of-window SWA and take checkpoints as SGLang's
-do, so pool occupancy is what the engine without a cache holds."""
+"""The null strategy: no prefix cache (SGLang ``--disable-radix-cache``: ``UnifiedRadixCache(disable=True)``).
+Nothing is matched, committed or kept. Running requests still free out-of-window SWA as SGLang's do where the
+cache does not share prefixes (``free_swa_out_of_window_slots(supports_prefix_sharing=False)``): at every decode
+step's trigger and at every extend batch (``maybe_evict_swa``), down to the window itself, not a page-rounded
+one; ``checkpoint_into_tree`` returns before it frees anything. Admission is ``add_one_req_ignore_eos``. A
+request holds one MAMBA state and tracks no checkpoint (``mamba_extra_buffer_of`` is False)."""
 
 from __future__ import annotations
 
+import sim.cache.engines.sglang_budget as budget
+from sim.align import floor_to
+from sim.cache.components import FULL, SWA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.ops import RadixOps
-from sim.cache.results import MatchResult, new_match_result
+from sim.cache.request import RequestCache
+from sim.cache.resolve import Resolved
+from sim.cache.results import MatchResult, Refusal, new_match_result
 from sim.compiled_core import mypyc_attr
 
 
@@ -14,12 +22,77 @@ from sim.compiled_core import mypyc_attr
 class NoCacheRules(SGLangRules):
     name = "none"
     keeps_cache = False
+    # mamba_extra_buffer_of is False with the radix cache disabled: a request holds its running state alone
+    # and tracks no checkpoint (no ping-pong slots, nothing published)
+    admission_states = 1
+
+    def __init__(self, resolved: Resolved):
+        super().__init__(resolved)
+        self.extend_batches: dict[str, int] = {}  # Req.extend_batch_idx: extend batches since admission
 
     def match(self, tree, tokens, prompt_len) -> MatchResult:
         return new_match_result(0, 0, tree.root)
 
-    def after_prefill_chunk(self, manager: RadixOps, req, is_last: bool) -> None:
+    def admission_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
+        """``add_one_req_ignore_eos`` (a trace's outputs are fixed, as with ``ignore_eos``, and the tree is
+        disabled): the whole paged prompt and a page against the FULL budget (no decode), the SWA estimate at
+        most what is left (not below it); no SWA cap on the first chunk."""
+        page, extend_len = self.page_size, req.prompt_len - req.kv_len
+        paged_input = budget.ceil_page(extend_len, page) + page
+        remaining_total = self._remaining_total(manager, req, paged_input)
+        if paged_input > remaining_total:
+            return budget.no_token(FULL.pool_name, paged_input, remaining_total)
+        max_new = budget.clipped_new_tokens(self._max_new(req))
+        needed_swa = budget.estimate_swa_kv_tokens(
+            extend_len, max_new, self.window, page, self.pass_budget.chunk
+        )
+        remaining_swa = self._remaining_swa(manager, req, needed_swa)
+        if remaining_swa is not None and needed_swa > remaining_swa:
+            return budget.no_token(SWA.pool_name, needed_swa, remaining_swa)
+        req.first_chunk_cap = None
+        return None
+
+    def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
+        """``add_one_req_ignore_eos`` cuts a first chunk where the pass's chunk budget ends, off the page grid
+        (``floor_chunked_tokens``' grid is 1 without DCP), as ``add_chunked_req`` cuts a later one."""
+        return chunk_len
+
+    def frontier(self, req: RequestCache, pre_len: int, retain_floor: int | None) -> int:
+        """Without prefix sharing the free keeps the window itself (no page-rounded one, no retain floor)."""
+        return floor_to(max(req.swa_frontier, req.prefix_len, pre_len - self.window), self.page_size)
+
+    def after_admit(self, manager: RadixOps, req: RequestCache) -> None:
+        self.extend_batches[req.request_id] = (
+            0  # a retracted request starts again at 0 (Req.reset_for_retract)
+        )
+
+    def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
+        """``maybe_evict_swa`` of an extend batch: below the chunk's start; the overlap loop from the request's
+        third extend on, a chunk further back (the one before is still running)."""
+        done = self.extend_batches[req.request_id]
+        self.extend_batches[req.request_id] = done + 1
+        pre_len = req.kv_len
+        if self.knobs.overlap:
+            if done < 2:
+                return
+            pre_len -= self.policy.chunked_prefill_size
+        if self.resolved.has_swa and pre_len - self.window > req.swa_frontier:
+            manager.free_swa_below(req, self.frontier(req, pre_len, None))
+
+    def prefill_checkpoint(self, req: RequestCache, chunk_len: int) -> int | None:
+        return None
+
+    def decode_checkpoint(self, req: RequestCache) -> int | None:
+        return None
+
+    def checkpoint_free_steps(self, req: RequestCache) -> int | None:
+        return None if self.knobs.overlap and self.in_flight else 1 << 62
+
+    def plain_decode_steps(self, req: RequestCache, iteration: int) -> int:
+        return self.swa_silent_steps(req, iteration)
+
+    def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         pass
 
-    def finish(self, manager: RadixOps, req) -> None:
-        pass
+    def finish(self, manager: RadixOps, req: RequestCache) -> None:
+        self.extend_batches.pop(req.request_id, None)

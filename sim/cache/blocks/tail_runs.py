@@ -25,7 +25,7 @@ from collections import deque
 from itertools import chain
 from typing import Any
 
-from sim.cache.blocks import by_id, evict_pass
+from sim.cache.blocks import by_id
 from sim.cache.blocks.tail import FreeTail
 from sim.models import FULL
 
@@ -155,12 +155,9 @@ def evict_runs(pool: Any, count: int, told_each: bool) -> list[int]:
     blocks, plain, parts = pool._tail.pop_runs(count)
     for run, group in parts:
         kind = pool.group_kinds[group]
-        if evict_pass.ONE_PASS_EVICT:
-            evict_pass.run_evicted(pool, run)
-        else:
-            by_id.fill(pool.key_at, run, None)
-            by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
-            by_id.fill(pool.private, run, 0)
+        by_id.fill(pool.key_at, run, None)
+        by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
+        by_id.fill(pool.private, run, 0)
         pool.cached_free[kind] -= len(run)
         pool.num_evictions[kind] += len(run)
     if plain:

@@ -5,7 +5,11 @@ and other modes, agrees step by step, MAMBA configurations included (one state p
 And the shape that broke (Mooncake, Round 40): a prompt arriving while another request runs, the pass's chunk
 budget cut off the page grid by the mixed decode row. ``add_one_req_ignore_eos`` takes a first chunk of what
 is left (127 tokens of a page of 128); SGLang with its cache on floors it to no page and drops the request for
-the pass, so it waits for the other to finish."""
+the pass, so it waits for the other to finish.
+
+And the shapes ``--boundary --no-cache`` found (full+mamba, no SWA): ``add_one_req_ignore_eos`` also refuses a
+request whose prompt fits where the running requests' decode still owed would not (``req_states``, skipped
+with hybrid SWA)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from conformance.compare_steps import simulated_steps
 from conformance.scenario import EngineConfig, Scenario, trace_lines
 from conformance.suite import driver
 from conformance.suite_steps import report_steps, run_concurrent
+from sim.cache.engines.nocache_states import insert_state
 
 NUM_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_SEEDS", "30"))
 NUM_MODE_SEEDS = int(os.environ.get("HYBRIDCACHE_CONFORMANCE_MODE_SEEDS", "16"))
@@ -112,3 +117,64 @@ def test_with_the_cache_on_the_same_prompt_waits_for_a_page():
 def test_the_recorded_steps_are_sglangs():
     theirs = driver("sglang", concurrent=True).run_steps(SHAPE, "no-cache")
     assert [(s.at, s.batch, s.pools) for s in theirs.steps[: len(RECORDED)]] == RECORDED
+
+
+DECODE_CONFIG = EngineConfig(
+    components="full+mamba",
+    page_size=16,
+    window=0,
+    track_interval=64,
+    mamba_chunk=64,
+    chunked_prefill_size=256,
+    swa_eviction_interval=128,
+    full_tokens=160,
+    swa_tokens=0,
+    mamba_states=4,
+    overlap=False,
+    disable_radix_cache=True,
+)
+DECODE_REQUESTS = [
+    {"id": "A", "arrival": 0.0, "prompt": [{"ref": "a", "len": 32}], "output_len": 60},
+    {"id": "B", "arrival": 0.0, "prompt": [{"ref": "b", "len": 32}], "output_len": 40},
+]
+# B's prompt and a page (48 tokens) fit beside A's (the budget's 160 less A's 48 and 60 to decode), but A's
+# and B's decode (60 + 40, each prompt freed only when its request ends) do not: SGLang prefills B once A ends
+DECODE_SHAPE = Scenario(
+    "no-cache-decode-owed", "sglang", 0, "hand", False, DECODE_CONFIG, trace_lines(DECODE_REQUESTS)
+)
+B_FIRST_STEP, NUM_STEPS = 60, 100  # SGLang 0.5.23 --disable-radix-cache's, recorded through the step driver
+
+
+def test_a_prompt_that_fits_waits_while_the_running_decode_would_not():
+    run = simulated_steps(DECODE_SHAPE, "no-cache")
+    first_b = next(step.at for step in run.steps if any(item[0] == "B" for item in step.batch))
+    assert (first_b, len(run.steps)) == (B_FIRST_STEP, NUM_STEPS)
+    assert first_b == run.requests["A"].finished_at
+
+
+def test_a_later_state_goes_before_the_first_owing_as_much_else_before_the_last():
+    states = [(5, 1), (9, 2)]
+    insert_state(states, (7, 3))
+    insert_state(states, (20, 4))  # owes the most, yet SGLang's loop puts it before the last
+    assert states == [(5, 1), (7, 3), (20, 4), (9, 2)]
+
+
+@needs_sglang
+def test_the_decode_owed_shape_is_sglangs():
+    theirs = driver("sglang", concurrent=True).run_steps(DECODE_SHAPE, "no-cache")
+    ours = simulated_steps(DECODE_SHAPE, "no-cache")
+    assert [(s.at, s.batch, s.pools) for s in theirs.steps] == [(s.at, s.batch, s.pools) for s in ours.steps]
+
+
+BOUNDARY_SEEDS = (5, 9, 12, 17, 19, 21, 25, 29)  # the full+mamba ones that differed before req_states
+
+
+@needs_sglang
+def test_no_cache_agrees_with_sglang_at_the_boundaries():
+    from conformance.generate_boundary import generate_boundary
+    from conformance.modes import forced
+
+    make = forced(generate_boundary, "sglang", {"disable_radix_cache": True})
+    seeds = range(max(BOUNDARY_SEEDS) + 1) if NUM_SEEDS >= 30 else BOUNDARY_SEEDS
+    result = run_concurrent(driver("sglang", concurrent=True), seeds, (False, True), None, make)
+    assert result.all_equal, report_steps(result)

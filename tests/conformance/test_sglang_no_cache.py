@@ -119,37 +119,72 @@ def test_the_recorded_steps_are_sglangs():
     assert [(s.at, s.batch, s.pools) for s in theirs.steps[: len(RECORDED)]] == RECORDED
 
 
-DECODE_CONFIG = EngineConfig(
-    components="full+mamba",
-    page_size=16,
-    window=0,
-    track_interval=64,
-    mamba_chunk=64,
-    chunked_prefill_size=256,
-    swa_eviction_interval=128,
-    full_tokens=160,
-    swa_tokens=0,
-    mamba_states=4,
-    overlap=False,
-    disable_radix_cache=True,
-)
-DECODE_REQUESTS = [
-    {"id": "A", "arrival": 0.0, "prompt": [{"ref": "a", "len": 32}], "output_len": 60},
-    {"id": "B", "arrival": 0.0, "prompt": [{"ref": "b", "len": 32}], "output_len": 40},
-]
-# B's prompt and a page (48 tokens) fit beside A's (the budget's 160 less A's 48 and 60 to decode), but A's
-# and B's decode (60 + 40, each prompt freed only when its request ends) do not: SGLang prefills B once A ends
-DECODE_SHAPE = Scenario(
-    "no-cache-decode-owed", "sglang", 0, "hand", False, DECODE_CONFIG, trace_lines(DECODE_REQUESTS)
-)
-B_FIRST_STEP, NUM_STEPS = 60, 100  # SGLang 0.5.23 --disable-radix-cache's, recorded through the step driver
+def _decode_config(full_tokens: int, chunk: int, overlap: bool) -> EngineConfig:
+    return EngineConfig(
+        components="full+mamba",
+        page_size=16,
+        window=0,
+        track_interval=64,
+        mamba_chunk=64,
+        chunked_prefill_size=chunk,
+        swa_eviction_interval=128,
+        full_tokens=full_tokens,
+        swa_tokens=0,
+        mamba_states=4,
+        overlap=overlap,
+        disable_radix_cache=True,
+    )
 
 
-def test_a_prompt_that_fits_waits_while_the_running_decode_would_not():
-    run = simulated_steps(DECODE_SHAPE, "no-cache")
-    first_b = next(step.at for step in run.steps if any(item[0] == "B" for item in step.batch))
-    assert (first_b, len(run.steps)) == (B_FIRST_STEP, NUM_STEPS)
-    assert first_b == run.requests["A"].finished_at
+def _request(name: str, prompt: int, output: int, arrival: float = 0.0) -> dict:
+    return {
+        "id": name,
+        "arrival": arrival,
+        "prompt": [{"ref": name.lower(), "len": prompt}],
+        "output_len": output,
+    }
+
+
+# each shape: (config, requests, B's first step (None: never prefilled, given up), the run's steps), the last two
+# SGLang 0.5.23 --disable-radix-cache's, recorded through the step driver
+DECODE_SHAPES = {
+    # B's prompt and a page (48 tokens) fit beside A's (160 less A's 48 and 60 to decode), but A's and B's decode
+    # (60 + 40, each prompt freed only when its request ends) do not: B waits for A
+    "decode-owed": (_decode_config(160, 256, False), [_request("A", 32, 60), _request("B", 32, 40)], 60, 100),
+    # the running C frees its prompt and its outputs so far once done (not its prompt alone): B fits at once
+    "outputs-held": (
+        _decode_config(160, 256, False),
+        [_request("A", 16, 5), _request("C", 16, 40), _request("B", 16, 140, 1.0)],
+        1,
+        128,
+    ),
+    # the same with the overlap loop: a request whose step is in flight owes one more and holds one less
+    "in-flight": (
+        _decode_config(160, 256, True),
+        [_request("A", 16, 5), _request("C", 16, 40), _request("B", 16, 140, 1.0)],
+        None,
+        40,
+    ),
+    # a chunked prefill continued in the pass (can_run_list) owes its whole decode too: B waits for A
+    "chunk-continued": (
+        _decode_config(240, 64, False),
+        [_request("A", 100, 50), _request("B", 16, 60)],
+        51,
+        111,
+    ),
+}
+
+
+def _decode_shape(name: str) -> Scenario:
+    config, requests, _, _ = DECODE_SHAPES[name]
+    return Scenario(f"no-cache-{name}", "sglang", 0, "hand", False, config, trace_lines(requests))
+
+
+@pytest.mark.parametrize("name", list(DECODE_SHAPES))
+def test_a_prompt_that_fits_waits_while_the_running_decode_would_not(name):
+    run = simulated_steps(_decode_shape(name), "no-cache")
+    first_b = next((step.at for step in run.steps if any(item[0] == "B" for item in step.batch)), None)
+    assert (first_b, len(run.steps)) == DECODE_SHAPES[name][2:]
 
 
 def test_a_later_state_goes_before_the_first_owing_as_much_else_before_the_last():
@@ -160,9 +195,10 @@ def test_a_later_state_goes_before_the_first_owing_as_much_else_before_the_last(
 
 
 @needs_sglang
-def test_the_decode_owed_shape_is_sglangs():
-    theirs = driver("sglang", concurrent=True).run_steps(DECODE_SHAPE, "no-cache")
-    ours = simulated_steps(DECODE_SHAPE, "no-cache")
+@pytest.mark.parametrize("name", list(DECODE_SHAPES))
+def test_the_decode_owed_shapes_are_sglangs(name):
+    theirs = driver("sglang", concurrent=True).run_steps(_decode_shape(name), "no-cache")
+    ours = simulated_steps(_decode_shape(name), "no-cache")
     assert [(s.at, s.batch, s.pools) for s in theirs.steps] == [(s.at, s.batch, s.pools) for s in ours.steps]
 
 

@@ -18,7 +18,7 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import MatchResult, Refusal, new_match_result
+from sim.cache.results import MatchResult, Refusal, new_match_result, new_refusal
 from sim.compiled_core import mypyc_attr
 
 
@@ -106,7 +106,12 @@ class NoCacheRules(SGLangRules):
         if decode_fits(self.req_states, cur_rem_tokens):
             return None
         owed = sum(tokens_left for tokens_left, _ in self.req_states)
-        return budget.no_token(FULL.pool_name, paged_input + owed, cur_rem_tokens + paged_input)
+        why = (
+            f"SGLang's PrefillAdder answers NO_TOKEN (add_one_req_ignore_eos): the {len(self.req_states)} "
+            f"requests' decode still owed ({owed} tokens, the shortest first, each freeing what it holds once "
+            f"done) does not fit in the {cur_rem_tokens} tokens left beside its paged prompt of {paged_input}"
+        )
+        return new_refusal(FULL.pool_name, paged_input + owed, cur_rem_tokens + paged_input, why)
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """``add_one_req_ignore_eos`` cuts a first chunk where the pass's chunk budget ends, off the page grid

@@ -7,14 +7,18 @@ request holds one MAMBA state and tracks no checkpoint (``mamba_extra_buffer_of`
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+from operator import itemgetter
+
 import sim.cache.engines.sglang_budget as budget
 from sim.align import floor_to
 from sim.cache.components import FULL, SWA
+from sim.cache.engines.nocache_states import State, decode_fits, insert_state
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
-from sim.cache.results import MatchResult, Refusal, new_match_result
+from sim.cache.results import MatchResult, Refusal, new_match_result, new_refusal
 from sim.compiled_core import mypyc_attr
 
 
@@ -29,6 +33,18 @@ class NoCacheRules(SGLangRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.extend_batches: dict[str, int] = {}  # Req.extend_batch_idx: extend batches since admission
+        # PrefillAdder.req_states: (decode left, tokens held) of the pass's requests, sorted by decode left;
+        # None until the pass's first admission check builds it
+        self.req_states: list[tuple[int, int]] | None = None
+        self.pass_added: list[RequestCache] = []  # PrefillAdder.can_run_list: the requests charged this pass
+
+    def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
+        super().begin_pass(manager, in_flight)
+        self.req_states, self.pass_added = None, []
+
+    def charge(self, req: RequestCache, chunk_len: int) -> None:
+        super().charge(req, chunk_len)
+        self.pass_added.append(req)
 
     def match(self, tree, tokens, prompt_len) -> MatchResult:
         return new_match_result(0, 0, tree.root)
@@ -49,8 +65,53 @@ class NoCacheRules(SGLangRules):
         remaining_swa = self._remaining_swa(manager, req, needed_swa)
         if remaining_swa is not None and needed_swa > remaining_swa:
             return budget.no_token(SWA.pool_name, needed_swa, remaining_swa)
+        self._add_req_state(manager, req)
+        if not self.swa_budget:  # hybrid SWA skips the check: its estimate undercounts SWA's memory
+            refusal = self._decode_refusal(manager, paged_input)
+            if refusal is not None:
+                return refusal
         req.first_chunk_cap = None
         return None
+
+    def _add_req_state(self, manager: RadixOps, req: RequestCache) -> None:
+        """``add_req_state``: the pass's first check lists the request, the running batch and the requests
+        charged so far (sorted, stably); a later one inserts its request. A request owing nothing is left out."""
+        if self.req_states is not None:
+            state = self._waiting_state(req)
+            if state[0] > 0:
+                insert_state(self.req_states, state)
+            return
+        states = [self._waiting_state(req)]
+        states += [self._running_state(r) for r in manager.requests.values() if r.kv_len >= r.prompt_len]
+        states += [self._waiting_state(r) for r in self.pass_added]
+        self.req_states = sorted((s for s in states if s[0] > 0), key=itemgetter(0))
+
+    def _waiting_state(self, req: RequestCache) -> State:
+        """A request still to prefill: it owes its whole decode and holds its prompt (a retracted one's known
+        outputs are both ``output_ids`` and part of its prompt here)."""
+        return (self._max_new(req), req.prompt_len)
+
+    def _running_state(self, req: RequestCache) -> State:
+        """A running request: its ``max_new_tokens`` less its outputs so far (one not yet processed where its
+        step is in flight); it holds its prompt and those outputs."""
+        max_new = self._max_new(req)
+        tokens_left = max_new - 1 - req.decode_steps + (req.request_id in self.in_flight)
+        return (tokens_left, req.prompt_len + max_new - tokens_left)
+
+    def _decode_refusal(self, manager: RadixOps, paged_input: int) -> Refusal | None:
+        """NO_TOKEN where the running requests' decode would not fit after this one's prompt (the disabled
+        tree holds nothing, so ``remaining_current`` is the free tokens less the pass's current offset)."""
+        assert self.req_states is not None
+        cur_rem_tokens = self.free_tokens(manager, swa=False) - self.pass_budget.current - paged_input
+        if decode_fits(self.req_states, cur_rem_tokens):
+            return None
+        owed = sum(tokens_left for tokens_left, _ in self.req_states)
+        why = (
+            f"SGLang's PrefillAdder answers NO_TOKEN (add_one_req_ignore_eos): the {len(self.req_states)} "
+            f"requests' decode still owed ({owed} tokens, the shortest first, each freeing what it holds once "
+            f"done) does not fit in the {cur_rem_tokens} tokens left beside its paged prompt of {paged_input}"
+        )
+        return new_refusal(FULL.pool_name, paged_input + owed, cur_rem_tokens + paged_input, why)
 
     def align_chunk(self, req: RequestCache, chunk_len: int) -> int:
         """``add_one_req_ignore_eos`` cuts a first chunk where the pass's chunk budget ends, off the page grid

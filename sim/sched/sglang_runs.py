@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from sim.cache.engines.marconi import MarconiRules
-from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
@@ -36,10 +35,6 @@ from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
 # reference), under the rules whose refusal, reservation and eviction ahead are proved to do nothing there
 PAGE_ONLY_AT_ONCE = True
 PAGE_ONLY_RULES = (SGLangRules, MarconiRules)
-# True: the null rules (``no-cache``) join them: they answer every decode question as SGLang's (no
-# ``decode_checkpoint`` at all, no decode refusal, eviction or pass read of their own), so the proofs hold for
-# them too; False: their event steps go through ``prepare_decode`` one by one (the reference)
-NULL_RULES_PROVED = True
 
 
 class RunningBatch(Protocol):
@@ -152,10 +147,8 @@ def event_step_fits(sched: RunningBatch, reqs: list[RequestCache]) -> bool:
 
 
 def _proved(sched: RunningBatch) -> bool:
-    """The rules are those an event step's page-only and decode-pass shortcuts are proved for (a subclass is not,
-    but for the null rules where ``NULL_RULES_PROVED``)."""
-    kind = type(sched.rules)
-    return kind in PAGE_ONLY_RULES or (NULL_RULES_PROVED and kind is NoCacheRules)
+    """The rules are those an event step's page-only and decode-pass shortcuts are proved for (a subclass is not)."""
+    return type(sched.rules) in PAGE_ONLY_RULES
 
 
 def _page_only(sched: RunningBatch) -> bool:

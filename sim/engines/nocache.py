@@ -7,14 +7,13 @@ from __future__ import annotations
 from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang_knobs import SGLangKnobs
 from sim.cache.interface import CacheModel
-from sim.cache.manager import CacheManager
 from sim.cache.policy import Policy, own_knobs
 from sim.cache.sizing import PoolSizes
 from sim.engines.entry import Engine
 from sim.engines.pool_sizing import separate_pool_sizes
 from sim.engines.radix import decode_interval_on_pages, radix_manager
+from sim.engines.sglang import sglang_loop
 from sim.sched.interface import Scheduler
-from sim.sched.sglang import SGLangScheduler
 
 # SchedulePolicy._validate_and_adjust_policy: over a disabled tree a cache-aware policy is FCFS
 CACHE_AWARE_POLICIES = ("lpm", "dfs-weight", "hrrn")
@@ -24,16 +23,13 @@ def _scheduler(manager: CacheModel, policy: Policy, sizes: PoolSizes) -> Schedul
     """SGLang's loop with its knobs, the waiting queue first come first served where the policy needs a tree."""
     knobs = own_knobs(policy, SGLangKnobs)
     order = "fcfs" if knobs.schedule_policy in CACHE_AWARE_POLICIES else knobs.schedule_policy
-    cap = policy.max_running_requests
-    if manager.has_mamba and sizes.budget_bytes is None:  # _calculate_mamba_ratio: 1 with the cache disabled
-        cap = max(1, min(cap, sizes.states))
-    assert isinstance(manager, CacheManager), "SGLang's loop runs the radix cache manager"
-    return SGLangScheduler(manager, cap, knobs.overlap, order, knobs.mixed_chunk)
+    # _calculate_mamba_ratio: one MAMBA state a running request with the cache disabled
+    return sglang_loop(manager, policy, sizes, knobs.overlap, order, knobs.mixed_chunk, states_per_request=1)
 
 
 ENGINE = Engine(
     name="none",
-    about="no prefix cache: nothing matched or kept; running requests free SWA and checkpoint as SGLang's",
+    about="no prefix cache: nothing matched, kept or checkpointed; running requests free SWA as SGLang's do",
     knobs=SGLangKnobs,
     presets=(
         Policy(

@@ -30,14 +30,20 @@ _SGLANG = Policy(
 
 
 def sglang_loop(
-    manager: CacheModel, policy: Policy, sizes: PoolSizes, overlap: bool, schedule_policy: str, mixed: bool
+    manager: CacheModel,
+    policy: Policy,
+    sizes: PoolSizes,
+    overlap: bool,
+    schedule_policy: str,
+    mixed: bool,
+    states_per_request: int = MAMBA_SLOTS_PER_REQUEST,
 ) -> Scheduler:
     """SGLang's own loop over a radix cache whose rules answer its budget (``SGLangAdmission``):
-    ``--max-running-requests`` capped by the MAMBA pool (separate pools)."""
+    ``--max-running-requests`` capped by the MAMBA pool (separate pools), ``states_per_request`` a request."""
     assert isinstance(manager, CacheManager), "SGLang's loop runs the radix cache manager"
     cap = policy.max_running_requests
     if manager.has_mamba and sizes.budget_bytes is None:
-        cap = max(1, min(cap, sizes.states // MAMBA_SLOTS_PER_REQUEST))
+        cap = max(1, min(cap, sizes.states // states_per_request))
     return SGLangScheduler(manager, cap, overlap, schedule_policy, mixed)
 
 

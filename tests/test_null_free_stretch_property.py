@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sglang_event_steps import assert_logged_runs_equal, pool_state
 
 import sim.run.simulate as simulate_module
-from sim.cache.events import SwaFreed
+from sim.cache.events import StepEnded, SwaFreed
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_fast, sglang_free_stretch, sglang_runs
 from sim.trace import Trace
@@ -53,12 +53,12 @@ def null_bursts(draw):
 @st.composite
 def freeing_bursts(draw):
     """``nocache_burst``'s (SWA frees at drawn intervals, by tokens or by iterations; four models), the overlap
-    loop on or off, bounds on or off."""
+    loop on or off, bounds on or off, and whether each step's row is listened to (``StepEnded``)."""
     trace, model, knobs, pool_tokens = nocache_burst(draw, [1, 2, 16])
     knobs["overlap"] = draw(st.booleans())
-    return trace, SimConfig(
-        policy="no-cache", model=model, knobs=knobs, pool_tokens=pool_tokens, bounds=draw(st.booleans())
-    )
+    bounds = draw(st.booleans())
+    config = SimConfig(policy="no-cache", model=model, knobs=knobs, pool_tokens=pool_tokens, bounds=bounds)
+    return trace, config, draw(st.booleans())
 
 
 def _snapshot(sched, done: int, full_steps) -> tuple:
@@ -74,10 +74,11 @@ def _snapshot(sched, done: int, full_steps) -> tuple:
     return done, shape, requests, pools, tuple(sorted(sched.rules.in_flight)), sched.batch_is_full
 
 
-def _logged_run(trace: Trace, config: SimConfig, switch: bool, real_ids: bool) -> tuple:
+def _logged_run(trace: Trace, config: SimConfig, switch: bool, real_ids: bool, step_events: bool) -> tuple:
     """The run with the switch as given; its result, the log, the due steps its stretches took (some may lie past
     where a stretch ends) and the SWA pages they freed.
-    ``real_ids``: the pools hand out real ids (compared in the log) and every ``SwaFreed`` is logged in order."""
+    ``real_ids``: the pools hand out real ids (compared in the log) and every ``SwaFreed`` is logged in order;
+    ``step_events``: every ``StepEnded`` too (its row and pools: the stretch then stands aside)."""
     log: list = []
     counts = {"due": 0, "freed": 0}
 
@@ -95,6 +96,8 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool, real_ids: bool) -
     def make_and_listen(model_spec, policy, sizes, events, **how):
         if real_ids:
             events.subscribe(SwaFreed, lambda event: log.append(event))
+        if step_events:
+            events.subscribe(StepEnded, lambda event: log.append(event))
         return _MAKE_MANAGER(model_spec, policy, sizes, events, **how)
 
     with (
@@ -109,11 +112,13 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool, real_ids: bool) -
     return result, log, (counts["due"], counts["freed"])
 
 
-def frees_in_stretch(trace: Trace, config: SimConfig, real_ids: bool = False) -> tuple[int, int]:
+def frees_in_stretch(
+    trace: Trace, config: SimConfig, real_ids: bool = False, step_events: bool = False
+) -> tuple[int, int]:
     """Both runs, asserted equal run by run and table by table; the switch-on run's due steps taken in stretches,
     and the SWA pages they freed."""
-    fast, fast_log, num_fast = _logged_run(trace, config, True, real_ids)
-    reference, reference_log, num_reference = _logged_run(trace, config, False, real_ids)
+    fast, fast_log, num_fast = _logged_run(trace, config, True, real_ids, step_events)
+    reference, reference_log, num_reference = _logged_run(trace, config, False, real_ids, step_events)
     assert num_reference == (0, 0)
     assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
     return num_fast
@@ -130,7 +135,8 @@ def test_frees_in_stretch_move_what_the_event_steps_move(case):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(freeing_bursts())
 def test_frees_at_drawn_intervals_hand_out_and_free_the_same_ids(case):
-    frees_in_stretch(*case, real_ids=True)
+    trace, config, step_events = case
+    frees_in_stretch(trace, config, real_ids=True, step_events=step_events)
 
 
 # floors: each fixed burst's switch-on run took at least this many due steps in stretches, freeing this many SWA pages

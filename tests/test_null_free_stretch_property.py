@@ -3,7 +3,7 @@ switch ``FREES_IN_STRETCH``) against the reference (off: each step whose free ma
 event step of its own, ``sglang_runs._event_step``).
 
 Each case runs with the switch on and off and logs, after every batch run, the steps it took, its full steps' shape
-(offset, steps, whether a batch is handed on), each running request (lengths, decode steps, frontier, planned
+(offset, steps, the batch handed on: its iteration and items), each running request (lengths, decode steps, frontier, planned
 steps, own FULL and SWA pages), every pool (free count, high water, the ids it hands out next), the steps in flight
 the rules hold and ``batch_is_full``: the logs must be equal entry by entry, and the two runs' tables and summaries
 equal (the step table reads an event step's pools as a mark, the stretch's as moves). Generated bursts on both
@@ -64,7 +64,7 @@ def freeing_bursts(draw):
 def _snapshot(sched, done: int, full_steps) -> tuple:
     """What a batch run can move: its steps, its full steps' shape, its requests, the pools, the pass's flags."""
     manager = sched.manager
-    shape = tuple((f.offset, f.num_steps, f.batch is None, f.finished) for f in full_steps)
+    shape = tuple((f.offset, f.num_steps, _batch_read(f.batch), f.finished) for f in full_steps)
     requests = tuple(
         (req.request_id, req.kv_len, req.decode_steps, req.swa_frontier, req.planned, req.checkpoint)
         + (tuple(req.spare_states), tuple(req.own_full), tuple(req.own_swa))
@@ -72,6 +72,13 @@ def _snapshot(sched, done: int, full_steps) -> tuple:
     )
     pools = tuple(pool_state(pool) for pool in manager.pools.values())
     return done, shape, requests, pools, tuple(sorted(sched.rules.in_flight)), sched.batch_is_full
+
+
+def _batch_read(batch) -> tuple | None:
+    """What the bounds read of a full step's batch: its iteration and each item's plan and kind."""
+    if batch is None:
+        return None
+    return batch.iteration, tuple((item.plan, item.is_prefill) for item in batch.items)
 
 
 def _logged_run(trace: Trace, config: SimConfig, switch: bool, real_ids: bool, step_events: bool) -> tuple:

@@ -19,6 +19,7 @@ from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.sched import sglang_event_plans as plans
+from sim.sched import sglang_free_stretch as free_stretch
 from sim.sched.batch import (
     Batch,
     FullStep,
@@ -68,7 +69,16 @@ def take_batch_run(
     full_steps: list[FullStep] = []
     announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
+    frees = free_stretch.stretch_takes_frees(manager)
     while done < max_steps:
+        if in_flight is None and frees:  # the run's pass is begun: the null rules' frees go inside a stretch
+            stretch, stretch_steps = free_stretch.take_freeing_stretch(
+                sched, reqs, iteration, done, max_steps, announced
+            )
+            if stretch:
+                full_steps += stretch_steps
+                done += stretch
+                continue
         if process is None:
             stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
             if stretch:

@@ -4,8 +4,8 @@
 The reference (``LENGTHS_BATCH`` off) builds the batch item by item (``sglang_event_plans.plan_each`` /
 ``plan_needs``): each quiet or page-only request's item is the plain plan of its length and state
 (``new_chunk_plan(id, kv_len, kv_len + 1, state)``: ``prepare_page_decode`` moves neither), and the bounds'
-recorder reads every item through its generic path (a lookup check and a produce an item). ``no-cache`` runs
-~22,000 such steps at 4,000 requests, ~14 requests each, nearly all of them quiet.
+recorder reads every item through its generic path (a lookup check and a produce an item). At 4,000 Mooncake
+requests ``no-cache`` runs 21,764 such steps (6.3 requests each, about one planned), ``sglang`` 14,132, ``radix`` 3,518.
 
 The lengths batch keeps the ids, states and lengths as they are when the step's plans begin: no plan moves a
 request's length or state (``complete_decodes`` comes after them, and the out-of-window frees before), so a quiet

@@ -25,7 +25,7 @@ from collections import deque
 from itertools import chain
 from typing import Any
 
-from sim.cache.blocks import bare_runs, by_id
+from sim.cache.blocks import bare_runs, by_id, evict_pass
 from sim.cache.blocks.tail import FreeTail
 from sim.models import FULL
 
@@ -169,12 +169,21 @@ def evict_runs(pool: Any, count: int, told_each: bool) -> list[int]:
     blocks, plain, parts = pool._tail.pop_runs(count)
     for run, group in parts:
         kind = pool.group_kinds[group]
-        if not pool.bare_kept_out:  # bare: its entries are these already (``bare_runs.py``)
-            by_id.fill(pool.key_at, run, None)
-            by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
-            by_id.fill(pool.private, run, 0)
+        if pool.bare_kept_out:  # bare: its entries are these already (``bare_runs.py``)
+            pass
+        elif evict_pass.ONE_PASS_EVICT:
+            evict_pass.run_evicted(pool, run)
+        else:
+            _reset_run(pool, run)
         pool.cached_free[kind] -= len(run)
         pool.num_evictions[kind] += len(run)
     if plain:
         pool._evicted(plain, told_each)
     return blocks
+
+
+def _reset_run(pool: Any, run: list[int]) -> None:
+    """A run's blocks' entries reset as an eviction leaves a block: unhashed, counted 1, unmarked."""
+    by_id.fill(pool.key_at, run, None)
+    by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
+    by_id.fill(pool.private, run, 0)

@@ -50,8 +50,15 @@ def evicted(pool: Any, blocks: list[int], told_each: bool) -> list[int]:
 def _each_once(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list[int]]:
     """Each block's entries read and reset once, counted by group, told unless private, unlisted unless kept
     out: the keys and groups to tell, and the count of each group's blocks."""
-    key_at, group_at, count_at, private = pool.key_at, pool.group_at, pool.count_at, pool.private
-    first_in, more_in, marked = pool.first_in, pool.more_in, pool.marks_private
+    # typed: each read and write indexes a list by a machine int (an ``Any`` list boxes the id a use)
+    key_at: list[Any] = pool.key_at
+    group_at: list[int] = pool.group_at
+    count_at: list[int] = pool.count_at
+    private: list[int] = pool.private
+    first_in: list[dict[Any, int]] = pool.first_in
+    more_in: list[dict[Any, list[int]]] = pool.more_in
+    marked: bool = pool.marks_private
+    kept_out: int = KEPT_OUT  # a typed local: compiled, a machine compare a block
     any_more = any(more_in)  # no key gains a newer block while blocks are evicted
     counts = [0] * len(first_in)
     keys: list[Any] = []
@@ -61,13 +68,13 @@ def _each_once(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list
         key_at[block] = None
         count_at[block] = 1  # counted 0: unhashed, 1
         counts[group] += 1
-        mark = private[block] if marked else 0
+        mark: int = private[block] if marked else 0
         if mark:
             private[block] = 0
         else:
             keys.append(key)
             groups.append(group)
-        if mark == KEPT_OUT:
+        if mark == kept_out:
             continue
         if any_more and key in more_in[group]:
             pool._forget_duplicate(block, key, group)
@@ -90,15 +97,11 @@ def _in_passes(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list
     if marks.count(0) == len(marks):  # none private: each told and unlisted
         _unlist(pool, blocks, keys, groups, one_group)
         return keys, groups, counts
-    by_id.fill(pool.private, blocks, 0)
-    listed = [mark != KEPT_OUT for mark in marks]
-    _unlist(
-        pool,
-        list(compress(blocks, listed)),
-        list(compress(keys, listed)),
-        list(compress(groups, listed)),
-        False,
-    )
+    by_id.fill(pool.private, list(compress(blocks, marks)), 0)
+    listed = list(map(KEPT_OUT.__ne__, marks))
+    if True in listed:  # the listed blocks of one group are of one group still
+        listed_keys, listed_groups = list(compress(keys, listed)), list(compress(groups, listed))
+        _unlist(pool, list(compress(blocks, listed)), listed_keys, listed_groups, one_group)
     told = list(map(not_, marks))
     return list(compress(keys, told)), list(compress(groups, told)), counts
 
@@ -120,7 +123,9 @@ def run_evicted(pool: Any, run: list[int]) -> None:
         by_id.fill(pool.count_at, run, 1)
         by_id.fill(pool.private, run, 0)
         return
-    key_at, count_at, private = pool.key_at, pool.count_at, pool.private
+    key_at: list[Any] = pool.key_at
+    count_at: list[int] = pool.count_at
+    private: list[int] = pool.private
     for block in run:
         key_at[block] = None
         count_at[block] = 1  # counted 0: unhashed, 1

@@ -9,7 +9,7 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 
 from sim.cache.blocks import by_id, evict_pass
 from sim.cache.blocks.layout import Layout
@@ -65,6 +65,10 @@ class BlockMissTracker:
             return
         if evict_pass.ONE_PASS_EVICT and by_id.LOOPS:
             self._add_each(keys, groups)
+            return
+        if evict_pass.ONE_PASS_EVICT:  # a group's keys picked out in C, a pass a group (a few groups)
+            for group in dict.fromkeys(groups):
+                self._evicted_in(group).update(compress(keys, map(group.__eq__, groups)))
             return
         start = 0
         for group, run in groupby(groups):  # each run of one group's keys a slice of them

@@ -2,10 +2,11 @@
 written from the keep-out to the eviction, written where the reference reads them.
 
 Whole runs: the private-blocks property's generated traces and configs and its fixed cases with the switch on and
-off are the same run (tables, summaries), their pools pass the integrity check at the end and end alike, block for
-block, bare blocks dressed (``tests/vllm_bare_view.py``); floors: blocks left bare, runs of them evicted, and a
-preemption that writes a running request's and the tail's runs' entries. The pool alone: a request's kept-out
-stretch freed (as a run, as blocks where runs are off, or where discards are told) and evicted, switch on and off."""
+off are the same run (tables, summaries), their pools pass the integrity check after each preemption and at the
+end and end alike, block for block, bare blocks dressed (``tests/vllm_bare_view.py``); floors: blocks left bare,
+runs of them evicted, and a preemption that writes a running request's and the tail's runs' entries. The pool
+alone: a request's kept-out stretch freed (as a run, as blocks where runs are off, or where discards are told)
+and evicted, switch on and off."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from test_vllm_private_blocks_property import (
 )
 from test_vllm_tail_runs_property import RUN_THEN_PREEMPTED, pool_at_end
 
-from sim.cache.blocks import bare_runs, lazy_keys, tail_runs
+from sim.cache.blocks import bare_runs, lazy_keys, manager, tail_runs
 
 
 def run_with(trace_spec, config_spec, bare: bool, monkeypatch, seen: dict) -> tuple:
@@ -51,6 +52,13 @@ def run_with(trace_spec, config_spec, bare: bool, monkeypatch, seen: dict) -> tu
     monkeypatch.setattr(lazy_keys, "keep_out", counted_keep_out)
     monkeypatch.setattr(bare_runs, "dress_runs", counted_dress_runs)
     monkeypatch.setattr("sim.cache.blocks.pool.evict_runs", counted_evict)
+    abort = manager.BlockCacheManager.abort
+
+    def checked_abort(self, request_id):  # the preemption's dressed runs are in the tail now: checked there
+        abort(self, request_id)
+        self.check_integrity()
+
+    monkeypatch.setattr(manager.BlockCacheManager, "abort", checked_abort)
 
     def ended(manager, watcher):
         seen[bare] = (pool_at_end(manager.pool), dict(counts))

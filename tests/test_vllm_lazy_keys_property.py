@@ -18,6 +18,7 @@ from test_vllm_private_blocks_property import (
     reached,
     run_seen_at_end,
 )
+from vllm_bare_view import dressed_entries
 
 from sim.cache.blocks import lazy_keys, manager, out_of_map
 
@@ -25,9 +26,10 @@ from sim.cache.blocks import lazy_keys, manager, out_of_map
 def keyed_map(pool) -> tuple[dict, dict]:
     """The pool's map with every keyed block kept out listed again, and the unkeyed blocks with their groups."""
     blocks_of, unkeyed = pool.blocks_of, {}
-    for block, mark in enumerate(pool.private):
-        key = (pool.key_at[block], pool.group_at[block])
-        if isinstance(key[0], out_of_map.Unkeyed):
+    keys, _, marks, groups = dressed_entries(pool)  # bare blocks dressed (``bare_runs.py``)
+    for block, mark in enumerate(marks):
+        key = (keys[block], groups[block])
+        if key[0] == "Unkeyed":
             assert mark == out_of_map.KEPT_OUT, f"block {block} unkeyed, marked {mark}"
             unkeyed[block] = key[1]
         elif mark == out_of_map.KEPT_OUT:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from vllm_bare_view import dressed_entries
 
 from sim.cache.blocks import lazy_keys, tail_runs
 from sim.cache.blocks.out_of_map import Unkeyed
@@ -52,9 +53,8 @@ def freed_and_evicted(shape: tuple, with_runs: bool, hears_discards: bool, monke
 
 
 def pool_state(pool: BlockPool) -> tuple:
-    keys = ["unkeyed" if isinstance(key, Unkeyed) else key for key in pool.key_at]
     by_kind = (dict(pool.held), dict(pool.cached_free), dict(pool.num_evictions))
-    return pool.queue(), keys, list(pool.count_at), list(pool.private), list(pool.group_at), by_kind
+    return pool.queue(), *dressed_entries(pool), by_kind  # bare blocks dressed (``bare_runs.py``)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -20,9 +20,9 @@ from test_vllm_private_blocks_property import (
     reached,
     run_seen_at_end,
 )
+from vllm_bare_view import dressed_entries
 
 from sim.cache.blocks import tail_runs
-from sim.cache.blocks.out_of_map import Unkeyed
 from sim.cache.blocks.tail import FreeTail
 from sim.cache.blocks.tail_runs import RunTail
 
@@ -97,9 +97,8 @@ def test_the_fixed_ops_meet_a_stale_entry_then_a_run_and_compact_before_one():
 
 def pool_at_end(pool) -> tuple:
     """What the pool holds, block for block (a kept-out block's ``Unkeyed`` mark by its kind: a run's own)."""
-    keys = [type(key).__name__ if isinstance(key, Unkeyed) else key for key in pool.key_at]
     counts_by_kind = (pool.held, pool.cached_free, pool.num_evictions)
-    return pool.queue(), keys, list(pool.count_at), list(pool.private), list(pool.group_at), counts_by_kind
+    return pool.queue(), *dressed_entries(pool), counts_by_kind  # bare blocks dressed (``bare_runs.py``)
 
 
 def run_with(trace_spec, config_spec, with_runs: bool, monkeypatch, seen: dict) -> tuple:

@@ -25,7 +25,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from typing import Any
 
-from sim.cache.blocks import by_id, lazy_keys, out_of_map
+from sim.cache.blocks import bare_runs, by_id, lazy_keys, out_of_map
 
 Key = tuple[object, int]  # (block key, group index): how the map's entries are named outside it
 
@@ -46,6 +46,7 @@ class CacheMap:
         # a prefill step's private blocks kept out of the map (``out_of_map.py``)
         self.keeps_private_out = out_of_map.OUT_OF_MAP
         self.keys_late = lazy_keys.LAZY_KEYS  # and left unkeyed (``lazy_keys.py``)
+        self.bare_kept_out = bare_runs.BARE_RUNS  # a FULL group's with no entry written (``bare_runs.py``)
 
     def cache(self, block: int, key: Key) -> None:
         """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""

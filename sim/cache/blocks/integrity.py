@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sim.cache.blocks import out_of_map
+from sim.cache.blocks import bare_runs, out_of_map
 from sim.cache.integrity import IntegrityError
 from sim.models import MAMBA
 
@@ -23,6 +23,7 @@ def check_integrity(manager) -> None:
         _check_request(manager, req)
         refs.update(req.blocks())
     in_queue, counts = set(queue), pool.ref_counts()
+    counts.update(dict.fromkeys(bare_runs.run_blocks(pool), 0))  # free, in the tail, with no entry (bare)
     for block in range(1, pool.num_blocks):
         count = counts.get(block)
         _expect(refs[block] == (count or 0), f"block {block}: ref count {count}, held {refs[block]} times")
@@ -75,6 +76,7 @@ def _check_counters(manager, pool) -> None:
     cached = Counter(
         pool.group_kinds[group] for block, (_, group) in pool.key_of.items() if not pool.count_of(block)
     )
+    cached.update(pool.group_kinds[group] for group in bare_runs.run_blocks(pool).values())
     for kind in pool.held:
         _expect(
             pool.held[kind] == len(held[kind]), f"{kind}: held counter {pool.held[kind]} != {len(held[kind])}"

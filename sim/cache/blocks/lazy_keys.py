@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.cache.blocks import by_id, out_of_map
+from sim.cache.blocks import bare_runs, by_id, out_of_map
 from sim.cache.blocks.out_of_map import KEPT_OUT
 from sim.cache.blocks.private import NEVER
 
@@ -30,7 +30,10 @@ def key_cap(pool: Any, private_from: int, hash_block: int) -> int:
 
 def keep_out(pool: Any, req: Any, group: int, private: list[int], positions: range | list[int]) -> bool:
     """``private`` (none yet hashed: else False, nothing done) kept out of the map unkeyed, their keys'
-    places in ``req``'s chain (``positions``) noted for a preemption."""
+    places in ``req``'s chain (``positions``) noted for a preemption (a FULL group's left bare: ``bare_runs.py``)."""
+    if bare_runs.is_bare(pool, group):
+        req.kept_unkeyed.append((group, private, positions))
+        return True
     if not by_id.all_none(pool.key_at, private):
         return False
     by_id.fill(pool.key_at, private, req.unkeyed)
@@ -77,6 +80,7 @@ def list_late(pool: Any, running: list[Any], block_keys: Any) -> None:
     keys first (a block evicted since is another's or unhashed: its mark is not the request's)."""
     keyed: dict[int, object] = {}  # a block noted twice (evicted, then taken again): its last
     for req in running:
+        bare_runs.dress(pool, req)
         for _, blocks, positions in req.kept_unkeyed:
             keys = block_keys.chain(req.tokens, positions[-1] + 1, req.chain).keys
             for block, at in zip(blocks, positions, strict=True):
@@ -85,4 +89,5 @@ def list_late(pool: Any, running: list[Any], block_keys: Any) -> None:
         req.kept_unkeyed.clear()
     for block, key in keyed.items():
         pool.key_at[block] = key
+    bare_runs.dress_runs(pool)  # the runs made entries again next
     out_of_map.list_kept_out(pool)

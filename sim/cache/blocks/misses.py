@@ -9,8 +9,9 @@ equal (``keys.py``), so "this block was there and was evicted" is exact, not a g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 
+from sim.cache.blocks import by_id, evict_pass
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.events import BlockHit, BlocksEvicted, BlocksSkipped, EventBus
@@ -62,11 +63,28 @@ class BlockMissTracker:
         if groups and groups.count(groups[0]) == len(groups):
             self._evicted_in(groups[0]).update(keys)
             return
+        if evict_pass.ONE_PASS_EVICT and by_id.LOOPS:
+            self._add_each(keys, groups)
+            return
+        if evict_pass.ONE_PASS_EVICT:  # a group's keys picked out in C, a pass a group (a few groups)
+            for group in dict.fromkeys(groups):
+                self._evicted_in(group).update(compress(keys, map(group.__eq__, groups)))
+            return
         start = 0
         for group, run in groupby(groups):  # each run of one group's keys a slice of them
             end = start + len(list(run))
             self._evicted_in(group).update(keys[start:end])
             start = end
+
+    def _add_each(self, keys: list, groups: list[int]) -> None:
+        """Compiled: each key into its group's set, in one loop, the set looked up once a run of its group (the
+        reference below makes a list and a slice a run)."""
+        last, seen = -1, set()
+        for at in range(len(keys)):
+            if groups[at] != last:
+                last = groups[at]
+                seen = self._evicted_in(last)
+            seen.add(keys[at])
 
     def _evicted_in(self, group: int) -> set:
         seen = self.evicted.get(group)

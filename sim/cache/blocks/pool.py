@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from itertools import compress
 from operator import not_
 
-from sim.cache.blocks import by_id, out_of_map
+from sim.cache.blocks import by_id, evict_pass, out_of_map
 from sim.cache.blocks.cache_map import CacheMap
 from sim.cache.blocks.tail_runs import RunTail, evict_runs
 from sim.cache.events import BlocksDiscarded, BlocksEvicted, EventBus, emit
@@ -110,6 +110,8 @@ class BlockPool(CacheMap):
     def _evicted(self, blocks: list[int], told_each: bool) -> list[int]:
         """Blocks taken off the tail: each loses its hash and is told evicted (a prefill step evicts hundreds:
         batched, in the queue's order; ``told_each``: an event a block). Every tail block is hashed."""
+        if evict_pass.ONE_PASS_EVICT and not self._discarded:  # each block's entries read once
+            return evict_pass.evicted(self, blocks, told_each)
         keys = by_id.take(self.key_at, blocks, None)
         groups = by_id.read(self.group_at, blocks)
         by_id.fill(self.count_at, blocks, 1)  # counted 0: unhashed, 1
@@ -157,8 +159,7 @@ class BlockPool(CacheMap):
         self.held[kind] += len(freed)
 
     def free_blocks(self, ordered: Iterable[int | None], group: int) -> None:
-        """Drop a reference from each of a group's blocks; those reaching 0 rejoin the queue (unhashed at the
-        head, in the given order; hashed at the tail)."""
+        """Drop a reference from each block; at 0 it rejoins the queue (unhashed at the head, hashed at the tail)."""
         blocks = list(filter(None, ordered))  # a held block is never 0, the null block
         if len(blocks) > 1:
             self.free_held(blocks, group)
@@ -178,8 +179,7 @@ class BlockPool(CacheMap):
             self.free_hashed(hashed, kind)
 
     def tail_outlasts(self, num_allocated: int) -> bool:
-        """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only blocks in
-        the tail now (the head and the never-used ids hand out the others)."""
+        """``num_allocated`` blocks allocated from now on, whatever is freed meanwhile, evict only tail blocks."""
         return num_allocated - len(self._head) - (self.num_blocks - self._fresh) <= self._tail.size
 
     def _free_unhashed(self, unhashed: list[int], group: int, kind: str) -> None:

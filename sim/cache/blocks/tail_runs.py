@@ -25,7 +25,7 @@ from collections import deque
 from itertools import chain
 from typing import Any
 
-from sim.cache.blocks import by_id
+from sim.cache.blocks import bare_runs, by_id, evict_pass
 from sim.cache.blocks.tail import FreeTail
 from sim.models import FULL
 
@@ -117,16 +117,14 @@ class RunTail(FreeTail):
 def free_own_run(pool: Any, req: Any, group: int, table: list[int | None]) -> bool:
     """``free_blocks`` of a finished request's FULL ``table``, tail first, where the blocks it kept out unkeyed
     (``req.kept_unkeyed``, noted in table order) are one stretch of it: that stretch to the tail as one run, its
-    marks never read; the blocks after and before it as ``free_split`` takes them. Else False, nothing done."""
-    if not OWN_RUNS or pool._discarded or not pool.keeps_private_out or pool.group_kinds[group] != FULL:
+    marks never read; the blocks after and before it as ``free_split`` takes them. Else False, nothing done but
+    its bare blocks' entries written (``bare_runs.py``: the reference's free reads them)."""
+    found = _own_run(pool, req, group, table)
+    if found is None:
+        bare_runs.dress(pool, req, group)
         return False
-    run: list[int] = list(chain.from_iterable(blocks for at, blocks, _ in req.kept_unkeyed if at == group))
-    end = len(table)
-    while run and end > len(run) and len(table) - end < 4 and table[end - 1] is not run[-1]:
-        end -= 1  # the blocks after the run: its unhashed last (a few at most)
+    run, end = found
     start = end - len(run)
-    if not run or start < 0 or table[start:end] != run:
-        return False
     # a FULL block noted kept out is held by this request alone from then on (no hit finds it, no preemption
     # yet: the pool still keeps private blocks out), so it is hashed, counted once and marked kept out
     after, before = table[end:], table[:start]
@@ -140,7 +138,8 @@ def free_own_run(pool: Any, req: Any, group: int, table: list[int | None]) -> bo
     if hashed_after:
         pool.free_hashed(hashed_after, kind)
     run.reverse()
-    by_id.fill(pool.count_at, run, 0)
+    if not pool.bare_kept_out:  # bare: counted 1 to its eviction, as the eviction leaves it
+        by_id.fill(pool.count_at, run, 0)
     pool.held[kind] -= len(run)
     pool.cached_free[kind] += len(run)
     pool._tail.extend_run(run, group)
@@ -149,17 +148,42 @@ def free_own_run(pool: Any, req: Any, group: int, table: list[int | None]) -> bo
     return True
 
 
+def _own_run(pool: Any, req: Any, group: int, table: list[int | None]) -> tuple[list[int], int] | None:
+    """The blocks ``req`` kept out of its FULL ``group``, in table order, and where they end in its ``table``,
+    where they are one stretch of it and a run can be made; else None."""
+    if not OWN_RUNS or pool._discarded or not pool.keeps_private_out or pool.group_kinds[group] != FULL:
+        return None
+    run: list[int] = list(chain.from_iterable(blocks for at, blocks, _ in req.kept_unkeyed if at == group))
+    end = len(table)
+    while run and end > len(run) and len(table) - end < 4 and table[end - 1] is not run[-1]:
+        end -= 1  # the blocks after the run: its unhashed last (a few at most)
+    start = end - len(run)
+    if not run or start < 0 or table[start:end] != run:
+        return None
+    return run, end
+
+
 def evict_runs(pool: Any, count: int, told_each: bool) -> list[int]:
     """``pool._evict_oldest`` where the tail holds runs: a run's blocks lose their keys, marks and counts, in
     bulk, and are counted evicted by kind; the other blocks evicted as the reference."""
     blocks, plain, parts = pool._tail.pop_runs(count)
     for run, group in parts:
         kind = pool.group_kinds[group]
-        by_id.fill(pool.key_at, run, None)
-        by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
-        by_id.fill(pool.private, run, 0)
+        if pool.bare_kept_out:  # bare: its entries are these already (``bare_runs.py``)
+            pass
+        elif evict_pass.ONE_PASS_EVICT:
+            evict_pass.run_evicted(pool, run)
+        else:
+            _reset_run(pool, run)
         pool.cached_free[kind] -= len(run)
         pool.num_evictions[kind] += len(run)
     if plain:
         pool._evicted(plain, told_each)
     return blocks
+
+
+def _reset_run(pool: Any, run: list[int]) -> None:
+    """A run's blocks' entries reset as an eviction leaves a block: unhashed, counted 1, unmarked."""
+    by_id.fill(pool.key_at, run, None)
+    by_id.fill(pool.count_at, run, 1)  # counted 0: unhashed, 1
+    by_id.fill(pool.private, run, 0)

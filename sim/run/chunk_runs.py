@@ -5,9 +5,8 @@ each starts before the next scheduled event (an arrival or a follow-up), the clo
 Nothing outside the loop reads the run's state before that event, and the loop reads the clock only where a
 request is stamped: a first token is stamped with its step's end (the float the step-by-step timeouts land
 on), and where a step ends a request or gives one up on, or where a pass launches nothing, the clock is moved
-there first and the loop's own handling follows (a follow-up's process it starts is then the next event). The
-step that ends at or past the next event is taken last, processed after the clock (and that event) has passed,
-as the loop would.
+there first and the loop's own handling follows (a follow-up's process it starts is then the next event). The step that ends at or past the next event is taken last,
+processed after the clock (and that event) has passed, as the loop would.
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ class LoopEngine(Protocol):
 
 def chunk_run(engine: LoopEngine) -> Generator[simpy.Event, Any, bool]:
     """The lone chunks from now on, in one event; True where it took a step (the loop then tries a plain
-    run, as after any step), False where it took none or a pass launched nothing (handled as the loop
-    does)."""
+    run, as after any step), False where it took none or a pass launched nothing (handled as the loop does)."""
     sched = lone_chunks_of(engine.scheduler)
     if sched is None or not lone_chunk_next(sched):
         return False
@@ -118,8 +116,7 @@ def _complete(
 def _move_clock(
     env: simpy.Environment, start: float, durations: list[float]
 ) -> Generator[simpy.Event, Any, None]:
-    """The timeouts that land the clock, from ``start`` (now), where step after step of ``durations``
-    would."""
+    """The timeouts that land the clock, from ``start`` (now), where step after step of ``durations`` would."""
     if durations:
         for delay in event_delays(start, durations):
             yield env.timeout(delay)

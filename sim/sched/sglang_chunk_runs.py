@@ -1,16 +1,16 @@
 """The SGLang loop's lone chunks (``sim/run/chunk_runs.py`` takes a run of them in one event): a long prompt's
 chunk after chunk while nothing else can join the pass.
 
-A pass is a lone chunk's where the step in flight is the chunked request's last chunk alone (not its final
-one: the request is still ``chunked``), nothing it ended waits to be processed, the overlap loop runs and no
-mixed chunk is asked. Then ``_launch`` (``get_new_batch_prefill``) can only: stash the chunk
-(``stash_chunked_request``), drop that one-request batch (``filter_batch``: an empty last batch leaves the
-running batch as it was, with room), begin the pass (``PrefillAdder``), take the chunked request's next chunk
-(``add_chunked_req``), and, with requests waiting, stop at the head where the chunk spent the pass's budget
-(``budget_state`` "other": ``add_one_req`` is never asked). Processing the step in flight
-(``process_batch_result``) then does nothing: it is not a prompt's end, and nothing it ended waits.
-``schedule_lone_chunk`` makes exactly those moves; where the budget is not spent it goes on as
-``_admit_waiting`` does, and where no chunk fits as ``_launch`` does (the decode batch).
+A pass is a lone chunk's where the step in flight is the chunked request's last chunk alone (not its final one:
+the request is still ``chunked``), nothing it ended waits to be processed, the overlap loop runs and no mixed
+chunk is asked. Then ``_launch`` (``get_new_batch_prefill``) can only: stash the chunk (``stash_chunked_request``),
+drop that one-request batch (``filter_batch``: an empty last batch leaves the running batch as it was, with room),
+begin the pass (``PrefillAdder``), take the chunked request's next chunk (``add_chunked_req``), and, with
+requests waiting, stop at the head where the chunk spent the pass's budget (``budget_state`` "other":
+``add_one_req`` is never asked). Processing the step in flight (``process_batch_result``) then does nothing:
+it is not a prompt's end, and nothing it ended waits. ``schedule_lone_chunk`` makes exactly those moves; where
+the budget is not spent it goes on as ``_admit_waiting`` does, and where no chunk fits as ``_launch`` does (the
+decode batch).
 
 Between two lone passes nothing but the chunk moved: no request decoded, joined or left, and the chunked
 request, still inside its prompt, owes no decode; so the pass's reservations are the last pass's
@@ -25,9 +25,8 @@ from sim.sched.batch import Batch
 from sim.sched.sglang import SGLangScheduler
 from sim.sched.sglang_runs import PAGE_ONLY_RULES
 
-# True: the engine takes a run of lone chunks in one event (``sim/run/chunk_runs.py``) with these passes;
-# False: each chunk is the loop's own full step (the reference; tests/test_chunk_runs_property.py holds both
-# equal)
+# True: the engine takes a run of lone chunks in one event (``sim/run/chunk_runs.py``) with these passes; False:
+# each chunk is the loop's own full step (the reference; tests/test_chunk_runs_property.py holds both equal)
 CHUNK_RUNS = True
 
 
@@ -37,8 +36,7 @@ def lone_chunks_of(scheduler: object) -> SGLangScheduler | None:
 
 
 def lone_chunk_next(s: SGLangScheduler) -> bool:
-    """Whether the next pass is a lone chunk's (above): the step in flight is the chunked request's chunk
-    alone."""
+    """Whether the next pass is a lone chunk's (above): the step in flight is the chunked request's chunk alone."""
     chunked, launched = s.chunked, s._launched
     if chunked is None or launched is None or s._done or not s.overlap or s.mixed_chunk:
         return False
@@ -54,9 +52,8 @@ def lone_chunk_next(s: SGLangScheduler) -> bool:
 def schedule_lone_chunk(
     s: SGLangScheduler, iteration: int, kept: PassBudget | None
 ) -> tuple[Batch, PassBudget | None]:
-    """``schedule`` where ``lone_chunk_next`` holds: the same moves, in the same order. ``kept``: the last
-    lone pass's reservations in this run (None: the pass is begun). Returns the batch and the reservations to
-    keep."""
+    """``schedule`` where ``lone_chunk_next`` holds: the same moves, in the same order. ``kept``: the last lone
+    pass's reservations in this run (None: the pass is begun). Returns the batch and the reservations to keep."""
     chunked = s.chunked
     assert chunked is not None, "a lone chunk's pass has a chunked request"
     num_given_up, request_id = len(s.given_up), chunked.request_id
@@ -86,8 +83,8 @@ def schedule_lone_chunk(
 
 
 def _begin_pass(s: SGLangScheduler, request_id: str, kept: PassBudget | None) -> PassBudget | None:
-    """``PrefillAdder.__init__``: the last lone pass's reservations where they are proved the same (the
-    chunked request still inside its prompt), else the pass begun; the reservations to keep for the next."""
+    """``PrefillAdder.__init__``: the last lone pass's reservations where they are proved the same (the chunked
+    request still inside its prompt), else the pass begun; the reservations to keep for the next."""
     manager, rules = s.manager, s.rules
     req = manager.requests[request_id]
     in_flight = frozenset((request_id,))

@@ -8,9 +8,8 @@ drop that one-request batch (``filter_batch``: an empty last batch leaves the ru
 begin the pass (``PrefillAdder``), take the chunked request's next chunk (``add_chunked_req``), and, with
 requests waiting, stop at the head where the chunk spent the pass's budget (``budget_state`` "other":
 ``add_one_req`` is never asked). Processing the step in flight (``process_batch_result``) then does nothing:
-it is not a prompt's end, and nothing it ended waits. ``schedule_lone_chunk`` makes exactly those moves; where
-the budget is not spent it goes on as ``_admit_waiting`` does, and where no chunk fits as ``_launch`` does (the
-decode batch).
+it is not a prompt's end, and nothing it ended waits. ``schedule_lone_chunk`` makes exactly those moves; where the budget is not spent it
+goes on as ``_admit_waiting`` does, and where no chunk fits as ``_launch`` does (the decode batch).
 
 Between two lone passes nothing but the chunk moved: no request decoded, joined or left, and the chunked
 request, still inside its prompt, owes no decode; so the pass's reservations are the last pass's

@@ -41,7 +41,6 @@ COMPILED_MODULES = (
     "sim/sched/*.py",
     "sim/run/replay.py",
     "sim/run/engine.py",
-    "sim/run/chunk_runs.py",
     "sim/run/step_log.py",
     "sim/run/backend.py",
     "sim/run/event_delays.py",

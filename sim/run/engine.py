@@ -13,7 +13,6 @@ import simpy
 from sim.cache.events import PlainStepsEnded, StepEnded, StepStarted, emit
 from sim.cost.decode_run_settled import StepTimes
 from sim.run.backend import Backend, run_for_log, step_floats_read
-from sim.run.chunk_runs import chunk_run
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
@@ -108,8 +107,8 @@ class Engine:
             self.iteration += 1
             if self.on_step is not None:
                 self.on_step()
-            # a run that ended requests may go on (SGLang's overlap loop's next run), or lone chunks (chunk_runs)
-            while self.fast_path and ((yield from self._plain_run()) or (yield from chunk_run(self))):
+            # a run that ended requests may go on with processing them (the SGLang overlap loop's next run)
+            while self.fast_path and (yield from self._plain_run()):
                 pass
 
     def _plain_run(self):

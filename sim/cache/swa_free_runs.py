@@ -91,7 +91,7 @@ def take_freeing_decodes(
     allocated = 0
     while due:
         offset, index = heappop(due)
-        allocated = _allocate_before(manager, reqs, starts, allocated, (offset, index))
+        allocated = allocate_starts_before(manager, reqs, starts, allocated, (offset, index))
         if due_at is not None:
             due_at.append(offset)
         if index >= len(reqs):
@@ -104,7 +104,7 @@ def take_freeing_decodes(
         if swa_pool is not None and swa_pool.num_free > free_before:
             freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
         _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
-    _allocate_before(manager, reqs, starts, allocated, (num_steps, 0))
+    allocate_starts_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, steps
         manager.take_plain_decodes(req, num_steps)
@@ -178,7 +178,7 @@ def _push_next(
         heappush(due, (offset + max(quiet, 0), index))
 
 
-def _allocate_before(
+def allocate_starts_before(
     manager: CacheManager,
     reqs: list[RequestCache],
     starts: list[tuple[int, int]],

@@ -33,10 +33,14 @@ from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts, fitting_starts
 from sim.cache.request import RequestCache
+from sim.cache.swa_free_runs import allocate_starts_before
 from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 from sim.sched.freeing_runs import step_runs
 
 FREES_IN_STRETCH = True
+# the bound of a step's own start: below every request's index, so a step's frees come before all its pages
+# (the default loop's stretch bounds them request by request, ``swa_free_runs``)
+STEP_START = -1
 
 
 def stretch_takes_frees(manager: CacheManager) -> bool:
@@ -79,7 +83,7 @@ def take_freeing_stretch(
     lengths = batch_lengths(reqs, announced)
     due_at, freed, allocated = _take_frees(manager, reqs, iteration + done, fitting, starts)
     stretch = num_steps if fitting == num_steps else (due_at[-1] + 1 if due_at else 0)
-    allocated = _allocate_before(manager, reqs, starts, allocated, stretch)
+    allocated = allocate_starts_before(manager, reqs, starts, allocated, (stretch, STEP_START))
     for req in reqs:
         manager.take_plain_decodes(req, stretch)
     runs = step_runs(counted_starts(starts[:allocated]), freed, done, set(due_at), extends_break=False)
@@ -112,7 +116,7 @@ def _take_frees(
     while due:
         offset, index = heappop(due)
         if not due_at or due_at[-1] != offset:  # the step's frees come before any of its pages
-            allocated = _allocate_before(manager, reqs, starts, allocated, offset)
+            allocated = allocate_starts_before(manager, reqs, starts, allocated, (offset, STEP_START))
             due_at.append(offset)
         req = reqs[index]
         req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
@@ -146,23 +150,6 @@ def _push_due(
     silent = rules.plain_decode_steps(req, phase + offset)
     if offset + silent < fitting:
         heappush(due, (offset + max(silent, 0), index))
-
-
-def _allocate_before(
-    manager: CacheManager,
-    reqs: list[RequestCache],
-    starts: list[tuple[int, int]],
-    allocated: int,
-    offset: int,
-) -> int:
-    """The page starts from ``allocated`` on of the steps before ``offset``, handed out as ``take_batch_decodes``
-    hands them; returns how many starts are handed out now."""
-    end = allocated
-    while end < len(starts) and starts[end][0] < offset:
-        end += 1
-    if end > allocated:
-        manager.hand_out_starts(reqs, starts[allocated:end])
-    return end
 
 
 def _with_batch(

@@ -26,6 +26,7 @@ from sim.cache.components import SWA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import fitting_starts
+from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 
 # True: a freeing stretch runs through the decode checkpoints that move no pool (``folds_checkpoints``), each
@@ -99,10 +100,7 @@ def take_freeing_decodes(
             continue
         req = reqs[index]
         req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
-        free_before = swa_pool.num_free if swa_pool is not None else 0
-        manager.free_out_of_window(req.request_id, iteration + offset)
-        if swa_pool is not None and swa_pool.num_free > free_before:
-            freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
+        free_counted(manager, swa_pool, req, iteration, offset, freed_at)
         _push_next(rules, manager, due, req, index, at_start[index], offset + 1)
     allocate_starts_before(manager, reqs, starts, allocated, (num_steps, 0))
     for req, (kv_len, steps, _, _) in zip(reqs, at_start, strict=True):
@@ -176,6 +174,22 @@ def _push_next(
     quiet = rules.swa_silent_steps(req, iteration + offset + manager.policy.iteration_phase)
     if offset + quiet < num_steps:
         heappush(due, (offset + max(quiet, 0), index))
+
+
+def free_counted(
+    manager: CacheManager,
+    swa_pool: Pool | None,
+    req: RequestCache,
+    iteration: int,
+    offset: int,
+    freed_at: dict[int, int],
+) -> None:
+    """The request's out-of-window free at the stretch's step ``offset`` (its length and steps already moved
+    there), the SWA pages it gives back added to ``freed_at[offset]``."""
+    free_before = swa_pool.num_free if swa_pool is not None else 0
+    manager.free_out_of_window(req.request_id, iteration + offset)
+    if swa_pool is not None and swa_pool.num_free > free_before:
+        freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
 
 
 def allocate_starts_before(

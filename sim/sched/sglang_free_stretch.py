@@ -33,7 +33,7 @@ from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts, fitting_starts
 from sim.cache.request import RequestCache
-from sim.cache.swa_free_runs import allocate_starts_before
+from sim.cache.swa_free_runs import allocate_starts_before, free_counted
 from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 from sim.sched.freeing_runs import step_runs
 
@@ -120,10 +120,7 @@ def _take_frees(
             due_at.append(offset)
         req = reqs[index]
         req.kv_len, req.decode_steps = at_start[index][0] + offset, at_start[index][1] + offset
-        free_before = swa_pool.num_free if swa_pool is not None else 0
-        manager.free_out_of_window(req.request_id, iteration + offset)
-        if swa_pool is not None and swa_pool.num_free > free_before:
-            freed_at[offset] = freed_at.get(offset, 0) + swa_pool.num_free - free_before
+        free_counted(manager, swa_pool, req, iteration, offset, freed_at)
         _push_due(rules, due, req, at_start[index], index, phase, offset + 1, fitting)
     for req, (kv_len, decode_steps) in zip(reqs, at_start, strict=True):
         req.kv_len, req.decode_steps = kv_len, decode_steps

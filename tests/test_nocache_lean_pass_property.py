@@ -12,6 +12,7 @@ fixed bursts put floors on the checks made and the runs' passes taken lean."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -37,8 +38,8 @@ _EVENT_STEP = sglang_runs._event_step
 
 def null_config(model: str, page: int, pool_tokens: int, overlap: bool, bounds: bool) -> SimConfig:
     knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4, overlap=overlap)
-    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
-    return SimConfig(policy="no-cache", model=model, knobs=knobs, bounds=bounds, **pools)
+    config = SimConfig(policy="no-cache", model=model, knobs=knobs, bounds=bounds)
+    return replace(config, pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else config
 
 
 @st.composite

@@ -13,6 +13,7 @@ fixed bursts put floors on the checks made and the runs' passes taken lean."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Callable
 from unittest import mock
 
 import pytest
@@ -20,12 +21,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sglang_event_steps import assert_logged_runs_equal
 
+from conformance.compare_steps import simulated_steps
 from sim.cache.engines import nocache
 from sim.cache.engines.nocache import NoCacheRules
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_runs
 from sim.sched.sglang import SGLangScheduler
 from sim.trace import Trace
+from tests.conformance.test_sglang_no_cache import DECODE_SHAPES
+from tests.conformance.test_sglang_no_cache import _decode_shape as decode_shape
 from tests.fast_slow_helpers import burst_requests, growing_burst, nocache_burst
 
 # the calls go through a patch the compiled core would not see
@@ -63,8 +67,8 @@ def drawn_knob_bursts(draw):
     return trace, config
 
 
-def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
-    """The run with both switches as given; its result, the log, and how many admission checks and runs' first
+def _logged_run(run: Callable[[], Any], switch: bool) -> tuple:
+    """``run()`` with both switches as given; its result, the log, and how many admission checks and runs' first
     event steps it made, and how many of the checks found ``req_states`` gathered."""
     log: list = []
     counts = {"checks": 0, "gathered": 0, "passes": 0}
@@ -98,16 +102,25 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         mock.patch.object(SGLangScheduler, "_launch", launch),
         mock.patch.object(sglang_runs, "_event_step", event_step),
     ):
-        result = simulate(trace, config)
+        result = run()
     return result, log, counts
 
 
 def lean_passes(trace: Trace, config: SimConfig) -> dict:
     """Both runs, asserted equal entry by entry and table by table; the switch-on run's counts."""
-    fast, fast_log, counts = _logged_run(trace, config, True)
-    reference, reference_log, _ = _logged_run(trace, config, False)
+    fast, fast_log, counts = _logged_run(lambda: simulate(trace, config), True)
+    reference, reference_log, _ = _logged_run(lambda: simulate(trace, config), False)
     assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
     return counts
+
+
+@pytest.mark.parametrize("name", list(DECODE_SHAPES))
+def test_the_decode_owed_shapes_check_as_the_reference(name):
+    """The shapes where the decode still owed refuses (no SWA: the states gathered), as the harness runs them."""
+    fast, fast_log, counts = _logged_run(lambda: simulated_steps(decode_shape(name), "no-cache"), True)
+    reference, reference_log, _ = _logged_run(lambda: simulated_steps(decode_shape(name), "no-cache"), False)
+    assert fast == reference and fast_log == reference_log
+    assert counts["gathered"] >= 2
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

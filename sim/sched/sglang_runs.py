@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from sim.cache.engines.marconi import MarconiRules
+from sim.cache.engines.nocache import NoCacheRules
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
@@ -36,6 +37,10 @@ from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
 # reference), under the rules whose refusal, reservation and eviction ahead are proved to do nothing there
 PAGE_ONLY_AT_ONCE = True
 PAGE_ONLY_RULES = (SGLangRules, MarconiRules)
+# a run's pass begun with the steps in flight alone (``DECODE_PASS``) under the null rules too: their pass's budget,
+# ``req_states`` and charged requests are read only by admissions and chunks, after the next full step's own pass
+# (off: the whole pass, the reference; tests/test_nocache_lean_pass_property.py)
+NULL_DECODE_PASS = True
 
 
 class RunningBatch(Protocol):
@@ -161,6 +166,11 @@ def _proved(sched: RunningBatch) -> bool:
     return type(sched.rules) in PAGE_ONLY_RULES
 
 
+def _decode_pass_proved(sched: RunningBatch) -> bool:
+    """The rules a run's pass may be begun for with its steps in flight alone (``DECODE_PASS``)."""
+    return _proved(sched) or (NULL_DECODE_PASS and type(sched.rules) is NoCacheRules)
+
+
 def _page_only(sched: RunningBatch) -> bool:
     return PAGE_ONLY_AT_ONCE and _proved(sched)
 
@@ -194,7 +204,7 @@ def _event_step(
     read already (``step_fits_and_needs``; None: read here)."""
     manager = sched.manager
     if in_flight is not None:  # the run's first event step: the trigger reads which steps are in flight
-        plans.begin_decode_pass(manager, sched.rules, in_flight, _proved(sched))
+        plans.begin_decode_pass(manager, sched.rules, in_flight, _decode_pass_proved(sched))
     if manager.has_swa:  # _prefill: hybrid SWA retries admission every pass
         sched.batch_is_full = False
     if needs is None:

@@ -21,6 +21,11 @@ from sim.cache.resolve import Resolved
 from sim.cache.results import MatchResult, Refusal, new_match_result, new_refusal
 from sim.compiled_core import mypyc_attr
 
+# under hybrid SWA the pass's ``req_states`` (and the requests charged, which only they read) are not gathered:
+# ``add_one_req_ignore_eos`` skips their check there, so nothing reads them (off: gathered at every admission and
+# charge, the reference; tests/test_nocache_lean_pass_property.py)
+SWA_SKIPS_STATES = True
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class NoCacheRules(SGLangRules):
@@ -44,7 +49,8 @@ class NoCacheRules(SGLangRules):
 
     def charge(self, req: RequestCache, chunk_len: int) -> None:
         super().charge(req, chunk_len)
-        self.pass_added.append(req)
+        if not (SWA_SKIPS_STATES and self.swa_budget):
+            self.pass_added.append(req)
 
     def match(self, tree, tokens, prompt_len) -> MatchResult:
         return new_match_result(0, 0, tree.root)
@@ -65,7 +71,8 @@ class NoCacheRules(SGLangRules):
         remaining_swa = self._remaining_swa(manager, req, needed_swa)
         if remaining_swa is not None and needed_swa > remaining_swa:
             return budget.no_token(SWA.pool_name, needed_swa, remaining_swa)
-        self._add_req_state(manager, req)
+        if not (SWA_SKIPS_STATES and self.swa_budget):
+            self._add_req_state(manager, req)
         if not self.swa_budget:  # hybrid SWA skips the check: its estimate undercounts SWA's memory
             refusal = self._decode_refusal(manager, paged_input)
             if refusal is not None:

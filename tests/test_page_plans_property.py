@@ -23,6 +23,7 @@ from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 
 from sim.cache.engines import marconi_vllm as vllm_module
+from sim.cache.engines import marconi_vllm_step as step_module
 from sim.cache.engines.marconi_vllm import MarconiVllmRules
 from sim.cache.page_chunks import PageChunks
 from sim.run.simulate import SimConfig, simulate
@@ -81,6 +82,8 @@ def watched_run(trace: Trace, config: SimConfig, direct: bool):
         managers_watched(_state) as (_, states, step),
         mock.patch.object(PageChunks, "plans_page_chunks", direct),
         mock.patch.object(MarconiVllmRules, "page_steps", direct),
+        # each reservation alone: the page path this test holds (a step's hold: test_marconi_vllm_step_property.py)
+        mock.patch.object(step_module, "HOLDS_ACROSS_STEP", False),
     ):
         result = simulate(trace, config, on_step=step)
     return result, states

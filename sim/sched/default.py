@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
+from sim.cache.engines.marconi_vllm_step import StepHold, end_step, open_step
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
@@ -50,6 +51,9 @@ class DefaultScheduler:
         self._batch_run_at: int | None = None
         self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
         self._last_output = LastOutputSteps(self._radix)  # batch runs, through last outputs if none listens
+        # vLLM+'s page chunks of a step reserved as a chain (``marconi_vllm_step.py``): its rules' hold, or None
+        hold = getattr(self._radix.rules, "step", None) if self._radix is not None else None
+        self._step_hold = hold if isinstance(hold, StepHold) else None
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -61,10 +65,15 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
+        hold = self._step_hold
+        if hold is not None:
+            open_step(hold, self.manager)  # type: ignore[arg-type]  # the radix manager
         for run in self._capped.untold(self.running, self.manager.requests):
             if budget <= 0 and STOP_WHEN_SPENT:
                 break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
             budget = self._add_prefill(batch, run, budget)
+        if hold is not None:
+            end_step(hold)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
             if admitted is None:

@@ -11,6 +11,7 @@ from sim.cache.engines.marconi import MarconiRules
 from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
 from sim.cache.engines.marconi_vllm_page import commit_page, hand_top_leaf
 from sim.cache.engines.marconi_vllm_run import run_applies, take_chunk_run
+from sim.cache.engines.marconi_vllm_step import StepHold, end_step, hand_in_step
 from sim.cache.ops import RadixOps
 from sim.cache.request import RequestCache
 from sim.cache.resolve import Resolved
@@ -39,6 +40,7 @@ class MarconiVllmRules(MarconiRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.alloc_slack_pages = 0
+        self.step = StepHold(self)  # a timed step's reservations, held as a chain (``marconi_vllm_step.py``)
 
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """No pass accounts to reset: SGLang's budget is none of vLLM+'s gates (every rule that reads it,
@@ -48,7 +50,9 @@ class MarconiVllmRules(MarconiRules):
     def reserve(self, manager: RadixOps, full_pages: int, swa_pages: int, states: int) -> Refusal | None:
         """LRU (the preset's eviction) tunes no alpha: the tuner's first-eviction hook, and the eviction
         count taken around the reserve for it, have nothing to do."""
+        step = self.step
         if not self.tuner.done:
+            end_step(step)
             return super().reserve(manager, full_pages, swa_pages, states)
         evictor = self.evictor(manager)
         if (
@@ -59,10 +63,21 @@ class MarconiVllmRules(MarconiRules):
             and takes_lru_leaves(evictor)
         ):
             takes_slots = self.page_steps and manager.takes_handed_slots  # type: ignore[attr-defined]
-            if takes_slots and hand_top_leaf(manager, self, swa_pages):
+            if takes_slots and (
+                hand_in_step(step, manager, swa_pages)
+                if step.is_open
+                else hand_top_leaf(manager, self, swa_pages)
+            ):
                 return None
+            end_step(step)
             return reserve_page(manager, evictor, swa_pages)
+        end_step(step)
         return evictor.reserve(manager, full_pages, swa_pages, states)
+
+    def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
+        """A chunk the general calls take (it may evict ahead): a step's held entry and kept victims out first."""
+        end_step(self.step)
+        super().before_prefill_chunk(manager, req)
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:
         """A chunk's checkpoint committed as one new leaf below the request's, where it is one

@@ -22,6 +22,7 @@ from sim.cache.engines.marconi_vllm_chunks import is_current
 from sim.cache.engines.marconi_vllm_direct import hands_over, takes_direct_nodes, told_as_one
 from sim.cache.engines.marconi_vllm_run import commit_chunk
 from sim.cache.engines.marconi_vllm_run_steps import evict_top_handing_over, exposes_nothing_above, top_leaf
+from sim.cache.node import Node
 from sim.cache.request import RequestCache
 
 if TYPE_CHECKING:
@@ -29,12 +30,21 @@ if TYPE_CHECKING:
     from sim.cache.ops import RadixOps
 
 
-def hand_top_leaf(manager: RadixOps, rules: MarconiRules, swa_pages: int) -> bool:
+def hand_top_leaf(
+    manager: RadixOps,
+    rules: MarconiRules,
+    swa_pages: int,
+    told: list | None = None,
+    evicted: list[Node] | None = None,
+    held: list[tuple[int, int, Node]] | None = None,
+) -> bool:
     """``reserve_page(manager, evictor, swa_pages)`` for a page chunk taking handed slots, where a pool is short
     and the leaf heap's top (``top_leaf``, once the stale entries above it are dropped, as ``least_recent_leaf``
     drops them first) is a lone victim whose slots the chunk takes (``exposes_nothing``, ``hands_over``): the
     tick, the entry popped, the eviction with its slots handed over (``handed_slots``); True. False elsewhere,
-    nothing changed but those stale entries dropped (``reserve_page`` decides)."""
+    nothing changed but those stale entries dropped (``reserve_page`` decides). ``told``, ``evicted``, ``held``: a
+    step's (``marconi_vllm_step.hand_in_step``: the observer, and where the victim and its parent's entry are
+    kept); None: the observer asked here, the victim told and the entry pushed at once."""
     tree, recency = manager.tree, rules.recency
     pools = manager.topology.pools
     full_pool, swa_pool, state_pool = pools[FULL], pools[SWA], pools[MAMBA]
@@ -55,8 +65,9 @@ def hand_top_leaf(manager: RadixOps, rules: MarconiRules, swa_pages: int) -> boo
         or not hands_over(victim, swa_pages, (full_pool, swa_pool, state_pool))
     ):
         return False
-    told = told_as_one(tree, manager.events)  # type: ignore[attr-defined]  # a ``CacheManager``
-    handed = evict_top_handing_over(tree, recency, leaves, victim, told)
+    if told is None:
+        told = told_as_one(tree, manager.events)  # type: ignore[attr-defined]  # a ``CacheManager``
+    handed = evict_top_handing_over(tree, recency, leaves, victim, told, evicted, held)
     manager.handed_slots = handed  # type: ignore[attr-defined]  # a ``PageChunks``
     return True
 

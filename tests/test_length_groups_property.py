@@ -6,7 +6,8 @@ folded; one past its last computed page part-way), then a run's full steps at dr
 one lengths list (steps a page apart or more, several tokens a step, a step of other requests between): the logs
 equal. Whole runs: ``no-cache`` bursts on SGLang's loop (its freeing stretches make the groups) and the generated
 timed runs of ``test_bounds_fast_paths_property.py``, bounds on: the recorder's event log, the tables and the summary
-equal with the switch on and off; a fixed burst puts a floor on the requests a group extended at once."""
+equal with the switch on and off (and with ``events.READERS_ANSWER_KEPT``, the bus's answer to "only batch readers?"
+kept, measured with it as one change); a fixed burst puts a floor on the requests a group extended at once."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from test_recorder_decode_runs import prefilled
 
 from sim.bounds import length_groups
 from sim.bounds.recorder import EventRecorder
+from sim.cache import events as events_module
 from sim.run.simulate import SimConfig, simulate
 from sim.sched.batch import DecodeBatch, FullStep
 from sim.trace import Trace
@@ -66,10 +68,13 @@ def test_a_group_logs_what_its_steps_log_alone(page, shape, between, monkeypatch
     assert grouped == hand_log(page, shape, between, False, monkeypatch)
 
 
-def run_logged(trace: Trace, config: SimConfig, on: bool, monkeypatch) -> tuple:
-    """The run with ``GROUPED`` ``on``: the recorder's event log, the result, and how many requests a group
+SWITCHES = {"GROUPED": length_groups, "READERS_ANSWER_KEPT": events_module}  # measured as one change
+
+
+def run_logged(trace: Trace, config: SimConfig, on: bool, monkeypatch, switch: str = "GROUPED") -> tuple:
+    """The run with ``switch`` ``on``: the recorder's event log, the result, and how many requests a group
     extended at once."""
-    monkeypatch.setattr(length_groups, "GROUPED", on)
+    monkeypatch.setattr(SWITCHES[switch], switch, on)
     logs: list = []
     counts = {"extended": 0}
 
@@ -99,9 +104,10 @@ def null_bursts(draw):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=null_bursts() | timed_cases())
-def test_grouped_runs_equal_the_reference(case, monkeypatch):
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+def test_the_runs_equal_the_reference(switch, case, monkeypatch):
     trace, config = case
-    same_both_ways(lambda on: run_logged(trace, config, on, monkeypatch))
+    same_both_ways(lambda on: run_logged(trace, config, on, monkeypatch, switch))
 
 
 def test_no_cache_groups_its_stretches(monkeypatch):

@@ -59,10 +59,14 @@ def hand_log(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     page=st.sampled_from([1, 2, 4, 16]),
-    shape=st.lists(st.tuples(st.integers(1, 20), st.integers(1, 4)), min_size=1, max_size=12),
+    shape=st.lists(
+        st.tuples(st.integers(1, 6) | st.integers(7, 20), st.integers(1, 4)), min_size=1, max_size=12
+    ),
     between=st.none() | st.integers(0, 11),
 )
 @example(page=4, shape=[(1, 1)] * 10, between=None)
+@example(page=1, shape=[(1, 1), (1, 1), (2, 1), (1, 1)], between=None)  # a page skipped once runs are open
+@example(page=4, shape=[(1, 1), (1, 2), (5, 1), (1, 1)], between=0)
 def test_a_group_logs_what_its_steps_log_alone(page, shape, between, monkeypatch):
     grouped = hand_log(page, shape, between, True, monkeypatch)
     assert grouped == hand_log(page, shape, between, False, monkeypatch)

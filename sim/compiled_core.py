@@ -57,7 +57,6 @@ COMPILED_MODULES = (
     "sim/bounds/trie_cursor.py",
     "sim/bounds/events.py",
     "sim/bounds/recorder.py",
-    "sim/bounds/length_groups.py",
 )
 INTERPRETED = (
     "__init__.py",

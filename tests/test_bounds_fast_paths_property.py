@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from same_runs import same_both_ways
 
 import sim.run.simulate as simulate_module
-from sim.bounds import length_groups
 from sim.bounds import recorder as recorder_module
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
@@ -26,9 +25,7 @@ from sim.sched import batch as batch_module
 from sim.sched import last_output, loop_runs
 from sim.trace.generate import fanout, multiturn
 
-pytestmark = pytest.mark.usefixtures(
-    "default_loop_no_cache"
-)  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 POLICIES = ["sglang-retain", "sglang", "radix", "no-cache", "freetoken", "marconi-sglang"]
 MODELS = ["tiny", "tiny-swa", "qwen3-next", "inkling"]
@@ -51,12 +48,8 @@ SUBMITTED = simulate_module._submitted_seqs
 def _event_steps_under_the_bounds():
     """The event steps' lengths batches are a subject here (``EVENT_BATCH_FROM_LENGTHS``, their floor): ``no-cache``'s
     stretches stop at each SWA free and checkpoint under the bounds, as before ``loop_runs.ANNOUNCED_FOLDS`` (held to
-    this by ``tests/test_swa_free_runs_bounds.py``). The recorder reads each step's batch alone, as these switches
-    hand it on (``length_groups.GROUPED`` off; tests/test_length_groups_property.py holds the groups to it)."""
-    with (
-        mock.patch.object(loop_runs, "ANNOUNCED_FOLDS", False),
-        mock.patch.object(length_groups, "GROUPED", False),
-    ):
+    this by ``tests/test_swa_free_runs_bounds.py``)."""
+    with mock.patch.object(loop_runs, "ANNOUNCED_FOLDS", False):
         yield
 
 

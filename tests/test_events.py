@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from sim.cache import events as events_module
 from sim.cache.events import Admitted, EventBus, Finished, Matched, PlainStepsEnded, Retracted, StepStarted
 from sim.engines.registry import PRESETS
 from sim.run.config import SimConfig
@@ -89,24 +88,3 @@ def test_every_engine_publishes_on_the_bus_it_is_given():
         manager = make_manager(model, policy, sizes, bus)
         assert manager.events is bus
     assert PRESETS and get_model("inkling")
-
-
-@pytest.mark.parametrize("kept", [True, False])
-def test_the_batch_readers_answer_follows_every_subscription(kept, monkeypatch):
-    """``only_batch_readers`` asked between subscriptions and after ``close`` (``events.READERS_ANSWER_KEPT``: the
-    answer kept until a handler subscribes or the bus closes) answers as worked out at every ask (off)."""
-    monkeypatch.setattr(events_module, "READERS_ANSWER_KEPT", kept)
-    bus = EventBus()
-    reader, other = (lambda event: None), (lambda event: None)
-    answers = [bus.only_batch_readers()]
-    bus.subscribe_batch_reader(reader)
-    answers += [bus.only_batch_readers(), bus.only_batch_readers()]
-    bus.subscribe(Finished, other)  # another kind: still only batch readers on ``StepStarted``
-    answers.append(bus.only_batch_readers())
-    bus.subscribe(StepStarted, other)
-    answers += [bus.only_batch_readers(), bus.only_batch_readers()]
-    bus.close()
-    answers.append(bus.only_batch_readers())
-    bus.subscribe(StepStarted, reader)  # a reader's handler subscribed again, plainly: still a reader
-    answers.append(bus.only_batch_readers())
-    assert answers == [True, True, True, True, False, False, True, True]

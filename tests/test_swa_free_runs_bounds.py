@@ -18,16 +18,13 @@ from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_swa_free_runs import STRETCH_RUNS
 
-from sim.bounds import length_groups
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import freeing_runs, loop_runs
 from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import growing_burst, nocache_burst
 
-pytestmark = pytest.mark.usefixtures(
-    "default_loop_no_cache"
-)  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
+pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
 
 RECORD, EVENTS = EventRecorder.record, EventRecorder.events  # the originals, before a run wraps them
 STEP_RUNS, JOIN = freeing_runs.step_runs, loop_runs.join_step_runs
@@ -67,7 +64,6 @@ def run_recorded(burst, on: bool, monkeypatch) -> tuple[list, object]:
         REACHED["joined"] += len(full_steps) < before
 
     monkeypatch.setattr(loop_runs, "ANNOUNCED_FOLDS", on)
-    monkeypatch.setattr(length_groups, "GROUPED", False)  # each step's batch handed to ``record`` whole
     monkeypatch.setattr(EventRecorder, "record", recorded)
     monkeypatch.setattr(EventRecorder, "events", logged)
     monkeypatch.setattr(freeing_runs, "step_runs", counted)

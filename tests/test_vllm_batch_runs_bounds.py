@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, example, given, settings
 from same_runs import same_both_ways
 from test_vllm_batch_runs_property import RUN_DRAWS, assert_floors, config_of, counting, trace_of
 
-from sim.bounds import length_groups
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import vllm_runs
@@ -28,7 +27,6 @@ def run_recorded(trace, config: SimConfig, on: bool, monkeypatch) -> tuple:
     """The run with ``ANNOUNCED_RUNS`` ``on``: the batches the recorder was handed (each item read) and its event
     log, then the result; the batch runs taken and their event steps counted (``counting``)."""
     monkeypatch.setattr(vllm_runs, "ANNOUNCED_RUNS", on)
-    monkeypatch.setattr(length_groups, "GROUPED", False)  # each step's batch handed to ``record`` whole
     logs: list = []
 
     def recorded(recorder, batch, manager, num_steps=1):

@@ -21,7 +21,6 @@ per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). W
 
 from __future__ import annotations
 
-from sim.bounds import length_groups
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
 from sim.cache.events import EventBus
 from sim.sched.batch import DecodeBatch
@@ -136,11 +135,10 @@ class EventRecorder:
 
     def _record_run(self, full_steps, manager) -> None:
         """A batch run's full steps told at once (``RunSteps``): each with a batch as its own ``StepStarted``."""
-        if length_groups.GROUPED:
-            return length_groups.record_run(self, full_steps, manager, RUN_FROM_LENGTHS)
+        record = self.record
         for full in full_steps:
             if full.batch is not None:
-                self.record(full.batch, manager, full.num_steps)
+                record(full.batch, manager, full.num_steps)
 
     def record(self, batch, manager, num_steps: int = 1) -> None:
         """A step's batch; ``num_steps`` > 1: that many decode steps, each item a token further at each."""
@@ -155,10 +153,6 @@ class EventRecorder:
         self._record_produced(items, 0)
         if num_steps > 1:
             self._record_later_steps(items, num_steps)
-
-    def reading_state(self) -> tuple[int, dict[str, list[int]], dict[str, int]]:
-        """The page size, the open runs and each request's last computed page (``length_groups``' reads)."""
-        return self._page, self._log.open_runs, self._last_page
 
     def _record_produced(self, items, shift: int) -> None:
         """The pages each item computes, ``shift`` tokens further on (a decode's later step)."""

@@ -14,24 +14,14 @@ from typing import Any, TypeVar
 
 from sim.cache.components import Component
 from sim.cache.counted_pages import PageList
-from sim.cache.step_events import (  # noqa: F401  (re-exported: every observer imports them from here)
-    PlainStepsEnded,
-    StepEnded,
-    StepStarted,
-)
 
 E = TypeVar("E")
-# True: ``only_batch_readers``' answer kept until a handler subscribes or the bus closes (a timed run asks it per
-# plain run and per batch run, ~23,000 times at 4,000 requests, its handlers fixed since the run began); False:
-# worked out at every ask (the reference; tests/test_events.py)
-READERS_ANSWER_KEPT = True
 
 
 class EventBus:
     def __init__(self) -> None:
         self._channels: dict[type, list[Callable[[Any], None]]] = {}
         self._batch_readers: list[Callable[[Any], None]] = []  # ``subscribe_batch_reader``'s
-        self._only_batch_readers: bool | None = None  # the answer kept (None: to work out)
 
     def channel(self, kind: type) -> list[Callable[[Any], None]]:
         """The handlers of ``kind``: the same list object for the bus's life, filled as observers subscribe."""
@@ -39,7 +29,6 @@ class EventBus:
 
     def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
         self.channel(kind).append(handler)
-        self._only_batch_readers = None
 
     def subscribe_batch_reader(self, handler: Callable[[Any], None]) -> None:
         """``handler`` on ``StepStarted``, reading of a batch run's steps only their batches (as the bounds' recorder
@@ -48,18 +37,11 @@ class EventBus:
         batch is ``sim/sched/run_steps.RunSteps``, which a batch reader reads as the steps' own events in order."""
         self.subscribe(StepStarted, handler)
         self._batch_readers.append(handler)
-        self._only_batch_readers = None
 
     def only_batch_readers(self) -> bool:
-        """Whether every ``StepStarted`` handler is a batch reader (``subscribe_batch_reader``). Handlers join only
-        through ``subscribe`` and leave only at ``close``, so a kept answer holds until one of those."""
-        kept = self._only_batch_readers
-        if kept is not None and READERS_ANSWER_KEPT:
-            return kept
+        """Whether every ``StepStarted`` handler is a batch reader (``subscribe_batch_reader``)."""
         readers = self._batch_readers
-        answer = all(any(handler is reader for reader in readers) for handler in self.channel(StepStarted))
-        self._only_batch_readers = answer
-        return answer
+        return all(any(handler is reader for reader in readers) for handler in self.channel(StepStarted))
 
     def reads_batches(self) -> bool:
         """Whether a ``StepStarted`` handler reads the steps' batches (the bounds' recorder): runs then make them."""
@@ -79,7 +61,6 @@ class EventBus:
         objects, the block pool's keys), freed only by the next collection's walk over all of it."""
         for handlers in self._channels.values():
             handlers.clear()
-        self._only_batch_readers = None
 
 
 def emit(channel: list[Callable[[Any], None]], event: object) -> None:
@@ -237,3 +218,32 @@ class Retracted:
     request_id: str
     reached: int  # tokens it had computed
     why: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    """A batch about to run (timed mode), with the manager its plans came from. ``num_steps`` > 1: that many
+    decode-only steps of a batch run (``sim/sched/sglang_runs.py``), each item one token further at each step
+    than at the step before (the batch is the first step's; only the fast path sends these)."""
+
+    batch: Any
+    manager: Any
+    num_steps: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnded:
+    """A step ran: its row of the step table (``sim/run/step_log.py``) and the pools after it."""
+
+    step: tuple  # iteration, started at, duration, prefills, prefill tokens, decodes
+    pools: tuple  # the pool columns, after the step
+
+
+@dataclass(frozen=True, slots=True)
+class PlainStepsEnded:
+    """Steps of the fast path: decodes only, nothing allocated; the pools read as after the step before."""
+
+    first_step: int
+    starts: list[float]
+    durations: list[float]
+    num_decode: int

@@ -71,3 +71,21 @@ def nocache_burst(draw, pages: list[int]) -> tuple[Trace, str, dict, int]:
     model = draw(st.sampled_from(["inkling", "small", "qwen3-next", "gemma-4-26b-a4b"]))
     pool_tokens = draw(st.sampled_from([3000, 6000, 12000, 40000]))
     return Trace(sorted(requests, key=lambda r: r.arrival)), model, knobs, pool_tokens
+
+
+def null_config(model: str, page: int, pool_tokens: int, overlap: bool, bounds: bool) -> SimConfig:
+    """A ``no-cache`` run's config: the page size, checkpoints every four pages, the overlap loop and bounds as
+    given, and a pool of ``pool_tokens`` (0: the model's default pools)."""
+    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4, overlap=overlap)
+    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
+    return SimConfig(policy="no-cache", model=model, knobs=knobs, bounds=bounds, **pools)
+
+
+@st.composite
+def null_bursts(draw):
+    """A burst of 2 to 10 requests on ``no-cache``, with SWA or without, pages 1, 2 or 16, tight or roomy pools."""
+    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
+    model, page = draw(st.sampled_from(["inkling", "qwen3-next"])), draw(st.sampled_from([1, 2, 16]))
+    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
+    config = null_config(model, page, pool_tokens, draw(st.booleans()), draw(st.booleans()))
+    return Trace(sorted(requests, key=lambda r: r.arrival)), config

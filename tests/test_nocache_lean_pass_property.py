@@ -12,7 +12,6 @@ fixed bursts put floors on the checks made and the runs' passes taken lean."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable
 from unittest import mock
 
@@ -30,7 +29,7 @@ from sim.sched.sglang import SGLangScheduler
 from sim.trace import Trace
 from tests.conformance.test_sglang_no_cache import DECODE_SHAPES
 from tests.conformance.test_sglang_no_cache import _decode_shape as decode_shape
-from tests.fast_slow_helpers import burst_requests, growing_burst, nocache_burst
+from tests.fast_slow_helpers import growing_burst, nocache_burst, null_bursts, null_config
 
 # the calls go through a patch the compiled core would not see
 pytestmark = pytest.mark.interpreted
@@ -38,22 +37,6 @@ pytestmark = pytest.mark.interpreted
 _ADMISSION_REFUSAL = NoCacheRules.admission_refusal
 _LAUNCH = SGLangScheduler._launch
 _EVENT_STEP = sglang_runs._event_step
-
-
-def null_config(model: str, page: int, pool_tokens: int, overlap: bool, bounds: bool) -> SimConfig:
-    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4, overlap=overlap)
-    config = SimConfig(policy="no-cache", model=model, knobs=knobs, bounds=bounds)
-    return replace(config, pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else config
-
-
-@st.composite
-def null_bursts(draw):
-    """A burst of 2 to 10 requests on ``no-cache``, with SWA or without, pages 1, 2 or 16, tight or roomy pools."""
-    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
-    model, page = draw(st.sampled_from(["inkling", "qwen3-next"])), draw(st.sampled_from([1, 2, 16]))
-    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
-    config = null_config(model, page, pool_tokens, draw(st.booleans()), draw(st.booleans()))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), config
 
 
 @st.composite

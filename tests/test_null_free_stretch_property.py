@@ -24,7 +24,7 @@ from sim.cache.events import StepEnded, SwaFreed
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import sglang_fast, sglang_free_stretch, sglang_runs
 from sim.trace import Trace
-from tests.fast_slow_helpers import burst_requests, growing_burst, nocache_burst
+from tests.fast_slow_helpers import growing_burst, nocache_burst, null_bursts, null_config
 
 # the calls go through a patch the compiled core would not see
 pytestmark = pytest.mark.interpreted
@@ -32,22 +32,6 @@ pytestmark = pytest.mark.interpreted
 _TAKE_BATCH_RUN = sglang_runs.take_batch_run
 _TAKE_FREES = sglang_free_stretch._take_frees
 _MAKE_MANAGER = simulate_module.make_manager
-
-
-def null_config(model: str, page: int, pool_tokens: int, overlap: bool, bounds: bool) -> SimConfig:
-    knobs: dict = dict(page_size=page, track_interval=max(page, 16) * 4, overlap=overlap)
-    pools = dict(pool_tokens=pool_tokens, mamba_states=48) if pool_tokens else {}
-    return SimConfig(policy="no-cache", model=model, knobs=knobs, bounds=bounds, **pools)
-
-
-@st.composite
-def null_bursts(draw):
-    """A burst of 2 to 10 requests on ``no-cache``, either model, pages 1, 2 or 16, tight or roomy pools."""
-    requests = burst_requests(draw, draw(st.integers(2, 10)), 2000, 700, 400)
-    model, page = draw(st.sampled_from(["inkling", "qwen3-next"])), draw(st.sampled_from([1, 2, 16]))
-    pool_tokens = draw(st.sampled_from([0, 3000, 12000]))
-    config = null_config(model, page, pool_tokens, draw(st.booleans()), draw(st.booleans()))
-    return Trace(sorted(requests, key=lambda r: r.arrival)), config
 
 
 @st.composite

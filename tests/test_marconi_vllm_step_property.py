@@ -30,9 +30,9 @@ _TAKEN = {"in_step": 0, "held_taken": 0}
 pytestmark = pytest.mark.interpreted
 
 
-def _counting_hand(hold, manager, swa_pages) -> bool:
+def _counting_hand(hold, rules, manager, swa_pages) -> bool:
     held = hold.held[0] if hold.held else None
-    handed = _REAL_HAND(hold, manager, swa_pages)
+    handed = _REAL_HAND(hold, rules, manager, swa_pages)
     _TAKEN["in_step"] += handed
     _TAKEN["held_taken"] += handed and held is not None and held[2].alive is False
     return handed

@@ -51,9 +51,10 @@ class DefaultScheduler:
         self._batch_run_at: int | None = None
         self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
         self._last_output = LastOutputSteps(self._radix)  # batch runs, through last outputs if none listens
-        # vLLM+'s page chunks of a step reserved as a chain (``marconi_vllm_step.py``): its rules' hold, or None
-        hold = getattr(self._radix.rules, "step", None) if self._radix is not None else None
-        self._step_hold = hold if isinstance(hold, StepHold) else None
+        # vLLM+'s page chunks of a step reserved as a chain (``marconi_vllm_step.py``): its hold and rules, or None
+        rules = self._radix.rules if self._radix is not None else None
+        hold = getattr(rules, "step", None)
+        self._step = (hold, rules) if isinstance(hold, StepHold) else None
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -65,15 +66,15 @@ class DefaultScheduler:
         batch = Batch(iteration)
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
-        hold = self._step_hold
-        if hold is not None:
-            open_step(hold, self.manager)  # type: ignore[arg-type]  # the radix manager
+        step = self._step
+        if step is not None:
+            open_step(*step, self.manager)  # type: ignore[arg-type]  # the hold, vLLM+'s rules, the radix manager
         for run in self._capped.untold(self.running, self.manager.requests):
             if budget <= 0 and STOP_WHEN_SPENT:
                 break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
             budget = self._add_prefill(batch, run, budget)
-        if hold is not None:
-            end_step(hold)
+        if step is not None:
+            end_step(*step)  # type: ignore[arg-type]
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
             if admitted is None:

@@ -40,7 +40,7 @@ class MarconiVllmRules(MarconiRules):
     def __init__(self, resolved: Resolved):
         super().__init__(resolved)
         self.alloc_slack_pages = 0
-        self.step = StepHold(self)  # a timed step's reservations, held as a chain (``marconi_vllm_step.py``)
+        self.step = StepHold()  # a timed step's reservations, held as a chain (``marconi_vllm_step.py``)
 
     def begin_pass(self, manager: RadixOps, in_flight: AbstractSet[str] = frozenset()) -> None:
         """No pass accounts to reset: SGLang's budget is none of vLLM+'s gates (every rule that reads it,
@@ -52,7 +52,7 @@ class MarconiVllmRules(MarconiRules):
         count taken around the reserve for it, have nothing to do."""
         step = self.step
         if not self.tuner.done:
-            end_step(step)
+            end_step(step, self)
             return super().reserve(manager, full_pages, swa_pages, states)
         evictor = self.evictor(manager)
         if (
@@ -64,19 +64,19 @@ class MarconiVllmRules(MarconiRules):
         ):
             takes_slots = self.page_steps and manager.takes_handed_slots  # type: ignore[attr-defined]
             if takes_slots and (
-                hand_in_step(step, manager, swa_pages)
+                hand_in_step(step, self, manager, swa_pages)
                 if step.is_open
                 else hand_top_leaf(manager, self, swa_pages)
             ):
                 return None
-            end_step(step)
+            end_step(step, self)
             return reserve_page(manager, evictor, swa_pages)
-        end_step(step)
+        end_step(step, self)
         return evictor.reserve(manager, full_pages, swa_pages, states)
 
     def before_prefill_chunk(self, manager: RadixOps, req: RequestCache) -> None:
         """A chunk the general calls take (it may evict ahead): a step's held entry and kept victims out first."""
-        end_step(self.step)
+        end_step(self.step, self)
         super().before_prefill_chunk(manager, req)
 
     def after_prefill_chunk(self, manager: RadixOps, req: RequestCache, is_last: bool) -> None:

@@ -42,10 +42,10 @@ HOLDS_ACROSS_STEP = True  # False: each page chunk's reservation pushes its pare
 
 class StepHold:
     """What a step's reservations keep from the heap and the watcher until ``end_step``: open only between
-    ``open_step`` and ``end_step``."""
+    ``open_step`` and ``end_step``. It names no rules (they are passed in): the rules own it, and a hold that
+    named them back would make the run's cache a cycle only the collector frees (tests/test_gc_pause.py)."""
 
-    def __init__(self, rules: MarconiRules) -> None:
-        self.rules = rules
+    def __init__(self) -> None:
         self.is_open = False
         self.told: list | None = None  # the eviction's one observer (``told_as_one``)
         self.held: list[tuple[int, int, Node]] = []  # the last victim's parent's entry, not pushed
@@ -55,11 +55,10 @@ class StepHold:
         self.watcher: TreeMissTracker | None = None
 
 
-def open_step(hold: StepHold, manager: RadixOps) -> None:
+def open_step(hold: StepHold, rules: MarconiRules, manager: RadixOps) -> None:
     """Before a step's page chunks: held where the reservations take the steady shape's statements (the tuner
     done, the direct nodes, one observer of the eviction); the watcher deferred where nobody else hears a thing
     (``take_chunk_run``'s ``quiet``)."""
-    rules = hold.rules
     if not HOLDS_ACROSS_STEP or not rules.tuner.done or rules.recency.leaves is None:
         return
     tree = manager.tree
@@ -75,24 +74,23 @@ def open_step(hold: StepHold, manager: RadixOps) -> None:
     hold.is_open = True
 
 
-def end_step(hold: StepHold) -> None:
+def end_step(hold: StepHold, rules: MarconiRules) -> None:
     """Before anything but a step's steady reservation reads the cache: the held entry pushed, the watcher told
     the kept victims; the hold closed for the rest of the step."""
     if not hold.is_open:
         return
     hold.is_open = False
-    recency = hold.rules.recency
+    recency = rules.recency
     leaves = recency.leaves
     assert leaves is not None
     push_unpushed(leaves, recency.stamps, None, hold.watcher, hold.evicted, hold.held)
     hold.told, hold.watcher, hold.evicted = None, None, None
 
 
-def hand_in_step(hold: StepHold, manager: RadixOps, swa_pages: int) -> bool:
+def hand_in_step(hold: StepHold, rules: MarconiRules, manager: RadixOps, swa_pages: int) -> bool:
     """``hand_top_leaf`` inside an open step: the held parent taken as the victim where the heap's top would be
     it, else pushed and the top asked; the victim's parent held, the victim kept for the watcher. False: not
     taken (the caller ends the step before its general reservation)."""
-    rules = hold.rules
     held, leaves = hold.held, rules.recency.leaves
     assert leaves is not None
     pools = manager.topology.pools

@@ -14,7 +14,6 @@ in the reference's order.
 
 from __future__ import annotations
 
-from sim.cache.blocks import steady_ends
 from sim.cache.blocks.boundary import BoundaryDecodes
 from sim.cache.blocks.boundary_frees import RunFrees
 from sim.cache.blocks.boundary_hashes import RunHashes
@@ -70,11 +69,6 @@ class BoundaryRuns(BoundaryDecodes):
             self, req, tops if window_at != state_at else [], sum((e - 1) % B == 0 for e in ends)
         )
         frees.states_unhashed = not hashes.reached.get(MAMBA)
-        if steady_ends.takes(pool, window_at, state_at):  # the usual work written out in one loop
-            steady_ends.take_ends(self, req, ends, lag, frees, hashes)
-            frees.finish()
-            hashes.finish()
-            return
         for end in ends:
             processed = end - lag
             window_moves = end % B == window_at

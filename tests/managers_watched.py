@@ -28,3 +28,12 @@ def managers_watched(state_of: Callable[[Any], Any]) -> Iterator[tuple[list, lis
 
     with mock.patch.object(simulate_module, "make_manager", side_effect=made):
         yield managers, states, step
+
+
+def assert_watched_equal(ours, our_states: list, theirs, their_states: list) -> None:
+    """Two watched runs the same: the manager's state after every step, the request and step tables, the summary."""
+    assert len(our_states) == len(their_states)
+    for index, (our_state, their_state) in enumerate(zip(our_states, their_states, strict=True)):
+        assert our_state == their_state, f"after step {index}"
+    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
+    assert ours.summary == theirs.summary

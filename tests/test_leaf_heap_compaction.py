@@ -18,7 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from managers_watched import managers_watched
+from managers_watched import assert_watched_equal, managers_watched
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 from test_marconi_vllm_victims import _delete, _tree
@@ -80,11 +80,7 @@ def _state(manager) -> tuple:
 def _compare(trace: Trace, config: SimConfig, due: tuple[int, int], every_step: bool) -> None:
     ours, our_states = watched_run(trace, config, True, due, every_step)
     theirs, their_states = watched_run(trace, config, False, due, every_step)
-    assert len(our_states) == len(their_states)
-    for index, (our_state, their_state) in enumerate(zip(our_states, their_states, strict=True)):
-        assert our_state == their_state, f"after step {index}"
-    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
-    assert ours.summary == theirs.summary
+    assert_watched_equal(ours, our_states, theirs, their_states)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from unittest import mock
 
 import pytest
-from managers_watched import managers_watched
+from managers_watched import assert_watched_equal, managers_watched
 from test_page_plans_property import _state
 
 from sim.cache.engines import marconi_vllm_step as step_module
@@ -92,9 +92,5 @@ def test_a_held_parent_not_on_top_is_pushed(pool_tokens):
     reached = dict(_REACHED)
     theirs, their_states = _run(config, False)
     assert reached["not_top"] > 5 and reached["lone"] >= 1, reached
-    assert len(our_states) == len(their_states)
-    for index, (our_state, their_state) in enumerate(zip(our_states, their_states, strict=True)):
-        assert our_state == their_state, f"after step {index}"
     assert ours.summary["evictions_full"] > 300
-    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
-    assert ours.summary == theirs.summary
+    assert_watched_equal(ours, our_states, theirs, their_states)

@@ -18,7 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from managers_watched import managers_watched
+from managers_watched import assert_watched_equal, managers_watched
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_run_property import _stamps, current_entries
 
@@ -129,11 +129,7 @@ def test_a_page_chunk_planned_directly_is_the_general_plan(burst):
     ):
         ours, our_states = watched_run(trace, config, True)
     theirs, their_states = watched_run(trace, config, False)
-    assert len(our_states) == len(their_states)
-    for index, (our_state, their_state) in enumerate(zip(our_states, their_states, strict=True)):
-        assert our_state == their_state, f"after step {index}"
-    assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
-    assert ours.summary == theirs.summary
+    assert_watched_equal(ours, our_states, theirs, their_states)
 
 
 # the property runs once, inside test_the_property_plans_page_chunks (which also asserts what its examples reach)

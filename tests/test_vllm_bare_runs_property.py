@@ -16,12 +16,10 @@ from test_vllm_own_runs_pool_property import blocks_around, freed_and_evicted
 from test_vllm_private_blocks_property import (
     FIXED,
     PRIVATE_EVICTED,
-    both_ways_or_skip,
     on_fixed_and_generated,
     reached,
-    run_seen_at_end,
 )
-from test_vllm_tail_runs_property import RUN_THEN_PREEMPTED, pool_at_end
+from test_vllm_tail_runs_property import RUN_THEN_PREEMPTED, counted_at_end, same_counted_runs
 
 from sim.cache.blocks import bare_runs, lazy_keys, manager, tail_runs
 
@@ -60,19 +58,11 @@ def run_with(trace_spec, config_spec, bare: bool, monkeypatch, seen: dict) -> tu
 
     monkeypatch.setattr(manager.BlockCacheManager, "abort", checked_abort)
 
-    def ended(manager, watcher):
-        seen[bare] = (pool_at_end(manager.pool), dict(counts))
-
-    return run_seen_at_end(trace_spec, config_spec, monkeypatch, ended)
+    return counted_at_end(trace_spec, config_spec, monkeypatch, seen, bare, counts)
 
 
 def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
-    """Both runs held equal, and their pools at the end; what each counted (True: the switch on)."""
-    seen: dict = {}
-    on = both_ways_or_skip(lambda on: run_with(trace_spec, config_spec, on, monkeypatch, seen))
-    assert seen[True][0] == seen[False][0]
-    assert seen[False][1]["bare"] == 0
-    return {flag: counted for flag, (_, counted) in seen.items()}, on[1]
+    return same_counted_runs(run_with, "bare", trace_spec, config_spec, monkeypatch)
 
 
 @on_fixed_and_generated(120, *FIXED, RUN_THEN_PREEMPTED)

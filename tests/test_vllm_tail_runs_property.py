@@ -126,19 +126,30 @@ def run_with(trace_spec, config_spec, with_runs: bool, monkeypatch, seen: dict) 
     monkeypatch.setattr(RunTail, "pop_runs", counted_pop)
     monkeypatch.setattr(RunTail, "flatten", counted_flatten)
 
+    return counted_at_end(trace_spec, config_spec, monkeypatch, seen, with_runs, counts)
+
+
+def counted_at_end(trace_spec, config_spec, monkeypatch, seen: dict, switch: bool, counts: dict) -> tuple:
+    """The run; ``seen[switch]`` gets its pool at the end and what ``counts`` counted by then."""
+
     def ended(manager, watcher):
-        seen[with_runs] = (pool_at_end(manager.pool), dict(counts))
+        seen[switch] = (pool_at_end(manager.pool), dict(counts))
 
     return run_seen_at_end(trace_spec, config_spec, monkeypatch, ended)
 
 
-def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
-    """Both runs held equal, and their pools at the end; what each counted (True: the switch on)."""
+def same_counted_runs(run_with, off_count: str, trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
+    """Both runs of ``run_with`` held equal, and their pools at the end; what each counted (True: the switch on),
+    ``off_count`` none with the switch off."""
     seen: dict = {}
     on = both_ways_or_skip(lambda on: run_with(trace_spec, config_spec, on, monkeypatch, seen))
     assert seen[True][0] == seen[False][0]
-    assert seen[False][1]["made"] == 0
+    assert seen[False][1][off_count] == 0
     return {flag: counted for flag, (_, counted) in seen.items()}, on[1]
+
+
+def same_runs(trace_spec, config_spec, monkeypatch) -> tuple[dict, object]:
+    return same_counted_runs(run_with, "made", trace_spec, config_spec, monkeypatch)
 
 
 @on_fixed_and_generated(120, *FIXED, RUN_THEN_PREEMPTED)

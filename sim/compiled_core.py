@@ -57,6 +57,7 @@ COMPILED_MODULES = (
     "sim/bounds/trie_cursor.py",
     "sim/bounds/events.py",
     "sim/bounds/recorder.py",
+    "sim/bounds/stretch_record.py",
 )
 INTERPRETED = (
     "__init__.py",

@@ -34,6 +34,14 @@ _TAKE_FREES = sglang_free_stretch._take_frees
 _MAKE_MANAGER = simulate_module.make_manager
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _a_batch_a_full_step():
+    """Each full step's batch read here as the reference makes it: a stretch's page steps told as one
+    (``STRETCH_AS_ONE``) are held to the reference by ``tests/test_stretch_steps_property.py``."""
+    with mock.patch.object(sglang_free_stretch, "STRETCH_AS_ONE", False):
+        yield
+
+
 @st.composite
 def freeing_bursts(draw):
     """``nocache_burst``'s (SWA frees at drawn intervals, by tokens or by iterations; four models), the overlap

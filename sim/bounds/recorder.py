@@ -22,9 +22,11 @@ per-page log (``merge=False``, the reference; ``tests/test_produce_runs.py``). W
 from __future__ import annotations
 
 from sim.bounds.events import Lookup, Produce, computed_pages, key_pages
+from sim.bounds.stretch_record import record_stretch
 from sim.cache.events import EventBus
 from sim.sched.batch import DecodeBatch
 from sim.sched.run_steps import RunSteps
+from sim.sched.stretch_steps import StretchSteps
 from sim.trace import Trace
 
 NEVER = 2**62  # past any page
@@ -147,6 +149,11 @@ class EventRecorder:
                 self._record_decode_step(batch)
             else:
                 self._record_decode_run(batch, num_steps)
+            return
+        if (
+            type(batch) is StretchSteps
+        ):  # a freeing stretch's page steps (``sglang_free_stretch.STRETCH_AS_ONE``)
+            record_stretch(batch, self._page, self._log.open_runs, self._last_page, self._produce)
             return
         items = batch.items
         self._record_lookups(items, manager.requests)

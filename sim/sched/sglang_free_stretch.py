@@ -34,10 +34,16 @@ from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts, fitting_starts
 from sim.cache.request import RequestCache
 from sim.cache.swa_free_runs import allocate_starts_before, free_counted
+from sim.sched import run_steps
 from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 from sim.sched.freeing_runs import step_runs
+from sim.sched.stretch_steps import told_as_one
 
 FREES_IN_STRETCH = True
+# True: where the run's full steps are told whole (``run_steps.WHOLE_RUNS``), a stretch's page steps are told to the
+# bounds' recorder as one ``StretchSteps`` on its first full step (``sim/sched/stretch_steps.py``); False: a
+# ``DecodeBatch`` a full step (the reference; tests/test_stretch_steps_property.py holds both equal)
+STRETCH_AS_ONE = True
 # the bound of a step's own start: below every request's index, so a step's frees come before all its pages
 # (the default loop's stretch bounds them request by request, ``swa_free_runs``)
 STEP_START = -1
@@ -87,7 +93,9 @@ def take_freeing_stretch(
     for req in reqs:
         manager.take_plain_decodes(req, stretch)
     runs = step_runs(counted_starts(starts[:allocated]), freed, done, set(due_at), extends_break=False)
-    if lengths is not None:
+    if lengths is not None and STRETCH_AS_ONE and run_steps.WHOLE_RUNS:
+        runs = told_as_one(runs, reqs, lengths, iteration, done)
+    elif lengths is not None:
         runs = [_with_batch(run, reqs, lengths, iteration, done) for run in runs]
     if due_at and manager.has_swa:
         sched.batch_is_full = False

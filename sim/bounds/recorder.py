@@ -150,9 +150,7 @@ class EventRecorder:
             else:
                 self._record_decode_run(batch, num_steps)
             return
-        if (
-            type(batch) is StretchSteps
-        ):  # a freeing stretch's page steps (``sglang_free_stretch.STRETCH_AS_ONE``)
+        if type(batch) is StretchSteps:  # a freeing stretch's page steps, told as one (``STRETCH_AS_ONE``)
             record_stretch(batch, self._page, self._log.open_runs, self._last_page, self._produce)
             return
         items = batch.items

@@ -39,10 +39,6 @@ EXACT_INTS = 1 << 53  # ints below it convert to floats exactly
 # False: lists (the reference; tests/test_run_arrays_property.py holds both equal, floats bit for bit and whole
 # runs' tables)
 ARRAY_RUNS = True
-# True: the first settled step's FLOPs and bytes from the contexts' sum (``_settled_first_step``: every context is
-# at or past the window there, so each term is the same for every request); False: ``_first_step`` summed request
-# by request (the reference; tests/test_settled_first_step_property.py). The same integers
-FIRST_STEP_SUMS = True
 ARRAY_MIN_STEPS = 48  # below it numpy's calls cost more than the lists' steps (~30 pure, more compiled)
 StepTimes = (
     list[float] | np.ndarray
@@ -71,10 +67,7 @@ def settled_decode_run(
         if len(taken) < settled:
             return starts, taken
         now = starts[-1] + taken[-1]  # the reference's clock after its last step
-    if FIRST_STEP_SUMS and _int_figures(co):
-        flops, bytes_read = _settled_first_step(co, contexts, settled)
-    else:
-        flops, bytes_read = first_step_figures(co, tuple(c + settled for c in contexts))
+    flops, bytes_read = first_step_figures(co, tuple(c + settled for c in contexts))
     n = len(contexts)
     flops_each, bytes_each = co.full_flops * n, n * co.full_bytes
     flops_rate, bytes_rate = gpu.peak_flops * gpu.mfu, gpu.mem_bandwidth * gpu.bw_efficiency
@@ -98,23 +91,6 @@ def settled_decode_run(
         flops += flops_each
         bytes_read += bytes_each
     return starts, taken
-
-
-def _int_figures(co: RooflineFigures) -> bool:
-    """Whether the bytes a token reads are ints (so a sum of them in any order is the same number)."""
-    return type(co.full_bytes) is int and type(co.swa_bytes) is int and type(co.state_bytes_twice) is int
-
-
-def _settled_first_step(co: RooflineFigures, contexts: tuple[int, ...], settled: int) -> tuple[int, int]:
-    """``first_step_figures`` of the contexts ``settled`` tokens on, each at or past the window: a context ``c``
-    attends ``c + 1`` FULL keys and ``window`` SWA keys, and reads ``c + 1`` FULL tokens and ``window + 1`` SWA
-    ones; summed over the requests as one product each (ints: the same numbers)."""
-    n = len(contexts)
-    full = sum(contexts) + n * (settled + 1)
-    swa_att = n * co.window if co.swa_flops else 0
-    flops = n * co.per_token_flops + co.full_flops * full + co.swa_flops * swa_att
-    state = full * co.full_bytes + n * (co.window + 1) * co.swa_bytes + n * co.state_bytes_twice
-    return flops, co.model.weight_bytes_read(n) + state
 
 
 def _memory_bound_throughout(gpu: GPUSpec, figures: tuple[int, int, int, int], num_steps: int) -> bool:

@@ -25,11 +25,6 @@ _NUM_POOL_COLUMNS = len(POOL_COLUMNS)
 # memory the system maps only when it is read or moved into, and the others are taken from the marks; False: every
 # column taken, 0 written row by row (the reference: tests/test_pool_marks.py)
 ZERO_COLUMNS_UNWRITTEN = True
-# True: each column its marks' values repeated over their rows (``np.repeat``, a copy a column) and the pages moved
-# since a row's mark read as the running sum less the sum before the mark, repeated the same way; False: every row's
-# mark looked up by index (a gather of the table's length per column, the reference: tests/test_pool_marks_lean.py).
-# The same integers either way
-COLUMNS_BY_REPEAT = True
 
 
 class PoolMarks:
@@ -55,10 +50,6 @@ class PoolMarks:
             self.move_pages.append(pages)
             self.move_free.append(free)
 
-    def move_columns(self) -> tuple[array, ...]:
-        """The moves' four arrays, in a move's order: rows, counts, pages, free columns."""
-        return self.move_rows, self.move_counts, self.move_pages, self.move_free
-
     def columns(self, num_rows: int) -> list[np.ndarray]:
         """Each pool column's value at each of the table's ``num_rows`` rows (int64)."""
         if not num_rows:
@@ -70,8 +61,6 @@ class PoolMarks:
         # each row's mark: the last at or before it (marks come in row order; one sharing a later mark's row
         # covers no row), as a repeat of each mark over its rows, not a search per row: fewer new arrays
         mark_spans = np.diff(mark_rows, append=num_rows)
-        if COLUMNS_BY_REPEAT and ZERO_COLUMNS_UNWRITTEN:
-            return self._repeated(values, mark_rows, mark_spans, num_rows)
         which = np.repeat(np.arange(len(mark_rows)), mark_spans)
         # every column at once: each a row of one take (contiguous), rather than a strided take per column
         if ZERO_COLUMNS_UNWRITTEN:
@@ -82,46 +71,6 @@ class PoolMarks:
             del which  # the rows' marks' rows instead: one array of the table's length at a time
             self._add_moves(columns, np.repeat(mark_rows, mark_spans), num_rows)
         return columns
-
-    def _repeated(
-        self, values: np.ndarray, mark_rows: np.ndarray, mark_spans: np.ndarray, num_rows: int
-    ) -> list[np.ndarray]:
-        """``columns`` by repeats: a column every mark leaves at 0 is zeros, another its marks' values each over
-        its rows; the moves then add the pages moved from each row's mark's row through the row."""
-        columns = [
-            np.repeat(values[:, c], mark_spans) if values[:, c].any() else np.zeros(num_rows, dtype=np.int64)
-            for c in range(_NUM_POOL_COLUMNS)
-        ]
-        if len(self.move_rows):
-            self._add_moves_since(columns, mark_rows, mark_spans, num_rows)
-        return columns
-
-    def _add_moves_since(
-        self, columns: list[np.ndarray], mark_rows: np.ndarray, mark_spans: np.ndarray, num_rows: int
-    ) -> None:
-        """``_add_moves``: the pages rows ``0..r`` moved less those rows before ``r``'s mark moved."""
-        for free, steps in self._pages_per_row(num_rows):
-            moved = np.cumsum(steps)  # moved[r]: pages rows 0..r moved
-            # pages moved before each mark's row (none before row 0, where a run's event step may mark again)
-            before_mark = np.where(mark_rows > 0, moved[mark_rows - 1], 0)
-            since_mark = np.subtract(moved, np.repeat(before_mark, mark_spans), out=steps)
-            columns[free] -= since_mark
-            columns[free + 1] += since_mark
-
-    def _pages_per_row(self, num_rows: int):
-        """Each KV pool's free column and the pages each row moves from it (int64, a row each)."""
-        move_rows = np.frombuffer(self.move_rows, dtype=np.int64)
-        move_ends = move_rows + np.frombuffer(self.move_counts, dtype=np.int64)
-        pages = np.frombuffer(self.move_pages, dtype=np.int64)
-        move_free = np.frombuffer(self.move_free, dtype=np.int64)
-        for free in np.unique(move_free).tolist():
-            chosen = move_free == free
-            per_row = np.zeros(num_rows + 1, dtype=np.int64)  # pages each row moves, as differences
-            np.add.at(per_row, move_rows[chosen], pages[chosen])
-            np.add.at(per_row, move_ends[chosen], -pages[chosen])
-            steps = per_row[:num_rows]
-            np.cumsum(steps, out=steps)
-            yield free, steps
 
     def _taken_or_zero(self, values: np.ndarray, which: np.ndarray, num_rows: int) -> list[np.ndarray]:
         """Each column's rows: zeros where every mark is 0 (the moves, if any, add to them in place), else taken
@@ -135,8 +84,18 @@ class PoolMarks:
 
     def _add_moves(self, columns: list[np.ndarray], marked_at: np.ndarray, num_rows: int) -> None:
         """Each KV pool's pages moved from its row's mark's row through the row, from free to running."""
-        for free, steps in self._pages_per_row(num_rows):
+        move_rows = np.frombuffer(self.move_rows, dtype=np.int64)
+        move_ends = move_rows + np.frombuffer(self.move_counts, dtype=np.int64)
+        pages = np.frombuffer(self.move_pages, dtype=np.int64)
+        move_free = np.frombuffer(self.move_free, dtype=np.int64)
+        for free in np.unique(move_free).tolist():
+            chosen = move_free == free
+            per_row = np.zeros(num_rows + 1, dtype=np.int64)  # pages each row moves, as differences
+            np.add.at(per_row, move_rows[chosen], pages[chosen])
+            np.add.at(per_row, move_ends[chosen], -pages[chosen])
             moved = np.zeros(num_rows + 1, dtype=np.int64)  # moved[r + 1]: pages rows 0..r moved
+            steps = per_row[:num_rows]  # each row's pages, made in place (new arrays cost page faults)
+            np.cumsum(steps, out=steps)
             np.cumsum(steps, out=moved[1:])
             since_mark = np.subtract(moved[1:], moved[marked_at], out=steps)
             columns[free] -= since_mark

@@ -33,9 +33,6 @@ FRAME_UNCOPIED = True
 # pointer to a 24-byte float that lives until the table is made); False: lists of the clock's floats (the
 # reference; tests/test_step_blocks.py holds both equal). Read when a log is made
 TIMES_AS_DOUBLES = True
-# True: a batch run's pool marks and moves appended to ``PoolMarks``' arrays here (``_mark_run``, compiled); False:
-# its ``mark`` and ``move`` called a full step at a time (the reference). The same entries (test_pool_marks_lean)
-RUN_MARKS_AT_ONCE = True
 
 
 class StepLog:
@@ -90,9 +87,6 @@ class StepLog:
         the step before (``run_pool_columns``, row by row)."""
         row = len(self)
         self._extend_decodes(first_step, starts, durations, num_decode)
-        if RUN_MARKS_AT_ONCE:
-            _mark_run(self.pools, row, pools, full_steps, kv_columns)
-            return
         self.pools.mark(row, pools)
         for full in full_steps:
             if full.usage is not None:
@@ -145,30 +139,6 @@ def _extend_times(column: list | array, times: StepTimes) -> None:
         column.frombytes(np.ascontiguousarray(times, dtype=np.float64).data.cast("B"))
     else:
         column.extend(times.tolist())
-
-
-def _mark_run(marks: PoolMarks, row: int, pools: Sequence[int], full_steps: Sequence, kv_columns) -> None:
-    marks.mark_rows.append(row)
-    marks.mark_values.extend(pools)
-    moves = marks.move_columns()
-    for full in full_steps:
-        if full.usage is not None:
-            marks.mark_rows.append(row + full.offset)
-            marks.mark_values.extend(pool_values(full.usage))
-        elif full.pages:
-            for free in kv_columns:
-                _append_move(moves, row + full.offset, full.num_steps, full.pages, free)
-        if full.swa_freed:  # SWA pages back from running to free (a freeing stretch's step)
-            for free in kv_columns[1:]:
-                _append_move(moves, row + full.offset, 1, -full.swa_freed, free)
-
-
-def _append_move(moves: tuple[array, ...], at: int, count: int, pages: int, free: int) -> None:
-    rows, counts, moved, frees = moves
-    rows.append(at)
-    counts.append(count)
-    moved.append(pages)
-    frees.append(free)
 
 
 def _as_numpy(column: list | array) -> np.ndarray:

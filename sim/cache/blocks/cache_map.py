@@ -25,9 +25,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from typing import Any
 
-from sim.cache.blocks import bare_runs, by_id, lazy_keys, out_of_map, pending_runs
-from sim.cache.blocks import keys as block_keys
-from sim.cache.blocks.pending_runs import Pending
+from sim.cache.blocks import bare_runs, by_id, lazy_keys, out_of_map
 
 Key = tuple[object, int]  # (block key, group index): how the map's entries are named outside it
 
@@ -45,16 +43,13 @@ class CacheMap:
         # a map per group keyed by the block key alone: no (key, group) tuple made or hashed a block
         self.first_in: list[dict[object, int]] = [{} for _ in range(num_groups)]  # each key's oldest block
         self.more_in: list[dict[object, list[int]]] = [{} for _ in range(num_groups)]  # its newer ones
-        # blocks listed when a lookup asks (``pending_runs.py``); by block id its pending entry; by digest, oldest first
-        self.lists_late = pending_runs.PENDING_RUNS and block_keys.INT_KEYS
-        self.run_at: list[Pending | None] = [None] * num_blocks
-        self.pending: list[dict[int, list[Pending]]] = [{} for _ in range(num_groups)]
         # a prefill step's private blocks kept out of the map (``out_of_map.py``)
         self.keeps_private_out = out_of_map.OUT_OF_MAP
         self.keys_late = lazy_keys.LAZY_KEYS  # and left unkeyed (``lazy_keys.py``)
         self.bare_kept_out = bare_runs.BARE_RUNS  # a FULL group's with no entry written (``bare_runs.py``)
 
-    def cache(self, block: int, key: Key) -> None:  # ``cache_full_blocks`` for one block
+    def cache(self, block: int, key: Key) -> None:
+        """``cache_full_blocks`` for one block (a block hashed once keeps its first key)."""
         self.cache_in(block, key[0], key[1])
 
     def cache_in(self, block: int, key: object, group: int) -> None:
@@ -66,12 +61,6 @@ class CacheMap:
 
     def list_block(self, block: int, key: object, group: int) -> None:
         """``block`` listed under ``key`` in ``group``: its first block, or one of its newer ones."""
-        if self.lists_late and self.pending[group]:  # the key's blocks hashed before it listed first
-            pending_runs.flush_key(self, key, group)
-        self.list_block_now(block, key, group)
-
-    def list_block_now(self, block: int, key: object, group: int) -> None:
-        """``list_block``, the key's pending blocks listed already."""
         first_of = self.first_in[group]
         if key in first_of:
             self.more_in[group].setdefault(key, []).append(block)
@@ -93,9 +82,7 @@ class CacheMap:
         Usually every block is new to the map and every key too, each once: then in three updates. The keys go
         straight into the group's map; where it grew by fewer than the blocks (a key twice in ``keys``: all of
         them were new), they are taken out again and cached one by one. Compiled (``by_id.LOOPS``), each key is
-        listed in one probe instead (``_list_new``); with ``lists_late``, one pending entry (``pending_runs.py``)."""
-        if self.lists_late and pending_runs.kept_pending(self, blocks, keys, group):
-            return
+        listed in one probe instead (``_list_new``): the map's lookups are most of a prefill step's cost there."""
         if by_id.LOOPS and by_id.all_none(self.key_at, blocks):
             self.key_blocks(blocks, keys, group)
             self._list_new(blocks, keys, group)
@@ -148,16 +135,11 @@ class CacheMap:
 
     def cached_in(self, key: object, group: int) -> int | None:
         """``cached`` of ``key`` in ``group``."""
-        block = self.first_in[group].get(key)
-        late = block is None and self.lists_late and pending_runs.flush_key(self, key, group)
-        return self.first_in[group].get(key) if late else block
+        return self.first_in[group].get(key)
 
     def cached_blocks(self, keys: list[object], group: int) -> list[int | None]:
         """``cached`` of each of ``keys`` in ``group`` (a hit's table)."""
-        blocks = list(map(self.first_in[group].get, keys))
-        if self.lists_late and None in blocks and pending_runs.flush_missed(self, keys, blocks, group):
-            return list(map(self.first_in[group].get, keys))
-        return blocks
+        return list(map(self.first_in[group].get, keys))
 
     def num_cached_from(self, keys: list[object], group: int) -> int:
         """How many of ``keys``, from the first, are cached in ``group`` (a hit's leading run: about 146
@@ -167,10 +149,7 @@ class CacheMap:
         while run < len(keys):
             stretch = keys[run : run + 32]
             if not all(map(contains, stretch)):
-                miss = run + list(map(contains, stretch)).index(False)
-                if self.lists_late and pending_runs.flush_key(self, keys[miss], group):
-                    continue  # its digest's pending blocks listed: the stretch again
-                return miss
+                return run + list(map(contains, stretch)).index(False)
             run += len(stretch)
         return run
 
@@ -182,7 +161,6 @@ class CacheMap:
     @property
     def blocks_of(self) -> dict[Key, list[int]]:
         """Every cached (key, group)'s blocks, oldest first (for tests and integrity checks)."""
-        pending_runs.flush_all(self)
         return {
             (key, group): [block, *self.more_in[group].get(key, ())]
             for group, first_of in enumerate(self.first_in)
@@ -200,8 +178,6 @@ class CacheMap:
 
     def _unlist(self, blocks: list[int], keys: list[object], groups: list[int]) -> None:
         """Evicted ``blocks`` (their ``keys`` and ``groups`` in order) leave the map."""
-        if self.lists_late:  # those still pending only forgotten there
-            blocks, keys, groups = pending_runs.unlisted_late(self, blocks, keys, groups)
         if by_id.LOOPS and self._unlist_each(keys, groups):
             return
         if ONE_GROUP_UNLIST and groups and groups.count(groups[0]) == len(groups):

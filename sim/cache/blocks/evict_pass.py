@@ -20,7 +20,7 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
-from sim.cache.blocks import by_id, pending_runs
+from sim.cache.blocks import by_id
 from sim.cache.blocks.out_of_map import KEPT_OUT
 from sim.cache.events import BlocksEvicted, emit
 
@@ -59,7 +59,6 @@ def _each_once(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list
     more_in: list[dict[Any, list[int]]] = pool.more_in
     marked: bool = pool.marks_private
     kept_out: int = KEPT_OUT  # a typed local: compiled, a machine compare a block
-    run_at: list[pending_runs.Pending | None] = pool.run_at
     any_more = any(more_in)  # no key gains a newer block while blocks are evicted
     counts = [0] * len(first_in)
     keys: list[Any] = []
@@ -76,11 +75,6 @@ def _each_once(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list
             keys.append(key)
             groups.append(group)
         if mark == kept_out:
-            continue
-        entry = run_at[block]
-        if entry is not None:  # never listed: forgotten in its pending entry (``pending_runs.py``)
-            run_at[block] = None
-            pending_runs.gone(pool, entry, 1)
             continue
         if any_more and key in more_in[group]:
             pool._forget_duplicate(block, key, group)
@@ -114,9 +108,7 @@ def _in_passes(pool: Any, blocks: list[int]) -> tuple[list[Any], list[int], list
 
 def _unlist(pool: Any, blocks: list[int], keys: list[Any], groups: list[int], one_group: bool) -> None:
     """``pool._unlist``, the one-group case known: its dict popped in one C call where no key has newer blocks."""
-    if pool.lists_late:  # those still pending only forgotten there
-        blocks, keys, groups = pending_runs.unlisted_late(pool, blocks, keys, groups)
-    if one_group and groups:
+    if one_group:
         more_of = pool.more_in[groups[0]]
         if not more_of or more_of.keys().isdisjoint(keys):
             deque(map(pool.first_in[groups[0]].pop, keys), 0)

@@ -21,6 +21,10 @@ from sim.sched.request import RequestState
 
 # False: every step asks the decoding requests (the reference; tests/test_chunk_ahead_property.py holds both equal)
 ASK_CHUNKS_FIRST = True
+# True: ``plain_decode_run`` asks whether a chunk comes next from the running requests' count of decoders, before
+# it lists them (most ``marconi-vllm`` timed steps are prefill steps, where the answer is yes); False: it lists the
+# decoding requests first (the reference; tests/test_step_runs_property.py holds both equal)
+ASKED_BEFORE_LISTING = True
 
 
 def takes_chunk_next(
@@ -39,3 +43,18 @@ def takes_chunk_next(
         if chunk > 0 and not rules.chunk_stalled_at(manager, req, chunk, 0):
             return True
     return False
+
+
+def chunk_comes_next(
+    manager: CacheManager, capped: CappedStalls, running: dict[str, RequestState], budget: int
+) -> bool:
+    """``takes_chunk_next`` under what the step's decodes leave of ``budget``, where some running request decodes
+    (``plain_decode_run`` answers 0 then, as it would after listing them); False: ask as the reference does. The
+    answer reads no order: any prompt's chunk makes it True."""
+    if not ASKED_BEFORE_LISTING:
+        return False
+    requests, decoding = manager.requests, 0
+    for run in running.values():
+        if requests[run.request_id].kv_len >= run.prompt_len:
+            decoding += 1
+    return decoding > 0 and takes_chunk_next(manager, capped, running.values(), budget - decoding)

@@ -19,7 +19,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
-from sim.sched.chunk_ahead import takes_chunk_next
+from sim.sched.chunk_ahead import chunk_comes_next, takes_chunk_next
 from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
@@ -129,6 +129,8 @@ class DefaultScheduler:
         self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
+        if self._radix is not None and chunk_comes_next(self._radix, self._capped, self.running, self.budget):
+            return [], 0  # a prompt's chunk is next: no coming step is a plain or batch decode step
         runs = oldest_first(self.running)
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:

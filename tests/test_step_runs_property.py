@@ -104,7 +104,7 @@ def _counted_run(trace: Trace, config: SimConfig, backend, fast: bool, counts: d
     checked against the reference's question (the switch off answers 0 too)."""
     moved, comes_next, plain = (
         step_runs.clock_moved,
-        chunk_ahead.chunk_comes_next,
+        chunk_ahead.budget_left_by_decodes,
         DefaultScheduler.plain_decode_run,
     )
 
@@ -113,21 +113,21 @@ def _counted_run(trace: Trace, config: SimConfig, backend, fast: bool, counts: d
         return answer
 
     def counting_answers(*args):
-        counts["asked"] += 1
-        counts["early"] += (answer := comes_next(*args))
+        counts["asked"] += (answer := comes_next(*args)) is not None
         return answer
 
     def checked_plain_run(scheduler, iteration):
-        early = counts["early"]
+        asked = counts["asked"]
         answer = plain(scheduler, iteration)
-        if counts["early"] > early:
+        if counts["asked"] > asked and not answer[1]:  # asked early, and 0 (a yes answers 0)
+            counts["early"] += 1
             with mock.patch.object(chunk_ahead, "ASKED_BEFORE_LISTING", False):
                 assert plain(scheduler, iteration)[1] == 0, "an early answer lost fast steps"
         return answer
 
     with (
         mock.patch("sim.run.engine.clock_moved", side_effect=counting_moves),
-        mock.patch.object(default, "chunk_comes_next", side_effect=counting_answers),
+        mock.patch.object(default, "budget_left_by_decodes", side_effect=counting_answers),
         mock.patch.object(DefaultScheduler, "plain_decode_run", autospec=True, side_effect=checked_plain_run),
     ):
         return simulate(trace, config, backend=backend, fast_path=fast)

@@ -45,16 +45,17 @@ def takes_chunk_next(
     return False
 
 
-def chunk_comes_next(
-    manager: CacheManager, capped: CappedStalls, running: dict[str, RequestState], budget: int
-) -> bool:
-    """``takes_chunk_next`` under what the step's decodes leave of ``budget``, where some running request decodes
-    (``plain_decode_run`` answers 0 then, as it would after listing them); False: ask as the reference does. The
-    answer reads no order: any prompt's chunk makes it True."""
-    if not ASKED_BEFORE_LISTING:
-        return False
+def budget_left_by_decodes(
+    manager: CacheManager | None, running: dict[str, RequestState], budget: int
+) -> int | None:
+    """What the next step's decodes leave of ``budget`` for chunks, where some running request decodes and the
+    caller may ask ``takes_chunk_next`` with it before listing the decoders (``plain_decode_run`` answers 0 on a yes,
+    as it would after listing them: the answer reads no order, any prompt's chunk makes it yes); None: none
+    decodes, no radix manager, or the reference (ask after listing)."""
+    if not ASKED_BEFORE_LISTING or manager is None:
+        return None
     requests, decoding = manager.requests, 0
     for run in running.values():
         if requests[run.request_id].kv_len >= run.prompt_len:
             decoding += 1
-    return decoding > 0 and takes_chunk_next(manager, capped, running.values(), budget - decoding)
+    return budget - decoding if decoding else None

@@ -3,12 +3,13 @@ scheduled event, the loop moves the SimPy clock to the step's end itself and goe
 postprocess and the next step, with no timeout event a step.
 
 In ``marconi-vllm``'s timed runs most full steps are prefill steps (a page chunk for each prefilling request
-beside the decodes), ~138,000 at 1,000 requests, taken between arrivals that come ~500 times: each step made,
-scheduled and popped a SimPy timeout and resumed the loop's generator only to land the clock where its own
-addition puts it. Nothing else can run in between (no event is due before the end), so the loop goes on
+beside the decodes), 137,876 at 1,000 requests, of which 137,838 end before the next arrival or follow-up: each
+step made, scheduled and popped a SimPy timeout and resumed the loop's generator only to land the clock where its
+own addition puts it. Nothing else can run in between (no event is due before the end), so the loop goes on
 exactly as it would once woken: the same clock (the same float addition SimPy's ``schedule`` makes), the same
 stamps, rows and finishes, and a follow-up's process scheduled at the same time. A tie with a due event is left
-to the timeout (the earlier-scheduled event runs first), as is a NaN end.
+to the timeout (the earlier-scheduled event runs first), as is a NaN end. Each such step is also priced from a
+shape made in one pass over its items, which gives its row's counts too (``priced``).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ COMPILED_MODULES = (
     "sim/run/step_log.py",
     "sim/run/backend.py",
     "sim/run/event_delays.py",
+    "sim/run/step_runs.py",
     "sim/cost/shape.py",
     "sim/cost/step_sums.py",
     "sim/cost/decode_run.py",

@@ -95,11 +95,11 @@ def test_occupancy_rows_match_integrity_under_pressure(policy, monkeypatch):
 
     original = simulate_module.Engine._record_step
 
-    def checked(engine, batch, started_at, duration):
+    def checked(engine, batch, started_at, duration, counts=None):
         engine.manager.check_integrity()
         usage = engine.manager.usage()
         checks.append(sum(u.free + u.running + u.tree for u in usage.values()))
-        original(engine, batch, started_at, duration)
+        original(engine, batch, started_at, duration, counts)
 
     simulate_module.Engine._record_step = checked
     try:

@@ -16,6 +16,7 @@ from sim.run.backend import Backend, run_for_log, step_floats_read
 from sim.run.event_delays import event_delays
 from sim.run.metrics import pool_values
 from sim.run.step_log import StepLog, run_pool_columns
+from sim.run.step_runs import batch_counts, clock_moved, priced
 from sim.sched.interface import Scheduler
 from sim.sched.request import RequestState, states_of
 from sim.sched.run_steps import RunSteps, told_whole
@@ -43,10 +44,8 @@ class Engine:
         self.states = states_of(trace)
         self.steps = StepLog()  # written here; the step events below are built only for other listeners
         self._step_started = self.events.channel(StepStarted)
-        self._step_ended, self._plain_ended = (
-            self.events.channel(StepEnded),
-            self.events.channel(PlainStepsEnded),
-        )
+        self._step_ended = self.events.channel(StepEnded)
+        self._plain_ended = self.events.channel(PlainStepsEnded)
         self.num_done = 0  # requests finished or rejected
         self.fits = fits or (lambda request_id: None)  # returns why a request can never fit, or None
         self.on_step = on_step  # called after every step, where given (None: a run of steps skips the calls)
@@ -94,11 +93,12 @@ class Engine:
             started_at = self.env.now
             if self._step_started:
                 emit(self._step_started, StepStarted(batch, self.manager))
-            duration = self.backend.run(batch, self.manager)
-            yield self.env.timeout(duration)
+            duration, counts = priced(self.backend, batch, self.manager)
+            if not clock_moved(self.env, duration):  # else the step ends before anything else is due
+                yield self.env.timeout(duration)
             outcome = self.scheduler.postprocess(batch)
             self.scheduler.unpark()
-            self._record_step(batch, started_at, duration)
+            self._record_step(batch, started_at, duration, counts)
             for state in outcome.first_tokens:
                 if state.first_token_at is None:
                     state.first_token_at = self.env.now
@@ -234,14 +234,8 @@ class Engine:
                 state, "the pools cannot hold it even with the cache emptied" + (f" ({why})" if why else "")
             )
 
-    def _record_step(self, batch, started_at: float, duration: float) -> None:
-        num_prefill = prefill_tokens = num_decode = 0  # ``batch_shape``'s counts, without the shape
-        for item in batch.items:
-            if item.is_prefill:
-                num_prefill += 1
-                prefill_tokens += item.plan.end - item.plan.start
-            else:
-                num_decode += 1
+    def _record_step(self, batch, started_at: float, duration: float, counts=None) -> None:
+        num_prefill, prefill_tokens, num_decode = counts or batch_counts(batch)
         pools = pool_values(self.manager.usage())
         step = (self.iteration, started_at, duration, num_prefill, prefill_tokens, num_decode)
         self.steps.append(step, pools)

@@ -21,6 +21,10 @@ from sim.sched.request import RequestState
 
 # False: every step asks the decoding requests (the reference; tests/test_chunk_ahead_property.py holds both equal)
 ASK_CHUNKS_FIRST = True
+# True: ``plain_decode_run`` asks whether a chunk comes next from the running requests' count of decoders, before
+# it lists them (most ``marconi-vllm`` timed steps are prefill steps, where the answer is yes); False: it lists the
+# decoding requests first (the reference; tests/test_step_runs_property.py holds both equal)
+ASKED_BEFORE_LISTING = True
 
 
 def takes_chunk_next(
@@ -39,3 +43,19 @@ def takes_chunk_next(
         if chunk > 0 and not rules.chunk_stalled_at(manager, req, chunk, 0):
             return True
     return False
+
+
+def budget_left_by_decodes(
+    manager: CacheManager | None, running: dict[str, RequestState], budget: int
+) -> int | None:
+    """What the next step's decodes leave of ``budget`` for chunks, where some running request decodes and the
+    caller may ask ``takes_chunk_next`` with it before listing the decoders (``plain_decode_run`` answers 0 on a yes,
+    as it would after listing them: the answer reads no order, any prompt's chunk makes it yes); None: none
+    decodes, no radix manager, or the reference (ask after listing)."""
+    if not ASKED_BEFORE_LISTING or manager is None:
+        return None
+    requests, decoding = manager.requests, 0
+    for run in running.values():
+        if requests[run.request_id].kv_len >= run.prompt_len:
+            decoding += 1
+    return budget - decoding if decoding else None

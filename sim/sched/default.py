@@ -1,11 +1,11 @@
 """Batch formation, as engines do it: pure Python, no time.
 
-Each step: running requests in decode get one token each, then prefill chunks (unfinished prompts
-first, then FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission
-is capped by ``max_running_requests`` and by the pools: the cache manager evicts what it can and refuses
-otherwise, and a refused request waits. A decode step that cannot get memory retracts the newest
-running request (freed, requeued at the head) as SGLang does; a request retracted while running alone is
-requeued, or given up on at once where the engine does so (SGLang aborts it).
+Each step: running requests in decode get one token each, then prefill chunks (unfinished prompts first, then
+FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission is capped by
+``max_running_requests`` and by the pools: the cache manager evicts what it can and refuses otherwise, and a
+refused request waits. A decode step that cannot get memory retracts the newest running request (freed, requeued
+at the head) as SGLang does; a request retracted while running alone is requeued, or given up on at once where the
+engine does so (SGLang aborts it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
-from sim.sched.chunk_ahead import takes_chunk_next
+from sim.sched.chunk_ahead import budget_left_by_decodes, takes_chunk_next
 from sim.sched.last_output import LastOutputSteps
 from sim.sched.loop_runs import chunk_stays_stalled
 from sim.sched.plain_runs import plain_steps
@@ -121,14 +121,16 @@ class DefaultScheduler:
         return StepOutcome(first_tokens, finished)
 
     def plain_decode_run(self, iteration: int) -> tuple[list[RequestState], int]:
-        """The running requests past their prompt, oldest first, and how many coming steps are decodes only:
-        a batch run where the pools have room (steps that start pages, free SWA and take checkpoints without
-        evicting: ``sim/sched/loop_runs.py``) with none in its prompt or beside chunks no such step unstalls
-        (``chunk_stays_stalled``); else steps plain for all of them (no page, checkpoint, SWA free, finish or
-        admission attempt), while every request still in its prompt gets no chunk."""
+        """The decoding requests, oldest first, and how many coming steps are decodes only: a batch run where the
+        pools have room (pages, SWA frees, checkpoints, no eviction: ``loop_runs.py``) beside no chunk such a step
+        unstalls (``chunk_stays_stalled``); else plain steps (nothing but lengths), every prompt getting no chunk."""
         self._batch_run_at = None
         if not self.running or (self.waiting and len(self.running) < self.max_running):
             return [], 0
+        spare = budget_left_by_decodes(self._radix, self.running, self.budget)  # None: asked after listing
+        if spare is not None and self._radix is not None:  # a prompt's chunk next: no decode-only step
+            if takes_chunk_next(self._radix, self._capped, self.running.values(), spare):
+                return [], 0
         runs = oldest_first(self.running)
         decoding = [run for run in runs if not self._in_prefill(run)]
         if not decoding:

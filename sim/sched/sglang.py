@@ -19,16 +19,18 @@ from __future__ import annotations
 
 from collections import deque
 
+from sim.align import ceil_div
 from sim.cache.engines.sglang_budget import max_new_tokens_for_memory
 from sim.cache.manager import CacheManager
-from sim.sched.batch import Batch, StepOutcome
+from sim.cache.results import NO_FIRST_CHUNK, Refusal
+from sim.sched.batch import Batch, BatchItem, StepOutcome
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
+from sim.sched.sglang_fast import SGLangFastPath
 from sim.sched.sglang_policy import scheduler_order
-from sim.sched.sglang_prefill import SGLangPrefill
 
 
-class SGLangScheduler(SGLangPrefill):
+class SGLangScheduler(SGLangFastPath):
     def __init__(
         self,
         manager: CacheManager,
@@ -165,4 +167,72 @@ class SGLangScheduler(SGLangPrefill):
             chunk = self.manager.next_chunk_len(self.chunked.request_id, self.rules.pass_budget.chunk)
             if chunk > 0:
                 added.append((self.chunked, chunk))
-        self._admit_and_allocate(batch, added)  # sglang_prefill
+        self._admit_waiting(added)
+        for state, _ in added:
+            if state in self.waiting:
+                self.waiting.remove(state)
+        self._allocate(batch, added)
+
+    def _admit_waiting(self, added: list[tuple[RequestState, int]]) -> None:
+        for index, state in enumerate(list(self.waiting)):
+            if not index and self.rules.budget_state(self.manager) == "other":  # then: _add_one's "continue"
+                return
+            held = sum(1 for s, _ in added if s.request_id in self.manager.requests)
+            if len(added) >= self._allocatable(held):
+                self.batch_is_full = True
+                return
+            verdict = self._add_one(state, added)
+            if verdict != "continue":
+                if verdict == "no_token":
+                    self.batch_is_full = bool(added) or bool(self.running)
+                return
+
+    def _add_one(self, state: RequestState, added: list[tuple[RequestState, int]]) -> str:
+        """``add_one_req``: ``no_token`` where the budget refuses, ``other`` where no chunk fits (before a slot
+        is taken), else the budget's state once the request is added."""
+        assert state.tokens is not None, "a request is queued with its tokens"
+        known, budget = self._known.get(state.request_id, state.prompt_len), self.rules.pass_budget.chunk
+        result = self.manager.admit(state.request_id, state.tokens, known, budget)
+        if isinstance(result, Refusal):
+            state.last_refusal = str(result)
+            return "other" if result.pool == NO_FIRST_CHUNK else "no_token"
+        self.manager.requests[state.request_id].num_outputs_known = known - state.prompt_len
+        chunk = self.manager.next_chunk_len(state.request_id, budget)
+        if chunk <= 0:
+            self.manager.abort(state.request_id)
+            return "other"
+        if state.match is None:  # SGLang reports the first admission's hit
+            state.match = result.match
+        self._admitted[state.request_id] = state
+        state.copy_state_from = result.copy_state_from
+        added.append((state, chunk))
+        if self.manager.requests[state.request_id].kv_len + chunk < known:
+            self.chunked = state
+        return self.rules.budget_state(self.manager)
+
+    def _allocate(self, batch: Batch, added: list[tuple[RequestState, int]]) -> None:
+        """``prepare_for_extend``: room evicted for every chunk at once, plus a page per request where pages
+        are longer than a token (``alloc_paged_token_slots_extend``; ``alloc_token_slots`` asks only the
+        chunks), then each chunk's pages; a request whose last chunk this is leaves ``chunked``."""
+        if added:
+            page = self.manager.page_size
+            slack = len(added) * page if page > 1 else 0
+            room = ceil_div(sum(chunk for _, chunk in added) + slack, page)
+            self._evict_for(room)
+        for state, chunk in added:
+            plan = self.manager.prepare_prefill(state.request_id, chunk, batch.iteration)
+            if isinstance(plan, Refusal):
+                raise AssertionError(
+                    f"{state.request_id}: the budget admitted a chunk the pools refuse ({plan})"
+                )
+            batch.items.append(BatchItem(plan, True, state.copy_state_from))
+            state.copy_state_from = None
+            known = self._known.get(state.request_id, state.prompt_len)
+            if state is self.chunked and plan.end >= known:
+                self.chunked = None
+
+    def _allocatable(self, held: int) -> int:
+        """``get_num_allocatable_reqs``: running slots left, and request rows left (a chunked request holds
+        its row across chunks)."""
+        rows_free = self.max_running - len(self.manager.requests) + held
+        return min(self.max_running - len(self.running), rows_free)

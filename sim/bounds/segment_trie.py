@@ -18,8 +18,9 @@ from collections.abc import Mapping
 
 from sim.bounds import trie_cursor
 from sim.bounds.events import Lookup
+from sim.bounds.shared_paths import descend_along, earlier_quoted, shared_pages
 from sim.bounds.trie_cursor import common_tokens, moved_on, page_key
-from sim.tokens import TokenSeq
+from sim.tokens import TokenSeq, output_source
 from sim.trace import Trace
 
 # True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
@@ -31,6 +32,10 @@ LABELS_IN_PLACE = True
 # earlier request's nodes, all labelled by that request's sequence); False: each child compared up to its span
 # (the reference; tests/test_segment_trie.py holds both equal)
 CARRY_COMPARE = True
+# True: a request whose sequence quotes an earlier inserted request's output descends over the pages the two share
+# along that request's path (``shared_paths.py``: no key, lookup or compare a node), then walks on; False: every
+# page walked from the root (the reference; tests/test_shared_paths_property.py holds both equal)
+SHARED_PREFIX = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -61,10 +66,13 @@ class SegmentTrie:
         # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
         # ends at when inserted ends it for good: its path is that node's ancestors
         seqs = seqs or {}
-        ends = {
-            request_id: self._insert(seqs.get(request_id) or trace.request_seq(request_id), deepest, cuts)
-            for request_id, (deepest, cuts) in event_reach(events).items()
-        }
+        if SHARED_PREFIX and LABELS_IN_PLACE:
+            ends = self._insert_along_earlier(trace, events, seqs)
+        else:
+            ends = {
+                request_id: self._insert(seqs.get(request_id) or trace.request_seq(request_id), deepest, cuts)
+                for request_id, (deepest, cuts) in event_reach(events).items()
+            }
         self._paths = {request_id: self._ancestors(end) for request_id, end in ends.items()}
         self._depths = {
             request_id: [self.depth[node] for node in path] for request_id, path in self._paths.items()
@@ -88,6 +96,24 @@ class SegmentTrie:
         return path[
             bisect.bisect_right(depths, event.first_page) : bisect.bisect_right(depths, event.end_page)
         ]
+
+    def _insert_along_earlier(
+        self, trace: Trace, events: list, seqs: Mapping[str, TokenSeq]
+    ) -> dict[str, int]:
+        """Every request inserted, its pages shared with the last earlier request it quotes taken along that one's
+        path; request id -> the node its path ends at."""
+        ends: dict[str, int] = {}
+        inserted: dict[str, tuple[TokenSeq, int, int]] = {}
+        for request_id, (deepest, cuts) in event_reach(events).items():
+            seq = seqs.get(request_id) or trace.request_seq(request_id)
+            earlier = earlier_quoted(seq, inserted)
+            node = position = next_cut = 0
+            if earlier is not None and (shared := shared_pages(seq, deepest, earlier, self.page_size)) > 0:
+                path = self._ancestors(earlier[2])
+                node, position, next_cut = descend_along(path, self.depth, shared, cuts, self._split)
+            ends[request_id] = end = self._insert_in_place(seq, deepest, cuts, node, position, next_cut)
+            inserted[output_source(request_id)] = (seq, deepest, end)
+        return ends
 
     def _first_page(self, seq: TokenSeq, at_page: int) -> tuple:
         return seq.first_page(self.page_size, at_page * self.page_size)
@@ -116,13 +142,21 @@ class SegmentTrie:
             node, position = child, position + stop
         return node
 
-    def _insert_in_place(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
+    def _insert_in_place(
+        self,
+        seq: TokenSeq,
+        deepest: int,
+        cuts: list[int],
+        node: int = 0,
+        position: int = 0,
+        next_cut: int = 0,
+    ) -> int:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
-        child's label compared where it lies in its own sequence (no slice), up to the label's end."""
+        child's label compared where it lies in its own sequence (no slice), up to the label's end; from ``node``
+        at page ``position`` (``cuts[next_cut]`` the first cut not before it), where a shared descent left it."""
         page, runs = self.page_size, seq.runs
-        node = position = next_cut = run = inside = (
-            0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
-        )
+        # token ``position * page`` is ``runs[run]``'s ``inside``-th
+        run, inside = moved_on(runs, 0, position * page) if position else (0, 0)
         known_seq, known_at, known = (
             None,
             0,

@@ -55,7 +55,6 @@ COMPILED_MODULES = (
     "sim/bounds/belady.py",
     "sim/bounds/page_paths.py",
     "sim/bounds/segment_trie.py",
-    "sim/bounds/shared_paths.py",
     "sim/bounds/trie_cursor.py",
     "sim/bounds/events.py",
     "sim/bounds/recorder.py",

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 
 from sim.bounds import trie_cursor
 from sim.bounds.events import Lookup
-from sim.bounds.shared_paths import descend_along, earlier_quoted, shared_pages
 from sim.bounds.trie_cursor import common_tokens, moved_on, page_key
-from sim.tokens import TokenSeq, output_source
+from sim.tokens import TokenSeq
 from sim.trace import Trace
 
 # True: a request's sequence is walked by a cursor as it is inserted, each child's key made and label compared in
@@ -32,10 +31,11 @@ LABELS_IN_PLACE = True
 # earlier request's nodes, all labelled by that request's sequence); False: each child compared up to its span
 # (the reference; tests/test_segment_trie.py holds both equal)
 CARRY_COMPARE = True
-# True: a request whose sequence quotes an earlier inserted request's output descends over the pages the two share
-# along that request's path (``shared_paths.py``: no key, lookup or compare a node), then walks on; False: every
-# page walked from the root (the reference; tests/test_shared_paths_property.py holds both equal)
-SHARED_PREFIX = True
+# True: each node remembers the child its last descent took, and a descent whose carried compare already holds the
+# next page (the child's label its sequence, from where the compare stood) takes that child again, its cursor moved
+# on only where a key or compare reads it; False: each child looked up by its first page's key (the reference;
+# tests/test_child_cached_property.py holds both equal)
+CHILD_CACHED = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -63,16 +63,14 @@ class SegmentTrie:
         self._label_seq: list[TokenSeq] = [TokenSeq()]
         self._label_at: list[int] = [0]
         self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
+        self._last_child: list[int] = [-1]  # the child a descent last took (``CHILD_CACHED``), -1 none
         # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
         # ends at when inserted ends it for good: its path is that node's ancestors
         seqs = seqs or {}
-        if SHARED_PREFIX and LABELS_IN_PLACE:
-            ends = self._insert_along_earlier(trace, events, seqs)
-        else:
-            ends = {
-                request_id: self._insert(seqs.get(request_id) or trace.request_seq(request_id), deepest, cuts)
-                for request_id, (deepest, cuts) in event_reach(events).items()
-            }
+        ends = {
+            request_id: self._insert(seqs.get(request_id) or trace.request_seq(request_id), deepest, cuts)
+            for request_id, (deepest, cuts) in event_reach(events).items()
+        }
         self._paths = {request_id: self._ancestors(end) for request_id, end in ends.items()}
         self._depths = {
             request_id: [self.depth[node] for node in path] for request_id, path in self._paths.items()
@@ -96,24 +94,6 @@ class SegmentTrie:
         return path[
             bisect.bisect_right(depths, event.first_page) : bisect.bisect_right(depths, event.end_page)
         ]
-
-    def _insert_along_earlier(
-        self, trace: Trace, events: list, seqs: Mapping[str, TokenSeq]
-    ) -> dict[str, int]:
-        """Every request inserted, its pages shared with the last earlier request it quotes taken along that one's
-        path; request id -> the node its path ends at."""
-        ends: dict[str, int] = {}
-        inserted: dict[str, tuple[TokenSeq, int, int]] = {}
-        for request_id, (deepest, cuts) in event_reach(events).items():
-            seq = seqs.get(request_id) or trace.request_seq(request_id)
-            earlier = earlier_quoted(seq, inserted)
-            node = position = next_cut = 0
-            if earlier is not None and (shared := shared_pages(seq, deepest, earlier, self.page_size)) > 0:
-                path = self._ancestors(earlier[2])
-                node, position, next_cut = descend_along(path, self.depth, shared, cuts, self._split)
-            ends[request_id] = end = self._insert_in_place(seq, deepest, cuts, node, position, next_cut)
-            inserted[output_source(request_id)] = (seq, deepest, end)
-        return ends
 
     def _first_page(self, seq: TokenSeq, at_page: int) -> tuple:
         return seq.first_page(self.page_size, at_page * self.page_size)
@@ -142,32 +122,35 @@ class SegmentTrie:
             node, position = child, position + stop
         return node
 
-    def _insert_in_place(
-        self,
-        seq: TokenSeq,
-        deepest: int,
-        cuts: list[int],
-        node: int = 0,
-        position: int = 0,
-        next_cut: int = 0,
-    ) -> int:
+    def _insert_in_place(self, seq: TokenSeq, deepest: int, cuts: list[int]) -> int:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
-        child's label compared where it lies in its own sequence (no slice), up to the label's end; from ``node``
-        at page ``position`` (``cuts[next_cut]`` the first cut not before it), where a shared descent left it."""
+        child's label compared where it lies in its own sequence (no slice), up to the label's end."""
         page, runs = self.page_size, seq.runs
-        # token ``position * page`` is ``runs[run]``'s ``inside``-th
-        run, inside = moved_on(runs, 0, position * page) if position else (0, 0)
+        # token ``position * page`` is ``runs[run]``'s ``inside``-th (``CHILD_CACHED``: ``inside`` may run past the
+        # run's end until a key or a compare reads it)
+        node = position = next_cut = run = inside = 0
         known_seq, known_at, known = (
             None,
             0,
             0,
         )  # ``known`` tokens of ``known_seq`` from ``known_at`` equal seq's here
+        last_child = self._last_child
         while position < deepest:
             while cuts[next_cut] <= position:
                 next_cut += 1
-            child = self._children[node].get(page_key(seq, run, inside, page, position * page))
-            if child is None:
-                return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
+            # the child last taken, where the carried compare holds its first page (``CHILD_CACHED``)
+            child = -1
+            if CHILD_CACHED and known >= page:
+                child = self._taken_again(last_child[node], node, known_seq, known_at)
+            if child < 0:
+                if CHILD_CACHED:
+                    run, inside = moved_on(runs, run, inside)
+                found = self._children[node].get(page_key(seq, run, inside, page, position * page))
+                if found is None:
+                    return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
+                child = found
+                if CHILD_CACHED:
+                    last_child[node] = found
             span, label, label_at = (
                 self.depth[child] - position,
                 self._label_seq[child],
@@ -186,8 +169,19 @@ class SegmentTrie:
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
-            run, inside = moved_on(runs, run, inside + stop * page)
+            if CHILD_CACHED:
+                inside += stop * page
+            else:
+                run, inside = moved_on(runs, run, inside + stop * page)
         return node
+
+    def _taken_again(self, child: int, node: int, label: TokenSeq | None, label_at: int) -> int:
+        """``child`` if it is still ``node``'s and labelled by ``label`` from token ``label_at``: then its key is that
+        sequence's page there, which the sequence being inserted holds (a compare carried on past a page), and a
+        key is the page's tokens (a sequence's runs are merged where contiguous); else -1."""
+        if child < 0 or self.parent[child] != node or self._label_seq[child] is not label:
+            return -1
+        return child if self._label_at[child] == label_at else -1
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
         """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
@@ -207,6 +201,7 @@ class SegmentTrie:
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
             self._children[node][page_key(seq, run, inside, page, position * page)] = child
+            self._last_child[node] = child
             if end != last:
                 run, inside = moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
@@ -218,6 +213,7 @@ class SegmentTrie:
         self._label_seq.append(seq)
         self._label_at.append(token_at)
         self._children.append({})
+        self._last_child.append(-1)
         return len(self.parent) - 1
 
     def _split(self, child: int, num_pages: int) -> int:
@@ -227,6 +223,7 @@ class SegmentTrie:
         self._children[parent][seq.first_page(self.page_size, at)] = top
         self._label_at[child] = rest = at + num_pages * self.page_size
         self._children[top][seq.first_page(self.page_size, rest)] = child
+        self._last_child[top] = child
         self.parent[child] = top
         return top
 

@@ -1,10 +1,11 @@
-"""A request's pages shared with the earlier request it quotes taken along that request's path
-(``segment_trie.SHARED_PREFIX``, ``sim/bounds/shared_paths.py``) build the reference's trie: the same nodes, ids,
-parents, depths, labels and children (in order), and every event covering the same nodes.
+"""A descent that takes again the child a node's last descent took, where its carried compare holds that child's
+first page (``segment_trie.CHILD_CACHED``), builds the reference's trie: the same nodes, ids, parents, depths, labels
+and children (in order), and every event covering the same nodes.
 
 Drawn: the bounds' small traces (follow-ups quoting an earlier output, sometimes one that quotes another), replay's
-events cut into chunks and interleaved (``test_segment_trie.event_logs``: cuts inside the shared pages, requests
-inserted before the one they quote has all its cuts), pages 1, 2, 4, 8; and the sequences cut short (SGLang's)."""
+events cut into chunks and interleaved (``test_segment_trie.event_logs``: cuts inside shared pages, so nodes split
+after a descent took them), pages 1, 2, 4, 8, the compare carried or not; and the run's sequences cut short
+(SGLang's)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,15 @@ from tests.bounds_helpers import small_traces
 EXAMPLES = int(os.environ.get("HYBRIDCACHE_HYPOTHESIS_EXAMPLES", "120"))
 
 
-def same_trie(trace: Trace, page: int, events: list, seqs: dict | None = None) -> SegmentTrie:
+def same_trie(
+    trace: Trace, page: int, events: list, seqs: dict | None = None, carry: bool = True
+) -> SegmentTrie:
     built = []
-    for shared in (True, False):
-        with mock.patch.object(segment_trie, "SHARED_PREFIX", shared):
+    for cached in (True, False):
+        with (
+            mock.patch.object(segment_trie, "CHILD_CACHED", cached),
+            mock.patch.object(segment_trie, "CARRY_COMPARE", carry),
+        ):
             built.append(SegmentTrie(trace, page, events, seqs))
     fast, reference = built
     assert (fast.parent, fast.depth, fast._label_at) == (
@@ -42,14 +48,19 @@ def same_trie(trace: Trace, page: int, events: list, seqs: dict | None = None) -
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), trace=small_traces(max_requests=8), page=st.sampled_from([1, 2, 4, 8]))
-def test_shared_descent_builds_the_reference_trie(data, trace, page):
-    same_trie(trace, page, data.draw(event_logs(trace, page)))
+@given(
+    data=st.data(),
+    trace=small_traces(max_requests=8),
+    page=st.sampled_from([1, 2, 4, 8]),
+    carry=st.booleans(),
+)
+def test_child_taken_again_builds_the_reference_trie(data, trace, page, carry):
+    same_trie(trace, page, data.draw(event_logs(trace, page)), carry=carry)
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), trace=small_traces(max_requests=8), page=st.sampled_from([1, 2, 4]))
-def test_shared_descent_over_sequences_cut_short(data, trace, page):
+def test_child_taken_again_over_sequences_cut_short(data, trace, page):
     """The run's own sequences, some a few tokens short of the trace's (each event still within them)."""
     events = data.draw(event_logs(trace, page))
     deepest: dict[str, int] = {}
@@ -64,19 +75,22 @@ def test_shared_descent_over_sequences_cut_short(data, trace, page):
     same_trie(trace, page, events, seqs)
 
 
-def test_a_follow_up_descends_along_the_quoted_path_and_splits_at_its_cuts():
-    """r1 quotes r0 (its prompt and output): its descent runs along r0's path to r0's deepest page (6), then on;
-    r2 quotes r1 but parts from it after the system prompt, inside r0's second node: split there (page 4)."""
+def test_a_follow_up_takes_the_quoted_path_again_and_parts_where_it_splits():
+    """r1 quotes r0 (its prompt and output) and takes r0's nodes again past the first (its compare carried); r2
+    quotes r1 but parts from it after the system prompt, inside r0's second node: split there (page 4), and r1's
+    descent's remembered child there is no longer the node's own (its parent is the split's upper part)."""
     head = [Segment(ref="sys", len=16)]
     trace = Trace(
         [
             Request(id="r0", arrival=0.0, prompt=head, output_len=9),
             Request(id="r1", prompt=head + [Segment(output_of="r0"), Segment(ref="u", len=6)], output_len=3, after="r0"),
             Request(id="r2", prompt=head + [Segment(output_of="r1", len=2)], output_len=2, after="r1"),
+            Request(id="r3", prompt=head + [Segment(output_of="r0"), Segment(ref="v", len=6)], output_len=3, after="r0"),
         ]
     )  # fmt: skip
     events = [Lookup("r0", 3, True), Produce("r0", 0, 6), Lookup("r1", 7, True), Produce("r1", 3, 8)]
-    events += [Lookup("r2", 4, True), Produce("r2", 0, 4)]
+    events += [Lookup("r2", 4, True), Produce("r2", 0, 4), Lookup("r3", 7, True), Produce("r3", 3, 8)]
     trie = same_trie(trace, 4, events)
     assert [trie.depth[node] for node in trie.pages(events[2])] == [3, 4, 6, 7]
-    assert [trie.depth[node] for node in trie.pages(events[-1])] == [3, 4]
+    assert [trie.depth[node] for node in trie.pages(events[4])] == [3, 4]
+    assert [trie.depth[node] for node in trie.pages(events[6])] == [3, 4, 6, 7]

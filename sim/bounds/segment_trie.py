@@ -34,7 +34,7 @@ CARRY_COMPARE = True
 # True: each node remembers the child its last descent took, and a descent whose carried compare already holds the
 # next page (the child's label its sequence, from where the compare stood) takes that child again, its cursor moved
 # on only where a key or compare reads it; False: each child looked up by its first page's key (the reference;
-# tests/test_child_cached_property.py holds both equal)
+# tests/test_child_taken_again_property.py holds both equal)
 CHILD_CACHED = True
 
 

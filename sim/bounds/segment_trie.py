@@ -31,11 +31,6 @@ LABELS_IN_PLACE = True
 # earlier request's nodes, all labelled by that request's sequence); False: each child compared up to its span
 # (the reference; tests/test_segment_trie.py holds both equal)
 CARRY_COMPARE = True
-# True: each node remembers the child its last descent took, and a descent whose carried compare already holds the
-# next page (the child's label its sequence, from where the compare stood) takes that child again, its cursor moved
-# on only where a key or compare reads it; False: each child looked up by its first page's key (the reference;
-# tests/test_child_taken_again_property.py holds both equal)
-CHILD_CACHED = True
 
 
 def event_reach(events: list) -> dict[str, tuple[int, list[int]]]:
@@ -63,7 +58,6 @@ class SegmentTrie:
         self._label_seq: list[TokenSeq] = [TokenSeq()]
         self._label_at: list[int] = [0]
         self._children: list[dict[tuple, int]] = [{}]  # keyed by the runs of the child's first page
-        self._last_child: list[int] = [-1]  # the child a descent last took (``CHILD_CACHED``), -1 none
         # a split gives the upper part a new id and the lower keeps its own, so the node a request's path
         # ends at when inserted ends it for good: its path is that node's ancestors
         seqs = seqs or {}
@@ -126,31 +120,20 @@ class SegmentTrie:
         """``_insert`` with ``seq``'s run and offset at the position carried down (no search of its runs) and each
         child's label compared where it lies in its own sequence (no slice), up to the label's end."""
         page, runs = self.page_size, seq.runs
-        # token ``position * page`` is ``runs[run]``'s ``inside``-th (``CHILD_CACHED``: ``inside`` may run past the
-        # run's end until a key or a compare reads it)
-        node = position = next_cut = run = inside = 0
+        node = position = next_cut = run = inside = (
+            0  # token ``position * page`` is ``runs[run]``'s ``inside``-th
+        )
         known_seq, known_at, known = (
             None,
             0,
             0,
         )  # ``known`` tokens of ``known_seq`` from ``known_at`` equal seq's here
-        last_child = self._last_child
         while position < deepest:
             while cuts[next_cut] <= position:
                 next_cut += 1
-            # the child last taken, where the carried compare holds its first page (``CHILD_CACHED``)
-            child = -1
-            if CHILD_CACHED and known >= page:
-                child = self._taken_again(last_child[node], node, known_seq, known_at)
-            if child < 0:
-                if CHILD_CACHED:
-                    run, inside = moved_on(runs, run, inside)
-                found = self._children[node].get(page_key(seq, run, inside, page, position * page))
-                if found is None:
-                    return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
-                child = found
-                if CHILD_CACHED:
-                    last_child[node] = found
+            child = self._children[node].get(page_key(seq, run, inside, page, position * page))
+            if child is None:
+                return self._add_chain_in_place(node, seq, position, cuts[next_cut:], run, inside)
             span, label, label_at = (
                 self.depth[child] - position,
                 self._label_seq[child],
@@ -169,19 +152,8 @@ class SegmentTrie:
             if stop < span:
                 child = self._split(child, stop)
             node, position = child, position + stop
-            if CHILD_CACHED:
-                inside += stop * page
-            else:
-                run, inside = moved_on(runs, run, inside + stop * page)
+            run, inside = moved_on(runs, run, inside + stop * page)
         return node
-
-    def _taken_again(self, child: int, node: int, label: TokenSeq | None, label_at: int) -> int:
-        """``child`` if it is still ``node``'s and labelled by ``label`` from token ``label_at``: then its key is that
-        sequence's page there, which the sequence being inserted holds (a compare carried on past a page), and a
-        key is the page's tokens (a sequence's runs are merged where contiguous); else -1."""
-        if child < 0 or self.parent[child] != node or self._label_seq[child] is not label:
-            return -1
-        return child if self._label_at[child] == label_at else -1
 
     def _add_chain(self, node: int, seq: TokenSeq, position: int, ends: list[int]) -> int:
         """New nodes below ``node`` for ``seq``'s pages from ``position``, ending at each of ``ends``; the last."""
@@ -201,7 +173,6 @@ class SegmentTrie:
         for end in ends:
             child = self._new_node(node, end, seq, position * page)
             self._children[node][page_key(seq, run, inside, page, position * page)] = child
-            self._last_child[node] = child
             if end != last:
                 run, inside = moved_on(seq.runs, run, inside + (end - position) * page)
             node, position = child, end
@@ -213,7 +184,6 @@ class SegmentTrie:
         self._label_seq.append(seq)
         self._label_at.append(token_at)
         self._children.append({})
-        self._last_child.append(-1)
         return len(self.parent) - 1
 
     def _split(self, child: int, num_pages: int) -> int:
@@ -223,7 +193,6 @@ class SegmentTrie:
         self._children[parent][seq.first_page(self.page_size, at)] = top
         self._label_at[child] = rest = at + num_pages * self.page_size
         self._children[top][seq.first_page(self.page_size, rest)] = child
-        self._last_child[top] = child
         self.parent[child] = top
         return top
 

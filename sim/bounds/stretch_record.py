@@ -17,12 +17,6 @@ from collections.abc import Callable
 
 from sim.sched.stretch_steps import StretchSteps
 
-# True: the stretch's steps read from its runs of steps (their offsets and counts) as they are walked, the gap check
-# over each run's first step and the run before's last (a run's steps are a token apart), the steps read one by
-# one only while some request is left to read so; False: every step's offset listed first (``token_offsets``, the
-# reference; tests/test_stretch_offsets_property.py holds both equal)
-OFFSETS_WALKED = True
-
 
 def record_stretch(
     steps: StretchSteps,
@@ -33,9 +27,6 @@ def record_stretch(
 ) -> None:
     """The stretch's steps logged: ``runs`` the open runs (request id -> [index, first, end page]), ``last_page``
     each request's computed pages (set for every request whose run is open), ``produce`` the recorder's."""
-    if OFFSETS_WALKED:
-        _record_walked(steps, page, runs, last_page, produce)
-        return
     tokens = steps.token_offsets()
     if not tokens:
         return
@@ -51,47 +42,6 @@ def record_stretch(
         if not pending:
             return
         pending = _step(pending, token, last_token if at_once else -1, page, runs, last_page, produce)
-
-
-def _record_walked(
-    steps: StretchSteps,
-    page: int,
-    runs: dict[str, list[int]],
-    last_page: dict[str, int],
-    produce: Callable[[str, int, int], None],
-) -> None:
-    """``record_stretch`` with the steps walked run by run (``OFFSETS_WALKED``), no list of them made."""
-    offsets, counts = steps.offsets, steps.counts
-    num_steps, at_once, first_token, last_token = walk_spans(offsets, counts, page)
-    if not num_steps:
-        return
-    pending: list[tuple[str, int]] = []
-    for request_id, length in zip(steps.request_ids, steps.lengths, strict=True):
-        run = runs.get(request_id)
-        if at_once and run is not None and run[1] <= (length + first_token) // page <= run[2]:
-            extend_run(run, (length + last_token) // page + 1, last_page[request_id])
-        else:
-            pending.append((request_id, length))
-    for offset, count in zip(offsets, counts, strict=True):
-        for token in range(offset, offset + count):
-            if not pending:
-                return
-            pending = _step(pending, token, last_token if at_once else -1, page, runs, last_page, produce)
-
-
-def walk_spans(offsets: list[int], counts: list[int], page: int) -> tuple[int, bool, int, int]:
-    """Of the steps of runs of ``counts[j]`` steps a token apart from ``offsets[j]``: how many, ``close_steps``,
-    the first step's token and the last's."""
-    at_once, steps, first, last = True, 0, 0, -1
-    for offset, count in zip(offsets, counts, strict=True):
-        if count <= 0:
-            continue
-        if not steps:
-            first = offset
-        elif offset - last > page:
-            at_once = False
-        steps, last = steps + count, offset + count - 1
-    return steps, at_once, first, last
 
 
 def _step(

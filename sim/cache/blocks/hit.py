@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sim.cache.blocks import window_scan
 from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -64,14 +65,34 @@ def _full_run(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) 
     return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
 
 
+def _full_read(
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int, runs: dict[int, list[int | None]]
+) -> int:
+    """``_full_run``'s answer, each group's run read as its blocks (``cached_run``) into ``runs``."""
+    stride = layout.key_stride[FULL]
+    keys = chain[stride - 1 : min(top, len(chain) // stride) * stride : stride]
+    for group in layout.groups_of(FULL):
+        runs[group] = pool.cached_run(keys, group)
+    return (
+        min(len(runs[group]) for group in layout.groups_of(FULL))
+        * layout.block_of(FULL)
+        // layout.block_size
+        * layout.block_size
+    )
+
+
 def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
     """Right to left: the first run of ``need`` cached blocks ending on an aligned point ends the hit; without
     one, the run of cached blocks from block 0, popped back to an aligned point."""
     B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
     if not need:  # a window of one token needs no block before the point
         return top * B // A * A
-    run = 0  # cached blocks from ``index`` rightwards
     groups, stride = layout.groups_of(SWA), layout.key_stride[SWA]
+    if window_scan.WINDOW_SCAN:  # the same answer read a stretch of keys at a time
+        return window_scan.swa_answer(
+            [pool.first_in[group] for group in groups], chain, stride, top, need, B, A
+        )
+    run = 0  # cached blocks from ``index`` rightwards
     for index in range(top - 1, -1, -1):
         if not is_cached(pool, chain, groups, stride, index):
             run = 0
@@ -85,10 +106,19 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int
 
 
 def longest_hit(
-    layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int, past_state: bool = False
+    layout: Layout,
+    pool: BlockPool,
+    chain: list[BlockKey],
+    prompt_len: int,
+    past_state: bool = False,
+    runs: dict[int, list[int | None]] | None = None,
 ) -> Hit:
-    """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
-    full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
+    """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``).
+    ``runs``: filled with each FULL group's leading run of cached blocks, as FULL's answer reads them."""
+    if runs is None:
+        full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
+    else:
+        full = hit = _full_read(layout, pool, chain, (prompt_len - 1) // layout.block_of(FULL), runs)
     others = [kind for kind in layout.kinds if kind != FULL]
     while True:
         before = hit

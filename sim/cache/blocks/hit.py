@@ -40,14 +40,21 @@ def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], stride:
 
 
 def answer(
-    layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int, past_state: bool = False
+    layout: Layout,
+    pool: BlockPool,
+    chain: list[BlockKey],
+    kind: str,
+    limit: int,
+    past_state: bool = False,
+    runs: dict[int, list[int | None]] | None = None,
 ) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
-    (a negative control): Mamba also accepts the boundary one block after a cached state."""
+    (a negative control): Mamba also accepts the boundary one block after a cached state. ``runs``: FULL's
+    (``_full_run``)."""
     B, A = layout.block_of(kind), layout.block_size
     top = limit // B
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
-        return _full_run(layout, pool, chain, top) * B // A * A
+        return _full_run(layout, pool, chain, top, runs) * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
         late, groups, stride = int(past_state), layout.groups_of(kind), layout.key_stride[kind]
         for end in range(top, 0, -1):
@@ -57,28 +64,23 @@ def answer(
     return _swa_answer(layout, pool, chain, top)
 
 
-def _full_run(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
-    """The blocks ``0 .. run - 1`` below ``top`` cached in every FULL group (``is_cached`` from block 0 while
-    it holds: a block past the chain is not cached). A block is in every group's run: the least run."""
-    stride = layout.key_stride[FULL]
-    keys = chain[stride - 1 : min(top, len(chain) // stride) * stride : stride]
-    return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
-
-
-def _full_read(
-    layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int, runs: dict[int, list[int | None]]
+def _full_run(
+    layout: Layout,
+    pool: BlockPool,
+    chain: list[BlockKey],
+    top: int,
+    runs: dict[int, list[int | None]] | None = None,
 ) -> int:
-    """``_full_run``'s answer, each group's run read as its blocks (``cached_run``) into ``runs``."""
+    """The blocks ``0 .. run - 1`` below ``top`` cached in every FULL group (``is_cached`` from block 0 while
+    it holds: a block past the chain is not cached). A block is in every group's run: the least run.
+    ``runs``: each group's run read as its blocks (``cached_run``) into it, for the hit's tables."""
     stride = layout.key_stride[FULL]
     keys = chain[stride - 1 : min(top, len(chain) // stride) * stride : stride]
+    if runs is None:
+        return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
     for group in layout.groups_of(FULL):
         runs[group] = pool.cached_run(keys, group)
-    return (
-        min(len(runs[group]) for group in layout.groups_of(FULL))
-        * layout.block_of(FULL)
-        // layout.block_size
-        * layout.block_size
-    )
+    return min(len(runs[group]) for group in layout.groups_of(FULL))
 
 
 def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
@@ -115,10 +117,7 @@ def longest_hit(
 ) -> Hit:
     """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``).
     ``runs``: filled with each FULL group's leading run of cached blocks, as FULL's answer reads them."""
-    if runs is None:
-        full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
-    else:
-        full = hit = _full_read(layout, pool, chain, (prompt_len - 1) // layout.block_of(FULL), runs)
+    full = hit = answer(layout, pool, chain, FULL, prompt_len - 1, runs=runs)
     others = [kind for kind in layout.kinds if kind != FULL]
     while True:
         before = hit

@@ -12,18 +12,9 @@ from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.steps import blocks_to_allocate
 from sim.models import FULL, MAMBA, SWA
 
-# True: a hit's FULL tables are the blocks its answer read (``hit.longest_hit``'s runs: the map is the same in
-# between), not looked up again; False: the reference, each looked up (tests/test_vllm_window_scan_property.py)
-READ_ONCE = True
-
 
 def hit_tables(
-    layout: Layout,
-    pool: BlockPool,
-    chain: list[BlockKey],
-    hit: int,
-    past_state: bool = False,
-    runs: dict[int, list[int | None]] | None = None,
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], hit: int, past_state: bool = False
 ) -> list[list[int | None]]:
     """Per group, the blocks a hit of ``hit`` tokens reuses: FULL all of them, SWA those from the window's
     first block on (older ones become null untouched), Mamba the one state block at the hit (``past_state``,
@@ -40,11 +31,7 @@ def hit_tables(
             first = max(0, num_blocks - 1)
         unread: list[int | None] = [None] * first
         stride = layout.key_stride[kind]  # block i's key: chain[(i + 1) * stride - 1]
-        run = runs.get(group) if runs is not None else None  # FULL's run, read by ``longest_hit``
-        if run is not None and len(run) >= num_blocks:
-            blocks = run[:num_blocks]
-        else:
-            blocks = pool.cached_blocks(chain[(first + 1) * stride - 1 : num_blocks * stride : stride], group)
+        blocks = pool.cached_blocks(chain[(first + 1) * stride - 1 : num_blocks * stride : stride], group)
         if past_state and kind not in (FULL, SWA) and blocks and blocks[-1] is None and num_blocks > 1:
             blocks[-1] = pool.cached_in(chain[layout.key_index(kind, num_blocks - 2)], group)
         tables.append(unread + blocks)

@@ -153,18 +153,6 @@ class CacheMap:
             run += len(stretch)
         return run
 
-    def cached_run(self, keys: list[object], group: int) -> list[int | None]:
-        """The blocks of ``keys``' leading run cached in ``group``: ``num_cached_from``'s run, each block read
-        as the run is found (a hit's FULL tables are their first ones: ``admission.READ_ONCE``)."""
-        run: list[int | None] = []
-        get = self.first_in[group].get
-        while len(run) < len(keys):
-            stretch = list(map(get, keys[len(run) : len(run) + 32]))
-            if None in stretch:
-                return run + stretch[: stretch.index(None)]
-            run += stretch
-        return run
-
     def hashed_key(self, block: int) -> Key | None:
         """A block's (key, group), None while unhashed."""
         key = self.key_at[block]

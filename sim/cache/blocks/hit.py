@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.cache.blocks import window_scan
 from sim.cache.blocks.keys import BlockKey
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
@@ -40,21 +39,14 @@ def is_cached(pool: BlockPool, chain: list[BlockKey], groups: list[int], stride:
 
 
 def answer(
-    layout: Layout,
-    pool: BlockPool,
-    chain: list[BlockKey],
-    kind: str,
-    limit: int,
-    past_state: bool = False,
-    runs: dict[int, list[int | None]] | None = None,
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], kind: str, limit: int, past_state: bool = False
 ) -> int:
     """The largest hit point ``<= limit`` the groups of ``kind`` accept. ``past_state``: DELIBERATELY WRONG
-    (a negative control): Mamba also accepts the boundary one block after a cached state. ``runs``: FULL's
-    (``_full_run``)."""
+    (a negative control): Mamba also accepts the boundary one block after a cached state."""
     B, A = layout.block_of(kind), layout.block_size
     top = limit // B
     if kind == FULL:  # the leading run of cached blocks, floored to the alignment
-        return _full_run(layout, pool, chain, top, runs) * B // A * A
+        return _full_run(layout, pool, chain, top) * B // A * A
     if kind != SWA:  # Mamba: the state right at an aligned point
         late, groups, stride = int(past_state), layout.groups_of(kind), layout.key_stride[kind]
         for end in range(top, 0, -1):
@@ -64,23 +56,12 @@ def answer(
     return _swa_answer(layout, pool, chain, top)
 
 
-def _full_run(
-    layout: Layout,
-    pool: BlockPool,
-    chain: list[BlockKey],
-    top: int,
-    runs: dict[int, list[int | None]] | None = None,
-) -> int:
+def _full_run(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
     """The blocks ``0 .. run - 1`` below ``top`` cached in every FULL group (``is_cached`` from block 0 while
-    it holds: a block past the chain is not cached). A block is in every group's run: the least run.
-    ``runs``: each group's run read as its blocks (``cached_run``) into it, for the hit's tables."""
+    it holds: a block past the chain is not cached). A block is in every group's run: the least run."""
     stride = layout.key_stride[FULL]
     keys = chain[stride - 1 : min(top, len(chain) // stride) * stride : stride]
-    if runs is None:
-        return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
-    for group in layout.groups_of(FULL):
-        runs[group] = pool.cached_run(keys, group)
-    return min(len(runs[group]) for group in layout.groups_of(FULL))
+    return min(pool.num_cached_from(keys, group) for group in layout.groups_of(FULL))
 
 
 def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int) -> int:
@@ -89,12 +70,8 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int
     B, A, need = layout.block_of(SWA), layout.block_size, layout.swa_need
     if not need:  # a window of one token needs no block before the point
         return top * B // A * A
-    groups, stride = layout.groups_of(SWA), layout.key_stride[SWA]
-    if window_scan.WINDOW_SCAN:  # the same answer read a stretch of keys at a time
-        return window_scan.swa_answer(
-            [pool.first_in[group] for group in groups], chain, stride, top, need, B, A
-        )
     run = 0  # cached blocks from ``index`` rightwards
+    groups, stride = layout.groups_of(SWA), layout.key_stride[SWA]
     for index in range(top - 1, -1, -1):
         if not is_cached(pool, chain, groups, stride, index):
             run = 0
@@ -108,16 +85,10 @@ def _swa_answer(layout: Layout, pool: BlockPool, chain: list[BlockKey], top: int
 
 
 def longest_hit(
-    layout: Layout,
-    pool: BlockPool,
-    chain: list[BlockKey],
-    prompt_len: int,
-    past_state: bool = False,
-    runs: dict[int, list[int | None]] | None = None,
+    layout: Layout, pool: BlockPool, chain: list[BlockKey], prompt_len: int, past_state: bool = False
 ) -> Hit:
-    """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``).
-    ``runs``: filled with each FULL group's leading run of cached blocks, as FULL's answer reads them."""
-    full = hit = answer(layout, pool, chain, FULL, prompt_len - 1, runs=runs)
+    """The hit of a prompt of ``prompt_len`` tokens whose block keys are ``chain`` (capped at ``N - 1``)."""
+    full = hit = answer(layout, pool, chain, FULL, prompt_len - 1)
     others = [kind for kind in layout.kinds if kind != FULL]
     while True:
         before = hit

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import admission, boundary_run, hashed_positions, steps
+from sim.cache.blocks import boundary_run, hashed_positions, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -90,11 +90,10 @@ class BlockCacheManager(PlainBlockDecodes):
         num_keys = min((prompt_len - 1) // hash_block, key_cap(self.pool, private, hash_block))
         chain = self.keys.chain(tokens, num_keys, self._waiting_chains.get(request_id))
         past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
-        runs: dict[int, list[int | None]] | None = {} if admission.READ_ONCE else None  # FULL's, read once
-        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state, runs)
+        hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898
             hit = hit._replace(junction=0)
-        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state, runs)
+        tables = hit_tables(self.layout, self.pool, chain.keys, hit.tokens, past_state)
         refusal = self._admission_refusal(hit, tables, prompt_len, budget, request_id)
         if refusal is not None:
             self._waiting_chains[request_id] = chain

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import compress, groupby, repeat
 
-from sim.cache.blocks import by_id, evict_pass, window_scan
+from sim.cache.blocks import by_id, evict_pass
 from sim.cache.blocks.layout import Layout
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.events import BlockHit, BlocksEvicted, BlocksSkipped, EventBus
@@ -132,33 +132,16 @@ class BlockMissTracker:
     def _blocked(self, chain: list, cached: int, full: int) -> tuple[Range, ...]:
         B, kinds = self.layout.block_size, self.layout.kinds
         points = range(cached + B, full + 1, B)  # every refused hit point past the hit
-        deepest = self._deepest_state(chain, cached, points) if MAMBA in kinds else points[-1:]
+        stateful = [e for e in points if self._has_state(chain, e)] if MAMBA in kinds else list(points)
         ranges, start = [], cached
-        if deepest:
-            target = deepest[0]
+        if stateful:
+            target = stateful[-1]
             cause = self._window_cause(chain, target) if SWA in kinds else BLOCKED_OTHER
             ranges.append((cached, target, cause))
             start = target
         if start < full:
             ranges += self._stateless(chain, start, full)
         return tuple(ranges)
-
-    def _deepest_state(self, chain: list, cached: int, points: range) -> range:
-        """The last of ``points`` with a Mamba state cached, as a range of it alone (empty: none): where the
-        Mamba blocks are the scheduler's, their keys a slice of the chain read a stretch at a time in C."""
-        B, stride = self.layout.block_size, self.layout.key_stride[MAMBA]
-        keys = chain[(cached // B + 1) * stride - 1 : (cached // B + len(points)) * stride : stride]
-        if (
-            not window_scan.WINDOW_SCAN
-            or self.layout.block_of(MAMBA) != B
-            or cached % B
-            or len(keys) < len(points)
-        ):
-            stateful = [e for e in points if self._has_state(chain, e)]  # the reference, a point at a time
-            return range(stateful[-1], stateful[-1] + 1) if stateful else range(0)
-        maps = [self.pool.first_in[group] for group in self.layout.groups_of(MAMBA)]
-        last = window_scan.cached_flags(maps, keys).rfind(1)
-        return points[last : last + 1] if last >= 0 else range(0)
 
     def _has_state(self, chain: list, end: int) -> bool:
         key = self.layout.key_index(MAMBA, end // self.layout.block_of(MAMBA) - 1)

@@ -26,7 +26,7 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.retraction import retract
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
-from sim.sched.steady_chunks import Steady, add_steady, commit_rules, open_steady, step_of
+from sim.sched.steady_chunks import add_steady, commit_rules, open_steady, step_of
 
 # False: prompts are asked for a chunk after the budget is spent (the reference; tests/test_spent_budget.py)
 STOP_WHEN_SPENT = True
@@ -66,7 +66,8 @@ class DefaultScheduler:
         for run in self._capped.untold(self.running, self.manager.requests):
             if budget <= 0 and STOP_WHEN_SPENT:
                 break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
-            budget = self._add_prefill(batch, run, budget, steady)
+            left = add_steady(steady, self._capped, batch, run, budget) if steady is not None else None
+            budget = self._add_prefill(batch, run, budget) if left is None else left
         if step is not None:
             end_step(*step)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
@@ -199,14 +200,11 @@ class DefaultScheduler:
                 budget -= 1
         return budget
 
-    def _add_prefill(self, batch: Batch, run: RequestState, budget: int, steady: Steady = None) -> int:
+    def _add_prefill(self, batch: Batch, run: RequestState, budget: int) -> int:
         if self._capped.holds(run.request_id):
             self._stall(run, budget)  # what a chunk sized to nothing records (``CappedStalls``)
             self._capped.tell(run.request_id, budget)
             return budget
-        left = add_steady(steady, batch, run, budget) if steady is not None else None
-        if left is not None:
-            return left
         chunk = self.manager.next_chunk_len(run.request_id, budget)
         if chunk <= 0:
             self._stall(run, budget)

@@ -11,6 +11,7 @@ from sim.cache.engines.marconi_vllm_step import StepHold, open_step
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
 from sim.sched.batch import Batch, BatchItem
+from sim.sched.capped_stalls import CappedStalls
 from sim.sched.request import RequestState
 
 StepOf = tuple[StepHold, MarconiRules] | None  # vLLM+'s step hold and its rules (``DefaultScheduler._step``)
@@ -37,11 +38,17 @@ def open_steady(step: StepOf, manager: CacheManager | None) -> Steady:
 
 
 def add_steady(
-    steady: tuple[CacheManager, MarconiRules], batch: Batch, run: RequestState, budget: int
+    steady: tuple[CacheManager, MarconiRules],
+    capped: CappedStalls,
+    batch: Batch,
+    run: RequestState,
+    budget: int,
 ) -> int | None:
-    """``_add_prefill``'s chunk past its capped memo where ``plan_steady`` plans it: the budget it leaves (a
-    refusal recorded as ``_add_prefill`` records it); None, nothing changed, where the general calls
-    decide."""
+    """``_add_prefill(batch, run, budget)`` where the request's chunk is not held by the capped memo and
+    ``plan_steady`` plans it: the budget it leaves (a refusal recorded as ``_add_prefill`` records it); None,
+    nothing changed, where ``_add_prefill`` decides."""
+    if capped.holds(run.request_id):
+        return None
     manager, rules = steady
     plan = plan_steady(manager, rules, manager.requests[run.request_id], budget)
     if plan is None:

@@ -95,7 +95,9 @@ def _long_prompts() -> tuple[Trace, SimConfig]:
         for index in range(8)
     ]
     knobs = dict(page_size=16, track_interval=16, chunked_prefill_size=256, max_running_requests=6)
-    config = SimConfig(policy="marconi-vllm", model="inkling", knobs=knobs, pool_tokens=160 * 16, mamba_states=160)
+    config = SimConfig(
+        policy="marconi-vllm", model="inkling", knobs=knobs, pool_tokens=160 * 16, mamba_states=160
+    )
     return Trace(requests), config
 
 

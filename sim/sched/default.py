@@ -1,11 +1,10 @@
 """Batch formation, as engines do it: pure Python, no time.
 
-Each step: running requests in decode get one token each, then prefill chunks (unfinished prompts first, then
-FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission is capped by
+Each step: running requests in decode get one token each, then prefill chunks (unfinished prompts first,
+then FCFS admission) share what is left of the ``chunked_prefill_size`` token budget. Admission is capped by
 ``max_running_requests`` and by the pools: the cache manager evicts what it can and refuses otherwise, and a
-refused request waits. A decode step that cannot get memory retracts the newest running request (freed, requeued
-at the head) as SGLang does; a request retracted while running alone is requeued, or given up on at once where the
-engine does so (SGLang aborts it).
+refused request waits. A decode step short of memory retracts the newest running request (freed, requeued at
+the head) as SGLang does; one retracted running alone is requeued, or given up on where the engine does so.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
-from sim.cache.engines.marconi_vllm_step import StepHold, end_step, open_step
+from sim.cache.engines.marconi_vllm_steady import commit_steady
+from sim.cache.engines.marconi_vllm_step import end_step
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
@@ -26,9 +26,9 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.retraction import retract
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
+from sim.sched.steady_chunks import add_steady, commit_rules, open_steady, step_of
 
-# False: the walk of the prompts asks each for a chunk after the budget is spent (the reference;
-# tests/test_spent_budget.py holds both equal)
+# False: prompts are asked for a chunk after the budget is spent (the reference; tests/test_spent_budget.py)
 STOP_WHEN_SPENT = True
 
 
@@ -39,11 +39,9 @@ class DefaultScheduler:
         self.max_running = max_running_requests
         self.waiting: deque[RequestState] = deque()
         self.running: dict[str, RequestState] = {}
-        # a request retracted while running alone can only be helped by itself: if it gets no further the
-        # next time, it never will (a livelock), and it is given up on with the pools' reason
+        # retracted running alone, and no further the next time: a livelock, given up with the pools' reason
         self.given_up: list[tuple[RequestState, str]] = []
-        # retracted because nothing could be scheduled: not admitted again until a step succeeds or nothing
-        # runs (else it would be re-admitted into the same stall at once)
+        # retracted as nothing could be scheduled: not admitted again until a step succeeds or nothing runs
         self.parked: list[RequestState] = []
         self._counter = itertools.count()
         # the radix manager's batch decode runs (timed mode): where the fast path last chose one, its start
@@ -51,10 +49,7 @@ class DefaultScheduler:
         self._batch_run_at: int | None = None
         self._capped = CappedStalls(self._radix)  # first chunks no budget sizes, as far as it can say
         self._last_output = LastOutputSteps(self._radix)  # batch runs, through last outputs if none listens
-        # vLLM+'s page chunks of a step reserved as a chain (``marconi_vllm_step.py``): its hold and rules, or None
-        rules = self._radix.rules if self._radix is not None else None
-        hold = getattr(rules, "step", None)
-        self._step = (hold, rules) if isinstance(hold, StepHold) else None
+        self._step = step_of(self._radix)  # vLLM+'s step hold and rules (``marconi_vllm_step.py``), or None
 
     def add(self, state: RequestState) -> None:
         self.waiting.append(state)
@@ -67,14 +62,14 @@ class DefaultScheduler:
         self.manager.begin_pass()
         budget = self._schedule_decodes(batch)
         step = self._step
-        if step is not None:
-            open_step(*step, self.manager)  # type: ignore[arg-type]  # the hold, vLLM+'s rules, the radix manager
+        steady = open_steady(step, self._radix)  # the hold opened; where page chunks plan in one call
         for run in self._capped.untold(self.running, self.manager.requests):
             if budget <= 0 and STOP_WHEN_SPENT:
                 break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
-            budget = self._add_prefill(batch, run, budget)
+            left = add_steady(steady, self._capped, batch, run, budget) if steady is not None else None
+            budget = self._add_prefill(batch, run, budget) if left is None else left
         if step is not None:
-            end_step(*step)  # type: ignore[arg-type]
+            end_step(*step)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
             admitted = self._admit_head()
             if admitted is None:
@@ -105,10 +100,14 @@ class DefaultScheduler:
         first_tokens: list[RequestState] = []
         finished: list[RequestState] = []
         requests = self.manager.requests
+        steady = commit_rules(self._radix, self._step)  # vLLM+'s, where each commit is one call
         for item in batch.items:
             run = self.running[item.plan.request_id]
             if item.is_prefill:
-                self.manager.complete_prefill(run.request_id, item.plan.end - item.plan.start)
+                if steady is None:
+                    self.manager.complete_prefill(run.request_id, item.plan.end - item.plan.start)
+                else:  # in one call (``marconi_vllm_steady.py``)
+                    commit_steady(*steady, run.request_id, item.plan.end - item.plan.start)
                 if item.plan.end == run.prompt_len:
                     first_tokens.append(run)
             else:
@@ -164,7 +163,6 @@ class DefaultScheduler:
         self._stall_prefills(self.budget - len(runs))
         return None
 
-    # ---- internals ----------------------------------------------------------------------------------
     def _in_prefill(self, run: RequestState) -> bool:
         return self.manager.requests[run.request_id].kv_len < run.prompt_len
 

@@ -53,6 +53,10 @@ class StepHold:
             None  # the victims the watcher has not heard yet (None: told at once)
         )
         self.watcher: TreeMissTracker | None = None
+        # ``marconi_vllm_steady``: whether the run's page chunks may be fused (asked once; None: not yet), and
+        # whether this step's are (``steady_applies`` at its open: its commits read it)
+        self.fuses: bool | None = None
+        self.steady = False
 
 
 def open_step(hold: StepHold, rules: MarconiRules, manager: RadixOps) -> None:

@@ -129,3 +129,34 @@ def test_a_wrapped_prepare_prefill_keeps_every_chunk_general():
     theirs, _ = steady_run(trace, config, False)
     assert _TAKEN["plans"] == 0 and len(seen) > 300
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
+
+
+def test_the_steady_path_tells_listeners_what_the_general_calls_tell():
+    """Listened to, the one-call path tells every cache event the general calls tell, in the same order: the
+    checkpoint each chunk saves (``CheckpointSaved``), the inserts, the SWA frees, the retractions and the ends."""
+    import sim.run.simulate as simulate_module
+    from sim.cache import events
+
+    kinds = (events.Matched, events.Admitted, events.Inserted, events.SwaFreed, events.CheckpointSaved)
+    kinds += (events.FinishStarted, events.Finished, events.Aborted, events.SlotsFreed, events.Retracted)
+    make_manager = simulate_module.make_manager
+
+    def told_run(steady: bool) -> list:
+        told: list = []
+
+        def make_and_listen(model, policy, sizes, bus, **how):
+            for kind in kinds:
+                bus.subscribe(kind, told.append)
+            return make_manager(model, policy, sizes, bus, **how)
+
+        trace, config = _long_prompts()
+        with mock.patch.object(simulate_module, "make_manager", make_and_listen):
+            steady_run(trace, config, steady)
+        return told
+
+    _TAKEN.update(plans=0, evicting=0, refused=0, leaves=0)
+    ours = told_run(True)
+    assert _TAKEN["plans"] > 400, _TAKEN  # listened to, the chunks still take the one-call path
+    theirs = told_run(False)
+    saved = [event for event in ours if isinstance(event, events.CheckpointSaved)]
+    assert len(saved) > 400 and ours == theirs

@@ -29,6 +29,7 @@ from vllm_bare_view import dressed_entries
 
 import sim.run.simulate as simulate_module
 from benchmarks.real_traces import existing_trace, mooncake_trace
+from sim.cache.blocks import keys as block_keys
 from sim.cache.blocks import shared_chains
 from sim.cache.blocks.keys import BlockKeys, KeyChain
 from sim.run.simulate import SimConfig, simulate
@@ -123,6 +124,18 @@ def test_the_fixed_examples_seed_keys_across_runs_and_stop_at_a_changed_run(monk
     assert shared_chains.shared_len(tuple(seqs[2]), tuple(seqs[1])) == 139
     moved = sequences_of([("a", 0, 40), ("b", 5, 70)], [(0, 2, "moved", [])])
     assert shared_chains.shared_len(tuple(moved[1]), tuple(moved[0])) == 40
+
+
+@pytest.mark.parametrize("one_digest,int_keys", [(False, True), (True, False), (False, False)])
+def test_the_reference_key_shapes_and_digests_are_not_seeded(one_digest, int_keys, monkeypatch):
+    """A seeded chain stands in ``_extend``'s walk only: under the reference's digests or keys the shelf hands
+    out chains from the root, and they are the reference's."""
+    monkeypatch.setattr(block_keys, "ONE_DIGEST", one_digest)
+    monkeypatch.setattr(block_keys, "INT_KEYS", int_keys)
+    seeds = counting_seeds(monkeypatch)
+    seqs = sequences_of([("a", 0, 40), ("b", 5, 70)], [(0, 2, "same", [("c", 0, 30)]), (1, 3, "same", [])])
+    chains_both_ways(seqs, 16, [3, 100], [2, 9])
+    assert seeds == []
 
 
 def counting_seeds(monkeypatch) -> list[int]:

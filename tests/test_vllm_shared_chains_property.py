@@ -73,8 +73,11 @@ def where(chain: KeyChain) -> tuple:
 
 def chains_both_ways(seqs: list, size: int, asks: list[int], steps: list[int]) -> None:
     """Every sequence's chain from the shelf and from the root, asked to ``asks[i]`` keys then extended at
-    ``steps``, held equal at each point."""
+    ``steps``, held equal at each point; then, every sequence made, each earlier chain held to its reference
+    again and extended to its end (a donor still running goes on with its own chain after a follow-up seeded
+    from it)."""
     shelf, reference = shared_chains.ChainShelf(BlockKeys(size)), BlockKeys(size)
+    made = []
     for index, runs in enumerate(seqs):
         tokens, ask = TokenSeq(runs), asks[index % len(asks)]
         ours, theirs = shelf.chain(tokens, ask, None), reference.chain(tokens, ask)
@@ -83,6 +86,10 @@ def chains_both_ways(seqs: list, size: int, asks: list[int], steps: list[int]) -
             assert where(shelf.chain(tokens, ask + stop, ours)) == where(
                 reference.chain(tokens, ask + stop, theirs)
             )
+        made.append((tokens, ours, theirs))
+    for tokens, ours, theirs in made:
+        assert where(ours) == where(theirs)
+        assert where(shelf.chain(tokens, 10**6, ours)) == where(reference.chain(tokens, 10**6, theirs))
 
 
 @settings(max_examples=300, deadline=None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import boundary_run, hashed_positions, shared_chains, steps
+from sim.cache.blocks import boundary_run, hashed_positions, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -62,7 +62,6 @@ class BlockCacheManager(PlainBlockDecodes):
         self.pool = BlockPool(sizes.blocks, self.layout.group_kinds, self.events)
         self._on_hit, self._on_skip = self.events.channel(BlockHit), self.events.channel(BlocksSkipped)
         self.keys = BlockKeys(self.layout.hash_block)
-        self.chains = shared_chains.ChainShelf(self.keys) if shared_chains.SHARED_CHAINS else self.keys
         self.requests = {}
         self._waiting_chains: dict[str, KeyChain] = {}
         self._preempted: dict[str, MatchResult] = {}  # the hit each preempted request reported
@@ -89,7 +88,7 @@ class BlockCacheManager(PlainBlockDecodes):
         private = NEVER if self.shared_sources is None else private_from(tokens, self.shared_sources)
         hash_block = self.layout.hash_block
         num_keys = min((prompt_len - 1) // hash_block, key_cap(self.pool, private, hash_block))
-        chain = self.chains.chain(tokens, num_keys, self._waiting_chains.get(request_id))
+        chain = self.keys.chain(tokens, num_keys, self._waiting_chains.get(request_id))
         past_state = self.policy.fault == "vllm-hit-past-state"  # a negative control
         hit = longest_hit(self.layout, self.pool, chain.keys, prompt_len, past_state)
         if not self.knobs.junction:  # the scheduler before vLLM #37898

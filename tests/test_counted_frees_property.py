@@ -24,6 +24,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sglang_event_steps import assert_logged_runs_equal, pool_state
 
+import sim.run.simulate as simulate_module
+from sim.cache.events import SwaFreed
 from sim.engines import nocache
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import counted_frees, sglang_fast, sglang_free_stretch, sglang_runs
@@ -36,6 +38,7 @@ pytestmark = pytest.mark.interpreted
 
 HEAD = Path(__file__).parent / "data" / "mooncake_conversation_head.jsonl"  # the first 40 Mooncake lines
 _TAKE_BATCH_RUN = sglang_runs.take_batch_run
+_MAKE_MANAGER = simulate_module.make_manager
 _TAKE = counted_frees.RequestFrees.take
 _HAND_OUT_REST = counted_frees.RequestFrees.hand_out_rest
 
@@ -50,11 +53,14 @@ def _a_batch_a_full_step():
 @st.composite
 def freeing_bursts(draw):
     """``nocache_burst``'s (SWA frees at drawn intervals, by tokens or by iterations; four models), the overlap
-    loop on or off, bounds on or off."""
+    loop on or off, the iterations trigger's phase, bounds on or off."""
     trace, model, knobs, pool_tokens = nocache_burst(draw, [1, 2, 16])
     knobs["overlap"] = draw(st.booleans())
+    knobs["iteration_phase"] = draw(st.sampled_from([0, 3, 64]))
     bounds = draw(st.booleans())
-    return trace, SimConfig(policy="no-cache", model=model, knobs=knobs, pool_tokens=pool_tokens, bounds=bounds)
+    return trace, SimConfig(
+        policy="no-cache", model=model, knobs=knobs, pool_tokens=pool_tokens, bounds=bounds
+    )
 
 
 def _pages(pages, ids: bool) -> tuple:
@@ -84,11 +90,24 @@ def _batch_read(batch) -> tuple | None:
     return batch.iteration, tuple((item.plan, item.is_prefill) for item in batch.items)
 
 
-def logged_run(trace: Trace, config: SimConfig, counted: bool, anonymous: bool = True, ids: bool = True):
+def logged_run(
+    trace: Trace,
+    config: SimConfig,
+    counted: bool,
+    anonymous: bool = True,
+    ids: bool = True,
+    frees: bool = False,
+):
     """The run with the switches as given; its result, the log, and what the request-by-request path took: its
-    stretches, due steps, SWA pages freed, and starts handed out before a free (a short window)."""
+    stretches, due steps, SWA pages freed, and starts handed out before a free (a short window). ``frees``: every
+    ``SwaFreed`` logged too, in order (the stretch then keeps the heap's)."""
     log: list = []
     counts = {"stretches": 0, "due": 0, "freed": 0, "early": 0}
+
+    def make_and_listen(model_spec, policy, sizes, events, **how):
+        if frees:
+            events.subscribe(SwaFreed, log.append)
+        return _MAKE_MANAGER(model_spec, policy, sizes, events, **how)
 
     def batch_run(sched, iteration, *args):
         done, full_steps = _TAKE_BATCH_RUN(sched, iteration, *args)
@@ -108,6 +127,7 @@ def logged_run(trace: Trace, config: SimConfig, counted: bool, anonymous: bool =
 
     with (
         mock.patch.object(nocache, "ANONYMOUS_PAGES", anonymous),
+        mock.patch.object(simulate_module, "make_manager", make_and_listen),
         mock.patch.object(counted_frees, "COUNTED_FREES", counted),
         mock.patch.object(counted_frees.RequestFrees, "take", take),
         mock.patch.object(counted_frees.RequestFrees, "hand_out_rest", hand_out_rest),
@@ -118,10 +138,10 @@ def logged_run(trace: Trace, config: SimConfig, counted: bool, anonymous: bool =
     return result, log, counts
 
 
-def counted_against_heap(trace: Trace, config: SimConfig) -> dict:
+def counted_against_heap(trace: Trace, config: SimConfig, frees: bool = False) -> dict:
     """Both runs on anonymous pools, asserted equal run by run and table by table; the switch-on run's counts."""
-    fast, fast_log, counts = logged_run(trace, config, True)
-    reference, reference_log, reference_counts = logged_run(trace, config, False)
+    fast, fast_log, counts = logged_run(trace, config, True, frees=frees)
+    reference, reference_log, reference_counts = logged_run(trace, config, False, frees=frees)
     assert reference_counts["stretches"] == 0
     assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
     return counts
@@ -151,6 +171,13 @@ def test_counted_frees_at_drawn_intervals(case):
     counted_against_heap(*case)
 
 
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(freeing_bursts())
+def test_a_swa_freed_listener_reads_the_heaps_order(case):
+    counts = counted_against_heap(*case, frees=True)
+    assert counts["stretches"] == 0
+
+
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(freeing_bursts())
 def test_anonymous_pages_free_and_hold_what_real_ids_do(case):
@@ -177,7 +204,9 @@ FLOORS = [
 
 
 @pytest.mark.parametrize("model,page,pool_tokens,overlap,stretches,freed,early", FLOORS)
-def test_fixed_bursts_take_frees_request_by_request(model, page, pool_tokens, overlap, stretches, freed, early):
+def test_fixed_bursts_take_frees_request_by_request(
+    model, page, pool_tokens, overlap, stretches, freed, early
+):
     config = null_config(model, page, pool_tokens, overlap, False)
     counts = counted_against_heap(Trace(growing_burst(6)), config)
     assert counts["stretches"] >= stretches and counts["freed"] >= freed and counts["early"] >= early

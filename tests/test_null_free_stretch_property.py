@@ -22,7 +22,7 @@ from sglang_event_steps import assert_logged_runs_equal, pool_state
 import sim.run.simulate as simulate_module
 from sim.cache.events import StepEnded, SwaFreed
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang_fast, sglang_free_stretch, sglang_runs
+from sim.sched import counted_frees, sglang_fast, sglang_free_stretch, sglang_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst, nocache_burst, null_bursts, null_config
 
@@ -39,6 +39,14 @@ def _a_batch_a_full_step():
     """Each full step's batch read here as the reference makes it: a stretch's page steps told as one
     (``STRETCH_AS_ONE``) are held to the reference by ``tests/test_stretch_steps_property.py``."""
     with mock.patch.object(sglang_free_stretch, "STRETCH_AS_ONE", False):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _the_heaps_order():
+    """The stretch's frees taken in the heap's order (``_take_frees``, logged here): on anonymous pools they go
+    request by request (``counted_frees.COUNTED_FREES``), held to the heap by ``tests/test_counted_frees_property.py``."""
+    with mock.patch.object(counted_frees, "COUNTED_FREES", False):
         yield
 
 

@@ -25,6 +25,7 @@ between as ``page_step_runs`` makes them, the batches from the lengths where the
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from heapq import heappop, heappush
 from typing import Protocol
 
@@ -34,7 +35,7 @@ from sim.cache.manager import CacheManager
 from sim.cache.plain_decodes import counted_starts, fitting_starts
 from sim.cache.request import RequestCache
 from sim.cache.swa_free_runs import allocate_starts_before, free_counted
-from sim.sched import run_steps
+from sim.sched import counted_frees, run_steps
 from sim.sched.batch import FullStep, batch_lengths, page_step_batch
 from sim.sched.freeing_runs import step_runs
 from sim.sched.stretch_steps import told_as_one
@@ -87,9 +88,9 @@ def take_freeing_stretch(
         return 0, []
     fitting = fitting_starts(starts, num_steps, spare)[0]
     lengths = batch_lengths(reqs, announced)
-    due_at, freed, allocated = _take_frees(manager, reqs, iteration + done, fitting, starts)
-    stretch = num_steps if fitting == num_steps else (due_at[-1] + 1 if due_at else 0)
-    allocated = allocate_starts_before(manager, reqs, starts, allocated, (stretch, STEP_START))
+    due_at, freed, stretch, allocated = _frees_and_starts(
+        manager, reqs, iteration + done, fitting, starts, num_steps
+    )
     for req in reqs:
         manager.take_plain_decodes(req, stretch)
     runs = step_runs(counted_starts(starts[:allocated]), freed, done, set(due_at), extends_break=False)
@@ -100,6 +101,31 @@ def take_freeing_stretch(
     if due_at and manager.has_swa:
         sched.batch_is_full = False
     return stretch, runs
+
+
+def _frees_and_starts(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    iteration: int,
+    fitting: int,
+    starts: list[tuple[int, int]],
+    num_steps: int,
+) -> tuple[list[int], list[tuple[int, int]], int, int]:
+    """The stretch's frees (``_take_frees``; request by request where their order is unread, ``counted_frees``)
+    and its page starts: the due steps' offsets, the SWA pages freed by step, the steps taken, the starts given."""
+    by_request = None
+    if counted_frees.frees_by_request(manager):
+        by_request = counted_frees.RequestFrees(manager, reqs, iteration)
+        (due_at, freed), allocated = by_request.take(fitting), 0
+    else:
+        due_at, freed, allocated = _take_frees(manager, reqs, iteration, fitting, starts)
+    stretch = num_steps if fitting == num_steps else (due_at[-1] + 1 if due_at else 0)
+    if by_request is None:
+        allocated = allocate_starts_before(manager, reqs, starts, allocated, (stretch, STEP_START))
+        return due_at, freed, stretch, allocated
+    allocated = bisect_left(starts, (stretch, STEP_START))
+    by_request.hand_out_rest(stretch)
+    return due_at, freed, stretch, allocated
 
 
 def _take_frees(

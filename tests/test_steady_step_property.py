@@ -23,7 +23,7 @@ from test_page_plans_property import _state, bursts
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import default as default_module
 from sim.sched import steady_step as step_module
-from sim.trace import Trace
+from sim.trace import Request, Segment, Trace
 from sim.trace.azure_import import import_mooncake
 
 _REAL_ADD, _REAL_COMMIT_STEP = step_module.add_steady_step, step_module.commit_steady_step
@@ -170,3 +170,53 @@ def test_the_loops_tell_listeners_what_each_chunks_calls_tell():
     theirs = told_run(False)
     saved = [event for event in ours if isinstance(event, events.CheckpointSaved)]
     assert len(saved) > 400 and ours == theirs
+
+
+def test_the_loops_start_each_step_with_the_same_batch():
+    """Listened to at each step's start (``StepStarted``), the batches are the same item by item: the plans, the
+    kinds and the first chunks' state copies (a chunk refused its pages keeps its copy for the next step's)."""
+    import sim.run.simulate as simulate_module
+    from sim.cache import events
+
+    make_manager = simulate_module.make_manager
+
+    def batches_run(trace: Trace, config: SimConfig, at_once: bool) -> list:
+        started: list = []
+
+        def on_start(event) -> None:
+            started.append([(i.plan, i.is_prefill, i.copy_state_from) for i in event.batch.items])
+
+        def make_and_listen(model, policy, sizes, bus, **how):
+            bus.subscribe(events.StepStarted, on_start)
+            return make_manager(model, policy, sizes, bus, **how)
+
+        with mock.patch.object(simulate_module, "make_manager", make_and_listen):
+            step_run(trace, config, at_once)
+        return started
+
+    for trace, config in (_long_prompts(), _copies()):
+        _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+        ours = batches_run(trace, config, True)
+        assert _TAKEN["planned"] > 100, _TAKEN
+        theirs = batches_run(trace, config, False)
+        assert ours == theirs
+        assert any(copy is not None for items in ours for _, prefill, copy in items if prefill)
+
+
+def _copies() -> tuple[Trace, SimConfig]:
+    """Follow-ups of a shared head (admitted with a state to copy) in a pool too small for every first chunk:
+    some first chunks are refused at admission and go to a later step's loop with their copy."""
+    requests = [
+        Request(
+            id=f"r{index}",
+            arrival=index * 0.001,
+            prompt=[Segment(ref="head", len=512), Segment(ref=f"own{index}", len=400)],
+            output_len=30,
+        )
+        for index in range(12)
+    ]
+    knobs = dict(page_size=16, track_interval=16, chunked_prefill_size=200, max_running_requests=8)
+    config = SimConfig(
+        policy="marconi-vllm", model="inkling", knobs=knobs, pool_tokens=90 * 16, mamba_states=90
+    )
+    return Trace(requests), config

@@ -29,7 +29,7 @@ from sim.trace.azure_import import import_mooncake
 _REAL_ADD, _REAL_COMMIT_STEP = step_module.add_steady_step, step_module.commit_steady_step
 _REAL_RESERVE, _REAL_HANG = step_module.reserve_steady, step_module.commit_chunk
 _REAL_HAND, _REAL_PAST_HOLD = step_module.hand_in_step, step_module.page_past_hold
-_TAKEN = {"planned": 0, "reserved": 0, "refused": 0, "steps": 0, "leaves": 0}
+_TAKEN = {"planned": 0, "reserved": 0, "refused": 0, "steps": 0, "leaves": 0, "in_step": 0}
 
 # the runs count through patches of names the compiled core binds
 pytestmark = pytest.mark.interpreted
@@ -52,6 +52,7 @@ def _counting_reserve(manager, rules, num_swa):
 def _counting_hand(hold, rules, manager, swa_pages):
     handed = _REAL_HAND(hold, rules, manager, swa_pages)
     _TAKEN["reserved"] += handed
+    _TAKEN["in_step"] += handed  # the held victim taken in the loop, not only the general reservation
     return handed
 
 
@@ -110,7 +111,7 @@ test_a_step_in_one_loop_is_each_chunk_in_its_own_calls.__test__ = False
 def test_the_property_takes_steps_in_one_loop():
     """The runs above plan many page chunks in the loop, many reserving (some refused: a retraction follows),
     and commit many steps in one loop, hanging many leaves."""
-    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0, in_step=0)
     test_a_step_in_one_loop_is_each_chunk_in_its_own_calls()
     assert _TAKEN["planned"] > 3000 and _TAKEN["reserved"] > 500 and _TAKEN["refused"] > 200, _TAKEN
     assert _TAKEN["steps"] > 1000 and _TAKEN["leaves"] > 3000, _TAKEN
@@ -119,12 +120,13 @@ def test_the_property_takes_steps_in_one_loop():
 def test_long_prompts_beside_decodes_take_the_loop():
     """A burst of long prompts in a small pool (every chunk evicts): equal whole, most chunks in the loops."""
     trace, config = _long_prompts()
-    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0, in_step=0)
     ours, our_states = watched_run(trace, config, True)
     reached = dict(_TAKEN)
     theirs, their_states = watched_run(trace, config, False)
     assert_watched_equal(ours, our_states, theirs, their_states)
     assert reached["planned"] > 400 and reached["reserved"] > 250 and reached["leaves"] > 400, reached
+    assert reached["in_step"] > 150, reached  # the held victims taken in the loop (274 read)
 
 
 def test_the_real_trace_head_gives_the_same_tables(shared_traces):
@@ -133,7 +135,7 @@ def test_the_real_trace_head_gives_the_same_tables(shared_traces):
         str(shared_traces / "mooncake" / "conversation_trace.jsonl"), limit=60, chains=True
     )
     config = SimConfig(policy="marconi-vllm", mode="timed", bounds=True)
-    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0, in_step=0)
     ours = step_run(trace, config, True)
     reached = dict(_TAKEN)
     theirs = step_run(trace, config, False)
@@ -164,7 +166,7 @@ def test_the_loops_tell_listeners_what_each_chunks_calls_tell():
             step_run(trace, config, at_once)
         return told
 
-    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+    _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0, in_step=0)
     ours = told_run(True)
     assert _TAKEN["planned"] > 400 and _TAKEN["steps"] > 100, _TAKEN  # listened to, still the loops
     theirs = told_run(False)
@@ -195,7 +197,7 @@ def test_the_loops_start_each_step_with_the_same_batch():
         return started
 
     for trace, config in (_long_prompts(), _copies()):
-        _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0)
+        _TAKEN.update(planned=0, reserved=0, refused=0, steps=0, leaves=0, in_step=0)
         ours = batches_run(trace, config, True)
         assert _TAKEN["planned"] > 100, _TAKEN
         theirs = batches_run(trace, config, False)

@@ -23,7 +23,6 @@ from sim.cache.manager import CacheManager
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import default as default_module
 from sim.sched import steady_chunks as steady_chunks_module
-from sim.sched import steady_step as steady_step_module
 from sim.trace import Request, Segment, Trace
 
 _REAL_PLAN, _REAL_COMMIT = steady_module.plan_steady, steady_module.commit_steady
@@ -55,7 +54,6 @@ def steady_run(trace: Trace, config: SimConfig, steady: bool):
     with (
         managers_watched(_state) as (_, states, step),
         mock.patch.object(steady_module, "STEADY_CHUNKS", steady),
-        mock.patch.object(steady_step_module, "STEP_AT_ONCE", False),  # a chunk's own calls, counted here
         mock.patch.object(steady_chunks_module, "plan_steady", _counting_plan),
         mock.patch.object(default_module, "commit_steady", _counting_commit),
     ):

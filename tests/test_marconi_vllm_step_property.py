@@ -21,7 +21,6 @@ from test_page_plans_property import _state, bursts
 from sim.cache.engines import marconi_vllm as vllm_module
 from sim.cache.engines import marconi_vllm_step as step_module
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import steady_step as steady_step_module
 from sim.trace import Trace
 
 _REAL_HAND = step_module.hand_in_step
@@ -44,9 +43,8 @@ def held_run(trace: Trace, config: SimConfig, holds: bool):
     with (
         managers_watched(_state) as (_, states, step),
         mock.patch.object(step_module, "HOLDS_ACROSS_STEP", holds),
-        # a steady chunk's reservation too (``reserve_held_page``; a steady step's loop asks it itself)
+        # a steady chunk's reservation too (``reserve_held_page``)
         mock.patch.object(vllm_module, "hand_in_step", _counting_hand),
-        mock.patch.object(steady_step_module, "hand_in_step", _counting_hand),
     ):
         result = simulate(trace, config, on_step=step)
     return result, states

@@ -17,7 +17,6 @@ from sim.cache.engines.marconi_vllm_step import end_step
 from sim.cache.interface import CacheModel
 from sim.cache.manager import CacheManager
 from sim.cache.results import Refusal
-from sim.sched import steady_step
 from sim.sched.batch import Batch, BatchItem, FullStep, StepOutcome
 from sim.sched.capped_stalls import CappedStalls
 from sim.sched.chunk_ahead import budget_left_by_decodes, takes_chunk_next
@@ -27,8 +26,7 @@ from sim.sched.plain_runs import plain_steps
 from sim.sched.request import RequestState
 from sim.sched.retraction import retract
 from sim.sched.running_order import admission_order_of, newest_of, oldest_first
-from sim.sched.steady_chunks import commit_rules, open_steady, step_of
-from sim.sched.steady_step import commit_steady_step, prompt_chunks
+from sim.sched.steady_chunks import add_steady, commit_rules, open_steady, step_of
 
 # False: prompts are asked for a chunk after the budget is spent (the reference; tests/test_spent_budget.py)
 STOP_WHEN_SPENT = True
@@ -65,8 +63,11 @@ class DefaultScheduler:
         budget = self._schedule_decodes(batch)
         step = self._step
         steady = open_steady(step, self._radix)  # the hold opened; where page chunks plan in one call
-        runs = self._capped.untold(self.running, self.manager.requests)
-        budget = prompt_chunks(steady, self._capped, batch, runs, budget, self._add_prefill, STOP_WHEN_SPENT)
+        for run in self._capped.untold(self.running, self.manager.requests):
+            if budget <= 0 and STOP_WHEN_SPENT:
+                break  # no spent budget sizes a chunk (``budgeted_chunk``) nor records a stall (``_stall``)
+            left = add_steady(steady, self._capped, batch, run, budget) if steady is not None else None
+            budget = self._add_prefill(batch, run, budget) if left is None else left
         if step is not None:
             end_step(*step)
         while budget > 0 and self.waiting and len(self.running) < self.max_running:
@@ -100,8 +101,6 @@ class DefaultScheduler:
         finished: list[RequestState] = []
         requests = self.manager.requests
         steady = commit_rules(self._radix, self._step)  # vLLM+'s, where each commit is one call
-        if steady is not None and steady_step.STEP_AT_ONCE:  # the step's commits in one loop
-            return commit_steady_step(steady, batch, self.running)
         for item in batch.items:
             run = self.running[item.plan.request_id]
             if item.is_prefill:

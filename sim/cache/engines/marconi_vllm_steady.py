@@ -90,7 +90,7 @@ def plan_steady(
     has_swa = manager.has_swa
     num_swa = 1 if has_swa else 0
     if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
-        refusal = reserve_steady(manager, rules, num_swa)
+        refusal = _reserve(manager, rules, num_swa)
         if refusal is not None:
             return refusal
     slot = take_page_slots(manager, req, full_pool, swa_pool, state_pool, has_swa)
@@ -100,7 +100,7 @@ def plan_steady(
     return new_chunk_plan(req.request_id, start, start + page, req.state, planned)
 
 
-def reserve_steady(manager: CacheManager, rules: MarconiRules, num_swa: int) -> Refusal | None:
+def _reserve(manager: CacheManager, rules: MarconiRules, num_swa: int) -> Refusal | None:
     """``MarconiVllmRules.reserve(manager, 1, num_swa, 1)`` with the handed slots taken, for its steady branch
     (the tuner done, the direct chunks, LRU over leaves: ``steady_applies``)."""
     manager.takes_handed_slots = True

@@ -19,7 +19,6 @@ from managers_watched import managers_watched
 from test_page_plans_property import _state, bursts
 
 from sim.cache.engines import marconi_vllm as vllm_module
-from sim.cache.engines import marconi_vllm_steady as steady_module
 from sim.cache.engines import marconi_vllm_step as step_module
 from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
@@ -44,8 +43,8 @@ def held_run(trace: Trace, config: SimConfig, holds: bool):
     with (
         managers_watched(_state) as (_, states, step),
         mock.patch.object(step_module, "HOLDS_ACROSS_STEP", holds),
+        # a steady chunk's reservation too (``reserve_held_page``)
         mock.patch.object(vllm_module, "hand_in_step", _counting_hand),
-        mock.patch.object(steady_module, "hand_in_step", _counting_hand),  # a steady chunk's (one call)
     ):
         result = simulate(trace, config, on_step=step)
     return result, states

@@ -18,6 +18,7 @@ from typing import cast
 from sim.cache.components import FULL, MAMBA, SWA
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.plain_decodes import PlainDecodes
+from sim.cache.pools import Pool
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 
@@ -93,14 +94,7 @@ class PageChunks(PlainDecodes):
             self.takes_handed_slots = False
             if refusal is not None:
                 return refusal
-        handed = self.handed_slots
-        if handed is not None:  # the allocations below, as the pools would answer them
-            self.handed_slots = None
-            req.own_full, req.own_swa, slot = handed
-            return slot
-        req.own_full = full_pool.alloc(1)
-        req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
-        return state_pool.alloc_one()
+        return take_page_slots(self, req, full_pool, swa_pool, state_pool, has_swa)
 
 
 def is_page_chunk(req: RequestCache, page: int) -> bool:
@@ -117,3 +111,20 @@ def is_page_chunk(req: RequestCache, page: int) -> bool:
         and not req.spare_states
         and not req.commit_pending
     )
+
+
+def take_page_slots(
+    chunks: PageChunks, req: RequestCache, full_pool: Pool, swa_pool: Pool, state_pool: Pool, has_swa: bool
+) -> int:
+    """A page chunk's slots once no pool is short: the ones the reservation's one evicted leaf handed over,
+    else a page, an SWA page (or None) and a state slot from the pools; the pages given to ``req``, the state
+    slot returned. Shared by ``_page_slots`` and ``marconi_vllm_steady.plan_steady`` (the pools passed in:
+    both hold them already)."""
+    handed = chunks.handed_slots
+    if handed is not None:  # the allocations below, as the pools would answer them
+        chunks.handed_slots = None
+        req.own_full, req.own_swa, slot = handed
+        return slot
+    req.own_full = full_pool.alloc(1)
+    req.own_swa = cast("list[int | None]", swa_pool.alloc(1)) if has_swa else [None]
+    return state_pool.alloc_one()

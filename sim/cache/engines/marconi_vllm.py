@@ -8,6 +8,7 @@ from collections.abc import Set as AbstractSet
 
 from sim.align import floor_to
 from sim.cache.engines.marconi import MarconiRules
+from sim.cache.engines.marconi_evict import MarconiEvictor
 from sim.cache.engines.marconi_vllm_chunks import commit_leaf_chunk, reserve_page, takes_lru_leaves
 from sim.cache.engines.marconi_vllm_page import commit_page, hand_top_leaf
 from sim.cache.engines.marconi_vllm_run import run_applies, take_chunk_run
@@ -63,14 +64,7 @@ class MarconiVllmRules(MarconiRules):
             and takes_lru_leaves(evictor)
         ):
             takes_slots = self.page_steps and manager.takes_handed_slots  # type: ignore[attr-defined]
-            if takes_slots and (
-                hand_in_step(step, self, manager, swa_pages)
-                if step.is_open
-                else hand_top_leaf(manager, self, swa_pages)
-            ):
-                return None
-            end_step(step, self)
-            return reserve_page(manager, evictor, swa_pages)
+            return reserve_held_page(step, self, manager, swa_pages, takes_slots, evictor)
         end_step(step, self)
         return evictor.reserve(manager, full_pages, swa_pages, states)
 
@@ -114,3 +108,25 @@ class MarconiVllmRules(MarconiRules):
 
     def decode_refusal(self, manager: RadixOps, req: RequestCache) -> Refusal | None:
         return None
+
+
+def reserve_held_page(
+    hold: StepHold,
+    rules: MarconiRules,
+    manager: RadixOps,
+    swa_pages: int,
+    takes_slots: bool,
+    evictor: MarconiEvictor | None = None,
+) -> Refusal | None:
+    """``MarconiVllmRules.reserve``'s steady branch (the tuner done, the direct chunks, LRU over leaves), shared
+    with ``marconi_vllm_steady``'s plan: where the chunk takes handed slots, the hold's victim (``hand_in_step``)
+    with the hold open or the heap's top (``hand_top_leaf``) without; else the hold ended and ``reserve_page``.
+    ``evictor``: the rules' where the caller asked for it already (None: asked here, only when needed)."""
+    if takes_slots and (
+        hand_in_step(hold, rules, manager, swa_pages)
+        if hold.is_open
+        else hand_top_leaf(manager, rules, swa_pages)
+    ):
+        return None
+    end_step(hold, rules)
+    return reserve_page(manager, evictor if evictor is not None else rules.evictor(manager), swa_pages)

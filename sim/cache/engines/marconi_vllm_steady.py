@@ -22,14 +22,12 @@ from typing import TYPE_CHECKING
 
 from sim.cache import insert as insert_module
 from sim.cache.components import FULL, MAMBA, SWA
-from sim.cache.engines.marconi_vllm import MarconiVllmRules
-from sim.cache.engines.marconi_vllm_chunks import reserve_page, takes_lru_leaves
-from sim.cache.engines.marconi_vllm_page import hand_top_leaf
+from sim.cache.engines.marconi_vllm import MarconiVllmRules, reserve_held_page
+from sim.cache.engines.marconi_vllm_chunks import takes_lru_leaves
 from sim.cache.engines.marconi_vllm_run import commit_chunk, run_applies
-from sim.cache.engines.marconi_vllm_step import end_step, hand_in_step
 from sim.cache.events import CheckpointSaved, emit
 from sim.cache.manager import CacheManager
-from sim.cache.page_chunks import is_page_chunk
+from sim.cache.page_chunks import is_page_chunk, take_page_slots
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 
@@ -95,14 +93,7 @@ def plan_steady(
         refusal = _reserve(manager, rules, num_swa)
         if refusal is not None:
             return refusal
-    handed = manager.handed_slots
-    if handed is not None:  # the allocations below, as the pools would answer them
-        manager.handed_slots = None
-        req.own_full, req.own_swa, slot = handed
-    else:
-        req.own_full = full_pool.alloc(1)
-        req.own_swa = swa_pool.alloc(1) if has_swa else [None]
-        slot = state_pool.alloc_one()
+    slot = take_page_slots(manager, req, full_pool, swa_pool, state_pool, has_swa)
     start = req.kv_len
     planned = ((start + page, slot),)
     req.planned = planned
@@ -112,16 +103,8 @@ def plan_steady(
 def _reserve(manager: CacheManager, rules: MarconiRules, num_swa: int) -> Refusal | None:
     """``MarconiVllmRules.reserve(manager, 1, num_swa, 1)`` with the handed slots taken, for its steady branch
     (the tuner done, the direct chunks, LRU over leaves: ``steady_applies``)."""
-    hold = rules.step  # type: ignore[attr-defined]
     manager.takes_handed_slots = True
-    if hold.is_open:
-        taken = hand_in_step(hold, rules, manager, num_swa)
-    else:
-        taken = hand_top_leaf(manager, rules, num_swa)
-    refusal = None
-    if not taken:
-        end_step(hold, rules)
-        refusal = reserve_page(manager, rules.evictor(manager), num_swa)
+    refusal = reserve_held_page(rules.step, rules, manager, num_swa, True)  # type: ignore[attr-defined]
     manager.takes_handed_slots = False
     return refusal
 

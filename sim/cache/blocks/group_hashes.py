@@ -2,15 +2,13 @@
 mask accepts given their keys, its private ones kept out of the cache map (``out_of_map.py``, ``lazy_keys.py``), a
 Mamba group's new keys noted (``MambaManager.cached_blocks_this_step``).
 
-``SKIP_EMPTY``: a group whose mask accepts none of the step's newly full blocks is not asked at all, and one whose
-accepted slots are all null stops once it has found so. Under retention 0 (the presets' default) a SWA group's mask
-keeps only the tails ending at the request's two boundaries and a Mamba group's only the boundaries' states (slots
-left null below the running state), so most prefill steps hash nothing in them: of ``vllm``'s 57,645 SWA and Mamba
-group hashings at 4,000 Mooncake requests 27,028 had an empty mask and ~28,000 more no held block at it, each a pass
-through empty slices, filters and the cache map's batch calls that wrote nothing. With no block there is nothing to
-hash, list, mark or note, and no key: stopping is exact (the skipped keys told are worked out by the caller either
-way). Off: every group asked through to its cache map calls, the reference (tests/test_vllm_group_hashes_property.py
-holds the two equal).
+``SKIP_EMPTY``: a group whose mask accepts none of the step's newly full blocks is not asked at all. Under retention
+0 (the presets' default) a SWA group's mask keeps only the tails ending at the request's two boundaries and a Mamba
+group's only the boundaries' states, so most prefill steps hash nothing in them: of ``vllm``'s 57,645 SWA and Mamba
+group hashings at 4,000 Mooncake requests, ~55,000 had an empty mask, each a pass through empty slices, filters and
+the cache map's batch calls that wrote nothing. With no index there is no block to hash, list, mark or note, and no
+key: skipping it is exact (the skipped keys told are worked out by the caller either way). Off: every group asked,
+the reference (tests/test_vllm_group_hashes_property.py holds the two equal).
 """
 
 from __future__ import annotations
@@ -44,8 +42,6 @@ def hash_group(
     ``mamba_keys``: where a Mamba group's new keys go (None: not a Mamba group, or not noted)."""
     table = req.tables[group]
     blocks, new_keys = hashed_blocks(table, keys_of, stride, indices)
-    if not blocks and SKIP_EMPTY:
-        return  # every slot it accepts null (a Mamba group's boundary below its state): nothing held, no key
     private = private_blocks(table, indices, cut) if cut < stop else []  # ``blocks``' last ones
     if len(new_keys) < len(blocks):  # the private ones past the key cap (``lazy_keys.py``)
         positions = private_positions(table, indices, cut, stride, private)

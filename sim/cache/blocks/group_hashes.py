@@ -4,8 +4,8 @@ Mamba group's new keys noted (``MambaManager.cached_blocks_this_step``).
 
 ``SKIP_EMPTY``: a group whose mask accepts none of the step's newly full blocks is not asked at all. Under retention
 0 (the presets' default) a SWA group's mask keeps only the tails ending at the request's two boundaries and a Mamba
-group's only the boundaries' states, so most prefill steps hash nothing in them: of ``vllm``'s 57,645 SWA and Mamba
-group hashings at 4,000 Mooncake requests, ~55,000 had an empty mask, each a pass through empty slices, filters and
+group's only the boundaries' states, so many prefill steps hash nothing in them: of ``vllm``'s 57,645 SWA and Mamba
+group hashings at 4,000 Mooncake requests 27,028 had an empty mask, each a pass through empty slices, filters and
 the cache map's batch calls that wrote nothing. With no index there is no block to hash, list, mark or note, and no
 key: skipping it is exact (the skipped keys told are worked out by the caller either way). Off: every group asked,
 the reference (tests/test_vllm_group_hashes_property.py holds the two equal).

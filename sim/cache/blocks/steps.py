@@ -6,16 +6,16 @@ group order; each group frees with one ``free_blocks`` call, highest block first
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any, cast
 
 from sim.align import ceil_div
-from sim.cache.blocks import by_id, group_hashes, null_runs, tail_runs
-from sim.cache.blocks.group_hashes import hashed_blocks as _hashed_blocks  # noqa: F401 (tests call it here)
+from sim.cache.blocks import by_id, null_runs, tail_runs
 from sim.cache.blocks.hashed_positions import HashedPositions
 from sim.cache.blocks.keys import BlockKeys
 from sim.cache.blocks.layout import Layout
-from sim.cache.blocks.lazy_keys import key_cap
+from sim.cache.blocks.lazy_keys import cache_unkeyed, key_cap, private_positions
+from sim.cache.blocks.out_of_map import cache_private, private_blocks
 from sim.cache.blocks.pool import BlockPool
 from sim.cache.blocks.request import BlockRequest
 from sim.cache.blocks.retention import reachable_indices
@@ -162,10 +162,16 @@ def cache_blocks(
         if indices is None:
             indices = masks[shape] = _mask(layout, kind, B, first, stop, retention, boundaries, exported)
         stride = stride_of[kind]
+        blocks, new_keys = _hashed_blocks(table, keys_of, stride, indices)
         cut = req.private_from // B  # the group's first block only this request holds (``private.py``)
-        if indices or not group_hashes.SKIP_EMPTY:  # most SWA and Mamba steps' masks: empty
-            noted = mamba_keys if kind == MAMBA else None
-            group_hashes.hash_group(pool, keys, req, group, keys_of, stride, indices, cut, stop, noted)
+        private = private_blocks(table, indices, cut) if cut < stop else []  # ``blocks``' last ones
+        if len(new_keys) < len(blocks):  # the private ones past the key cap (``lazy_keys.py``)
+            positions = private_positions(table, indices, cut, stride, private)
+            new_keys = cache_unkeyed(pool, keys, req, group, blocks, new_keys, private, positions)
+        else:
+            cache_private(pool, blocks, new_keys, private, group)
+        if kind == MAMBA and mamba_keys is not None:
+            mamba_keys.update(zip(new_keys, repeat(group)))
         if on_skip and kind != FULL and first < stop:
             told = min(stop, max(first, cut))  # a private block's skip is not told
             if by_id.has_none(table[first:stop]):  # a null in the range: its own keys
@@ -198,6 +204,21 @@ def _mask(
     if kind == MAMBA and first <= exported < stop and exported not in indices:
         indices = sorted([*indices, exported])
     return indices
+
+
+def _hashed_blocks(
+    table: list[int | None], keys_of: list, stride: int, indices: range | list[int]
+) -> tuple[list[int], list[object]]:
+    """The held blocks at ``indices`` and their keys; a run with no null (FULL's, a dense mask's:
+    hundreds a prefill step) by slicing. Block ``i``'s key is ``keys_of[(i + 1) * stride - 1]``."""
+    if isinstance(indices, range) and indices:
+        blocks = table[indices.start : indices.stop]
+        if not by_id.has_none(blocks):
+            keys = keys_of[(indices.start + 1) * stride - 1 : indices.stop * stride : stride]
+            return cast(list[int], blocks), keys
+    held = [index for index in indices if table[index] is not None]
+    held_blocks = cast(list[int], list(map(table.__getitem__, held)))  # one cast, not a call per block
+    return held_blocks, [keys_of[(i + 1) * stride - 1] for i in held if (i + 1) * stride <= len(keys_of)]
 
 
 def _unhashed_keys(

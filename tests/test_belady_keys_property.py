@@ -25,6 +25,7 @@ from test_segment_trie import event_logs
 
 from sim.bounds import belady
 from sim.bounds.belady import belady_hits
+from sim.bounds.events import Lookup, Produce
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.segment_trie import SegmentTrie
 from sim.cache.components import FULL
@@ -138,3 +139,27 @@ def test_the_real_trace_head_equals_the_reference(limit):
     budget = manager.capacities()[FULL]
     skipped = [pushes_skipped(events, paths, capacity, nodes_of) for capacity in (budget, 64, 8)]
     assert skipped[0] >= 30 and skipped[2] >= (30 if limit == 40 else 250)
+
+
+def test_a_leaf_evicted_and_grown_again_at_its_old_key_is_queued():
+    """A node evicted and grown again before any lookup moves its next use holds its old key: not present, it has
+    no live entry, so the regrowth must push one (else the next eviction cannot find it). Three one-page nodes
+    under the root, one page of room: ``a`` is evicted for ``b``, ``b`` looked up (its key past ``a``'s), ``a``
+    produced again at its old key evicting ``b``, then ``c``, needed before ``a``, takes ``a``'s page and hits."""
+    a, b, c = 1, 2, 3
+    events = [
+        Produce("r1", 0, 1),  # a, next looked up at 6
+        Produce("r2", 0, 1),  # b, next at 2: a evicted
+        Lookup("r2", 1, True),  # b hit, next at 7
+        Produce("r3", 0, 1),  # a again, next still 6: b evicted
+        Produce("r4", 0, 1),  # c, next at 5: a evicted
+        Lookup("r4", 1, True),
+        Lookup("r1", 1, True),
+        Lookup("r5", 1, True),
+    ]
+    nodes_of = [[a], [b], [b], [a], [c], [c], [a], [b]]
+    parent, length = [0, 0, 0, 0], [0, 1, 1, 1]
+    for on in (True, False):
+        with mock.patch.object(belady, "UNMOVED_KEYS_UNPUSHED", on):
+            hits = belady.belady_node_hits(events, nodes_of, parent, length, 1)
+        assert hits == {"r2": 1, "r4": 1, "r1": 0, "r5": 0}, on

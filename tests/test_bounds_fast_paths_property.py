@@ -22,7 +22,7 @@ from sim.bounds import recorder as recorder_module
 from sim.bounds.recorder import EventRecorder
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import batch as batch_module
-from sim.sched import event_lengths, last_output, loop_runs
+from sim.sched import last_output, loop_runs
 from sim.trace.generate import fanout, multiturn
 
 pytestmark = pytest.mark.usefixtures("default_loop_no_cache")  # no-cache on the default loop, as these were written (tests/default_loop_no_cache.py)
@@ -37,7 +37,6 @@ SWITCHES = [
     (batch_module, "LAZY_DECODE_BATCH"),
     (simulate_module, "BOUNDS_READ_RUN_SEQS"),
     (loop_runs, "EVENT_BATCH_FROM_LENGTHS"),
-    (event_lengths, "LENGTHS_BATCH"),  # SGLang's loop's event steps' lengths batches
     (recorder_module, "RUN_FROM_LENGTHS"),
     (last_output, "READ_BATCHES_THROUGH_LAST"),
     (recorder_module, "INLINE_RUN_EXTENSION"),

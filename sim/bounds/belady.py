@@ -24,12 +24,6 @@ from sim.bounds.events import Lookup
 from sim.bounds.page_paths import PagePaths
 from sim.bounds.segment_trie import SegmentTrie
 
-# True: a present leaf's key set again to what it holds pushes no heap entry (the leaf has a live one: every present
-# leaf gets one when it becomes present, a leaf or re-keyed, and only a stale entry or an emptied leaf's is popped);
-# False: every key set pushes (the reference; tests/test_belady_keys_property.py holds both equal). In a Produce
-# right after its request's lookup, most nodes are present with their key unchanged
-UNMOVED_KEYS_UNPUSHED = True
-
 
 def next_uses(events: list, pages_of, num_nodes: int) -> tuple[list[list[int]], int]:
     """Per event, per page it covers: the index of the next counted lookup of that page after the event
@@ -68,8 +62,6 @@ class _Cache:
         """Add the node's missing pages, making room page by page (as many pages at a time as are free or
         as the furthest leaf has); False when the cache refused one (those added stay)."""
         need = self.length[node] - self.count[node]
-        # a present leaf keyed ``next_use`` already (``_produce`` keyed it) holds its live entry
-        keyed = UNMOVED_KEYS_UNPUSHED and self.count[node] > 0 and self.key[node] == next_use
         while need:
             room = self.capacity - self.size
             if room <= 0:
@@ -82,9 +74,7 @@ class _Cache:
             self.count[node] += added
             self.size += added
             need -= added
-            if not keyed:
-                self.set_key(node, next_use)
-                keyed = UNMOVED_KEYS_UNPUSHED
+            self.set_key(node, next_use)
         return True
 
     def make_room(self, next_use: int, most: int) -> int:
@@ -150,13 +140,11 @@ def belady_node_hits(
 
 
 def _produce(cache: _Cache, nodes: list[int], nexts: list[int], never: int) -> None:
-    count, length, parent, key = cache.count, cache.length, cache.parent, cache.key
-    unmoved = UNMOVED_KEYS_UNPUSHED
+    count, length, parent = cache.count, cache.length, cache.parent
     for node, next_use in zip(nodes, nexts, strict=True):
         present = count[node]
         if present:
-            if not unmoved or key[node] != next_use:  # else its key, and a leaf's live entry, stand
-                cache.set_key(node, next_use)
+            cache.set_key(node, next_use)
             if present == length[node]:
                 continue
         elif count[parent[node]] != length[parent[node]]:
@@ -168,17 +156,15 @@ def _produce(cache: _Cache, nodes: list[int], nexts: list[int], never: int) -> N
 def _hit(cache: _Cache, nodes: list[int], nexts: list[int]) -> int:
     """Pages present from the root on; each node hit gets its next use (leaves re-queued)."""
     count, length, key, children, heap = cache.count, cache.length, cache.key, cache.children, cache.heap
-    unmoved = UNMOVED_KEYS_UNPUSHED
     hit = 0
     for node, next_use in zip(nodes, nexts, strict=True):
         present = count[node]
         if not present:
             break
         hit += present
-        if not unmoved or key[node] != next_use:  # else its key, and a leaf's live entry, stand
-            key[node] = next_use
-            if not children[node]:
-                heapq.heappush(heap, (-next_use, node))
+        key[node] = next_use
+        if not children[node]:
+            heapq.heappush(heap, (-next_use, node))
         if present < length[node]:
             break
     return hit

@@ -28,7 +28,6 @@ from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
 from sim.cache.results import ChunkPlan, Refusal, new_chunk_plan
 from sim.sched.batch import Batch, BatchItem
-from sim.sched.event_lengths import planned_slots
 
 ONE_PASS = True
 PAGES_AT_ONCE = True
@@ -110,20 +109,14 @@ def plan_each(
     batch: Batch | None,
     page_only: bool,
 ) -> None:
-    """The step's plans in batch order, each request's pages read here (the reference of ``plan_needs``); into a
-    lengths batch (``event_lengths``) only the plans ``prepare_decode`` made."""
-    planned = planned_slots(batch)
-    wanted = batch is not None and planned is None
-    for index, (req, event) in enumerate(zip(reqs, eventful, strict=True)):
+    """The step's plans in batch order, each request's pages read here (the reference of ``plan_needs``)."""
+    for req, event in zip(reqs, eventful, strict=True):
         num_pages = 0 if event else req.pages_needed(req.kv_len + 1)
         if event or num_pages:
-            plan = decode_plan(manager, req, iteration, num_pages if page_only else 0, wanted)
+            plan = decode_plan(manager, req, iteration, num_pages if page_only else 0, batch is not None)
             if plan is None:
                 continue
-            if planned is not None:
-                planned[index] = plan
-                continue
-        elif not wanted:
+        elif batch is None:
             continue
         else:
             plan = new_chunk_plan(req.request_id, req.kv_len, req.kv_len + 1, req.state)
@@ -135,20 +128,16 @@ def plan_needs(
     manager: CacheManager, reqs: list[RequestCache], needs: StepNeeds, iteration: int, batch: Batch | None
 ) -> None:
     """``plan_each`` from the pages read already; on anonymous pools the page-only requests' pages counted out
-    of the pools once for the step (``PAGES_AT_ONCE``); into a lengths batch only the plans ``prepare_decode`` made."""
+    of the pools once for the step (``PAGES_AT_ONCE``)."""
     at_once, num_counted = pages_at_once(manager), 0
-    planned = planned_slots(batch)
-    wanted = batch is not None and planned is None
-    for index, (req, event, num_pages) in enumerate(zip(reqs, needs.events, needs.pages, strict=True)):
+    for req, event, num_pages in zip(reqs, needs.events, needs.pages, strict=True):
         plan = None
         if event or (num_pages and not at_once):
-            plan = decode_plan(manager, req, iteration, 0 if event else num_pages, wanted)
+            plan = decode_plan(manager, req, iteration, 0 if event else num_pages, batch is not None)
         elif num_pages:
             take_anonymous_pages(manager, req, num_pages)
             num_counted += num_pages
-        if planned is not None:
-            planned[index] = plan
-        elif batch is not None:
+        if batch is not None:
             plan = (
                 plan
                 if plan is not None

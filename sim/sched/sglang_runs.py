@@ -28,7 +28,6 @@ from sim.sched.batch import (
     step_fits_room,
     take_quiet_stretch,
 )
-from sim.sched.event_lengths import event_batch
 from sim.sched.request import RequestState
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_event_plans import StepNeeds
@@ -216,7 +215,7 @@ def _event_step(
     for req, event in zip(reqs, eventful, strict=True):  # maybe_evict_swa, before any allocation
         if event:
             manager.free_out_of_window(req.request_id, iteration)
-    batch = event_batch(reqs, iteration) if announced else None  # its lengths: ``event_lengths``
+    batch = Batch(iteration) if announced else None
     if needs is not None:
         plans.plan_needs(manager, reqs, needs, iteration, batch)
     else:

@@ -21,6 +21,7 @@ from sim.cache.components import MAMBA
 from sim.cache.engines.sglang import SGLangRules
 from sim.cache.manager import CacheManager
 from sim.cache.request import RequestCache
+from sim.sched import sglang_carried_starts as carried_starts
 from sim.sched.batch import FullStep, take_stretch
 from sim.sched.sglang_event_plans import StepNeeds
 from sim.sched.sglang_folds import carried_idle_steps
@@ -35,13 +36,15 @@ class CarriedSilence:
     at which its ``plain_decode_steps`` reaches 0, its answer at step ``t`` being the due step less ``t``; without
     SWA and Mamba the answer itself ("never"), kept as it is."""
 
-    __slots__ = ("rules", "reqs", "dues", "moves", "phase")
+    __slots__ = ("rules", "reqs", "dues", "moves", "phase", "starts")
 
     def __init__(self, manager: CacheManager, rules: SGLangRules, reqs: list[RequestCache]):
         self.rules, self.reqs = rules, reqs
         self.dues: list[int] | None = None
         self.moves = rules.resolved.has_mamba or rules.resolved.has_swa  # else "never" at every step
         self.phase = manager.policy.iteration_phase  # the rules' iteration is the run's and this
+        starts = carried_starts.CARRY_PAGE_STARTS
+        self.starts = carried_starts.PageDues(reqs, manager.page_size) if starts else None
 
     def dues_at(self, iteration: int) -> list[int]:
         """The due steps at the run's step ``iteration``: carried, or read off the rules' answers where dropped."""
@@ -65,6 +68,8 @@ class CarriedSilence:
         for req in reqs:
             if req.commit_pending:  # a commit waits for the next step's processing
                 return 0, []
+        if self.starts is not None:
+            return self.starts.stretch(manager, iteration, done, steps, announced)
         stretch, starts = manager.stretch_within(reqs, steps)
         return take_stretch(manager, reqs, iteration, done, stretch, starts, announced)
 
@@ -76,13 +81,15 @@ class CarriedSilence:
         dues, phase = self.dues_at(iteration), iteration + self.phase
         steps = carried_idle_steps(manager, self.rules, self.reqs, dues, iteration, phase, max_steps)
         if steps:
-            self.dues = None
+            self.drop()
         return steps
 
     def fits_and_needs(self, manager: CacheManager, iteration: int) -> tuple[bool, StepNeeds | None]:
         """``step_fits_and_needs`` (``event_step_needs``, one pass) with each request's event carried."""
         dues = self.dues_at(iteration)
         events = [due <= iteration for due in dues] if self.moves else [False] * len(dues)
+        if self.starts is not None:
+            return self._fits_with(manager, events, self.starts.pages_needed(iteration))
         rules, pages, num_pages, num_states = self.rules, [], 0, 0
         for req, event in zip(self.reqs, events, strict=True):
             if req.commit_pending:
@@ -93,14 +100,32 @@ class CarriedSilence:
                 num_states += 1  # a non-event takes no checkpoint
             pages.append(needed)
             num_pages += needed
-        room = manager.topology.kv_room(manager.has_swa) - rules.alloc_slack_pages - len(self.reqs)
-        if room < num_pages:
-            return False, None
-        if num_states and not (
-            manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= num_states
-        ):
+        if not self._room_holds(manager, num_pages, num_states):
             return False, None
         return True, StepNeeds(events, pages)
+
+    def _fits_with(
+        self, manager: CacheManager, events: list[bool], pages: list[int]
+    ) -> tuple[bool, StepNeeds | None]:
+        """``fits_and_needs`` with each request's pages read off its carried page start (``PageDues``)."""
+        rules, num_states = self.rules, 0
+        for req, event in zip(self.reqs, events, strict=True):
+            if req.commit_pending:
+                return False, None
+            if event and not req.spare_states and rules.decode_checkpoint(req) is not None:
+                num_states += 1  # a non-event takes no checkpoint
+        if not self._room_holds(manager, sum(pages), num_states):
+            return False, None
+        return True, StepNeeds(events, pages)
+
+    def _room_holds(self, manager: CacheManager, num_pages: int, num_states: int) -> bool:
+        """Whether an event step's pages and new checkpoint states fit without evicting (``step_fits_room``)."""
+        room = manager.topology.kv_room(manager.has_swa) - self.rules.alloc_slack_pages - len(self.reqs)
+        if room < num_pages:
+            return False
+        return not num_states or (
+            manager.topology.name == "separate" and manager.pools[MAMBA].num_free >= num_states
+        )
 
     def stepped(self, needs: StepNeeds | None, processed: bool, iteration: int) -> None:
         """After an event step (``needs``: its requests' events), at the run's next step ``iteration``: the events'
@@ -108,12 +133,21 @@ class CarriedSilence:
         dropped where the step processed the step in flight (``processed``: its commits and ends move requests)."""
         dues = self.dues
         if processed or needs is None:
-            self.dues = None
+            self.drop()
+            return
+        if self.starts is not None:  # the page takers' page starts read again with the events' answers
+            self.starts.stepped(needs, iteration, dues if self.moves else None, self.rules, self.phase)
         elif dues is not None and self.moves:
             plain, phase = self.rules.plain_decode_steps, iteration + self.phase
             for index, event in enumerate(needs.events):
                 if event:
                     dues[index] = iteration + plain(self.reqs[index], phase)
+
+    def drop(self) -> None:
+        """The due steps and page starts to be read again at their next use (something else moved requests)."""
+        self.dues = None
+        if self.starts is not None:
+            self.starts.dues = None
 
 
 def carried_silence(

@@ -24,7 +24,7 @@ from hypothesis import example, given, settings
 from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
 
 from sim.run.simulate import SimConfig, simulate
-from sim.sched import sglang_event_plans, sglang_fast, sglang_runs
+from sim.sched import sglang_carried, sglang_event_plans, sglang_fast, sglang_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst
 
@@ -32,6 +32,17 @@ from tests.fast_slow_helpers import growing_burst
 pytestmark = pytest.mark.interpreted
 
 SWITCHES = ("ONE_PASS", "PAGES_AT_ONCE", "DECODE_PASS")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _events_asked_of_the_rules():
+    """Each event step's fit read through ``step_fits_and_needs``, which the log here watches: the carried silent
+    steps read it without it (``sglang_carried.CARRY_SILENT_STEPS``, held to this by
+    ``tests/test_sglang_carried_property.py``)."""
+    with mock.patch.object(sglang_carried, "CARRY_SILENT_STEPS", False):
+        yield
+
+
 _EVENT_STEP, _FITS = sglang_runs._event_step, sglang_runs.step_fits_and_needs
 _TAKE_PAGES, _BEGIN = sglang_event_plans.take_anonymous_pages, sglang_event_plans.begin_decode_pass
 

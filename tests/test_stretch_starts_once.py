@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sim.cache.plain_decodes import PlainDecodes
 from sim.run.simulate import SimConfig, simulate
 from sim.sched import batch as batch_module
-from sim.sched import loop_runs
+from sim.sched import loop_runs, sglang_carried
 from sim.trace import Request, Segment, Trace
 from tests.fast_slow_helpers import burst_requests, growing_burst
 
@@ -39,6 +39,15 @@ def _stretches_stop_at_swa_frees():
     """The quiet stretch's switches are the subject here: ``no-cache``'s stretches stop at each SWA free, as
     before freeing stretches (``loop_runs.FOLD_SWA_FREES``, held to this by ``tests/test_swa_free_runs.py``)."""
     with mock.patch.object(loop_runs, "FOLD_SWA_FREES", False):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stretches_asked_of_the_rules():
+    """An SGLang run's stretches asked through ``batch_decode_stretch``, which the counts here watch: the carried
+    silent steps answer them without it (``sglang_carried.CARRY_SILENT_STEPS``, held to this by
+    ``tests/test_sglang_carried_property.py``)."""
+    with mock.patch.object(sglang_carried, "CARRY_SILENT_STEPS", False):
         yield
 
 

@@ -25,6 +25,9 @@ from sim.cache.step_plans import StepPlans
 # answers the run as one (pages a step, steps); False: ``take_batch_decodes`` (the reference: the pools' list
 # of every id, sliced per request, and a pair per step). tests/test_lockstep_run.py holds both equal.
 LOCKSTEP_RUN_AT_ONCE = True
+# True: a take's sorted page starts counted per offset in one walk (a stretch starts a few pages: building a
+# ``Counter`` cost ~5x the walk); False: a ``Counter`` (the reference; tests/test_sglang_carried_property.py)
+STARTS_COUNTED_IN_ORDER = True
 
 
 class PlainDecodes(StepPlans):
@@ -77,6 +80,13 @@ class PlainDecodes(StepPlans):
             if req.commit_pending:  # a commit waits for the next step's processing
                 return 0, None
             steps = min(steps, self.rules.plain_decode_steps(req, phase))
+        return self.stretch_within(reqs, steps)
+
+    def stretch_within(
+        self, reqs: list[RequestCache], steps: int
+    ) -> tuple[int, list[tuple[int, int]] | None]:
+        """``batch_decode_stretch`` past the rules: of the batch's next ``steps`` steps (none takes a checkpoint
+        or frees SWA, no commit is pending), those whose pages fit the run's room, and their page starts."""
         spare = self.batch_run_room(reqs)
         if steps <= 0 or spare < 0:
             return 0, None
@@ -221,4 +231,14 @@ def fitting_starts(
 
 def counted_starts(starts: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """(offset, pages started) per step offset of sorted page starts."""
-    return list(Counter(map(itemgetter(0), starts)).items())  # a dict keeps the sorted offsets' order
+    if not STARTS_COUNTED_IN_ORDER:
+        return list(Counter(map(itemgetter(0), starts)).items())  # a dict keeps the sorted offsets' order
+    counted: list[tuple[int, int]] = []
+    last = -1  # offsets are never negative
+    for offset, _ in starts:
+        if offset == last:
+            counted[-1] = (offset, counted[-1][1] + 1)
+        else:
+            counted.append((offset, 1))
+            last = offset
+    return counted

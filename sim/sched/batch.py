@@ -198,6 +198,20 @@ def take_quiet_stretch(
         stretch, starts = manager.batch_decode_stretch(reqs, iteration + done, max_steps - done)
     else:
         stretch, starts = manager.batch_decode_steps(reqs, iteration + done, max_steps - done), None
+    return take_stretch(manager, reqs, iteration, done, stretch, starts, announced)
+
+
+def take_stretch(
+    manager: CacheManager,
+    reqs: list[RequestCache],
+    iteration: int,
+    done: int,
+    stretch: int,
+    starts: list[tuple[int, int]] | None,
+    announced: bool,
+) -> tuple[int, list[FullStep]]:
+    """``take_quiet_stretch`` past its question: the ``stretch`` steps from ``iteration + done`` on, whose page
+    starts ``batch_decode_stretch`` answered (``starts``), taken; none where ``stretch`` is 0."""
     if not stretch:
         return 0, []
     lengths = batch_lengths(reqs, announced)

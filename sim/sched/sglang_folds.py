@@ -45,6 +45,52 @@ def idle_event_steps(
             steps = min(steps, silent)  # not eventful before then: its free is not asked
         else:
             stuck.append(req)
+    return _stuck_steps(manager, rules, reqs, stuck, phase, steps)
+
+
+def carried_idle_steps(
+    manager: CacheManager,
+    rules: SGLangRules,
+    reqs: list[RequestCache],
+    dues: list[int],
+    at: int,
+    phase: int,
+    max_steps: int,
+) -> int:
+    """``idle_event_steps`` at the run's step ``at`` (the rules' ``phase``) read off the requests' due steps (``at``
+    and their ``plain_decode_steps``: the least of the steps before the checkpoint and the trigger's silence): a
+    positive answer bounds the steps as its two terms did; an answer of 0 is a stuck trigger's where the
+    checkpoint is not due (else there are no steps)."""
+    resolved = rules.resolved
+    if rules.trigger.by_iterations or not resolved.has_swa:
+        return 0
+    grid = resolved.track_grid if resolved.has_mamba else 0
+    steps, stuck = max_steps, []
+    for req, due in zip(reqs, dues, strict=True):
+        if req.commit_pending:
+            return 0
+        if due > at:
+            steps = min(steps, due - at)
+            continue
+        if grid:
+            checkpoint_in = -(req.kv_len + 1) % grid  # the steps before its checkpoint
+            if not checkpoint_in:
+                return 0
+            steps = min(steps, checkpoint_in)
+        stuck.append(req)
+    return _stuck_steps(manager, rules, reqs, stuck, phase, steps)
+
+
+def _stuck_steps(
+    manager: CacheManager,
+    rules: SGLangRules,
+    reqs: list[RequestCache],
+    stuck: list[RequestCache],
+    phase: int,
+    steps: int,
+) -> int:
+    """Of the next ``steps`` steps (each an event step for the ``stuck`` requests), those that free nothing and
+    fit the room; 0 where that cannot be said."""
     if steps <= 0 or not stuck:
         return 0
     for req in stuck:

@@ -29,6 +29,7 @@ from sim.sched.batch import (
     take_quiet_stretch,
 )
 from sim.sched.request import RequestState
+from sim.sched.sglang_carried import carried_silence
 from sim.sched.sglang_clock import TokenClock
 from sim.sched.sglang_event_plans import StepNeeds
 from sim.sched.sglang_folds import idle_event_steps, take_idle_event_steps
@@ -75,6 +76,7 @@ def take_batch_run(
     announced = manager.events.reads_batches()  # the bounds read each full step's batch
     folds, phase = type(sched.rules) is SGLangRules, manager.policy.iteration_phase
     frees = free_stretch.stretch_takes_frees(manager)
+    carried = carried_silence(manager, sched.rules, reqs, plans.ONE_PASS and _page_only(sched))
     while done < max_steps:
         if in_flight is None and frees:  # the run's pass is begun: the null rules' frees go inside a stretch
             stretch, stretch_steps = free_stretch.take_freeing_stretch(
@@ -85,25 +87,39 @@ def take_batch_run(
                 done += stretch
                 continue
         if process is None:
-            stretch, stretch_steps = take_quiet_stretch(manager, reqs, iteration, done, max_steps, announced)
+            if carried is None:
+                stretch, stretch_steps = take_quiet_stretch(
+                    manager, reqs, iteration, done, max_steps, announced
+                )
+            else:
+                stretch, stretch_steps = carried.quiet_stretch(manager, iteration, done, max_steps, announced)
             if stretch:
                 full_steps += stretch_steps
                 done += stretch
                 continue
         if in_flight is None and folds:  # the run's pass is begun: idle event steps may go at once
-            idle = idle_event_steps(manager, sched.rules, reqs, iteration + done + phase, max_steps - done)
+            if carried is None:
+                idle = idle_event_steps(
+                    manager, sched.rules, reqs, iteration + done + phase, max_steps - done
+                )
+            else:
+                idle = carried.idle_steps(manager, iteration + done, max_steps - done)
             if idle:
                 full_steps += take_idle_event_steps(manager, reqs, iteration, done, idle, announced)
                 done += idle
                 continue
         if needs is None:
-            fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
+            if carried is None:
+                fits, needs = step_fits_and_needs(sched, reqs, iteration + done)
+            else:
+                fits, needs = carried.fits_and_needs(manager, iteration + done)
             if not fits:
                 break
         batch = _event_step(sched, reqs, iteration + done, in_flight, announced, process, needs)
-        in_flight = process = (
-            None  # one pass begun per run: nothing reads its accounts before the next full step's
-        )
+        if carried is not None:
+            carried.stepped(needs, process is not None, iteration + done + 1)
+        # one pass begun per run: nothing reads its accounts before the next full step's
+        in_flight = process = None
         full_steps.append(FullStep(done, 0, batch, manager.usage()))
         needs = None
         done += 1

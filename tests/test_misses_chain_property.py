@@ -28,7 +28,7 @@ from test_marconi_vllm_run_property import _stamps, current_entries
 from test_marconi_vllm_watcher_property import Watched
 from test_page_chunks_property import workloads
 
-from sim.cache import eviction, misses_chain, walk_hints
+from sim.cache import eviction, locks, misses_chain, walk_hints
 from sim.cache.engines import marconi_lru
 from sim.cache.engines import marconi_vllm_chain as chain_module
 from sim.cache.engines import marconi_vllm_chain_pass as chain_pass
@@ -180,3 +180,23 @@ def test_conversations_are_equal_either_way(mode, pool_tokens, monkeypatch):
     assert ours.summary["evictions_full"] > 50
     assert ours.requests.equals(theirs.requests) and ours.steps.equals(theirs.steps)
     assert ours.summary == theirs.summary
+
+
+@pytest.mark.interpreted
+@pytest.mark.parametrize("policy", ["marconi-vllm", "marconi"])
+def test_no_eviction_unlocks_in_the_lean_loop_with_the_switch(policy, monkeypatch):
+    """``UNHEARD_INNER_RELEASES`` on: Marconi's tree (``NoEviction``) reads as ``leaves_only``, so every finish's
+    ``unlock`` takes its lean loop; off, none does (the path cannot go dead unseen)."""
+    lean = locks._unlock_leaves_only
+    num_lean = {True: 0, False: 0}
+    config = SimConfig(policy=policy, model="qwen3-next", mode="replay", bounds=False, pool_tokens=2400)
+    for on in (True, False):
+
+        def counted(*args, on=on):
+            num_lean[on] += 1
+            lean(*args)
+
+        monkeypatch.setattr(locks, "_unlock_leaves_only", counted)
+        _all(monkeypatch, on)
+        simulate(_trace(), config)
+    assert num_lean[True] > 10 and num_lean[False] == 0, num_lean

@@ -62,13 +62,15 @@ def _switched(observed, on: bool):
     return observed
 
 
-def _compare(cache, requests, watched: bool, small: bool) -> None:
+def _compare(cache, requests, watched: bool, small: bool, hinted: bool = False) -> None:
     """Watched: the miss watcher alone with a trace's ``request_seq`` (its spans on, the pass telling it);
-    else every event's recorder (no chain telling: the recorder hears each eviction)."""
+    else every event's recorder (no chain telling: the recorder hears each eviction). ``hinted``: before each
+    request, each family's last sequence remembered mid-path (``_hint_mid_paths``) in both managers."""
     if not watched:
         compare_held(cache, requests, watched, small, _switched)
         return
     seqs: dict = {}  # the requests' tokens by id, as a run's trace gives them (``Trace.request_seq``)
+    last_tokens: dict = {}  # each family's last request's tokens (``hinted``)
     trace = SimpleNamespace(request_seq=lambda request_id: seqs[request_id])
     saved = marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED
     if small:
@@ -81,6 +83,10 @@ def _compare(cache, requests, watched: bool, small: bool) -> None:
             tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
             seqs[rid] = tokens
             request = (rid, tokens, shared_len + own_len, output_len)
+            if hinted:
+                for observed in (ours, theirs):
+                    _hint_mid_paths(observed.manager.tree, last_tokens)
+                last_tokens[family] = tokens
             assert ours.run(*request) == theirs.run(*request)
             assert snapshot(ours.manager) == snapshot(theirs.manager), f"after {rid}"
             assert current_entries(ours.manager) == current_entries(theirs.manager), f"after {rid}"
@@ -93,6 +99,21 @@ def _compare(cache, requests, watched: bool, small: bool) -> None:
             ours.manager.check_integrity()
     finally:
         marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = saved
+
+
+def _hint_mid_paths(tree, last_tokens: dict) -> None:
+    """Each family's last sequence remembered at its node ending nearest half its length, as a walk of a
+    shorter prompt leaves it: a chain evicting that path meets a victim a hint names (not reused)."""
+    page = tree.page_size
+    for tokens in last_tokens.values():
+        node, half = tree.root, len(tokens) // 2
+        while node.end + page <= len(tokens):
+            child = node.children.get(tokens.first_page(page, node.end))
+            if child is None or child.end > half:
+                break
+            node = child
+        if node is not tree.root:
+            tree.hints.remember(tokens, node)
 
 
 def _watched(cache, trace) -> Watched:
@@ -144,6 +165,37 @@ def test_the_property_tells_spans_and_reuses_victims(monkeypatch):
         _compare(*args)
     test_a_chain_telling_in_its_pass_is_the_list_told_after()
     assert _TAKEN["spans"] > 100 and _TAKEN["reused"] > 1000, _TAKEN
+
+
+@pytest.mark.interpreted
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(tight_vllm_caches(), workloads(), st.booleans())
+@example(_FIXED[0][0][0], _FIXED[0][0][1], False)
+@example(_FIXED[1][0][0], _FIXED[1][0][1], False)
+@example(_FIXED[2][0][0], _FIXED[2][0][1], True)
+def test_a_chain_meeting_hinted_victims_is_the_list_told_after(cache, requests, small):
+    _compare(cache, requests, True, small, hinted=True)
+
+
+# run once, inside test_the_property_meets_hinted_victims (which asserts what its examples reach)
+test_a_chain_meeting_hinted_victims_is_the_list_told_after.__test__ = False
+
+
+@pytest.mark.interpreted
+def test_the_property_meets_hinted_victims(monkeypatch):
+    """The hinted runs above start chains while a hint names a node the chain then evicts (left dead)."""
+    hinted_nodes, met = chain_pass.hinted_nodes, []
+
+    def recorded(tree):
+        hinted = hinted_nodes(tree)
+        met.append(hinted)
+        return hinted
+
+    monkeypatch.setattr(chain_pass, "hinted_nodes", recorded)
+    test_a_chain_meeting_hinted_victims_is_the_list_told_after()
+    num_met = sum(1 for hinted in met for node in hinted if not node.alive)
+    assert num_met > 20, num_met
+    print('hinted victims met', num_met)
 
 
 def _all(monkeypatch, on: bool) -> None:

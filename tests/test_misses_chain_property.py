@@ -195,7 +195,6 @@ def test_the_property_meets_hinted_victims(monkeypatch):
     test_a_chain_meeting_hinted_victims_is_the_list_told_after()
     num_met = sum(1 for hinted in met for node in hinted if not node.alive)
     assert num_met > 20, num_met
-    print('hinted victims met', num_met)
 
 
 def _all(monkeypatch, on: bool) -> None:

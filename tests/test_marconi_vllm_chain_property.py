@@ -80,9 +80,9 @@ def test_the_property_takes_chains(monkeypatch):
     runs, the examples ``tests/hypothesis_pins.py`` fixes)."""
     take = chain_module.take_chain
 
-    def counted(tree, rules, req, keys, held, evicted, has_swa):
+    def counted(tree, rules, req, keys, held, evicted, has_swa, *watcher):
         before = req.kv_len
-        node = take(tree, rules, req, keys, held, evicted, has_swa)
+        node = take(tree, rules, req, keys, held, evicted, has_swa, *watcher)
         if node is not None and chain_module.FUSES_CHAINS:
             _TAKEN["chunks"] += (node.end - before) // tree.page_size
             _TAKEN["chains"] += 1

@@ -29,6 +29,14 @@ from sim.engines.registry import make_manager, make_policy
 _TOLD = {"as_one": 0}
 
 
+def deleted_read(watcher):
+    """The watcher's last deleted node as its handlers read it: a live node by place; a dead one or none alike
+    (no event names a dead node again; vLLM+'s chain leaves none where its victims live on as new leaves,
+    ``marconi_vllm_chain_pass.REUSES_VICTIMS``)."""
+    deleted = watcher._deleted
+    return "dead or none" if deleted is None or not deleted.alive else plain(deleted)
+
+
 class Watched:
     """A manager whose only observer is its miss watcher."""
 
@@ -69,7 +77,7 @@ class Watched:
             *self.by_place(watcher.tomb_cause, watcher.state_evicted, watcher._prefix_links),
             watcher._swa_eviction_pending,
             watcher._in_finish,
-            plain(watcher._deleted),
+            deleted_read(watcher),
         )
 
 

@@ -20,10 +20,10 @@ from cache_helpers import seq
 from hypothesis import example, given, settings
 from test_decode_fast_path_property import snapshot
 from test_marconi_vllm_chunks_property import _trace, tight_vllm_caches
-from test_marconi_vllm_watcher_property import Watched
+from test_marconi_vllm_watcher_property import Watched, deleted_read
 from test_misses_hashed_property import hashed, watched_run
 from test_misses_run_property import _CHAINS, _PLAIN_8, _SWA_16
-from test_page_chunks_property import plain, workloads
+from test_page_chunks_property import workloads
 
 from sim.cache import misses, misses_evicted, misses_spans
 from sim.run.simulate import SimConfig
@@ -58,7 +58,7 @@ def _tables(watched: Watched):
         watcher.misses,
         hashed(watcher.evicted_pages, watcher),
         *watched.by_place(watcher.tomb_cause, watcher.state_evicted),
-        plain(watcher._deleted),
+        deleted_read(watcher),
     )
 
 

@@ -14,6 +14,11 @@ from typing import ClassVar
 from sim.cache.components import FULL, MAMBA, SWA, Component
 from sim.cache.node import Node
 
+# True: ``NoEviction`` reads as ``leaves_only``, so ``locks.unlock`` tells the tree of the holder's node and the
+# window's childless nodes alone, not of every node its FULL pass unlocks (Marconi's: ~1.7 M ``release`` calls
+# at 4,000 ``marconi-vllm`` requests, each doing nothing); False: every one told (the reference)
+UNHEARD_INNER_RELEASES = True
+
 
 class LRUEviction:
     """Least recently stamped first, from lazy heaps: an entry whose stamp is stale or whose node died is
@@ -105,6 +110,12 @@ class NoEviction:
     """For rules that choose their victims by scanning the tree (FreeToken): nothing to keep up to date."""
 
     name: ClassVar[str] = "scan"
+
+    @property
+    def leaves_only(self) -> bool:
+        """``RadixTree.leaves_only``: ``release`` hears nothing, so the tree may skip it for inner nodes too
+        (``UNHEARD_INNER_RELEASES``)."""
+        return UNHEARD_INNER_RELEASES
 
     def push(self, comp: Component, node: Node, stamp: float) -> None:
         pass

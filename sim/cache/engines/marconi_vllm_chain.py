@@ -24,6 +24,7 @@ from sim.cache.engines.marconi_lru import LeafHeap
 from sim.cache.engines.marconi_recency import Recency
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys, exposes_nothing_above
 from sim.cache.locks import let_go_past
+from sim.cache.misses import TreeMissTracker
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
@@ -68,11 +69,12 @@ def take_chain(
     held: list[tuple[int, int, Node]],
     evicted: list[Node] | None,
     has_swa: bool,
+    watcher: TreeMissTracker | None = None,
 ) -> Node | None:
     """The run's next chunks while each takes ``held``'s node as its victim and commits one new leaf (the
     caller: the pools short, LRU over leaves, tuned, a commit's hint deferred; ``evicted``: the watcher's
     tellings deferred, None: told at once, no chain): the last new leaf, ``held`` the chain's next parent;
-    None, nothing changed, where the first chunk is not one."""
+    None, nothing changed, where the first chunk is not one. ``watcher``: the one ``evicted`` is told to."""
     recency, window, has_mamba = rules.recency, rules.window, rules.has_mamba
     leaves: LeafHeap = recency.leaves  # type: ignore[assignment]  # whole-path recency keeps one
     heap, stamps, page = leaves.heap, recency.stamps, tree.page_size
@@ -86,7 +88,7 @@ def take_chain(
     if stamps.get(victim.id) != stamp:  # kept: unkept (held at 0), its parent may get no entry
         return None
     if chain_pass.ONE_PASS:
-        return _take_in_one_pass(tree, rules, req, keys, held, evicted, has_swa, victim, stamp, top)
+        return _take_in_one_pass(tree, rules, req, keys, held, evicted, has_swa, victim, stamp, top, watcher)
     locks, start, prompt_len, source = req.locks, req.prefix_len, req.prompt_len, req.request_id
     last, base, now, clock, unlocked = locks.node, start, recency.now, tree.clock, 0
     node: Node | None = None
@@ -140,12 +142,13 @@ def _take_in_one_pass(
     victim: Node,
     stamp: int,
     top: int | None,
+    watcher: TreeMissTracker | None,
 ) -> Node | None:
     """``take_chain``'s loop and close where ``chain_pass.ONE_PASS``: the chunks hung in one pass, the window
     slid once over the leaves it keeps."""
     recency, window, has_mamba, start = rules.recency, rules.window, rules.has_mamba, req.prefix_len
     hung = chain_pass.hang_chain(
-        tree, req, keys, evicted, recency.stamps, victim, stamp, top, recency.now, has_mamba, has_swa
+        tree, req, keys, evicted, recency.stamps, victim, stamp, top, recency.now, has_mamba, has_swa, watcher
     )
     node, parent, stamp, now, clock, unlocked, count = hung
     if node is None:

@@ -11,22 +11,38 @@ loop was most of ``marconi-vllm``'s replay. Three things in it are made per chun
 - each chunk's key was cut by a call that finds the run holding it: here the run is kept while the chunks
   stay in it, and the victim's checks (``takes_victim``) are read in line.
 Switch ``ONE_PASS`` (off: ``take_chain``'s own loop, the reference; tests/test_marconi_vllm_chain_pass_property.py).
+
+``TELLS_IN_PASS``: the why watcher told each victim in the same pass (``misses_chain``), not kept on the run's
+list for ``misses_run.tell_evicted``'s second pass (off: kept, the reference; tests/test_misses_chain_property.py).
+``REUSES_VICTIMS`` (with it): the victim's ``Node`` object made the new leaf (a new id, key, span, parent, edge,
+lock, stamps and source; its page, SWA page, state, empty children and holders are the leaf's already), not a new
+node made and the victim freed: ~1.5 M of each at 4,000. A dead victim is read by id or by ``alive`` where a
+reference stays: a stale heap entry (its id's stamp popped; the object's new stamp is above every entry's), the
+watcher (told in the pass, its rows dropped, ``_deleted`` None), a walk hint (``alive``: a hinted victim is not
+reused); nothing else holds an evicted leaf in a replay (off: a new node, the reference).
 """
 
 from __future__ import annotations
 
+from sim.cache import misses_chain
+from sim.cache import node as node_module
 from sim.cache.engines.marconi_vllm_run_steps import ChunkKeys
 from sim.cache.locks import let_go_past
+from sim.cache.misses import TreeMissTracker
 from sim.cache.node import Node
 from sim.cache.request import RequestCache
 from sim.cache.tree import RadixTree
 from sim.tokens import TokenSeq
 
 ONE_PASS = True
+TELLS_IN_PASS = True
+REUSES_VICTIMS = True
 
 # what an evicted chain victim reads as its children and window holders once its own went to the new leaf
 _GONE_CHILDREN: dict[tuple, Node] = {}
 _GONE_HOLDERS: set[str] = set()
+_NO_ROWS: tuple[dict, dict, dict] = ({}, {}, {})  # a pass that tells no watcher drops no rows
+_NO_HINTED: set[Node] = set()
 
 # the chain's last new leaf (None: no chunk taken), the last victim's parent, its stamp, the clocks, the
 # FULL-unlocked tokens' change, the chunks taken
@@ -45,9 +61,11 @@ def hang_chain(
     now: int,
     has_mamba: bool,
     has_swa: bool,
+    watcher: TreeMissTracker | None = None,
 ) -> Hung:
     """``take_chain``'s loop from its first ``victim`` (held at ``stamp``; ``top``: the heap's top) and the
-    recency's ``now``: what it leaves for ``_close``."""
+    recency's ``now``: what it leaves for ``_close``. ``watcher`` (``TELLS_IN_PASS``): told the victims in the
+    pass (``misses_chain``), else they go on ``evicted``."""
     page, prompt_len, source, clock = tree.page_size, req.prompt_len, req.request_id, tree.clock
     last, base, unlocked, count = req.locks.node, req.prefix_len, 0, 0
     gone_children, gone_holders = _GONE_CHILDREN, _GONE_HOLDERS
@@ -57,6 +75,16 @@ def hang_chain(
     run_end = run_start + run[2]
     node: Node | None = None
     parent = victim
+    telling = misses_chain.begin(watcher, evicted) if TELLS_IN_PASS and watcher is not None else None
+    # the rows ``tell_evicted`` drops of each victim (its ``_forget``), read once: only the watcher writes them
+    links, tombs, dropped = (
+        (telling._prefix_links, telling.tomb_cause, telling.state_evicted) if telling else _NO_ROWS
+    )
+    told_source, told_start, told_end = misses_chain.NO_SPAN, 0, 0  # the victims' span so far: request, range
+    told: Node | None = None  # the last victim told
+    reuses = REUSES_VICTIMS and telling is not None
+    hinted = hinted_nodes(tree) if reuses else _NO_HINTED  # victims a walk hint may read as dead: not reused
+    ids = node_module._ids
     while base + page <= prompt_len:
         if (top is not None and top <= stamp) or victim.children or not victim.alive:
             break
@@ -77,15 +105,36 @@ def hang_chain(
             break
         end = base + page
         now += 3  # ``reserve_page``'s tick, then the insert's two
-        evicted.append(victim)
+        if telling is None:
+            evicted.append(victim)
+        else:  # ``tell_evicted`` in the pass: a run of one request's victims one span, put on where it stops
+            if victim.source is not told_source or victim.end - victim.start != page:
+                misses_chain.add_span(telling, told_source, told_start, told_end)
+                told_source, told_end = victim.source, victim.end
+                if not misses_chain.spans_take(victim, page):  # this one and the rest on ``evicted``
+                    misses_chain.close(
+                        telling, misses_chain.NO_SPAN, 0, 0, told is not None, None if reuses else told
+                    )
+                    telling = None
+                    evicted.append(victim)
+            if telling is not None:
+                told_start, told = victim.start, victim
+                if links:
+                    links.pop(victim, None)
+                if tombs:
+                    tombs.pop(victim, None)
+                if dropped:
+                    dropped.pop(victim, None)
         parent = above  # not before: a chain that stops at its victim leaves ``parent`` the victim, held
         stamps.pop(victim.id, None)
         del parent.children[victim.edge]
         unlocked -= victim.end - victim.start
-        victim.swa_pages = victim.state = None
-        victim.alive = False
-        children, holders = victim.children, victim.swa_holders
-        victim.children, victim.swa_holders = gone_children, gone_holders
+        reused = reuses and telling is not None and victim not in hinted
+        if not reused:
+            victim.swa_pages = victim.state = None
+            victim.alive = False
+            children, holders = victim.children, victim.swa_holders
+            victim.children, victim.swa_holders = gone_children, gone_holders
         if (
             run_start <= base and end <= run_end and (base != run_start or end != run_end)
         ):  # ``keys.cut``'s in-run cut
@@ -96,7 +145,12 @@ def hang_chain(
             run = keys.runs[index]
             run_source, run_offset, run_start = run[0], run[1], keys.starts[index]
             run_end = run_start + run[2]
-        node = Node(key, base, last, full, swa if has_swa else None, slot, source, children, holders)
+        if reused:  # ``Node.__init__``'s writes that change it; its pages, state, children, holders stay
+            node = victim
+            node.id, node.key, node.start, node.end, node.parent = next(ids), key, base, end, last
+            node.source = source
+        else:
+            node = Node(key, base, last, full, swa if has_swa else None, slot, source, children, holders)
         node.edge = edge = key.runs  # a key of one page is its own first page
         last.children[edge] = node
         node.full_stamp, node.swa_stamp, node.state_stamp = clock + 1, float(clock + 2), clock + 4
@@ -107,7 +161,16 @@ def hang_chain(
         if parent.parent is None:
             break
         stamp, victim = max(stamps.get(parent.id, 0), stamp), parent
+    if telling is not None:
+        misses_chain.close(
+            telling, told_source, told_start, told_end, told is not None, None if reuses else told
+        )
     return node, parent, stamp, now, clock, unlocked, count
+
+
+def hinted_nodes(tree: RadixTree) -> set[Node]:
+    """The nodes the tree's walk hints remember (at most ``walk_hints._MAX_REMEMBERED``): a chain remembers none."""
+    return {known[1] for known in tree.hints._deepest.values()}
 
 
 def slide_once(

@@ -127,7 +127,7 @@ def take_chunk_run(manager: RadixOps, rules: MarconiRules, req: RequestCache) ->
         handed: Handed | None = None
         if full_pool.num_free < 1 or swa_pool.num_free < num_swa or state_pool.num_free < 1:
             if chains and lru and hint is not None and rules.tuner.done:
-                node = chain_module.take_chain(tree, rules, req, keys, held, evicted, has_swa)
+                node = chain_module.take_chain(tree, rules, req, keys, held, evicted, has_swa, watcher)
                 if node is not None:
                     pending, hint, done = node, node.parent, done + (node.end - kv_len) // page
                     continue

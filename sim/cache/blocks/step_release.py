@@ -31,7 +31,12 @@ TAKEN = {"windows": 0, "states": 0}
 
 
 def release_step(
-    layout: Layout, pool: BlockPool, req: BlockRequest, processed: int, early: bool, hashed: HashedPositions | None
+    layout: Layout,
+    pool: BlockPool,
+    req: BlockRequest,
+    processed: int,
+    early: bool,
+    hashed: HashedPositions | None,
 ) -> None:
     """``steps.release_skipped(layout, pool, req, processed, early, hashed)``."""
     if not BY_KIND or early or hashed is None or pool._discarded or not layout.uniform_block:
@@ -60,7 +65,12 @@ def kind_runs(group_kinds: tuple[str, ...]) -> list[tuple[str, list[int]]]:
 
 
 def _release_windows(
-    layout: Layout, pool: BlockPool, req: BlockRequest, groups: list[int], processed: int, hashed: HashedPositions
+    layout: Layout,
+    pool: BlockPool,
+    req: BlockRequest,
+    groups: list[int],
+    processed: int,
+    hashed: HashedPositions,
 ) -> None:
     """``release_window`` of each of ``groups`` (SWA, in order), as ``release_skipped`` asks each."""
     tables, swa_top = req.tables, steps.window_top(layout, processed)

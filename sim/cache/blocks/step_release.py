@@ -26,8 +26,9 @@ from sim.models import MAMBA, SWA
 BY_KIND = True
 # each layout's kinds as runs of consecutive groups of one kind, in group order (computed once a layout)
 _KIND_RUNS: dict[tuple[str, ...], list[tuple[str, list[int]]]] = {}
-# the steps whose windows and states were released a kind at once (the tests' proof the path is taken)
-TAKEN = {"windows": 0, "states": 0}
+# the steps whose windows and states were released a kind at once, and whose windows were not (another
+# shape: the reference, group by group): the tests' proof each path is taken
+TAKEN = {"windows": 0, "states": 0, "each": 0}
 
 
 def release_step(
@@ -85,6 +86,7 @@ def _release_windows(
             _free_windows(pool, req, groups, top + 1, live, hashed)
             TAKEN["windows"] += 1
             return
+    TAKEN["each"] += 1
     for group in groups:  # another shape: the reference, group by group
         table = tables[group]
         group_top = min(len(table) - 1, swa_top)

@@ -68,10 +68,20 @@ shape = st.lists(st.booleans(), max_size=14)
 
 @st.composite
 def kind_shapes(draw):
-    """A shape a group: a kind's groups mostly one shape (the fast path), sometimes each its own."""
+    """A shape a group: a kind's groups mostly one shape (the fast path), some with one slot flipped (as long,
+    a null or a block where the others differ), some each its own."""
     swa, mamba = draw(shape), draw(shape)
-    own = draw(st.lists(st.booleans(), min_size=7, max_size=7))
-    return [draw(shape) if own[g] else (swa if g < 3 else mamba if g > 3 else []) for g in range(7)]
+    shapes = []
+    for group in range(7):
+        kind_shape = swa if group < 3 else mamba if group > 3 else []
+        how = draw(st.sampled_from(["same", "same", "flipped", "own"]))
+        if how == "own":
+            kind_shape = draw(shape)
+        elif how == "flipped" and kind_shape:
+            at = draw(st.integers(0, len(kind_shape) - 1))
+            kind_shape = [*kind_shape[:at], not kind_shape[at], *kind_shape[at + 1 :]]
+        shapes.append(kind_shape)
+    return shapes
 
 
 def released_alike(shapes, retired, num_cached, hit_tokens, hashed_states, processed, retention) -> tuple:
@@ -130,8 +140,10 @@ def _drawn(seed: int) -> tuple:
     swa = [rng.random() < 0.8 for _ in range(rng.randrange(15))]
     mamba = [rng.random() < 0.3 for _ in range(rng.randrange(15))]
     shapes = [swa if g < 3 else mamba if g > 3 else [] for g in range(7)]
-    if seed % 4 == 0:  # one SWA group of its own shape: the reference, group by group
-        shapes[rng.randrange(3)] = [rng.random() < 0.8 for _ in range(rng.randrange(15))]
+    if seed % 4 == 0 and swa:  # one SWA group with a slot flipped: the reference, group by group
+        at, flipped = rng.randrange(len(swa)), list(swa)
+        flipped[at] = not flipped[at]
+        shapes[rng.randrange(3)] = flipped
     cached = rng.randrange(15)
     retired = [rng.randrange(15) for _ in range(3)] + [0] + [rng.randrange(3)] * 3
     hashed_states = [rng.randrange(60) for _ in range(rng.randrange(3))]

@@ -148,7 +148,13 @@ def _drawn(seed: int) -> tuple:
     retired = [rng.randrange(15) for _ in range(3)] + [0] + [rng.randrange(3)] * 3
     hashed_states = [rng.randrange(60) for _ in range(rng.randrange(3))]
     retention = rng.choice([None, 0, 8])
-    return shapes, retired, [cached] * 7, rng.randrange(40), hashed_states, rng.randrange(70), retention
+    hit_tokens, num_cached = rng.randrange(40), [cached] * 7
+    if seed % 4 == 1 and swa:  # one SWA group hashed one block further or less, below the window (no hit,
+        # every block hashed): its hashed runs its own
+        hit_tokens, retention, cached = 0, None, rng.randrange(len(swa))
+        num_cached = [cached] * 7
+        num_cached[rng.randrange(3)] = max(0, cached + rng.choice([-1, 1]))
+    return shapes, retired, num_cached, hit_tokens, hashed_states, rng.randrange(70), retention
 
 
 def pool_state(manager, watcher) -> tuple:

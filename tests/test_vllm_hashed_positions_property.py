@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from same_runs import same_both_ways
 from test_vllm_private_blocks_property import build, config_of, configs, traces
 
-from sim.cache.blocks import by_id, hashed_positions, step_release, steps
+from sim.cache.blocks import by_id, hashed_positions, steps
 from sim.cache.knobs import NONE
 from sim.models import SWA
 from sim.run.simulate import simulate
@@ -28,8 +28,6 @@ def checked_run(trace_spec, config_spec, on: bool, monkeypatch, seen: dict) -> t
     reference's on the same blocks before it frees them (``seen`` counts the splits, those with both parts,
     and those reaching a hit's slots)."""
     monkeypatch.setattr(hashed_positions, "BY_POSITION", on)
-    # every window released through ``release_window``, the function checked here (not a kind at once)
-    monkeypatch.setattr(step_release, "BY_KIND", False)
     # the live run's search goes on past its first stretch
     monkeypatch.setattr(hashed_positions, "FIRST_SPAN", 2)
     release_window = steps.release_window

@@ -69,23 +69,18 @@ class HashedPositions:
         """``live``, the blocks of positions ``stop - 1`` down to ``stop - len(live)`` (highest first, as vLLM
         frees them), parted into the hashed and the unhashed, each in that order (``by_id.split_set``'s
         answer, no block read by id)."""
-        return split_runs(self.hashed_runs(req, group, stop - len(live), stop), stop, live)
-
-
-def split_runs(runs: list[tuple[int, int]], stop: int, live: list[int]) -> tuple[list[int], list[int]]:
-    """``live`` (positions ``stop - 1`` down, highest first) parted into the blocks at the hashed ``runs``'
-    positions and the others, each in ``live``'s order."""
-    if not runs:
-        return [], live
-    hashed: list[int] = []
-    unhashed: list[int] = []
-    upper = stop  # position ``p`` is ``live[stop - 1 - p]``
-    for start, end in reversed(runs):
-        unhashed += live[stop - upper : stop - end]
-        hashed += live[stop - end : stop - start]
-        upper = start
-    unhashed += live[stop - upper :]
-    return hashed, unhashed
+        runs = self.hashed_runs(req, group, stop - len(live), stop)
+        if not runs:
+            return [], live
+        hashed: list[int] = []
+        unhashed: list[int] = []
+        upper = stop  # position ``p`` is ``live[stop - 1 - p]``
+        for start, end in reversed(runs):
+            unhashed += live[stop - upper : stop - end]
+            hashed += live[stop - end : stop - start]
+            upper = start
+        unhashed += live[stop - upper :]
+        return hashed, unhashed
 
 
 def live_below(table: list[int | None], top: int) -> list[int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from operator import itemgetter
 
-from sim.cache.blocks import boundary_run, hashed_positions, step_release, steps
+from sim.cache.blocks import boundary_run, hashed_positions, steps
 from sim.cache.blocks.admission import (
     admission_need,
     first_chunk_need,
@@ -197,7 +197,7 @@ class BlockCacheManager(PlainBlockDecodes):
         """``allocate_slots`` for the step ``[kv_len, end)``."""
         early = self.policy.fault == "vllm-early-free"  # a negative control
         processed = req.processed(iteration, self.async_scheduling)
-        step_release.release_step(self.layout, self.pool, req, processed, early, self.hashed)
+        steps.release_skipped(self.layout, self.pool, req, processed, early, self.hashed)
         plan = steps.blocks_to_allocate(self.layout, req.tables, end, checkpoint)
         needed = sum(map(itemgetter(1), plan))  # a Mamba group's nulls come with a block: none without
         if needed > self.pool.num_free:

@@ -1,4 +1,5 @@
 """Small builders shared by the cache tests."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -26,6 +27,18 @@ def manager(policy: str, model=None, sizes: PoolSizes = BIG, **knobs) -> CacheMa
 
 def seq(*parts: tuple[str, int]) -> TokenSeq:
     return TokenSeq([("r:" + ref, 0, length) for ref, length in parts])
+
+
+def workload_request(
+    index: int, family: int, shared_len: int, own: int, own_len: int, output_len: int
+) -> tuple:
+    """Request ``index`` of a generated workload (``test_page_chunks_property.workloads``): its id, its tokens (the
+    family's shared prefix, its own part, which ``own`` < 3 shares within the family, its output) and its run's
+    arguments ``(id, tokens, prompt_len, output_len)``."""
+    rid = f"r{index}"
+    own_ref = rid if own == 3 else f"own{family}-{own}"
+    tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
+    return rid, tokens, (rid, tokens, shared_len + own_len, output_len)
 
 
 def out(request_id: str, length: int) -> TokenSeq:

@@ -1,13 +1,16 @@
 """What the switch-on / switch-off tests of SGLang's event steps share (``test_page_only_decode_property``,
-``test_event_step_one_pass_property``): the presets and their configs, generated bursts, a pool's state, and the
-comparison of two logged runs."""
+``test_event_step_one_pass_property``, ``test_sglang_carried_property``,
+``test_sglang_carried_starts_property``): the presets and their configs, generated bursts, a pool's state, a run
+under patches, and the comparison of two logged runs."""
 
 from __future__ import annotations
+
+from contextlib import ExitStack
 
 from hypothesis import strategies as st
 from same_runs import assert_same_run
 
-from sim.run.simulate import SimConfig
+from sim.run.simulate import SimConfig, simulate
 from sim.trace import Trace
 from tests.fast_slow_helpers import burst_requests
 
@@ -45,3 +48,22 @@ def assert_logged_runs_equal(fast: tuple, reference: tuple) -> None:
     for fast_entry, reference_entry in zip(fast_log, reference_log, strict=True):
         assert fast_entry == reference_entry
     assert_same_run(fast_result, reference_result)
+
+
+def simulate_patched(trace: Trace, config: SimConfig, patches: list) -> object:
+    """``simulate`` with the patches in place, each stopped again in reverse order however the run ends."""
+    with ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        return simulate(trace, config)
+
+
+def logged_on_against_off(logged_run, trace: Trace, config: SimConfig) -> dict:
+    """A logged run with the switch on and one with it off (``logged_run(trace, config, on)`` gives the result, its
+    log and the fast path's counts), asserted equal run by run and table by table, the reference's counts all zero;
+    returns the switch-on run's counts."""
+    fast, fast_log, fast_counts = logged_run(trace, config, True)
+    reference, reference_log, reference_counts = logged_run(trace, config, False)
+    assert not any(reference_counts.values())
+    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
+    return fast_counts

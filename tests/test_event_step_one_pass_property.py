@@ -21,9 +21,15 @@ from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
-from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_bursts, sglang_config
+from sglang_event_steps import (
+    logged_on_against_off,
+    pool_state,
+    sglang_bursts,
+    sglang_config,
+    simulate_patched,
+)
 
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.sched import sglang_carried, sglang_event_plans, sglang_fast, sglang_runs
 from sim.trace import Trace
 from tests.fast_slow_helpers import growing_burst
@@ -104,23 +110,12 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         mock.patch.object(sglang_event_plans, "take_anonymous_pages", side_effect=take_pages),
         mock.patch.object(sglang_event_plans, "begin_decode_pass", side_effect=begin),
     ]
-    for patch in patches:
-        patch.start()
-    try:
-        result = simulate(trace, config)
-    finally:
-        for patch in reversed(patches):
-            patch.stop()
-    return result, log, counts
+    return simulate_patched(trace, config, patches), log, counts
 
 
 def one_pass(trace: Trace, config: SimConfig) -> dict:
     """Both runs, asserted equal step by step and table by table; returns the switch-on run's fast counts."""
-    fast, fast_log, fast_counts = _logged_run(trace, config, True)
-    reference, reference_log, reference_counts = _logged_run(trace, config, False)
-    assert not any(reference_counts.values())
-    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
-    return fast_counts
+    return logged_on_against_off(_logged_run, trace, config)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from cache_helpers import seq
+from cache_helpers import workload_request
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_decode_fast_path_property import snapshot
@@ -77,16 +77,13 @@ def _compare(cache, requests, watched: bool, small: bool, hinted: bool = False) 
         marconi_lru._COMPACT_FLOOR, walk_hints._MAX_REMEMBERED = 8, 3
     try:
         ours, theirs = (_switched(_watched(cache, trace), on) for on in (True, False))
-        for index, (family, shared_len, own, own_len, output_len) in enumerate(requests):
-            rid = f"r{index}"
-            own_ref = rid if own == 3 else f"own{family}-{own}"
-            tokens = seq((f"shared{family}", shared_len), (own_ref, own_len), (f"out-{rid}", output_len))
+        for index, workload in enumerate(requests):
+            rid, tokens, request = workload_request(index, *workload)
             seqs[rid] = tokens
-            request = (rid, tokens, shared_len + own_len, output_len)
             if hinted:
                 for observed in (ours, theirs):
                     _hint_mid_paths(observed.manager.tree, last_tokens)
-                last_tokens[family] = tokens
+                last_tokens[workload[0]] = tokens  # by family
             assert ours.run(*request) == theirs.run(*request)
             assert snapshot(ours.manager) == snapshot(theirs.manager), f"after {rid}"
             assert current_entries(ours.manager) == current_entries(theirs.manager), f"after {rid}"

@@ -19,10 +19,10 @@ from unittest import mock
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sglang_event_steps import assert_logged_runs_equal, pool_state, sglang_config
+from sglang_event_steps import logged_on_against_off, pool_state, sglang_config, simulate_patched
 
 from sim.cache import plain_decodes
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.sched import sglang_carried, sglang_fast, sglang_runs
 from sim.trace import Request, Segment, Trace
 from sim.trace.azure_import import import_mooncake
@@ -172,23 +172,12 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
             ("stepped", stepped),
         )
     ]
-    for patch in patches:
-        patch.start()
-    try:
-        result = simulate(trace, config)
-    finally:
-        for patch in reversed(patches):
-            patch.stop()
-    return result, log, counts
+    return simulate_patched(trace, config, patches), log, counts
 
 
 def carried_against_asked(trace: Trace, config: SimConfig) -> dict:
     """Both runs, asserted equal run by run, step by step and table by table; returns the switch-on run's uses."""
-    fast, fast_log, fast_counts = _logged_run(trace, config, True)
-    reference, reference_log, reference_counts = _logged_run(trace, config, False)
-    assert not any(reference_counts.values())
-    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
-    return fast_counts
+    return logged_on_against_off(_logged_run, trace, config)
 
 
 TOTALS = {"runs": 0, "carried": 0, "stretched": 0, "idle": 0, "stepped": 0}

@@ -19,11 +19,11 @@ from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
-from sglang_event_steps import assert_logged_runs_equal, sglang_config
+from sglang_event_steps import logged_on_against_off, sglang_config, simulate_patched
 from test_sglang_carried_property import HEAD, _full_step, _snapshot, cases
 
 from sim.cache import plain_decodes
-from sim.run.simulate import SimConfig, simulate
+from sim.run.simulate import SimConfig
 from sim.sched import sglang_carried, sglang_carried_starts, sglang_fast, sglang_runs
 from sim.trace import Trace
 from sim.trace.azure_import import import_mooncake
@@ -108,24 +108,16 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         mock.patch.object(sglang_fast, "take_batch_run", side_effect=batch_run),
         mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),
     ] + _checked_patches(counts)
-    for patch in patches:
-        patch.start()
     try:
-        result = simulate(trace, config)
+        result = simulate_patched(trace, config, patches)
     finally:
-        for patch in reversed(patches):
-            patch.stop()
         _MANAGERS.clear()
     return result, log, counts
 
 
 def carried_starts_against_read(trace: Trace, config: SimConfig) -> dict:
     """Both runs, asserted equal run by run, step by step and table by table; returns the switch-on run's uses."""
-    fast, fast_log, fast_counts = _logged_run(trace, config, True)
-    reference, reference_log, reference_counts = _logged_run(trace, config, False)
-    assert not any(reference_counts.values())
-    assert_logged_runs_equal((fast, fast_log), (reference, reference_log))
-    return fast_counts
+    return logged_on_against_off(_logged_run, trace, config)
 
 
 TOTALS = dict.fromkeys(("runs",) + COUNTED, 0)

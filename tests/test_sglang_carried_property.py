@@ -115,6 +115,29 @@ def _full_step(full) -> tuple:
     return (full.offset, full.pages, full.num_steps, full.usage is None, items, len(full.finished))
 
 
+def logging_patches(log: list, on_run=None) -> list:
+    """Patches that log every batch run (its steps taken and full steps) and every event step (what it can move)
+    on ``log``; ``on_run(sched)`` is told each run first."""
+
+    def batch_run(sched, iteration, *args):
+        if on_run is not None:
+            on_run(sched)
+        done, full_steps = _TAKE_BATCH_RUN(sched, iteration, *args)
+        log.append(("run", iteration, done, tuple(map(_full_step, full_steps))))
+        return done, full_steps
+
+    def event_step(sched, reqs, iteration, *args):
+        batch = _EVENT_STEP(sched, reqs, iteration, *args)
+        log.append(("step", iteration, _snapshot(sched, reqs)))
+        return batch
+
+    return [
+        mock.patch.object(sglang_runs, "take_batch_run", side_effect=batch_run),
+        mock.patch.object(sglang_fast, "take_batch_run", side_effect=batch_run),
+        mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),
+    ]
+
+
 def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
     """The run with the switch as given; returns its result, the log, and the carried answers' uses."""
     log: list = []
@@ -146,32 +169,23 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
         counts["stepped"] += not processed and self.dues is not None
         _STEPPED(self, needs, processed, iteration)
 
-    def batch_run(sched, iteration, *args):
-        done, full_steps = _TAKE_BATCH_RUN(sched, iteration, *args)
-        log.append(("run", iteration, done, tuple(map(_full_step, full_steps))))
-        return done, full_steps
-
-    def event_step(sched, reqs, iteration, *args):
-        batch = _EVENT_STEP(sched, reqs, iteration, *args)
-        log.append(("step", iteration, _snapshot(sched, reqs)))
-        return batch
-
-    patches: list = [
-        mock.patch.object(sglang_carried, "CARRY_SILENT_STEPS", switch),
-        mock.patch.object(plain_decodes, "STARTS_COUNTED_IN_ORDER", switch),
-        mock.patch.object(sglang_runs, "take_batch_run", side_effect=batch_run),
-        mock.patch.object(sglang_fast, "take_batch_run", side_effect=batch_run),
-        mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),
-    ] + [
-        mock.patch.object(Carried, name, new)
-        for name, new in (
-            ("dues_at", dues_at),
-            ("quiet_stretch", quiet),
-            ("idle_steps", idle),
-            ("fits_and_needs", fits),
-            ("stepped", stepped),
-        )
-    ]
+    patches: list = (
+        [
+            mock.patch.object(sglang_carried, "CARRY_SILENT_STEPS", switch),
+            mock.patch.object(plain_decodes, "STARTS_COUNTED_IN_ORDER", switch),
+        ]
+        + logging_patches(log)
+        + [
+            mock.patch.object(Carried, name, new)
+            for name, new in (
+                ("dues_at", dues_at),
+                ("quiet_stretch", quiet),
+                ("idle_steps", idle),
+                ("fits_and_needs", fits),
+                ("stepped", stepped),
+            )
+        ]
+    )
     return simulate_patched(trace, config, patches), log, counts
 
 

@@ -20,11 +20,11 @@ from unittest import mock
 import pytest
 from hypothesis import example, given, settings
 from sglang_event_steps import logged_on_against_off, sglang_config, simulate_patched
-from test_sglang_carried_property import HEAD, _full_step, _snapshot, cases
+from test_sglang_carried_property import HEAD, cases, logging_patches
 
 from sim.cache import plain_decodes
 from sim.run.simulate import SimConfig
-from sim.sched import sglang_carried, sglang_carried_starts, sglang_fast, sglang_runs
+from sim.sched import sglang_carried, sglang_carried_starts
 from sim.trace import Trace
 from sim.trace.azure_import import import_mooncake
 from tests.fast_slow_helpers import growing_burst
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.interpreted
 Dues = sglang_carried_starts.PageDues
 _DUES, _STRETCH, _STARTS, _NEEDED = Dues.dues_at, Dues.stretch, Dues.starts_within, Dues.pages_needed
 _STEPPED, _HAND_OUT = Dues.stepped, sglang_carried_starts.hand_out_each
-_TAKE_BATCH_RUN, _EVENT_STEP = sglang_runs.take_batch_run, sglang_runs._event_step
 COUNTED = ("carried", "stretched", "handed", "lockstep", "needed", "stepped")
 
 
@@ -89,25 +88,12 @@ def _logged_run(trace: Trace, config: SimConfig, switch: bool) -> tuple:
     log: list = []
     counts = dict.fromkeys(COUNTED, 0)
 
-    def batch_run(sched, iteration, *args):
-        _MANAGERS.append(sched.manager)
-        done, full_steps = _TAKE_BATCH_RUN(sched, iteration, *args)
-        log.append(("run", iteration, done, tuple(map(_full_step, full_steps))))
-        return done, full_steps
-
-    def event_step(sched, reqs, iteration, *args):
-        batch = _EVENT_STEP(sched, reqs, iteration, *args)
-        log.append(("step", iteration, _snapshot(sched, reqs)))
-        return batch
-
     patches: list = [
         mock.patch.object(sglang_carried, "CARRY_SILENT_STEPS", True),
         mock.patch.object(plain_decodes, "STARTS_COUNTED_IN_ORDER", True),
         mock.patch.object(sglang_carried_starts, "CARRY_PAGE_STARTS", switch),
-        mock.patch.object(sglang_runs, "take_batch_run", side_effect=batch_run),
-        mock.patch.object(sglang_fast, "take_batch_run", side_effect=batch_run),
-        mock.patch.object(sglang_runs, "_event_step", side_effect=event_step),
-    ] + _checked_patches(counts)
+    ]
+    patches += logging_patches(log, lambda sched: _MANAGERS.append(sched.manager)) + _checked_patches(counts)
     try:
         result = simulate_patched(trace, config, patches)
     finally:
